@@ -1,0 +1,52 @@
+# The study's commands. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PROFILE ?= cpu
+NOTEBOOK ?=
+FORCE ?=
+STAMP := $(VENV)/.studylib-installed
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help setup report run render plan test lab clean distclean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
+	@echo "variables: PROFILE=$(PROFILE) (params/<name>.yaml)  NOTEBOOK=01_eager_vs_compiled  FORCE=1"
+
+setup: $(STAMP)  ## create the virtual environment from requirements.lock (only when missing or changed)
+
+# The environment is (re)built only when it is missing or the lock changed.
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.lock 2> >(grep -v "^WARNING: Location" >&2)
+	$(PY) -m pip install -q --no-deps -e . 2> >(grep -v "^WARNING: Location" >&2)
+	$(PY) -m ipykernel install --sys-prefix --name studylib --display-name "Python (studylib)"
+	touch $@
+
+report: $(STAMP)  ## run every notebook of PROFILE (default cpu) and render HTML + outputs/index.html
+	@$(PY) -m studylib run --profile $(PROFILE) $(if $(NOTEBOOK),--notebook $(NOTEBOOK)) $(if $(FORCE),--force); \
+	rc=$$?; if [ $$rc -eq 2 ]; then exit 2; fi; \
+	$(PY) -m studylib report --profile $(PROFILE) || exit $$?; exit $$rc
+
+run: $(STAMP)  ## only execute the notebooks (no HTML)
+	$(PY) -m studylib run --profile $(PROFILE) $(if $(NOTEBOOK),--notebook $(NOTEBOOK)) $(if $(FORCE),--force)
+
+render: $(STAMP)  ## only render executed notebooks to HTML and rewrite the index
+	$(PY) -m studylib report --profile $(PROFILE)
+
+plan: $(STAMP)  ## list what PROFILE would measure and roughly how long it takes
+	$(PY) -m studylib plan --profile $(PROFILE)
+
+test: $(STAMP)  ## run the whole test suite (unit tests and an end-to-end smoke report)
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+lab: $(STAMP)  ## open JupyterLab on notebooks/ with the project's kernel
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+clean:  ## remove every output (executed notebooks, HTML, results) under outputs/
+	rm -rf outputs/*/ outputs/index.html
+
+distclean: clean  ## also remove the virtual environment
+	rm -rf $(VENV)
