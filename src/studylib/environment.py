@@ -1,0 +1,123 @@
+"""What machine and software produced a result: captured once per run, saved beside the results."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+
+from . import paths
+
+LIBRARIES = ("torch", "transformers", "tensorflow", "tf-keras", "onnx", "onnxruntime", "onnxscript", "numpy",
+             "scipy", "pandas", "papermill", "nbconvert", "studylib")
+# The fields that decide whether an earlier measurement still stands (a re-run skips it).
+FINGERPRINT_KEYS = ("python", "os", "cpu_model", "logical_cpus", "gpu_name", "cuda", "libraries")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float | None:
+    try:
+        import psutil
+
+        return round(psutil.virtual_memory().total / 2**30, 1)
+    except ImportError:
+        return None
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        if out.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(paths.ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _gpu() -> dict:
+    if "torch" not in sys.modules:
+        return {}
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    info = {"gpu_name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(),
+            "gpu_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        info["gpu_driver"] = out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, IndexError):
+        info["gpu_driver"] = None
+    return info
+
+
+def _threads() -> dict:
+    t = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    if "torch" in sys.modules:
+        import torch
+
+        t.update(torch_intra_op=torch.get_num_threads(), torch_inter_op=torch.get_num_interop_threads())
+    return t
+
+
+def capture(profile: str | None = None) -> dict:
+    """Versions, Python, OS, CPU, cores, memory, thread settings, GPU, git commit and profile."""
+    env = {
+        "profile": profile,
+        "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "cpu_model": _cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "gpu_name": None,
+        "cuda": None,
+        "threads": _threads(),
+        "git_commit": _git_commit(),
+        "libraries": {lib: _version(lib) for lib in LIBRARIES},
+    }
+    env.update(_gpu())
+    env["fingerprint"] = fingerprint(env)
+    return env
+
+
+def fingerprint(env: dict) -> str:
+    """A short hash of the fields that make measurements comparable."""
+    key = json.dumps({k: env.get(k) for k in FINGERPRINT_KEYS}, sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def one_line(env: dict) -> str:
+    """The environment in one line, for the index page and notebook headers."""
+    libs = env.get("libraries", {})
+    gpu = f"{env['gpu_name']} (CUDA {env.get('cuda')})" if env.get("gpu_name") else "no GPU"
+    return (f"{env.get('cpu_model')} · {env.get('usable_cpus')} CPUs · {gpu} · Python {env.get('python')} · "
+            f"torch {libs.get('torch')} · commit {env.get('git_commit') or 'unknown'}")

@@ -1,0 +1,62 @@
+"""Peak memory while a block runs: process RSS on CPU, torch's allocator on CUDA."""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _vm_hwm_mb() -> float | None:
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def _reset_rss_peak() -> bool:
+    """Linux resets the process's peak RSS (VmHWM) when 5 is written to clear_refs."""
+    try:
+        _CLEAR_REFS.write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+class PeakMemory:
+    """`with PeakMemory(device) as pm: ...` then `pm.peak_mb` and `pm.kind` (what was measured)."""
+
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+        self.peak_mb: float | None = None
+        self.kind = ""
+
+    def __enter__(self) -> PeakMemory:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.kind = "cuda_max_allocated"
+        elif _reset_rss_peak() and _vm_hwm_mb() is not None:
+            self.kind = "rss_peak"
+        else:
+            # No resettable peak here: the process-lifetime peak is an upper bound, labelled as such.
+            self.kind = "rss_peak_since_start"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.kind == "cuda_max_allocated":
+            import torch
+
+            torch.cuda.synchronize()
+            self.peak_mb = torch.cuda.max_memory_allocated() / 2**20
+        elif self.kind == "rss_peak":
+            self.peak_mb = _vm_hwm_mb()
+        else:
+            self.peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

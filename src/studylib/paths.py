@@ -1,0 +1,53 @@
+"""Where things live. The one module that knows the project's layout."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PARAMS_DIR = ROOT / "params"
+NOTEBOOKS_DIR = ROOT / "notebooks"
+SEEDS_DIR = ROOT.parent / "shared" / "seeds"
+
+
+def outputs_root() -> Path:
+    """outputs/ of the project, or STUDYLIB_OUTPUTS when set (tests write elsewhere)."""
+    return Path(os.environ.get("STUDYLIB_OUTPUTS", ROOT / "outputs"))
+
+
+def profile_dir(profile: str) -> Path:
+    return outputs_root() / profile
+
+
+def executed_dir(profile: str) -> Path:
+    return profile_dir(profile) / "executed"
+
+
+def html_dir(profile: str) -> Path:
+    return profile_dir(profile) / "html"
+
+
+def results_dir(profile: str) -> Path:
+    return profile_dir(profile) / "results"
+
+
+def notebook_path(notebook: str) -> Path:
+    return NOTEBOOKS_DIR / f"{notebook}.ipynb"
+
+
+def known_notebooks() -> list[str]:
+    """Notebook ids (file stems) found under notebooks/, in reading order."""
+    return sorted(p.stem for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def profile_path(profile: str) -> Path:
+    """A profile name (params/<name>.yaml) or a path to a YAML file."""
+    p = Path(profile)
+    if p.suffix in (".yaml", ".yml"):
+        return p
+    return PARAMS_DIR / f"{profile}.yaml"
+
+
+def known_profiles() -> list[str]:
+    return sorted(p.stem for p in PARAMS_DIR.glob("*.yaml"))

@@ -1,0 +1,238 @@
+"""Hardware profiles: load params/<profile>.yaml, validate it, hand each notebook its parameters.
+
+A profile is checked completely before any notebook starts. Every problem becomes a ProfileError
+whose message is one line naming the file, the key and what is wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from . import paths
+from .models import MODELS
+
+Dtype = Literal["fp32", "bf16", "fp16"]
+Device = Literal["cpu", "cuda"]
+
+
+class ProfileError(Exception):
+    """A bad profile or parameter: the message is one line naming file, key and problem."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class MeasureSettings(_Strict):
+    """How long and how precisely each configuration is timed."""
+
+    warmup_calls: int = Field(3, ge=0)
+    min_samples: int = Field(10, ge=5)
+    max_samples: int = Field(2000, ge=5)
+    target_ci_pct: float = Field(2.0, gt=0, le=100)
+    budget_s: float = Field(5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _sample_bounds(self) -> MeasureSettings:
+        if self.max_samples < self.min_samples:
+            raise ValueError(f"max_samples ({self.max_samples}) is below min_samples ({self.min_samples})")
+        return self
+
+
+def _check_models(names: list[str], kind: str | None = None) -> list[str]:
+    for name in names:
+        if name not in MODELS:
+            raise ValueError(f"unknown model {name!r} (known: {', '.join(sorted(MODELS))})")
+        if kind is not None and MODELS[name].kind != kind:
+            raise ValueError(f"model {name!r} is a {MODELS[name].kind} model, this study needs {kind} models")
+    return names
+
+
+def _nonempty_unique(values: list) -> list:
+    if not values:
+        raise ValueError("must list at least one value")
+    if len(set(values)) != len(values):
+        raise ValueError("lists a value twice")
+    return values
+
+
+class EagerVsCompiled(_Strict):
+    """Section of study 01: PyTorch eager vs torch.compile."""
+
+    models: list[str]
+    variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune"]]
+    dtypes: list[Dtype]
+    batch_sizes: list[int]
+    seq_lens: list[int]
+    image_size: int = Field(224, ge=8)
+    measure: MeasureSettings | None = None
+    left_out: str = ""
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, v: list[str]) -> list[str]:
+        return _check_models(_nonempty_unique(v))
+
+    @field_validator("variants", "dtypes")
+    @classmethod
+    def _lists(cls, v: list) -> list:
+        return _nonempty_unique(v)
+
+    @field_validator("batch_sizes", "seq_lens")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        _nonempty_unique(v)
+        bad = [x for x in v if x < 1]
+        if bad:
+            raise ValueError(f"must be at least 1 (got {bad[0]})")
+        return v
+
+    @model_validator(mode="after")
+    def _eager_first(self) -> EagerVsCompiled:
+        if "eager" not in self.variants:
+            raise ValueError("variants must include 'eager', the reference every speed-up is taken over")
+        return self
+
+
+# One schema per notebook id; a profile section with another name is an error.
+SECTIONS: dict[str, type[_Strict]] = {
+    "01_eager_vs_compiled": EagerVsCompiled,
+}
+
+
+class Profile(_Strict):
+    """One hardware profile: common settings and a section per notebook it runs."""
+
+    description: str
+    device: Device = "cpu"
+    threads: int = Field(ge=1)
+    seed: int = 0
+    measure: MeasureSettings = MeasureSettings()
+    parity_tolerance: dict[Dtype, float] = Field(
+        default_factory=lambda: {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02},
+        description="largest max-abs-difference to eager allowed, relative to max(1, max |eager output|)",
+    )
+    notebooks: dict[str, dict[str, Any]]
+
+    @field_validator("notebooks")
+    @classmethod
+    def _sections(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        if not v:
+            raise ValueError("must name at least one notebook")
+        for name in v:
+            if name not in SECTIONS:
+                raise ValueError(f"unknown notebook {name!r} (known: {', '.join(SECTIONS)})")
+        return v
+
+    @field_validator("parity_tolerance")
+    @classmethod
+    def _tolerances(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, tol in v.items():
+            if tol <= 0:
+                raise ValueError(f"tolerance for {k} must be above 0 (got {tol})")
+        return v
+
+
+def _describe(err: ValidationError, prefix: str = "") -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in (prefix, *first["loc"]) if p != "")
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif first["type"] == "missing":
+        msg = "required key is missing"
+    got = first.get("input")
+    if first["type"].endswith("_type") and not isinstance(got, (dict, list)):
+        msg += f" (got {got!r})"
+    more = len(err.errors()) - 1
+    return f"{loc or '(top level)'}: {msg}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
+
+
+def _validate_section(name: str, raw: dict[str, Any], where: str):
+    try:
+        return SECTIONS[name].model_validate(raw)
+    except ValidationError as e:
+        raise ProfileError(f"{where}: {_describe(e, f'notebooks.{name}')}") from None
+
+
+class LoadedProfile:
+    """A validated profile with its name, file and validated notebook sections."""
+
+    def __init__(self, name: str, path: Path, profile: Profile, sections: dict[str, BaseModel]):
+        self.name, self.path, self.profile, self.sections = name, path, profile, sections
+
+    def notebooks(self) -> list[str]:
+        return list(self.sections)
+
+    def measure_for(self, notebook: str) -> MeasureSettings:
+        return getattr(self.sections[notebook], "measure", None) or self.profile.measure
+
+
+def load(profile: str) -> LoadedProfile:
+    """Load and fully validate a profile by name (params/<name>.yaml) or path."""
+    path = paths.profile_path(profile)
+    try:
+        where = str(path.relative_to(paths.ROOT))
+    except ValueError:
+        where = str(path)
+    if not path.is_file():
+        known = ", ".join(paths.known_profiles())
+        raise ProfileError(f"{where}: no such profile file (known profiles: {known})")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ProfileError(f"{where}: not valid YAML: {line}{problem}") from None
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}: (top level): must be a mapping of keys to values")
+    try:
+        prof = Profile.model_validate(raw)
+    except ValidationError as e:
+        raise ProfileError(f"{where}: {_describe(e)}") from None
+    sections = {}
+    for name, section in prof.notebooks.items():
+        if not paths.notebook_path(name).is_file():
+            raise ProfileError(f"{where}: notebooks.{name}: notebook file {paths.notebook_path(name).name} is missing")
+        if not isinstance(section, dict):
+            raise ProfileError(f"{where}: notebooks.{name}: must be a mapping of keys to values")
+        sections[name] = _validate_section(name, section, where)
+    return LoadedProfile(path.stem, path, prof, sections)
+
+
+def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:
+    """The values papermill injects into a notebook's parameters cell."""
+    if notebook not in loaded.sections:
+        raise ProfileError(
+            f"{loaded.path.name}: notebooks: has no section {notebook!r} (it has: {', '.join(loaded.sections)})"
+        )
+    p = loaded.profile
+    section = loaded.sections[notebook].model_dump(exclude={"measure", "left_out"})
+    return {
+        "profile": loaded.name,
+        "device": p.device,
+        "threads": p.threads,
+        "seed": p.seed,
+        "measure": loaded.measure_for(notebook).model_dump(),
+        "parity_tolerance": dict(p.parity_tolerance),
+        **section,
+    }
+
+
+def check_parameters(notebook: str, params: dict[str, Any]) -> tuple[Profile, BaseModel]:
+    """Validate a notebook's parameters (injected or edited by hand) with the profile schema."""
+    common = {k: params[k] for k in ("device", "threads", "seed", "measure", "parity_tolerance") if k in params}
+    section = {k: v for k, v in params.items() if k not in common and k not in ("profile", "force")}
+    where = f"{notebook} parameters"
+    try:
+        prof = Profile.model_validate(
+            {"description": f"parameters of {notebook}", **common, "notebooks": {notebook: section}}
+        )
+    except ValidationError as e:
+        raise ProfileError(f"{where}: {_describe(e)}") from None
+    return prof, _validate_section(notebook, section, where)

@@ -1,0 +1,100 @@
+"""Append-only, resumable results table: one JSON line per configuration, written as it finishes.
+
+Each row is one `write` of a whole line to a file opened for appending, then fsync'd. A crash can
+only leave a torn last line; readers ignore it and the next append cuts it off. Re-runs skip
+configurations already measured in the same environment; a forced re-run appends, and the newest
+row per configuration wins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+STATUSES = ("ok", "oom", "error", "skipped")
+
+
+class ResultsTable:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def _lines(self) -> tuple[list[str], bool]:
+        """Complete lines, and whether a torn (unterminated) last line was found."""
+        if not self.path.exists():
+            return [], False
+        text = self.path.read_text()
+        torn = bool(text) and not text.endswith("\n")
+        lines = text.split("\n")
+        return [ln for ln in lines[:-1] if ln.strip()], torn
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The newest row of each configuration, in first-measured order."""
+        latest: dict[str, dict] = {}
+        for line in self._lines()[0]:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            latest.pop(row["config_key"], None)
+            latest[row["config_key"]] = row
+        return list(latest.values())
+
+    def is_done(self, config_key: str, env_fingerprint: str) -> bool:
+        return any(r["config_key"] == config_key and r.get("env_fingerprint") == env_fingerprint
+                   for r in self.rows())
+
+    def append(self, row: dict[str, Any]) -> None:
+        if row.get("status") not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {row.get('status')!r}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self._lines()[1]:
+            self._cut_torn_tail()
+        data = (json.dumps(row, allow_nan=True, default=str) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _cut_torn_tail(self) -> None:
+        raw = self.path.read_bytes()
+        with open(self.path, "r+b") as f:
+            f.truncate(raw.rfind(b"\n") + 1)
+
+    def frame(self, *, with_samples: bool = False):
+        """The table as a pandas DataFrame (raw samples dropped unless asked for)."""
+        import pandas as pd
+
+        df = pd.DataFrame(self.rows())
+        if not with_samples and "samples_s" in df:
+            df = df.drop(columns="samples_s")
+        return df
+
+    def write_csv(self, path: Path | None = None) -> Path:
+        """A tidy CSV beside the JSONL (no raw samples), replaced atomically."""
+        return write_text_atomic(Path(path or self.path.with_suffix(".csv")), self.frame().to_csv(index=False))
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write through a temporary file and a rename, so readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def write_json_atomic(path: Path, data: Any) -> Path:
+    return write_text_atomic(path, json.dumps(data, indent=2, default=str))
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return default
+
