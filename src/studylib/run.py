@@ -1,0 +1,122 @@
+"""Execute notebooks for a profile with papermill, one after another; a failure does not stop the rest."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+from . import paths, profiles
+from .results import read_json, write_json_atomic
+
+KERNEL = "studylib"
+
+
+def manifest_path(profile: str):
+    return paths.profile_dir(profile) / "run.json"
+
+
+def kernel_name() -> str:
+    """The project's registered kernel, or the current interpreter's own when it is not registered."""
+    from jupyter_client.kernelspec import find_kernel_specs
+
+    return KERNEL if KERNEL in find_kernel_specs() else "python3"
+
+
+def select_notebooks(loaded: profiles.LoadedProfile, wanted: list[str] | None) -> list[str]:
+    """The profile's notebooks, or those asked for; an unknown one is a ProfileError."""
+    if not wanted:
+        return loaded.notebooks()
+    known = paths.known_notebooks()
+    for name in wanted:
+        if name not in known:
+            raise profiles.ProfileError(f"--notebook: unknown notebook {name!r} (known: {', '.join(known)})")
+        if name not in loaded.sections:
+            raise profiles.ProfileError(f"{loaded.path.name}: notebooks: has no section for {name!r}")
+    return list(wanted)
+
+
+def _rows_in(path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except OSError:
+        return 0
+
+
+@contextmanager
+def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool):
+    """A terminal progress bar of configurations, advanced as rows land in the notebook's results table."""
+    from tqdm import tqdm
+
+    from .results import ResultsTable
+    from .studies import STUDIES
+
+    table = paths.results_dir(loaded.name) / f"{notebook}.jsonl"
+    configs = STUDIES[notebook].configs(loaded.sections[notebook], device=loaded.profile.device,
+                                        threads=loaded.profile.threads)
+    done = {r["config_key"] for r in ResultsTable(table).rows()}
+    total = len(configs) if force else sum(c.key not in done for c in configs)
+    bar = tqdm(total=total, desc=f"  {notebook} configurations", unit="cfg", file=sys.stderr, ascii=True, leave=False)
+    start, stop = _rows_in(table), threading.Event()
+
+    def watch():
+        while not stop.wait(1.0):
+            bar.n = min(total, _rows_in(table) - start)
+            bar.refresh()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
+        bar.close()
+
+
+def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False) -> dict:
+    """Run one notebook through papermill; return its manifest entry (status, time, failing cell)."""
+    import papermill as pm
+
+    out = paths.executed_dir(loaded.name) / f"{notebook}.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    params = profiles.notebook_parameters(loaded, notebook) | {"force": force}
+    # The kernel inherits this environment: threads are fixed before torch is imported.
+    os.environ.update(OMP_NUM_THREADS=str(loaded.profile.threads), MKL_NUM_THREADS=str(loaded.profile.threads),
+                      STUDYLIB_RUNNER="papermill")
+    entry = {"notebook": notebook, "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+             "status": "ok", "failed_cell": None, "error": None, "executed": str(out.relative_to(paths.profile_dir(loaded.name)))}
+    t0 = time.perf_counter()
+    try:
+        with _config_progress(loaded, notebook, force):
+            pm.execute_notebook(str(paths.notebook_path(notebook)), str(out), parameters=params, kernel_name=kernel_name(),
+                                cwd=str(paths.NOTEBOOKS_DIR), progress_bar=False, log_output=False)
+    except pm.PapermillExecutionError as e:
+        entry.update(status="failed", failed_cell=e.exec_count, error=f"{e.ename}: {e.evalue}"[:500])
+    except Exception as e:  # the kernel died, the notebook is unreadable, ...
+        entry.update(status="failed", error=f"{type(e).__name__}: {e}"[:500])
+    entry["duration_s"] = round(time.perf_counter() - t0, 1)
+    return entry
+
+
+def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False) -> int:
+    """Execute the notebooks; return 0 when all succeeded, 1 otherwise. Bad input raises ProfileError first."""
+    from tqdm import tqdm
+
+    loaded = profiles.load(profile)
+    names = select_notebooks(loaded, notebooks)
+    manifest = read_json(manifest_path(loaded.name), {}) or {}
+    failed = 0
+    for nb in tqdm(names, desc=f"notebooks [{loaded.name}]", unit="nb", file=sys.stderr, ascii=True):
+        entry = execute(loaded, nb, force=force)
+        manifest[nb] = entry
+        write_json_atomic(manifest_path(loaded.name), manifest)
+        if entry["status"] != "ok":
+            failed += 1
+            print(f"{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}", file=sys.stderr)
+        else:
+            print(f"{nb}: ok in {entry['duration_s']:.0f} s", file=sys.stderr)
+    return 1 if failed else 0

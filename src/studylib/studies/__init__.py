@@ -1,0 +1,7 @@
+"""One module per study: its grid of configurations and the analysis its notebook shows."""
+
+from __future__ import annotations
+
+from . import eager_vs_compiled
+
+STUDIES = {m.NOTEBOOK: m for m in [eager_vs_compiled]}

@@ -1,0 +1,201 @@
+"""Run a grid of configurations: build, prepare, parity-check, measure, and write one row each.
+
+A failure (out of memory, compile error, missing runtime) is a row with its status and message; the
+sweep goes on. Rows are appended as each configuration finishes, and configurations already
+measured in the same environment are skipped unless forced.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from . import models, runtimes
+from .memory import PeakMemory
+from .results import ResultsTable
+from .timing import measure
+
+REFERENCE = "eager"  # every variant's output is compared with eager PyTorch on the same inputs
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration of a sweep: what is run, on what, at which size."""
+
+    model: str
+    variant: str
+    dtype: str
+    batch_size: int
+    device: str
+    threads: int
+    seq_len: int | None = None
+    image_size: int | None = None
+
+    @property
+    def key(self) -> str:
+        size = f"s{self.seq_len}" if self.seq_len is not None else f"i{self.image_size}"
+        return f"{self.model}|{self.variant}|{self.device}|{self.dtype}|b{self.batch_size}|{size}|t{self.threads}"
+
+    @property
+    def shape_key(self) -> tuple:
+        """Configurations sharing this key time the same model on the same inputs."""
+        return (self.model, self.dtype, self.batch_size, self.seq_len, self.image_size)
+
+
+def classify_failure(exc: BaseException) -> tuple[str, str]:
+    """(status, one-line message) for an exception raised while preparing or timing."""
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    message = f"{type(exc).__name__}: {first}"[:300]
+    if isinstance(exc, runtimes.RuntimeUnavailable):
+        return "skipped", first[:300]
+    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower() or "can't allocate memory" in str(exc):
+        return "oom", message
+    return "error", message
+
+
+def parity(output: np.ndarray, reference: np.ndarray, rel_tolerance: float) -> dict[str, Any]:
+    """Max abs difference to the eager reference, and whether it is within tolerance.
+
+    The allowed difference is rel_tolerance × max(1, max |reference|), so it scales with the output.
+    """
+    if output.shape != reference.shape:
+        return {"max_abs_diff": float("inf"), "parity_tol": None, "parity_ok": False}
+    diff = float(np.max(np.abs(output - reference))) if output.size else 0.0
+    tol = rel_tolerance * max(1.0, float(np.max(np.abs(reference))) if reference.size else 1.0)
+    return {"max_abs_diff": diff, "parity_tol": tol, "parity_ok": bool(np.isfinite(diff) and diff <= tol)}
+
+
+def _device_available(device: str) -> str | None:
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            return "CUDA is not available on this machine"
+    return None
+
+
+class _TorchWorkloads:
+    """Builds each model once per dtype and each eager reference once per shape."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self._modules: dict[tuple, Any] = {}
+        self._references: dict[tuple, np.ndarray] = {}
+
+    def workload(self, c: Config) -> models.Workload:
+        mkey = (c.model, c.dtype, c.device)
+        if mkey not in self._modules:
+            self._modules.clear()  # one model in memory at a time
+            self._references.clear()
+            self._modules[mkey] = models.build_torch(c.model, seed=self.seed, dtype=c.dtype, device=c.device)
+        return models.torch_workload(c.model, batch_size=c.batch_size, seq_len=c.seq_len, image_size=c.image_size,
+                                     dtype=c.dtype, device=c.device, seed=self.seed, module=self._modules[mkey])
+
+    def has_reference(self, c: Config) -> bool:
+        return c.shape_key in self._references
+
+    def set_reference(self, c: Config, output: np.ndarray) -> None:
+        self._references[c.shape_key] = output
+
+    def reference(self, c: Config, w: models.Workload) -> np.ndarray:
+        """Eager PyTorch output on the same inputs, in the same dtype."""
+        if c.shape_key not in self._references:
+            eager = runtimes.get(REFERENCE)
+            with eager.context():
+                self._references[c.shape_key] = eager.to_numpy(w.module(*w.inputs))
+        return self._references[c.shape_key]
+
+
+def _base_row(c: Config, study: str, profile: str, env: dict) -> dict[str, Any]:
+    spec = models.spec(c.model)
+    return {
+        "study": study, "profile": profile, "config_key": c.key, **asdict(c), "task": spec.kind,
+        "env_fingerprint": env["fingerprint"], "git_commit": env.get("git_commit"),
+        "status": "ok", "error": "",
+    }
+
+
+def run_one(c: Config, *, study: str, profile: str, env: dict, measure_settings: dict,
+            parity_tolerance: dict[str, float], workloads: _TorchWorkloads) -> dict[str, Any]:
+    """Measure one configuration and return its results row (never raises for a failed run)."""
+    row = _base_row(c, study, profile, env)
+    started = time.perf_counter()
+    try:
+        missing = _device_available(c.device)
+        if missing:
+            raise runtimes.RuntimeUnavailable(missing)
+        runtime = runtimes.get(c.variant)
+        w = workloads.workload(c)
+        checked: dict[str, Any] = {}
+        # Eager's own first call gives the reference when it runs first on a shape, so that call stays cold.
+        eager_is_reference = c.variant == REFERENCE and not workloads.has_reference(c)
+        reference = None if eager_is_reference else workloads.reference(c, w)
+
+        def check(output) -> None:
+            out = runtime.to_numpy(output)
+            if eager_is_reference:
+                workloads.set_reference(c, out)
+            checked.update(parity(out, workloads.reference(c, w) if eager_is_reference else reference,
+                                  parity_tolerance[c.dtype]))
+
+        with runtime.context(), PeakMemory(c.device) as mem:
+            t0 = time.perf_counter()
+            prepared = runtime.prepare(w)
+            prepare_s = time.perf_counter() - t0
+            m = measure(prepared.call, sync=prepared.sync, after_first=check, **measure_settings)
+        row.update(m.to_row())
+        row.update(checked)
+        row.update(
+            prepare_s=prepare_s,
+            peak_mem_mb=mem.peak_mb,
+            mem_kind=mem.kind,
+            throughput_samples_s=c.batch_size / m.median,
+            throughput_tokens_s=(w.tokens_per_call / m.median) if w.tokens_per_call else None,
+            notes=prepared.notes,
+        )
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # a failure is a result
+        row["status"], row["error"] = classify_failure(exc)
+    row["wall_s"] = time.perf_counter() - started
+    row["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return row
+
+
+def _progress(total: int, desc: str):
+    from tqdm import tqdm
+
+    # Under `studylib run` the terminal shows the bar (run.py watches the results table), so the executed
+    # notebook is not filled with progress lines; in JupyterLab the bar shows in the cell.
+    return tqdm(total=total, desc=desc, file=sys.stdout, ascii=True, mininterval=2.0, ncols=110, leave=True,
+                disable=os.environ.get("STUDYLIB_RUNNER") == "papermill")
+
+
+def run(configs: list[Config], *, study: str, profile: str, env: dict, table: ResultsTable,
+        measure_settings: dict, parity_tolerance: dict[str, float], seed: int = 0, force: bool = False,
+        on_row: Callable[[dict], None] | None = None) -> list[dict]:
+    """Measure every configuration not already in `table` (all of them when forced); return new rows."""
+    todo = [c for c in configs if force or not table.is_done(c.key, env["fingerprint"])]
+    workloads = _TorchWorkloads(seed)
+    new_rows = []
+    bar = _progress(len(todo), f"{study} [{profile}]")
+    try:
+        for c in todo:
+            bar.set_postfix_str(f"{c.model} {c.variant} {c.dtype} b{c.batch_size}", refresh=False)
+            row = run_one(c, study=study, profile=profile, env=env, measure_settings=measure_settings,
+                          parity_tolerance=parity_tolerance, workloads=workloads)
+            table.append(row)
+            new_rows.append(row)
+            if on_row:
+                on_row(row)
+            bar.update(1)
+    finally:
+        bar.close()
+    return new_rows
