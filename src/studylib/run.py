@@ -63,9 +63,12 @@ def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool)
     start, stop = _rows_in(table), threading.Event()
 
     def watch():
+        ticks = 0
         while not stop.wait(1.0):
-            bar.n = min(total, _rows_in(table) - start)
-            bar.refresh()
+            n, ticks = min(total, _rows_in(table) - start), ticks + 1
+            if n != bar.n or ticks % 10 == 0:  # new rows at once; otherwise just keep the clock moving
+                bar.n = n
+                bar.refresh()
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()

@@ -15,6 +15,7 @@ from .common import describe_ci, fmt_ms, fmt_x, verdict
 NOTEBOOK = "01_eager_vs_compiled"
 REFERENCE = "eager"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
+NOISY_CV = 0.10  # above this coefficient of variation a configuration's timing is called unstable
 
 
 def configs(section, *, device: str, threads: int) -> list[Config]:
@@ -132,6 +133,11 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
             f"Noise: CV ranged {measured.cv.min():.1%}–{measured.cv.max():.1%} (noisiest: {noisy_at}); {budget} of {len(measured)} configurations hit "
             f"their time budget before reaching the precision target."
         )
+        unstable = measured[measured.cv > NOISY_CV]
+        if len(unstable):
+            lines.append(f"**{len(unstable)} configuration(s) are unstable (CV above {NOISY_CV:.0%})**: "
+                         + ", ".join(f"{r['variant']} {_where(r)}" for _, r in unstable.iterrows())
+                         + ". The machine was likely busy; their medians and speed-ups carry wide CIs.")
     return lines
 
 

@@ -1,0 +1,113 @@
+"""The `smoke` profile end to end: papermill runs the notebooks, nbconvert renders them, the index links them.
+
+Checks what a reader would look at — rows in the results table, a figure and findings in the HTML,
+the index — not only that files exist. Runs the CLI as `make report` does.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from studylib import paths, run
+from studylib.results import ResultsTable
+
+pytestmark = pytest.mark.e2e
+NB = "01_eager_vs_compiled"
+VARIANTS = {"eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune"}
+
+
+def _cli(*args, outputs):
+    env = dict(os.environ, STUDYLIB_OUTPUTS=str(outputs))
+    return subprocess.run([sys.executable, "-m", "studylib", *args], capture_output=True, text=True, env=env,
+                          timeout=900)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    outputs = tmp_path_factory.mktemp("e2e") / "outputs"
+    first = _cli("run", "--profile", "smoke", outputs=outputs)
+    assert first.returncode == 0, first.stderr[-3000:]
+    report = _cli("report", "--profile", "smoke", outputs=outputs)
+    assert report.returncode == 0, report.stderr[-3000:]
+    html = (outputs / "smoke" / "html" / f"{NB}.html").read_text()
+    return outputs, html
+
+
+def test_results_table_holds_every_configuration(smoke):
+    outputs, _ = smoke
+    rows = ResultsTable(outputs / "smoke" / "results" / f"{NB}.jsonl").rows()
+    assert len(rows) == 2 * 2 * 4  # 2 models × 2 batch sizes × 4 variants
+    assert {r["variant"] for r in rows} == VARIANTS
+    assert {r["model"] for r in rows} == {"bert-tiny", "resnet-tiny"}
+    for r in rows:
+        assert r["status"] == "ok", r
+        assert r["parity_ok"] is True and r["max_abs_diff"] < 1e-3
+        assert len(r["samples_s"]) == r["n"] >= 5 and r["ci_low_s"] <= r["median_s"] <= r["ci_high_s"]
+        assert r["first_call_s"] > 0 and r["stop_reason"] in {"precision", "budget", "max_samples"}
+        if r["variant"] == "compile-reduce-overhead":
+            assert "CUDA graphs need a GPU" in r["notes"]
+    assert (outputs / "smoke" / "results" / f"{NB}.csv").exists()
+    env = json.loads((outputs / "smoke" / "results" / "env.json").read_text())
+    assert env["profile"] == "smoke" and env["fingerprint"] == rows[0]["env_fingerprint"]
+
+
+def test_executed_notebook_has_no_errors(smoke):
+    outputs, _ = smoke
+    nb = nbformat.read(outputs / "smoke" / "executed" / f"{NB}.ipynb", as_version=4)
+    outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outs if o.output_type == "error"]
+    assert not [o for o in outs if o.output_type == "stream" and o.name == "stderr"]
+
+
+def test_html_shows_figures_findings_and_claims(smoke):
+    _, html = smoke
+    assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', html)) >= 2  # embedded: readable offline
+    assert re.search(r"<h2[^>]*>Findings", html)
+    assert "compile-default</strong> vs eager over 4 configurations: faster in" in html
+    assert "Parity with eager: largest max-abs difference" in html
+    assert "Beside the published claims" in html and "reduce-overhead" in html and "verdict" in html
+    assert "harness overhead per call" in html
+    assert "Traceback" not in html
+
+
+def test_index_links_the_notebook_with_status_and_environment(smoke):
+    outputs, _ = smoke
+    index = (outputs / "index.html").read_text()
+    assert f'href="smoke/html/{NB}.html"' in index and ">OK<" in index
+    assert "CPUs" in index and "torch" in index
+    manifest = json.loads((outputs / "smoke" / "run.json").read_text())
+    assert manifest[NB]["status"] == "ok" and manifest[NB]["duration_s"] > 0
+
+
+def test_a_rerun_resumes_instead_of_remeasuring(smoke):
+    outputs, _ = smoke
+    again = _cli("run", "--profile", "smoke", outputs=outputs)
+    assert again.returncode == 0, again.stderr[-2000:]
+    nb = nbformat.read(outputs / "smoke" / "executed" / f"{NB}.ipynb", as_version=4)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "0 configurations measured in this run, 16 taken from earlier runs" in text
+
+
+def test_a_failing_notebook_is_marked_in_the_index(tmp_path, outputs, monkeypatch):
+    nb = nbformat.read(paths.notebook_path(NB), as_version=4)
+    params_at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    nb.cells.insert(params_at + 1, nbformat.v4.new_code_cell('raise RuntimeError("boom")'))
+    broken = tmp_path / "notebooks"
+    broken.mkdir()
+    nbformat.write(nb, broken / f"{NB}.ipynb")
+    monkeypatch.setattr(paths, "NOTEBOOKS_DIR", broken)
+
+    assert run.run("smoke") == 1
+    entry = json.loads((outputs / "smoke" / "run.json").read_text())[NB]
+    assert entry["status"] == "failed" and entry["error"] == "RuntimeError: boom" and entry["failed_cell"]
+
+    from studylib.render import report
+
+    index = report("smoke").read_text()
+    assert ">FAILED<" in index and "RuntimeError: boom" in index
+    assert (outputs / "smoke" / "html" / f"{NB}.html").exists()  # the failed notebook is still readable

@@ -1,0 +1,41 @@
+"""Environment capture and peak memory."""
+
+import numpy as np
+
+from studylib import environment
+from studylib.memory import PeakMemory
+
+
+def test_capture_records_what_produced_a_result():
+    import torch  # noqa: F401  (thread settings are read from torch once it is imported)
+
+    env = environment.capture("smoke")
+    assert env["profile"] == "smoke"
+    assert env["python"].startswith("3.") and env["cpu_model"] and env["logical_cpus"] >= 1
+    assert env["libraries"]["torch"].startswith("2.") and env["libraries"]["studylib"]
+    assert env["threads"]["torch_intra_op"] >= 1
+    assert "gpu_name" in env and "git_commit" in env
+    assert len(env["fingerprint"]) == 12
+
+
+def test_fingerprint_changes_with_versions_not_with_time():
+    env = environment.capture("smoke")
+    later = dict(env, captured_at="2099-01-01T00:00:00+00:00", git_commit="other")
+    assert environment.fingerprint(later) == env["fingerprint"]
+    newer = dict(env, libraries=dict(env["libraries"], torch="9.9.9"))
+    assert environment.fingerprint(newer) != env["fingerprint"]
+
+
+def test_one_line_summary():
+    line = environment.one_line(environment.capture("smoke"))
+    assert "CPUs" in line and "torch" in line and "\n" not in line
+
+
+def test_peak_memory_sees_a_temporary_allocation():
+    with PeakMemory("cpu") as baseline:
+        pass
+    with PeakMemory("cpu") as pm:
+        block = np.ones(300 * 2**20 // 8)  # 300 MiB, touched
+        del block
+    assert pm.kind == "rss_peak"
+    assert pm.peak_mb - baseline.peak_mb > 250

@@ -1,0 +1,37 @@
+"""Notebooks are committed clean, with a parameters cell whose defaults are the smoke profile."""
+
+import ast
+import json
+
+import pytest
+
+from studylib import paths, profiles
+
+NOTEBOOKS = paths.known_notebooks()
+
+
+def _cells(name):
+    return json.loads(paths.notebook_path(name).read_text())["cells"]
+
+
+def test_there_are_notebooks():
+    assert "01_eager_vs_compiled" in NOTEBOOKS
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_committed_without_outputs(name):
+    for cell in _cells(name):
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None, f"{name} has outputs"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_parameters_cell_defaults_are_the_smoke_profile(name):
+    tagged = [c for c in _cells(name) if "parameters" in c["metadata"].get("tags", [])]
+    assert len(tagged) == 1
+    values = {}
+    for node in ast.parse("".join(tagged[0]["source"])).body:
+        assert isinstance(node, ast.Assign), "the parameters cell holds plain assignments only"
+        values[node.targets[0].id] = ast.literal_eval(node.value)
+    expected = profiles.notebook_parameters(profiles.load("smoke"), name) | {"force": False}
+    assert values == expected

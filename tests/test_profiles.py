@@ -1,0 +1,115 @@
+"""Every kind of bad profile stops with exit 2, one line naming file, key and problem, and no outputs."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from studylib import paths, profiles
+
+SMOKE = yaml.safe_load((paths.PARAMS_DIR / "smoke.yaml").read_text())
+NB = "01_eager_vs_compiled"
+
+
+def _cli(*args, outputs):
+    env = dict(os.environ, STUDYLIB_OUTPUTS=str(outputs))
+    return subprocess.run([sys.executable, "-m", "studylib", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def _mutated(tmp_path, change):
+    data = yaml.safe_load(yaml.safe_dump(SMOKE))
+    change(data)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _section(data):
+    return data["notebooks"][NB]
+
+
+BAD = {
+    "unknown top-level key": (lambda d: d.update(colour="blue"), "colour: unknown key"),
+    "unknown section key": (lambda d: _section(d).update(batch_size=[1]),
+                            f"notebooks.{NB}.batch_size: unknown key"),
+    "wrong type": (lambda d: d.update(threads="two"), "threads: Input should be a valid integer (got 'two')"),
+    "wrong type in a list": (lambda d: _section(d).update(batch_sizes=[1, "8"]), f"notebooks.{NB}.batch_sizes.1"),
+    "batch size 0": (lambda d: _section(d).update(batch_sizes=[0, 1]),
+                     f"notebooks.{NB}.batch_sizes: must be at least 1 (got 0)"),
+    "zero threads": (lambda d: d.update(threads=0), "threads: Input should be greater than or equal to 1"),
+    "unknown model": (lambda d: _section(d).update(models=["bert-huge"]),
+                      f"notebooks.{NB}.models: unknown model 'bert-huge'"),
+    "unknown runtime": (lambda d: _section(d).update(variants=["eager", "compile-turbo"]),
+                        f"notebooks.{NB}.variants.1: Input should be"),
+    "unknown notebook": (lambda d: d["notebooks"].update({"07_quantum": {}}),
+                         "notebooks: unknown notebook '07_quantum'"),
+    "unknown device": (lambda d: d.update(device="tpu"), "device: Input should be 'cpu' or 'cuda'"),
+    "missing key": (lambda d: d.pop("threads"), "threads: required key is missing"),
+    "impossible sample bounds": (lambda d: d["measure"].update(min_samples=50, max_samples=10),
+                                 "measure: max_samples (10) is below min_samples (50)"),
+    "negative budget": (lambda d: d["measure"].update(budget_s=-1), "measure.budget_s: Input should be greater than 0"),
+    "no eager reference": (lambda d: _section(d).update(variants=["compile-default"]),
+                           f"notebooks.{NB}: variants must include 'eager'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_profile_exits_2_with_one_line_and_touches_nothing(case, tmp_path, outputs):
+    change, expected = BAD[case]
+    path = _mutated(tmp_path, change)
+    for command in ("run", "plan"):
+        r = _cli(command, "--profile", str(path), outputs=outputs)
+        assert r.returncode == 2, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, r.stderr
+        assert str(path) in lines[0] and expected in lines[0], lines[0]
+        assert "Traceback" not in r.stderr
+    assert not outputs.exists()
+
+
+def test_missing_profile_file(outputs):
+    r = _cli("run", "--profile", "no-such-profile", outputs=outputs)
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("error: params/no-such-profile.yaml: no such profile file (known profiles: "
+                                + ", ".join(paths.known_profiles()) + ")")
+    assert not outputs.exists()
+
+
+def test_invalid_yaml(tmp_path, outputs):
+    path = tmp_path / "broken.yaml"
+    path.write_text("device: cpu\nthreads: [1, 2\n")
+    r = _cli("run", "--profile", str(path), outputs=outputs)
+    assert r.returncode == 2 and "not valid YAML: line" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not outputs.exists()
+
+
+def test_unknown_notebook_argument(outputs):
+    r = _cli("run", "--profile", "smoke", "--notebook", "09_nothing", outputs=outputs)
+    assert r.returncode == 2 and "--notebook: unknown notebook '09_nothing'" in r.stderr
+    assert not outputs.exists()
+
+
+@pytest.mark.parametrize("name", paths.known_profiles())
+def test_every_shipped_profile_validates_and_plans(name, outputs):
+    loaded = profiles.load(name)
+    assert loaded.notebooks()
+    r = _cli("plan", "--profile", name, outputs=outputs)
+    assert r.returncode == 0, r.stderr
+    assert "estimated total" in r.stdout and "todo" in r.stdout
+
+
+def test_notebook_parameters_merge_common_and_section():
+    p = profiles.notebook_parameters(profiles.load("smoke"), NB)
+    assert p["profile"] == "smoke" and p["threads"] == SMOKE["threads"]
+    assert p["measure"] == profiles.MeasureSettings(**SMOKE["measure"]).model_dump()
+    assert p["batch_sizes"] == _section(SMOKE)["batch_sizes"]
+    assert "left_out" not in p
+
+
+def test_hand_edited_parameters_are_checked_like_a_profile():
+    params = profiles.notebook_parameters(profiles.load("smoke"), NB) | {"batch_sizes": [2, 0]}
+    with pytest.raises(profiles.ProfileError, match=rf"{NB} parameters: notebooks.{NB}.batch_sizes: must be at least 1"):
+        profiles.check_parameters(NB, params)

@@ -1,0 +1,142 @@
+"""The results table: append-only rows, a torn line after a crash, resume and force, failures as rows."""
+
+import json
+
+import numpy as np
+import pytest
+
+from studylib import environment, sweep
+from studylib.results import ResultsTable, write_json_atomic, read_json
+
+FAST = {"warmup_calls": 1, "min_samples": 5, "max_samples": 20, "target_ci_pct": 50.0, "budget_s": 0.05}
+TOL = {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02}
+
+
+def _row(key, **kw):
+    return {"config_key": key, "status": "ok", "env_fingerprint": "abc", **kw}
+
+
+def test_rows_append_and_the_newest_row_per_configuration_wins(tmp_path):
+    t = ResultsTable(tmp_path / "r.jsonl")
+    t.append(_row("a", median_s=1.0))
+    t.append(_row("b", median_s=2.0))
+    t.append(_row("a", median_s=0.5))
+    rows = t.rows()
+    assert [r["config_key"] for r in rows] == ["b", "a"]
+    assert rows[1]["median_s"] == 0.5
+    assert t.is_done("a", "abc") and not t.is_done("a", "other-env") and not t.is_done("c", "abc")
+
+
+def test_a_torn_last_line_is_ignored_then_cut_off(tmp_path):
+    path = tmp_path / "r.jsonl"
+    t = ResultsTable(path)
+    t.append(_row("a"))
+    with open(path, "a") as f:
+        f.write('{"config_key": "b", "status": "o')  # the process died mid-write
+    assert [r["config_key"] for r in t.rows()] == ["a"]
+    t.append(_row("c"))
+    lines = path.read_text().splitlines()
+    assert [json.loads(ln)["config_key"] for ln in lines] == ["a", "c"]
+
+
+def test_an_unknown_status_is_refused(tmp_path):
+    with pytest.raises(ValueError):
+        ResultsTable(tmp_path / "r.jsonl").append(_row("a", status="fine"))
+
+
+def test_atomic_json_leaves_no_temporary_file(tmp_path):
+    write_json_atomic(tmp_path / "x.json", {"a": 1})
+    assert read_json(tmp_path / "x.json") == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_csv_has_no_raw_samples(tmp_path):
+    t = ResultsTable(tmp_path / "r.jsonl")
+    t.append(_row("a", samples_s=[1.0, 2.0], median_s=1.5))
+    csv = t.write_csv().read_text()
+    assert "median_s" in csv and "samples_s" not in csv
+
+
+def _configs(*batches, device="cpu", seq_len=16, variant="eager"):
+    return [sweep.Config("bert-tiny", variant, "fp32", b, device, 2, seq_len=seq_len) for b in batches]
+
+
+@pytest.fixture(scope="module")
+def env():
+    return environment.capture("test")
+
+
+def _run(table, configs, env, **kw):
+    return sweep.run(configs, study="test", profile="test", env=env, table=table, measure_settings=FAST,
+                     parity_tolerance=TOL, **kw)
+
+
+def test_resume_after_a_crash_between_rows(tmp_path, env):
+    table = ResultsTable(tmp_path / "r.jsonl")
+    configs = _configs(1, 2, 3)
+
+    def crash_after_first(row):
+        raise KeyboardInterrupt  # Ctrl-C right after the first row was written
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(table, configs, env, on_row=crash_after_first)
+    assert [r["config_key"] for r in table.rows()] == [configs[0].key]
+
+    new = _run(table, configs, env)
+    assert [r["config_key"] for r in new] == [c.key for c in configs[1:]]
+    assert [r["config_key"] for r in table.rows()] == [c.key for c in configs]
+
+    assert _run(table, configs, env) == []  # everything measured: nothing to do
+    forced = _run(table, configs, env, force=True)
+    assert len(forced) == 3 and len(table.rows()) == 3
+    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 6  # forced rows appended, newest wins
+
+
+def test_a_measured_row_holds_statistics_samples_and_parity(tmp_path, env):
+    table = ResultsTable(tmp_path / "r.jsonl")
+    [row] = _run(table, _configs(2), env)
+    assert row["status"] == "ok" and row["error"] == ""
+    assert len(row["samples_s"]) == row["n"] >= FAST["min_samples"]
+    assert row["ci_low_s"] <= row["median_s"] <= row["ci_high_s"]
+    assert row["throughput_samples_s"] == pytest.approx(2 / row["median_s"])
+    assert row["throughput_tokens_s"] == pytest.approx(2 * 16 / row["median_s"])
+    assert row["max_abs_diff"] == 0.0 and row["parity_ok"] is True
+    assert row["peak_mem_mb"] > 0 and row["mem_kind"].startswith("rss")
+    assert row["env_fingerprint"] == env["fingerprint"] and row["threads"] == 2
+
+
+def test_failures_are_rows_and_the_sweep_goes_on(tmp_path, env):
+    table = ResultsTable(tmp_path / "r.jsonl")
+    configs = [*_configs(1, seq_len=4096), *_configs(1, device="cuda"), *_configs(1)]
+    rows = _run(table, configs, env)
+    assert [r["status"] for r in rows] == ["error", "skipped" if not _cuda() else "ok", "ok"]
+    assert "exceeds bert-tiny's 512 positions" in rows[0]["error"]
+    if not _cuda():
+        assert rows[1]["error"] == "CUDA is not available on this machine"
+    assert len(table.rows()) == 3
+
+
+def _cuda():
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("exc, status", [
+    (MemoryError("x"), "oom"),
+    (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom"),
+    (RuntimeError("[enforce fail at alloc_cpu.cpp] DefaultCPUAllocator: can't allocate memory"), "oom"),
+    (RuntimeError("inductor failed\nlong traceback"), "error"),
+])
+def test_failure_classification(exc, status):
+    got, message = sweep.classify_failure(exc)
+    assert got == status
+    assert "\n" not in message and len(message) <= 300
+
+
+def test_parity_flags_a_mismatch_and_scales_with_the_output():
+    ref = np.array([[10.0, -20.0]])
+    assert sweep.parity(ref + 0.01, ref, 1e-3)["parity_ok"] is True  # 0.01 <= 1e-3 * 20
+    bad = sweep.parity(ref + 0.5, ref, 1e-3)
+    assert bad["parity_ok"] is False and bad["max_abs_diff"] == pytest.approx(0.5)
+    assert sweep.parity(np.zeros((2, 2)), ref, 1.0)["parity_ok"] is False  # wrong shape

@@ -1,0 +1,94 @@
+"""Study 01's analysis on synthetic results: speed-ups, break-even, findings, claims, figures."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from studylib import plots
+from studylib.studies import eager_vs_compiled as s01
+from studylib.profiles import EagerVsCompiled
+
+rng = np.random.default_rng(0)
+
+
+def _row(variant, batch, median, *, status="ok", first=None, model="resnet-tiny", dtype="fp32", error=""):
+    base = {"model": model, "variant": variant, "dtype": dtype, "batch_size": batch, "seq_len": None,
+            "image_size": 32, "device": "cpu", "status": status, "error": error}
+    if status != "ok":
+        return base
+    samples = list(rng.normal(median, median * 0.01, 50))
+    return base | {"samples_s": samples, "median_s": float(np.median(samples)), "first_call_s": first or median,
+                   "warmup_calls": 1, "stop_reason": "precision", "prepare_s": 0.0, "max_abs_diff": 1e-7,
+                   "parity_ok": True, "cv": 0.01, "ci_low_s": median * 0.99, "ci_high_s": median * 1.01}
+
+
+@pytest.fixture
+def df():
+    return pd.DataFrame([
+        _row("eager", 1, 0.010), _row("compile-default", 1, 0.005, first=1.005),
+        _row("compile-max-autotune", 1, 0.020, first=3.0),
+        _row("eager", 8, 0.080), _row("compile-default", 8, 0.040, first=2.0),
+        _row("compile-max-autotune", 8, 0, status="oom", error="MemoryError: x"),
+    ])
+
+
+def test_speedups_break_even_and_failed_rows_kept(df):
+    sp = s01.speedups(df)
+    d1 = sp[(sp.variant == "compile-default") & (sp.batch_size == 1)].iloc[0]
+    assert d1.speedup == pytest.approx(2.0, rel=0.05) and d1.ci_low < d1.speedup < d1.ci_high
+    assert d1.compile_s == pytest.approx(1.005 - df.median_s[0])
+    assert d1.break_even_calls == np.ceil(d1.compile_s / (df.median_s[0] - df.median_s[1]))
+    slow = sp[(sp.variant == "compile-max-autotune") & (sp.batch_size == 1)].iloc[0]
+    assert slow.speedup < 1 and slow.break_even_calls == np.inf
+    failed = sp[sp.status == "oom"]
+    assert len(failed) == 1 and pd.isna(failed.speedup.iloc[0])
+
+
+def test_findings_are_computed_from_the_data(df):
+    sp = s01.speedups(df)
+    text = "\n".join(s01.findings(df, sp))
+    assert "**compile-default** vs eager over 2 configurations: faster in 2, slower in 0" in text
+    assert "**compile-max-autotune** vs eager over 1 configurations: faster in 0, slower in 1" in text
+    assert "never does" in text
+    assert "{'oom': 1}" in text and "MemoryError: x" in text
+    assert "every configuration is within tolerance" in text
+
+
+def test_a_parity_mismatch_is_flagged_in_the_findings(df):
+    df.loc[1, "parity_ok"] = False
+    text = "\n".join(s01.findings(df, s01.speedups(df)))
+    assert "1 configuration(s) exceed the tolerance" in text
+
+
+def test_claims_have_computed_verdicts(df):
+    sp = s01.speedups(df)
+    claims = s01.claims(df, sp)
+    at1 = claims[claims.claim.str.contains("batch 1")].iloc[0]
+    assert at1.verdict.startswith("does not agree")  # 2× faster is not "equally fast"
+    d1 = sp[(sp.variant == "compile-default") & (sp.batch_size == 1)].iloc[0]
+    assert s01.describe_ci(d1) in at1["this run"]
+    assert (claims.seed.str.startswith("004")).sum() >= 2
+
+
+def test_configs_put_eager_first_for_every_shape():
+    section = EagerVsCompiled(models=["bert-tiny", "resnet-tiny"], variants=["compile-default", "eager"],
+                              dtypes=["fp32"], batch_sizes=[1, 2], seq_lens=[8, 16], image_size=32)
+    configs = s01.configs(section, device="cpu", threads=2)
+    assert len(configs) == 2 * 2 * 2 + 2 * 2  # text: 2 seq × 2 batch × 2 variants; vision: 2 batch × 2
+    shapes = {}
+    for c in configs:
+        shapes.setdefault(c.shape_key, []).append(c.variant)
+    assert all(v[0] == "eager" for v in shapes.values())
+    assert len({c.key for c in configs}) == len(configs)
+
+
+def test_figures_mark_failed_configurations(df):
+    df["workload"] = "resnet-tiny"
+    fig = plots.lines_with_ci(df, x="batch_size", y="median_s", lo="ci_low_s", hi="ci_high_s", hue="variant",
+                              row="workload", col="dtype")
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "oom" in texts
+    sp = s01.speedups(df)
+    sp["workload"] = "resnet-tiny"
+    fig = plots.speedup_points(sp, row="workload", col="dtype")
+    assert "oom" in [t.get_text() for ax in fig.axes for t in ax.texts]
