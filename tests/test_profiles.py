@@ -113,3 +113,9 @@ def test_hand_edited_parameters_are_checked_like_a_profile():
     params = profiles.notebook_parameters(profiles.load("smoke"), NB) | {"batch_sizes": [2, 0]}
     with pytest.raises(profiles.ProfileError, match=rf"{NB} parameters: notebooks.{NB}.batch_sizes: must be at least 1"):
         profiles.check_parameters(NB, params)
+
+
+def test_a_profile_name_cannot_point_outside_outputs():
+    params = profiles.notebook_parameters(profiles.load("smoke"), NB) | {"profile": "../elsewhere"}
+    with pytest.raises(profiles.ProfileError, match="profile: must be a plain name"):
+        profiles.check_parameters(NB, params)

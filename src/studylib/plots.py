@@ -77,9 +77,9 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
                 ax.set_xticks(xs, [str(int(v)) for v in xs])
             if logy and len(ok):
                 ax.set_yscale("log")
-                plain = FuncFormatter(lambda v, _: f"{v:g}")
-                ax.yaxis.set_major_formatter(plain)
-                ax.yaxis.set_minor_formatter(plain)
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+                # Label only the 2s and 5s between decades, so the axis stays readable.
+                ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
                 ax.tick_params(axis="y", which="minor", labelsize=7)
             ax.set_title(" · ".join(str(v) for v in (r, c) if v is not None), fontsize=10)
             ax.set_xlabel(xlabel or x)

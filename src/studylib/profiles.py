@@ -6,6 +6,7 @@ whose message is one line naming the file, the key and what is wrong.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -229,6 +230,8 @@ def check_parameters(notebook: str, params: dict[str, Any]) -> tuple[Profile, Ba
     common = {k: params[k] for k in ("device", "threads", "seed", "measure", "parity_tolerance") if k in params}
     section = {k: v for k, v in params.items() if k not in common and k not in ("profile", "force")}
     where = f"{notebook} parameters"
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", str(params.get("profile", ""))):
+        raise ProfileError(f"{where}: profile: must be a plain name such as 'smoke' (got {params.get('profile')!r})")
     try:
         prof = Profile.model_validate(
             {"description": f"parameters of {notebook}", **common, "notebooks": {notebook: section}}

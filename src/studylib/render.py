@@ -9,12 +9,14 @@ from . import environment, paths
 from .results import read_json, write_text_atomic
 from .run import manifest_path
 
+TEMPLATES = Path(__file__).parent / "templates"
+
 
 def notebook_html(executed: Path, out: Path) -> Path:
     """Render one executed notebook to a self-contained HTML file (figures embedded, readable offline)."""
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab", embed_images=True)
+    exporter = HTMLExporter(template_name="offline", extra_template_basedirs=[str(TEMPLATES)], embed_images=True)
     body, _ = exporter.from_filename(str(executed))
     return write_text_atomic(out, body)
 

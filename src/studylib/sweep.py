@@ -164,6 +164,10 @@ def run_one(c: Config, *, study: str, profile: str, env: dict, measure_settings:
         raise
     except Exception as exc:  # a failure is a result
         row["status"], row["error"] = classify_failure(exc)
+        if c.device == "cuda" and row["status"] == "oom":
+            import torch
+
+            torch.cuda.empty_cache()  # let the next configuration start from a clean allocator
     row["wall_s"] = time.perf_counter() - started
     row["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     return row
