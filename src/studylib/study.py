@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,17 +25,6 @@ def apply_threads(threads: int) -> None:
         pass  # already fixed for this process (it can be set once); recorded as found in the environment
 
 
-def _fresh_compile_cache() -> str:
-    """Compile times are cold: Inductor starts this process with an empty cache directory."""
-    if "STUDYLIB_INDUCTOR_CACHE" not in os.environ:
-        os.environ["STUDYLIB_INDUCTOR_CACHE"] = tempfile.mkdtemp(prefix="studylib-inductor-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.environ["STUDYLIB_INDUCTOR_CACHE"]
-    import torch._inductor.config as inductor_config
-
-    inductor_config.fx_graph_cache = False
-    return os.environ["TORCHINDUCTOR_CACHE_DIR"]
-
-
 @dataclass
 class Study:
     """A notebook's validated parameters, its environment and its results table."""
@@ -56,7 +44,6 @@ class Study:
         new = sweep.run(configs, study=self.notebook, profile=self.profile, env=self.env, table=self.table,
                         measure_settings=self.measure_settings, parity_tolerance=dict(self.common.parity_tolerance),
                         seed=self.common.seed, force=self.force)
-        self.table.write_csv()
         df = self.table.frame(with_samples=True)
         order = {c.key: i for i, c in enumerate(configs)}
         df = df[df.config_key.isin(order)].sort_values("config_key", key=lambda k: k.map(order))
@@ -94,7 +81,6 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     if "tensorflow" not in frameworks:
         os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import TensorFlow too
     apply_threads(prof.threads)
-    _fresh_compile_cache()
     profile = params["profile"]
     env = environment.capture(profile)
     write_json_atomic(paths.results_dir(profile) / "env.json", env)

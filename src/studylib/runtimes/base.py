@@ -22,7 +22,10 @@ class Prepared:
 
 class Runtime:
     name: str = ""
-    framework: str = ""
+
+    def warm_up(self) -> float:
+        """One-time, untimed start-up cost of the runtime in this process (seconds spent; 0 if none)."""
+        return 0.0
 
     def prepare(self, workload) -> Prepared:
         """Build the call for `workload` (trace, compile or export here; the first call may do more)."""
