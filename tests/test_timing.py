@@ -62,9 +62,16 @@ def test_stops_at_max_samples(fake_clock):
 
 
 def test_min_samples_are_taken_even_past_the_budget(fake_clock):
+    clock = fake_clock([1.0, 2.0, 0.5])
+    m = measure(clock.work, clock=clock, warmup_calls=0, min_samples=7, max_samples=100, target_ci_pct=0.01,
+                budget_s=0.5)
+    assert m.n == 7 and m.stop_reason == STOP_BUDGET
+
+
+def test_precision_is_reported_when_met_at_the_budget(fake_clock):
     clock = fake_clock([1.0])
     m = measure(clock.work, clock=clock, warmup_calls=0, min_samples=7, max_samples=100, budget_s=0.5)
-    assert m.n == 7 and m.stop_reason == STOP_BUDGET
+    assert m.n == 7 and m.stop_reason == STOP_PRECISION  # identical samples: the target is met
 
 
 def test_statistics_match_numpy():
