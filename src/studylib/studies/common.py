@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-# A speed-up whose 95% CI reaches into [1/EQUIVALENCE, EQUIVALENCE] is counted as "about equal".
+# A speed-up whose whole 95% CI lies within [1/EQUIVALENCE, EQUIVALENCE] counts as "about equal".
 EQUIVALENCE = 1.05
 
 
@@ -21,24 +21,43 @@ def fmt_x(ratio: float) -> str:
 
 def describe_ci(row) -> str:
     """'1.23× (95% CI 1.20–1.26×)' from a row with speedup, ci_low, ci_high."""
-    return f"{row.speedup:.2f}× (95% CI {row.ci_low:.2f}–{row.ci_high:.2f}×)"
+    return f"{row['speedup']:.2f}× (95% CI {row['ci_low']:.2f}–{row['ci_high']:.2f}×)"
+
+
+def classify(ci_low: float, ci_high: float) -> str:
+    """'equal' (CI inside ±5%), 'faster' or 'slower' (CI beyond 1 and not inside the band), else 'unclear'."""
+    if 1 / EQUIVALENCE <= ci_low and ci_high <= EQUIVALENCE:
+        return "equal"
+    if ci_low > 1:
+        return "faster"
+    if ci_high < 1:
+        return "slower"
+    return "unclear"
+
+
+def _counts(classes: list[str]) -> str:
+    n = len(classes)
+    return (f"equal within ±5% in {classes.count('equal')}, faster in {classes.count('faster')}, "
+            f"slower in {classes.count('slower')}, unclear in {classes.count('unclear')} of {n}")
 
 
 def verdict(speedups: pd.DataFrame, claim: str) -> str:
-    """Whether measured speed-ups support a claim of equality ('≈ equal') or of a gain ('faster')."""
-    equal = (speedups.ci_high >= 1 / EQUIVALENCE) & (speedups.ci_low <= EQUIVALENCE)
-    faster = speedups.ci_low > EQUIVALENCE
-    slower = speedups.ci_high < 1 / EQUIVALENCE
-    n = len(speedups)
-    detail = f"equal within ±5% in {int(equal.sum())}, faster in {int(faster.sum())}, slower in {int(slower.sum())} of {n}"
-    if claim == "≈ equal":
-        ok = bool(equal.all())
-    elif claim == "faster":
-        ok = bool(faster.all())
+    """Whether measured speed-ups (ci_low, ci_high columns) support '≈ equal' or 'faster'."""
+    classes = [classify(lo, hi) for lo, hi in zip(speedups.ci_low, speedups.ci_high)]
+    want = {"≈ equal": "equal", "faster": "faster"}[claim]
+    hits = classes.count(want)
+    if hits == len(classes):
+        word = "agrees"
+    elif hits == 0 and classes.count("unclear") < len(classes):
+        word = "does not agree"
+    elif hits == 0:
+        word = "inconclusive"
     else:
-        raise ValueError(f"unknown claim kind {claim!r}")
-    if ok:
-        return f"agrees ({detail})"
-    if claim == "≈ equal" and not equal.any() or claim == "faster" and not faster.any():
-        return f"does not agree ({detail})"
-    return f"mixed ({detail})"
+        word = "mixed"
+    return f"{word} ({_counts(classes)})"
+
+
+def speedup_verdict(speedups: list) -> str:
+    """Verdict on a claim that the candidate is faster, from Speedup objects."""
+    return verdict(pd.DataFrame({"ci_low": [s.ci_low for s in speedups], "ci_high": [s.ci_high for s in speedups]}),
+                   "faster")
