@@ -51,6 +51,14 @@ BAD = {
     "impossible sample bounds": (lambda d: d["measure"].update(min_samples=50, max_samples=10),
                                  "measure: max_samples (10) is below min_samples (50)"),
     "negative budget": (lambda d: d["measure"].update(budget_s=-1), "measure.budget_s: Input should be greater than 0"),
+    "sequence longer than the model": (lambda d: _section(d).update(seq_lens=[16, 4096]),
+                                       f"notebooks.{NB}: seq_lens: 4096 exceeds bert-tiny's 512 positions"),
+    "dtype without a tolerance": (lambda d: (_section(d).update(dtypes=["fp32", "bf16"]),
+                                             d.update(parity_tolerance={"fp32": 0.001})),
+                                  f"parity_tolerance: has no tolerance for bf16 (used by notebooks.{NB}.dtypes)"),
+    "infinite budget": (lambda d: d["measure"].update(budget_s=float("inf")), "measure.budget_s: Input should be"),
+    "section given as a list": (lambda d: d["notebooks"].update({NB: [1, 2]}),
+                                f"notebooks.{NB}: Input should be a valid dictionary"),
     "no eager reference": (lambda d: _section(d).update(variants=["compile-default"]),
                            f"notebooks.{NB}: variants must include 'eager'"),
 }
@@ -119,3 +127,21 @@ def test_a_profile_name_cannot_point_outside_outputs():
     params = profiles.notebook_parameters(profiles.load("smoke"), NB) | {"profile": "../elsewhere"}
     with pytest.raises(profiles.ProfileError, match="profile: must be a plain name"):
         profiles.check_parameters(NB, params)
+
+
+def test_a_profile_file_name_must_be_a_plain_name(tmp_path, outputs):
+    path = tmp_path / "my box.yaml"
+    path.write_text((paths.PARAMS_DIR / "smoke.yaml").read_text())
+    r = _cli("run", "--profile", str(path), outputs=outputs)
+    assert r.returncode == 2 and "the file name is the profile's name" in r.stderr
+    assert not outputs.exists()
+
+
+def test_a_section_can_override_the_measurement_settings(tmp_path):
+    data = yaml.safe_load(yaml.safe_dump(SMOKE))
+    _section(data)["measure"] = {"budget_s": 9.0, "min_samples": 11}
+    path = tmp_path / "override.yaml"
+    path.write_text(yaml.safe_dump(data))
+    p = profiles.notebook_parameters(profiles.load(str(path)), NB)
+    assert p["measure"]["budget_s"] == 9.0 and p["measure"]["min_samples"] == 11
+    assert p["measure"]["warmup_calls"] == SMOKE["measure"]["warmup_calls"]  # unset keys: the profile's

@@ -140,3 +140,16 @@ def test_parity_flags_a_mismatch_and_scales_with_the_output():
     bad = sweep.parity(ref + 0.5, ref, 1e-3)
     assert bad["parity_ok"] is False and bad["max_abs_diff"] == pytest.approx(0.5)
     assert sweep.parity(np.zeros((2, 2)), ref, 1.0)["parity_ok"] is False  # wrong shape
+
+
+def test_failed_rows_and_changed_settings_are_measured_again(tmp_path, env):
+    table = ResultsTable(tmp_path / "r.jsonl")
+    [c] = _configs(1)
+    table.append({"config_key": c.key, "status": "error", "error": "boom", "env_fingerprint": env["fingerprint"],
+                  "settings_hash": sweep.settings_hash(FAST, TOL["fp32"], 0)})
+    assert [r["status"] for r in _run(table, [c], env)] == ["ok"]  # a failure is retried
+    assert _run(table, [c], env) == []  # now measured alike: skipped
+    slower = FAST | {"budget_s": 0.1}
+    again = sweep.run([c], study="test", profile="test", env=env, table=table, measure_settings=slower,
+                      parity_tolerance=TOL)
+    assert len(again) == 1  # other measurement settings: measured again

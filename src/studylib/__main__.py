@@ -9,27 +9,25 @@ from . import paths, profiles
 
 
 def _plan(profile: str) -> int:
-    from .run import select_notebooks
+    from .run import planned, select_notebooks
     from .studies import STUDIES
-    from .results import ResultsTable
 
     loaded = profiles.load(profile)
-    print(f"profile {loaded.name}: {loaded.profile.description.strip()}")
+    print(f"profile {loaded.name}: {' '.join(loaded.profile.description.split())}")
     total = 0.0
     for nb in select_notebooks(loaded, None):
-        study = STUDIES[nb]
-        params = profiles.notebook_parameters(loaded, nb)
-        configs = study.configs(loaded.sections[nb], device=params["device"], threads=params["threads"])
-        done = {r["config_key"] for r in ResultsTable(paths.results_dir(loaded.name) / f"{nb}.jsonl").rows()}
-        est = sum(study.estimate_s(c, params["measure"]) for c in configs if c.key not in done)
+        configs, todo = planned(loaded, nb)
+        measure = loaded.measure_for(nb).model_dump()
+        est = sum(STUDIES[nb].estimate_s(c, measure) for c in todo)
         total += est
-        print(f"\n{nb}: {len(configs)} configurations, {len(done & {c.key for c in configs})} already measured, "
-              f"about {est / 60:.1f} min for the rest")
+        print(f"\n{nb}: {len(configs)} configurations, {len(configs) - len(todo)} already measured here with "
+              f"these settings, about {est / 60:.1f} min for the rest")
         left_out = getattr(loaded.sections[nb], "left_out", "")
         if left_out:
             print(f"  left out: {' '.join(left_out.split())}")
+        todo_keys = {c.key for c in todo}
         for c in configs:
-            print(f"  {'done ' if c.key in done else 'todo '} {c.key}")
+            print(f"  {'todo ' if c.key in todo_keys else 'done '} {c.key}")
     print(f"\nestimated total: about {total / 60:.1f} min (compile and sampling budgets; real times vary by machine)")
     return 0
 
@@ -65,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             from .render import report
 
-            profiles.load(args.profile)
-            print(f"wrote {report(args.profile)}")
+            print(f"wrote {report(profiles.load(args.profile).name)}")
             return 0
         if args.command == "plan":
             return _plan(args.profile)

@@ -8,7 +8,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 from importlib import metadata
 
 from . import paths
@@ -59,10 +58,20 @@ def _git_commit() -> str | None:
         return None
 
 
+def _torch():
+    """torch if installed (imported here so the fingerprint never depends on what ran before)."""
+    try:
+        import torch
+
+        return torch
+    except ImportError:
+        return None
+
+
 def _gpu() -> dict:
-    if "torch" not in sys.modules:
+    torch = _torch()
+    if torch is None:
         return {}
-    import torch
 
     if not torch.cuda.is_available():
         return {}
@@ -80,9 +89,8 @@ def _gpu() -> dict:
 
 def _threads() -> dict:
     t = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    if "torch" in sys.modules:
-        import torch
-
+    torch = _torch()
+    if torch is not None:
         t.update(torch_intra_op=torch.get_num_threads(), torch_inter_op=torch.get_num_interop_threads())
     return t
 

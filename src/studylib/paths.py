@@ -8,12 +8,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS_DIR = ROOT / "params"
 NOTEBOOKS_DIR = ROOT / "notebooks"
-SEEDS_DIR = ROOT.parent / "shared" / "seeds"
 
 
 def outputs_root() -> Path:
     """outputs/ of the project, or STUDYLIB_OUTPUTS when set (tests write elsewhere)."""
-    return Path(os.environ.get("STUDYLIB_OUTPUTS", ROOT / "outputs"))
+    return Path(os.environ.get("STUDYLIB_OUTPUTS", ROOT / "outputs")).resolve()
 
 
 def profile_dir(profile: str) -> Path:

@@ -25,7 +25,7 @@ class ProfileError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class MeasureSettings(_Strict):
@@ -96,6 +96,11 @@ class EagerVsCompiled(_Strict):
     def _eager_first(self) -> EagerVsCompiled:
         if "eager" not in self.variants:
             raise ValueError("variants must include 'eager', the reference every speed-up is taken over")
+        for name in self.models:
+            limit = MODELS[name].max_positions
+            too_long = [n for n in self.seq_lens if limit and n > limit]
+            if too_long:
+                raise ValueError(f"seq_lens: {too_long[0]} exceeds {name}'s {limit} positions")
         return self
 
 
@@ -153,11 +158,21 @@ def _describe(err: ValidationError, prefix: str = "") -> str:
     return f"{loc or '(top level)'}: {msg}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
 
 
-def _validate_section(name: str, raw: dict[str, Any], where: str):
+def _validate_section(name: str, raw: dict[str, Any], where: str, prof: Profile):
+    if isinstance(raw.get("measure"), dict):  # a section's measure overrides the common one key by key
+        raw = raw | {"measure": prof.measure.model_dump() | raw["measure"]}
     try:
-        return SECTIONS[name].model_validate(raw)
+        section = SECTIONS[name].model_validate(raw)
     except ValidationError as e:
         raise ProfileError(f"{where}: {_describe(e, f'notebooks.{name}')}") from None
+    missing = [d for d in getattr(section, "dtypes", []) if d not in prof.parity_tolerance]
+    if missing:
+        raise ProfileError(f"{where}: parity_tolerance: has no tolerance for {missing[0]} "
+                           f"(used by notebooks.{name}.dtypes)")
+    return section
+
+
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 class LoadedProfile:
@@ -183,6 +198,9 @@ def load(profile: str) -> LoadedProfile:
     if not path.is_file():
         known = ", ".join(paths.known_profiles())
         raise ProfileError(f"{where}: no such profile file (known profiles: {known})")
+    if not PLAIN_NAME.fullmatch(path.stem):
+        raise ProfileError(f"{where}: the file name is the profile's name under outputs/: use letters, digits, "
+                           f"'.', '_' and '-' only")
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
@@ -202,7 +220,7 @@ def load(profile: str) -> LoadedProfile:
             raise ProfileError(f"{where}: notebooks.{name}: notebook file {paths.notebook_path(name).name} is missing")
         if not isinstance(section, dict):
             raise ProfileError(f"{where}: notebooks.{name}: must be a mapping of keys to values")
-        sections[name] = _validate_section(name, section, where)
+        sections[name] = _validate_section(name, section, where, prof)
     return LoadedProfile(path.stem, path, prof, sections)
 
 
@@ -230,7 +248,7 @@ def check_parameters(notebook: str, params: dict[str, Any]) -> tuple[Profile, Ba
     common = {k: params[k] for k in ("device", "threads", "seed", "measure", "parity_tolerance") if k in params}
     section = {k: v for k, v in params.items() if k not in common and k not in ("profile", "force")}
     where = f"{notebook} parameters"
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", str(params.get("profile", ""))):
+    if not PLAIN_NAME.fullmatch(str(params.get("profile", ""))):
         raise ProfileError(f"{where}: profile: must be a plain name such as 'smoke' (got {params.get('profile')!r})")
     try:
         prof = Profile.model_validate(
@@ -238,4 +256,4 @@ def check_parameters(notebook: str, params: dict[str, Any]) -> tuple[Profile, Ba
         )
     except ValidationError as e:
         raise ProfileError(f"{where}: {_describe(e)}") from None
-    return prof, _validate_section(notebook, section, where)
+    return prof, _validate_section(notebook, section, where, prof)

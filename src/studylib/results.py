@@ -2,8 +2,8 @@
 
 Each row is one `write` of a whole line to a file opened for appending, then fsync'd. A crash can
 only leave a torn last line; readers ignore it and the next append cuts it off. Re-runs skip
-configurations already measured in the same environment; a forced re-run appends, and the newest
-row per configuration wins.
+configurations already measured successfully in the same environment with the same settings; a
+re-measured configuration appends a row, and the newest row per configuration wins.
 """
 
 from __future__ import annotations
@@ -41,9 +41,13 @@ class ResultsTable:
             latest[row["config_key"]] = row
         return list(latest.values())
 
-    def is_done(self, config_key: str, env_fingerprint: str) -> bool:
-        return any(r["config_key"] == config_key and r.get("env_fingerprint") == env_fingerprint
-                   for r in self.rows())
+    def is_done(self, config_key: str, env_fingerprint: str, settings_hash: str | None = None) -> bool:
+        """Whether the newest row of this configuration is 'ok' and from this environment (and settings)."""
+        for r in self.rows():
+            if r["config_key"] == config_key:
+                return (r["status"] == "ok" and r.get("env_fingerprint") == env_fingerprint
+                        and (settings_hash is None or r.get("settings_hash") == settings_hash))
+        return False
 
     def append(self, row: dict[str, Any]) -> None:
         if row.get("status") not in STATUSES:

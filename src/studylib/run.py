@@ -39,6 +39,20 @@ def select_notebooks(loaded: profiles.LoadedProfile, wanted: list[str] | None) -
     return list(wanted)
 
 
+def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False):
+    """(all configurations of a notebook, those a run would measure now) — what `plan` and the bar show."""
+    from . import environment, sweep
+    from .results import ResultsTable
+    from .studies import STUDIES
+
+    params = profiles.notebook_parameters(loaded, notebook)
+    configs = STUDIES[notebook].configs(loaded.sections[notebook], device=params["device"], threads=params["threads"])
+    table = ResultsTable(paths.results_dir(loaded.name) / f"{notebook}.jsonl")
+    todo = sweep.pending(configs, table=table, env=environment.capture(loaded.name), measure_settings=params["measure"],
+                         parity_tolerance=params["parity_tolerance"], seed=params["seed"], force=force)
+    return configs, todo
+
+
 def _rows_in(path) -> int:
     try:
         return path.read_bytes().count(b"\n")
@@ -51,14 +65,8 @@ def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool)
     """A terminal progress bar of configurations, advanced as rows land in the notebook's results table."""
     from tqdm import tqdm
 
-    from .results import ResultsTable
-    from .studies import STUDIES
-
     table = paths.results_dir(loaded.name) / f"{notebook}.jsonl"
-    configs = STUDIES[notebook].configs(loaded.sections[notebook], device=loaded.profile.device,
-                                        threads=loaded.profile.threads)
-    done = {r["config_key"] for r in ResultsTable(table).rows()}
-    total = len(configs) if force else sum(c.key not in done for c in configs)
+    total = len(planned(loaded, notebook, force=force)[1])
     bar = tqdm(total=total, desc=f"  {notebook} configurations", unit="cfg", file=sys.stderr, ascii=True, leave=False)
     start, stop = _rows_in(table), threading.Event()
 

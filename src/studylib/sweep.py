@@ -8,6 +8,8 @@ measured in the same environment are skipped unless forced.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 import os
 import sys
 import time
@@ -113,25 +115,41 @@ class _TorchWorkloads:
         return self._references[c.shape_key]
 
 
-def _base_row(c: Config, study: str, profile: str, env: dict) -> dict[str, Any]:
+# Every row carries every column, failed ones with None, so tables and figures never miss a column.
+MEASURED_FIELDS = (
+    "n", "median_s", "mean_s", "p90_s", "p99_s", "iqr_s", "cv", "ci_low_s", "ci_high_s", "first_call_s",
+    "warmup_calls", "stop_reason", "samples_s", "max_abs_diff", "parity_tol", "parity_ok", "prepare_s",
+    "runtime_startup_s", "peak_mem_mb", "mem_kind", "throughput_samples_s", "throughput_tokens_s", "notes",
+)
+
+
+def settings_hash(measure_settings: dict, parity_tolerance: float, seed: int) -> str:
+    """Identifies how a configuration was measured: a re-run with other settings measures it again."""
+    key = json.dumps({"measure": measure_settings, "tolerance": parity_tolerance, "seed": seed}, sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:10]
+
+
+def _base_row(c: Config, study: str, profile: str, env: dict, settings: str) -> dict[str, Any]:
     spec = models.spec(c.model)
     return {
         "study": study, "profile": profile, "config_key": c.key, **asdict(c), "task": spec.kind,
-        "env_fingerprint": env["fingerprint"], "git_commit": env.get("git_commit"),
-        "status": "ok", "error": "",
+        "env_fingerprint": env["fingerprint"], "settings_hash": settings, "git_commit": env.get("git_commit"),
+        "status": "ok", "error": "", **dict.fromkeys(MEASURED_FIELDS),
     }
 
 
 def run_one(c: Config, *, study: str, profile: str, env: dict, measure_settings: dict,
             parity_tolerance: dict[str, float], workloads: _TorchWorkloads) -> dict[str, Any]:
     """Measure one configuration and return its results row (never raises for a failed run)."""
-    row = _base_row(c, study, profile, env)
+    tolerance = parity_tolerance[c.dtype]
+    row = _base_row(c, study, profile, env, settings_hash(measure_settings, tolerance, workloads.seed))
     started = time.perf_counter()
     try:
         missing = _device_available(c.device)
         if missing:
             raise runtimes.RuntimeUnavailable(missing)
         runtime = runtimes.get(c.variant)
+        startup_s = runtime.warm_up()  # untimed, once per process
         w = workloads.workload(c)
         checked: dict[str, Any] = {}
         # Eager's own first call gives the reference when it runs first on a shape, so that call stays cold.
@@ -142,8 +160,7 @@ def run_one(c: Config, *, study: str, profile: str, env: dict, measure_settings:
             out = runtime.to_numpy(output)
             if eager_is_reference:
                 workloads.set_reference(c, out)
-            checked.update(parity(out, workloads.reference(c, w) if eager_is_reference else reference,
-                                  parity_tolerance[c.dtype]))
+            checked.update(parity(out, workloads.reference(c, w) if eager_is_reference else reference, tolerance))
 
         with runtime.context(), PeakMemory(c.device) as mem:
             t0 = time.perf_counter()
@@ -154,6 +171,7 @@ def run_one(c: Config, *, study: str, profile: str, env: dict, measure_settings:
         row.update(checked)
         row.update(
             prepare_s=prepare_s,
+            runtime_startup_s=startup_s,
             peak_mem_mb=mem.peak_mb,
             mem_kind=mem.kind,
             throughput_samples_s=c.batch_size / m.median,
@@ -182,11 +200,25 @@ def _progress(total: int, desc: str):
                 disable=os.environ.get("STUDYLIB_RUNNER") == "papermill")
 
 
+def pending(configs: list[Config], *, table: ResultsTable, env: dict, measure_settings: dict,
+            parity_tolerance: dict[str, float], seed: int, force: bool = False) -> list[Config]:
+    """The configurations a run would measure: all when forced, else those without a matching 'ok' row."""
+    if force:
+        return list(configs)
+    return [c for c in configs if not table.is_done(
+        c.key, env["fingerprint"], settings_hash(measure_settings, parity_tolerance[c.dtype], seed))]
+
+
 def run(configs: list[Config], *, study: str, profile: str, env: dict, table: ResultsTable,
         measure_settings: dict, parity_tolerance: dict[str, float], seed: int = 0, force: bool = False,
         on_row: Callable[[dict], None] | None = None) -> list[dict]:
-    """Measure every configuration not already in `table` (all of them when forced); return new rows."""
-    todo = [c for c in configs if force or not table.is_done(c.key, env["fingerprint"])]
+    """Measure every configuration not yet measured alike (all of them when forced); return the new rows.
+
+    A configuration counts as measured when the table holds an 'ok' row for it from the same environment
+    and the same measurement settings; failed rows are tried again.
+    """
+    todo = pending(configs, table=table, env=env, measure_settings=measure_settings,
+                   parity_tolerance=parity_tolerance, seed=seed, force=force)
     workloads = _TorchWorkloads(seed)
     new_rows = []
     bar = _progress(len(todo), f"{study} [{profile}]")
@@ -196,6 +228,7 @@ def run(configs: list[Config], *, study: str, profile: str, env: dict, table: Re
             row = run_one(c, study=study, profile=profile, env=env, measure_settings=measure_settings,
                           parity_tolerance=parity_tolerance, workloads=workloads)
             table.append(row)
+            table.write_csv()
             new_rows.append(row)
             if on_row:
                 on_row(row)
