@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from studylib import environment, sweep
-from studylib.results import ResultsTable, write_json_atomic, read_json
+from studylib.results import ResultsTable, measured_alike, read_json, write_json_atomic
 
 FAST = {"warmup_calls": 1, "min_samples": 5, "max_samples": 20, "target_ci_pct": 50.0, "budget_s": 0.05}
 TOL = {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02}
 
 
 def _row(key, **kw):
-    return {"config_key": key, "status": "ok", "env_fingerprint": "abc", **kw}
+    return {"config_key": key, "status": "ok", "env_fingerprint": "abc", "settings_hash": "s1", **kw}
 
 
 def test_rows_append_and_the_newest_row_per_configuration_wins(tmp_path):
@@ -24,7 +24,9 @@ def test_rows_append_and_the_newest_row_per_configuration_wins(tmp_path):
     rows = t.rows()
     assert [r["config_key"] for r in rows] == ["b", "a"]
     assert rows[1]["median_s"] == 0.5
-    assert t.is_done("a", "abc") and not t.is_done("a", "other-env") and not t.is_done("c", "abc")
+    latest = t.latest()
+    assert measured_alike(latest["a"], "abc", "s1") and not measured_alike(latest["a"], "other-env", "s1")
+    assert not measured_alike(latest.get("c"), "abc", "s1") and not measured_alike(latest["a"], "abc", "s2")
 
 
 def test_a_torn_last_line_is_ignored_then_cut_off(tmp_path):

@@ -29,8 +29,8 @@ class ResultsTable:
         lines = text.split("\n")
         return [ln for ln in lines[:-1] if ln.strip()], torn
 
-    def rows(self) -> list[dict[str, Any]]:
-        """The newest row of each configuration, in first-measured order."""
+    def latest(self) -> dict[str, dict[str, Any]]:
+        """The newest row of each configuration, by configuration key, in the order of their newest rows."""
         latest: dict[str, dict] = {}
         for line in self._lines()[0]:
             try:
@@ -39,15 +39,11 @@ class ResultsTable:
                 continue
             latest.pop(row["config_key"], None)
             latest[row["config_key"]] = row
-        return list(latest.values())
+        return latest
 
-    def is_done(self, config_key: str, env_fingerprint: str, settings_hash: str | None = None) -> bool:
-        """Whether the newest row of this configuration is 'ok' and from this environment (and settings)."""
-        for r in self.rows():
-            if r["config_key"] == config_key:
-                return (r["status"] == "ok" and r.get("env_fingerprint") == env_fingerprint
-                        and (settings_hash is None or r.get("settings_hash") == settings_hash))
-        return False
+    def rows(self) -> list[dict[str, Any]]:
+        return list(self.latest().values())
+
 
     def append(self, row: dict[str, Any]) -> None:
         if row.get("status") not in STATUSES:
@@ -80,6 +76,12 @@ class ResultsTable:
     def write_csv(self, path: Path | None = None) -> Path:
         """A tidy CSV beside the JSONL (no raw samples), replaced atomically."""
         return write_text_atomic(Path(path or self.path.with_suffix(".csv")), self.frame().to_csv(index=False))
+
+
+def measured_alike(row: dict[str, Any] | None, env_fingerprint: str, settings_hash: str) -> bool:
+    """Whether a configuration's newest row is 'ok' and from this environment and these settings."""
+    return (row is not None and row["status"] == "ok" and row.get("env_fingerprint") == env_fingerprint
+            and row.get("settings_hash") == settings_hash)
 
 
 def write_text_atomic(path: Path, text: str) -> Path:

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import models, runtimes
 from .memory import PeakMemory
-from .results import ResultsTable
+from .results import ResultsTable, measured_alike
 from .timing import measure
 
 REFERENCE = "eager"  # every variant's output is compared with eager PyTorch on the same inputs
@@ -154,13 +154,14 @@ def run_one(c: Config, *, study: str, profile: str, env: dict, measure_settings:
         checked: dict[str, Any] = {}
         # Eager's own first call gives the reference when it runs first on a shape, so that call stays cold.
         eager_is_reference = c.variant == REFERENCE and not workloads.has_reference(c)
-        reference = None if eager_is_reference else workloads.reference(c, w)
+        if not eager_is_reference:
+            workloads.reference(c, w)  # computed now, outside this configuration's memory and timing
 
         def check(output) -> None:
             out = runtime.to_numpy(output)
             if eager_is_reference:
                 workloads.set_reference(c, out)
-            checked.update(parity(out, workloads.reference(c, w) if eager_is_reference else reference, tolerance))
+            checked.update(parity(out, workloads.reference(c, w), tolerance))
 
         with runtime.context(), PeakMemory(c.device) as mem:
             t0 = time.perf_counter()
@@ -205,8 +206,9 @@ def pending(configs: list[Config], *, table: ResultsTable, env: dict, measure_se
     """The configurations a run would measure: all when forced, else those without a matching 'ok' row."""
     if force:
         return list(configs)
-    return [c for c in configs if not table.is_done(
-        c.key, env["fingerprint"], settings_hash(measure_settings, parity_tolerance[c.dtype], seed))]
+    latest = table.latest()
+    return [c for c in configs if not measured_alike(
+        latest.get(c.key), env["fingerprint"], settings_hash(measure_settings, parity_tolerance[c.dtype], seed))]
 
 
 def run(configs: list[Config], *, study: str, profile: str, env: dict, table: ResultsTable,
