@@ -27,6 +27,14 @@ def _select(df, row, r, col, c):
     return sel
 
 
+def _mark_failed(ax, x, height: float, status: str, color, label: str) -> None:
+    """A failed configuration: a marker at `x`, `height` up the axes, labelled with its status."""
+    ax.plot(x, height, transform=ax.get_xaxis_transform(), marker=FAILED_MARKERS.get(status, "X"), color=color,
+            ms=9, ls="none", label=label)
+    ax.annotate(status, (x, height), xycoords=("data", "axes fraction"), xytext=(5, 0), textcoords="offset points",
+                fontsize=7, color="crimson", va="center")
+
+
 def _finish(fig, axes, title: str):
     """One legend for all facets (each label once), the title, and a tight layout."""
     handles = {}
@@ -64,11 +72,8 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
                     ax.fill_between(g[x], g[lo] * scale, g[hi] * scale, alpha=0.2, color=colors[h])
             failed = sel[sel.status != "ok"]
             for k, f in enumerate(failed.itertuples()):
-                ax.plot(getattr(f, x), 0.02 + 0.06 * (k % 3), transform=ax.get_xaxis_transform(),
-                        marker=FAILED_MARKERS.get(f.status, "x"), color=colors.get(getattr(f, hue), "k"),
-                        ms=9, ls="none", label=f"{getattr(f, hue)} ({f.status})")
-                ax.annotate(f.status, (getattr(f, x), 0.02 + 0.06 * (k % 3)), xycoords=("data", "axes fraction"),
-                            xytext=(5, 0), textcoords="offset points", fontsize=7, color="crimson", va="center")
+                _mark_failed(ax, getattr(f, x), 0.02 + 0.06 * (k % 3), f.status, colors.get(getattr(f, hue), "k"),
+                             f"{getattr(f, hue)} ({f.status})")
             if reference is not None:
                 ax.axhline(reference, color="grey", lw=1, ls="--")
             if logx:
@@ -100,17 +105,13 @@ def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "varia
             sel = _select(sp, row, r, col, c)
             for k, h in enumerate(hues):
                 g = sel[sel[hue] == h]
-                ok = g[g.speedup.notna()] if "speedup" in g else g.iloc[0:0]
+                ok = g[g.speedup.notna()]
                 xs = np.log2(ok[x].astype(float)) + offsets[h]
                 ax.errorbar(xs, ok.speedup, yerr=[ok.speedup - ok.ci_low, ok.ci_high - ok.speedup], fmt="o",
                             capsize=3, color=plt.cm.tab10(k % 10), label=str(h))
-                bad = g[g.speedup.isna()] if "speedup" in g else g
-                for f in bad.itertuples():
-                    ax.plot(np.log2(float(getattr(f, x))) + offsets[h], 0.05, transform=ax.get_xaxis_transform(),
-                            marker="X", color=plt.cm.tab10(k % 10), ms=9, ls="none", label=f"{h} (failed)")
-                    ax.annotate(str(f.status), (np.log2(float(getattr(f, x))) + offsets[h], 0.05),
-                                xycoords=("data", "axes fraction"), xytext=(5, 0), textcoords="offset points",
-                                fontsize=7, color="crimson", va="center")
+                for f in g[g.speedup.isna()].itertuples():
+                    _mark_failed(ax, np.log2(float(getattr(f, x))) + offsets[h], 0.05, str(f.status),
+                                 plt.cm.tab10(k % 10), f"{h} (failed)")
             ax.axhline(1.0, color="grey", lw=1, ls="--")
             xs = sorted(sel[x].dropna().unique())
             ax.set_xticks(np.log2(np.asarray(xs, dtype=float)), [str(int(v)) for v in xs])

@@ -44,12 +44,10 @@ class MeasureSettings(_Strict):
         return self
 
 
-def _check_models(names: list[str], kind: str | None = None) -> list[str]:
+def _check_models(names: list[str]) -> list[str]:
     for name in names:
         if name not in MODELS:
             raise ValueError(f"unknown model {name!r} (known: {', '.join(sorted(MODELS))})")
-        if kind is not None and MODELS[name].kind != kind:
-            raise ValueError(f"model {name!r} is a {MODELS[name].kind} model, this study needs {kind} models")
     return names
 
 

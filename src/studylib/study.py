@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import environment, paths, profiles, sweep
@@ -37,7 +37,7 @@ class Study:
     table: ResultsTable
     force: bool
     overhead: Measurement
-    measure_settings: dict = field(default_factory=dict)
+    measure_settings: dict
 
     def run(self, configs: list[sweep.Config]):
         """Measure what is not measured yet; return these configurations' rows (raw samples included)."""

@@ -8,12 +8,11 @@ import numpy as np
 import pandas as pd
 
 from .. import models
-from ..sweep import Config
+from ..sweep import REFERENCE, Config
 from ..timing import Measurement
 from .common import describe_ci, fmt_ms, fmt_x, speedup_verdict, verdict
 
 NOTEBOOK = "01_eager_vs_compiled"
-REFERENCE = "eager"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
 NOISY_CV = 0.10  # above this coefficient of variation a configuration's timing is called unstable
 
