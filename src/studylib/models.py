@@ -6,32 +6,92 @@ The registry is import-light (no torch at import) so profiles validate quickly.
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 Kind = Literal["text", "vision"]
 
 
 @dataclass(frozen=True)
+class Family:
+    """A transformers model family: config class, PyTorch and TensorFlow model classes, input names."""
+
+    config: str
+    torch_class: str
+    tf_class: str
+    inputs: tuple[str, ...] = ("input_ids", "attention_mask")
+    max_positions_key: str = "max_position_embeddings"
+    position_offset: int = 0  # RoBERTa reserves the first positions for padding
+
+
+FAMILIES = {
+    "bert": Family("BertConfig", "BertModel", "TFBertModel"),
+    "distilbert": Family("DistilBertConfig", "DistilBertModel", "TFDistilBertModel"),
+    "gpt2": Family("GPT2Config", "GPT2Model", "TFGPT2Model", max_positions_key="n_positions"),
+    "roberta": Family("RobertaConfig", "RobertaModel", "TFRobertaModel", position_offset=2),
+    "roberta-classifier": Family("RobertaConfig", "RobertaForSequenceClassification",
+                                 "TFRobertaForSequenceClassification", position_offset=2),
+    "resnet": Family("ResNetConfig", "ResNetForImageClassification", "TFResNetForImageClassification",
+                     inputs=("pixel_values",)),
+}
+
+# Defaults of each config class that the registry relies on (no transformers import needed to validate).
+_DEFAULT_POSITIONS = {"bert": 512, "distilbert": 512, "gpt2": 1024, "roberta": 514, "roberta-classifier": 514}
+_DEFAULT_VOCAB = {"bert": 30522, "distilbert": 30522, "gpt2": 50257, "roberta": 50265, "roberta-classifier": 50265}
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     kind: Kind
-    family: str  # transformers model family: config and class names derive from it
+    family: str  # key of FAMILIES: config and class names derive from it
     config: dict[str, Any] = field(default_factory=dict)
     mirrors: str = ""  # the public checkpoint whose shape this follows
 
     @property
     def max_positions(self) -> int | None:
-        return self.config.get("max_position_embeddings", 512) if self.kind == "text" else None
+        """Longest token sequence the model takes (None for vision models)."""
+        if self.kind != "text":
+            return None
+        fam = FAMILIES[self.family]
+        return self.config.get(fam.max_positions_key, _DEFAULT_POSITIONS[self.family]) - fam.position_offset
+
+    @property
+    def vocab_size(self) -> int | None:
+        return self.config.get("vocab_size", _DEFAULT_VOCAB[self.family]) if self.kind == "text" else None
 
 
 _TINY_TEXT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=1000)
+_TINY = {
+    "bert": _TINY_TEXT,
+    "distilbert": dict(dim=64, n_layers=2, n_heads=2, hidden_dim=128, vocab_size=1000),
+    "gpt2": dict(n_embd=64, n_layer=2, n_head=2, vocab_size=1000),
+    "roberta": _TINY_TEXT | dict(vocab_size=8000),
+}
 
 MODELS: dict[str, ModelSpec] = {
     s.name: s
     for s in [
         ModelSpec("bert-base", "text", "bert", {}, mirrors="bert-base-uncased (110M parameters)"),
-        ModelSpec("bert-tiny", "text", "bert", _TINY_TEXT, mirrors="a 2-layer BERT for tests"),
+        ModelSpec("bert-tiny", "text", "bert", _TINY["bert"], mirrors="a 2-layer BERT for tests"),
+        ModelSpec("distilbert-base", "text", "distilbert", {}, mirrors="distilbert-base-uncased (66M parameters)"),
+        ModelSpec("distilbert-tiny", "text", "distilbert", _TINY["distilbert"], mirrors="a 2-layer DistilBERT for tests"),
+        ModelSpec("gpt2", "text", "gpt2", {}, mirrors="gpt2 (124M parameters)"),
+        ModelSpec("gpt2-tiny", "text", "gpt2", _TINY["gpt2"], mirrors="a 2-layer GPT-2 for tests"),
+        ModelSpec("roberta-base", "text", "roberta", {}, mirrors="roberta-base (125M parameters)"),
+        ModelSpec("roberta-tiny", "text", "roberta", _TINY["roberta"], mirrors="a 2-layer RoBERTa for tests"),
+        # Sentence classifiers for the data-set studies; the vocabulary matches the BPE tokenizer trained
+        # on the corpus (a smaller embedding table than camembert-base's 32,005 rows barely changes speed).
+        ModelSpec("roberta-base-classifier", "text", "roberta-classifier", dict(vocab_size=8000, num_labels=2),
+                  mirrors="camembert-base / roberta-base sentence classifier (~110M parameters)"),
+        ModelSpec("distilroberta-classifier", "text", "roberta-classifier",
+                  dict(vocab_size=8000, num_labels=2, num_hidden_layers=6),
+                  mirrors="distilroberta-base sentence classifier (6 layers, ~82M parameters)"),
+        ModelSpec("roberta-tiny-classifier", "text", "roberta-classifier", _TINY["roberta"] | dict(num_labels=2),
+                  mirrors="a 2-layer RoBERTa classifier for tests"),
         ModelSpec("resnet-50", "vision", "resnet", {}, mirrors="microsoft/resnet-50 (25.6M parameters)"),
         ModelSpec(
             "resnet-tiny",
@@ -43,7 +103,6 @@ MODELS: dict[str, ModelSpec] = {
     ]
 }
 
-_TORCH_CLASSES = {"bert": ("BertConfig", "BertModel"), "resnet": ("ResNetConfig", "ResNetForImageClassification")}
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
@@ -64,33 +123,56 @@ class Workload:
 
     model_name: str
     kind: Kind
-    module: Any  # torch.nn.Module taking the inputs positionally and returning one tensor
+    module: Any  # takes the inputs positionally and returns one tensor (torch.nn.Module, or a TF callable)
     inputs: tuple
     dtype: str
     device: str
     batch_size: int
     seq_len: int | None = None
     image_size: int | None = None
+    framework: str = "torch"
+    cache_dir: Path | None = None  # where runtimes keep exported models (outputs/<profile>/cache)
 
     @property
     def tokens_per_call(self) -> int | None:
         return self.batch_size * self.seq_len if self.kind == "text" else None
 
 
-def _first_output(module):
+def _first_output(module, names: tuple[str, ...]):
     import torch
 
     class FirstOutput(torch.nn.Module):
-        """Calls a transformers model with positional tensors and returns its first output tensor."""
+        """Calls a transformers model with positional tensors (passed by name) and returns its first output."""
 
         def __init__(self, inner):
             super().__init__()
             self.inner = inner
 
         def forward(self, *inputs):
-            return self.inner(*inputs, return_dict=False)[0]
+            return self.inner(**dict(zip(names, inputs)), return_dict=False)[0]
 
     return FirstOutput(module).eval()
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence transformers' notices that say nothing about speed ("all weights were used", deprecations)."""
+    import transformers
+
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+
+
+def _config(s: ModelSpec):
+    import transformers
+
+    return getattr(transformers, FAMILIES[s.family].config)(**s.config)
 
 
 def build_torch(name: str, *, seed: int = 0, dtype: str = "fp32", device: str = "cpu"):
@@ -99,10 +181,40 @@ def build_torch(name: str, *, seed: int = 0, dtype: str = "fp32", device: str = 
     import transformers
 
     s = spec(name)
-    config_cls, model_cls = (getattr(transformers, n) for n in _TORCH_CLASSES[s.family])
+    fam = FAMILIES[s.family]
     torch.manual_seed(seed)
-    model = model_cls(config_cls(**s.config)).eval()
-    return _first_output(model).to(device=device, dtype=getattr(torch, TORCH_DTYPES[dtype]))
+    with _quiet_transformers():
+        model = getattr(transformers, fam.torch_class)(_config(s)).eval()
+    return _first_output(model, fam.inputs).to(device=device, dtype=getattr(torch, TORCH_DTYPES[dtype]))
+
+
+class TFFirstOutput:
+    """Calls a transformers TensorFlow model with positional tensors (passed by name); returns its first output."""
+
+    def __init__(self, model, names: tuple[str, ...]):
+        self.model, self.names = model, names
+
+    def __call__(self, *inputs):
+        return self.model(**dict(zip(self.names, inputs)), training=False)[0]
+
+
+def build_tf_from_torch(name: str, torch_module) -> TFFirstOutput:
+    """The TensorFlow twin of a model built by `build_torch`, holding the same weights.
+
+    The TF class is built from the same config and the PyTorch weights are copied in memory with
+    transformers' own converter (what `from_pretrained(..., from_pt=True)` runs), so both frameworks
+    compute the same function; the caller checks that on real inputs.
+    """
+    import transformers
+    from transformers.modeling_tf_pytorch_utils import load_pytorch_model_in_tf2_model
+
+    s = spec(name)
+    fam = FAMILIES[s.family]
+    with _quiet_transformers():
+        model = getattr(transformers, fam.tf_class)(_config(s))
+        model(model.dummy_inputs, training=False)  # creates the variables
+        load_pytorch_model_in_tf2_model(model, torch_module.inner)
+    return TFFirstOutput(model, fam.inputs)
 
 
 def torch_inputs(name: str, *, batch_size: int, seq_len: int | None = None, image_size: int | None = None,
@@ -113,8 +225,7 @@ def torch_inputs(name: str, *, batch_size: int, seq_len: int | None = None, imag
     s = spec(name)
     g = torch.Generator().manual_seed(seed)
     if s.kind == "text":
-        vocab = s.config.get("vocab_size", 30522)
-        ids = torch.randint(0, vocab, (batch_size, seq_len), generator=g)
+        ids = torch.randint(0, s.vocab_size, (batch_size, seq_len), generator=g)
         return ids.to(device), torch.ones_like(ids).to(device)
     pixels = torch.randn(batch_size, 3, image_size, image_size, generator=g)
     return (pixels.to(device=device, dtype=getattr(torch, TORCH_DTYPES[dtype])),)
@@ -131,3 +242,13 @@ def torch_workload(name: str, *, batch_size: int, seq_len: int | None = None, im
                           dtype=dtype, device=device, seed=seed)
     return Workload(name, s.kind, module, inputs, dtype, device, batch_size,
                     seq_len if s.kind == "text" else None, image_size if s.kind == "vision" else None)
+
+
+def tf_workload(w: Workload, tf_module: TFFirstOutput) -> Workload:
+    """The same configuration for TensorFlow: the twin model and the same input values as TF tensors."""
+    import tensorflow as tf
+
+    with tf.device("/GPU:0" if w.device == "cuda" else "/CPU:0"):
+        inputs = tuple(tf.constant(x.cpu().numpy()) for x in w.inputs)
+    return Workload(w.model_name, w.kind, tf_module, inputs, w.dtype, w.device, w.batch_size, w.seq_len,
+                    w.image_size, framework="tensorflow")

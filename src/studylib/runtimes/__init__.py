@@ -1,4 +1,4 @@
-"""Runtimes: each prepares a Workload once (compile, trace, export) and returns a zero-argument call.
+"""Runtimes: each prepares a Workload once (compile, trace, export) and returns a ready call.
 
 Preparation is separate from the call, so timing code never needs to know which runtime it times.
 Adding a runtime is one class in a family file plus one line in REGISTRY.
@@ -7,7 +7,9 @@ Adding a runtime is one class in a family file plus one line in REGISTRY.
 from __future__ import annotations
 
 from .base import Prepared, Runtime, RuntimeUnavailable
-from .pytorch import TorchCompiled, TorchEager
+from .onnxrt import OnnxRuntime
+from .pytorch import TorchCompiled, TorchDynamicInt8, TorchEager, TorchScript
+from .tensorflow import TFEager, TFFunction
 
 REGISTRY: dict[str, Runtime] = {
     r.name: r
@@ -16,6 +18,15 @@ REGISTRY: dict[str, Runtime] = {
         TorchCompiled("default"),
         TorchCompiled("reduce-overhead"),
         TorchCompiled("max-autotune"),
+        TorchScript(),
+        TorchScript(optimize=True),
+        TorchDynamicInt8(),
+        TFEager(),
+        TFFunction(jit_compile=False),
+        TFFunction(jit_compile=True),
+        OnnxRuntime("plain"),
+        OnnxRuntime("optimized"),
+        OnnxRuntime("int8"),
     ]
 }
 

@@ -8,20 +8,38 @@ from typing import Any, Callable
 
 
 class RuntimeUnavailable(Exception):
-    """The runtime cannot run here (missing package, no device): recorded as a 'skipped' row."""
+    """The runtime cannot run here (missing package, no device, unsupported shape): a 'skipped' row."""
+
+
+def _same(inputs: tuple) -> tuple:
+    return inputs
 
 
 @dataclass
 class Prepared:
-    """A ready-to-time call and how to wait for its device."""
+    """A prepared model: `fn(*native_inputs)` runs it once; `call()` runs it on the workload's inputs.
 
-    call: Callable[[], Any]
+    `inputs` are the workload's inputs already converted to what `fn` takes (torch tensors, TF tensors,
+    numpy arrays), so conversion is never timed. `adapt` converts other inputs of the same model (torch
+    tensors, as `models.torch_inputs` makes them) the same way: studies that time a pass over a data set
+    adapt every batch before timing and call `fn` on each.
+    """
+
+    fn: Callable[..., Any]
+    inputs: tuple
     sync: Callable[[], Any] | None
-    notes: str = ""  # e.g. what the runtime fell back to
+    notes: str = ""  # e.g. what the runtime fell back to, or that an export came from the cache
+    adapt: Callable[[tuple], tuple] = _same
+    compilations: Callable[[], int] | None = None  # graphs compiled so far (XLA counts one per input shape)
+
+    def call(self) -> Any:
+        return self.fn(*self.inputs)
 
 
 class Runtime:
     name: str = ""
+    framework: str = "torch"  # which model the workload hands it: "torch" or "tensorflow"
+    precision: str | None = None  # "int8" for quantized runtimes: parity uses that tolerance, not the dtype's
 
     def warm_up(self) -> float:
         """One-time, untimed start-up cost of the runtime in this process (seconds spent; 0 if none)."""

@@ -33,7 +33,7 @@ class TorchEager(_Torch):
 
     def prepare(self, workload) -> Prepared:
         module, inputs = workload.module, workload.inputs
-        return Prepared(lambda: module(*inputs), torch_sync(workload.device))
+        return Prepared(module, workload.inputs, torch_sync(workload.device))
 
 
 def _fresh_inductor_cache():
@@ -85,8 +85,66 @@ class TorchCompiled(_Torch):
             raise RuntimeUnavailable(f"torch {torch.__version__} has no torch.compile")
         torch._dynamo.reset()
         compiled = torch.compile(workload.module, mode=None if self.mode == "default" else self.mode)
-        inputs = workload.inputs
         notes = ""
         if self.mode == "reduce-overhead" and workload.device != "cuda":
             notes = "CUDA graphs need a GPU: on CPU this mode compiles like default"
-        return Prepared(lambda: compiled(*inputs), torch_sync(workload.device), notes)
+        return Prepared(compiled, workload.inputs, torch_sync(workload.device), notes)
+
+
+class TorchScript(_Torch):
+    """torch.jit.trace on the workload's inputs, then frozen; `optimize=True` adds optimize_for_inference.
+
+    Tracing records the ops run on the example inputs; the traced graph is reused for other shapes of the
+    same model (batch and sequence length), which is how seed 003 ran TorchScript across batch sizes.
+    """
+
+    def __init__(self, optimize: bool = False):
+        self.optimize = optimize
+        self.name = "torchscript-optimized" if optimize else "torchscript"
+
+    def prepare(self, workload) -> Prepared:
+        import warnings
+
+        import torch
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            traced = torch.jit.trace(workload.module, workload.inputs, check_trace=False)
+        # optimize_for_inference freezes too (and folds conv-bn, pre-packs weights for oneDNN where it can).
+        scripted = torch.jit.optimize_for_inference(traced) if self.optimize else torch.jit.freeze(traced)
+        return Prepared(scripted, workload.inputs, torch_sync(workload.device))
+
+
+class TorchDynamicInt8(_Torch):
+    """PyTorch dynamic int8 quantization of every nn.Linear, on a copy of the module (CPU only).
+
+    Weights are quantized once here; activations are quantized per call. `torch.ao.quantization` is
+    deprecated upstream in favour of torchao but still works on torch 2.13; its warnings are silenced.
+    """
+
+    name = "torch-int8"
+    precision = "int8"
+
+    def prepare(self, workload) -> Prepared:
+        import copy
+        import warnings
+
+        import torch
+
+        if workload.device != "cpu":
+            raise RuntimeUnavailable("PyTorch dynamic int8 quantization runs on CPU only")
+        if workload.dtype != "fp32":
+            raise RuntimeUnavailable(f"torch-int8 quantizes an fp32 model, not {workload.dtype}")
+        quantization = getattr(getattr(torch, "ao", None), "quantization", None)
+        if not hasattr(quantization, "quantize_dynamic"):
+            raise RuntimeUnavailable(f"torch {torch.__version__} has no torch.ao.quantization.quantize_dynamic")
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.filterwarnings("ignore", message=r".*quantize_per_tensor.*")
+            quantized = quantization.quantize_dynamic(copy.deepcopy(workload.module), {torch.nn.Linear},
+                                                      dtype=torch.qint8)
+        layers = sum(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in quantized.modules())
+        notes = (f"quantize_s={time.perf_counter() - t0:.2f}; {layers} Linear layers int8 "
+                 f"({torch.backends.quantized.engine} engine)")
+        return Prepared(quantized, workload.inputs, None, notes)

@@ -1,0 +1,324 @@
+"""ONNX Runtime on the torch model: the plain export, the transformer-optimized graph, and dynamic int8.
+
+The exporter is the TorchScript-based one (`torch.onnx.export(..., dynamo=False)` with `dynamic_axes`
+for batch and sequence length). On torch 2.13 the dynamo exporter (`dynamic_shapes`) also gives a model
+that runs on other shapes and matches eager, but it took ~17x longer on roberta-tiny (4.9 s vs 0.3 s),
+ONNX Runtime's transformer optimizer fuses none of its attention blocks (0 Attention nodes vs 2 on the
+TorchScript graph, which is the graph that optimizer's patterns were written for) and `quantize_dynamic`
+fails on it with a shape-inference error. The TorchScript exporter is deprecated upstream but still the
+one ONNX Runtime's own BERT tooling targets.
+
+Each step (export, optimize, fp16, quantize) writes one `model.onnx` under
+`<cache_dir>/onnx/<key>/`, where the key hashes everything the file depends on (see `export_key`), so a
+re-run loads the files instead of exporting again. A step writes into a temporary directory beside its
+final one and renames it into place when done: an interrupted step leaves no directory that counts as
+cached. `Prepared.notes` says which steps came from the cache and what each took when it was made
+(`export_s=0.29`), since a cache hit makes `prepare_s` small.
+
+On CUDA, sessions use the CUDAExecutionProvider with IO binding: inputs are put on the GPU by `adapt`
+(untimed) and outputs stay there, as PyTorch's do, and `sync` waits for the outputs inside the timed
+region (a plain `session.run` would time host<->device copies for ORT only; onnxruntime issue 8166).
+fp16 follows ONNX Runtime's recommended path: export an fp32 copy of the (fp16) module, optimize it,
+then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int8 are not offered. The
+CUDA branch has not been run yet (no GPU while this was written).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Callable
+
+from .base import Prepared, Runtime, RuntimeUnavailable
+
+OPSET = 17  # first opset with LayerNormalization, which the exporter then emits as one node
+MODEL_FILE = "model.onnx"
+OUTPUT_NAME = "output"
+# What each step does, hashed into its cache key: change a setting here and older files are not reused.
+EXPORT_SETTINGS = {"exporter": "torchscript", "opset": OPSET, "constant_folding": True, "dynamic": "batch,seq"}
+QUANTIZE_SETTINGS = {"weight_type": "QInt8", "per_channel": False, "reduce_range": False}
+
+
+def _ort():
+    try:
+        import onnx  # noqa: F401  (the optimizer and quantizer need it)
+        import onnxruntime
+    except ImportError:
+        raise RuntimeUnavailable("onnxruntime is not installed") from None
+    return onnxruntime
+
+
+def weights_fingerprint(module, samples_per_tensor: int = 1024) -> str:
+    """sha256 over every state-dict entry's name, shape and dtype and up to 1,024 evenly spaced values.
+
+    Cheap even for roberta-base, and any two seeds differ in every tensor, so a seed never reuses another
+    seed's export.
+    """
+    import torch
+
+    h = hashlib.sha256()
+    for name, t in module.state_dict().items():
+        flat = t.detach().reshape(-1)
+        step = max(1, flat.numel() // samples_per_tensor)
+        h.update(f"{name}|{tuple(t.shape)}|{t.dtype}|".encode())
+        h.update(flat[::step][:samples_per_tensor].to("cpu", torch.float64).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _hash(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def export_key(workload) -> str:
+    """Cache key of the export: model, dtype, device, export settings, weights and library versions."""
+    import onnx
+    import onnxruntime
+    import torch
+
+    return _hash({
+        "model": workload.model_name, "dtype": workload.dtype, "device": workload.device,
+        "step": "export", "settings": EXPORT_SETTINGS, "weights": weights_fingerprint(workload.module),
+        "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+    })
+
+
+_process_cache: Path | None = None
+
+
+def cache_root(workload) -> Path:
+    """`<cache_dir>/onnx`, or a directory private to this process (removed at exit) when there is no cache_dir."""
+    global _process_cache
+    if workload.cache_dir is not None:
+        return Path(workload.cache_dir) / "onnx"
+    if _process_cache is None:
+        _process_cache = Path(tempfile.mkdtemp(prefix="studylib-onnx-"))
+        atexit.register(shutil.rmtree, _process_cache, ignore_errors=True)
+    return _process_cache
+
+
+def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict) -> tuple[Path, float, bool]:
+    """The model file for `key`: loaded when `<root>/<key>/` is complete, else made by `make(path)`.
+
+    Returns (path, seconds the step took when it was made, whether it came from the cache). `make` writes
+    into a temporary directory that is renamed to `<root>/<key>` only once the file and its metadata are
+    complete, so an interrupted step never counts as cached.
+    """
+    final = root / key
+    if (final / "meta.json").is_file():
+        return final / MODEL_FILE, json.loads((final / "meta.json").read_text())["seconds"], True
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
+    try:
+        t0 = time.perf_counter()
+        make(tmp / MODEL_FILE)
+        seconds = time.perf_counter() - t0
+        (tmp / "meta.json").write_text(json.dumps(about | {"seconds": seconds, "made_at": time.time()}, indent=1))
+        if final.exists() and not (final / "meta.json").is_file():
+            shutil.rmtree(final)  # not made by this code (the rename below is atomic): never a cache entry
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not (final / "meta.json").is_file():
+                raise
+            # Another process finished the same step first; its file is equivalent, use it.
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final / MODEL_FILE, seconds, False
+
+
+def _input_names(workload) -> tuple[str, ...]:
+    from ..models import FAMILIES, spec
+
+    return FAMILIES[spec(workload.model_name).family].inputs
+
+
+def _export(workload, path: Path) -> None:
+    """TorchScript-based export with dynamic batch (and sequence, for text) axes; fp32 weights."""
+    import copy
+
+    import torch
+
+    module, inputs = workload.module, workload.inputs
+    if workload.dtype != "fp32":  # fp16 on CUDA: export fp32 (same values), convert the graph later
+        module = copy.deepcopy(module).float()
+    axes = {0: "batch", 1: "seq"} if workload.kind == "text" else {0: "batch"}
+    names = _input_names(workload)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "legacy TorchScript-based ONNX export"
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # constants in transformers' mask code
+        torch.onnx.export(module, inputs, str(path), dynamo=False, opset_version=OPSET,
+                          do_constant_folding=True, input_names=list(names), output_names=[OUTPUT_NAME],
+                          dynamic_axes={**{n: axes for n in names}, OUTPUT_NAME: {0: "batch"}})
+
+
+def _optimizer_settings(workload) -> dict:
+    from ..models import spec
+
+    config = workload.module.inner.config
+    return {"model_type": "gpt2" if spec(workload.model_name).family == "gpt2" else "bert",  # "bert" covers RoBERTa
+            "num_heads": config.num_attention_heads, "hidden_size": config.hidden_size,
+            "use_gpu": workload.device == "cuda"}
+
+
+def _optimize(settings: dict, parent: Path, path: Path) -> None:
+    """onnxruntime.transformers' fusions (Attention, SkipLayerNorm, BiasGelu); errors propagate."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    optimized = optimize_model(str(parent), **settings)
+    optimized.save_model_to_file(str(path))
+
+
+def _to_fp16(parent: Path, path: Path) -> None:
+    import onnx
+    from onnxruntime.transformers.onnx_model import OnnxModel
+
+    model = OnnxModel(onnx.load(str(parent)))
+    model.convert_float_to_float16(keep_io_types=False)  # fp16 output, as the fp16 eager module gives
+    model.save_model_to_file(str(path))
+
+
+def _quantize(parent: Path, path: Path) -> None:
+    """Dynamic int8: weights of MatMul and (fused) Attention quantized ahead of time, activations per call."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # The optimized graph holds com.microsoft ops that ONNX shape inference cannot type; without a default
+    # type the quantizer stops with "Unable to find data type for weight_name=...".
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # the quantizer logs "consider pre-processing" on the root logger every time
+    try:
+        quantize_dynamic(str(parent), str(path), weight_type=QuantType.QInt8, per_channel=False,
+                         reduce_range=False, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    finally:
+        root.setLevel(level)
+
+
+class OrtCall:
+    """Runs an InferenceSession once on native inputs: numpy arrays on CPU, OrtValues bound on CUDA."""
+
+    def __init__(self, session, input_names: list[str], device: str):
+        self.session, self.input_names, self.device = session, input_names, device
+        self.binding = session.io_binding() if device == "cuda" else None
+
+    def __call__(self, *inputs):
+        if self.binding is None:
+            return self.session.run([OUTPUT_NAME], dict(zip(self.input_names, inputs)))[0]
+        for name, value in zip(self.input_names, inputs):
+            self.binding.bind_ortvalue_input(name, value)
+        self.binding.bind_output(OUTPUT_NAME, "cuda", 0)  # a fresh output on the GPU, as PyTorch allocates one
+        self.session.run_with_iobinding(self.binding)
+        return self.binding.get_outputs()[0]
+
+    def sync(self):
+        self.binding.synchronize_outputs()
+
+
+class OnnxRuntime(Runtime):
+    """One ONNX Runtime variant: "plain" (`ort`), "optimized" (`ort-optimized`) or "int8" (`ort-int8`).
+
+    Sessions use ORT_ENABLE_ALL, sequential execution, one inter-op thread and as many intra-op threads
+    as PyTorch has (`torch.get_num_threads()`, which the study sets), so both frameworks get the same cores.
+    int8 quantizes the optimized graph (QAttention and MatMulInteger nodes), the order ONNX Runtime's BERT
+    examples use; it is CPU only.
+    """
+
+    framework = "torch"
+    NAMES = {"plain": "ort", "optimized": "ort-optimized", "int8": "ort-int8"}
+
+    def __init__(self, variant: str = "plain"):
+        if variant not in self.NAMES:
+            raise ValueError(f"unknown ONNX Runtime variant {variant!r} (known: {', '.join(self.NAMES)})")
+        self.variant = variant
+        self.name = self.NAMES[variant]
+        self.precision = "int8" if variant == "int8" else None
+
+    def _check(self, workload, ort) -> None:
+        if workload.device == "cuda":
+            if "CUDAExecutionProvider" not in ort.get_available_providers():
+                raise RuntimeUnavailable(
+                    f"onnxruntime {ort.__version__} has no CUDAExecutionProvider (install onnxruntime-gpu); "
+                    f"available: {', '.join(ort.get_available_providers())}")
+            if self.variant == "int8":
+                raise RuntimeUnavailable("ONNX Runtime dynamic int8 quantization runs on CPU only")
+            if workload.dtype not in ("fp32", "fp16"):
+                raise RuntimeUnavailable(f"{self.name} on CUDA runs fp32 or fp16, not {workload.dtype}")
+        elif workload.device == "cpu":
+            if workload.dtype != "fp32":
+                raise RuntimeUnavailable(f"{self.name} on CPU runs fp32 only in this study, not {workload.dtype}")
+        else:
+            raise RuntimeUnavailable(f"{self.name} does not run on device {workload.device!r}")
+        if self.variant != "plain" and workload.kind != "text":
+            raise RuntimeUnavailable(f"{self.name} applies transformer fusions: text models only")
+
+    def model_path(self, workload) -> tuple[Path, str]:
+        """The variant's .onnx file (made or loaded step by step) and a note on where each step came from."""
+        root = cache_root(workload)
+        key = export_key(workload)
+        steps = [("export", lambda parent, path: _export(workload, path), {})]
+        if self.variant != "plain":
+            settings = _optimizer_settings(workload)
+            steps.append(("optimize", lambda parent, path: _optimize(settings, parent, path), settings))
+        if workload.dtype == "fp16":
+            steps.append(("fp16", _to_fp16, {"keep_io_types": False}))
+        if self.variant == "int8":
+            steps.append(("quantize", _quantize, QUANTIZE_SETTINGS))
+        path, cached, made = None, [], []
+        for step, make, settings in steps:
+            if step != "export":
+                key = _hash({"parent": key, "step": step, "settings": settings})
+            parent = path
+            path, seconds, hit = cached_step(root, key, lambda p: make(parent, p),
+                                             {"model": workload.model_name, "step": step, "settings": settings})
+            (cached if hit else made).append(f"{step} ({step}_s={seconds:.2f})")
+        parts = ([f"from cache: {', '.join(cached)}"] if cached else []) + (
+            [f"made now: {', '.join(made)}"] if made else [])
+        return path, "; ".join(parts) + f"; cache key {key}"
+
+    def prepare(self, workload) -> Prepared:
+        ort = _ort()
+        self._check(workload, ort)
+        import torch
+
+        path, where = self.model_path(workload)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.intra_op_num_threads = torch.get_num_threads()
+        options.inter_op_num_threads = 1
+        cuda = workload.device == "cuda"
+        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
+        session = ort.InferenceSession(str(path), options, providers=providers)
+        if cuda and session.get_providers()[0] != "CUDAExecutionProvider":
+            raise RuntimeUnavailable(f"ONNX Runtime could not start CUDA (providers: {session.get_providers()})")
+
+        # The exporter drops inputs the graph does not use; feed only the ones the session takes.
+        wanted = {i.name for i in session.get_inputs()}
+        keep = [i for i, n in enumerate(_input_names(workload)) if n in wanted]
+        call = OrtCall(session, [_input_names(workload)[i] for i in keep], workload.device)
+
+        def adapt(torch_inputs: tuple) -> tuple:
+            arrays = [torch_inputs[i].detach().cpu().numpy() for i in keep]
+            if cuda:
+                return tuple(ort.OrtValue.ortvalue_from_numpy(a, "cuda", 0) for a in arrays)
+            return tuple(arrays)
+
+        notes = (f"{where}; ORT intra_op_threads={options.intra_op_num_threads} inter_op_threads=1 sequential"
+                 + ("; CUDA with IO binding (inputs and outputs on the GPU)" if cuda else ""))
+        return Prepared(call, adapt(workload.inputs), call.sync if cuda else None, notes, adapt)
+
+    @staticmethod
+    def to_numpy(output):
+        import numpy as np
+
+        if not isinstance(output, np.ndarray):  # an OrtValue on the GPU
+            output = output.numpy()
+        return output.astype("float64")

@@ -1,0 +1,64 @@
+"""TensorFlow eager, tf.function graphs and XLA (tf.function(jit_compile=True)) on the PyTorch weights.
+
+The workload hands these runtimes the TensorFlow twin of the PyTorch model (same config, same weights;
+see models.build_tf_from_torch) and the same input values as TF tensors. Graph building and XLA
+compilation happen in the first call, which `measure` times on its own. Each configuration gets a new
+tf.function, so every shape is traced and compiled cold; `compilations` counts the traces, so a
+retrace during steady state (a shape or Python-argument change) shows up in the results.
+"""
+
+from __future__ import annotations
+
+from .base import Prepared, Runtime, RuntimeUnavailable
+
+
+def tf_sync(device: str):
+    """On GPU, wait for every queued TF op (no copy of the output to the host); on CPU, TF eager is synchronous."""
+    if device == "cuda":
+        import tensorflow as tf
+
+        return tf.test.experimental.sync_devices
+    return None
+
+
+class _TF(Runtime):
+    framework = "tensorflow"
+
+    @staticmethod
+    def _check(workload) -> None:
+        if workload.dtype != "fp32":
+            raise RuntimeUnavailable(f"TensorFlow variants run in fp32 only in this study (asked {workload.dtype})")
+        if workload.device == "cuda":
+            import tensorflow as tf
+
+            if not tf.config.list_physical_devices("GPU"):
+                raise RuntimeUnavailable("this TensorFlow build sees no GPU")
+
+    @staticmethod
+    def to_numpy(output):
+        import numpy as np
+
+        return np.asarray(output, dtype="float64")
+
+
+class TFEager(_TF):
+    name = "tf-eager"
+
+    def prepare(self, workload) -> Prepared:
+        self._check(workload)
+        return Prepared(workload.module, workload.inputs, tf_sync(workload.device))
+
+
+class TFFunction(_TF):
+    """A tf.function graph of the model; with jit_compile=True, XLA compiles it (once per input shape)."""
+
+    def __init__(self, jit_compile: bool):
+        self.jit_compile = jit_compile
+        self.name = "tf-xla" if jit_compile else "tf-function"
+
+    def prepare(self, workload) -> Prepared:
+        import tensorflow as tf
+
+        self._check(workload)
+        fn = tf.function(workload.module, jit_compile=self.jit_compile)
+        return Prepared(fn, workload.inputs, tf_sync(workload.device), compilations=fn.experimental_get_tracing_count)

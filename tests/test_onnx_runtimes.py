@@ -1,0 +1,202 @@
+"""ONNX Runtime variants and PyTorch dynamic int8: parity on other shapes, the export cache, threads."""
+
+import dataclasses
+import re
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from studylib import models
+from studylib.runtimes import REGISTRY, RuntimeUnavailable
+from studylib.runtimes import onnxrt
+
+pytest.importorskip("onnxruntime")
+
+MODEL = "roberta-tiny-classifier"
+
+
+def workload(cache_dir, seed=0, module=None):
+    w = models.torch_workload(MODEL, batch_size=2, seq_len=16, seed=seed, module=module)
+    return dataclasses.replace(w, cache_dir=cache_dir)
+
+
+@pytest.fixture(scope="module")
+def module():
+    return models.build_torch(MODEL, seed=0)
+
+
+@pytest.fixture(scope="module")
+def batches(module):
+    """Other batch sizes and lengths than the (2, 16) the runtimes are prepared on, first row right-padded."""
+    out = []
+    for batch_size, seq_len, seed in [(3, 7, 1), (1, 40, 2), (64, 24, 3)]:
+        ids, mask = models.torch_inputs(MODEL, batch_size=batch_size, seq_len=seq_len, seed=seed)
+        ids, mask = ids.clone(), mask.clone()
+        half = max(1, seq_len // 2)
+        ids[0, half:], mask[0, half:] = module.inner.config.pad_token_id, 0
+        out.append((ids, mask))
+    return out
+
+
+@pytest.fixture(scope="module")
+def references(module, batches):
+    with torch.inference_mode():
+        return [module(*b).numpy().astype("float64") for b in batches]
+
+
+def run_all(name, w, batches):
+    """Prepare `name` on `w`, then adapt and run every batch, as a study's pass over a data set does."""
+    runtime = REGISTRY[name]
+    with runtime.context():
+        prepared = runtime.prepare(w)
+        adapted = [prepared.adapt(b) for b in batches]
+        return prepared, [runtime.to_numpy(prepared.fn(*a)) for a in adapted]
+
+
+def test_registered():
+    assert {"ort", "ort-optimized", "ort-int8", "torch-int8"} <= set(REGISTRY)
+    assert all(REGISTRY[n].framework == "torch" for n in ("ort", "ort-optimized", "ort-int8", "torch-int8"))
+
+
+@pytest.mark.parametrize("name", ["ort", "ort-optimized"])
+def test_fp32_matches_eager_on_other_shapes(name, module, batches, references, tmp_path):
+    prepared, outputs = run_all(name, workload(tmp_path, module=module), batches)
+    for out, ref in zip(outputs, references):
+        assert out.dtype == np.float64 and out.shape == ref.shape
+        np.testing.assert_allclose(out, ref, atol=1e-4, rtol=0)
+    assert prepared.sync is None
+    assert re.search(r"made now: export \(export_s=\d+\.\d\d\)", prepared.notes)
+    # The workload's own inputs are already converted: call() runs without adapting.
+    np.testing.assert_allclose(REGISTRY[name].to_numpy(prepared.call()),
+                               module(*workload(None, module=module).inputs).detach().numpy(), atol=1e-4)
+
+
+def test_optimized_graph_is_fused(module, tmp_path):
+    import onnx
+
+    prepared = REGISTRY["ort-optimized"].prepare(workload(tmp_path, module=module))
+    key = re.search(r"cache key (\w+)", prepared.notes).group(1)
+    ops = {n.op_type for n in onnx.load(str(tmp_path / "onnx" / key / onnxrt.MODEL_FILE)).graph.node}
+    assert {"Attention", "SkipLayerNormalization"} <= ops
+
+
+@pytest.mark.parametrize("name", ["ort-int8", "torch-int8"])
+def test_int8_close_to_eager_and_same_labels(name, module, batches, references, tmp_path):
+    prepared, outputs = run_all(name, workload(tmp_path, module=module), batches)
+    diffs = [np.abs(out - ref).max() for out, ref in zip(outputs, references)]
+    assert max(diffs) < 2e-2  # int8 noise (~1e-3 seen), not a broken model
+    assert max(diffs) > 1e-6  # and really quantized: not the fp32 graph
+    agree = np.concatenate([o.argmax(1) == r.argmax(1) for o, r in zip(outputs, references)])
+    assert agree.size == 68 and agree.mean() >= 0.9
+    if name == "ort-int8":
+        import onnx
+
+        key = re.search(r"cache key (\w+)", prepared.notes).group(1)
+        ops = {n.op_type for n in onnx.load(str(tmp_path / "onnx" / key / onnxrt.MODEL_FILE)).graph.node}
+        assert {"QAttention", "MatMulInteger"} <= ops
+        assert "quantize_s=" in prepared.notes
+
+
+def test_cache_reused_in_a_new_workload_and_keyed_by_weights(module, batches, references, tmp_path, monkeypatch):
+    first = REGISTRY["ort-int8"].prepare(workload(tmp_path, module=module))
+    assert "made now: export" in first.notes and "from cache" not in first.notes
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(torch.onnx, "export", no_export)
+    # A fresh module with the same seed: same weights, so every step comes from the cache.
+    again = workload(tmp_path, seed=0)
+    assert again.module is not module
+    cached = {name: REGISTRY[name].prepare(again) for name in ("ort", "ort-optimized", "ort-int8")}
+    for prepared in cached.values():
+        assert prepared.notes.startswith("from cache: export") and "made now" not in prepared.notes
+    export_s = [re.search(r"export_s=(\d+\.\d+)", p.notes).group(1) for p in (first, cached["ort-int8"])]
+    assert export_s[0] == export_s[1]  # the cached export reports what it cost when it was made
+    plain = cached["ort"]
+    np.testing.assert_allclose(REGISTRY["ort"].to_numpy(plain.fn(*plain.adapt(batches[0]))), references[0],
+                               atol=1e-4, rtol=0)
+
+    other_seed = workload(tmp_path, seed=1)
+    assert onnxrt.export_key(other_seed) != onnxrt.export_key(again)
+    with pytest.raises(AssertionError, match="exported again"):
+        REGISTRY["ort"].prepare(other_seed)
+
+
+def test_interrupted_export_leaves_nothing_cached(module, tmp_path, monkeypatch):
+    w = workload(tmp_path, module=module)
+    real_export = torch.onnx.export
+
+    def interrupted(model, args, f, **kwargs):
+        with open(f, "wb") as fh:
+            fh.write(b"\x08\x07half a model")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch.onnx, "export", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        REGISTRY["ort"].prepare(w)
+    root = tmp_path / "onnx"
+    assert list(root.iterdir()) == []  # neither a final directory nor the temporary one
+    # A process killed mid-export leaves its temporary directory: it never counts as cached.
+    stale = root / f".tmp-{onnxrt.export_key(w)}-killed"
+    stale.mkdir()
+    (stale / onnxrt.MODEL_FILE).write_bytes(b"half")
+    monkeypatch.setattr(torch.onnx, "export", real_export)
+    prepared = REGISTRY["ort"].prepare(w)
+    assert prepared.notes.startswith("made now: export")
+
+
+def test_torch_int8_leaves_the_workload_module_alone(module, batches, tmp_path):
+    w = workload(tmp_path, module=models.build_torch(MODEL, seed=0))
+    linears = [m for m in w.module.modules() if isinstance(m, torch.nn.Linear)]
+    prepared, _ = run_all("torch-int8", w, batches[:1])
+    assert "Linear layers int8" in prepared.notes
+    assert prepared.fn is not w.module
+    after = [m for m in w.module.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(after) == len(linears) == 14
+    assert all(type(m) is torch.nn.Linear and m.weight.dtype == torch.float32 for m in after)
+    with torch.inference_mode():
+        np.testing.assert_array_equal(w.module(*batches[0]).numpy(), module(*batches[0]).numpy())
+
+
+def test_ort_threads_follow_torch(module, tmp_path):
+    before = torch.get_num_threads()
+    threads = 1 if before != 1 else 2
+    torch.set_num_threads(threads)
+    try:
+        prepared = REGISTRY["ort"].prepare(workload(tmp_path, module=module))
+    finally:
+        torch.set_num_threads(before)
+    options = prepared.fn.session.get_session_options()
+    assert options.intra_op_num_threads == threads
+    assert options.inter_op_num_threads == 1
+    assert f"intra_op_threads={threads}" in prepared.notes
+
+
+def test_unsupported_configurations_are_skipped(module, tmp_path, monkeypatch):
+    w = workload(tmp_path, module=module)
+    for name in ("ort", "ort-optimized", "ort-int8"):
+        with pytest.raises(RuntimeUnavailable, match="fp32 only"):
+            REGISTRY[name].prepare(dataclasses.replace(w, dtype="bf16"))
+    with pytest.raises(RuntimeUnavailable, match="CPU only"):
+        REGISTRY["torch-int8"].prepare(dataclasses.replace(w, device="cuda"))
+    import onnxruntime
+
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        with pytest.raises(RuntimeUnavailable, match="CUDAExecutionProvider"):
+            REGISTRY["ort"].prepare(dataclasses.replace(w, device="cuda"))
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(RuntimeUnavailable, match="onnxruntime is not installed"):
+        REGISTRY["ort"].prepare(w)
+    assert not (tmp_path / "onnx").exists()  # nothing was exported for any of them
+
+
+def test_no_cache_dir_uses_a_private_temporary_directory(module):
+    w = workload(None, module=module)
+    first = REGISTRY["ort"].prepare(w)
+    second = REGISTRY["ort"].prepare(w)
+    assert first.notes.startswith("made now") or first.notes.startswith("from cache")
+    assert second.notes.startswith("from cache: export")
+    assert onnxrt.cache_root(w).is_dir()
