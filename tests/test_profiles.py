@@ -27,8 +27,11 @@ def _mutated(tmp_path, change):
     return path
 
 
-def _section(data):
-    return data["notebooks"][NB]
+def _section(data, nb=NB):
+    return data["notebooks"][nb]
+
+
+NB2, NB3, NB4 = "02_torchscript_vs_xla", "03_onnx_batching", "04_sorted_length_batching"
 
 
 BAD = {
@@ -61,6 +64,24 @@ BAD = {
                                 f"notebooks.{NB}: Input should be a valid dictionary"),
     "no eager reference": (lambda d: _section(d).update(variants=["compile-default"]),
                            f"notebooks.{NB}: variants must include 'eager'"),
+    "image model in the framework study": (lambda d: _section(d, NB2).update(models=["resnet-tiny"]),
+                                           f"notebooks.{NB2}.models: 'resnet-tiny' is not a text model"),
+    "missing corpus file": (lambda d: _section(d, NB4).update(corpus={"source": "data/nope.csv", "column": "text"}),
+                            f"notebooks.{NB4}.corpus: data/nope.csv: no such corpus file"),
+    "unsupported corpus format": (lambda d: _section(d, NB3).update(corpus={"source": "data/texts.parquet"}),
+                                  f"notebooks.{NB3}.corpus: data/texts.parquet: unsupported corpus format"),
+    "missing tokenizer file": (lambda d: _section(d, NB3).update(corpus={"tokenizer": "tok/nope.json"}),
+                               f"notebooks.{NB3}.corpus: tok/nope.json: no such tokenizer file"),
+    "too few texts": (lambda d: _section(d, NB4).update(corpus={"n_texts": 0}),
+                      f"notebooks.{NB4}.corpus.n_texts: Input should be greater than or equal to 1"),
+    "not a classifier": (lambda d: _section(d, NB3).update(models=["bert-tiny"]),
+                         f"notebooks.{NB3}.models: 'bert-tiny' is not a text classifier"),
+    "max_length beyond the model": (lambda d: _section(d, NB3).update(max_length=1024),
+                                    f"notebooks.{NB3}: max_length: 1024 exceeds roberta-tiny-classifier's 512"),
+    "unknown strategy": (lambda d: _section(d, NB4).update(strategies=["unsorted", "random"]),
+                         f"notebooks.{NB4}.strategies.1: Input should be"),
+    "int8 without a tolerance": (lambda d: d.update(parity_tolerance={"fp32": 0.001}),
+                                 f"parity_tolerance: has no tolerance for int8 (used by notebooks.{NB3}.variants)"),
 }
 
 
@@ -145,3 +166,17 @@ def test_a_section_can_override_the_measurement_settings(tmp_path):
     p = profiles.notebook_parameters(profiles.load(str(path)), NB)
     assert p["measure"]["budget_s"] == 9.0 and p["measure"]["min_samples"] == 11
     assert p["measure"]["warmup_calls"] == SMOKE["measure"]["warmup_calls"]  # unset keys: the profile's
+
+
+@pytest.mark.parametrize("corpus, expected", [
+    ("text,label\nhello world,1\n", "column 'body' not found (columns: text, label)"),
+    ("", "empty file, no header row"),
+])
+def test_user_corpus_without_the_column_exits_2(corpus, expected, tmp_path, outputs):
+    data_file = tmp_path / "mine.csv"
+    data_file.write_text(corpus)
+    path = _mutated(tmp_path, lambda d: _section(d, NB4).update(corpus={"source": str(data_file), "column": "body"}))
+    r = _cli("run", "--profile", str(path), outputs=outputs)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"notebooks.{NB4}.corpus: {data_file}: {expected}" in r.stderr
+    assert not outputs.exists()

@@ -109,13 +109,15 @@ def test_a_measured_row_holds_statistics_samples_and_parity(tmp_path, env):
 
 def test_failures_are_rows_and_the_sweep_goes_on(tmp_path, env):
     table = ResultsTable(tmp_path / "r.jsonl")
-    configs = [*_configs(1, seq_len=4096), *_configs(1, device="cuda"), *_configs(1)]
+    gpt2_traced = sweep.Config("gpt2-tiny", "torchscript", "fp32", 1, "cpu", 2, seq_len=8)  # tracing fails
+    configs = [*_configs(1, seq_len=4096), *_configs(1, device="cuda"), gpt2_traced, *_configs(1)]
     rows = _run(table, configs, env)
-    assert [r["status"] for r in rows] == ["error", "skipped" if not _cuda() else "ok", "ok"]
+    assert [r["status"] for r in rows] == ["skipped", "skipped" if not _cuda() else "ok", "error", "ok"]
     assert "exceeds bert-tiny's 512 positions" in rows[0]["error"]
     if not _cuda():
         assert rows[1]["error"] == "CUDA is not available on this machine"
-    assert len(table.rows()) == 3
+    assert rows[2]["error"].startswith("RuntimeError")
+    assert len(table.rows()) == 4
 
 
 def _cuda():

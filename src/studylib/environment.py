@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 from importlib import metadata
 
 from . import paths
@@ -92,6 +93,10 @@ def _threads() -> dict:
     torch = _torch()
     if torch is not None:
         t.update(torch_intra_op=torch.get_num_threads(), torch_inter_op=torch.get_num_interop_threads())
+    if "tensorflow" in sys.modules:  # only studies that run TensorFlow import it
+        tf = sys.modules["tensorflow"]
+        t.update(tf_intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
+                 tf_inter_op=tf.config.threading.get_inter_op_parallelism_threads())
     return t
 
 

@@ -31,6 +31,11 @@ def results_dir(profile: str) -> Path:
     return profile_dir(profile) / "results"
 
 
+def cache_dir(profile: str) -> Path:
+    """Exported and quantized models, trained tokenizers: reused by later runs of the same profile."""
+    return profile_dir(profile) / "cache"
+
+
 def notebook_path(notebook: str) -> Path:
     return NOTEBOOKS_DIR / f"{notebook}.ipynb"
 

@@ -27,6 +27,12 @@ def _select(df, row, r, col, c):
     return sel
 
 
+def _plain_log_axis(axis) -> None:
+    """Log-scale tick labels as plain numbers, labelling only the 2s and 5s between decades."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
+
+
 def _mark_failed(ax, x, height: float, status: str, color, label: str) -> None:
     """A failed configuration: a marker at `x`, `height` up the axes, labelled with its status."""
     ax.plot(x, height, transform=ax.get_xaxis_transform(), marker=FAILED_MARKERS.get(status, "X"), color=color,
@@ -82,9 +88,7 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
                 ax.set_xticks(xs, [str(int(v)) for v in xs])
             if logy and len(ok):
                 ax.set_yscale("log")
-                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-                # Label only the 2s and 5s between decades, so the axis stays readable.
-                ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
+                _plain_log_axis(ax.yaxis)
                 ax.tick_params(axis="y", which="minor", labelsize=7)
             ax.set_title(" · ".join(str(v) for v in (r, c) if v is not None), fontsize=10)
             ax.set_xlabel(xlabel or x)
@@ -94,7 +98,7 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
 
 
 def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "variant", row: str = "", col: str = "",
-                   title: str = ""):
+                   title: str = "", ylabel: str = "speed-up over eager (×)", logy: bool = False):
     """Speed-up over the reference with 95% CI error bars; 1 (no change) dashed; failures marked."""
     fig, axes, rows, cols = _facets(sp, row, col)
     hues = list(dict.fromkeys(sp[hue]))
@@ -117,6 +121,78 @@ def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "varia
             ax.set_xticks(np.log2(np.asarray(xs, dtype=float)), [str(int(v)) for v in xs])
             ax.set_title(" · ".join(str(v) for v in (r, c) if v is not None), fontsize=10)
             ax.set_xlabel(x.replace("_", " "))
-            ax.set_ylabel("speed-up over eager (×)")
+            ax.set_ylabel(ylabel)
+            if logy:
+                ax.set_yscale("log")
+                _plain_log_axis(ax.yaxis)
+                ax.tick_params(axis="y", which="minor", labelsize=7)
             ax.grid(alpha=0.3)
     return _finish(fig, axes, title)
+
+
+def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row: str = "model", col: str = "pair",
+            title: str = ""):
+    """Speed-up per cell of a y × x grid, one panel per `row` × `col`; annotated with ratio and 95% CI.
+
+    Colour is log2 of the speed-up, blue faster and red slower, on one scale for all panels. A cell whose
+    run failed is grey and names its status; a cell outside the grid stays blank.
+    """
+    from matplotlib.colors import TwoSlopeNorm
+
+    fig, axes, rows, cols = _facets(sp, row, col)
+    fig.set_layout_engine("constrained")
+    ok = sp[sp.speedup.notna()]
+    span = float(np.nanmax(np.abs(np.log2(ok.speedup)))) if len(ok) else 1.0
+    norm = TwoSlopeNorm(0.0, -max(span, 0.1), max(span, 0.1))
+    xs, ys = sorted(sp[x].unique()), sorted(sp[y].unique())
+    image = None
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            ax = axes[i][j]
+            sel = _select(sp, row, r, col, c)
+            grid = np.full((len(ys), len(xs)), np.nan)
+            for t in sel.itertuples():
+                yi, xi = ys.index(getattr(t, y)), xs.index(getattr(t, x))
+                if pd.notna(t.speedup):
+                    grid[yi, xi] = np.log2(t.speedup)
+                    ax.text(xi, yi, f"{t.speedup:.2f}×\n({t.ci_low:.2f}–{t.ci_high:.2f})", ha="center", va="center",
+                            fontsize=7)
+                else:
+                    ax.add_patch(plt.Rectangle((xi - 0.5, yi - 0.5), 1, 1, color="0.8", hatch="//", fill=True))
+                    ax.text(xi, yi, str(t.status), ha="center", va="center", fontsize=7, color="crimson")
+            image = ax.imshow(grid, cmap="RdBu", norm=norm, origin="lower", aspect="auto")
+            ax.set_xticks(range(len(xs)), [str(int(v)) for v in xs])
+            ax.set_yticks(range(len(ys)), [str(int(v)) for v in ys])
+            ax.set_xlabel(x.replace("_", " "))
+            ax.set_ylabel(y.replace("_", " "))
+            ax.set_title(" · ".join(str(v) for v in (r, c) if v is not None), fontsize=9)
+    if image is not None:
+        bar = fig.colorbar(image, ax=axes, shrink=0.6, pad=0.02)
+        ticks = [t for t in (-3, -2, -1, -0.5, 0, 0.5, 1, 2, 3) if abs(t) <= max(span, 0.1)]
+        bar.set_ticks(ticks, labels=[f"{2 ** t:.2g}×" for t in ticks])
+        bar.set_label("speed-up (log scale)")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def length_histogram(lengths, *, max_length: int, title: str = ""):
+    """Distribution of token lengths (log count), with the median, p90 and the truncation length marked."""
+    lengths = np.asarray(lengths)
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    ax.hist(lengths, bins=np.unique(np.geomspace(1, max(max_length, lengths.max()) + 1, 40).astype(int)),
+            color="steelblue", alpha=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for q, style in ((50, "--"), (90, ":")):
+        v = np.percentile(lengths, q)
+        ax.axvline(v, color="k", ls=style, lw=1, label=f"p{q} = {v:.0f} tokens")
+    ax.axvline(max_length, color="crimson", lw=1, label=f"max_length = {max_length}")
+    _plain_log_axis(ax.xaxis)
+    _plain_log_axis(ax.yaxis)
+    ax.set_xlabel("tokens per text (with special tokens)")
+    ax.set_ylabel("texts")
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -14,9 +14,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import paths
+from .corpus import CorpusSettings
 from .models import MODELS
 
 Dtype = Literal["fp32", "bf16", "fp16"]
+Tolerance = Literal["fp32", "bf16", "fp16", "int8"]  # int8: quantized runtimes, whatever the input dtype
 Device = Literal["cpu", "cuda"]
 
 
@@ -59,15 +61,13 @@ def _nonempty_unique(values: list) -> list:
     return values
 
 
-class EagerVsCompiled(_Strict):
-    """Section of study 01: PyTorch eager vs torch.compile."""
+class _Grid(_Strict):
+    """What every grid section shares: models, dtypes, batch sizes, sequence lengths, measurement overrides."""
 
     models: list[str]
-    variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune"]]
     dtypes: list[Dtype]
     batch_sizes: list[int]
     seq_lens: list[int]
-    image_size: int = Field(224, ge=8)
     measure: MeasureSettings | None = None
     left_out: str = ""
 
@@ -76,7 +76,7 @@ class EagerVsCompiled(_Strict):
     def _models(cls, v: list[str]) -> list[str]:
         return _check_models(_nonempty_unique(v))
 
-    @field_validator("variants", "dtypes")
+    @field_validator("variants", "dtypes", check_fields=False)
     @classmethod
     def _lists(cls, v: list) -> list:
         return _nonempty_unique(v)
@@ -91,9 +91,20 @@ class EagerVsCompiled(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _eager_first(self) -> EagerVsCompiled:
+    def _eager_included(self):
         if "eager" not in self.variants:
             raise ValueError("variants must include 'eager', the reference every speed-up is taken over")
+        return self
+
+
+class EagerVsCompiled(_Grid):
+    """Section of study 01: PyTorch eager vs torch.compile."""
+
+    variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune"]]
+    image_size: int = Field(224, ge=8)
+
+    @model_validator(mode="after")
+    def _fits(self) -> EagerVsCompiled:
         for name in self.models:
             limit = MODELS[name].max_positions
             too_long = [n for n in self.seq_lens if limit and n > limit]
@@ -102,9 +113,91 @@ class EagerVsCompiled(_Strict):
         return self
 
 
+class TorchscriptVsXla(_Grid):
+    """Section of study 02: PyTorch (eager, TorchScript) vs TensorFlow (eager, graph, XLA) on the same weights.
+
+    Sequence lengths beyond a model's positions are allowed here, as in seed 000's grid (up to 1024 for
+    every model): those cells become 'skipped' rows that the figures mark, rather than an invalid profile.
+    """
+
+    variants: list[Literal["eager", "torchscript", "torchscript-optimized", "tf-eager", "tf-function", "tf-xla"]]
+
+    @field_validator("models")
+    @classmethod
+    def _text_only(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if name in MODELS and MODELS[name].kind != "text":
+                raise ValueError(f"{name!r} is not a text model (study 02 compares text encoders)")
+        return v
+
+
+class _DataGrid(_Strict):
+    """What both data-set studies share: classifiers timed on passes over a tokenized text sample."""
+
+    models: list[str]
+    dtypes: list[Dtype]
+    batch_sizes: list[int]
+    max_length: int = Field(512, ge=8)
+    corpus: CorpusSettings = CorpusSettings()
+    measure: MeasureSettings | None = None
+    left_out: str = ""
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, v: list[str]) -> list[str]:
+        for name in _check_models(_nonempty_unique(v)):
+            if MODELS[name].family != "roberta-classifier":
+                classifiers = [n for n, s in MODELS.items() if s.family == "roberta-classifier"]
+                raise ValueError(f"{name!r} is not a text classifier (use one of: {', '.join(classifiers)})")
+        return v
+
+    @field_validator("variants", "dtypes", "strategies", check_fields=False)
+    @classmethod
+    def _lists(cls, v: list) -> list:
+        return _nonempty_unique(v)
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        return _Grid._positive(v)
+
+    @model_validator(mode="after")
+    def _fits(self):
+        if "eager" not in self.variants:
+            raise ValueError("variants must include 'eager', the reference every speed-up is taken over")
+        for name in self.models:
+            limit = MODELS[name].max_positions
+            if self.max_length > limit:
+                raise ValueError(f"max_length: {self.max_length} exceeds {name}'s {limit} positions")
+        return self
+
+
+class OnnxBatching(_DataGrid):
+    """Section of study 03: ONNX Runtime vs PyTorch and TorchScript over the data set, across batch sizes."""
+
+    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized", "torch-int8", "ort-int8"]]
+
+
+class SortedBatching(_DataGrid):
+    """Section of study 04: batching strategies over the data set, across batch sizes and runtimes."""
+
+    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized"]]
+    strategies: list[Literal["unsorted", "sorted", "bucketed", "pad-to-max"]]
+    bucket_batches: int = Field(8, ge=1, description="bucketed: batches per bucket (texts sorted within a bucket)")
+
+    @model_validator(mode="after")
+    def _baseline(self) -> SortedBatching:
+        if "unsorted" not in self.strategies:
+            raise ValueError("strategies must include 'unsorted', the baseline every gain is taken over")
+        return self
+
+
 # One schema per notebook id; a profile section with another name is an error.
 SECTIONS: dict[str, type[_Strict]] = {
     "01_eager_vs_compiled": EagerVsCompiled,
+    "02_torchscript_vs_xla": TorchscriptVsXla,
+    "03_onnx_batching": OnnxBatching,
+    "04_sorted_length_batching": SortedBatching,
 }
 
 
@@ -116,8 +209,8 @@ class Profile(_Strict):
     threads: int = Field(ge=1)
     seed: int = 0
     measure: MeasureSettings = MeasureSettings()
-    parity_tolerance: dict[Dtype, float] = Field(
-        default_factory=lambda: {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02},
+    parity_tolerance: dict[Tolerance, float] = Field(
+        default_factory=lambda: {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02, "int8": 0.1},
         description="largest max-abs-difference to eager allowed, relative to max(1, max |eager output|)",
     )
     notebooks: dict[str, dict[str, Any]]
@@ -167,6 +260,8 @@ def _validate_section(name: str, raw: dict[str, Any], where: str, prof: Profile)
     if missing:
         raise ProfileError(f"{where}: parity_tolerance: has no tolerance for {missing[0]} "
                            f"(used by notebooks.{name}.dtypes)")
+    if "int8" not in prof.parity_tolerance and any(v.endswith("-int8") for v in getattr(section, "variants", [])):
+        raise ProfileError(f"{where}: parity_tolerance: has no tolerance for int8 (used by notebooks.{name}.variants)")
     return section
 
 

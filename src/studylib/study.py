@@ -12,8 +12,11 @@ from .results import ResultsTable, write_json_atomic
 from .timing import Measurement, harness_overhead
 
 
-def apply_threads(threads: int) -> None:
-    """Same thread count for every framework in a comparison: torch intra-op and inter-op here."""
+def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> None:
+    """Same thread count for every framework in a comparison: intra-op and inter-op, torch and TensorFlow.
+
+    ONNX Runtime sessions take torch's intra-op count when they are created (see runtimes.onnxrt).
+    """
     os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ["MKL_NUM_THREADS"] = str(threads)
     import torch
@@ -23,6 +26,19 @@ def apply_threads(threads: int) -> None:
         torch.set_num_interop_threads(threads)
     except RuntimeError:
         pass  # already fixed for this process (it can be set once); recorded as found in the environment
+    if "tensorflow" in frameworks:
+        import tensorflow as tf
+
+        for gpu in tf.config.list_physical_devices("GPU"):
+            tf.config.experimental.set_memory_growth(gpu, True)  # leave GPU memory to PyTorch until TF needs it
+        wanted = (threads, threads)
+        if (tf.config.threading.get_intra_op_parallelism_threads(),
+                tf.config.threading.get_inter_op_parallelism_threads()) != wanted:
+            try:
+                tf.config.threading.set_intra_op_parallelism_threads(threads)
+                tf.config.threading.set_inter_op_parallelism_threads(threads)
+            except RuntimeError as e:  # TF's runtime already started in this process with other settings
+                raise RuntimeError(f"TensorFlow already runs with other thread settings; restart the kernel ({e})")
 
 
 @dataclass
@@ -39,17 +55,33 @@ class Study:
     overhead: Measurement
     measure_settings: dict
 
-    def run(self, configs: list[sweep.Config]):
-        """Measure what is not measured yet; return these configurations' rows (raw samples included)."""
+    def run(self, configs: list[sweep.Config], workloads: sweep.Workloads | None = None):
+        """Measure what is not measured yet; return these configurations' rows (raw samples included).
+
+        `workloads` builds what each configuration runs (default: fixed-shape inputs per configuration;
+        the data-set studies pass dataset.DatasetWorkloads).
+        """
         new = sweep.run(configs, study=self.notebook, profile=self.profile, env=self.env, table=self.table,
                         measure_settings=self.measure_settings, parity_tolerance=dict(self.common.parity_tolerance),
-                        seed=self.common.seed, force=self.force)
+                        seed=self.common.seed, force=self.force, workloads=workloads)
         df = self.table.frame(with_samples=True)
         order = {c.key: i for i, c in enumerate(configs)}
         df = df[df.config_key.isin(order)].sort_values("config_key", key=lambda k: k.map(order))
         print(f"{len(new)} configurations measured in this run, {len(df) - len(new)} taken from earlier runs "
               f"in the same environment; results in {self.table.path}")
         return df.reset_index(drop=True)
+
+    def text_data(self):
+        """The data-set studies' tokenized sample and the workloads that time passes over it."""
+        from . import batching, dataset
+
+        s = self.section
+        cache = paths.cache_dir(self.profile)
+        data = None
+        for model in s.models:  # checks every model's vocabulary against the tokenizer
+            data = dataset.load(s.corpus, max_length=s.max_length, seed=self.common.seed, cache_dir=cache, model=model)
+        buckets = getattr(s, "bucket_batches", batching.BUCKET_BATCHES)
+        return data, dataset.DatasetWorkloads(data, self.common.seed, cache, bucket_batches=buckets)
 
     def environment_table(self):
         """Environment as a two-column table, for the top of the notebook."""
@@ -78,9 +110,15 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     prof, section = profiles.check_parameters(notebook, params)
     # transformers imports tqdm.auto, which warns in kernels without ipywidgets; the bars work without them.
     warnings.filterwarnings("ignore", message="IProgress not found")
-    if "tensorflow" not in frameworks:
+    # transformers' notices (unused loss settings, deprecations) say nothing about speed; errors still show.
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if "tensorflow" in frameworks:
+        for var in ("USE_TF", "USE_TORCH"):  # transformers enables both frameworks only when neither is set
+            os.environ.pop(var, None)
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's start-up chatter out of the report
+    else:
         os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import TensorFlow too
-    apply_threads(prof.threads)
+    apply_threads(prof.threads, frameworks)
     profile = params["profile"]
     env = environment.capture(profile)
     write_json_atomic(paths.results_dir(profile) / "env.json", env)

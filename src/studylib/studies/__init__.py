@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import eager_vs_compiled
+from . import eager_vs_compiled, onnx_batching, sorted_batching, torchscript_vs_xla
 
-STUDIES = {m.NOTEBOOK: m for m in [eager_vs_compiled]}
+STUDIES = {m.NOTEBOOK: m for m in [eager_vs_compiled, torchscript_vs_xla, onnx_batching, sorted_batching]}

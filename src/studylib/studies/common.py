@@ -61,3 +61,39 @@ def speedup_verdict(speedups: list) -> str:
     """Verdict on a claim that the candidate is faster, from Speedup objects."""
     return verdict(pd.DataFrame({"ci_low": [s.ci_low for s in speedups], "ci_high": [s.ci_high for s in speedups]}),
                    "faster")
+
+
+def failures_and_noise(df: pd.DataFrame, where) -> list[str]:
+    """Two findings every data-set study ends with: what did not run (with why) and the spread of CVs.
+
+    `where(row)` names a configuration for the reader, e.g. "ort b8".
+    """
+    failed, measured = df[df.status != "ok"], df[df.status == "ok"]
+    lines = ["Every configuration ran." if not len(failed) else
+             f"{len(failed)} configuration(s) did not run (marked in the figures): "
+             + "; ".join(f"{where(r)}: {r['status']} — {r['error']}"
+                         for _, r in failed.drop_duplicates(["variant", "error"]).iterrows())]
+    if len(measured):
+        lines.append(f"Noise: CV of pass times {measured.cv.min():.1%}–{measured.cv.max():.1%}.")
+    return lines
+
+
+def size_label(row) -> str:
+    return f"seq {int(row['seq_len'])}" if pd.notna(row.get("seq_len")) else f"{int(row['image_size'])}px"
+
+
+def latency_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The results as a reader scans them: one row per configuration, times in ms."""
+    t = df.copy()
+    t["size"] = t.apply(size_label, axis=1)
+    t["median"] = t.median_s.map(fmt_ms)
+    t["95% CI"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if r == "ok" else "" for lo, hi, r in zip(t.ci_low_s, t.ci_high_s, t.status)]
+    t["n"] = t.n.astype("Int64")
+    t["CV"] = t.cv.map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
+    t["first call"] = t.first_call_s.map(lambda v: (fmt_ms(v) if v < 1 else f"{v:.1f} s") if pd.notna(v) else "")
+    t["samples/s"] = t.throughput_samples_s.map(lambda v: f"{v:,.1f}" if pd.notna(v) else "")
+    t["peak MB"] = t.peak_mem_mb.map(lambda v: f"{v:,.0f}" if pd.notna(v) else "")
+    t["max |Δ|"] = t.max_abs_diff.map(lambda v: f"{v:.1e}" if pd.notna(v) else "")
+    cols = ["model", "dtype", "size", "batch_size", "variant", "status", "median", "95% CI", "CV", "n",
+            "first call", "samples/s", "peak MB", "max |Δ|", "parity_ok", "error"]
+    return t[[c for c in cols if c in t]]

@@ -10,7 +10,7 @@ import pandas as pd
 from .. import models
 from ..sweep import REFERENCE, Config
 from ..timing import Measurement
-from .common import describe_ci, fmt_ms, fmt_x, speedup_verdict, verdict
+from .common import describe_ci, fmt_x, latency_table, size_label, speedup_verdict, verdict  # noqa: F401 (notebook uses latency_table)
 
 NOTEBOOK = "01_eager_vs_compiled"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
@@ -38,10 +38,6 @@ def estimate_s(c: Config, measure: dict) -> float:
     per_call = (0.15 if big else 0.002) * c.batch_size * (1 if c.image_size is None and c.seq_len is None
                                                            else ((c.seq_len or 128) / 128))
     return compile_s + per_call * (1 + measure["warmup_calls"] + measure["min_samples"]) + measure["budget_s"]
-
-
-def size_label(row) -> str:
-    return f"seq {int(row['seq_len'])}" if pd.notna(row.get("seq_len")) else f"{int(row['image_size'])}px"
 
 
 SPEEDUP_COLUMNS = [*SHAPE_COLUMNS, "variant", "status", "error", "speedup", "ci_low", "ci_high", "significant",
@@ -236,19 +232,3 @@ def compile_table(sp: pd.DataFrame) -> pd.DataFrame:
         "never (slower)" if np.isinf(r["break_even_calls"]) else f"{r['break_even_calls']:,.0f}"
         for _, r in t.iterrows()]
     return t[["model", "dtype", "size", "batch_size", "variant", "compile (s)", "speed-up (95% CI)", "break-even calls"]]
-
-
-def latency_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The results as a reader scans them: one row per configuration, times in ms."""
-    t = df.copy()
-    t["size"] = t.apply(size_label, axis=1)
-    t["median"] = t.median_s.map(fmt_ms)
-    t["95% CI"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if r == "ok" else "" for lo, hi, r in zip(t.ci_low_s, t.ci_high_s, t.status)]
-    t["CV"] = t.cv.map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
-    t["first call"] = t.first_call_s.map(lambda v: (fmt_ms(v) if v < 1 else f"{v:.1f} s") if pd.notna(v) else "")
-    t["samples/s"] = t.throughput_samples_s.map(lambda v: f"{v:,.1f}" if pd.notna(v) else "")
-    t["peak MB"] = t.peak_mem_mb.map(lambda v: f"{v:,.0f}" if pd.notna(v) else "")
-    t["max |Δ|"] = t.max_abs_diff.map(lambda v: f"{v:.1e}" if pd.notna(v) else "")
-    cols = ["model", "dtype", "size", "batch_size", "variant", "status", "median", "95% CI", "CV", "n",
-            "first call", "samples/s", "peak MB", "max |Δ|", "parity_ok", "error"]
-    return t[[c for c in cols if c in t]]

@@ -1,0 +1,238 @@
+"""Study 03: ONNX Runtime vs PyTorch and TorchScript over a text data set, across batch sizes (with int8)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .. import dataset, stats
+from ..sweep import REFERENCE, Config
+from .common import classify, describe_ci, failures_and_noise, fmt_ms, fmt_x
+
+NOTEBOOK = "03_onnx_batching"
+STRATEGY = "unsorted"  # the texts in the given order, as seed 003 fed them
+INT8 = {"torch-int8": REFERENCE, "ort-int8": "ort-optimized"}  # int8 variant → the fp32 variant it quantizes
+EQUAL_WITHIN = 0.10  # seed 003: "within 10%"
+
+
+def configs(section, *, device: str, threads: int) -> list[Config]:
+    """Every configuration: model × dtype × batch size × variant, eager first at each batch size."""
+    variants = [REFERENCE] + [v for v in section.variants if v != REFERENCE]
+    tag = dataset.data_tag(section.corpus, section.max_length)
+    return [Config(model, v, dtype, batch, device, threads, seq_len=section.max_length, strategy=STRATEGY, data=tag)
+            for model in section.models for dtype in section.dtypes for batch in section.batch_sizes
+            for v in variants]
+
+
+# Rough per-token cost (s) of eager PyTorch on 2 CPU cores, by model, for `plan`.
+_TOKEN_S = {"roberta-base-classifier": 1.3e-3, "distilroberta-classifier": 0.65e-3}
+
+
+def estimate_s(c: Config, measure: dict, *, mean_tokens: float = 45.0, waste: float | None = None) -> float:
+    """A rough wall-time guess for `plan`: passes (first + warm-up + minimum samples) over the data set."""
+    n = int(re.search(r":n(\d+):", c.data).group(1))
+    waste = waste if waste is not None else min(0.8, 0.25 * np.log2(c.batch_size)) if c.batch_size > 1 else 0.0
+    per_token = _TOKEN_S.get(c.model, 1e-5) * {"torch-int8": 0.7, "ort-int8": 0.5, "ort": 0.8,
+                                              "ort-optimized": 0.7}.get(c.variant, 1.0)
+    per_pass = n * mean_tokens / (1 - waste) * per_token + n / c.batch_size * 0.005
+    export = 20.0 if c.variant.startswith("ort") and c.model in _TOKEN_S else 0.0
+    return export + per_pass * (1 + measure["warmup_calls"] + measure["min_samples"])
+
+
+def per_sample(df: pd.DataFrame) -> pd.DataFrame:
+    """Time per text (pass median ÷ texts) with its CI, and texts/s and real tokens/s, per configuration."""
+    t = df.copy()
+    for col in ("median_s", "ci_low_s", "ci_high_s"):
+        t[col.replace("_s", "_ms_per_sample")] = t[col] / t.n_texts * 1e3
+    return t
+
+
+def export_seconds(notes: str) -> dict[str, float]:
+    """The export / optimize / quantize seconds the ONNX runtimes write into their notes."""
+    return {k: float(v) for k, v in re.findall(r"(\w+)_s=([0-9.]+)", notes or "")}
+
+
+def _pairs(df: pd.DataFrame, baseline, candidate_filter=None) -> pd.DataFrame:
+    """Speed-up of every row over the row `baseline(row)` names (same model, dtype), with CIs."""
+    ok = df[df.status == "ok"].set_index(["model", "dtype", "variant", "batch_size"])
+    out = []
+    for _, r in df.iterrows():
+        if candidate_filter is not None and not candidate_filter(r):
+            continue
+        base_key = baseline(r)
+        rec = {k: r[k] for k in ("model", "dtype", "variant", "batch_size", "status", "error")}
+        if r.status == "ok" and base_key in ok.index:
+            b = ok.loc[base_key]
+            ratio, lo, hi = stats.speedup_ci(b.samples_s, r.samples_s)
+            rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi, "baseline": base_key[2], "baseline_batch": base_key[3]}
+        elif r.status == "ok":
+            rec |= {"status": "baseline missing", "error": f"no ok {base_key[2]} row at batch {base_key[3]}"}
+        out.append(rec)
+    return pd.DataFrame(out, columns=["model", "dtype", "variant", "batch_size", "status", "error", "speedup",
+                                      "ci_low", "ci_high", "baseline", "baseline_batch"])
+
+
+def speedups_same_batch(df: pd.DataFrame) -> pd.DataFrame:
+    """Each variant over eager PyTorch at the same batch size."""
+    return _pairs(df, lambda r: (r.model, r["dtype"], REFERENCE, r.batch_size), lambda r: r.variant != REFERENCE)
+
+
+def speedups_over_batch1(df: pd.DataFrame) -> pd.DataFrame:
+    """Each variant at each batch size over eager PyTorch at batch 1: seed 003's "12× PyTorch at batch 1"."""
+    first = int(df.batch_size.min())
+    return _pairs(df, lambda r: (r.model, r["dtype"], REFERENCE, first))
+
+
+def best_batches(df: pd.DataFrame) -> pd.DataFrame:
+    """Per variant: ms per text at the smallest batch, and the batch size with the lowest median ms per text."""
+    t = per_sample(df[df.status == "ok"])
+    rows = []
+    for (model, dtype, variant), g in t.groupby(["model", "dtype", "variant"], sort=False):
+        first, best = g.loc[g.batch_size.idxmin()], g.loc[g.median_ms_per_sample.idxmin()]
+        rows.append({"model": model, "dtype": dtype, "variant": variant,
+                     f"ms/text at batch {int(first.batch_size)}": f"{first.median_ms_per_sample:.3g} "
+                                                                  f"({first.ci_low_ms_per_sample:.3g}–"
+                                                                  f"{first.ci_high_ms_per_sample:.3g})",
+                     "best batch": int(best.batch_size),
+                     "ms/text at best": f"{best.median_ms_per_sample:.3g} ({best.ci_low_ms_per_sample:.3g}–"
+                                        f"{best.ci_high_ms_per_sample:.3g})",
+                     "texts/s at best": f"{best.throughput_samples_s:,.1f}",
+                     "real tokens/s at best": f"{best.throughput_tokens_s:,.0f}"})
+    return pd.DataFrame(rows)
+
+
+def preparation_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Export, optimization and quantization time, and whether this run made the model or found it cached."""
+    rows = []
+    for _, r in df[df.variant.str.startswith("ort") & (df.status == "ok")].iterrows():
+        secs = export_seconds(r.notes)
+        rows.append({"model": r.model, "variant": r.variant, "batch_size": r.batch_size,
+                     "prepare (s)": f"{r.prepare_s:.2f}",
+                     **{f"{k} (s)": f"{secs[k]:.2f}" if k in secs else "" for k in ("export", "optimize", "quantize")},
+                     "source": "cache" if "made now" not in (r.notes or "") else "made in this run",
+                     "first pass": fmt_ms(r.first_call_s)})
+    return pd.DataFrame(rows)
+
+
+def latency_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: pass time, ms per text, throughput, parity, int8 label agreement."""
+    t = per_sample(df)
+    t["pass median"] = t.median_s.map(fmt_ms)
+    t["95% CI"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if s == "ok" else "" for lo, hi, s in zip(t.ci_low_s, t.ci_high_s, t.status)]
+    t["ms/text"] = t.median_ms_per_sample.map(lambda v: f"{v:.3g}" if pd.notna(v) else "")
+    t["texts/s"] = t.throughput_samples_s.map(lambda v: f"{v:,.1f}" if pd.notna(v) else "")
+    t["tokens/s"] = t.throughput_tokens_s.map(lambda v: f"{v:,.0f}" if pd.notna(v) else "")
+    t["CV"] = t.cv.map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
+    t["n"] = t.n.astype("Int64")
+    t["padding"] = t.padding_waste.map(lambda v: f"{v:.0%}" if pd.notna(v) else "")
+    t["max |Δ|"] = t.max_abs_diff.map(lambda v: f"{v:.1e}" if pd.notna(v) else "")
+    t["labels agree"] = t.label_agreement.map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
+    cols = ["model", "dtype", "batch_size", "variant", "status", "pass median", "95% CI", "CV", "n", "ms/text",
+            "texts/s", "tokens/s", "padding", "max |Δ|", "parity_ok", "labels agree", "error"]
+    return t[cols]
+
+
+def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[str]:
+    """Findings as markdown bullets, every number computed from the results."""
+    lines = []
+    ok = per_sample(df[df.status == "ok"])
+    if len(ok):
+        first = ok[ok.batch_size == ok.batch_size.min()].sort_values("median_s")
+        lines.append(f"At batch {int(first.batch_size.iloc[0])}, fastest to slowest (ms per text): "
+                     + ", ".join(f"{r['variant']} {r['median_ms_per_sample']:.3g}" for _, r in first.iterrows()) + ".")
+        for (model, dtype, variant), g in ok.groupby(["model", "dtype", "variant"], sort=False):
+            best = g.loc[g.median_ms_per_sample.idxmin()]
+            lo, hi = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
+            lines.append(f"{variant}: lowest time per text at batch {int(best.batch_size)} "
+                         f"({best.median_ms_per_sample:.3g} ms); from batch {int(lo.batch_size)} to "
+                         f"{int(hi.batch_size)} its time per text changes {fmt_x(hi.median_s / lo.median_s)} "
+                         f"(padding waste {lo.padding_waste:.0%} → {hi.padding_waste:.0%}).")
+    s = same[same.speedup.notna()]
+    for variant, g in s.groupby("variant", sort=False):
+        classes = [classify(a, b) for a, b in zip(g.ci_low, g.ci_high)]
+        lines.append(f"**{variant} over eager** at the same batch size: "
+                     + ", ".join(f"b{int(r['batch_size'])} {describe_ci(r)}" for _, r in g.iterrows())
+                     + f" — faster in {classes.count('faster')}, slower in {classes.count('slower')} of {len(g)}.")
+    for variant, base in INT8.items():
+        q = df[(df.variant == variant) & (df.status == "ok")]
+        if len(q):
+            lines.append(f"{variant}: predicted labels agree with eager fp32 PyTorch on "
+                         f"{q.label_agreement.min():.1%}–{q.label_agreement.max():.1%} of texts "
+                         f"(max abs logit difference up to {q.max_abs_diff.max():.2g}).")
+    measured = df[df.status == "ok"]
+    fp32 = measured[~measured.variant.isin(list(INT8))]
+    if len(fp32):
+        bad = fp32[fp32.parity_ok == False]  # noqa: E712
+        lines.append(f"Parity of fp32 variants with eager PyTorch: largest max-abs difference {fp32.max_abs_diff.max():.1e}; "
+                     + (f"**{len(bad)} exceed the tolerance**: " + ", ".join(f"{r['variant']} b{r['batch_size']}"
+                                                                           for _, r in bad.iterrows())
+                        if len(bad) else "all within tolerance."))
+        unb = measured.batched_vs_unbatched_max_diff.max()
+        lines.append(f"Batching does not change outputs: eager PyTorch's batched pass and the same texts run one at "
+                     f"a time differ by at most {unb:.1e} (sample of {dataset.UNBATCHED_CHECK_TEXTS} texts per batch "
+                     f"size); outputs are put back in the given order before every comparison.")
+    return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}")
+
+
+def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> pd.DataFrame:
+    """Seed 003's claims (and seed 004's about ONNX Runtime) beside this run."""
+    rows = []
+    gpu = (df.device == "cuda").any()
+    s = same[same.speedup.notna()]
+    ort = s[s.variant.isin(["ort", "ort-optimized"])]
+    small = ort[ort.batch_size < 32]
+    if not gpu:
+        if len(small):
+            ts = s[(s.variant == "torchscript") & (s.batch_size < 32)].set_index("batch_size")
+            wins = []
+            for b, g in small.groupby("batch_size"):
+                best = g.loc[g.speedup.idxmax()]
+                beats_ts = b not in ts.index or best.speedup > ts.loc[b].speedup
+                wins.append(best.ci_low > 1 and beats_ts)
+            rows.append({"seed": "003 (CPU)", "claim": "below batch 32, ONNX Runtime is the clear winner",
+                         "this run": "; ".join(f"b{int(r['batch_size'])} {r['variant']} {describe_ci(r)} over eager"
+                                               for _, r in small.iterrows()),
+                         "verdict": ("agrees" if all(wins) else "does not agree" if not any(wins) else "mixed")
+                                    + f" (ONNX fastest with a CI above 1 at {sum(wins)} of {len(wins)} batch sizes)"})
+        big = s[s.batch_size == s.batch_size.max()] if len(s) else s
+        if len(big) and big.batch_size.iloc[0] >= 32:
+            three = big[big.variant.isin(["torchscript", "ort"])]
+            inside = [1 - EQUAL_WITHIN <= r.ci_low and r.ci_high <= 1 + EQUAL_WITHIN for r in three.itertuples()]
+            rows.append({"seed": "003 (CPU)", "claim": "at batch 64, PyTorch, TorchScript and ONNX are within 10%",
+                         "this run": f"batch {int(big.batch_size.iloc[0])}: "
+                                     + "; ".join(f"{r['variant']} {describe_ci(r)}" for _, r in three.iterrows()),
+                         "verdict": "agrees" if inside and all(inside) else
+                                    "does not agree" if inside and not any(inside) else "mixed or inconclusive"})
+        else:
+            rows.append({"seed": "003 (CPU)", "claim": "at batch 64, PyTorch, TorchScript and ONNX are within 10%",
+                         "this run": "no batch of 32 or more in this profile", "verdict": "not measured"})
+        rows.append({"seed": "003 (T4, V100)", "claim": "on GPU, ONNX at batch 8 is about 12× PyTorch at batch 1; "
+                                                        "batch 32/64 reaches 28× the GPU baseline",
+                     "this run": "no GPU in this profile", "verdict": "not measured here (GPU profiles)"})
+    else:
+        o1 = over1[over1.speedup.notna() & over1.variant.isin(["ort", "ort-optimized"])]
+        if len(o1):
+            best = o1.loc[o1.speedup.idxmax()]
+            rows.append({"seed": "003 (T4)", "claim": "best is ONNX at batch 8, about 12× PyTorch at batch 1",
+                         "this run": f"best ONNX: {best['variant']} at batch {int(best['batch_size'])}, "
+                                     f"{describe_ci(best)} over eager at batch 1",
+                         "verdict": "agrees" if best.batch_size == 8 and best.ci_low <= 12 <= best.ci_high * 1.2
+                                    else "differs"})
+    q = df[df.variant.isin(list(INT8)) & (df.status == "ok")]
+    if len(q):
+        qs = s[s.variant.isin(list(INT8))]
+        rows.append({"seed": "003", "claim": "next step: dynamic int8 quantization",
+                     "this run": "; ".join(f"{r['variant']} b{int(r['batch_size'])} {describe_ci(r)} over eager"
+                                           for _, r in qs.iterrows())
+                                 + f"; labels agree on {q.label_agreement.min():.1%}–{q.label_agreement.max():.1%}",
+                     "verdict": "measured (the seed gives no number)"})
+    b1 = s[(s.batch_size == s.batch_size.min()) & s.variant.isin(["ort", "ort-optimized"])] if len(s) else s
+    if len(b1):
+        rows.append({"seed": "004", "claim": "ONNX Runtime is ahead of PyTorch at small batch",
+                     "this run": "; ".join(f"{r['variant']} b{int(r['batch_size'])} {describe_ci(r)}"
+                                           for _, r in b1.iterrows()),
+                     "verdict": "agrees" if (b1.ci_low > 1).all() else
+                                "does not agree" if (b1.ci_high < 1).all() else "mixed or inconclusive"})
+    return pd.DataFrame(rows)

@@ -1,0 +1,157 @@
+"""Study 04: sorted-length batching — how batching strategy and batch size change throughput on real text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import batching, dataset, stats
+from ..sweep import REFERENCE, Config
+from .common import classify, describe_ci, failures_and_noise, fmt_ms
+from .onnx_batching import estimate_s as _pass_estimate
+
+NOTEBOOK = "04_sorted_length_batching"
+BASELINE = "unsorted"
+SEED_UNSORTED_16_TO_64 = 1 / 1.20  # seed 003: unsorted, batch 16 → 64 made inference 20% slower
+SEED_SORTED_16_TO_64 = 1.10  # sorted first: 10% faster
+
+
+def configs(section, *, device: str, threads: int) -> list[Config]:
+    """model × dtype × runtime × strategy × batch size; eager PyTorch first on each batching (the reference)."""
+    variants = [REFERENCE] + [v for v in section.variants if v != REFERENCE]
+    tag = f"{dataset.data_tag(section.corpus, section.max_length)}:buckets{section.bucket_batches}"
+    return [Config(model, v, dtype, batch, device, threads, seq_len=section.max_length, strategy=strategy, data=tag)
+            for model in section.models for dtype in section.dtypes for strategy in section.strategies
+            for batch in section.batch_sizes for v in variants]
+
+
+def estimate_s(c: Config, measure: dict) -> float:
+    waste = {"sorted": 0.1, "bucketed": 0.4, "pad-to-max": 1 - 45 / c.seq_len}.get(c.strategy)
+    return _pass_estimate(c, measure, waste=waste if c.batch_size > 1 else (waste if c.strategy == "pad-to-max" else 0))
+
+
+def planned_padding(data: dataset.TextDataset, strategies, batch_sizes, seed: int,
+                    bucket_batches: int = batching.BUCKET_BATCHES) -> pd.DataFrame:
+    """Padding each strategy costs at each batch size, computed from the token lengths alone."""
+    rows = []
+    for s in strategies:
+        for b in batch_sizes:
+            plan = batching.plan(data.lengths, b, s, max_length=data.max_length, seed=seed,
+                                 bucket_batches=bucket_batches)
+            rows.append({"strategy": s, "batch_size": b, "batches": len(plan), **batching.padding(plan, data.lengths)})
+    return pd.DataFrame(rows)
+
+
+def gains(df: pd.DataFrame) -> pd.DataFrame:
+    """Throughput of every strategy over unsorted at the same runtime and batch size, with CIs."""
+    ok = df[df.status == "ok"].set_index(["model", "dtype", "variant", "batch_size", "strategy"])
+    out = []
+    for _, r in df[df.strategy != BASELINE].iterrows():
+        rec = {k: r[k] for k in ("model", "dtype", "variant", "batch_size", "strategy", "status", "error")}
+        key = (r.model, r["dtype"], r.variant, r.batch_size, BASELINE)
+        if r.status == "ok" and key in ok.index:
+            ratio, lo, hi = stats.speedup_ci(ok.loc[key].samples_s, r.samples_s)
+            rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi}
+        elif r.status == "ok":
+            rec |= {"status": "baseline missing", "error": "no ok unsorted row at this batch size"}
+        out.append(rec)
+    return pd.DataFrame(out, columns=["model", "dtype", "variant", "batch_size", "strategy", "status", "error",
+                                      "speedup", "ci_low", "ci_high"])
+
+
+def _batch_change(df: pd.DataFrame, strategy: str, variant: str, small: int, large: int):
+    """Throughput at batch `large` over batch `small` for one strategy and runtime (a Speedup-like tuple)."""
+    ok = df[(df.status == "ok") & (df.strategy == strategy) & (df.variant == variant)].set_index("batch_size")
+    if small not in ok.index or large not in ok.index:
+        return None
+    return stats.speedup_ci(ok.loc[small].samples_s, ok.loc[large].samples_s)
+
+
+def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: texts/s and real tokens/s with the pass time's CI, and padding waste."""
+    t = df.copy()
+    t["pass median"] = t.median_s.map(fmt_ms)
+    t["95% CI"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if s == "ok" else "" for lo, hi, s in zip(t.ci_low_s, t.ci_high_s, t.status)]
+    t["texts/s"] = t.throughput_samples_s.map(lambda v: f"{v:,.1f}" if pd.notna(v) else "")
+    t["real tokens/s"] = t.throughput_tokens_s.map(lambda v: f"{v:,.0f}" if pd.notna(v) else "")
+    t["padding waste"] = t.padding_waste.map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
+    t["CV"] = t.cv.map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
+    t["n"] = t.n.astype("Int64")
+    t["max |Δ|"] = t.max_abs_diff.map(lambda v: f"{v:.1e}" if pd.notna(v) else "")
+    cols = ["model", "variant", "strategy", "batch_size", "status", "pass median", "95% CI", "CV", "n", "texts/s",
+            "real tokens/s", "padding waste", "max |Δ|", "parity_ok", "error"]
+    return t[cols]
+
+
+def with_throughput_ci(df: pd.DataFrame) -> pd.DataFrame:
+    """texts/s with its CI (from the pass time's CI) for plotting."""
+    t = df.copy()
+    t["texts_s"] = t.n_texts / t.median_s
+    t["texts_s_lo"] = t.n_texts / t.ci_high_s
+    t["texts_s_hi"] = t.n_texts / t.ci_low_s
+    return t
+
+
+def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
+    """Findings as markdown bullets, every number computed from the results."""
+    lines = []
+    ok = g[g.speedup.notna()]
+    for (variant, strategy), h in ok.groupby(["variant", "strategy"], sort=False):
+        classes = [classify(a, b) for a, b in zip(h.ci_low, h.ci_high)]
+        largest = h.loc[h.batch_size.idxmax()]
+        lines.append(f"**{strategy} over unsorted**, {variant}: at the largest batch ({int(largest.batch_size)}) "
+                     f"{describe_ci(largest)}; faster in {classes.count('faster')}, slower in "
+                     f"{classes.count('slower')} of {len(h)} batch sizes.")
+    measured = df[df.status == "ok"]
+    if len(measured):
+        for (variant, strategy), h in measured.groupby(["variant", "strategy"], sort=False):
+            best = h.loc[h.throughput_samples_s.idxmax()]
+            lines.append(f"{variant}, {strategy}: most texts per second at batch {int(best.batch_size)} "
+                         f"({best.throughput_samples_s:,.1f}/s; padding waste there {best.padding_waste:.0%}).")
+        w = measured.groupby(["strategy", "batch_size"]).padding_waste.first().unstack()
+        lines.append("Padding waste by strategy (smallest → largest batch): "
+                     + "; ".join(f"{s} {w.loc[s].iloc[0]:.0%} → {w.loc[s].iloc[-1]:.0%}" for s in w.index) + ".")
+        lines.append(f"Order and batching: every pass's outputs are put back in the given order and compared with eager "
+                     f"PyTorch's pass over the same batches (largest max-abs difference "
+                     f"{measured.max_abs_diff.max():.1e}, {int((measured.parity_ok == False).sum())} beyond tolerance); "  # noqa: E712
+                     f"eager's batched outputs match the same texts run one at a time within "
+                     f"{measured.batched_vs_unbatched_max_diff.max():.1e}.")
+    return lines + failures_and_noise(df, lambda r: f"{r['variant']} {r['strategy']} b{r['batch_size']}")
+
+
+def claims(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
+    """Seed 003's batching claims beside this run."""
+    rows = []
+    sizes = sorted(int(b) for b in df.batch_size.unique())
+    large = 64 if 64 in sizes else sizes[-1]  # the seed's sizes where measured, else the closest question here
+    small = 16 if 16 in sizes and 16 < large else (sizes[-2] if len(sizes) > 1 else None)
+    for strategy, claimed, text in ((BASELINE, SEED_UNSORTED_16_TO_64, "unsorted: batch 16 → 64 is 20% slower"),
+                                    ("sorted", SEED_SORTED_16_TO_64, "sorted by length: batch 16 → 64 is 10% faster")):
+        for variant in dict.fromkeys(df.variant):
+            ch = _batch_change(df, strategy, variant, small, large) if small is not None else None
+            if ch is None:
+                continue
+            ratio, lo, hi = ch
+            cls = classify(lo, hi)
+            want = "slower" if claimed < 1 else "faster"
+            rows.append({"seed": "003", "claim": text, "this run": f"{variant}: batch {small} → {large}: throughput "
+                                                                   f"{ratio:.2f}× (95% CI {lo:.2f}–{hi:.2f}×)",
+                         "verdict": ("agrees" if cls == want else "inconclusive" if cls == "unclear"
+                                     else "does not agree") + f" ({cls})"})
+    ok = g[g.speedup.notna() & (g.strategy == "sorted")]
+    if len(ok):
+        rows.append({"seed": "003", "claim": "batch texts of similar length together",
+                     "this run": "sorted over unsorted: " + "; ".join(f"{r['variant']} b{int(r['batch_size'])} "
+                                                                      f"{describe_ci(r)}" for _, r in ok.iterrows()),
+                     "verdict": ("agrees" if (ok[ok.batch_size > 1].ci_low > 1).all() else "mixed")
+                                + " (at batch 1 there is no padding to save)"})
+    return pd.DataFrame(rows)
+
+
+def length_summary(data: dataset.TextDataset) -> pd.DataFrame:
+    """The sample's token lengths: what padding works against."""
+    L = data.lengths
+    q = np.percentile(L, [50, 90, 99])
+    return pd.DataFrame([{"texts": data.n, "median tokens": int(q[0]), "p90": int(q[1]), "p99": int(q[2]),
+                          "max": int(L.max()), "truncated at max_length": int((L >= data.max_length).sum()),
+                          "tokenizer": data.tokenizer, "corpus": data.source}])

@@ -1,0 +1,136 @@
+"""Study 02: the same weights in PyTorch and TensorFlow, thread settings in both, and the analysis on synthetic rows."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from studylib import plots, stats
+from studylib.studies import torchscript_vs_xla as s02
+
+rng = np.random.default_rng(1)
+
+TWIN_SCRIPT = r"""
+import json, sys
+import numpy as np
+from studylib import models, runtimes, study
+study.apply_threads(1, ("torch", "tensorflow"))
+import tensorflow as tf, torch
+from studylib import environment
+out = {"threads": environment.capture()["threads"], "diffs": {}}
+for name in ("bert-tiny", "distilbert-tiny", "gpt2-tiny"):
+    w = models.torch_workload(name, batch_size=2, seq_len=12, seed=5)
+    with torch.inference_mode():
+        ref = w.module(*w.inputs).numpy()
+    twin = models.tf_workload(w, models.build_tf_from_torch(name, w.module))
+    xla = runtimes.get("tf-xla").prepare(twin)
+    eager_tf = np.asarray(twin.module(*twin.inputs))
+    xla_out = np.asarray(xla.call())
+    out["diffs"][name] = [float(np.abs(eager_tf - ref).max()), float(np.abs(xla_out - ref).max()),
+                          float(np.abs(ref).max()), xla.compilations()]
+print("RESULT" + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def twin():
+    env = {k: v for k, v in os.environ.items() if k not in ("USE_TF", "USE_TORCH")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    done = subprocess.run([sys.executable, "-c", TWIN_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = [x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1]
+    return json.loads(line[len("RESULT"):])
+
+
+def test_tensorflow_twin_holds_the_same_weights(twin):
+    for name, (eager_diff, xla_diff, scale, compilations) in twin["diffs"].items():
+        assert scale > 0.1, name  # outputs are not trivially zero
+        assert eager_diff < 1e-4 * max(1, scale), name
+        assert xla_diff < 1e-4 * max(1, scale), name
+        assert compilations == 1, name  # one trace for one input shape
+
+
+def test_thread_settings_reach_both_frameworks(twin):
+    t = twin["threads"]
+    assert (t["torch_intra_op"], t["torch_inter_op"], t["tf_intra_op"], t["tf_inter_op"]) == (1, 1, 1, 1)
+
+
+def _row(model, variant, batch, seq, median, *, status="ok", error=""):
+    base = {"model": model, "variant": variant, "dtype": "fp32", "batch_size": batch, "seq_len": seq, "device": "cpu",
+            "status": status, "error": error, "compilations": None, "recompilations": None}
+    if status != "ok":
+        return base
+    samples = list(rng.normal(median, median * 0.01, 40))
+    comp = 1 if variant.startswith("tf-") and variant != "tf-eager" else None
+    return base | {"samples_s": samples, "median_s": float(np.median(samples)), "first_call_s": median * 50,
+                   "prepare_s": 0.01, "max_abs_diff": 1e-6, "parity_ok": True, "cv": 0.01, "stop_reason": "precision",
+                   "compilations": comp, "recompilations": 0 if comp else None}
+
+
+@pytest.fixture
+def df():
+    rows = []
+    for model, ts_gain in (("bert-tiny", 1.25), ("gpt2-tiny", None)):
+        for batch in (1, 4):
+            for seq in (8, 64):
+                eager = 0.001 * batch * seq / 8
+                rows += [_row(model, "eager", batch, seq, eager),
+                         _row(model, "tf-eager", batch, seq, eager * 2),
+                         _row(model, "tf-function", batch, seq, eager * 1.1),
+                         # XLA gains most on the smallest input
+                         _row(model, "tf-xla", batch, seq, eager * 1.1 / (1.5 if batch * seq == 8 else 1.1))]
+                rows.append(_row(model, "torchscript", batch, seq, eager / ts_gain) if ts_gain else
+                            _row(model, "torchscript", batch, seq, 0, status="error", error="RuntimeError: trace"))
+    return pd.DataFrame(rows)
+
+
+def test_speedups_pair_each_variant_with_its_baseline_and_keep_failures(df):
+    sp = s02.speedups(df)
+    ts = sp[(sp.pair == "torchscript over eager") & (sp.model == "bert-tiny")]
+    assert len(ts) == 4 and np.allclose(ts.speedup, 1.25, rtol=0.03)
+    assert (ts.ci_low < ts.speedup).all() and (ts.speedup < ts.ci_high).all()
+    failed = sp[(sp.candidate == "torchscript") & (sp.model == "gpt2-tiny")]
+    assert len(failed) == 4 and failed.speedup.isna().all() and (failed.status == "error").all()
+    assert failed.error.iloc[0] == "torchscript: RuntimeError: trace"
+    cross = sp[(sp.pair == "tf-eager over eager")]
+    assert np.allclose(cross.speedup, 0.5, rtol=0.03) and set(cross.kind) == {"across"}
+
+
+def test_geomean_ci_covers_the_true_ratio_and_narrows_with_samples():
+    pairs = [(rng.normal(2.0, 0.02, 200), rng.normal(1.0, 0.01, 200)),
+             (rng.normal(1.0, 0.01, 200), rng.normal(2.0, 0.02, 200))]
+    g, lo, hi = stats.geomean_speedup_ci(pairs)
+    assert g == pytest.approx(1.0, abs=0.01) and lo < 1.0 < hi
+    few = [(p[0][:10], p[1][:10]) for p in pairs]
+    _, lo10, hi10 = stats.geomean_speedup_ci(few)
+    assert hi10 - lo10 > hi - lo
+
+
+def test_findings_and_claims_come_from_the_data(df):
+    sp = s02.speedups(df)
+    text = "\n".join(s02.findings(df, sp))
+    assert "**torchscript over eager**: geometric mean 1.2" in text and "over 4 shapes" in text
+    assert "4 of 40 configurations did not run" in text and "RuntimeError: trace" in text
+    assert "XLA compiled 8 graphs in the first calls of 8 configurations" in text
+    assert "recompiled 0 times" in text
+    table = s02.claims(df, sp)
+    claims = table.drop_duplicates("claim").set_index("claim")
+    ts = claims.loc["TorchScript is about 20% faster than eager PyTorch on average"]
+    assert ts.verdict.startswith("agrees")
+    cpu = {r["this run"].split(" ")[0]: r.verdict for _, r in table.iterrows() if r.claim.startswith("on CPU")}
+    assert cpu["tf-eager"].startswith("agrees")  # TensorFlow eager is slower, as the seed says
+    assert cpu["tf-function"].startswith("agrees (tf-function is slower")  # 1.1× eager's time in this data
+    xla = claims.loc["XLA cut inference time by up to 70%, mostly on small inputs"]
+    assert "largest on the smallest input" in xla.verdict
+
+
+def test_heatmap_marks_failed_cells(df):
+    sp = s02.speedups(df)
+    fig = plots.heatmap(sp[sp.kind == "within"], row="pair", col="model")
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert texts.count("error") == 4  # gpt2-tiny's torchscript over eager, on 4 shapes
+    assert any(t.startswith("1.25×") or t.startswith("1.24×") or t.startswith("1.26×") for t in texts)
