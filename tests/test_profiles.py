@@ -80,6 +80,11 @@ BAD = {
                                     f"notebooks.{NB3}: max_length: 1024 exceeds roberta-tiny-classifier's 512"),
     "unknown strategy": (lambda d: _section(d, NB4).update(strategies=["unsorted", "random"]),
                          f"notebooks.{NB4}.strategies.1: Input should be"),
+    "vocabulary beyond the model": (lambda d: _section(d, NB3).update(corpus={"vocab_size": 20000}),
+                                    f"notebooks.{NB3}: corpus.vocab_size: a vocabulary of 20000 tokens does not fit "
+                                    f"roberta-tiny-classifier's 8000 embeddings"),
+    "no warm-up pass over the data": (lambda d: _section(d, NB4)["measure"].update(warmup_calls=0),
+                                      f"notebooks.{NB4}: measure.warmup_calls: passes over a data set need"),
     "int8 without a tolerance": (lambda d: d.update(parity_tolerance={"fp32": 0.001}),
                                  f"parity_tolerance: has no tolerance for int8 (used by notebooks.{NB3}.variants)"),
 }
@@ -166,6 +171,16 @@ def test_a_section_can_override_the_measurement_settings(tmp_path):
     p = profiles.notebook_parameters(profiles.load(str(path)), NB)
     assert p["measure"]["budget_s"] == 9.0 and p["measure"]["min_samples"] == 11
     assert p["measure"]["warmup_calls"] == SMOKE["measure"]["warmup_calls"]  # unset keys: the profile's
+
+
+def test_unusable_tokenizer_file_exits_2(tmp_path, outputs):
+    tok = tmp_path / "tok.json"
+    tok.write_text("not a tokenizer")
+    path = _mutated(tmp_path, lambda d: _section(d, NB3).update(corpus={"tokenizer": str(tok)}))
+    r = _cli("plan", "--profile", str(path), outputs=outputs)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"notebooks.{NB3}: corpus: {tok}: not a tokenizers JSON file" in r.stderr
+    assert not outputs.exists()
 
 
 @pytest.mark.parametrize("corpus, expected", [

@@ -130,6 +130,9 @@ def _cuda():
     (MemoryError("x"), "oom"),
     (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom"),
     (RuntimeError("[enforce fail at alloc_cpu.cpp] DefaultCPUAllocator: can't allocate memory"), "oom"),
+    (RuntimeError("OOM when allocating tensor with shape[8,12,1024,1024]"), "oom"),  # TensorFlow
+    (RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Failed to allocate memory for requested buffer"),
+     "oom"),
     (RuntimeError("inductor failed\nlong traceback"), "error"),
 ])
 def test_failure_classification(exc, status):

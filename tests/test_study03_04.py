@@ -41,7 +41,7 @@ def test_study03_speedups_findings_and_claims(df03):
     eager8 = over1[(over1.variant == "eager") & (over1.batch_size == 8)].iloc[0]
     assert eager8.speedup == pytest.approx(2.0, rel=0.02)  # batch 8 halves the time per text of batch 1
     text = "\n".join(s03.findings(df03, same, over1))
-    assert "eager: lowest time per text at batch 8 (" in text and "from batch 1 to 64" in text
+    assert "eager (m fp32): lowest time per text at batch 8 (" in text and "from batch 1 to 64" in text
     assert "ort-int8: predicted labels agree with eager fp32 PyTorch on 97.0%–97.0%" in text
     assert "torch-int8 b1: error — RuntimeError: no qengine" in text
     claims = s03.claims(df03, same, over1).set_index("claim")
@@ -66,3 +66,26 @@ def test_study04_claims_compare_the_seeds_batch_sizes_where_measured(sizes, smal
     assert sorted_row.verdict.startswith("agrees (faster)")
     big = g[g.batch_size == large].iloc[0]
     assert big.speedup > 1 and big.ci_low > 1
+
+
+def test_two_models_and_dtypes_are_judged_apart():
+    rows = []
+    for model, dtype, gain in (("m", "fp32", 1.5), ("m", "bf16", 0.8), ("n", "fp32", 1.5)):
+        for batch, eager in ((1, 2.0), (8, 1.0)):
+            rows += [{**r, "model": model, "dtype": dtype} for r in
+                     (_row("eager", batch, eager), _row("torchscript", batch, eager), _row("ort", batch, eager / gain))]
+    df = pd.DataFrame(rows)
+    same, over1 = s03.speedups_same_batch(df), s03.speedups_over_batch1(df)
+    table = s03.claims(df, same, over1)
+    winner = table[table.claim == "below batch 32, ONNX Runtime is the clear winner"].set_index("seed").verdict
+    assert winner["003 (CPU) — m fp32"].startswith("agrees")
+    assert winner["003 (CPU) — m bf16"].startswith("does not agree")
+    assert winner["003 (CPU) — n fp32"].startswith("agrees")
+    text = "\n".join(s03.findings(df, same, over1))
+    assert "m bf16, batch 1, fastest to slowest" in text
+
+    rows4 = [{**_row("eager", b, t, strategy=st), "dtype": dt} for dt in ("fp32", "bf16")
+             for st, t in (("unsorted", 1.0), ("sorted", 0.5)) for b in (4, 16)]
+    df4 = pd.DataFrame(rows4)
+    t4 = s04.claims(df4, s04.gains(df4))
+    assert {"003 — m fp32", "003 — m bf16"} <= set(t4.seed)

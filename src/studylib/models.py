@@ -206,14 +206,16 @@ def build_tf_from_torch(name: str, torch_module) -> TFFirstOutput:
     compute the same function; the caller checks that on real inputs.
     """
     import transformers
-    from transformers.modeling_tf_pytorch_utils import load_pytorch_model_in_tf2_model
+    from transformers.modeling_tf_pytorch_utils import load_pytorch_weights_in_tf2_model
 
     s = spec(name)
     fam = FAMILIES[s.family]
     with _quiet_transformers():
         model = getattr(transformers, fam.tf_class)(_config(s))
         model(model.dummy_inputs, training=False)  # creates the variables
-        load_pytorch_model_in_tf2_model(model, torch_module.inner)
+        # fp32 copies on the host: the converter reads weights with .numpy() (a GPU or bf16 tensor would fail)
+        weights = {k: v.detach().to("cpu", copy=True).float() for k, v in torch_module.inner.state_dict().items()}
+        load_pytorch_weights_in_tf2_model(model, weights)
     return TFFirstOutput(model, fam.inputs)
 
 

@@ -165,10 +165,25 @@ class _DataGrid(_Strict):
     def _fits(self):
         if "eager" not in self.variants:
             raise ValueError("variants must include 'eager', the reference every speed-up is taken over")
+        if self.measure is not None and self.measure.warmup_calls < 1:
+            # a pass holds every batch shape; TorchScript and ONNX Runtime specialise on the first ones they see
+            raise ValueError("measure.warmup_calls: passes over a data set need at least 1 untimed warm-up pass")
+        vocab = self.corpus.vocab_size
+        where = "corpus.vocab_size"
+        if self.corpus.tokenizer is not None:
+            from .tokenization import TokenizerError, vocabulary_size
+
+            try:
+                vocab, where = vocabulary_size(self.corpus.tokenizer), f"corpus.tokenizer ({self.corpus.tokenizer})"
+            except TokenizerError as e:
+                raise ValueError(f"corpus: {e}") from None
         for name in self.models:
             limit = MODELS[name].max_positions
             if self.max_length > limit:
                 raise ValueError(f"max_length: {self.max_length} exceeds {name}'s {limit} positions")
+            if vocab > MODELS[name].vocab_size:
+                raise ValueError(f"{where}: a vocabulary of {vocab} tokens does not fit {name}'s "
+                                 f"{MODELS[name].vocab_size} embeddings")
         return self
 
 

@@ -53,6 +53,10 @@ class Config:
         return (self.model, self.dtype, self.batch_size, self.seq_len, self.image_size, self.strategy, self.data)
 
 
+# Out-of-memory as PyTorch (CPU, CUDA), TensorFlow and ONNX Runtime word it.
+OOM_PATTERNS = ("out of memory", "can't allocate memory", "oom when allocating", "failed to allocate memory")
+
+
 def classify_failure(exc: BaseException) -> tuple[str, str]:
     """(status, one-line message) for an exception raised while preparing or timing."""
     text = str(exc).strip().splitlines()
@@ -60,7 +64,9 @@ def classify_failure(exc: BaseException) -> tuple[str, str]:
     message = f"{type(exc).__name__}: {first}"[:300]
     if isinstance(exc, runtimes.RuntimeUnavailable):
         return "skipped", first[:300]
-    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower() or "can't allocate memory" in str(exc):
+    text_all = str(exc)
+    if isinstance(exc, MemoryError) or any(p in text_all.lower() for p in OOM_PATTERNS) \
+            or type(exc).__name__ == "ResourceExhaustedError":
         return "oom", message
     return "error", message
 
@@ -235,11 +241,14 @@ def run_one(c: Config, *, study: str, profile: str, env: dict, measure_settings:
         row.update(checked)
         if prepared.compilations:  # graphs built after the first call: a retrace in steady state
             row["recompilations"] = prepared.compilations() - checked["compilations"]
+        torch_allocator = mem.kind != "cuda_max_allocated" or (runtime.framework == "torch"
+                                                               and not c.variant.startswith("ort"))
         row.update(
             prepare_s=prepare_s,
             runtime_startup_s=startup_s,
-            peak_mem_mb=mem.peak_mb,
-            mem_kind=mem.kind,
+            # On a GPU only PyTorch's allocator is read: TF and ONNX Runtime allocate outside it.
+            peak_mem_mb=mem.peak_mb if torch_allocator else None,
+            mem_kind=mem.kind if torch_allocator else "not tracked (allocator outside PyTorch)",
             notes=prepared.notes,
             **workloads.rates(c, w, m.median),
         )

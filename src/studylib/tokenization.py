@@ -73,6 +73,11 @@ def _load_file(name: str, path: Path) -> Tokenizer:
     return tok
 
 
+def vocabulary_size(tokenizer_file: str) -> int:
+    """Check a user's tokenizer file (readable, has <pad>) and return its vocabulary size."""
+    return _load_file(tokenizer_file, resolve(tokenizer_file)).get_vocab_size()
+
+
 def get_tokenizer(corpus: Corpus, *, vocab_size: int, cache_dir: Path,
                   tokenizer_file: str | None = None) -> Tokenizer:
     """The user's tokenizer file if given, else a BPE trained on `corpus` (cached in cache_dir)."""

@@ -82,11 +82,17 @@ def export_key(workload) -> str:
     import onnx
     import onnxruntime
     import torch
+    import transformers
 
+    config = getattr(getattr(workload.module, "inner", None), "config", None)
+    # The trace follows the model code on the example inputs: its shape and whether the mask pads anything.
+    example = [list(x.shape) for x in workload.inputs] + [bool((workload.inputs[-1] == 0).any())]
     return _hash({
         "model": workload.model_name, "dtype": workload.dtype, "device": workload.device,
         "step": "export", "settings": EXPORT_SETTINGS, "weights": weights_fingerprint(workload.module),
-        "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+        "attention": getattr(config, "_attn_implementation", None), "example": example,
+        "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
+                     "transformers": transformers.__version__},
     })
 
 

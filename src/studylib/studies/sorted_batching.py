@@ -60,7 +60,7 @@ def gains(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _batch_change(df: pd.DataFrame, strategy: str, variant: str, small: int, large: int):
-    """Throughput at batch `large` over batch `small` for one strategy and runtime (a Speedup-like tuple)."""
+    """Throughput at batch `large` over batch `small` for one strategy and runtime of one model and dtype."""
     ok = df[(df.status == "ok") & (df.strategy == strategy) & (df.variant == variant)].set_index("batch_size")
     if small not in ok.index or large not in ok.index:
         return None
@@ -96,17 +96,19 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     lines = []
     ok = g[g.speedup.notna()]
-    for (variant, strategy), h in ok.groupby(["variant", "strategy"], sort=False):
+    for (model, dtype, variant, strategy), h in ok.groupby(["model", "dtype", "variant", "strategy"], sort=False):
         classes = [classify(a, b) for a, b in zip(h.ci_low, h.ci_high)]
         largest = h.loc[h.batch_size.idxmax()]
-        lines.append(f"**{strategy} over unsorted**, {variant}: at the largest batch ({int(largest.batch_size)}) "
+        lines.append(f"**{strategy} over unsorted**, {variant} ({model} {dtype}): at the largest batch "
+                     f"({int(largest.batch_size)}) "
                      f"{describe_ci(largest)}; faster in {classes.count('faster')}, slower in "
                      f"{classes.count('slower')} of {len(h)} batch sizes.")
     measured = df[df.status == "ok"]
     if len(measured):
-        for (variant, strategy), h in measured.groupby(["variant", "strategy"], sort=False):
+        for (model, dtype, variant, strategy), h in measured.groupby(["model", "dtype", "variant", "strategy"],
+                                                                     sort=False):
             best = h.loc[h.throughput_samples_s.idxmax()]
-            lines.append(f"{variant}, {strategy}: most texts per second at batch {int(best.batch_size)} "
+            lines.append(f"{variant}, {strategy} ({model} {dtype}): most texts per second at batch {int(best.batch_size)} "
                          f"({best.throughput_samples_s:,.1f}/s; padding waste there {best.padding_waste:.0%}).")
         w = measured.groupby(["strategy", "batch_size"]).padding_waste.first().unstack()
         lines.append("Padding waste by strategy (smallest → largest batch): "
@@ -120,7 +122,17 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
 
 
 def claims(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
-    """Seed 003's batching claims beside this run."""
+    """Seed 003's batching claims beside this run, per model and dtype."""
+    groups = list(df.groupby(["model", "dtype"], sort=False))
+    rows = []
+    for (model, dtype), d in groups:
+        label = f" — {model} {dtype}" if len(groups) > 1 else ""
+        gd = g[(g.model == model) & (g["dtype"] == dtype)]
+        rows += [r | {"seed": r["seed"] + label} for r in _claims(d, gd)]
+    return pd.DataFrame(rows, columns=["seed", "claim", "this run", "verdict"])
+
+
+def _claims(df: pd.DataFrame, g: pd.DataFrame) -> list[dict]:
     rows = []
     sizes = sorted(int(b) for b in df.batch_size.unique())
     large = 64 if 64 in sizes else sizes[-1]  # the seed's sizes where measured, else the closest question here
@@ -138,14 +150,18 @@ def claims(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
                                                                    f"{ratio:.2f}× (95% CI {lo:.2f}–{hi:.2f}×)",
                          "verdict": ("agrees" if cls == want else "inconclusive" if cls == "unclear"
                                      else "does not agree") + f" ({cls})"})
-    ok = g[g.speedup.notna() & (g.strategy == "sorted")]
+    ok = g[g.speedup.notna() & (g.strategy == "sorted") & (g.batch_size > 1)]
     if len(ok):
         rows.append({"seed": "003", "claim": "batch texts of similar length together",
                      "this run": "sorted over unsorted: " + "; ".join(f"{r['variant']} b{int(r['batch_size'])} "
                                                                       f"{describe_ci(r)}" for _, r in ok.iterrows()),
-                     "verdict": ("agrees" if (ok[ok.batch_size > 1].ci_low > 1).all() else "mixed")
-                                + " (at batch 1 there is no padding to save)"})
-    return pd.DataFrame(rows)
+                     "verdict": "agrees" if (ok.ci_low > 1).all() else
+                                "does not agree" if (ok.ci_high <= 1).all() else "mixed"})
+    else:
+        rows.append({"seed": "003", "claim": "batch texts of similar length together",
+                     "this run": "no sorted configuration above batch 1 (where there is padding to save)",
+                     "verdict": "not measured"})
+    return rows
 
 
 def length_summary(data: dataset.TextDataset) -> pd.DataFrame:

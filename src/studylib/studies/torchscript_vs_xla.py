@@ -227,11 +227,13 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
         rows.append({"seed": "000", "claim": "XLA cut inference time by up to 70%, mostly on small inputs",
                      "this run": f"largest cut {reduction:.0%} ({describe_ci(best)}) at batch {best.batch_size} × "
                                  f"seq {best.seq_len} ({best.model}); smallest input here is {smallest} tokens",
-                     "verdict": ("agrees" if reduction >= SEED_XLA_BEST_REDUCTION - 0.1 else "smaller cut here")
+                     # judged on the CI: could the cut reach the seed's 70% (within 10 points)?
+                     "verdict": ("agrees" if 1 - 1 / best.ci_high >= SEED_XLA_BEST_REDUCTION - 0.1
+                                 else "smaller cut here")
                                 + ("; largest on the smallest input" if best.tokens == smallest
                                    else "; not on the smallest input")})
     failed = df[df.status != "ok"]
-    big = df[(df.batch_size == 8) & (df.seq_len == 1024)]
+    big = df[(df.batch_size == 8) & (df.seq_len == 1024) & (df.variant.map(FRAMEWORK) == "PyTorch")]
     rows.append({"seed": "000", "claim": "PyTorch ran out of memory at batch 8 × seq 1024 (not DistilBERT); those cells "
                                          "were dropped, biasing the averages toward PyTorch",
                  "this run": (f"batch 8 × seq 1024: " + ", ".join(f"{r['variant']} {r['model']} {r['status']}"
@@ -245,8 +247,9 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
 
 
 def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
-    """What each variant costs before steady state: preparation (trace, freeze, TF twin) and the first call
-    (graph build, XLA compile), per model, as the range over shapes."""
+    """What each variant costs before steady state: preparation (trace and freeze; wrapping in tf.function)
+    and the first call (graph build, XLA compile), per model, as the range over shapes. Building the
+    TensorFlow twin (copying the weights) happens once per model and is not part of either."""
     ok = df[df.status == "ok"].copy()
     ok["cold_s"] = ok.prepare_s + ok.first_call_s
     rows = []
