@@ -90,7 +90,11 @@ def test_study02_holds_every_variant_on_the_same_weights(smoke):
 def test_study03_holds_every_runtime_and_int8_agreement(smoke):
     outputs, _ = smoke
     rows = _rows(outputs, "03_onnx_batching")
-    assert len(rows) == 3 * 6 and all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    assert len(rows) == 3 * 7
+    trt = [r for r in rows if r["variant"] == "ort-tensorrt"]  # no GPU here: skipped rows, kept and shown
+    assert len(trt) == 3 and all(r["status"] == "skipped" and "needs a CUDA GPU" in r["error"] for r in trt)
+    rows = [r for r in rows if r["variant"] != "ort-tensorrt"]
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
     for r in rows:
         assert r["n_texts"] == 64 and r["real_tokens"] > 64 and r["parity_ok"] is True
         assert 0.9 <= r["label_agreement"] <= 1.0
@@ -100,6 +104,9 @@ def test_study03_holds_every_runtime_and_int8_agreement(smoke):
     html = _html(outputs, "03_onnx_batching")
     assert "ort-int8: predicted labels agree with eager fp32 PyTorch on" in html
     assert "Beside the published claims" in html
+    assert "did not run (marked in the figures): ort-tensorrt" in html
+    assert "GPU code paths not exercised by these results</strong> (these results were measured on the CPU)" in html
+    assert "ONNX Runtime CUDA provider" in html
 
 
 def test_study04_holds_every_strategy_with_exact_padding(smoke):
@@ -115,10 +122,11 @@ def test_study04_holds_every_strategy_with_exact_padding(smoke):
     assert "sorted over unsorted</strong>" in html and "Padding waste by strategy" in html
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS)
+@pytest.mark.parametrize("notebook", [*NOTEBOOKS, paths.SUMMARY_NOTEBOOK])
 def test_executed_notebook_has_no_errors(smoke, notebook):
     outputs, _ = smoke
-    nb = nbformat.read(outputs / "smoke" / "executed" / f"{notebook}.ipynb", as_version=4)
+    where = "summary" if notebook == paths.SUMMARY_NOTEBOOK else "smoke"
+    nb = nbformat.read(outputs / where / "executed" / f"{notebook}.ipynb", as_version=4)
     outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outs if o.output_type == "error"]
     assert not [o for o in outs if o.output_type == "stream" and o.name == "stderr"]
@@ -147,6 +155,32 @@ def test_index_links_the_notebook_with_status_and_environment(smoke):
     assert manifest[NB]["status"] == "ok" and manifest[NB]["duration_s"] > 0
 
 
+def test_summary_sets_the_profile_beside_the_seed_claims(smoke):
+    outputs, _ = smoke
+    html = (outputs / "summary" / "html" / f"{paths.SUMMARY_NOTEBOOK}.html").read_text()
+    assert "Headline: the seeds" in html and "Headline speed-ups across machines" in html
+    assert "torch.compile (default) over eager" in html and "sorted over unsorted batches" in html
+    assert "TorchScript is about 20% faster than eager PyTorch on average" in html  # a seed 000 claim, judged
+    assert "Claims on smoke:" in html and "Only one profile has results here" in html
+    assert "ONNX Runtime TensorRT provider" in html  # the GPU coverage table
+    assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', html)) >= 1
+    index = (outputs / "index.html").read_text()
+    assert f'href="summary/html/{paths.SUMMARY_NOTEBOOK}.html"' in index and "Across machines" in index
+    assert 'href="summary/html' in index.split('id="smoke"')[0]  # the summary comes first
+
+
+def test_the_report_reads_in_a_browser(smoke):
+    """Headless Chromium opens the index and every page it links, offline: figures load, no error output."""
+    from studylib import browser
+
+    outputs, _ = smoke
+    pages = browser.check_report(outputs / "index.html", outputs / "screenshots")
+    assert not [p for page in pages for p in page.problems()], [page.problems() for page in pages]
+    assert len(pages) == 1 + len(NOTEBOOKS) + 1  # the index, each notebook, the summary
+    assert all(page.n_images >= 1 for page in pages[1:])
+    assert len(list((outputs / "screenshots").glob("*.png"))) == len(pages)
+
+
 def test_run_all_on_the_committed_notebook_reuses_the_measurements(smoke, monkeypatch):
     """What a reader does in JupyterLab: open the notebook and run all cells with the defaults (= smoke)."""
     from nbclient import NotebookClient
@@ -166,7 +200,7 @@ def test_a_failing_notebook_is_marked_in_the_index(tmp_path, outputs, monkeypatc
     nb.cells.insert(params_at + 1, nbformat.v4.new_code_cell('raise RuntimeError("boom")'))
     broken = tmp_path / "notebooks"
     broken.mkdir()
-    for other in NOTEBOOKS[1:]:  # the profile names them all; only the broken one runs
+    for other in [*NOTEBOOKS[1:], paths.SUMMARY_NOTEBOOK]:  # the profile names them all; only the broken one runs
         (broken / f"{other}.ipynb").write_bytes(paths.notebook_path(other).read_bytes())
     nbformat.write(nb, broken / f"{NB}.ipynb")
     monkeypatch.setattr(paths, "NOTEBOOKS_DIR", broken)

@@ -15,10 +15,10 @@ def _cells(name):
 
 
 def test_there_are_notebooks():
-    assert "01_eager_vs_compiled" in NOTEBOOKS
+    assert "01_eager_vs_compiled" in NOTEBOOKS and paths.SUMMARY_NOTEBOOK not in NOTEBOOKS
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("name", [*NOTEBOOKS, paths.SUMMARY_NOTEBOOK])
 def test_committed_without_outputs(name):
     for cell in _cells(name):
         if cell["cell_type"] == "code":
@@ -35,3 +35,10 @@ def test_parameters_cell_defaults_are_the_smoke_profile(name):
         values[node.targets[0].id] = ast.literal_eval(node.value)
     expected = profiles.notebook_parameters(profiles.load("smoke"), name) | {"force": False}
     assert values == expected
+
+
+def test_the_summary_takes_only_which_profiles_to_show():
+    tagged = [c for c in _cells(paths.SUMMARY_NOTEBOOK) if "parameters" in c["metadata"].get("tags", [])]
+    assert len(tagged) == 1
+    tree = ast.parse("".join(tagged[0]["source"]))
+    assert [(n.targets[0].id, ast.literal_eval(n.value)) for n in tree.body] == [("profiles", None)]

@@ -56,7 +56,7 @@ def run_all(name, w, batches):
 
 
 def test_registered():
-    assert {"ort", "ort-optimized", "ort-int8", "torch-int8"} <= set(REGISTRY)
+    assert {"ort", "ort-optimized", "ort-int8", "ort-tensorrt", "torch-int8"} <= set(REGISTRY)
     assert all(REGISTRY[n].framework == "torch" for n in ("ort", "ort-optimized", "ort-int8", "torch-int8"))
 
 
@@ -184,9 +184,14 @@ def test_unsupported_configurations_are_skipped(module, tmp_path, monkeypatch):
         REGISTRY["torch-int8"].prepare(dataclasses.replace(w, device="cuda"))
     import onnxruntime
 
+    with pytest.raises(RuntimeUnavailable, match="TensorRT provider needs a CUDA GPU"):
+        REGISTRY["ort-tensorrt"].prepare(w)
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
         with pytest.raises(RuntimeUnavailable, match="CUDAExecutionProvider"):
             REGISTRY["ort"].prepare(dataclasses.replace(w, device="cuda"))
+    if "TensorrtExecutionProvider" not in onnxruntime.get_available_providers():
+        with pytest.raises(RuntimeUnavailable, match="no TensorrtExecutionProvider"):
+            REGISTRY["ort-tensorrt"].prepare(dataclasses.replace(w, device="cuda"))
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(RuntimeUnavailable, match="onnxruntime is not installed"):
         REGISTRY["ort"].prepare(w)

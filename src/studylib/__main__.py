@@ -1,4 +1,4 @@
-"""Command line: `python -m studylib run|report|plan|profiles`. Bad input exits 2 with one line."""
+"""Command line: `python -m studylib run|report|plan|profiles|summary`. Bad input exits 2 with one line."""
 
 from __future__ import annotations
 
@@ -8,27 +8,49 @@ import sys
 from . import paths, profiles
 
 
+# How much faster than the 2-core CPU the estimates are calibrated on a machine is guessed to be: CPU
+# compute scales sublinearly with threads; a data-centre GPU runs these models some 30x faster.
+GPU_SPEED = 30.0
+
+
+def machine_speed(device: str, threads: int) -> float:
+    return GPU_SPEED if device == "cuda" else max(1.0, (threads / 2) ** 0.7)
+
+
 def _plan(profile: str) -> int:
+    from .environment import detect_machine
     from .run import planned, select_notebooks
     from .studies import STUDIES
 
     loaded = profiles.load(profile)
-    print(f"profile {loaded.name}: {' '.join(loaded.profile.description.split())}")
-    total = 0.0
+    p = loaded.profile
+    print(f"profile {loaded.name}: {' '.join(p.description.split())}")
+    if p.follows:
+        print("follows: " + "; ".join(f"seed {s} ({profiles.SEEDS[s]})" for s in p.follows))
+    print(f"device {p.device}, {p.threads} threads for every framework")
+    if p.device == "cuda" and not detect_machine().cuda:
+        print("note: this machine has no CUDA GPU, so a run here records every configuration as skipped; "
+              "the times below are for the machine the profile describes")
+    speed = machine_speed(p.device, p.threads)
+    total = whole = 0.0
     for nb in select_notebooks(loaded, None):
         configs, todo = planned(loaded, nb)
         measure = loaded.measure_for(nb).model_dump()
-        est = sum(STUDIES[nb].estimate_s(c, measure) for c in todo)
-        total += est
-        print(f"\n{nb}: {len(configs)} configurations, {len(configs) - len(todo)} already measured here with "
-              f"these settings, about {est / 60:.1f} min for the rest")
+        est = sum(STUDIES[nb].estimate_s(c, measure, speed) for c in todo)
+        every = sum(STUDIES[nb].estimate_s(c, measure, speed) for c in configs)
+        total, whole = total + est, whole + every
+        print(f"\n{nb}: {len(configs)} configurations (about {every / 60:.1f} min in all), "
+              f"{len(configs) - len(todo)} already measured here with these settings, about {est / 60:.1f} min "
+              f"for the rest")
         left_out = getattr(loaded.sections[nb], "left_out", "")
         if left_out:
             print(f"  left out: {' '.join(left_out.split())}")
         todo_keys = {c.key for c in todo}
         for c in configs:
             print(f"  {'todo ' if c.key in todo_keys else 'done '} {c.key}")
-    print(f"\nestimated total: about {total / 60:.1f} min (compile and sampling budgets; real times vary by machine)")
+    print(f"\nestimated total: about {whole / 60:.0f} min for the whole profile, {total / 60:.0f} min for what is "
+          f"not measured yet (compile and sampling budgets, model costs scaled "
+          f"{speed:.1f}x from the 2-core CPU they were measured on; real times vary by machine)")
     return 0
 
 
@@ -54,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = sub.add_parser("plan", help="list the configurations a run would measure, with a time estimate")
     plan.add_argument("--profile", default="cpu")
     sub.add_parser("profiles", help="list the profiles and whether each is valid")
+    sub.add_parser("summary", help="run the cross-hardware summary over every profile's results, render, index")
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
@@ -67,6 +90,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "plan":
             return _plan(args.profile)
+        if args.command == "summary":
+            from .render import index, render_summary
+            from .run import run_summary
+
+            rc = run_summary()
+            render_summary()
+            print(f"wrote {index()}")
+            return rc
         return _profiles()
     except profiles.ProfileError as e:
         print(f"error: {e}", file=sys.stderr)

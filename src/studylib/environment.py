@@ -9,6 +9,7 @@ import os
 import platform
 import subprocess
 import sys
+from dataclasses import dataclass
 from importlib import metadata
 
 from . import paths
@@ -98,6 +99,28 @@ def _threads() -> dict:
         t.update(tf_intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
                  tf_inter_op=tf.config.threading.get_inter_op_parallelism_threads())
     return t
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the `auto` profile looks at: a CUDA GPU and its memory, and the usable CPU cores."""
+
+    cuda: bool
+    gpu_memory_gib: float
+    cores: int
+    gpu_name: str | None = None
+
+    def describe(self) -> str:
+        gpu = f"{self.gpu_name or 'a CUDA GPU'} with {self.gpu_memory_gib:g} GiB" if self.cuda else "no CUDA GPU"
+        return f"{gpu}, {self.cores} CPU cores"
+
+
+def detect_machine() -> Machine:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    gpu = _gpu()
+    if not gpu:
+        return Machine(False, 0.0, cores)
+    return Machine(True, gpu["gpu_memory_gib"], cores, gpu["gpu_name"])
 
 
 def capture(profile: str | None = None) -> dict:

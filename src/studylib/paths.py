@@ -36,13 +36,21 @@ def cache_dir(profile: str) -> Path:
     return profile_dir(profile) / "cache"
 
 
+def summary_dir() -> Path:
+    """outputs/summary/: the cross-hardware summary (executed notebook, HTML, run.json); not a profile."""
+    return outputs_root() / "summary"
+
+
 def notebook_path(notebook: str) -> Path:
     return NOTEBOOKS_DIR / f"{notebook}.ipynb"
 
 
+SUMMARY_NOTEBOOK = "05_summary"
+
+
 def known_notebooks() -> list[str]:
-    """Notebook ids (file stems) found under notebooks/, in reading order."""
-    return sorted(p.stem for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+    """Notebook ids (file stems) of the studies under notebooks/, in reading order (not the summary)."""
+    return sorted(p.stem for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb") if p.stem != SUMMARY_NOTEBOOK)
 
 
 def profile_path(profile: str) -> Path:

@@ -196,3 +196,35 @@ def length_histogram(lengths, *, max_length: int, title: str = ""):
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def speedups_by_profile(table: pd.DataFrame, *, title: str = ""):
+    """Headline speed-ups, one row per comparison, one marker per profile with its 95% CI (log scale).
+
+    A comparison a profile could not measure gets a failure marker at the left edge, labelled with why.
+    """
+    comps = list(dict.fromkeys(table.comparison))
+    profiles = list(dict.fromkeys(table.profile))
+    fig, ax = plt.subplots(figsize=(9.5, 0.45 * len(comps) + 1.6))
+    offsets = {p: (k - (len(profiles) - 1) / 2) * 0.8 / max(len(profiles), 1) for k, p in enumerate(profiles)}
+    for k, p in enumerate(profiles):
+        g = table[table.profile == p]
+        ok = g[g.status == "ok"]
+        ys = np.array([comps.index(c) for c in ok.comparison]) + offsets[p]
+        ax.errorbar(ok.speedup, ys, xerr=[ok.speedup - ok.ci_low, ok.ci_high - ok.speedup], fmt="o", capsize=3,
+                    color=plt.cm.tab10(k % 10), label=p)
+        for f in g[(g.status != "ok") & (g.status != "not in this profile")].itertuples():
+            y = comps.index(f.comparison) + offsets[p]
+            ax.plot(0.02, y, transform=ax.get_yaxis_transform(), marker="x", color=plt.cm.tab10(k % 10), ms=8,
+                    ls="none", label=f"{p} (did not run)")
+            ax.annotate(str(f.status).split(":")[0], (0.02, y), xycoords=("axes fraction", "data"), xytext=(6, 0),
+                        textcoords="offset points", fontsize=7, color="crimson", va="center")
+    ax.axvline(1.0, color="grey", lw=1, ls="--")
+    ax.set_yticks(range(len(comps)), comps)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    _plain_log_axis(ax.xaxis)
+    ax.tick_params(axis="x", which="minor", labelsize=7)
+    ax.set_xlabel("speed-up (×, geometric mean over shapes, 95% CI)")
+    ax.grid(alpha=0.3, axis="x")
+    return _finish(fig, np.array([ax]), title)

@@ -18,6 +18,14 @@ from .corpus import CorpusSettings
 from .models import MODELS
 
 Dtype = Literal["fp32", "bf16", "fp16"]
+# The published articles this study re-examines (../shared/seeds/); a profile says which it follows.
+SEEDS = {
+    "000": "Hugging Face, PyTorch 1.3 vs TensorFlow 2.0 inference: n1-standard-32 (32 vCPU Xeon) and V100 16GB",
+    "001": "why PyTorch is as fast as TensorFlow (framework design)",
+    "002": "Keras 3 backends benchmark: A100 40GB",
+    "003": "PyTorch, TorchScript and ONNX Runtime with smart batching: CPU, T4 and V100",
+    "004": "PyTorch 2 torch.compile vs ONNX Runtime and TensorRT: RTX 3090 Ti",
+}
 Tolerance = Literal["fp32", "bf16", "fp16", "int8"]  # int8: quantized runtimes, whatever the input dtype
 Device = Literal["cpu", "cuda"]
 
@@ -190,7 +198,7 @@ class _DataGrid(_Strict):
 class OnnxBatching(_DataGrid):
     """Section of study 03: ONNX Runtime vs PyTorch and TorchScript over the data set, across batch sizes."""
 
-    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized", "torch-int8", "ort-int8"]]
+    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized", "torch-int8", "ort-int8", "ort-tensorrt"]]
 
 
 class SortedBatching(_DataGrid):
@@ -220,6 +228,7 @@ class Profile(_Strict):
     """One hardware profile: common settings and a section per notebook it runs."""
 
     description: str
+    follows: list[str] = Field(default_factory=list, description="the seeds (articles) whose set-up this profile follows")
     device: Device = "cpu"
     threads: int = Field(ge=1)
     seed: int = 0
@@ -240,6 +249,14 @@ class Profile(_Strict):
                 raise ValueError(f"unknown notebook {name!r} (known: {', '.join(SECTIONS)})")
         return v
 
+    @field_validator("follows")
+    @classmethod
+    def _seeds(cls, v: list[str]) -> list[str]:
+        for seed in v:
+            if seed not in SEEDS:
+                raise ValueError(f"unknown seed {seed!r} (known: {', '.join(SEEDS)})")
+        return v
+
     @field_validator("parity_tolerance")
     @classmethod
     def _tolerances(cls, v: dict[str, float]) -> dict[str, float]:
@@ -247,6 +264,46 @@ class Profile(_Strict):
             if tol <= 0:
                 raise ValueError(f"tolerance for {k} must be above 0 (got {tol})")
         return v
+
+
+class AutoRule(_Strict):
+    """Use profile `use` when the machine has at least this much GPU memory (cuda rules) or cores (cpu rules)."""
+
+    use: str
+    min_gpu_memory_gib: float = Field(0.0, ge=0)
+    min_cores: int = Field(0, ge=0)
+
+
+class AutoChoice(_Strict):
+    """How the `auto` profile picks: the first matching rule of `cuda` (GPU present) or `cpu` (none)."""
+
+    cuda: list[AutoRule]
+    cpu: list[AutoRule]
+    threads: Literal["cores"] | int = "cores"
+
+    @field_validator("cuda", "cpu")
+    @classmethod
+    def _catch_all(cls, v: list[AutoRule]) -> list[AutoRule]:
+        if not v:
+            raise ValueError("must list at least one rule")
+        last = v[-1]
+        if last.min_gpu_memory_gib or last.min_cores:
+            raise ValueError("the last rule must have no minimum, so that every machine gets a profile")
+        return v
+
+    @field_validator("threads")
+    @classmethod
+    def _threads(cls, v):
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"must be 'cores' or at least 1 (got {v})")
+        return v
+
+
+class AutoProfile(_Strict):
+    """A profile that detects the machine and runs the grid of the profile its rules pick."""
+
+    description: str
+    auto: AutoChoice
 
 
 def _describe(err: ValidationError, prefix: str = "") -> str:
@@ -281,13 +338,20 @@ def _validate_section(name: str, raw: dict[str, Any], where: str, prof: Profile)
 
 
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# Directories under outputs/ that are not profiles.
+RESERVED = {"summary": "the cross-hardware summary under outputs/summary/",
+            "screenshots": "the browser check's screenshots under outputs/screenshots/"}
 
 
 class LoadedProfile:
-    """A validated profile with its name, file and validated notebook sections."""
+    """A validated profile with its name, file and validated notebook sections.
 
-    def __init__(self, name: str, path: Path, profile: Profile, sections: dict[str, BaseModel]):
-        self.name, self.path, self.profile, self.sections = name, path, profile, sections
+    `picked` is the profile an `auto` profile chose for this machine (None for any other profile).
+    """
+
+    def __init__(self, name: str, path: Path, profile: Profile, sections: dict[str, BaseModel],
+                 picked: str | None = None):
+        self.name, self.path, self.profile, self.sections, self.picked = name, path, profile, sections, picked
 
     def notebooks(self) -> list[str]:
         return list(self.sections)
@@ -296,8 +360,12 @@ class LoadedProfile:
         return getattr(self.sections[notebook], "measure", None) or self.profile.measure
 
 
-def load(profile: str) -> LoadedProfile:
-    """Load and fully validate a profile by name (params/<name>.yaml) or path."""
+def load(profile: str, *, machine=None) -> LoadedProfile:
+    """Load and fully validate a profile by name (params/<name>.yaml) or path.
+
+    An `auto` profile (a file with an `auto:` section) detects the machine — or takes `machine`, an
+    environment.Machine — and returns the profile its rules pick, under its own name.
+    """
     path = paths.profile_path(profile)
     try:
         where = str(path.relative_to(paths.ROOT))
@@ -318,6 +386,10 @@ def load(profile: str) -> LoadedProfile:
         raise ProfileError(f"{where}: not valid YAML: {line}{problem}") from None
     if not isinstance(raw, dict):
         raise ProfileError(f"{where}: (top level): must be a mapping of keys to values")
+    if path.stem in RESERVED:
+        raise ProfileError(f"{where}: the name {path.stem!r} is reserved for {RESERVED[path.stem]}: rename the file")
+    if "auto" in raw:
+        return _load_auto(raw, path, where, machine)
     try:
         prof = Profile.model_validate(raw)
     except ValidationError as e:
@@ -330,6 +402,41 @@ def load(profile: str) -> LoadedProfile:
             raise ProfileError(f"{where}: notebooks.{name}: must be a mapping of keys to values")
         sections[name] = _validate_section(name, section, where, prof)
     return LoadedProfile(path.stem, path, prof, sections)
+
+
+def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
+    from .environment import detect_machine
+
+    try:
+        auto = AutoProfile.model_validate(raw).auto
+    except ValidationError as e:
+        raise ProfileError(f"{where}: {_describe(e)}") from None
+    for kind, rules in (("cuda", auto.cuda), ("cpu", auto.cpu)):  # every rule must name a usable profile
+        for i, rule in enumerate(rules):
+            key = f"auto.{kind}.{i}.use"
+            target = paths.profile_path(rule.use)
+            if not PLAIN_NAME.fullmatch(rule.use) or not target.is_file():
+                raise ProfileError(f"{where}: {key}: no such profile {rule.use!r} "
+                                   f"(known: {', '.join(paths.known_profiles())})")
+            if target.resolve() == path.resolve() or "auto" in (yaml.safe_load(target.read_text()) or {}):
+                raise ProfileError(f"{where}: {key}: {rule.use!r} is itself an auto profile")
+            try:
+                device = load(rule.use).profile.device
+            except ProfileError as e:
+                raise ProfileError(f"{where}: {key}: profile {rule.use!r} is invalid: {e}") from None
+            if device != kind:
+                raise ProfileError(f"{where}: {key}: profile {rule.use!r} runs on {device}, not {kind}")
+    m = machine or detect_machine()
+    if m.cuda:
+        rule = next(r for r in auto.cuda if m.gpu_memory_gib >= r.min_gpu_memory_gib and m.cores >= r.min_cores)
+    else:
+        rule = next(r for r in auto.cpu if m.cores >= r.min_cores)
+    chosen = load(rule.use)
+    threads = m.cores if auto.threads == "cores" else auto.threads
+    description = (f"auto: picked {rule.use} for this machine ({m.describe()}), with {threads} threads. "
+                   + chosen.profile.description)
+    prof = chosen.profile.model_copy(update={"threads": threads, "description": description})
+    return LoadedProfile(path.stem, path, prof, chosen.sections, picked=rule.use)
 
 
 def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:

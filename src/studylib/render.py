@@ -6,6 +6,7 @@ import html
 from pathlib import Path
 
 from . import environment, paths
+from .profiles import RESERVED
 from .results import read_json, write_text_atomic
 from .run import manifest_path
 
@@ -27,24 +28,47 @@ def render_profile(profile: str) -> list[Path]:
             for nb in sorted(paths.executed_dir(profile).glob("*.ipynb"))]
 
 
+def render_summary() -> list[Path]:
+    """HTML for the executed cross-hardware summary, when it has run."""
+    executed = paths.summary_dir() / "executed" / f"{paths.SUMMARY_NOTEBOOK}.ipynb"
+    return [notebook_html(executed, paths.summary_dir() / "html" / executed.name.replace(".ipynb", ".html"))
+            ] if executed.exists() else []
+
+
+def _entry_row(entry: dict, name: str, href: str, page: Path) -> str:
+    link = f'<a href="{href}">{html.escape(name)}</a>' if page.exists() else html.escape(name)
+    status = entry.get("status", "?")
+    detail = "" if status == "ok" else html.escape(f"cell {entry.get('failed_cell')}: {entry.get('error')}")
+    return (f'<tr class="{status}"><td>{link}</td><td>{status.upper()}</td>'
+            f"<td>{entry.get('duration_s', 0):.0f} s</td><td>{html.escape(str(entry.get('started_at', '')))}</td>"
+            f"<td>{detail}</td></tr>")
+
+
+_TABLE_HEAD = ("<table><thead><tr><th>notebook</th><th>status</th><th>run time</th><th>started (UTC)</th>"
+               "<th>failure</th></tr></thead>")
+
+
+def _summary_section() -> str:
+    manifest = read_json(paths.summary_dir() / "run.json", {}) or {}
+    name = paths.SUMMARY_NOTEBOOK
+    if name not in manifest:
+        return ""
+    row = _entry_row(manifest[name], name, f"summary/html/{name}.html", paths.summary_dir() / "html" / f"{name}.html")
+    return (f'<section id="summary"><h2>Across machines</h2><p class="env">Every profile below side by side: '
+            f"the seeds' claims and the headline speed-ups per machine.</p>{_TABLE_HEAD}<tbody>{row}</tbody>"
+            f"</table></section>")
+
+
 def _profile_section(profile_dir: Path) -> str:
     profile = profile_dir.name
     manifest = read_json(manifest_path(profile), {}) or {}
     env = read_json(paths.results_dir(profile) / "env.json")
     env_line = html.escape(environment.one_line(env)) if env else "environment not captured"
-    rows = []
-    for name, e in sorted(manifest.items()):
-        page = paths.html_dir(profile) / f"{name}.html"
-        link = f'<a href="{profile}/html/{name}.html">{html.escape(name)}</a>' if page.exists() else html.escape(name)
-        status = e.get("status", "?")
-        detail = "" if status == "ok" else html.escape(f"cell {e.get('failed_cell')}: {e.get('error')}")
-        rows.append(f'<tr class="{status}"><td>{link}</td><td>{status.upper()}</td>'
-                    f"<td>{e.get('duration_s', 0):.0f} s</td><td>{html.escape(str(e.get('started_at', '')))}</td>"
-                    f"<td>{detail}</td></tr>")
+    rows = [_entry_row(e, name, f"{profile}/html/{name}.html", paths.html_dir(profile) / f"{name}.html")
+            for name, e in sorted(manifest.items())]
     body = "\n".join(rows) or '<tr><td colspan="5">no notebook has run for this profile</td></tr>'
     return (f'<section id="{profile}"><h2>Profile <code>{html.escape(profile)}</code></h2>'
-            f'<p class="env">{env_line}</p><table><thead><tr><th>notebook</th><th>status</th><th>run time</th>'
-            f"<th>started (UTC)</th><th>failure</th></tr></thead><tbody>{body}</tbody></table></section>")
+            f'<p class="env">{env_line}</p>{_TABLE_HEAD}<tbody>{body}</tbody></table></section>')
 
 
 INDEX_STYLE = """
@@ -58,8 +82,10 @@ text-align: left; } tr.failed td { background: #fdecea; } tr.ok td:nth-child(2) 
 def index() -> Path:
     """outputs/index.html: every profile found under outputs/, its notebooks, status, run time, environment."""
     root = paths.outputs_root()
-    profiles = sorted(p for p in root.iterdir() if p.is_dir() and manifest_path(p.name).exists()) if root.exists() else []
+    profiles = sorted(p for p in root.iterdir() if p.is_dir() and p.name not in RESERVED
+                      and manifest_path(p.name).exists()) if root.exists() else []
     sections = "\n".join(_profile_section(p) for p in profiles) or "<p>Nothing has run yet: try <code>make report</code>.</p>"
+    sections = _summary_section() + sections
     page = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Inference-speed study</title>'
             f"<style>{INDEX_STYLE}</style></head><body><h1>Inference-speed study: results by profile</h1>"
             f"<p>Each profile is one kind of machine (params/&lt;profile&gt;.yaml). Open a notebook for its "
@@ -68,6 +94,7 @@ def index() -> Path:
 
 
 def report(profile: str) -> Path:
-    """HTML for a profile's executed notebooks, then the index page."""
+    """HTML for a profile's executed notebooks and the summary, then the index page."""
     render_profile(profile)
+    render_summary()
     return index()

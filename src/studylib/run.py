@@ -90,21 +90,26 @@ def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool)
 
 def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False) -> dict:
     """Run one notebook through papermill; return its manifest entry (status, time, failing cell)."""
-    import papermill as pm
-
-    out = paths.executed_dir(loaded.name) / f"{notebook}.ipynb"
-    out.parent.mkdir(parents=True, exist_ok=True)
     params = profiles.notebook_parameters(loaded, notebook) | {"force": force}
     # The kernel inherits this environment: threads are fixed before torch is imported.
     os.environ.update(OMP_NUM_THREADS=str(loaded.profile.threads), MKL_NUM_THREADS=str(loaded.profile.threads),
                       STUDYLIB_RUNNER="papermill")
+    with _config_progress(loaded, notebook, force):
+        return _papermill(notebook, paths.executed_dir(loaded.name), params)
+
+
+def _papermill(notebook: str, executed_dir, params: dict) -> dict:
+    """Execute notebooks/<notebook>.ipynb into executed_dir with `params`; the manifest entry it ends with."""
+    import papermill as pm
+
+    out = executed_dir / f"{notebook}.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
     entry = {"notebook": notebook, "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-             "status": "ok", "failed_cell": None, "error": None, "executed": str(out.relative_to(paths.profile_dir(loaded.name)))}
+             "status": "ok", "failed_cell": None, "error": None, "executed": str(out.relative_to(executed_dir.parent))}
     t0 = time.perf_counter()
     try:
-        with _config_progress(loaded, notebook, force):
-            pm.execute_notebook(str(paths.notebook_path(notebook)), str(out), parameters=params, kernel_name=kernel_name(),
-                                cwd=str(paths.NOTEBOOKS_DIR), progress_bar=False, log_output=False)
+        pm.execute_notebook(str(paths.notebook_path(notebook)), str(out), parameters=params, kernel_name=kernel_name(),
+                            cwd=str(paths.NOTEBOOKS_DIR), progress_bar=False, log_output=False)
     except pm.PapermillExecutionError as e:
         entry.update(status="failed", failed_cell=e.exec_count, error=f"{e.ename}: {e.evalue}"[:500])
     except Exception as e:  # the kernel died, the notebook is unreadable, ...
@@ -130,4 +135,18 @@ def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False
             print(f"{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}", file=sys.stderr)
         else:
             print(f"{nb}: ok in {entry['duration_s']:.0f} s", file=sys.stderr)
+    failed += run_summary() != 0
     return 1 if failed else 0
+
+
+def run_summary() -> int:
+    """Execute the cross-hardware summary over every profile with results; 0 when it ran, 1 otherwise."""
+    from .summary import NOTEBOOK
+
+    entry = _papermill(NOTEBOOK, paths.summary_dir() / "executed", {})
+    write_json_atomic(paths.summary_dir() / "run.json", {NOTEBOOK: entry})
+    if entry["status"] != "ok":
+        print(f"{NOTEBOOK}: FAILED at cell {entry['failed_cell']}: {entry['error']}", file=sys.stderr)
+        return 1
+    print(f"{NOTEBOOK}: ok in {entry['duration_s']:.0f} s", file=sys.stderr)
+    return 0

@@ -3,13 +3,43 @@
 from __future__ import annotations
 
 import os
+import re
+import sys
+import tempfile
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from . import environment, paths, profiles, sweep
 from .results import ResultsTable, write_json_atomic
 from .timing import Measurement, harness_overhead
+
+
+# TensorFlow's C++ start-up log, written to the process's stderr before its logging is set up (so
+# TF_CPP_MIN_LOG_LEVEL does not hold it back): absl's notice, INFO/WARNING lines, and cuInit failing
+# where there is no GPU. Anything else TensorFlow writes while starting is passed on.
+_TF_START_UP_NOISE = re.compile(r"WARNING: All log messages before absl::InitializeLog\(\)|[IW]\d{4} |"
+                                r"E\d{4} .*failed call to cuInit")
+
+
+@contextmanager
+def _tensorflow_start_up_log():
+    """Keep TensorFlow's start-up log (see _TF_START_UP_NOISE) out of the notebook; pass other lines on."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            log.seek(0)
+            kept = [line for line in log.read().decode(errors="replace").splitlines()
+                    if line.strip() and not _TF_START_UP_NOISE.match(line)]
+            if kept:
+                print("\n".join(kept), file=sys.stderr)
 
 
 def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> None:
@@ -27,9 +57,11 @@ def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> Non
     except RuntimeError:
         pass  # already fixed for this process (it can be set once); recorded as found in the environment
     if "tensorflow" in frameworks:
-        import tensorflow as tf
+        with _tensorflow_start_up_log():
+            import tensorflow as tf
 
-        for gpu in tf.config.list_physical_devices("GPU"):
+            gpus = tf.config.list_physical_devices("GPU")
+        for gpu in gpus:
             tf.config.experimental.set_memory_growth(gpu, True)  # leave GPU memory to PyTorch until TF needs it
         wanted = (threads, threads)
         if (tf.config.threading.get_intra_op_parallelism_threads(),

@@ -27,6 +27,7 @@ REGISTRY: dict[str, Runtime] = {
         OnnxRuntime("plain"),
         OnnxRuntime("optimized"),
         OnnxRuntime("int8"),
+        OnnxRuntime("tensorrt"),
     ]
 }
 

@@ -19,8 +19,11 @@ On CUDA, sessions use the CUDAExecutionProvider with IO binding: inputs are put 
 (untimed) and outputs stay there, as PyTorch's do, and `sync` waits for the outputs inside the timed
 region (a plain `session.run` would time host<->device copies for ORT only; onnxruntime issue 8166).
 fp16 follows ONNX Runtime's recommended path: export an fp32 copy of the (fp16) module, optimize it,
-then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int8 are not offered. The
-CUDA branch has not been run yet (no GPU while this was written).
+then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int8 are not offered.
+`ort-tensorrt` runs the plain graph with the TensorrtExecutionProvider first (CUDA behind it for what
+TensorRT does not take), where the installed onnxruntime-gpu has it; TensorRT builds its engines on
+the first call (and again for a shape outside the ones it has seen, which the warm-up pass covers).
+The CUDA branches have not been run yet (no GPU while this was written); reports say so (gpu_paths).
 """
 
 from __future__ import annotations
@@ -229,7 +232,8 @@ class OrtCall:
 
 
 class OnnxRuntime(Runtime):
-    """One ONNX Runtime variant: "plain" (`ort`), "optimized" (`ort-optimized`) or "int8" (`ort-int8`).
+    """One ONNX Runtime variant: "plain" (`ort`), "optimized" (`ort-optimized`), "int8" (`ort-int8`) or "tensorrt"
+    (`ort-tensorrt`, CUDA only).
 
     Sessions use ORT_ENABLE_ALL, sequential execution, one inter-op thread and as many intra-op threads
     as PyTorch has (`torch.get_num_threads()`, which the study sets), so both frameworks get the same cores.
@@ -238,7 +242,7 @@ class OnnxRuntime(Runtime):
     """
 
     framework = "torch"
-    NAMES = {"plain": "ort", "optimized": "ort-optimized", "int8": "ort-int8"}
+    NAMES = {"plain": "ort", "optimized": "ort-optimized", "int8": "ort-int8", "tensorrt": "ort-tensorrt"}
 
     def __init__(self, variant: str = "plain"):
         if variant not in self.NAMES:
@@ -248,6 +252,13 @@ class OnnxRuntime(Runtime):
         self.precision = "int8" if variant == "int8" else None
 
     def _check(self, workload, ort) -> None:
+        if self.variant == "tensorrt":
+            if workload.device != "cuda":
+                raise RuntimeUnavailable("ONNX Runtime's TensorRT provider needs a CUDA GPU")
+            if "TensorrtExecutionProvider" not in ort.get_available_providers():
+                raise RuntimeUnavailable(
+                    f"onnxruntime {ort.__version__} has no TensorrtExecutionProvider (install onnxruntime-gpu and "
+                    f"TensorRT); available: {', '.join(ort.get_available_providers())}")
         if workload.device == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():
                 raise RuntimeUnavailable(
@@ -262,7 +273,7 @@ class OnnxRuntime(Runtime):
                 raise RuntimeUnavailable(f"{self.name} on CPU runs fp32 only in this study, not {workload.dtype}")
         else:
             raise RuntimeUnavailable(f"{self.name} does not run on device {workload.device!r}")
-        if self.variant != "plain" and workload.kind != "text":
+        if self.variant in ("optimized", "int8") and workload.kind != "text":
             raise RuntimeUnavailable(f"{self.name} applies transformer fusions: text models only")
 
     def model_path(self, workload) -> tuple[Path, str]:
@@ -270,7 +281,7 @@ class OnnxRuntime(Runtime):
         root = cache_root(workload)
         key = export_key(workload)
         steps = [("export", lambda parent, path: _export(workload, path), {})]
-        if self.variant != "plain":
+        if self.variant in ("optimized", "int8"):
             settings = _optimizer_settings(workload)
             steps.append(("optimize", lambda parent, path: _optimize(settings, parent, path), settings))
         if workload.dtype == "fp16":
@@ -302,9 +313,12 @@ class OnnxRuntime(Runtime):
         options.inter_op_num_threads = 1
         cuda = workload.device == "cuda"
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
+        if self.variant == "tensorrt":
+            providers.insert(0, ("TensorrtExecutionProvider", {"trt_fp16_enable": workload.dtype == "fp16"}))
         session = ort.InferenceSession(str(path), options, providers=providers)
-        if cuda and session.get_providers()[0] != "CUDAExecutionProvider":
-            raise RuntimeUnavailable(f"ONNX Runtime could not start CUDA (providers: {session.get_providers()})")
+        first = providers[0] if isinstance(providers[0], str) else providers[0][0]
+        if session.get_providers()[0] != first:
+            raise RuntimeUnavailable(f"ONNX Runtime could not start {first} (providers: {session.get_providers()})")
 
         # The exporter drops inputs the graph does not use; feed only the ones the session takes.
         wanted = {i.name for i in session.get_inputs()}

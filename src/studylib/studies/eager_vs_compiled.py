@@ -31,13 +31,16 @@ def configs(section, *, device: str, threads: int) -> list[Config]:
     return out
 
 
-def estimate_s(c: Config, measure: dict) -> float:
-    """A rough wall-time guess for `plan`: compile + warm-up + sampling budget."""
+def estimate_s(c: Config, measure: dict, speed: float = 1.0) -> float:
+    """A rough wall-time guess for `plan`: compile + warm-up + sampling budget.
+
+    Per-call costs are calibrated on 2 CPU cores; `speed` is the machine's guessed speed relative to that.
+    """
     big = not c.model.endswith("tiny")
-    compile_s = 0.0 if c.variant == REFERENCE else (20.0 if big else 5.0) * (1.3 if "autotune" in c.variant else 1)
-    per_call = (0.15 if big else 0.002) * c.batch_size * (1 if c.image_size is None and c.seq_len is None
+    compile_s = 0.0 if c.variant == REFERENCE else (12.0 if big else 4.0) * (1.3 if "autotune" in c.variant else 1)
+    per_call = (0.1 if big else 0.002) * c.batch_size * (1 if c.image_size is None and c.seq_len is None
                                                            else ((c.seq_len or 128) / 128))
-    return compile_s + per_call * (1 + measure["warmup_calls"] + measure["min_samples"]) + measure["budget_s"]
+    return compile_s + per_call / speed * (1 + measure["warmup_calls"] + measure["min_samples"]) + measure["budget_s"]
 
 
 SPEEDUP_COLUMNS = [*SHAPE_COLUMNS, "variant", "status", "error", "speedup", "ci_low", "ci_high", "significant",

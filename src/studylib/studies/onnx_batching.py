@@ -29,18 +29,19 @@ def configs(section, *, device: str, threads: int) -> list[Config]:
 
 
 # Rough per-token cost (s) of eager PyTorch on 2 CPU cores, by model, for `plan`.
-_TOKEN_S = {"roberta-base-classifier": 1.3e-3, "distilroberta-classifier": 0.65e-3}
+_TOKEN_S = {"roberta-base-classifier": 0.7e-3, "distilroberta-classifier": 0.35e-3}
 
 
-def estimate_s(c: Config, measure: dict, *, mean_tokens: float = 45.0, waste: float | None = None) -> float:
+def estimate_s(c: Config, measure: dict, speed: float = 1.0, *, mean_tokens: float = 45.0,
+               waste: float | None = None) -> float:
     """A rough wall-time guess for `plan`: passes (first + warm-up + minimum samples) over the data set."""
     n = int(re.search(r":n(\d+):", c.data).group(1))
     waste = waste if waste is not None else min(0.8, 0.25 * np.log2(c.batch_size)) if c.batch_size > 1 else 0.0
     per_token = _TOKEN_S.get(c.model, 1e-5) * {"torch-int8": 0.7, "ort-int8": 0.5, "ort": 0.8,
                                               "ort-optimized": 0.7}.get(c.variant, 1.0)
     per_pass = n * mean_tokens / (1 - waste) * per_token + n / c.batch_size * 0.005
-    export = 20.0 if c.variant.startswith("ort") and c.model in _TOKEN_S else 0.0
-    return export + per_pass * (1 + measure["warmup_calls"] + measure["min_samples"])
+    export = 10.0 if c.variant.startswith("ort") and c.model in _TOKEN_S else 0.0
+    return export + per_pass / speed * (1 + measure["warmup_calls"] + measure["min_samples"])
 
 
 def per_sample(df: pd.DataFrame) -> pd.DataFrame:

@@ -25,9 +25,9 @@ def configs(section, *, device: str, threads: int) -> list[Config]:
             for batch in section.batch_sizes for v in variants]
 
 
-def estimate_s(c: Config, measure: dict) -> float:
+def estimate_s(c: Config, measure: dict, speed: float = 1.0) -> float:
     waste = {"sorted": 0.1, "bucketed": 0.4, "pad-to-max": 1 - 45 / c.seq_len}.get(c.strategy)
-    return _pass_estimate(c, measure, waste=waste if c.batch_size > 1 else (waste if c.strategy == "pad-to-max" else 0))
+    return _pass_estimate(c, measure, speed, waste=waste if c.batch_size > 1 else (waste if c.strategy == "pad-to-max" else 0))
 
 
 def planned_padding(data: dataset.TextDataset, strategies, batch_sizes, seed: int,

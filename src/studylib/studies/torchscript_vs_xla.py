@@ -38,14 +38,14 @@ def configs(section, *, device: str, threads: int) -> list[Config]:
             for batch in section.batch_sizes for v in variants]
 
 
-def estimate_s(c: Config, measure: dict) -> float:
+def estimate_s(c: Config, measure: dict, speed: float = 1.0) -> float:
     """A rough wall-time guess for `plan`: graph build / XLA compile + warm-up + sampling budget."""
     tokens = c.batch_size * c.seq_len
     big = not c.model.endswith("tiny")
-    per_call = (0.02 + 0.0013 * tokens) if big else 0.002
+    per_call = (0.015 + 0.0008 * tokens) if big else 0.002
     per_call *= 2.5 if c.variant == "tf-eager" else 1.0
-    build = {"tf-function": 4.0, "tf-xla": 3.0, "torchscript": 0.5, "torchscript-optimized": 1.0}.get(c.variant, 0.0)
-    return build * (1 if big else 0.2) + per_call * (1 + measure["warmup_calls"] + measure["min_samples"]) \
+    build = {"tf-function": 2.5, "tf-xla": 2.0, "torchscript": 0.5, "torchscript-optimized": 1.0}.get(c.variant, 0.0)
+    return build * (1 if big else 0.2) + per_call / speed * (1 + measure["warmup_calls"] + measure["min_samples"]) \
         + measure["budget_s"]
 
 

@@ -1,0 +1,71 @@
+"""The study's CUDA code paths, and which of them a set of results actually exercised.
+
+A report made on a machine without a GPU (or with a CPU profile) measures none of these branches; the
+notebooks and the summary say so from the rows themselves, so a reader never mistakes an untested
+branch for a tested one. A branch counts as exercised when at least one configuration that goes
+through it finished with status `ok`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Branch:
+    name: str
+    what: str
+    uses: Callable[[pd.Series], bool]  # does this configuration go through the branch?
+
+
+BRANCHES = [
+    Branch("CUDA sync in the timed region", "torch.cuda.synchronize, TensorFlow sync_devices and ONNX Runtime "
+           "IO-binding synchronisation inside every timed call", lambda r: True),
+    Branch("CUDA allocator peak", "peak memory from torch's CUDA allocator per configuration", lambda r: True),
+    Branch("fp16 on CUDA", "half-precision modules, inputs and ONNX graphs", lambda r: r["dtype"] == "fp16"),
+    Branch("bf16 on CUDA", "bfloat16 modules and inputs", lambda r: r["dtype"] == "bf16"),
+    Branch("torch.compile on CUDA", "Inductor/Triton kernels; reduce-overhead adds CUDA graphs",
+           lambda r: str(r["variant"]).startswith("compile-")),
+    Branch("TensorFlow on GPU", "TF eager, tf.function and XLA on the GPU, memory growth on",
+           lambda r: str(r["variant"]).startswith("tf-")),
+    Branch("ONNX Runtime CUDA provider", "CUDAExecutionProvider with IO binding (inputs and outputs on the GPU)",
+           lambda r: r["variant"] in ("ort", "ort-optimized")),
+    Branch("ONNX Runtime TensorRT provider", "TensorrtExecutionProvider (where onnxruntime-gpu has it)",
+           lambda r: r["variant"] == "ort-tensorrt"),
+]
+
+
+def coverage(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per CUDA branch: configurations that would use it, those run on CUDA, those that ran ok there."""
+    rows = []
+    for b in BRANCHES:
+        mine = df[df.apply(b.uses, axis=1)] if len(df) else df
+        cuda = mine[mine["device"] == "cuda"] if len(mine) else mine
+        ok = int((cuda["status"] == "ok").sum()) if len(cuda) else 0
+        if ok:
+            state = f"exercised ({ok} configuration{'s' * (ok > 1)} ran on CUDA)"
+        elif len(cuda):
+            state = f"not exercised: {len(cuda)} CUDA configuration(s) did not run ({cuda['status'].iloc[0]})"
+        elif len(mine):
+            state = "not exercised: these configurations ran on the CPU"
+        else:
+            state = "not used by these configurations"
+        rows.append({"branch": b.name, "what": b.what, "configs": len(mine), "cuda_configs": len(cuda), "ok": ok,
+                     "state": state})
+    return pd.DataFrame(rows)
+
+
+def not_exercised_note(df: pd.DataFrame) -> str:
+    """One sentence for a notebook: the CUDA branches its configurations use that these results did not run."""
+    cov = coverage(df)
+    used = cov[cov.configs > 0]
+    missing = used[used.ok == 0]
+    if not len(missing):
+        return "**GPU code paths:** every CUDA branch these configurations use ran at least once here."
+    on_cpu = not (len(df) and (df["device"] == "cuda").any())
+    why = "these results were measured on the CPU" if on_cpu else "their CUDA configurations did not run"
+    return (f"**GPU code paths not exercised by these results** ({why}): {', '.join(missing.branch)}. "
+            "Their numbers have to come from a run on a GPU profile.")

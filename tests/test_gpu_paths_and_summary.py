@@ -1,0 +1,92 @@
+"""Which CUDA branches a set of rows exercised; the summary's cross-profile speed-ups and verdicts."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from studylib import gpu_paths, stats, summary
+from studylib.study import _tensorflow_start_up_log
+
+
+def _row(variant, *, device="cpu", dtype="fp32", status="ok", samples=None, **shape):
+    base = {"model": "m", "dtype": dtype, "batch_size": 1, "seq_len": 8, "image_size": None}
+    return base | shape | {"variant": variant, "device": device, "status": status, "error": "" if status == "ok" else
+                           "boom", "samples_s": samples if samples is not None else [1.0] * 5}
+
+
+def test_cpu_rows_exercise_no_cuda_branch_and_the_note_lists_those_they_would_use():
+    df = pd.DataFrame([_row("eager"), _row("compile-default"), _row("ort")])
+    cov = gpu_paths.coverage(df).set_index("branch")
+    assert (cov.ok == 0).all()
+    assert cov.loc["torch.compile on CUDA", "state"] == "not exercised: these configurations ran on the CPU"
+    assert cov.loc["TensorFlow on GPU", "state"] == "not used by these configurations"
+    note = gpu_paths.not_exercised_note(df)
+    assert "measured on the CPU" in note and "torch.compile on CUDA" in note and "ONNX Runtime CUDA provider" in note
+    assert "TensorFlow on GPU" not in note and "TensorRT" not in note
+
+
+def test_cuda_rows_count_only_when_they_ran():
+    df = pd.DataFrame([_row("eager", device="cuda", dtype="fp16"),
+                       _row("ort-tensorrt", device="cuda", status="skipped")])
+    cov = gpu_paths.coverage(df).set_index("branch")
+    assert cov.loc["fp16 on CUDA", "ok"] == 1 and cov.loc["CUDA sync in the timed region", "ok"] == 1
+    assert cov.loc["ONNX Runtime TensorRT provider", "state"].startswith("not exercised: 1 CUDA configuration")
+    note = gpu_paths.not_exercised_note(df)
+    assert "did not run" in note and "ONNX Runtime TensorRT provider" in note and "fp16" not in note
+    assert gpu_paths.not_exercised_note(df.iloc[:1]).startswith("**GPU code paths:** every CUDA branch")
+
+
+def _profile_rows(eager_s, compiled_s, rng):
+    rows = []
+    for batch in (1, 8):
+        rows.append(_row("eager", batch_size=batch, samples=list(eager_s * batch * (1 + 0.01 * rng.standard_normal(9)))))
+        rows.append(_row("compile-default", batch_size=batch,
+                         samples=list(compiled_s * batch * (1 + 0.01 * rng.standard_normal(9)))))
+    rows.append(_row("compile-max-autotune", batch_size=1, status="error"))
+    return pd.DataFrame(rows)
+
+
+def test_headline_speedups_per_profile(monkeypatch):
+    rng = np.random.default_rng(0)
+    frames = {("fast", summary.s01.NOTEBOOK): _profile_rows(2.0, 1.0, rng),
+              ("same", summary.s01.NOTEBOOK): _profile_rows(1.0, 1.0, rng)}
+    monkeypatch.setattr(summary, "results", lambda p, nb: frames.get((p, nb), pd.DataFrame()))
+    t = summary.headline_speedups(["fast", "same"]).set_index(["comparison", "profile"])
+    fast = t.loc[("torch.compile (default) over eager", "fast")]
+    df = frames["fast", summary.s01.NOTEBOOK]
+    pairs = [(df[(df.variant == "eager") & (df.batch_size == b)].samples_s.iloc[0],
+              df[(df.variant == "compile-default") & (df.batch_size == b)].samples_s.iloc[0]) for b in (1, 8)]
+    expected = stats.geomean_speedup_ci(pairs, n_resamples=1000)
+    assert fast.speedup == pytest.approx(expected[0]) and fast.speedup == pytest.approx(2.0, rel=0.03)
+    assert fast.ci_low < fast.speedup < fast.ci_high and fast.n == 2 and fast.reading == "faster"
+    assert t.loc[("torch.compile (default) over eager", "same")].reading == "equal"
+    failed = t.loc[("torch.compile (max-autotune) over eager", "fast")]
+    assert failed.status == "error: boom" and failed.n == 0  # a failure is a result, with its message
+    assert t.loc[("TorchScript over eager PyTorch", "fast")].status == "not run"
+    matrix = summary.speedup_matrix(t.reset_index())
+    assert list(matrix.columns) == ["fast", "same"]
+    assert matrix.loc[("01", "torch.compile (default) over eager"), "fast"].startswith("2.0")
+    lines = summary.findings(t.reset_index(), summary.claims([]))
+    assert any(line.startswith("**torch.compile (default) over eager**: fast 2.0") for line in lines)
+    assert any("torch.compile (max-autotune) over eager on fast: no speed-up (error: boom)" in line for line in lines)
+
+
+def test_present_profiles_skips_the_summary_and_puts_smoke_last(tmp_path):
+    for name in ("smoke", "summary", "gpu-a100", "cpu", "empty"):
+        (tmp_path / name / "results").mkdir(parents=True)
+    for name in ("smoke", "summary", "gpu-a100", "cpu"):
+        (tmp_path / name / "results" / "01_eager_vs_compiled.jsonl").write_text("")
+    assert summary.present_profiles(tmp_path) == ["cpu", "gpu-a100", "smoke"]
+
+
+def test_tensorflow_start_up_log_is_kept_out_but_other_lines_pass(capfd):
+    import os
+
+    with _tensorflow_start_up_log():
+        os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+                    b"I0000 00:00:1795321289.016448    1846 port.cc:153] oneDNN custom operations are on.\n"
+                    b"E0000 00:00:1795321293.815809    1846 cuda_platform.cc:52] failed call to cuInit: UNKNOWN\n"
+                    b"E0000 00:00:1795321293.815809    1846 something.cc:1] a real error\n")
+    err = capfd.readouterr().err
+    assert "a real error" in err
+    assert "absl" not in err and "oneDNN" not in err and "cuInit" not in err
