@@ -9,7 +9,7 @@ FORCE ?=
 STAMP := $(VENV)/.studylib-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup report run render plan test lab clean distclean
+.PHONY: help setup browser report run render plan test lab clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -39,7 +39,14 @@ render: $(STAMP)  ## only render executed notebooks to HTML and rewrite the inde
 plan: $(STAMP)  ## list what PROFILE would measure and roughly how long it takes
 	$(PY) -m studylib plan --profile $(PROFILE)
 
-test: $(STAMP)  ## run the whole test suite (unit tests and an end-to-end smoke report)
+# The browser test drives headless Chromium (Debian package `chromium`); installed here when missing.
+browser:  ## install headless Chromium for the browser test (Debian/Ubuntu apt; root or sudo)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  echo "installing chromium (Debian package) for the browser test"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) browser  ## run the whole test suite (unit tests, an end-to-end smoke report, the browser test)
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 lab: $(STAMP)  ## open JupyterLab on notebooks/ with the project's kernel

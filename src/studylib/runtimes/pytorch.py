@@ -67,8 +67,9 @@ class TorchCompiled(_Torch):
         t0 = time.perf_counter()
         with _fresh_inductor_cache():
             torch._dynamo.reset()
-            torch.compile(lambda x: torch.nn.functional.gelu(x) * 2 + 1)(torch.randn(64))
-            torch._dynamo.reset()
+            for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):  # C++ and Triton back ends
+                torch.compile(lambda x: torch.nn.functional.gelu(x) * 2 + 1)(torch.randn(64, device=device))
+                torch._dynamo.reset()
         TorchCompiled._warmed = True
         return time.perf_counter() - t0
 
