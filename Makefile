@@ -9,10 +9,10 @@ FORCE ?=
 STAMP := $(VENV)/.studylib-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup browser report run render plan test lab clean distclean
+.PHONY: help setup browser report run render plan check-report test lab clean distclean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
 	@echo "variables: PROFILE=$(PROFILE) (params/<name>.yaml)  NOTEBOOK=01_eager_vs_compiled  FORCE=1"
 
 setup: $(STAMP)  ## create the virtual environment from requirements.lock (only when missing or changed)
@@ -45,6 +45,9 @@ browser:  ## install headless Chromium for the browser test (Debian/Ubuntu apt; 
 	  echo "installing chromium (Debian package) for the browser test"; \
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; }
+
+check-report: $(STAMP) browser  ## open outputs/index.html and every page it links in headless Chromium, offline; screenshots to outputs/screenshots/
+	$(PY) -m studylib.browser outputs
 
 test: $(STAMP) browser  ## run the whole test suite (unit tests, an end-to-end smoke report, the browser test)
 	$(PY) -m pytest -q -p no:cacheprovider tests
