@@ -18,7 +18,8 @@ def _row(variant, batch, median, *, status="ok", first=None, model="resnet-tiny"
         return base
     samples = list(rng.normal(median, median * 0.01, 50))
     return base | {"samples_s": samples, "median_s": float(np.median(samples)), "first_call_s": first or median,
-                   "warmup_calls": 1, "stop_reason": "precision", "prepare_s": 0.0, "max_abs_diff": 1e-7,
+                   "warmup_calls": 1, "n": len(samples), "throughput_samples_s": batch / median, "peak_mem_mb": None,
+                   "stop_reason": "precision", "prepare_s": 0.0, "max_abs_diff": 1e-7,
                    "parity_ok": True, "cv": 0.01, "ci_low_s": median * 0.99, "ci_high_s": median * 1.01}
 
 
@@ -82,6 +83,15 @@ def test_break_even_is_unset_when_the_gain_is_not_significant(df):
     assert d1.ci_low <= 1 <= d1.ci_high and not d1.significant
     assert pd.isna(d1.break_even_calls)
     assert s01.compile_table(sp).iloc[0]["break-even calls"] == "no clear gain (CI includes 1)"
+
+
+def test_results_table_formats_ok_rows_and_blanks_failed_ones(df):
+    t = s01.latency_table(df).set_index(["batch_size", "variant"])
+    ok, failed = t.loc[(1, "compile-default")], t.loc[(8, "compile-max-autotune")]
+    assert ok["median"].endswith("ms") and "–" in ok["95% CI"] and ok["CV"] == "1.0%"
+    assert ok["n"] == 50 and ok["max |Δ|"] == "1.0e-07"
+    assert failed["status"] == "oom" and failed["error"] == "MemoryError: x"
+    assert failed["95% CI"] == "" and failed["CV"] == "" and failed["max |Δ|"] == "" and pd.isna(failed["n"])
 
 
 def test_everything_skipped_still_renders(tmp_path):

@@ -82,18 +82,29 @@ def size_label(row) -> str:
     return f"seq {int(row['seq_len'])}" if pd.notna(row.get("seq_len")) else f"{int(row['image_size'])}px"
 
 
+def fmt_or_blank(series: pd.Series, spec: str) -> pd.Series:
+    """Each value formatted with `spec` ('.1%', ',.0f', …); a missing one as an empty cell."""
+    return series.map(lambda v: format(v, spec) if pd.notna(v) else "")
+
+
+def add_timing_columns(t: pd.DataFrame, median_label: str = "median") -> pd.DataFrame:
+    """The columns every results table shows, formatted in place: the median time, its 95% CI
+    (blank for a failed row), CV, the sample count and the max |Δ| against eager."""
+    t[median_label] = t.median_s.map(fmt_ms)
+    t["95% CI"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if s == "ok" else "" for lo, hi, s in zip(t.ci_low_s, t.ci_high_s, t.status)]
+    t["CV"] = fmt_or_blank(t.cv, ".1%")
+    t["n"] = t.n.astype("Int64")
+    t["max |Δ|"] = fmt_or_blank(t.max_abs_diff, ".1e")
+    return t
+
+
 def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     """The results as a reader scans them: one row per configuration, times in ms."""
-    t = df.copy()
+    t = add_timing_columns(df.copy())
     t["size"] = t.apply(size_label, axis=1)
-    t["median"] = t.median_s.map(fmt_ms)
-    t["95% CI"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if r == "ok" else "" for lo, hi, r in zip(t.ci_low_s, t.ci_high_s, t.status)]
-    t["n"] = t.n.astype("Int64")
-    t["CV"] = t.cv.map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
     t["first call"] = t.first_call_s.map(lambda v: (fmt_ms(v) if v < 1 else f"{v:.1f} s") if pd.notna(v) else "")
-    t["samples/s"] = t.throughput_samples_s.map(lambda v: f"{v:,.1f}" if pd.notna(v) else "")
-    t["peak MB"] = t.peak_mem_mb.map(lambda v: f"{v:,.0f}" if pd.notna(v) else "")
-    t["max |Δ|"] = t.max_abs_diff.map(lambda v: f"{v:.1e}" if pd.notna(v) else "")
+    t["samples/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
+    t["peak MB"] = fmt_or_blank(t.peak_mem_mb, ",.0f")
     cols = ["model", "dtype", "size", "batch_size", "variant", "status", "median", "95% CI", "CV", "n",
             "first call", "samples/s", "peak MB", "max |Δ|", "parity_ok", "error"]
     return t[[c for c in cols if c in t]]

@@ -9,7 +9,7 @@ import pandas as pd
 
 from .. import dataset, stats
 from ..sweep import REFERENCE, Config
-from .common import classify, describe_ci, failures_and_noise, fmt_ms, fmt_x
+from .common import add_timing_columns, classify, describe_ci, failures_and_noise, fmt_ms, fmt_or_blank, fmt_x
 
 NOTEBOOK = "03_onnx_batching"
 STRATEGY = "unsorted"  # the texts in the given order, as seed 003 fed them
@@ -121,17 +121,12 @@ def preparation_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: pass time, ms per text, throughput, parity, int8 label agreement."""
-    t = per_sample(df)
-    t["pass median"] = t.median_s.map(fmt_ms)
-    t["95% CI"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if s == "ok" else "" for lo, hi, s in zip(t.ci_low_s, t.ci_high_s, t.status)]
-    t["ms/text"] = t.median_ms_per_sample.map(lambda v: f"{v:.3g}" if pd.notna(v) else "")
-    t["texts/s"] = t.throughput_samples_s.map(lambda v: f"{v:,.1f}" if pd.notna(v) else "")
-    t["tokens/s"] = t.throughput_tokens_s.map(lambda v: f"{v:,.0f}" if pd.notna(v) else "")
-    t["CV"] = t.cv.map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
-    t["n"] = t.n.astype("Int64")
-    t["padding"] = t.padding_waste.map(lambda v: f"{v:.0%}" if pd.notna(v) else "")
-    t["max |Δ|"] = t.max_abs_diff.map(lambda v: f"{v:.1e}" if pd.notna(v) else "")
-    t["labels agree"] = t.label_agreement.map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
+    t = add_timing_columns(per_sample(df), "pass median")
+    t["ms/text"] = fmt_or_blank(t.median_ms_per_sample, ".3g")
+    t["texts/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
+    t["tokens/s"] = fmt_or_blank(t.throughput_tokens_s, ",.0f")
+    t["padding"] = fmt_or_blank(t.padding_waste, ".0%")
+    t["labels agree"] = fmt_or_blank(t.label_agreement, ".1%")
     cols = ["model", "dtype", "batch_size", "variant", "status", "pass median", "95% CI", "CV", "n", "ms/text",
             "texts/s", "tokens/s", "padding", "max |Δ|", "parity_ok", "labels agree", "error"]
     return t[cols]

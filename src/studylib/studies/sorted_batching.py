@@ -7,7 +7,7 @@ import pandas as pd
 
 from .. import batching, dataset, stats
 from ..sweep import REFERENCE, Config
-from .common import classify, describe_ci, failures_and_noise, fmt_ms
+from .common import add_timing_columns, classify, describe_ci, failures_and_noise, fmt_or_blank
 from .onnx_batching import estimate_s as _pass_estimate
 
 NOTEBOOK = "04_sorted_length_batching"
@@ -69,15 +69,10 @@ def _batch_change(df: pd.DataFrame, strategy: str, variant: str, small: int, lar
 
 def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: texts/s and real tokens/s with the pass time's CI, and padding waste."""
-    t = df.copy()
-    t["pass median"] = t.median_s.map(fmt_ms)
-    t["95% CI"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if s == "ok" else "" for lo, hi, s in zip(t.ci_low_s, t.ci_high_s, t.status)]
-    t["texts/s"] = t.throughput_samples_s.map(lambda v: f"{v:,.1f}" if pd.notna(v) else "")
-    t["real tokens/s"] = t.throughput_tokens_s.map(lambda v: f"{v:,.0f}" if pd.notna(v) else "")
-    t["padding waste"] = t.padding_waste.map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
-    t["CV"] = t.cv.map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
-    t["n"] = t.n.astype("Int64")
-    t["max |Δ|"] = t.max_abs_diff.map(lambda v: f"{v:.1e}" if pd.notna(v) else "")
+    t = add_timing_columns(df.copy(), "pass median")
+    t["texts/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
+    t["real tokens/s"] = fmt_or_blank(t.throughput_tokens_s, ",.0f")
+    t["padding waste"] = fmt_or_blank(t.padding_waste, ".1%")
     cols = ["model", "variant", "strategy", "batch_size", "status", "pass median", "95% CI", "CV", "n", "texts/s",
             "real tokens/s", "padding waste", "max |Δ|", "parity_ok", "error"]
     return t[cols]
