@@ -87,9 +87,10 @@ def fmt_or_blank(series: pd.Series, spec: str) -> pd.Series:
     return series.map(lambda v: format(v, spec) if pd.notna(v) else "")
 
 
-def add_timing_columns(t: pd.DataFrame, median_label: str = "median") -> pd.DataFrame:
-    """The columns every results table shows, formatted in place: the median time, its 95% CI
-    (blank for a failed row), CV, the sample count and the max |Δ| against eager."""
+def add_timing_columns(df: pd.DataFrame, median_label: str = "median") -> pd.DataFrame:
+    """A copy of the results with the columns every results table shows, formatted: the median time,
+    its 95% CI (blank for a failed row), CV, the sample count and the max |Δ| against eager."""
+    t = df.copy()
     t[median_label] = t.median_s.map(fmt_ms)
     t["95% CI"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if s == "ok" else "" for lo, hi, s in zip(t.ci_low_s, t.ci_high_s, t.status)]
     t["CV"] = fmt_or_blank(t.cv, ".1%")
@@ -100,7 +101,7 @@ def add_timing_columns(t: pd.DataFrame, median_label: str = "median") -> pd.Data
 
 def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     """The results as a reader scans them: one row per configuration, times in ms."""
-    t = add_timing_columns(df.copy())
+    t = add_timing_columns(df)
     t["size"] = t.apply(size_label, axis=1)
     t["first call"] = t.first_call_s.map(lambda v: (fmt_ms(v) if v < 1 else f"{v:.1f} s") if pd.notna(v) else "")
     t["samples/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")

@@ -10,7 +10,8 @@ import pandas as pd
 from .. import models
 from ..sweep import REFERENCE, Config
 from ..timing import Measurement
-from .common import describe_ci, fmt_x, latency_table, size_label, speedup_verdict, verdict  # noqa: F401 (notebook uses latency_table)
+from .common import (describe_ci, fmt_or_blank, fmt_x, latency_table,  # noqa: F401 (notebook uses latency_table)
+                     size_label, speedup_verdict, verdict)
 
 NOTEBOOK = "01_eager_vs_compiled"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
@@ -227,7 +228,7 @@ def compile_table(sp: pd.DataFrame) -> pd.DataFrame:
     """Compile cost, speed-up and break-even calls per compiled configuration."""
     t = sp.copy()
     t["size"] = t.apply(size_label, axis=1) if len(t) else []
-    t["compile (s)"] = t.compile_s.map(lambda v: f"{v:.1f}" if pd.notna(v) else "")
+    t["compile (s)"] = fmt_or_blank(t.compile_s, ".1f")
     t["speed-up (95% CI)"] = [describe_ci(r) if pd.notna(r["speedup"]) else r["status"] for _, r in t.iterrows()]
     t["break-even calls"] = [
         "" if pd.isna(r["speedup"]) else

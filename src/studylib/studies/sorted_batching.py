@@ -69,7 +69,7 @@ def _batch_change(df: pd.DataFrame, strategy: str, variant: str, small: int, lar
 
 def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: texts/s and real tokens/s with the pass time's CI, and padding waste."""
-    t = add_timing_columns(df.copy(), "pass median")
+    t = add_timing_columns(df, "pass median")
     t["texts/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
     t["real tokens/s"] = fmt_or_blank(t.throughput_tokens_s, ",.0f")
     t["padding waste"] = fmt_or_blank(t.padding_waste, ".1%")
