@@ -6,10 +6,12 @@ PY := $(VENV)/bin/python
 PROFILE ?= cpu
 NOTEBOOK ?=
 FORCE ?=
+REF ?= outputs/$(PROFILE)
+NEW ?=
 STAMP := $(VENV)/.studylib-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup browser report run render plan check-report test lab clean distclean
+.PHONY: help setup browser report run render plan compare check-report test lab clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -38,6 +40,10 @@ render: $(STAMP)  ## only render executed notebooks to HTML and rewrite the inde
 
 plan: $(STAMP)  ## list what PROFILE would measure and roughly how long it takes
 	$(PY) -m studylib plan --profile $(PROFILE)
+
+compare: $(STAMP)  ## compare a re-run with the reference: make compare REF=outputs/cpu NEW=/tmp/rerun/cpu
+	@if [ -z "$(NEW)" ]; then echo "error: NEW is empty: name the re-run's folder, e.g. make compare NEW=/tmp/rerun/$(PROFILE) (REF defaults to outputs/$(PROFILE))" >&2; exit 2; fi
+	$(PY) -m studylib compare "$(REF)" "$(NEW)"
 
 # The browser test drives headless Chromium (Debian package `chromium`); installed here when missing.
 browser:  ## install headless Chromium for the browser test (Debian/Ubuntu apt; root or sudo)

@@ -3,12 +3,13 @@
 import numpy as np
 import pytest
 
-from studylib import batching, dataset, environment, sweep
+from studylib import batching, dataset, environment, replicates, sweep
 from studylib.corpus import CorpusSettings
 from studylib.results import ResultsTable
 
 WORDS = "the model reads every text once and returns one label for each of them in order".split()
-MEASURE = {"warmup_calls": 0, "min_samples": 5, "max_samples": 8, "target_ci_pct": 50.0, "budget_s": 0.05}
+MEASURE = {"warmup_calls": 0, "min_rounds": 6, "max_rounds": 8, "min_time_s": 0.0, "target_ci_pct": 50.0,
+           "budget_s": 0.05, "block_s": 0.0, "replicates": 1}
 TOLERANCE = {"fp32": 1e-3, "int8": 0.1}
 
 
@@ -28,8 +29,9 @@ def run(data, tmp_path_factory):
     workloads = dataset.DatasetWorkloads(data, seed=0, cache_dir=out / "cache")
     configs = [sweep.Config("roberta-tiny-classifier", v, "fp32", 4, "cpu", 2, seq_len=32, strategy=s, data="test")
                for s in ("unsorted", "sorted") for v in ("eager", "torchscript", "ort", "ort-int8", "torch-int8")]
-    rows = sweep.run(configs, study="t", profile="t", env=environment.capture("t"), table=ResultsTable(out / "t.jsonl"),
-                     measure_settings=MEASURE, parity_tolerance=TOLERANCE, workloads=workloads)
+    rows = replicates.measure(configs, study="t", profile="t", env=environment.capture("t"),
+                              table=ResultsTable(out / "t.jsonl"), measure_settings=MEASURE,
+                              parity_tolerance=TOLERANCE, workloads=workloads, in_process=True)
     return {(r["strategy"], r["variant"]): r for r in rows}, workloads
 
 

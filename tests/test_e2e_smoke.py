@@ -18,7 +18,8 @@ from studylib.results import ResultsTable
 
 pytestmark = pytest.mark.e2e
 NB = "01_eager_vs_compiled"
-VARIANTS = {"eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune"}
+VARIANTS = {"eager", "eager-aa", "compile-default", "compile-reduce-overhead", "compile-max-autotune"}
+STOPS = {"precision", "budget", "max_rounds"}
 NOTEBOOKS = ["01_eager_vs_compiled", "02_torchscript_vs_xla", "03_onnx_batching", "04_sorted_length_batching"]
 
 
@@ -50,14 +51,15 @@ def _html(outputs, notebook):
 def test_results_table_holds_every_configuration(smoke):
     outputs, _ = smoke
     rows = ResultsTable(outputs / "smoke" / "results" / f"{NB}.jsonl").rows()
-    assert len(rows) == 2 * 2 * 4  # 2 models × 2 batch sizes × 4 variants
+    assert len(rows) == 2 * 2 * 5  # 2 models × 2 batch sizes × (4 variants + the A/A copy of eager)
     assert {r["variant"] for r in rows} == VARIANTS
     assert {r["model"] for r in rows} == {"bert-tiny", "resnet-tiny"}
     for r in rows:
         assert r["status"] == "ok", r
         assert r["parity_ok"] is True and r["max_abs_diff"] < 1e-3
         assert len(r["samples_s"]) == r["n"] >= 5 and r["ci_low_s"] <= r["median_s"] <= r["ci_high_s"]
-        assert r["first_call_s"] > 0 and r["stop_reason"] in {"precision", "budget", "max_samples"}
+        assert r["first_call_s"] > 0 and set(r["stop_reason"].split(",")) <= STOPS
+        assert r["replicates"] == 1 and len(r["sample_round"]) == r["n"]  # smoke's study 01: one replicate
         if r["variant"] == "compile-reduce-overhead":
             assert "CUDA graphs need a GPU" in r["notes"]
     assert (outputs / "smoke" / "results" / f"{NB}.csv").exists()
@@ -68,9 +70,13 @@ def test_results_table_holds_every_configuration(smoke):
 def test_study02_holds_every_variant_on_the_same_weights(smoke):
     outputs, _ = smoke
     rows = _rows(outputs, "02_torchscript_vs_xla")
-    assert len(rows) == 2 * 2 * 2 * 6  # 2 models × 2 batch sizes × 2 sequence lengths × 6 variants
-    assert {r["variant"] for r in rows} == {"eager", "torchscript", "torchscript-optimized", "tf-eager",
+    assert len(rows) == 2 * 2 * 2 * 7  # 2 models × 2 batch sizes × 2 sequence lengths × (6 variants + A/A)
+    assert {r["variant"] for r in rows} == {"eager", "eager-aa", "torchscript", "torchscript-optimized", "tf-eager",
                                             "tf-function", "tf-xla"}
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert all(r["replicates"] == 2 and set(r["sample_rep"]) == {0, 1} for r in ok)  # two processes, pooled
+    assert len({r["group_id"] for r in rows if r["seq_len"] == 8 and r["batch_size"] == 1 and r["model"] == "bert-tiny"}) == 1
+    assert not list((outputs / "smoke" / "results" / "02_torchscript_vs_xla.parts").glob("*.json"))
     ok = [r for r in rows if r["status"] == "ok"]
     failed = [r for r in rows if r["status"] != "ok"]
     # GPT-2's attention-mask code cannot be traced by TorchScript: a failure recorded as a row, not dropped.
@@ -90,7 +96,7 @@ def test_study02_holds_every_variant_on_the_same_weights(smoke):
 def test_study03_holds_every_runtime_and_int8_agreement(smoke):
     outputs, _ = smoke
     rows = _rows(outputs, "03_onnx_batching")
-    assert len(rows) == 3 * 7
+    assert len(rows) == 3 * 8  # 3 batch sizes × (7 variants + A/A)
     trt = [r for r in rows if r["variant"] == "ort-tensorrt"]  # no GPU here: skipped rows, kept and shown
     assert len(trt) == 3 and all(r["status"] == "skipped" and "needs a CUDA GPU" in r["error"] for r in trt)
     rows = [r for r in rows if r["variant"] != "ort-tensorrt"]
@@ -112,7 +118,8 @@ def test_study03_holds_every_runtime_and_int8_agreement(smoke):
 def test_study04_holds_every_strategy_with_exact_padding(smoke):
     outputs, _ = smoke
     rows = _rows(outputs, "04_sorted_length_batching")
-    assert len(rows) == 4 * 3 * 2 and all(r["status"] == "ok" for r in rows)
+    assert len(rows) == 4 * 3 * 2 + 3 and all(r["status"] == "ok" for r in rows)  # + A/A at each batch size
+    assert len({r["group_id"] for r in rows}) == 1  # every strategy and batch size timed in the same rounds
     by = {(r["strategy"], r["batch_size"], r["variant"]): r for r in rows}
     assert by[("pad-to-max", 8, "eager")]["computed_tokens"] == 64 * 128
     assert by[("sorted", 8, "eager")]["padding_waste"] < by[("unsorted", 8, "eager")]["padding_waste"]
@@ -139,6 +146,8 @@ def test_html_shows_figures_findings_and_claims(smoke):
     assert re.search(r"<h2[^>]*>Findings", html)
     assert "compile-default</strong> vs eager over 4 configurations: faster in" in html
     assert "Parity with eager: largest max-abs difference" in html
+    assert re.search(r"<strong>A/A control</strong> \(eager-aa, .*called different from eager in \d+ of 4 shapes", html)
+    assert re.search(r"Drift: (no configuration|\d+ of 20 configurations)", html)
     assert "Beside the published claims" in html and "reduce-overhead" in html and "verdict" in html
     assert "harness overhead per call" in html
     assert "Traceback" not in html
@@ -191,7 +200,7 @@ def test_run_all_on_the_committed_notebook_reuses_the_measurements(smoke, monkey
     NotebookClient(nb, timeout=600, kernel_name=run.kernel_name(),
                    resources={"metadata": {"path": str(paths.NOTEBOOKS_DIR)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "0 configurations measured in this run, 16 taken from earlier runs" in text
+    assert "0 configurations measured in this run (0 groups" in text and "20 taken from earlier runs" in text
 
 
 def test_a_failing_notebook_is_marked_in_the_index(tmp_path, outputs, monkeypatch):

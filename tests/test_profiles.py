@@ -51,8 +51,12 @@ BAD = {
                          "notebooks: unknown notebook '07_quantum'"),
     "unknown device": (lambda d: d.update(device="tpu"), "device: Input should be 'cpu' or 'cuda'"),
     "missing key": (lambda d: d.pop("threads"), "threads: required key is missing"),
-    "impossible sample bounds": (lambda d: d["measure"].update(min_samples=50, max_samples=10),
-                                 "measure: max_samples (10) is below min_samples (50)"),
+    "impossible round bounds": (lambda d: d["measure"].update(min_rounds=50, max_rounds=10),
+                                "measure: max_rounds (10) is below min_rounds (50)"),
+    "too few rounds for a 95% CI": (lambda d: d["measure"].update(min_rounds=5),
+                                    "measure.min_rounds: Input should be greater than or equal to 6"),
+    "no replicate": (lambda d: d["measure"].update(replicates=0),
+                     "measure.replicates: Input should be greater than or equal to 1"),
     "negative budget": (lambda d: d["measure"].update(budget_s=-1), "measure.budget_s: Input should be greater than 0"),
     "sequence longer than the model": (lambda d: _section(d).update(seq_lens=[16, 4096]),
                                        f"notebooks.{NB}: seq_lens: 4096 exceeds bert-tiny's 512 positions"),
@@ -138,7 +142,8 @@ def test_every_shipped_profile_validates_and_plans(name, outputs):
 def test_notebook_parameters_merge_common_and_section():
     p = profiles.notebook_parameters(profiles.load("smoke"), NB)
     assert p["profile"] == "smoke" and p["threads"] == SMOKE["threads"]
-    assert p["measure"] == profiles.MeasureSettings(**SMOKE["measure"]).model_dump()
+    expected = SMOKE["measure"] | _section(SMOKE).get("measure", {})  # a section overrides key by key
+    assert p["measure"] == profiles.MeasureSettings(**expected).model_dump()
     assert p["batch_sizes"] == _section(SMOKE)["batch_sizes"]
     assert "left_out" not in p
 
@@ -165,11 +170,11 @@ def test_a_profile_file_name_must_be_a_plain_name(tmp_path, outputs):
 
 def test_a_section_can_override_the_measurement_settings(tmp_path):
     data = yaml.safe_load(yaml.safe_dump(SMOKE))
-    _section(data)["measure"] = {"budget_s": 9.0, "min_samples": 11}
+    _section(data)["measure"] = {"budget_s": 9.0, "min_rounds": 11}
     path = tmp_path / "override.yaml"
     path.write_text(yaml.safe_dump(data))
     p = profiles.notebook_parameters(profiles.load(str(path)), NB)
-    assert p["measure"]["budget_s"] == 9.0 and p["measure"]["min_samples"] == 11
+    assert p["measure"]["budget_s"] == 9.0 and p["measure"]["min_rounds"] == 11
     assert p["measure"]["warmup_calls"] == SMOKE["measure"]["warmup_calls"]  # unset keys: the profile's
 
 

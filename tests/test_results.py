@@ -5,10 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from studylib import environment, sweep
+from studylib import environment, replicates, sweep
 from studylib.results import ResultsTable, measured_alike, read_json, write_json_atomic
 
-FAST = {"warmup_calls": 1, "min_samples": 5, "max_samples": 20, "target_ci_pct": 50.0, "budget_s": 0.05}
+FAST = {"warmup_calls": 1, "min_rounds": 6, "max_rounds": 20, "min_time_s": 0.0, "target_ci_pct": 50.0,
+        "budget_s": 0.05, "block_s": 0.0, "replicates": 1}
 TOL = {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02}
 
 
@@ -68,20 +69,20 @@ def env():
     return environment.capture("test")
 
 
-def _run(table, configs, env, **kw):
-    return sweep.run(configs, study="test", profile="test", env=env, table=table, measure_settings=FAST,
-                     parity_tolerance=TOL, **kw)
+def _run(table, configs, env, measure_settings=FAST, **kw):
+    return replicates.measure(configs, study="test", profile="test", env=env, table=table,
+                              measure_settings=measure_settings, parity_tolerance=TOL, in_process=True, **kw)
 
 
 def test_resume_after_a_crash_between_rows(tmp_path, env):
     table = ResultsTable(tmp_path / "r.jsonl")
     configs = _configs(1, 2, 3)
 
-    def crash_after_first(row):
-        raise KeyboardInterrupt  # Ctrl-C right after the first row was written
+    def crash_after_first(rows):
+        raise KeyboardInterrupt  # Ctrl-C right after the first group's row was written
 
     with pytest.raises(KeyboardInterrupt):
-        _run(table, configs, env, on_row=crash_after_first)
+        _run(table, configs, env, on_group=crash_after_first)
     assert [r["config_key"] for r in table.rows()] == [configs[0].key]
 
     new = _run(table, configs, env)
@@ -98,12 +99,14 @@ def test_a_measured_row_holds_statistics_samples_and_parity(tmp_path, env):
     table = ResultsTable(tmp_path / "r.jsonl")
     [row] = _run(table, _configs(2), env)
     assert row["status"] == "ok" and row["error"] == ""
-    assert len(row["samples_s"]) == row["n"] >= FAST["min_samples"]
+    assert len(row["samples_s"]) == row["n"] >= FAST["min_rounds"]
+    assert row["sample_rep"] == [0] * row["n"] and row["sample_round"] == list(range(row["n"]))
+    assert row["replicates"] == 1 and row["group_id"] and row["group_key"]
     assert row["ci_low_s"] <= row["median_s"] <= row["ci_high_s"]
     assert row["throughput_samples_s"] == pytest.approx(2 / row["median_s"])
     assert row["throughput_tokens_s"] == pytest.approx(2 * 16 / row["median_s"])
     assert row["max_abs_diff"] == 0.0 and row["parity_ok"] is True
-    assert row["peak_mem_mb"] > 0 and row["mem_kind"].startswith("rss")
+    assert row["peak_mem_mb"] >= 0 and row["mem_kind"] == "rss_peak"  # the configuration's own increase
     assert row["env_fingerprint"] == env["fingerprint"] and row["threads"] == 2
 
 
@@ -156,7 +159,52 @@ def test_failed_rows_and_changed_settings_are_measured_again(tmp_path, env):
                   "settings_hash": sweep.settings_hash(FAST, TOL["fp32"], 0)})
     assert [r["status"] for r in _run(table, [c], env)] == ["ok"]  # a failure is retried
     assert _run(table, [c], env) == []  # now measured alike: skipped
-    slower = FAST | {"budget_s": 0.1}
-    again = sweep.run([c], study="test", profile="test", env=env, table=table, measure_settings=slower,
-                      parity_tolerance=TOL)
+    again = _run(table, [c], env, measure_settings=FAST | {"budget_s": 0.1})
     assert len(again) == 1  # other measurement settings: measured again
+
+
+def test_a_group_is_timed_in_shared_rounds_and_replicates_pool(tmp_path, env):
+    """Variants of one shape share rounds (paired speed-ups); two replicates pool their samples with ids."""
+    table = ResultsTable(tmp_path / "r.jsonl")
+    configs = [sweep.Config("bert-tiny", v, "fp32", 1, "cpu", 2, seq_len=16) for v in ("eager", "eager-aa")]
+    rows = _run(table, configs, env, measure_settings=FAST | {"replicates": 2})
+    eager, aa = rows
+    assert eager["group_id"] == aa["group_id"] and eager["group_key"] == aa["group_key"]
+    assert eager["replicates"] == 2 and set(eager["sample_rep"]) == {0, 1}
+    assert len(eager["samples_s"]) == len(eager["sample_rep"]) == len(eager["sample_round"]) == eager["n"]
+    assert eager["sample_rep"] == aa["sample_rep"] and eager["sample_round"] == aa["sample_round"]
+    assert aa["max_abs_diff"] == 0.0  # the A/A copy computes exactly what eager does
+    from studylib import stats
+
+    s = stats.speedup(eager, aa)
+    assert s.paired and s.n == eager["n"] and s.ci_low <= s.ratio <= s.ci_high
+    assert not list((tmp_path / "r.parts").glob("*.json"))  # combined: no part left behind
+
+
+def test_an_interrupted_replicate_resumes_from_its_parts(tmp_path, env):
+    """Replicate 0 of every group finished, replicate 1 was interrupted: a re-run measures only what is missing."""
+    table = ResultsTable(tmp_path / "r.jsonl")
+    configs = _configs(1, 2)
+    settings = FAST | {"replicates": 2}
+    calls = []
+    real = sweep.measure_group
+
+    def interrupted(cfgs, **kw):
+        calls.append((cfgs[0].batch_size, kw["replicate"]))
+        if kw["replicate"] == 1 and cfgs[0].batch_size == 2:
+            raise KeyboardInterrupt
+        return real(cfgs, **kw)
+
+    sweep.measure_group = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _run(table, configs, env, measure_settings=settings)
+        assert [r["config_key"] for r in table.rows()] == [configs[0].key]  # batch 1 had both replicates
+        calls.clear()
+        sweep.measure_group = lambda cfgs, **kw: (calls.append((cfgs[0].batch_size, kw["replicate"])),
+                                                  real(cfgs, **kw))[1]
+        new = _run(table, configs, env, measure_settings=settings)
+    finally:
+        sweep.measure_group = real
+    assert calls == [(2, 1)]  # only the missing replicate of the missing group
+    assert [r["config_key"] for r in new] == [configs[1].key] and new[0]["replicates"] == 2

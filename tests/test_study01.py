@@ -96,14 +96,15 @@ def test_results_table_formats_ok_rows_and_blanks_failed_ones(df):
 
 def test_everything_skipped_still_renders(tmp_path):
     """A cuda profile on a machine without a GPU: every row skipped, and every table and figure still works."""
-    from studylib import environment, sweep
+    from studylib import environment, replicates, sweep
     from studylib.results import ResultsTable
 
     table = ResultsTable(tmp_path / "r.jsonl")
     configs = [sweep.Config("resnet-tiny", v, "fp32", 1, "cuda", 2, image_size=32) for v in ("eager", "compile-default")]
-    sweep.run(configs, study="t", profile="t", env=environment.capture("t"), table=table,
-              measure_settings={"warmup_calls": 0, "min_samples": 5, "max_samples": 5, "target_ci_pct": 5.0,
-                                "budget_s": 0.1}, parity_tolerance={"fp32": 1e-3})
+    replicates.measure(configs, study="t", profile="t", env=environment.capture("t"), table=table, in_process=True,
+                       measure_settings={"warmup_calls": 0, "min_rounds": 6, "max_rounds": 6, "min_time_s": 0.0,
+                                         "target_ci_pct": 5.0, "budget_s": 0.1, "block_s": 0.0, "replicates": 1},
+                       parity_tolerance={"fp32": 1e-3})
     df = table.frame(with_samples=True)
     if (df.status == "ok").any():
         pytest.skip("this machine has a GPU")
@@ -123,11 +124,11 @@ def test_configs_put_eager_first_for_every_shape():
     section = EagerVsCompiled(models=["bert-tiny", "resnet-tiny"], variants=["compile-default", "eager"],
                               dtypes=["fp32"], batch_sizes=[1, 2], seq_lens=[8, 16], image_size=32)
     configs = s01.configs(section, device="cpu", threads=2)
-    assert len(configs) == 2 * 2 * 2 + 2 * 2  # text: 2 seq × 2 batch × 2 variants; vision: 2 batch × 2
+    assert len(configs) == 2 * 2 * 3 + 2 * 3  # text: 2 seq × 2 batch × 3 variants; vision: 2 batch × 3
     shapes = {}
     for c in configs:
         shapes.setdefault(c.shape_key, []).append(c.variant)
-    assert all(v[0] == "eager" for v in shapes.values())
+    assert all(v[:2] == ["eager", "eager-aa"] for v in shapes.values())  # the A/A control at every shape
     assert len({c.key for c in configs}) == len(configs)
 
 

@@ -17,8 +17,9 @@ rng = np.random.default_rng(1)
 TWIN_SCRIPT = r"""
 import json, sys
 import numpy as np
-from studylib import models, runtimes, study
-study.apply_threads(1, ("torch", "tensorflow"))
+from studylib import models, runtimes
+from studylib.threads import apply_threads
+apply_threads(1, ("torch", "tensorflow"))
 import tensorflow as tf, torch
 from studylib import environment
 out = {"threads": environment.capture()["threads"], "diffs": {}}
@@ -101,12 +102,14 @@ def test_speedups_pair_each_variant_with_its_baseline_and_keep_failures(df):
 
 
 def test_geomean_ci_covers_the_true_ratio_and_narrows_with_samples():
+    def row(x):
+        return {"samples_s": list(x)}  # rows from different runs: not paired
+
     pairs = [(rng.normal(2.0, 0.02, 200), rng.normal(1.0, 0.01, 200)),
              (rng.normal(1.0, 0.01, 200), rng.normal(2.0, 0.02, 200))]
-    g, lo, hi = stats.geomean_speedup_ci(pairs)
+    g, lo, hi = stats.geomean_speedup([(row(b), row(c)) for b, c in pairs])
     assert g == pytest.approx(1.0, abs=0.01) and lo < 1.0 < hi
-    few = [(p[0][:10], p[1][:10]) for p in pairs]
-    _, lo10, hi10 = stats.geomean_speedup_ci(few)
+    _, lo10, hi10 = stats.geomean_speedup([(row(b[:10]), row(c[:10])) for b, c in pairs])
     assert hi10 - lo10 > hi - lo
 
 

@@ -1,9 +1,13 @@
-"""Command line: `python -m studylib run|report|plan|profiles|summary`. Bad input exits 2 with one line."""
+"""Command line: `python -m studylib run|report|plan|profiles|summary|compare`. Bad input exits 2 with one line.
+
+`compare REF NEW` checks whether a re-run (NEW) reproduces a reference run (REF) of the same profile.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import paths, profiles
 
@@ -64,6 +68,17 @@ def _profiles() -> int:
     return 0
 
 
+def _compare(ref: str, new: str) -> int:
+    from .compare import CompareError, compare, format_comparison
+
+    try:
+        print(format_comparison(compare(Path(ref), Path(new))))
+    except CompareError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="studylib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument("--profile", default="cpu")
     sub.add_parser("profiles", help="list the profiles and whether each is valid")
     sub.add_parser("summary", help="run the cross-hardware summary over every profile's results, render, index")
+    comp = sub.add_parser("compare", help="compare a re-run's results with a reference run of the same profile")
+    comp.add_argument("ref", help="the reference: a results folder (outputs/cpu/results) or a profile folder")
+    comp.add_argument("new", help="the re-run: a results folder or a profile folder of the same profile")
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
@@ -90,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "plan":
             return _plan(args.profile)
+        if args.command == "compare":
+            return _compare(args.ref, args.new)
         if args.command == "summary":
             from .render import index, render_summary
             from .run import run_summary

@@ -47,7 +47,8 @@ def _memory_gib() -> float | None:
         return None
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
+    """The checkout's commit (12 hex digits), with "-dirty" when tracked files are changed; None outside git."""
     try:
         out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "--short=12", "HEAD"],
                              capture_output=True, text=True, timeout=10)
@@ -137,7 +138,7 @@ def capture(profile: str | None = None) -> dict:
         "gpu_name": None,
         "cuda": None,
         "threads": _threads(),
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "libraries": {lib: _version(lib) for lib in LIBRARIES},
     }
     env.update(_gpu())

@@ -1,4 +1,8 @@
-"""Peak memory while a block runs: process RSS on CPU, torch's allocator on CUDA."""
+"""Memory a block adds at its peak: process RSS on CPU, torch's allocator on CUDA.
+
+`increase_mb` is the block's own: the peak while it ran minus what was in use when it started, so a
+configuration is not charged for the models and variants prepared before it in the same process.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,18 @@ _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
-def _vm_hwm_mb() -> float | None:
+def _status_mb(field: str) -> float | None:
     try:
         for line in _STATUS.read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
     return None
+
+
+def _vm_hwm_mb() -> float | None:
+    return _status_mb("VmHWM")
 
 
 def _reset_rss_peak() -> bool:
@@ -29,12 +37,20 @@ def _reset_rss_peak() -> bool:
 
 
 class PeakMemory:
-    """`with PeakMemory(device) as pm: ...` then `pm.peak_mb` and `pm.kind` (what was measured)."""
+    """`with PeakMemory(device) as pm: ...` then `pm.peak_mb`, `pm.increase_mb` and `pm.kind` (what was measured)."""
 
     def __init__(self, device: str = "cpu"):
         self.device = device
         self.peak_mb: float | None = None
+        self.start_mb: float | None = None
         self.kind = ""
+
+    @property
+    def increase_mb(self) -> float | None:
+        """Peak minus the memory in use when the block started (None where the peak is not resettable)."""
+        if self.peak_mb is None or self.start_mb is None:
+            return None
+        return max(0.0, self.peak_mb - self.start_mb)
 
     def __enter__(self) -> PeakMemory:
         if self.device == "cuda":
@@ -42,8 +58,10 @@ class PeakMemory:
 
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+            self.start_mb = torch.cuda.memory_allocated() / 2**20
             self.kind = "cuda_max_allocated"
         elif _reset_rss_peak() and _vm_hwm_mb() is not None:
+            self.start_mb = _status_mb("VmRSS")
             self.kind = "rss_peak"
         else:
             # No resettable peak here: the process-lifetime peak is an upper bound, labelled as such.

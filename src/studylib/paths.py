@@ -31,6 +31,11 @@ def results_dir(profile: str) -> Path:
     return profile_dir(profile) / "results"
 
 
+def parts_dir(profile: str, notebook: str) -> Path:
+    """Replicates' rows of groups not yet combined into the results table (see replicates)."""
+    return results_dir(profile) / f"{notebook}.parts"
+
+
 def cache_dir(profile: str) -> Path:
     """Exported and quantized models, trained tokenizers: reused by later runs of the same profile."""
     return profile_dir(profile) / "cache"

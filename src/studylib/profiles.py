@@ -39,18 +39,21 @@ class _Strict(BaseModel):
 
 
 class MeasureSettings(_Strict):
-    """How long and how precisely each configuration is timed."""
+    """How each group of configurations is timed: interleaved rounds, in `replicates` processes (see timing)."""
 
-    warmup_calls: int = Field(3, ge=0)
-    min_samples: int = Field(10, ge=5)
-    max_samples: int = Field(2000, ge=5)
-    target_ci_pct: float = Field(2.0, gt=0, le=100)
-    budget_s: float = Field(5.0, gt=0)
+    warmup_calls: int = Field(2, ge=0, description="untimed calls per variant after its first call")
+    min_rounds: int = Field(10, ge=6, description="rounds at least (6 is the fewest with an exact 95% median CI)")
+    max_rounds: int = Field(500, ge=6)
+    min_time_s: float = Field(10.0, ge=0, description="rounds are spread over at least this many seconds per group")
+    target_ci_pct: float = Field(2.0, gt=0, le=100, description="stop when every median and speed-up CI is this tight")
+    budget_s: float = Field(5.0, gt=0, description="sampling seconds per configuration (a group gets the sum)")
+    block_s: float = Field(0.02, ge=0, description="a call shorter than this is repeated in a block per sample")
+    replicates: int = Field(1, ge=1, le=10, description="independent processes, one after another, per group")
 
     @model_validator(mode="after")
-    def _sample_bounds(self) -> MeasureSettings:
-        if self.max_samples < self.min_samples:
-            raise ValueError(f"max_samples ({self.max_samples}) is below min_samples ({self.min_samples})")
+    def _round_bounds(self) -> MeasureSettings:
+        if self.max_rounds < self.min_rounds:
+            raise ValueError(f"max_rounds ({self.max_rounds}) is below min_rounds ({self.min_rounds})")
         return self
 
 

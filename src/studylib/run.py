@@ -40,17 +40,22 @@ def select_notebooks(loaded: profiles.LoadedProfile, wanted: list[str] | None) -
 
 
 def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False):
-    """(all configurations of a notebook, those a run would measure now) — what `plan` and the bar show."""
+    """(all configurations of a notebook, those a run would measure now) — what `plan` and the bar show.
+
+    A configuration left to measure brings its whole group with it (its variants are timed together)."""
     from . import environment, sweep
     from .results import ResultsTable
     from .studies import STUDIES
 
     params = profiles.notebook_parameters(loaded, notebook)
-    configs = STUDIES[notebook].configs(loaded.sections[notebook], device=params["device"], threads=params["threads"])
+    study = STUDIES[notebook]
+    configs = study.configs(loaded.sections[notebook], device=params["device"], threads=params["threads"])
     table = ResultsTable(paths.results_dir(loaded.name) / f"{notebook}.jsonl")
     todo = sweep.pending(configs, table=table, env=environment.capture(loaded.name), measure_settings=params["measure"],
                          parity_tolerance=params["parity_tolerance"], seed=params["seed"], force=force)
-    return configs, todo
+    groups = sweep.groups_to_measure(configs, todo, getattr(study, "group_by", None) or (lambda c: c.shape_key))
+    keys = {c.key for g in groups.values() for c in g}
+    return configs, [c for c in configs if c.key in keys]
 
 
 def _rows_in(path) -> int:
@@ -62,18 +67,27 @@ def _rows_in(path) -> int:
 
 @contextmanager
 def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool):
-    """A terminal progress bar of configurations, advanced as rows land in the notebook's results table."""
+    """A terminal progress bar of configuration-replicates, advanced as replicates finish groups (part files)
+    and as combined rows land in the notebook's results table."""
     from tqdm import tqdm
 
+    from .replicates import pending_parts
+
     table = paths.results_dir(loaded.name) / f"{notebook}.jsonl"
-    total = len(planned(loaded, notebook, force=force)[1])
-    bar = tqdm(total=total, desc=f"  {notebook} configurations", unit="cfg", file=sys.stderr, ascii=True, leave=False)
+    parts = paths.parts_dir(loaded.name, notebook)
+    k = loaded.measure_for(notebook).replicates
+    total = len(planned(loaded, notebook, force=force)[1]) * k
+    bar = tqdm(total=total, desc=f"  {notebook} configurations × {k} replicates", unit="cfg", file=sys.stderr,
+               ascii=True, leave=False)
     start, stop = _rows_in(table), threading.Event()
+
+    def done() -> int:
+        return k * (_rows_in(table) - start) + pending_parts(parts)
 
     def watch():
         ticks = 0
         while not stop.wait(1.0):
-            n, ticks = min(total, _rows_in(table) - start), ticks + 1
+            n, ticks = min(total, done()), ticks + 1
             if n != bar.n or ticks % 10 == 0:  # new rows at once; otherwise just keep the clock moving
                 bar.n = n
                 bar.refresh()

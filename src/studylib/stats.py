@@ -1,11 +1,28 @@
-"""Statistics of timing samples: summaries, bootstrap CIs of the median, speed-up ratios with CIs."""
+"""Statistics of timing samples: medians with CIs valid at small n, paired speed-ups, drift.
+
+Samples come from interleaved rounds (see timing.measure_rounds), possibly in several independent
+processes (replicates). A results row carries its per-round samples with two aligned lists,
+`sample_rep` and `sample_round`, so two variants of one group pair round by round.
+
+- The CI of a median is the distribution-free order-statistic interval (exact binomial coverage,
+  valid at any n ≥ 6); with several replicates it is widened to the hierarchical bootstrap interval
+  (replicates resampled, then rounds within each), so replicate-to-replicate drift is inside it.
+- A speed-up is the median of the per-round ratios baseline/candidate: drift common to a round cancels.
+  Its CI is built the same way on the log ratios. Rows that were not measured in the same rounds fall
+  back to the ratio of the two medians, with the conservative CI from their 97.5% median CIs.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
 
 import numpy as np
 from scipy import stats as _st
 
 CONFIDENCE = 0.95
+N_RESAMPLES = 2000
+DRIFT_P = 0.01  # a monotone trend over the samples' order with p below this is flagged
 
 
 def summarize(samples) -> dict[str, float]:
@@ -17,53 +34,206 @@ def summarize(samples) -> dict[str, float]:
     return {"median": float(q50), "mean": mean, "p90": float(q90), "p99": float(q99), "iqr": float(q75 - q25), "cv": cv}
 
 
-def _median(x, axis=-1):
-    return np.median(x, axis=axis)
+def order_stat_ci(values, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(low, high, coverage): the distribution-free CI of the median from order statistics.
 
-
-def median_ci(samples, *, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile-bootstrap CI of the median (scipy.stats.bootstrap)."""
-    x = np.asarray(samples, dtype=float)
-    if len(x) < 2 or np.all(x == x[0]):
-        m = float(np.median(x))
-        return m, m
-    res = _st.bootstrap((x,), _median, confidence_level=CONFIDENCE, n_resamples=n_resamples,
-                        method="percentile", vectorized=True, rng=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def _ratio_of_medians(base, new, axis=-1):
-    return np.median(base, axis=axis) / np.median(new, axis=axis)
-
-
-def speedup_ci(baseline, candidate, *, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Speed-up median(baseline)/median(candidate) with its 95% bootstrap CI (independent samples)."""
-    b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
-    ratio = float(np.median(b) / np.median(c))
-    if len(b) < 2 or len(c) < 2:
-        return ratio, ratio, ratio
-    res = _st.bootstrap((b, c), _ratio_of_medians, confidence_level=CONFIDENCE, n_resamples=n_resamples,
-                        method="percentile", vectorized=True, paired=False, rng=np.random.default_rng(seed))
-    return ratio, float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def geomean_speedup_ci(pairs, *, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Geometric mean over configurations of median(baseline)/median(candidate), with a 95% bootstrap CI.
-
-    `pairs` is a list of (baseline_samples, candidate_samples). Each resample draws every configuration's
-    two sample sets with replacement, so the CI carries each configuration's timing noise (the set of
-    configurations is fixed: it is the grid, not a sample of one).
+    For n values the interval [x_(j), x_(n+1-j)] covers the true median with probability
+    1 - 2·P(Binomial(n, ½) < j), exactly, for any continuous distribution. j is the largest index that
+    keeps that coverage at or above `confidence`; below n = 6 no such j exists at 95%, and the interval
+    is [min, max] with its (lower) coverage reported.
     """
-    rng = np.random.default_rng(seed)
-    point, draws = [], np.zeros(n_resamples)
-    for base, cand in pairs:
-        b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)
-        point.append(np.log(np.median(b) / np.median(c)))
-        rb = b[rng.integers(0, len(b), (n_resamples, len(b)))]
-        rc = c[rng.integers(0, len(c), (n_resamples, len(c)))]
-        draws += np.log(np.median(rb, axis=1) / np.median(rc, axis=1))
-    n = len(point)
+    x = np.sort(np.asarray(values, dtype=float))
+    n = len(x)
     if n == 0:
-        return float("nan"), float("nan"), float("nan")
-    lo, hi = np.percentile(draws / n, [100 * (1 - CONFIDENCE) / 2, 100 * (1 + CONFIDENCE) / 2])
-    return float(np.exp(np.mean(point))), float(np.exp(lo)), float(np.exp(hi))
+        return float("nan"), float("nan"), 0.0
+    if n == 1:
+        return float(x[0]), float(x[0]), 0.0
+    alpha = 1 - confidence
+    # largest j with 2·P(B ≤ j-1) ≤ alpha
+    j = int(_st.binom.ppf(alpha / 2, n, 0.5))  # smallest k with cdf(k) ≥ alpha/2
+    while j >= 1 and 2 * _st.binom.cdf(j - 1, n, 0.5) > alpha:
+        j -= 1
+    j = max(j, 1)
+    coverage = 1 - 2 * _st.binom.cdf(j - 1, n, 0.5)
+    return float(x[j - 1]), float(x[n - j]), float(coverage)
+
+
+def _by_replicate(values, reps) -> list[np.ndarray]:
+    values = np.asarray(values, dtype=float)
+    if reps is None:
+        return [values]
+    reps = np.asarray(reps)
+    return [values[reps == r] for r in dict.fromkeys(reps.tolist())]
+
+
+def hierarchical_median_draws(groups: list[np.ndarray], *, n_resamples: int = N_RESAMPLES, seed: int = 0) -> np.ndarray:
+    """Bootstrap medians: replicates drawn with replacement, then values within each drawn replicate."""
+    rng = np.random.default_rng(seed)
+    k = len(groups)
+    sizes = np.array([len(g) for g in groups])
+    width = int(sizes.max())
+    padded = np.full((k, width), np.nan)
+    for i, g in enumerate(groups):
+        padded[i, :len(g)] = g
+    pick = rng.integers(0, k, (n_resamples, k))  # which replicate fills each slot
+    n_of = sizes[pick]  # (B, k)
+    idx = (rng.random((n_resamples, k, width)) * n_of[..., None]).astype(int)
+    drawn = padded[pick[..., None], idx]  # (B, k, width)
+    drawn[np.arange(width)[None, None, :] >= n_of[..., None]] = np.nan
+    return np.nanmedian(drawn.reshape(n_resamples, -1), axis=1)
+
+
+def _percentile_ci(draws: np.ndarray) -> tuple[float, float]:
+    lo, hi = np.percentile(draws, [100 * (1 - CONFIDENCE) / 2, 100 * (1 + CONFIDENCE) / 2])
+    return float(lo), float(hi)
+
+
+def median_ci(samples, replicates=None, *, confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
+    """95% CI of the median of `samples`; `replicates` (aligned ids) makes it hierarchical.
+
+    One replicate: the order-statistic interval. Several: the hull of that interval (over all values)
+    and the hierarchical bootstrap interval, so it holds both within a process and across processes.
+    """
+    x = np.asarray(samples, dtype=float)
+    if len(x) == 0:
+        return float("nan"), float("nan")
+    lo, hi, _ = order_stat_ci(x, confidence)
+    groups = _by_replicate(x, replicates)
+    if len(groups) > 1:
+        draws = hierarchical_median_draws(groups, seed=seed)
+        q = [100 * (1 - confidence) / 2, 100 * (1 + confidence) / 2]
+        blo, bhi = np.percentile(draws, q)
+        lo, hi = min(lo, float(blo)), max(hi, float(bhi))
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """baseline time / candidate time with its 95% CI; above 1 means the candidate is faster."""
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    paired: bool = True  # from per-round ratios (False: ratio of medians of rows measured apart)
+    n: int = 0  # rounds paired (or the smaller sample count, unpaired)
+
+    @property
+    def significant(self) -> bool:
+        """True when the CI excludes 1 (no difference)."""
+        return self.ci_low > 1 or self.ci_high < 1
+
+    def __iter__(self):  # ratio, low, high = speedup
+        return iter((self.ratio, self.ci_low, self.ci_high))
+
+
+def _field(row: Any, name: str):
+    """A field of a results row: a dict, a pandas row or a namedtuple."""
+    return row.get(name) if hasattr(row, "get") else getattr(row, name, None)
+
+
+def _present(v) -> bool:
+    return v is not None and not (isinstance(v, float) and np.isnan(v))
+
+
+def row_samples(row) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(samples, replicate ids, round ids) of a results row; rows without ids get one replicate, rounds 0…n-1."""
+    x = np.asarray(_field(row, "samples_s"), dtype=float)
+    reps, rounds = _field(row, "sample_rep"), _field(row, "sample_round")
+    reps = np.asarray(reps) if _present(reps) and len(reps) == len(x) else np.zeros(len(x), dtype=int)
+    rounds = np.asarray(rounds) if _present(rounds) and len(rounds) == len(x) else np.arange(len(x))
+    return x, reps, rounds
+
+
+def paired_log_ratios(base, cand) -> tuple[np.ndarray, np.ndarray] | None:
+    """log(baseline/candidate) per shared round, with the replicate of each; None if the rows share no rounds."""
+    bx, br, bn = row_samples(base)
+    cx, cr, cn = row_samples(cand)
+    if not (_present(_field(base, "sample_round")) and _present(_field(cand, "sample_round"))):
+        return None
+    if not (_present(_field(base, "group_id")) and _field(base, "group_id") == _field(cand, "group_id")):
+        return None  # rounds of different groups (or runs) are not the same moments
+    b = {(int(r), int(k)): v for r, k, v in zip(br, bn, bx)}
+    c = {(int(r), int(k)): v for r, k, v in zip(cr, cn, cx)}
+    keys = [k for k in b if k in c]
+    if not keys:
+        return None
+    logs = np.log([b[k] for k in keys]) - np.log([c[k] for k in keys])
+    return logs, np.array([k[0] for k in keys])
+
+
+def _ratio_ci(logs: np.ndarray, reps: np.ndarray, seed: int) -> tuple[float, float, float]:
+    point = float(np.exp(np.median(logs)))
+    lo, hi = median_ci(logs, reps, seed=seed)
+    return point, float(np.exp(lo)), float(np.exp(hi))
+
+
+def speedup(base, cand, *, seed: int = 0) -> Speedup:
+    """Speed-up of `cand` over `base` (two results rows, dicts or pandas rows), with its 95% CI.
+
+    Paired when both were timed in the same rounds (the same group of the same run): the median of the
+    per-round ratios, CI as in `median_ci` on the log ratios. Otherwise the ratio of the two medians,
+    with the interval from each median's 97.5% CI (together at least 95% coverage, distribution-free).
+    """
+    paired = paired_log_ratios(base, cand)
+    if paired is not None and len(paired[0]) >= 2:
+        logs, reps = paired
+        return Speedup(*_ratio_ci(logs, reps, seed), paired=True, n=len(logs))
+    bx, br, _ = row_samples(base)
+    cx, cr, _ = row_samples(cand)
+    half = 1 - (1 - CONFIDENCE) / 2
+    blo, bhi = median_ci(bx, br, confidence=half, seed=seed)
+    clo, chi = median_ci(cx, cr, confidence=half, seed=seed)
+    return Speedup(float(np.median(bx) / np.median(cx)), blo / chi, bhi / clo, paired=False, n=min(len(bx), len(cx)))
+
+
+def geomean_speedup(pairs: Iterable[tuple[Any, Any]], *, n_resamples: int = N_RESAMPLES, seed: int = 0) -> Speedup:
+    """Geometric mean over shapes of each shape's speed-up (pairs of baseline and candidate rows), with a 95% CI.
+
+    Each resample draws every shape's rounds again (hierarchically by replicate; both sides' samples
+    independently where a pair is not paired) and averages the shapes' log speed-ups. The set of shapes
+    is fixed: it is the grid, not a sample of one.
+    """
+    pairs = list(pairs)
+    if not pairs:
+        return Speedup(float("nan"), float("nan"), float("nan"), n=0)
+    points, draws, all_paired = [], np.zeros(n_resamples), True
+    for i, (base, cand) in enumerate(pairs):
+        paired = paired_log_ratios(base, cand)
+        if paired is not None and len(paired[0]) >= 2:
+            logs, reps = paired
+            points.append(np.median(logs))
+            draws += hierarchical_median_draws(_by_replicate(logs, reps), n_resamples=n_resamples, seed=seed + i)
+        else:
+            all_paired = False
+            bx, br, _ = row_samples(base)
+            cx, cr, _ = row_samples(cand)
+            points.append(np.log(np.median(bx) / np.median(cx)))
+            db = hierarchical_median_draws(_by_replicate(bx, br), n_resamples=n_resamples, seed=seed + 2 * i + 10_000)
+            dc = hierarchical_median_draws(_by_replicate(cx, cr), n_resamples=n_resamples, seed=seed + 2 * i + 10_001)
+            draws += np.log(db / dc)
+    n = len(points)
+    lo, hi = _percentile_ci(draws / n)
+    return Speedup(float(np.exp(np.mean(points))), float(np.exp(lo)), float(np.exp(hi)), paired=all_paired, n=n)
+
+
+def drift(samples, replicates=None) -> dict[str, float | bool]:
+    """A monotone trend over the samples' order within each replicate (Kendall's tau against round order).
+
+    Returns tau and p (the replicates' tests combined: the smallest p, Bonferroni-corrected), the trend's
+    size over the run as a share of the median (Theil–Sen slope × rounds), and the flag (p < DRIFT_P).
+    """
+    x = np.asarray(samples, dtype=float)
+    groups = [g for g in _by_replicate(x, replicates) if len(g) >= 4]
+    if not groups or np.median(x) <= 0:
+        return {"drift_tau": None, "drift_p": None, "drift_pct": None, "drift": False}
+    taus, ps, changes = [], [], []
+    for g in groups:
+        if np.all(g == g[0]):
+            taus.append(0.0), ps.append(1.0), changes.append(0.0)
+            continue
+        t = _st.kendalltau(np.arange(len(g)), g)
+        slope = _st.theilslopes(g).slope
+        taus.append(float(t.statistic)), ps.append(float(t.pvalue)), changes.append(slope * (len(g) - 1) / np.median(g))
+    worst = int(np.argmin(ps))
+    p = min(1.0, ps[worst] * len(groups))
+    return {"drift_tau": taus[worst], "drift_p": p, "drift_pct": float(changes[worst]), "drift": bool(p < DRIFT_P)}

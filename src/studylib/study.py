@@ -3,74 +3,14 @@
 from __future__ import annotations
 
 import os
-import re
-import sys
-import tempfile
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from . import environment, paths, profiles, sweep
+from . import environment, paths, profiles, replicates, sweep
 from .results import ResultsTable, write_json_atomic
-from .timing import Measurement, harness_overhead
-
-
-# TensorFlow's C++ start-up log, written to the process's stderr before its logging is set up (so
-# TF_CPP_MIN_LOG_LEVEL does not hold it back): absl's notice, INFO/WARNING lines, and cuInit failing
-# where there is no GPU. Anything else TensorFlow writes while starting is passed on.
-_TF_START_UP_NOISE = re.compile(r"WARNING: All log messages before absl::InitializeLog\(\)|[IW]\d{4} |"
-                                r"E\d{4} .*failed call to cuInit")
-
-
-@contextmanager
-def _tensorflow_start_up_log():
-    """Keep TensorFlow's start-up log (see _TF_START_UP_NOISE) out of the notebook; pass other lines on."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as log:
-        os.dup2(log.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            log.seek(0)
-            kept = [line for line in log.read().decode(errors="replace").splitlines()
-                    if line.strip() and not _TF_START_UP_NOISE.match(line)]
-            if kept:
-                print("\n".join(kept), file=sys.stderr)
-
-
-def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> None:
-    """Same thread count for every framework in a comparison: intra-op and inter-op, torch and TensorFlow.
-
-    ONNX Runtime sessions take torch's intra-op count when they are created (see runtimes.onnxrt).
-    """
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    os.environ["MKL_NUM_THREADS"] = str(threads)
-    import torch
-
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(threads)
-    except RuntimeError:
-        pass  # already fixed for this process (it can be set once); recorded as found in the environment
-    if "tensorflow" in frameworks:
-        with _tensorflow_start_up_log():
-            import tensorflow as tf
-
-            gpus = tf.config.list_physical_devices("GPU")
-        for gpu in gpus:
-            tf.config.experimental.set_memory_growth(gpu, True)  # leave GPU memory to PyTorch until TF needs it
-        wanted = (threads, threads)
-        if (tf.config.threading.get_intra_op_parallelism_threads(),
-                tf.config.threading.get_inter_op_parallelism_threads()) != wanted:
-            try:
-                tf.config.threading.set_intra_op_parallelism_threads(threads)
-                tf.config.threading.set_inter_op_parallelism_threads(threads)
-            except RuntimeError as e:  # TF's runtime already started in this process with other settings
-                raise RuntimeError(f"TensorFlow already runs with other thread settings; restart the kernel ({e})")
+from .threads import apply_threads
+from .timing import Overhead, harness_overhead
 
 
 @dataclass
@@ -84,23 +24,45 @@ class Study:
     env: dict
     table: ResultsTable
     force: bool
-    overhead: Measurement
+    overhead: Overhead
     measure_settings: dict
+    frameworks: tuple[str, ...] = ("torch",)
 
-    def run(self, configs: list[sweep.Config], workloads: sweep.Workloads | None = None):
+    def run(self, configs: list[sweep.Config], workloads: sweep.Workloads | None = None,
+            group_by: Callable[[sweep.Config], tuple] | None = None):
         """Measure what is not measured yet; return these configurations' rows (raw samples included).
 
+        Configurations are measured in groups (`group_by`, default: the study's own `group_by`, else the
+        shape): a group's variants are timed together in interleaved rounds, in `replicates` processes.
         `workloads` builds what each configuration runs (default: fixed-shape inputs per configuration;
         the data-set studies pass dataset.DatasetWorkloads).
         """
-        new = sweep.run(configs, study=self.notebook, profile=self.profile, env=self.env, table=self.table,
-                        measure_settings=self.measure_settings, parity_tolerance=dict(self.common.parity_tolerance),
-                        seed=self.common.seed, force=self.force, workloads=workloads)
+        from .progress import group_progress
+        from .studies import STUDIES
+
+        study_module = STUDIES.get(self.notebook)
+        group_by = group_by or getattr(study_module, "group_by", None) or (lambda c: c.shape_key)
+        tolerance = dict(self.common.parity_tolerance)
+        todo = sweep.pending(configs, table=self.table, env=self.env, measure_settings=self.measure_settings,
+                             parity_tolerance=tolerance, seed=self.common.seed, force=self.force)
+        groups = sweep.groups_to_measure(configs, todo, group_by)
+        with group_progress(sum(map(len, groups.values())), f"{self.notebook} [{self.profile}]") as advance:
+            new = replicates.measure(configs, study=self.notebook, profile=self.profile, env=self.env,
+                                     table=self.table, measure_settings=self.measure_settings,
+                                     parity_tolerance=tolerance, seed=self.common.seed, force=self.force,
+                                     workloads=workloads, group_by=group_by, threads=self.common.threads,
+                                     frameworks=self.frameworks, on_group=advance,
+                                     parts_dir=paths.parts_dir(self.profile, self.notebook))
+        commits = {str(c) for r in new for c in str(r.get("git_commit")).split(",")}
+        if len(commits | {str(self.env["git_commit"])}) > 1:
+            print(f"warning: the code changed while this study ran (commits {', '.join(sorted(commits))}, started at "
+                  f"{self.env['git_commit']}); each row records the commit it was measured at")
         df = self.table.frame(with_samples=True)
         order = {c.key: i for i, c in enumerate(configs)}
         df = df[df.config_key.isin(order)].sort_values("config_key", key=lambda k: k.map(order))
-        print(f"{len(new)} configurations measured in this run, {len(df) - len(new)} taken from earlier runs "
-              f"in the same environment; results in {self.table.path}")
+        print(f"{len(new)} configurations measured in this run ({len(groups)} groups, "
+              f"{self.measure_settings.get('replicates', 1)} replicate process(es) each), {len(df) - len(new)} taken "
+              f"from earlier runs in the same environment; results in {self.table.path}")
         return df.reset_index(drop=True)
 
     def text_data(self):
@@ -156,4 +118,4 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     write_json_atomic(paths.results_dir(profile) / "env.json", env)
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
     return Study(notebook, profile, prof, section, env, table, bool(params.get("force", False)), harness_overhead(),
-                 prof.measure.model_dump())
+                 prof.measure.model_dump(), tuple(frameworks))

@@ -128,8 +128,7 @@ def _geo(df: pd.DataFrame, c: Comparison) -> dict:
         failed = cand[cand.status != "ok"]
         why = f"{failed.status.iloc[0]}: {failed.error.iloc[0]}" if len(failed) else "baseline did not run"
         return {"status": why[:160], "n": 0}
-    g, lo, hi = stats.geomean_speedup_ci([(ok_b.loc[k].samples_s, ok_c.loc[k].samples_s) for k in both],
-                                         n_resamples=1000)
+    g, lo, hi = stats.geomean_speedup([(ok_b.loc[k], ok_c.loc[k]) for k in both], n_resamples=1000)
     return {"status": "ok", "speedup": g, "ci_low": lo, "ci_high": hi, "n": len(both),
             "of": len(cand), "reading": classify(lo, hi)}
 

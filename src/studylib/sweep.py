@@ -1,29 +1,32 @@
-"""Run a grid of configurations: build, prepare, parity-check, measure, and write one row each.
+"""Measure a group of configurations: build, prepare, first call, parity check, then interleaved rounds.
 
-A failure (out of memory, compile error, missing runtime) is a row with its status and message; the
-sweep goes on. Rows are appended as each configuration finishes, and configurations already
-measured in the same environment are skipped unless forced.
+A group is what a study compares: the variants of one shape (or, in the data-set studies, every
+runtime, strategy and batch size over the same texts). Its configurations are prepared one by one
+(preparation and first call timed on their own), then timed together in rounds (timing.measure_rounds),
+so their speed-ups pair round by round. A failure (out of memory, compile or export error, missing
+runtime) is a row with its status and message. `replicates` runs groups in separate processes and
+`combine`s their rows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
-import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from . import models, paths, runtimes
+from . import models, runtimes
 from .memory import PeakMemory
 from .results import ResultsTable, measured_alike
-from .timing import measure
+from .timing import first_call, measure_rounds, row_statistics
 
 REFERENCE = "eager"  # every variant's output is compared with eager PyTorch on the same inputs
+AA = "eager-aa"  # A/A control: a second, independently prepared copy of eager, timed like any variant
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,9 @@ class Config:
 
     @property
     def shape_key(self) -> tuple:
-        """Configurations sharing this key time the same model on the same inputs."""
-        return (self.model, self.dtype, self.batch_size, self.seq_len, self.image_size, self.strategy, self.data)
+        """Configurations sharing this key time the same model on the same inputs (by default, one group)."""
+        return (self.model, self.dtype, self.device, self.batch_size, self.seq_len, self.image_size, self.strategy,
+                self.data)
 
 
 # Out-of-memory as PyTorch (CPU, CUDA), TensorFlow and ONNX Runtime word it.
@@ -110,6 +114,14 @@ class Workloads:
         self._modules: dict[tuple, Any] = {}
         self._tf_modules: dict[tuple, Any] = {}
         self._references: dict[tuple, np.ndarray] = {}
+
+    def __getstate__(self) -> dict:
+        """Pickled (for a replicate's process) without built models or cached outputs."""
+        state = self.__dict__.copy()
+        for k, v in state.items():
+            if isinstance(v, dict) and k.startswith("_"):
+                state[k] = {}
+        return state
 
     def _torch_module(self, c: Config):
         mkey = (c.model, c.dtype, c.device)
@@ -181,7 +193,8 @@ class Workloads:
 # Every row carries every column, failed ones with None, so tables and figures never miss a column.
 MEASURED_FIELDS = (
     "n", "median_s", "mean_s", "p90_s", "p99_s", "iqr_s", "cv", "ci_low_s", "ci_high_s", "first_call_s",
-    "warmup_calls", "stop_reason", "samples_s", "max_abs_diff", "parity_tol", "parity_ok", "prepare_s",
+    "warmup_calls", "stop_reason", "samples_s", "sample_rep", "sample_round", "block_calls", "replicates",
+    "drift", "drift_tau", "drift_p", "drift_pct", "max_abs_diff", "parity_tol", "parity_ok", "prepare_s",
     "runtime_startup_s", "peak_mem_mb", "mem_kind", "throughput_samples_s", "throughput_tokens_s", "notes",
     "compilations", "recompilations", "label_agreement",
     # data-set studies: what one timed pass covers
@@ -195,83 +208,193 @@ def settings_hash(measure_settings: dict, parity_tolerance: float, seed: int) ->
     return hashlib.sha256(key.encode()).hexdigest()[:10]
 
 
-def _base_row(c: Config, study: str, profile: str, env: dict, settings: str) -> dict[str, Any]:
+def group_name(key: tuple) -> str:
+    """A group's key as text (results rows carry it; configurations with the same one are compared)."""
+    return "|".join("" if v is None else str(v) for v in key)
+
+
+def base_row(c: Config, *, study: str, profile: str, env: dict, settings: str, group_key: str,
+             group_id: str) -> dict[str, Any]:
     spec = models.spec(c.model)
     return {
         "study": study, "profile": profile, "config_key": c.key, **asdict(c), "task": spec.kind,
+        "group_key": group_key, "group_id": group_id,
         "env_fingerprint": env["fingerprint"], "settings_hash": settings, "git_commit": env.get("git_commit"),
         "status": "ok", "error": "", **dict.fromkeys(MEASURED_FIELDS),
     }
 
 
-def run_one(c: Config, *, study: str, profile: str, env: dict, measure_settings: dict,
-            parity_tolerance: dict[str, float], workloads: Workloads) -> dict[str, Any]:
-    """Measure one configuration and return its results row (never raises for a failed run)."""
-    tolerance = parity_tolerance[tolerance_key(c)]
-    row = _base_row(c, study, profile, env, settings_hash(measure_settings, tolerance, workloads.seed))
-    started = time.perf_counter()
-    try:
-        missing = _device_available(c.device)
-        if missing:
-            raise runtimes.RuntimeUnavailable(missing)
-        runtime = runtimes.get(c.variant)
-        startup_s = runtime.warm_up()  # untimed, once per process
-        w = workloads.workload(c, runtime.framework)
-        checked: dict[str, Any] = {}
-        # Eager's own first call gives the reference when it runs first on a shape, so that call stays cold.
-        eager_is_reference = c.variant == REFERENCE and not workloads.has_reference(c)
-        if not eager_is_reference:
-            workloads.reference(c)  # computed now, outside this configuration's memory and timing
+@dataclass
+class _Prepared:
+    """A configuration of the group, ready for rounds: its call (sync inside) and what its preparation gave."""
 
-        def check(output) -> None:
-            out = workloads.as_array(output, runtime, c)
-            if eager_is_reference:
-                workloads.set_reference(c, out)
-            checked.update(parity(out, workloads.reference(c), tolerance))
-            if prepared.compilations:
-                checked["compilations"] = prepared.compilations()
+    config: Config
+    runtime: runtimes.Runtime
+    workload: Any
+    prepared: runtimes.Prepared
+    call: Callable[[], Any]
+    row: dict
 
-        with runtime.context(), PeakMemory(c.device) as mem:
-            t0 = time.perf_counter()
-            prepared = runtime.prepare(w)
-            call = workloads.timed_call(prepared, c, w)
-            prepare_s = time.perf_counter() - t0
-            m = measure(call, sync=prepared.sync, after_first=check, **measure_settings)
-        row.update(m.to_row())
-        row.update(checked)
-        if prepared.compilations:  # graphs built after the first call: a retrace in steady state
-            row["recompilations"] = prepared.compilations() - checked["compilations"]
-        torch_allocator = mem.kind != "cuda_max_allocated" or (runtime.framework == "torch"
-                                                               and not c.variant.startswith("ort"))
-        row.update(
-            prepare_s=prepare_s,
-            runtime_startup_s=startup_s,
-            # On a GPU only PyTorch's allocator is read: TF and ONNX Runtime allocate outside it.
-            peak_mem_mb=mem.peak_mb if torch_allocator else None,
-            mem_kind=mem.kind if torch_allocator else "not tracked (allocator outside PyTorch)",
-            notes=prepared.notes,
-            **workloads.rates(c, w, m.median),
-        )
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:  # a failure is a result
-        row["status"], row["error"] = classify_failure(exc)
-        if c.device == "cuda" and row["status"] == "oom":
-            import torch
 
-            torch.cuda.empty_cache()  # let the next configuration start from a clean allocator
-    row["wall_s"] = time.perf_counter() - started
-    row["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+def _synced(call: Callable[[], Any], sync: Callable[[], Any] | None) -> Callable[[], Any]:
+    if sync is None:
+        return call
+
+    def timed():
+        out = call()
+        sync()
+        return out
+
+    return timed
+
+
+def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Workloads, tolerance: float,
+             stack: contextlib.ExitStack) -> _Prepared:
+    """Prepare one configuration, time its first call alone and check its output against eager PyTorch.
+
+    Memory is the configuration's own: the peak while it was prepared and first called, above the
+    process's resident size just before (models and variants prepared earlier are not counted).
+    """
+    missing = _device_available(c.device)
+    if missing:
+        raise runtimes.RuntimeUnavailable(missing)
+    startup_s = runtime.warm_up()  # untimed, once per process
+    w = workloads.workload(c, runtime.framework)
+    # Eager's own first call gives the reference when it runs first on a shape, so that call stays cold.
+    eager_is_reference = c.variant == REFERENCE and not workloads.has_reference(c)
+    if not eager_is_reference:
+        workloads.reference(c)  # computed now, outside this configuration's memory and timing
+    stack.enter_context(runtime.context())  # held while the group is timed
+    with PeakMemory(c.device) as mem:
+        t0 = time.perf_counter()
+        prepared = runtime.prepare(w)
+        call = _synced(workloads.timed_call(prepared, c, w), prepared.sync)
+        row["prepare_s"] = time.perf_counter() - t0
+        out, row["first_call_s"] = first_call(call)
+    array = workloads.as_array(out, runtime, c)
+    del out
+    if eager_is_reference:
+        workloads.set_reference(c, array)
+    row.update(parity(array, workloads.reference(c), tolerance))
+    if prepared.compilations:
+        row["compilations"] = prepared.compilations()
+    # On a GPU only PyTorch's allocator is read: TF and ONNX Runtime allocate outside it.
+    torch_allocator = mem.kind != "cuda_max_allocated" or (runtime.framework == "torch"
+                                                           and not c.variant.startswith("ort"))
+    row.update(runtime_startup_s=startup_s, notes=prepared.notes,
+               peak_mem_mb=mem.increase_mb if torch_allocator else None,
+               mem_kind=mem.kind if torch_allocator else "not tracked (allocator outside PyTorch)")
+    return _Prepared(c, runtime, w, prepared, call, row)
+
+
+def _fail(row: dict, exc: BaseException) -> dict:
+    row["status"], row["error"] = classify_failure(exc)
+    if row["device"] == "cuda" and row["status"] == "oom":
+        import torch
+
+        torch.cuda.empty_cache()  # let the next configuration start from a clean allocator
     return row
 
 
-def _progress(total: int, desc: str):
-    from tqdm import tqdm
+def group_budget(measure_settings: dict, n_configs: int) -> dict:
+    """The rounds' settings for a group of `n_configs`: the sampling budget is per configuration."""
+    m = dict(measure_settings)
+    m.pop("replicates", None)
+    m["budget_s"] = m["budget_s"] * n_configs
+    return m
 
-    # Under `studylib run` the terminal shows the bar (run.py watches the results table), so the executed
-    # notebook is not filled with progress lines; in JupyterLab the bar shows in the cell.
-    return tqdm(total=total, desc=desc, file=sys.stdout, ascii=True, mininterval=2.0, ncols=110, leave=True,
-                disable=os.environ.get("STUDYLIB_RUNNER") == "papermill")
+
+def measure_group(configs: list[Config], *, study: str, profile: str, env: dict, measure_settings: dict,
+                  parity_tolerance: dict[str, float], workloads: Workloads, group_key: str, group_id: str,
+                  replicate: int, seed: int = 0) -> list[dict]:
+    """Prepare every configuration of a group, then time them together in interleaved rounds.
+
+    Returns one row per configuration for this replicate (never raises for a failed configuration: a
+    failure is a row with its status and message). The first configuration is the group's baseline.
+    """
+    started = time.perf_counter()
+    ready: list[_Prepared] = []
+    rows: dict[str, dict] = {}
+    if any(c.variant.startswith("compile-") for c in configs):
+        from .runtimes.pytorch import reset_compiled
+
+        reset_compiled()  # every group compiles cold; variants within it share the (reset) dynamo cache
+    with contextlib.ExitStack() as stack:
+        for c in configs:
+            tolerance = parity_tolerance[tolerance_key(c)]
+            row = base_row(c, study=study, profile=profile, env=env, group_key=group_key, group_id=group_id,
+                           settings=settings_hash(measure_settings, tolerance, workloads.seed))
+            rows[c.key] = row
+            try:
+                ready.append(_prepare(c, row, runtime=runtimes.get(c.variant), workloads=workloads,
+                                      tolerance=tolerance, stack=stack))
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # a failure is a result
+                _fail(row, exc)
+        calls = {p.config.key: p.call for p in ready}
+        baseline = configs[0].key if configs[0].key in calls else None
+        rounds = measure_rounds(calls, baseline=baseline, seed=seed * 1000 + replicate,
+                                **group_budget(measure_settings, len(calls))) if calls else None
+        for p in ready:
+            row, key = p.row, p.config.key
+            if key in rounds.failed:
+                _fail(row, rounds.failed[key])
+                continue
+            xs = rounds.samples[key]
+            row.update(row_statistics(xs), samples_s=xs, sample_rep=[replicate] * len(xs),
+                       sample_round=list(range(len(xs))), block_calls=rounds.block[key], replicates=1,
+                       warmup_calls=rounds.warmup_calls, stop_reason=rounds.stop_reason)
+            if p.prepared.compilations:  # graphs built after the first call: a retrace in steady state
+                row["recompilations"] = p.prepared.compilations() - row["compilations"]
+            try:
+                row.update(workloads.rates(p.config, p.workload, row["median_s"]))
+            except Exception as exc:  # noqa: BLE001 - rates never drop a measurement
+                row["notes"] = f"{row['notes']}; rates failed: {type(exc).__name__}: {exc}".strip("; ")
+    elapsed = time.perf_counter() - started
+    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    for row in rows.values():
+        row.update(wall_s=elapsed / len(rows), timestamp=stamp)
+    return [rows[c.key] for c in configs]
+
+
+def combine(replicate_rows: list[list[dict]]) -> list[dict]:
+    """One row per configuration from its rows of every replicate (same group, same order).
+
+    Samples are pooled with their replicate and round ids; statistics are recomputed over all of them
+    (the CIs hierarchical). Cold costs (prepare, first call) are the median over replicates, memory and
+    parity differences the worst; a configuration that failed in any replicate is that failure.
+    """
+    out = []
+    for reps in zip(*replicate_rows):
+        row = dict(reps[0])
+        failed = [r for r in reps if r["status"] != "ok"]
+        if failed:
+            row = dict(failed[0])
+            if len(reps) > 1:
+                row["error"] = f"{row['error']} (in {len(failed)} of {len(reps)} replicates)"
+            out.append(row)
+            continue
+        xs = [x for r in reps for x in r["samples_s"]]
+        rep_ids = [i for r in reps for i in r["sample_rep"]]
+        row.update(row_statistics(xs, rep_ids), samples_s=xs, sample_rep=rep_ids,
+                   sample_round=[i for r in reps for i in r["sample_round"]], replicates=len(reps),
+                   first_call_s=float(np.median([r["first_call_s"] for r in reps])),
+                   prepare_s=float(np.median([r["prepare_s"] for r in reps])),
+                   wall_s=sum(r["wall_s"] for r in reps), timestamp=reps[-1]["timestamp"],
+                   stop_reason=",".join(dict.fromkeys(r["stop_reason"] for r in reps)),
+                   git_commit=",".join(dict.fromkeys(str(r["git_commit"]) for r in reps)))
+        for key, pick in (("max_abs_diff", max), ("peak_mem_mb", max), ("recompilations", sum),
+                          ("compilations", max), ("batched_vs_unbatched_max_diff", max)):
+            values = [r[key] for r in reps if r.get(key) is not None]
+            row[key] = pick(values) if values else None
+        row["parity_ok"] = all(r["parity_ok"] for r in reps)
+        median = row["median_s"]
+        for rate in ("throughput_samples_s", "throughput_tokens_s"):  # rates at the pooled median
+            if reps[0].get(rate) is not None:
+                row[rate] = reps[0][rate] * reps[0]["median_s"] / median
+        out.append(row)
+    return out
 
 
 def pending(configs: list[Config], *, table: ResultsTable, env: dict, measure_settings: dict,
@@ -284,30 +407,10 @@ def pending(configs: list[Config], *, table: ResultsTable, env: dict, measure_se
         latest.get(c.key), env["fingerprint"], settings_hash(measure_settings, parity_tolerance[tolerance_key(c)], seed))]
 
 
-def run(configs: list[Config], *, study: str, profile: str, env: dict, table: ResultsTable,
-        measure_settings: dict, parity_tolerance: dict[str, float], seed: int = 0, force: bool = False,
-        on_row: Callable[[dict], None] | None = None, workloads: Workloads | None = None) -> list[dict]:
-    """Measure every configuration not yet measured alike (all of them when forced); return the new rows.
-
-    A configuration counts as measured when the table holds an 'ok' row for it from the same environment
-    and the same measurement settings; failed rows are tried again.
-    """
-    todo = pending(configs, table=table, env=env, measure_settings=measure_settings,
-                   parity_tolerance=parity_tolerance, seed=seed, force=force)
-    workloads = workloads or Workloads(seed, cache_dir=paths.cache_dir(profile))
-    new_rows = []
-    bar = _progress(len(todo), f"{study} [{profile}]")
-    try:
-        for c in todo:
-            bar.set_postfix_str(f"{c.model} {c.variant} {c.dtype} b{c.batch_size}", refresh=False)
-            row = run_one(c, study=study, profile=profile, env=env, measure_settings=measure_settings,
-                          parity_tolerance=parity_tolerance, workloads=workloads)
-            table.append(row)
-            table.write_csv()
-            new_rows.append(row)
-            if on_row:
-                on_row(row)
-            bar.update(1)
-    finally:
-        bar.close()
-    return new_rows
+def groups_to_measure(configs: list[Config], todo: list[Config], group_by: Callable[[Config], tuple]) -> dict[str, list[Config]]:
+    """Every group with a configuration to measure, whole: its variants are only compared in shared rounds."""
+    groups: dict[str, list[Config]] = {}
+    for c in configs:
+        groups.setdefault(group_name(group_by(c)), []).append(c)
+    wanted = {group_name(group_by(c)) for c in todo}
+    return {k: v for k, v in groups.items() if k in wanted}

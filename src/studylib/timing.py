@@ -1,11 +1,25 @@
-"""Timing: `measure(fn)` runs a callable to steady state and returns a Measurement.
+"""Timing: the variants of one group are timed together, in interleaved rounds.
 
-The first call is timed on its own (compile, trace and export land there, never in steady state).
-Every timed call runs `sync` inside the timed region, so asynchronous devices are waited for.
+Machines drift (neighbours, turbo, thermals) over tens of seconds. Timing all of A, then all of B
+confounds that drift with the difference between A and B. `measure_rounds` instead calls every variant
+once per round, in a fresh random order each round, so drift common to a round cancels in the
+per-round ratios that speed-ups are computed from (see stats.speedup).
+
+- Only steady state is timed: the first call (compile, trace, XLA build) is timed on its own before
+  (`first_call`), then `warmup_calls` untimed calls per variant.
+- Each callable must wait for its device before returning (the caller wraps sync into it), so the wait
+  is inside the timed region.
+- A call shorter than `block_s` is repeated in a block within its turn; the sample is the block's time
+  per call, so the clock's resolution and the harness's overhead stay small against what is measured.
+- Python's garbage collector is off while rounds run (young objects are collected between rounds).
+- Rounds go on for at least `min_rounds` and `min_time_s`, then stop when every median and every
+  speed-up over the baseline is within `target_ci_pct` (checked at growing round counts), when
+  `budget_s` is spent, or at `max_rounds`.
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from dataclasses import dataclass, field
@@ -15,133 +29,159 @@ import numpy as np
 
 from . import stats
 
-STOP_PRECISION = "precision"  # CI half-width reached the target share of the median
-STOP_BUDGET = "budget"  # the configuration's time budget was spent
-STOP_MAX_SAMPLES = "max_samples"
-
-
-@dataclass(frozen=True)
-class Speedup:
-    """median(baseline)/median(candidate) with its 95% bootstrap CI; above 1 means faster."""
-
-    ratio: float
-    ci_low: float
-    ci_high: float
-
-    @property
-    def significant(self) -> bool:
-        """True when the CI excludes 1 (no difference)."""
-        return self.ci_low > 1 or self.ci_high < 1
+STOP_PRECISION = "precision"  # every median's and every speed-up's CI half-width reached the target
+STOP_BUDGET = "budget"  # the group's time budget was spent
+STOP_MAX_ROUNDS = "max_rounds"
+MAX_BLOCK = 10_000
 
 
 @dataclass
-class Measurement:
-    """Every steady-state sample (seconds), the cold first call, and the statistics derived from them."""
+class Rounds:
+    """Per-call seconds of every variant, one sample per round (a round's samples were taken together)."""
 
-    samples: list[float]
-    first_call: float
-    warmup_calls: int
+    samples: dict[str, list[float]]
+    block: dict[str, int]  # calls per sample
     stop_reason: str
-    ci_low: float = field(init=False)
-    ci_high: float = field(init=False)
+    elapsed_s: float
+    warmup_calls: int
+    failed: dict[str, BaseException] = field(default_factory=dict)  # variants whose call raised during timing
 
-    def __post_init__(self):
-        if not self.samples:
-            raise ValueError("a Measurement needs at least one sample")
-        self._summary = stats.summarize(self.samples)
-        self.ci_low, self.ci_high = stats.median_ci(self.samples)
-
-    n = property(lambda self: len(self.samples))
-    median = property(lambda self: self._summary["median"])
-    mean = property(lambda self: self._summary["mean"])
-    p90 = property(lambda self: self._summary["p90"])
-    p99 = property(lambda self: self._summary["p99"])
-    iqr = property(lambda self: self._summary["iqr"])
-    cv = property(lambda self: self._summary["cv"])
-
-    def speedup_over(self, baseline: Measurement) -> Speedup:
-        """How many times faster this is than `baseline`, with a CI."""
-        return Speedup(*stats.speedup_ci(baseline.samples, self.samples))
-
-    def to_row(self) -> dict[str, Any]:
-        """Flat statistics for a results row, units in the names."""
-        return {
-            "n": self.n, "median_s": self.median, "mean_s": self.mean, "p90_s": self.p90, "p99_s": self.p99,
-            "iqr_s": self.iqr, "cv": self.cv, "ci_low_s": self.ci_low, "ci_high_s": self.ci_high,
-            "first_call_s": self.first_call, "warmup_calls": self.warmup_calls, "stop_reason": self.stop_reason,
-            "samples_s": list(self.samples),
-        }
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Measurement:
-        return cls(list(row["samples_s"]), row["first_call_s"], row["warmup_calls"], row["stop_reason"])
-
-    def __repr__(self) -> str:
-        return (f"Measurement(median={self.median * 1e3:.4g} ms, 95% CI [{self.ci_low * 1e3:.4g}, "
-                f"{self.ci_high * 1e3:.4g}] ms, cv={self.cv:.1%}, n={self.n}, first_call={self.first_call:.4g} s, "
-                f"stopped on {self.stop_reason})")
+    @property
+    def rounds(self) -> int:
+        return max((len(s) for s in self.samples.values()), default=0)
 
 
-def measure(
-    fn: Callable[[], Any],
-    *,
-    sync: Callable[[], Any] | None = None,
-    warmup_calls: int = 3,
-    min_samples: int = 10,
-    max_samples: int = 2000,
-    target_ci_pct: float = 2.0,
-    budget_s: float = 5.0,
-    after_first: Callable[[Any], Any] | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-) -> Measurement:
-    """Time `fn` to steady state.
-
-    The first call is timed alone; `after_first(output)` then runs untimed (the parity check), then
-    `warmup_calls` untimed calls. Samples are taken until the median's 95% CI half-width is within
-    `target_ci_pct` of the median (checked at growing sample counts), `budget_s` of sampling is spent,
-    or `max_samples` is reached; never fewer than `min_samples`.
-    """
+def first_call(fn: Callable[[], Any], *, clock: Callable[[], float] = time.perf_counter) -> tuple[Any, float]:
+    """Run `fn` once, cold, and time it: (output, seconds). Compile, trace and XLA builds land here."""
     t0 = clock()
     out = fn()
-    if sync is not None:
-        sync()
-    first_call = clock() - t0
-    if after_first is not None:
-        after_first(out)
-    del out
-    for _ in range(warmup_calls):
-        fn()
-        if sync is not None:
-            sync()
+    return out, clock() - t0
 
-    samples: list[float] = []
-    next_check = min_samples
-    loop_start = clock()
-    while True:
-        t0 = clock()
-        fn()
-        if sync is not None:
-            sync()
-        t1 = clock()
-        samples.append(t1 - t0)
-        n = len(samples)
-        if n < min_samples:
-            continue
-        at_limit = n >= max_samples or t1 - loop_start >= budget_s
-        if at_limit or n >= next_check:
-            # The same CI as the Measurement will report, so 'precision' always means the target was met.
-            lo, hi = stats.median_ci(samples)
-            if (hi - lo) / 2 <= target_ci_pct / 100 * float(np.median(samples)):
-                reason = STOP_PRECISION
+
+def _half_width_ok(values: np.ndarray, target: float) -> bool:
+    lo, hi, _ = stats.order_stat_ci(values)
+    return (hi - lo) / 2 <= target
+
+
+def precise_enough(samples: dict[str, list[float]], baseline: str | None, target_ci_pct: float) -> bool:
+    """Whether every median's CI, and every variant's per-round speed-up CI over `baseline`, is within target."""
+    target = target_ci_pct / 100
+    for name, xs in samples.items():
+        x = np.asarray(xs)
+        if not _half_width_ok(x / np.median(x), target):
+            return False
+        if baseline is not None and name != baseline:
+            logs = np.log(np.asarray(samples[baseline])) - np.log(x)
+            if not _half_width_ok(logs, math.log1p(target)):
+                return False
+    return True
+
+
+def measure_rounds(
+    calls: dict[str, Callable[[], Any]],
+    *,
+    baseline: str | None = None,
+    warmup_calls: int = 2,
+    min_rounds: int = 10,
+    max_rounds: int = 500,
+    min_time_s: float = 0.0,
+    target_ci_pct: float = 2.0,
+    budget_s: float = 30.0,
+    block_s: float = 0.0,
+    seed: int = 0,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Rounds:
+    """Time every callable of `calls` in interleaved rounds (see the module's docstring).
+
+    `baseline` names the variant the others' speed-ups are taken over (for the precision rule). A call
+    that raises drops its variant from later rounds; it is reported in `Rounds.failed`.
+    """
+    names = list(calls)
+    failed: dict[str, BaseException] = {}
+    per_call: dict[str, float] = {}
+    for name in names:  # untimed warm-up; the last call calibrates the block size
+        try:
+            for _ in range(max(warmup_calls, 1 if block_s > 0 else 0)):
+                t0 = clock()
+                calls[name]()
+                per_call[name] = clock() - t0
+        except Exception as exc:  # noqa: BLE001 - a failure is a result
+            failed[name] = exc
+    live = [n for n in names if n not in failed]
+    block = {n: min(MAX_BLOCK, max(1, math.ceil(block_s / per_call[n]))) if block_s > 0 and per_call.get(n, 0) > 0
+             else 1 for n in live}
+    samples: dict[str, list[float]] = {n: [] for n in live}
+    rng = np.random.default_rng(seed)
+    reason = STOP_MAX_ROUNDS
+    next_check = min_rounds
+    gc_was_on = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    start = clock()
+    try:
+        while live:
+            for i in rng.permutation(len(live)):
+                name = live[i]
+                fn, b = calls[name], block[name]
+                try:
+                    t0 = clock()
+                    for _ in range(b):
+                        fn()
+                    samples[name].append((clock() - t0) / b)
+                except Exception as exc:  # noqa: BLE001
+                    failed[name] = exc
+            if any(n in failed for n in live):
+                live = [n for n in live if n not in failed]
+                for n in list(samples):
+                    if n in failed:
+                        del samples[n]
+            gc.collect(0)
+            rounds, elapsed = len(samples[live[0]]) if live else 0, clock() - start
+            if rounds < min_rounds or elapsed < min_time_s:
+                if elapsed >= budget_s * 4 and rounds >= min(min_rounds, 6):
+                    reason = STOP_BUDGET  # far beyond budget: a call is much slower than planned
+                    break
+                continue
+            if rounds >= next_check or elapsed >= budget_s:
+                base = baseline if baseline in samples else None
+                if precise_enough(samples, base, target_ci_pct):
+                    reason = STOP_PRECISION
+                    break
+                next_check = max(rounds + 1, math.ceil(rounds * 1.25))
+            if elapsed >= budget_s:
+                reason = STOP_BUDGET
                 break
-            if at_limit:
-                reason = STOP_MAX_SAMPLES if n >= max_samples else STOP_BUDGET
+            if rounds >= max_rounds:
+                reason = STOP_MAX_ROUNDS
                 break
-            next_check = max(n + 1, math.ceil(n * 1.25))
-    return Measurement(samples, first_call, warmup_calls, reason)
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return Rounds(samples, block, reason, clock() - start, warmup_calls, failed)
 
 
-def harness_overhead(budget_s: float = 0.2) -> Measurement:
-    """Time a no-op: the per-call cost the harness itself adds to every sample."""
-    return measure(lambda: None, warmup_calls=10, min_samples=1000, max_samples=5000, target_ci_pct=1.0,
-                   budget_s=budget_s)
+@dataclass(frozen=True)
+class Overhead:
+    """The harness's own cost per timed sample (a no-op timed in rounds): median and its 95% CI."""
+
+    median: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+
+def harness_overhead(budget_s: float = 0.2) -> Overhead:
+    """Time a no-op the way every sample is timed: the cost the harness adds to each."""
+    r = measure_rounds({"no-op": lambda: None}, warmup_calls=10, min_rounds=200, max_rounds=2000,
+                       target_ci_pct=1.0, budget_s=budget_s)
+    x = r.samples["no-op"]
+    lo, hi = stats.median_ci(x)
+    return Overhead(float(np.median(x)), lo, hi, len(x))
+
+
+def row_statistics(samples, replicates=None) -> dict[str, Any]:
+    """The statistics every results row carries, units in the names: median with its CI, spread, drift."""
+    s = stats.summarize(samples)
+    lo, hi = stats.median_ci(samples, replicates)
+    return {"n": len(samples), "median_s": s["median"], "mean_s": s["mean"], "p90_s": s["p90"], "p99_s": s["p99"],
+            "iqr_s": s["iqr"], "cv": s["cv"], "ci_low_s": lo, "ci_high_s": hi, **stats.drift(samples, replicates)}

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from .base import Prepared, Runtime, RuntimeUnavailable
 from .onnxrt import OnnxRuntime
-from .pytorch import TorchCompiled, TorchDynamicInt8, TorchEager, TorchScript
+from .pytorch import TorchCompiled, TorchDynamicInt8, TorchEager, TorchEagerCopy, TorchScript
 from .tensorflow import TFEager, TFFunction
 
 REGISTRY: dict[str, Runtime] = {
     r.name: r
     for r in [
         TorchEager(),
+        TorchEagerCopy(),
         TorchCompiled("default"),
         TorchCompiled("reduce-overhead"),
         TorchCompiled("max-autotune"),

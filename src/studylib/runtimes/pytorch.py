@@ -32,8 +32,31 @@ class TorchEager(_Torch):
     name = "eager"
 
     def prepare(self, workload) -> Prepared:
-        module, inputs = workload.module, workload.inputs
-        return Prepared(module, workload.inputs, torch_sync(workload.device))
+        return Prepared(workload.module, workload.inputs, torch_sync(workload.device))
+
+
+class TorchEagerCopy(TorchEager):
+    """The A/A control: eager PyTorch on a second, independently allocated copy of the model and inputs.
+
+    It runs the same code as `eager`; any difference the study reports between the two is noise, so
+    how often they come out "significantly different" is the study's false-positive rate.
+    """
+
+    name = "eager-aa"
+
+    def prepare(self, workload) -> Prepared:
+        import copy
+
+        module = copy.deepcopy(workload.module)
+        inputs = tuple(x.clone() for x in workload.inputs)
+        return Prepared(module, inputs, torch_sync(workload.device), adapt=lambda batch: tuple(x.clone() for x in batch))
+
+
+def reset_compiled() -> None:
+    """Forget every compiled graph (dynamo's caches): the next torch.compile of any module starts cold."""
+    import torch
+
+    torch._dynamo.reset()
 
 
 def _fresh_inductor_cache():
@@ -47,8 +70,10 @@ def _fresh_inductor_cache():
 class TorchCompiled(_Torch):
     """torch.compile in one mode. Compilation happens in the first call, which `measure` times alone.
 
-    Every configuration compiles cold: dynamo is reset and Inductor gets an empty cache, so no kernel
-    compiled for an earlier configuration is reused. Inductor's one-time process start-up (imports,
+    Every configuration compiles cold: dynamo is reset at the start of each group (`reset_compiled`)
+    and each compile gets an empty Inductor cache, so no kernel compiled for an earlier configuration
+    is reused. Modes of one group compile side by side (dynamo keeps one entry per mode) and are timed
+    interleaved. Inductor's one-time process start-up (imports,
     worker pool, toolchain checks) is paid once, untimed, in `warm_up`, so it does not land on
     whichever configuration happens to run first.
     """
@@ -84,7 +109,6 @@ class TorchCompiled(_Torch):
 
         if not hasattr(torch, "compile"):
             raise RuntimeUnavailable(f"torch {torch.__version__} has no torch.compile")
-        torch._dynamo.reset()
         compiled = torch.compile(workload.module, mode=None if self.mode == "default" else self.mode)
         notes = ""
         if self.mode == "reduce-overhead" and workload.device != "cuda":

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-# A speed-up whose whole 95% CI lies within [1/EQUIVALENCE, EQUIVALENCE] counts as "about equal".
+from .. import stats
+from ..sweep import AA, REFERENCE
+
+# A speed-up whose whole 95% CI lies within [1/EQUIVALENCE, EQUIVALENCE] counts as "about equal"; where the
+# A/A control shows the machine's noise is wider than that, the band widens to it (see noise_band).
 EQUIVALENCE = 1.05
 
 
@@ -24,9 +29,10 @@ def describe_ci(row) -> str:
     return f"{row['speedup']:.2f}× (95% CI {row['ci_low']:.2f}–{row['ci_high']:.2f}×)"
 
 
-def classify(ci_low: float, ci_high: float) -> str:
-    """'equal' (CI inside ±5%), 'faster' or 'slower' (CI beyond 1 and not inside the band), else 'unclear'."""
-    if 1 / EQUIVALENCE <= ci_low and ci_high <= EQUIVALENCE:
+def classify(ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> str:
+    """'equal' (CI inside ±band, 5% unless the A/A noise is wider), 'faster' or 'slower' (CI beyond 1 and not
+    inside the band), else 'unclear'."""
+    if 1 / band <= ci_low and ci_high <= band:
         return "equal"
     if ci_low > 1:
         return "faster"
@@ -35,15 +41,15 @@ def classify(ci_low: float, ci_high: float) -> str:
     return "unclear"
 
 
-def _counts(classes: list[str]) -> str:
+def _counts(classes: list[str], band: float = EQUIVALENCE) -> str:
     n = len(classes)
-    return (f"equal within ±5% in {classes.count('equal')}, faster in {classes.count('faster')}, "
+    return (f"equal within ±{band - 1:.0%} in {classes.count('equal')}, faster in {classes.count('faster')}, "
             f"slower in {classes.count('slower')}, unclear in {classes.count('unclear')} of {n}")
 
 
-def verdict(speedups: pd.DataFrame, claim: str) -> str:
+def verdict(speedups: pd.DataFrame, claim: str, band: float = EQUIVALENCE) -> str:
     """Whether measured speed-ups (ci_low, ci_high columns) support '≈ equal' or 'faster'."""
-    classes = [classify(lo, hi) for lo, hi in zip(speedups.ci_low, speedups.ci_high)]
+    classes = [classify(lo, hi, band) for lo, hi in zip(speedups.ci_low, speedups.ci_high)]
     want = {"≈ equal": "equal", "faster": "faster"}[claim]
     hits = classes.count(want)
     if hits == len(classes):
@@ -54,13 +60,72 @@ def verdict(speedups: pd.DataFrame, claim: str) -> str:
         word = "inconclusive"
     else:
         word = "mixed"
-    return f"{word} ({_counts(classes)})"
+    return f"{word} ({_counts(classes, band)})"
 
 
-def speedup_verdict(speedups: list) -> str:
+def speedup_verdict(speedups: list, band: float = EQUIVALENCE) -> str:
     """Verdict on a claim that the candidate is faster, from Speedup objects."""
     return verdict(pd.DataFrame({"ci_low": [s.ci_low for s in speedups], "ci_high": [s.ci_high for s in speedups]}),
-                   "faster")
+                   "faster", band)
+
+
+AA_COLUMNS = ["group_key", "shape", "speedup", "ci_low", "ci_high", "significant"]
+
+
+def aa_control(df: pd.DataFrame, shape_columns: list[str]) -> pd.DataFrame:
+    """The A/A control at every shape: eager-aa (an independent copy of eager) over eager, with its CI.
+
+    Both run the same code, so a CI that excludes 1 is a false positive of the method.
+    """
+    ok = df[(df.status == "ok") & df.variant.isin([REFERENCE, AA])]
+    out = []
+    for _, g in ok.groupby([c for c in shape_columns if c in ok], dropna=False, sort=False):
+        by = {r.variant: r for _, r in g.iterrows()}
+        if REFERENCE in by and AA in by:
+            s = stats.speedup(by[REFERENCE], by[AA])
+            out.append({"group_key": by[AA].get("group_key"), "shape": _shape_text(by[AA], shape_columns),
+                        "speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high, "significant": s.significant})
+    return pd.DataFrame(out, columns=AA_COLUMNS)
+
+
+def _shape_text(row, columns: list[str]) -> str:
+    return " ".join(f"{c.replace('_size', '').replace('_len', '')} {row[c]}" for c in columns
+                    if c in row and pd.notna(row[c]) and c not in ("data",))
+
+
+def noise_band(aa: pd.DataFrame) -> float:
+    """The 'equal' band: ±5%, or the largest A/A ratio's distance from 1 where the machine's noise is wider."""
+    if not len(aa):
+        return EQUIVALENCE
+    spread = float(np.exp(np.abs(np.log(aa.speedup.astype(float))).max()))
+    return max(EQUIVALENCE, spread)
+
+
+def aa_finding(aa: pd.DataFrame) -> str:
+    """The A/A control in one sentence: false-positive rate and the noise floor it implies."""
+    if not len(aa):
+        return "No A/A control was measured (eager-aa did not run), so this page cannot show its false-positive rate."
+    fp = int(aa.significant.sum())
+    band = noise_band(aa)
+    floor = (f"the 'equal' band widens to ±{band - 1:.1%}" if band > EQUIVALENCE
+             else f"within the fixed ±{EQUIVALENCE - 1:.0%} band used for 'equal'")
+    return (f"**A/A control** (eager-aa, an independently prepared copy of eager, timed like any variant): called "
+            f"different from eager in {fp} of {len(aa)} shapes (false-positive rate {fp / len(aa):.0%}; 5% expected); "
+            f"A/A ratios {aa.speedup.min():.3f}–{aa.speedup.max():.3f}×, CIs as wide as "
+            f"{aa.ci_low.min():.3f}–{aa.ci_high.max():.3f}× — the machine's noise floor, {floor}.")
+
+
+def drift_finding(df: pd.DataFrame) -> str | None:
+    """How many configurations' samples trend over their order (a drifting machine), or None if no column."""
+    ok = df[df.status == "ok"]
+    if "drift" not in ok or not len(ok):
+        return None
+    flagged = ok[ok.drift.fillna(False).astype(bool)]
+    if not len(flagged):
+        return f"Drift: no configuration's samples trend over the rounds (Kendall test, p < {stats.DRIFT_P})."
+    return (f"Drift: {len(flagged)} of {len(ok)} configurations' samples trend over the rounds (Kendall test, "
+            f"p < {stats.DRIFT_P}; changes {flagged.drift_pct.min():+.0%} to {flagged.drift_pct.max():+.0%} over a "
+            f"replicate). Speed-ups pair rounds, so drift common to a round cancels; medians carry it in their CIs.")
 
 
 def failures_and_noise(df: pd.DataFrame, where) -> list[str]:
@@ -96,6 +161,9 @@ def add_timing_columns(df: pd.DataFrame, median_label: str = "median") -> pd.Dat
     t["CV"] = fmt_or_blank(t.cv, ".1%")
     t["n"] = t.n.astype("Int64")
     t["max |Δ|"] = fmt_or_blank(t.max_abs_diff, ".1e")
+    t["drift"] = [("↗" if p > 0 else "↘") + f" {p:+.0%}" if d is True else "" for d, p in
+                  zip(t.get("drift", pd.Series([None] * len(t), index=t.index)),
+                      t.get("drift_pct", pd.Series([0.0] * len(t), index=t.index)).fillna(0.0))]
     return t
 
 
@@ -106,6 +174,6 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     t["first call"] = t.first_call_s.map(lambda v: (fmt_ms(v) if v < 1 else f"{v:.1f} s") if pd.notna(v) else "")
     t["samples/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
     t["peak MB"] = fmt_or_blank(t.peak_mem_mb, ",.0f")
-    cols = ["model", "dtype", "size", "batch_size", "variant", "status", "median", "95% CI", "CV", "n",
+    cols = ["model", "dtype", "size", "batch_size", "variant", "status", "median", "95% CI", "CV", "n", "drift",
             "first call", "samples/s", "peak MB", "max |Δ|", "parity_ok", "error"]
     return t[[c for c in cols if c in t]]

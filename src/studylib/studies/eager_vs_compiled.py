@@ -7,11 +7,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from .. import models
-from ..sweep import REFERENCE, Config
-from ..timing import Measurement
-from .common import (describe_ci, fmt_or_blank, fmt_x, latency_table,  # noqa: F401 (notebook uses latency_table)
-                     size_label, speedup_verdict, verdict)
+from .. import models, stats
+from ..sweep import AA, REFERENCE, Config
+from .common import (aa_control, aa_finding, describe_ci, drift_finding, fmt_or_blank, fmt_x,  # noqa: F401
+                     latency_table, noise_band, size_label, speedup_verdict, verdict)
 
 NOTEBOOK = "01_eager_vs_compiled"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
@@ -19,8 +18,8 @@ NOISY_CV = 0.10  # above this coefficient of variation a configuration's timing 
 
 
 def configs(section, *, device: str, threads: int) -> list[Config]:
-    """Every configuration, grouped by model and dtype, eager first within each shape."""
-    variants = [REFERENCE] + [v for v in section.variants if v != REFERENCE]
+    """Every configuration, grouped by model and dtype, eager first within each shape, then its A/A copy."""
+    variants = [REFERENCE, AA] + [v for v in section.variants if v not in (REFERENCE, AA)]
     out = []
     for model in section.models:
         kind = models.spec(model).kind
@@ -33,24 +32,27 @@ def configs(section, *, device: str, threads: int) -> list[Config]:
 
 
 def estimate_s(c: Config, measure: dict, speed: float = 1.0) -> float:
-    """A rough wall-time guess for `plan`: compile + warm-up + sampling budget.
+    """A rough wall-time guess for `plan`: per replicate, compile + first call, warm-up and the minimum rounds.
 
     Per-call costs are calibrated on 2 CPU cores; `speed` is the machine's guessed speed relative to that.
     """
     big = not c.model.endswith("tiny")
-    compile_s = 0.0 if c.variant == REFERENCE else (12.0 if big else 4.0) * (1.3 if "autotune" in c.variant else 1)
+    compiled = c.variant.startswith("compile-")
+    compile_s = (12.0 if big else 4.0) * (1.3 if "autotune" in c.variant else 1) if compiled else 0.0
     per_call = (0.1 if big else 0.002) * c.batch_size * (1 if c.image_size is None and c.seq_len is None
                                                            else ((c.seq_len or 128) / 128))
-    return compile_s + per_call / speed * (1 + measure["warmup_calls"] + measure["min_samples"]) + measure["budget_s"]
+    calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
+    return measure["replicates"] * (compile_s + max(per_call / speed, measure["block_s"]) * calls
+                                    + measure["min_time_s"] / 5)
 
 
 SPEEDUP_COLUMNS = [*SHAPE_COLUMNS, "variant", "status", "error", "speedup", "ci_low", "ci_high", "significant",
                    "eager_median_s", "median_s", "compile_s", "break_even_calls", "max_abs_diff", "parity_ok"]
 
 
-def _ratio(base: pd.Series, candidate: pd.Series):
-    """Speed-up of `candidate` over `base` (two ok results rows), with its bootstrap CI."""
-    return Measurement.from_row(candidate).speedup_over(Measurement.from_row(base))
+def _ratio(base: pd.Series, candidate: pd.Series) -> stats.Speedup:
+    """Speed-up of `candidate` over `base` (two ok results rows), paired by round where they shared rounds."""
+    return stats.speedup(base, candidate)
 
 
 def break_even_calls(*, prepare_s: float, first_call_s: float, median_s: float, eager_median_s: float) -> float:
@@ -98,7 +100,9 @@ def _where(row) -> str:
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    lines = []
+    aa = aa_control(df, SHAPE_COLUMNS)
+    lines = [aa_finding(aa)]
+    sp = sp[sp.variant != AA]
     ok = sp[sp.speedup.notna()]
     for variant, g in ok.groupby("variant", sort=False):
         faster, slower = int((g.ci_low > 1).sum()), int((g.ci_high < 1).sum())
@@ -145,7 +149,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         lines.append("No configuration failed.")
     if len(measured):
         noisy = measured.loc[measured.cv.astype(float).idxmax()]
-        budget = int((measured.stop_reason == "budget").sum())
+        budget = int(measured.stop_reason.str.contains("budget").sum())
         lines.append(
             f"Noise: CV ranged {measured.cv.min():.1%}–{measured.cv.max():.1%} (noisiest: {noisy['variant']} "
             f"{_where(noisy)}); {budget} of {len(measured)} configurations hit their time budget before reaching "
@@ -156,7 +160,8 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
             lines.append(f"**{len(unstable)} configuration(s) are unstable (CV above {NOISY_CV:.0%})**: "
                          + ", ".join(f"{r['variant']} {_where(r)}" for _, r in unstable.iterrows())
                          + ". The machine was likely busy; their medians and speed-ups carry wide CIs.")
-    return lines
+    drift = drift_finding(df)
+    return lines + ([drift] if drift else [])
 
 
 def _vision(frame: pd.DataFrame) -> pd.DataFrame:
@@ -164,8 +169,11 @@ def _vision(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """Seed 004's (ResNet) and seed 002's claims beside what this run measured, with CI-based verdicts."""
+    """Seed 004's (ResNet) and seed 002's claims beside what this run measured, with CI-based verdicts.
+
+    'About equal' means a CI inside ±5%, or inside the A/A control's noise floor where that is wider."""
     rows = []
+    band = noise_band(aa_control(df, SHAPE_COLUMNS))
     vis = _vision(sp[(sp.variant == "compile-default") & sp.speedup.notna()])
     for batch in (1, 8):
         g = vis[vis.batch_size == batch]
@@ -174,7 +182,7 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
             "claim": f"eager and torch.compile run equally fast at batch {batch}",
             "this run": "; ".join(f"{r['model']} {r['dtype']}: {describe_ci(r)}" for _, r in g.iterrows())
                         or "not measured",
-            "verdict": verdict(g, "≈ equal") if len(g) else "not measured in this profile",
+            "verdict": verdict(g, "≈ equal", band) if len(g) else "not measured in this profile",
         })
 
     trend = []
@@ -207,7 +215,7 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
         rows.append({"seed": "004", "claim": f"at large batch, compiled {half} beats compiled fp32",
                      "this run": "; ".join(f"{m} b{b}: {half} {s.ratio:.2f}× (95% CI {s.ci_low:.2f}–{s.ci_high:.2f}×) "
                                            f"the speed of fp32" for m, b, s in pairs),
-                     "verdict": speedup_verdict([s for _, _, s in pairs])})
+                     "verdict": speedup_verdict([s for _, _, s in pairs], band)})
 
     ok = df[df.status == "ok"]
     ro, de = ok[ok.variant == "compile-reduce-overhead"], ok[ok.variant == "compile-default"]
@@ -218,7 +226,7 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
         rows.append({"seed": "002 (A100)", "claim": "use mode=\"reduce-overhead\" for inference",
                      "this run": f"reduce-overhead over default ({on}), per shape: "
                                  + ", ".join(f"{s.ratio:.2f}×" for s in matched),
-                     "verdict": speedup_verdict(matched)})
+                     "verdict": speedup_verdict(matched, band)})
     rows.append({"seed": "004", "claim": "ONNX Runtime is ahead of PyTorch 2.0 at small batch",
                  "this run": "not measured in this study", "verdict": "re-examined in study 03 (ONNX Runtime)"})
     return pd.DataFrame(rows)
@@ -226,7 +234,7 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
 
 def compile_table(sp: pd.DataFrame) -> pd.DataFrame:
     """Compile cost, speed-up and break-even calls per compiled configuration."""
-    t = sp.copy()
+    t = sp[sp.variant != AA].copy()
     t["size"] = t.apply(size_label, axis=1) if len(t) else []
     t["compile (s)"] = fmt_or_blank(t.compile_s, ".1f")
     t["speed-up (95% CI)"] = [describe_ci(r) if pd.notna(r["speedup"]) else r["status"] for _, r in t.iterrows()]

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 
 from .. import dataset, stats
-from ..sweep import REFERENCE, Config
-from .common import add_timing_columns, classify, describe_ci, failures_and_noise, fmt_ms, fmt_or_blank, fmt_x
+from ..sweep import AA, REFERENCE, Config
+from .common import (aa_control, aa_finding, add_timing_columns, classify, describe_ci, drift_finding,
+                     failures_and_noise, fmt_ms, fmt_or_blank, fmt_x, noise_band)
 
 NOTEBOOK = "03_onnx_batching"
 STRATEGY = "unsorted"  # the texts in the given order, as seed 003 fed them
@@ -20,12 +21,18 @@ MAGNITUDE = 1.10  # a CI overlapping claim/1.1 … claim×1.1 counts as the same
 
 
 def configs(section, *, device: str, threads: int) -> list[Config]:
-    """Every configuration: model × dtype × batch size × variant, eager first at each batch size."""
-    variants = [REFERENCE] + [v for v in section.variants if v != REFERENCE]
+    """Every configuration: model × dtype × batch size × variant, eager and its A/A copy first at each batch size."""
+    variants = [REFERENCE, AA] + [v for v in section.variants if v not in (REFERENCE, AA)]
     tag = dataset.data_tag(section.corpus, section.max_length)
     return [Config(model, v, dtype, batch, device, threads, seq_len=section.max_length, strategy=STRATEGY, data=tag)
             for model in section.models for dtype in section.dtypes for batch in section.batch_sizes
             for v in variants]
+
+
+def group_by(c: Config) -> tuple:
+    """Every runtime at every batch size over the same texts is timed in the same rounds: comparisons across
+    batch sizes (each variant over eager at batch 1) pair round by round too."""
+    return (c.model, c.dtype, c.device, c.data)
 
 
 # Rough per-token cost (s) of eager PyTorch on 2 CPU cores, by model, for `plan`.
@@ -34,14 +41,14 @@ _TOKEN_S = {"roberta-base-classifier": 0.7e-3, "distilroberta-classifier": 0.35e
 
 def estimate_s(c: Config, measure: dict, speed: float = 1.0, *, mean_tokens: float = 45.0,
                waste: float | None = None) -> float:
-    """A rough wall-time guess for `plan`: passes (first + warm-up + minimum samples) over the data set."""
+    """A rough wall-time guess for `plan`: passes (first + warm-up + minimum rounds) over the data set, per replicate."""
     n = int(re.search(r":n(\d+):", c.data).group(1))
     waste = waste if waste is not None else min(0.8, 0.25 * np.log2(c.batch_size)) if c.batch_size > 1 else 0.0
     per_token = _TOKEN_S.get(c.model, 1e-5) * {"torch-int8": 0.7, "ort-int8": 0.5, "ort": 0.8,
                                               "ort-optimized": 0.7}.get(c.variant, 1.0)
     per_pass = n * mean_tokens / (1 - waste) * per_token + n / c.batch_size * 0.005
     export = 10.0 if c.variant.startswith("ort") and c.model in _TOKEN_S else 0.0
-    return export + per_pass / speed * (1 + measure["warmup_calls"] + measure["min_samples"])
+    return measure["replicates"] * (export + per_pass / speed * (1 + measure["warmup_calls"] + measure["min_rounds"]))
 
 
 def per_sample(df: pd.DataFrame) -> pd.DataFrame:
@@ -68,7 +75,7 @@ def _pairs(df: pd.DataFrame, baseline, candidate_filter=None) -> pd.DataFrame:
         rec = {k: r[k] for k in ("model", "dtype", "variant", "batch_size", "status", "error")}
         if r.status == "ok" and base_key in ok.index:
             b = ok.loc[base_key]
-            ratio, lo, hi = stats.speedup_ci(b.samples_s, r.samples_s)
+            ratio, lo, hi = stats.speedup(b, r)
             rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi, "baseline": base_key[2], "baseline_batch": base_key[3]}
         elif r.status == "ok":
             rec |= {"status": "baseline missing", "error": f"no ok {base_key[2]} row at batch {base_key[3]}"}
@@ -134,7 +141,11 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    lines = []
+    aa = aa_control(df, ["model", "dtype", "batch_size"])
+    band = noise_band(aa)
+    lines = [aa_finding(aa)]
+    drift = drift_finding(df)
+    df, same = df[df.variant != AA], same[same.variant != AA]
     ok = per_sample(df[df.status == "ok"])
     if len(ok):
         for (model, dtype), d in ok.groupby(["model", "dtype"], sort=False):
@@ -151,7 +162,7 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
                          f"(padding waste {lo.padding_waste:.0%} → {hi.padding_waste:.0%}).")
     s = same[same.speedup.notna()]
     for (model, dtype, variant), g in s.groupby(["model", "dtype", "variant"], sort=False):
-        classes = [classify(a, b) for a, b in zip(g.ci_low, g.ci_high)]
+        classes = [classify(a, b, band) for a, b in zip(g.ci_low, g.ci_high)]
         lines.append(f"**{variant} over eager** ({model} {dtype}) at the same batch size: "
                      + ", ".join(f"b{int(r['batch_size'])} {describe_ci(r)}" for _, r in g.iterrows())
                      + f" — faster in {classes.count('faster')}, slower in {classes.count('slower')} of {len(g)}.")
@@ -175,7 +186,7 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
         lines.append(f"Batching does not change outputs: eager PyTorch's batched pass and the same texts run one at "
                      f"a time differ by at most {unb:.1e} (sample of {dataset.UNBATCHED_CHECK_TEXTS} texts per batch "
                      f"size); outputs are put back in the given order before every comparison.")
-    return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}")
+    return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}") + ([drift] if drift else [])
 
 
 def _versus(df: pd.DataFrame, cand: str, base: str, batch: int):
@@ -183,11 +194,12 @@ def _versus(df: pd.DataFrame, cand: str, base: str, batch: int):
     ok = df[(df.status == "ok") & (df.batch_size == batch)].set_index("variant")
     if cand not in ok.index or base not in ok.index:
         return None
-    return stats.speedup_ci(ok.loc[base].samples_s, ok.loc[cand].samples_s)
+    return tuple(stats.speedup(ok.loc[base], ok.loc[cand]))
 
 
 def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> pd.DataFrame:
     """Seed 003's claims (and seed 004's about ONNX Runtime) beside this run, per model and dtype."""
+    df, same, over1 = df[df.variant != AA], same[same.variant != AA], over1[over1.variant != AA]
     groups = list(df.groupby(["model", "dtype"], sort=False))
     rows = []
     for (model, dtype), d in groups:

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 
 from .. import batching, dataset, stats
-from ..sweep import REFERENCE, Config
-from .common import add_timing_columns, classify, describe_ci, failures_and_noise, fmt_or_blank
+from ..sweep import AA, REFERENCE, Config
+from .common import (aa_control, aa_finding, add_timing_columns, classify, describe_ci, drift_finding,
+                     failures_and_noise, fmt_or_blank, noise_band)
 from .onnx_batching import estimate_s as _pass_estimate
 
 NOTEBOOK = "04_sorted_length_batching"
@@ -17,12 +18,22 @@ SEED_SORTED_16_TO_64 = 1.10  # sorted first: 10% faster
 
 
 def configs(section, *, device: str, threads: int) -> list[Config]:
-    """model × dtype × runtime × strategy × batch size; eager PyTorch first on each batching (the reference)."""
+    """model × dtype × runtime × strategy × batch size; eager PyTorch first on each batching (the reference).
+
+    The A/A control (eager-aa, an independent copy of eager) runs with the baseline strategy at every batch size.
+    """
     variants = [REFERENCE] + [v for v in section.variants if v != REFERENCE]
     tag = f"{dataset.data_tag(section.corpus, section.max_length)}:buckets{section.bucket_batches}"
     return [Config(model, v, dtype, batch, device, threads, seq_len=section.max_length, strategy=strategy, data=tag)
             for model in section.models for dtype in section.dtypes for strategy in section.strategies
-            for batch in section.batch_sizes for v in variants]
+            for batch in section.batch_sizes
+            for v in (variants[:1] + [AA] + variants[1:] if strategy == BASELINE else variants)]
+
+
+def group_by(c: Config) -> tuple:
+    """Every strategy, runtime and batch size over the same texts is timed in the same rounds, so both the
+    strategy gains and the batch-size changes pair round by round."""
+    return (c.model, c.dtype, c.device, c.data)
 
 
 def estimate_s(c: Config, measure: dict, speed: float = 1.0) -> float:
@@ -50,7 +61,7 @@ def gains(df: pd.DataFrame) -> pd.DataFrame:
         rec = {k: r[k] for k in ("model", "dtype", "variant", "batch_size", "strategy", "status", "error")}
         key = (r.model, r["dtype"], r.variant, r.batch_size, BASELINE)
         if r.status == "ok" and key in ok.index:
-            ratio, lo, hi = stats.speedup_ci(ok.loc[key].samples_s, r.samples_s)
+            ratio, lo, hi = stats.speedup(ok.loc[key], r)
             rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi}
         elif r.status == "ok":
             rec |= {"status": "baseline missing", "error": "no ok unsorted row at this batch size"}
@@ -64,7 +75,7 @@ def _batch_change(df: pd.DataFrame, strategy: str, variant: str, small: int, lar
     ok = df[(df.status == "ok") & (df.strategy == strategy) & (df.variant == variant)].set_index("batch_size")
     if small not in ok.index or large not in ok.index:
         return None
-    return stats.speedup_ci(ok.loc[small].samples_s, ok.loc[large].samples_s)
+    return tuple(stats.speedup(ok.loc[small], ok.loc[large]))
 
 
 def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -89,10 +100,14 @@ def with_throughput_ci(df: pd.DataFrame) -> pd.DataFrame:
 
 def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    lines = []
+    aa = aa_control(df, ["model", "dtype", "batch_size", "strategy"])
+    band = noise_band(aa)
+    lines = [aa_finding(aa)]
+    drift = drift_finding(df)
+    df = df[df.variant != AA]
     ok = g[g.speedup.notna()]
     for (model, dtype, variant, strategy), h in ok.groupby(["model", "dtype", "variant", "strategy"], sort=False):
-        classes = [classify(a, b) for a, b in zip(h.ci_low, h.ci_high)]
+        classes = [classify(a, b, band) for a, b in zip(h.ci_low, h.ci_high)]
         largest = h.loc[h.batch_size.idxmax()]
         lines.append(f"**{strategy} over unsorted**, {variant} ({model} {dtype}): at the largest batch "
                      f"({int(largest.batch_size)}) "
@@ -113,11 +128,13 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
                      f"{measured.max_abs_diff.max():.1e}, {int((measured.parity_ok == False).sum())} beyond tolerance); "  # noqa: E712
                      f"eager's batched outputs match the same texts run one at a time within "
                      f"{measured.batched_vs_unbatched_max_diff.max():.1e}.")
-    return lines + failures_and_noise(df, lambda r: f"{r['variant']} {r['strategy']} b{r['batch_size']}")
+    return (lines + failures_and_noise(df, lambda r: f"{r['variant']} {r['strategy']} b{r['batch_size']}")
+            + ([drift] if drift else []))
 
 
 def claims(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
     """Seed 003's batching claims beside this run, per model and dtype."""
+    df = df[df.variant != AA]
     groups = list(df.groupby(["model", "dtype"], sort=False))
     rows = []
     for (model, dtype), d in groups:

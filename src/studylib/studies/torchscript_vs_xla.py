@@ -6,12 +6,13 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..sweep import REFERENCE, Config
-from .common import classify, describe_ci, fmt_x, latency_table  # noqa: F401 (the notebook shows latency_table)
+from ..sweep import AA, REFERENCE, Config
+from .common import (aa_control, aa_finding, classify, describe_ci, drift_finding, fmt_x,  # noqa: F401
+                     latency_table, noise_band)
 
 NOTEBOOK = "02_torchscript_vs_xla"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len"]
-FRAMEWORK = {"eager": "PyTorch", "torchscript": "PyTorch", "torchscript-optimized": "PyTorch",
+FRAMEWORK = {"eager": "PyTorch", AA: "PyTorch", "torchscript": "PyTorch", "torchscript-optimized": "PyTorch",
              "tf-eager": "TensorFlow", "tf-function": "TensorFlow", "tf-xla": "TensorFlow"}
 
 # (candidate, baseline): within each framework, the speed-up over its own eager (and XLA over the TF graph);
@@ -32,21 +33,22 @@ MAGNITUDE_BAND = 1.10  # a measured CI overlapping claim/1.1 … claim×1.1 coun
 
 def configs(section, *, device: str, threads: int) -> list[Config]:
     """Every configuration, grouped by model, eager PyTorch first within each shape (its output is the reference)."""
-    variants = [REFERENCE] + [v for v in section.variants if v != REFERENCE]
+    variants = [REFERENCE, AA] + [v for v in section.variants if v not in (REFERENCE, AA)]
     return [Config(model, v, dtype, batch, device, threads, seq_len=seq)
             for model in section.models for dtype in section.dtypes for seq in section.seq_lens
             for batch in section.batch_sizes for v in variants]
 
 
 def estimate_s(c: Config, measure: dict, speed: float = 1.0) -> float:
-    """A rough wall-time guess for `plan`: graph build / XLA compile + warm-up + sampling budget."""
+    """A rough wall-time guess for `plan`, per replicate: graph build / XLA compile, warm-up, the minimum rounds."""
     tokens = c.batch_size * c.seq_len
     big = not c.model.endswith("tiny")
     per_call = (0.015 + 0.0008 * tokens) if big else 0.002
     per_call *= 2.5 if c.variant == "tf-eager" else 1.0
     build = {"tf-function": 2.5, "tf-xla": 2.0, "torchscript": 0.5, "torchscript-optimized": 1.0}.get(c.variant, 0.0)
-    return build * (1 if big else 0.2) + per_call / speed * (1 + measure["warmup_calls"] + measure["min_samples"]) \
-        + measure["budget_s"]
+    calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
+    return measure["replicates"] * (build * (1 if big else 0.2) + max(per_call / speed, measure["block_s"]) * calls
+                                    + measure["min_time_s"] / 7)
 
 
 SPEEDUP_COLUMNS = [*SHAPE_COLUMNS, "tokens", "pair", "candidate", "baseline", "kind", "status", "error", "speedup",
@@ -54,7 +56,7 @@ SPEEDUP_COLUMNS = [*SHAPE_COLUMNS, "tokens", "pair", "candidate", "baseline", "k
 
 
 def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """Speed-up of each pair's candidate over its baseline on every shape, with bootstrap CIs.
+    """Speed-up of each pair's candidate over its baseline on every shape, with CIs (paired by round).
 
     `df` needs raw samples. A pair whose candidate or baseline failed keeps a row with that status and
     message (prefixed with which side failed) and no ratio, so heatmaps mark the cell.
@@ -70,7 +72,7 @@ def speedups(df: pd.DataFrame) -> pd.DataFrame:
                 "tokens": int(key[2] * key[3]), "pair": f"{cand} over {base}", "candidate": cand, "baseline": base,
                 "kind": "within" if (cand, base) in WITHIN else "across", "status": "ok", "error": ""}
             if c.status == "ok" and b.status == "ok":
-                ratio, lo, hi = stats.speedup_ci(b.samples_s, c.samples_s)
+                ratio, lo, hi = stats.speedup(b, c)
                 rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi}
             else:
                 side = c if c.status != "ok" else b
@@ -89,7 +91,7 @@ def _geo(df: pd.DataFrame, cand: str, base: str, mask=None) -> dict | None:
     both = c.index.intersection(b.index)
     if not len(both):
         return None
-    g, lo, hi = stats.geomean_speedup_ci([(b.loc[k].samples_s, c.loc[k].samples_s) for k in both])
+    g, lo, hi = stats.geomean_speedup([(b.loc[k], c.loc[k]) for k in both])
     return {"speedup": g, "ci_low": lo, "ci_high": hi, "n": len(both)}
 
 
@@ -113,7 +115,9 @@ def _magnitude(r: dict, claimed: float) -> str:
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    lines = []
+    aa = aa_control(df, SHAPE_COLUMNS)
+    band = noise_band(aa)
+    lines = [aa_finding(aa)]
     models = list(dict.fromkeys(df.model))
     for cand, base in PAIRS:
         overall = _geo(df, cand, base)
@@ -121,11 +125,12 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
             continue
         per_model = [(m, _geo(df, cand, base, lambda t, m=m: t.model == m)) for m in models]
         cells = sp[(sp.candidate == cand) & (sp.baseline == base) & sp.speedup.notna()]
-        classes = [classify(lo, hi) for lo, hi in zip(cells.ci_low, cells.ci_high)]
+        classes = [classify(lo, hi, band) for lo, hi in zip(cells.ci_low, cells.ci_high)]
         lines.append(
             f"**{cand} over {base}**: geometric mean {_describe_geo(overall)}; "
             + "; ".join(f"{m} {describe_ci(r)}" for m, r in per_model if r)
-            + f". Per shape: faster in {classes.count('faster')}, slower in {classes.count('slower')}, within ±5% in "
+            + f". Per shape: faster in {classes.count('faster')}, slower in {classes.count('slower')}, within "
+              f"±{band - 1:.0%} in "
               f"{classes.count('equal')}, unclear in {classes.count('unclear')} of {len(classes)}.")
     ok = sp[sp.speedup.notna()]
     for (cand, base), g in ok.groupby(["candidate", "baseline"], sort=False):
@@ -164,9 +169,10 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         noisy = measured.loc[measured.cv.astype(float).idxmax()]
         lines.append(f"Noise: CV {measured.cv.min():.1%}–{measured.cv.max():.1%} (noisiest: {noisy['variant']} "
                      f"{noisy['model']} b{noisy['batch_size']} s{noisy['seq_len']}); "
-                     f"{int((measured.stop_reason == 'budget').sum())} of {len(measured)} configurations hit their "
+                     f"{int(measured.stop_reason.str.contains('budget').sum())} of {len(measured)} configurations hit their "
                      f"time budget before the precision target.")
-    return lines
+    drift = drift_finding(df)
+    return lines + ([drift] if drift else [])
 
 
 def _mean_of_medians(df: pd.DataFrame, a: str, b: str) -> tuple[float, float, int]:

@@ -1,0 +1,338 @@
+"""Does a re-run reproduce the reference? `python -m studylib compare REF NEW`.
+
+REF and NEW are two results folders of the same profile (`outputs/cpu/results`, or the profile folder
+`outputs/cpu`). For every notebook in both, and only for configurations that are `ok` in both runs:
+
+- medians: how many of NEW's medians fall inside REF's 95% CI (and the other way round), and the
+  median and worst |NEW/REF - 1| of the medians;
+- verdicts: within each comparison group of REF, every pair of configurations gets a verdict in each run
+  (faster / slower when the speed-up's CI excludes 1, else unclear, from `stats.speedup`); counted as
+  the same, reversed (faster <-> slower) or decided <-> unclear;
+- the A/A control: a variant `X-aa` is a second copy of `X`; the share of A/A pairs whose speed-up CI
+  excludes 1 is the false-positive rate of each run.
+
+Differences are information: `compare` only fails (CompareError) on input it cannot compare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .results import ResultsTable, read_json
+from .stats import speedup
+
+# Columns that make a configuration's shape; rows agreeing on all of them form one comparison group
+# when the rows carry no `group_key` (files written before it existed).
+SHAPE_COLUMNS = ("model", "dtype", "batch_size", "seq_len", "image_size", "strategy", "data")
+AA_SUFFIX = "-aa"
+WORST_SHOWN = 10
+
+
+class CompareError(Exception):
+    """Input that cannot be compared; the message is one line naming the path and the problem."""
+
+
+@dataclass
+class Run:
+    """One results folder: its profile and, per notebook, the newest row of each configuration."""
+
+    folder: Path
+    profile: str | None
+    notebooks: dict[str, list[dict[str, Any]]]
+
+
+@dataclass
+class Comparison:
+    """The outcome of `compare`: one row per notebook plus an "all" row, and the details behind it."""
+
+    ref: Path
+    new: Path
+    profile: str | None
+    table: pd.DataFrame  # one row per notebook in both runs, then "all"
+    reversed_pairs: pd.DataFrame  # pairs whose verdict is faster in one run and slower in the other
+    worst_medians: pd.DataFrame  # up to WORST_SHOWN configurations with the largest |NEW/REF - 1|
+    medians: pd.DataFrame = field(default_factory=pd.DataFrame)  # every configuration ok in both runs
+    pairs: pd.DataFrame = field(default_factory=pd.DataFrame)  # every pair compared, with both verdicts
+    only_ref: list[str] = field(default_factory=list)  # notebooks only in REF
+    only_new: list[str] = field(default_factory=list)  # notebooks only in NEW
+
+
+def verdict(lo: float, hi: float) -> str:
+    """"faster" when a speed-up's CI lies above 1, "slower" when below, else "unclear"."""
+    if lo > 1:
+        return "faster"
+    if hi < 1:
+        return "slower"
+    return "unclear"
+
+
+def results_folder(path: Path) -> Path:
+    """The folder holding the `*.jsonl` files: `path` itself, or its `results/` (a profile folder)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CompareError(f"{path}: no such folder")
+    if not any(path.glob("*.jsonl")) and (path / "results").is_dir():
+        path = path / "results"
+    if not any(path.glob("*.jsonl")):
+        raise CompareError(f"{path}: no results (*.jsonl) in this folder")
+    return path
+
+
+def load_run(path: Path) -> Run:
+    """Read a results folder: the newest row per `config_key` of each `<notebook>.jsonl`.
+
+    The last line of a configuration wins; a torn or unparseable line is ignored (as `ResultsTable` does).
+    The profile is env.json's "profile", or else the one named by the rows.
+    """
+    folder = results_folder(path)
+    notebooks = {p.stem: ResultsTable(p).rows() for p in sorted(folder.glob("*.jsonl"))}
+    env = read_json(folder / "env.json", default={}) or {}
+    profile = env.get("profile") if isinstance(env, dict) else None
+    if not profile:
+        named = [r.get("profile") for rows in notebooks.values() for r in rows if r.get("profile")]
+        profile = max(set(named), key=named.count) if named else None
+    return Run(folder, profile, notebooks)
+
+
+def group_key(row: dict[str, Any]) -> str:
+    """The comparison group of a row: its `group_key`, or else its shape (every SHAPE_COLUMNS field it has)."""
+    if row.get("group_key"):
+        return str(row["group_key"])
+    return "|".join(f"{c}={row[c]}" for c in SHAPE_COLUMNS if c in row)
+
+
+def shape(row: dict[str, Any]) -> tuple:
+    """The row's values of the SHAPE_COLUMNS it has (pairs an A/A copy with its original)."""
+    return tuple((c, row[c]) for c in SHAPE_COLUMNS if c in row)
+
+
+def _inside(value: float | None, lo: float | None, hi: float | None) -> bool:
+    """Whether value lies in [lo, hi]; False when any of them is missing."""
+    if value is None or lo is None or hi is None:
+        return False
+    return bool(lo <= value <= hi)
+
+
+def _delta_pct(ref: float | None, new: float | None) -> float:
+    """100 * (new / ref - 1); NaN when either median is missing or REF's is not positive."""
+    if ref is None or new is None or not ref > 0:
+        return float("nan")
+    return 100 * (new / ref - 1)
+
+
+def _ok(row: dict[str, Any] | None) -> bool:
+    return row is not None and row.get("status") == "ok"
+
+
+def compare_medians(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dict]) -> pd.DataFrame:
+    """One row per configuration ok in both runs: both medians, the change in %, and the CI checks."""
+    out = []
+    for r in ref_rows:
+        n = new_by_key[r["config_key"]]
+        out.append({
+            "notebook": notebook,
+            "config_key": r["config_key"],
+            "ref_median_s": r.get("median_s"),
+            "new_median_s": n.get("median_s"),
+            "delta_pct": _delta_pct(r.get("median_s"), n.get("median_s")),
+            "new_in_ref_ci": _inside(n.get("median_s"), r.get("ci_low_s"), r.get("ci_high_s")),
+            "ref_in_new_ci": _inside(r.get("median_s"), n.get("ci_low_s"), n.get("ci_high_s")),
+        })
+    return pd.DataFrame(out, columns=["notebook", "config_key", "ref_median_s", "new_median_s", "delta_pct",
+                                      "new_in_ref_ci", "ref_in_new_ci"])
+
+
+def _speedup_fields(prefix: str, a: dict, b: dict) -> dict[str, Any]:
+    s = speedup(a, b)
+    return {f"{prefix}_ratio": s.ratio, f"{prefix}_ci_low": s.ci_low, f"{prefix}_ci_high": s.ci_high,
+            f"{prefix}_verdict": verdict(s.ci_low, s.ci_high)}
+
+
+def compare_pairs(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dict]) -> pd.DataFrame:
+    """Every unordered pair (a, b) of one REF group, A/A copies left out: the speed-up of b over a in each run.
+
+    `ref_rows` are the configurations ok in both runs, in REF's order; a comes before b in that order.
+    """
+    groups: dict[str, list[dict]] = {}
+    for r in ref_rows:
+        if not str(r.get("variant", "")).endswith(AA_SUFFIX):
+            groups.setdefault(group_key(r), []).append(r)
+    out = []
+    for g, rows in groups.items():
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                na, nb = new_by_key[a["config_key"]], new_by_key[b["config_key"]]
+                out.append({"notebook": notebook, "group": g, "a": a["config_key"], "b": b["config_key"],
+                            **_speedup_fields("ref", a, b), **_speedup_fields("new", na, nb)})
+    df = pd.DataFrame(out, columns=["notebook", "group", "a", "b"] + [
+        f"{p}_{c}" for p in ("ref", "new") for c in ("ratio", "ci_low", "ci_high", "verdict")])
+    df["outcome"] = [_outcome(r, n) for r, n in zip(df["ref_verdict"], df["new_verdict"])]
+    return df
+
+
+def _outcome(ref_verdict: str, new_verdict: str) -> str:
+    """"same", "reversed" (faster <-> slower) or "decided<->unclear"."""
+    if ref_verdict == new_verdict:
+        return "same"
+    if "unclear" in (ref_verdict, new_verdict):
+        return "decided<->unclear"
+    return "reversed"
+
+
+def compare_aa(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dict]) -> pd.DataFrame:
+    """Each A/A pair (variant X and X-aa, same REF group and shape): its speed-up and significance in each run."""
+    originals = {(group_key(r), shape(r), r.get("variant")): r for r in ref_rows}
+    out = []
+    for r in ref_rows:
+        variant = str(r.get("variant", ""))
+        if not variant.endswith(AA_SUFFIX):
+            continue
+        base = originals.get((group_key(r), shape(r), variant[:-len(AA_SUFFIX)]))
+        if base is None:
+            continue
+        row = {"notebook": notebook, "a": base["config_key"], "b": r["config_key"]}
+        for run, a, b in (("ref", base, r), ("new", new_by_key[base["config_key"]], new_by_key[r["config_key"]])):
+            s = speedup(a, b)
+            row.update({f"{run}_ratio": s.ratio, f"{run}_ci_low": s.ci_low, f"{run}_ci_high": s.ci_high,
+                        f"{run}_significant": s.significant})
+        out.append(row)
+    return pd.DataFrame(out, columns=["notebook", "a", "b"] + [
+        f"{p}_{c}" for p in ("ref", "new") for c in ("ratio", "ci_low", "ci_high", "significant")])
+
+
+def summarize(notebook: str, medians: pd.DataFrame, pairs: pd.DataFrame, aa: pd.DataFrame) -> dict[str, Any]:
+    """One line of the table: counts and shares over one notebook's (or all notebooks') details."""
+    n, k = len(medians), len(pairs)
+    abs_delta = medians["delta_pct"].abs()
+    decided = int((pairs["ref_verdict"] != "unclear").sum())
+    return {
+        "notebook": notebook,
+        "configs": n,
+        "new_in_ref_ci": int(medians["new_in_ref_ci"].sum()),
+        "new_in_ref_ci_share": medians["new_in_ref_ci"].mean() if n else np.nan,
+        "ref_in_new_ci": int(medians["ref_in_new_ci"].sum()),
+        "ref_in_new_ci_share": medians["ref_in_new_ci"].mean() if n else np.nan,
+        "median_abs_delta_pct": abs_delta.median() if n else np.nan,
+        "worst_abs_delta_pct": abs_delta.max() if n else np.nan,
+        "comparisons": k,
+        "same": int((pairs["outcome"] == "same").sum()),
+        "reversed": int((pairs["outcome"] == "reversed").sum()),
+        "decided_unclear": int((pairs["outcome"] == "decided<->unclear").sum()),
+        "ref_decided": decided,
+        "ref_decided_share": decided / k if k else np.nan,
+        "aa_pairs": len(aa),
+        "aa_false_pos_ref": int(aa["ref_significant"].sum()),
+        "aa_false_pos_new": int(aa["new_significant"].sum()),
+    }
+
+
+def compare(ref: Path, new: Path) -> Comparison:
+    """Compare the run in `new` with the reference in `ref` (results folders or profile folders)."""
+    r, n = load_run(ref), load_run(new)
+    if r.profile and n.profile and r.profile != n.profile:
+        raise CompareError(f"{r.folder} is profile {r.profile!r} but {n.folder} is profile {n.profile!r}: "
+                           f"compare runs of the same profile")
+    common = [nb for nb in r.notebooks if nb in n.notebooks]
+    if not common:
+        raise CompareError(f"{n.folder}: no notebook in common with {r.folder} "
+                           f"(REF has {', '.join(r.notebooks)}; NEW has {', '.join(n.notebooks)})")
+    lines, all_medians, all_pairs, all_aa = [], [], [], []
+    for nb in common:
+        new_by_key = {row["config_key"]: row for row in n.notebooks[nb]}
+        both = [row for row in r.notebooks[nb] if _ok(row) and _ok(new_by_key.get(row["config_key"]))]
+        medians = compare_medians(nb, both, new_by_key)
+        pairs = compare_pairs(nb, both, new_by_key)
+        aa = compare_aa(nb, both, new_by_key)
+        lines.append(summarize(nb, medians, pairs, aa))
+        all_medians.append(medians)
+        all_pairs.append(pairs)
+        all_aa.append(aa)
+    medians = pd.concat(all_medians, ignore_index=True)
+    pairs = pd.concat(all_pairs, ignore_index=True)
+    lines.append(summarize("all", medians, pairs, pd.concat(all_aa, ignore_index=True)))
+    order = medians["delta_pct"].abs().sort_values(ascending=False, kind="stable").index
+    return Comparison(
+        ref=r.folder, new=n.folder, profile=r.profile or n.profile,
+        table=pd.DataFrame(lines),
+        reversed_pairs=pairs[pairs["outcome"] == "reversed"].reset_index(drop=True),
+        worst_medians=medians.loc[order[:WORST_SHOWN]].reset_index(drop=True),
+        medians=medians, pairs=pairs,
+        only_ref=[nb for nb in r.notebooks if nb not in n.notebooks],
+        only_new=[nb for nb in n.notebooks if nb not in r.notebooks],
+    )
+
+
+def _count(k: int, share: float) -> str:
+    return "-" if pd.isna(share) else f"{k} ({100 * share:.0f}%)"
+
+
+def _pct(x: float) -> str:
+    return "-" if pd.isna(x) else f"{x:.1f}%"
+
+
+def _of(k: int, total: int) -> str:
+    return "-" if total == 0 else f"{k}/{total}"
+
+
+def _ratio(ratio: float, lo: float, hi: float, word: str) -> str:
+    return f"{ratio:.2f}x [{lo:.2f}, {hi:.2f}] {word}"
+
+
+def _time(seconds: float | None) -> str:
+    if seconds is None or pd.isna(seconds):
+        return "-"
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def format_comparison(c: Comparison) -> str:
+    """The comparison as plain text: the table (one line per notebook, then "all"), reversed pairs, worst medians."""
+    t = c.table
+    table = pd.DataFrame({
+        "notebook": t["notebook"],
+        "configs": t["configs"],
+        "new median in ref CI": [_count(k, s) for k, s in zip(t["new_in_ref_ci"], t["new_in_ref_ci_share"])],
+        "ref median in new CI": [_count(k, s) for k, s in zip(t["ref_in_new_ci"], t["ref_in_new_ci_share"])],
+        "median |Δ|": [_pct(x) for x in t["median_abs_delta_pct"]],
+        "worst |Δ|": [_pct(x) for x in t["worst_abs_delta_pct"]],
+        "comparisons": t["comparisons"],
+        "same": t["same"],
+        "reversed": t["reversed"],
+        "decided↔unclear": t["decided_unclear"],
+        "ref decided": [_count(k, s) for k, s in zip(t["ref_decided"], t["ref_decided_share"])],
+        "A/A false pos. (ref)": [_of(k, n) for k, n in zip(t["aa_false_pos_ref"], t["aa_pairs"])],
+        "A/A false pos. (new)": [_of(k, n) for k, n in zip(t["aa_false_pos_new"], t["aa_pairs"])],
+    })
+    out = [f"REF {c.ref}" + (f" (profile {c.profile})" if c.profile else ""), f"NEW {c.new}"]
+    if c.only_ref:
+        out.append(f"only in REF (not compared): {', '.join(c.only_ref)}")
+    if c.only_new:
+        out.append(f"only in NEW (not compared): {', '.join(c.only_new)}")
+    out += ["", "configurations ok in both runs; |Δ| = |NEW median / REF median - 1|; a pair's verdict is faster or",
+            "slower when its speed-up's 95% CI excludes 1, else unclear; an A/A false positive is an A/A pair",
+            "(variant X-aa against X) whose CI excludes 1.", "",
+            table.to_string(index=False), ""]
+    rp = c.reversed_pairs
+    if rp.empty:
+        out.append("reversed pairs: none")
+    else:
+        out.append(f"reversed pairs ({len(rp)}): speed-up of b over a")
+        out.append(pd.DataFrame({
+            "notebook": rp["notebook"], "a": rp["a"], "b": rp["b"],
+            "ref": [_ratio(*x) for x in zip(rp["ref_ratio"], rp["ref_ci_low"], rp["ref_ci_high"], rp["ref_verdict"])],
+            "new": [_ratio(*x) for x in zip(rp["new_ratio"], rp["new_ci_low"], rp["new_ci_high"], rp["new_verdict"])],
+        }).to_string(index=False))
+    w = c.worst_medians
+    out += ["", f"largest changes of the median ({len(w)} of {len(c.medians)}):"]
+    if not w.empty:
+        out.append(pd.DataFrame({
+            "notebook": w["notebook"], "configuration": w["config_key"],
+            "ref median": [_time(x) for x in w["ref_median_s"]], "new median": [_time(x) for x in w["new_median_s"]],
+            "Δ": [f"{x:+.1f}%" for x in w["delta_pct"]],
+            "in ref CI": ["yes" if x else "no" for x in w["new_in_ref_ci"]],
+        }).to_string(index=False))
+    return "\n".join(out)

@@ -1,0 +1,236 @@
+"""Replicates: a study's groups measured in k independent processes, one after another, then combined.
+
+A CI built from one burst of samples in one process cannot see what changes between runs (where the
+process's memory landed, which phase the machine was in). So each replicate is a fresh Python
+process (`python -m studylib.replicates TASK`) that measures every pending group, and replicate r+1
+starts only when replicate r has finished the whole grid: the replicates of a group lie minutes apart.
+
+Each replicate writes one part file per group as the group finishes (`<notebook>.parts/`, atomically).
+When a group has its k parts, its rows are combined (sweep.combine) and appended to the results table
+and the parts are removed. An interruption loses at most the group in flight: a re-run keeps the parts
+already written (same environment and settings) and measures only what is missing. A replicate
+process that dies (a crash, the kernel's out-of-memory killer) leaves error rows for the group it was
+measuring, and the next process goes on with the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from . import paths, sweep
+from .results import ResultsTable, read_json, write_json_atomic
+
+
+@dataclass
+class Task:
+    """What one replicate process measures (pickled to a file the process reads)."""
+
+    groups: list[tuple[str, str, list[sweep.Config]]]  # (group key, group id, configurations)
+    replicate: int
+    study: str
+    profile: str
+    env: dict
+    measure_settings: dict
+    parity_tolerance: dict[str, float]
+    seed: int
+    workloads: sweep.Workloads
+    threads: int
+    frameworks: tuple[str, ...]
+    parts_dir: str
+
+
+def _part_path(parts_dir: Path, group_key: str, replicate: int) -> Path:
+    digest = hashlib.sha256(group_key.encode()).hexdigest()[:16]
+    return Path(parts_dir) / f"{digest}.r{replicate}.json"
+
+
+def _in_flight_path(parts_dir: Path, replicate: int) -> Path:
+    return Path(parts_dir) / f"in-flight.r{replicate}.json"
+
+
+def read_parts(parts_dir: Path, group_key: str, k: int, *, env: dict, settings: set[str]) -> dict[int, dict]:
+    """The usable parts of a group: replicate → part (same environment, same settings, same group id)."""
+    parts = {}
+    for r in range(k):
+        part = read_json(_part_path(parts_dir, group_key, r))
+        if part and part.get("env_fingerprint") == env["fingerprint"] and set(part.get("settings", [])) == settings:
+            parts[r] = part
+    ids = {p["group_id"] for p in parts.values()}
+    if len(ids) > 1:  # parts of two runs: keep the newest run's
+        newest = max(parts.values(), key=lambda p: p["written_at"])["group_id"]
+        parts = {r: p for r, p in parts.items() if p["group_id"] == newest}
+    return parts
+
+
+def _write_part(parts_dir: Path, group_key: str, group_id: str, replicate: int, rows: list[dict], env: dict) -> None:
+    write_json_atomic(_part_path(parts_dir, group_key, replicate), {
+        "group_key": group_key, "group_id": group_id, "replicate": replicate, "env_fingerprint": env["fingerprint"],
+        "settings": sorted({r["settings_hash"] for r in rows}), "written_at": time.time(), "rows": rows})
+
+
+def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], None] | None = None) -> None:
+    """Measure the task's groups in this process, writing a part per group as it finishes."""
+    from .environment import git_commit
+    from .threads import apply_threads
+
+    if own_process:
+        apply_threads(task.threads, task.frameworks)
+    parts_dir = Path(task.parts_dir)
+    for group_key, group_id, configs in task.groups:
+        write_json_atomic(_in_flight_path(parts_dir, task.replicate), {"group_key": group_key})
+        env = task.env | {"git_commit": git_commit()}  # each row records the commit it was measured at
+        rows = sweep.measure_group(configs, study=task.study, profile=task.profile, env=env,
+                                   measure_settings=task.measure_settings, parity_tolerance=task.parity_tolerance,
+                                   workloads=task.workloads, group_key=group_key, group_id=group_id,
+                                   replicate=task.replicate, seed=task.seed)
+        _write_part(parts_dir, group_key, group_id, task.replicate, rows, task.env)
+        if after_group:
+            after_group()
+    _in_flight_path(parts_dir, task.replicate).unlink(missing_ok=True)
+
+
+def _died_rows(configs: list[sweep.Config], task: Task, group_key: str, group_id: str, rc: int) -> list[dict]:
+    rows = []
+    for c in configs:
+        tol = task.parity_tolerance[sweep.tolerance_key(c)]
+        row = sweep.base_row(c, study=task.study, profile=task.profile, env=task.env, group_key=group_key,
+                             group_id=group_id, settings=sweep.settings_hash(task.measure_settings, tol, task.seed))
+        signal = f" (signal {-rc})" if rc < 0 else ""
+        row.update(status="oom" if rc in (-9, 137) else "error", wall_s=0.0, timestamp="",
+                   error=f"the replicate's process died with exit code {rc}{signal} while measuring this group"
+                         + ("; the kernel's out-of-memory killer is the likely cause" if rc in (-9, 137) else ""))
+        rows.append(row)
+    return rows
+
+
+def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False) -> int:
+    """Run one replicate process on `task`; call `poll` every second while it runs; its exit code.
+
+    `in_process` measures in this process instead (tests, debugging): quicker to start, no isolation."""
+    if in_process:
+        _worker(task, own_process=False, after_group=poll)
+        return 0
+    with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as f:
+        pickle.dump(task, f)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "studylib.replicates", f.name])
+        try:
+            while proc.poll() is None:
+                time.sleep(1.0)
+                poll()
+        except BaseException:  # an interrupted kernel stops its measuring process too
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+        return proc.returncode
+    finally:
+        os.unlink(f.name)
+
+
+def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env: dict, table: ResultsTable,
+        measure_settings: dict, parity_tolerance: dict[str, float], seed: int, workloads: sweep.Workloads,
+        threads: int, frameworks: tuple[str, ...], parts_dir: Path, force: bool = False,
+        on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False) -> list[dict]:
+    """Measure `groups` in `replicates` processes (from measure_settings) and append their combined rows."""
+    k = int(measure_settings.get("replicates", 1))
+    parts_dir = Path(parts_dir)
+    parts_dir.mkdir(parents=True, exist_ok=True)
+
+    def settings_of(configs):
+        return {sweep.settings_hash(measure_settings, parity_tolerance[sweep.tolerance_key(c)], seed) for c in configs}
+
+    parts: dict[str, dict[int, dict]] = {}
+    for key, configs in groups.items():
+        if force:
+            for r in range(k):
+                _part_path(parts_dir, key, r).unlink(missing_ok=True)
+        parts[key] = {} if force else read_parts(parts_dir, key, k, env=env, settings=settings_of(configs))
+    ids = {key: next(iter(p.values()))["group_id"] if p else uuid.uuid4().hex[:12] for key, p in parts.items()}
+    new_rows: list[dict] = []
+
+    def finalize() -> None:
+        for key, configs in groups.items():
+            if key in parts and len(parts[key]) < k:
+                parts[key] = read_parts(parts_dir, key, k, env=env, settings=settings_of(configs))
+            if key in parts and len(parts[key]) == k:
+                rows = sweep.combine([parts[key][r]["rows"] for r in range(k)])
+                for row in rows:
+                    table.append(row)
+                table.write_csv()
+                new_rows.extend(rows)
+                for r in range(k):
+                    _part_path(parts_dir, key, r).unlink(missing_ok=True)
+                del parts[key]
+                if on_group:
+                    on_group(rows)
+
+    finalize()
+    for r in range(k):
+        while True:
+            need = [(key, ids[key], groups[key]) for key in groups if key in parts and r not in parts[key]]
+            if not need:
+                break
+            task = Task(need, r, study, profile, env, measure_settings, parity_tolerance, seed, workloads, threads,
+                        frameworks, str(parts_dir))
+            rc = _run_process(task, finalize, in_process)
+            finalize()
+            if rc != 0:
+                flight = read_json(_in_flight_path(parts_dir, r)) or {}
+                key = flight.get("group_key")
+                if key not in groups or key not in parts or r in parts[key]:
+                    key = next((key for key, _, _ in need if key in parts and r not in parts[key]), None)
+                if key is None:
+                    break
+                _write_part(parts_dir, key, ids[key], r, _died_rows(groups[key], task, key, ids[key], rc), env)
+                finalize()
+    _in_flight_path(parts_dir, 0).unlink(missing_ok=True)
+    return new_rows
+
+
+def measure(configs: list[sweep.Config], *, study: str, profile: str, env: dict, table: ResultsTable,
+            measure_settings: dict, parity_tolerance: dict[str, float], seed: int = 0, force: bool = False,
+            workloads: sweep.Workloads | None = None, group_by: Callable[[sweep.Config], tuple] | None = None,
+            threads: int = 1, frameworks: tuple[str, ...] = ("torch",), parts_dir: Path | None = None,
+            on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False) -> list[dict]:
+    """Measure every configuration not yet measured alike (all when forced), group by group; the new rows.
+
+    A configuration counts as measured when the table holds an 'ok' row for it from the same environment
+    and the same measurement settings; failed rows are tried again, with their whole group.
+    """
+    todo = sweep.pending(configs, table=table, env=env, measure_settings=measure_settings,
+                         parity_tolerance=parity_tolerance, seed=seed, force=force)
+    groups = sweep.groups_to_measure(configs, todo, group_by or (lambda c: c.shape_key))
+    workloads = workloads or sweep.Workloads(seed, cache_dir=paths.cache_dir(profile))
+    parts_dir = parts_dir or Path(table.path).with_suffix(".parts")
+    return run(groups, study=study, profile=profile, env=env, table=table, measure_settings=measure_settings,
+               parity_tolerance=parity_tolerance, seed=seed, workloads=workloads, threads=threads,
+               frameworks=frameworks, parts_dir=parts_dir, force=force, on_group=on_group, in_process=in_process)
+
+
+def pending_parts(parts_dir: Path) -> int:
+    """Configurations measured in part files not yet combined (for progress bars)."""
+    n = 0
+    for p in Path(parts_dir).glob("*.r*.json"):
+        if p.name.startswith("in-flight"):
+            continue
+        n += len((read_json(p) or {}).get("rows", []))
+    return n
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1], "rb") as fh:
+        _task: Any = pickle.load(fh)
+    _worker(_task)

@@ -1,0 +1,66 @@
+"""Same thread count for every framework in a comparison, applied before a framework starts."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from contextlib import contextmanager
+
+
+# TensorFlow's C++ start-up log, written to the process's stderr before its logging is set up (so
+# TF_CPP_MIN_LOG_LEVEL does not hold it back): absl's notice, INFO/WARNING lines, and cuInit failing
+# where there is no GPU. Anything else TensorFlow writes while starting is passed on.
+_TF_START_UP_NOISE = re.compile(r"WARNING: All log messages before absl::InitializeLog\(\)|[IW]\d{4} |"
+                                r"E\d{4} .*failed call to cuInit")
+
+
+@contextmanager
+def _tensorflow_start_up_log():
+    """Keep TensorFlow's start-up log (see _TF_START_UP_NOISE) out of the notebook; pass other lines on."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            log.seek(0)
+            kept = [line for line in log.read().decode(errors="replace").splitlines()
+                    if line.strip() and not _TF_START_UP_NOISE.match(line)]
+            if kept:
+                print("\n".join(kept), file=sys.stderr)
+
+
+def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> None:
+    """Same thread count for every framework in a comparison: intra-op and inter-op, torch and TensorFlow.
+
+    ONNX Runtime sessions take torch's intra-op count when they are created (see runtimes.onnxrt).
+    """
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    os.environ["MKL_NUM_THREADS"] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(threads)
+    except RuntimeError:
+        pass  # already fixed for this process (it can be set once); recorded as found in the environment
+    if "tensorflow" in frameworks:
+        with _tensorflow_start_up_log():
+            import tensorflow as tf
+
+            gpus = tf.config.list_physical_devices("GPU")
+        for gpu in gpus:
+            tf.config.experimental.set_memory_growth(gpu, True)  # leave GPU memory to PyTorch until TF needs it
+        wanted = (threads, threads)
+        if (tf.config.threading.get_intra_op_parallelism_threads(),
+                tf.config.threading.get_inter_op_parallelism_threads()) != wanted:
+            try:
+                tf.config.threading.set_intra_op_parallelism_threads(threads)
+                tf.config.threading.set_inter_op_parallelism_threads(threads)
+            except RuntimeError as e:  # TF's runtime already started in this process with other settings
+                raise RuntimeError(f"TensorFlow already runs with other thread settings; restart the kernel ({e})")
