@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 from . import paths, profiles
 from .results import read_json, write_json_atomic
+from .threads import OMP_WAIT_POLICY
 
 KERNEL = "studylib"
 
@@ -108,6 +109,7 @@ def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     # The kernel inherits this environment: threads are fixed before torch is imported.
     os.environ.update(OMP_NUM_THREADS=str(loaded.profile.threads), MKL_NUM_THREADS=str(loaded.profile.threads),
                       STUDYLIB_RUNNER="papermill")
+    os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
     with _config_progress(loaded, notebook, force):
         return _papermill(notebook, paths.executed_dir(loaded.name), params)
 

@@ -8,6 +8,8 @@ import sys
 import tempfile
 from contextlib import contextmanager
 
+OMP_WAIT_POLICY = "PASSIVE"
+
 
 # TensorFlow's C++ start-up log, written to the process's stderr before its logging is set up (so
 # TF_CPP_MIN_LOG_LEVEL does not hold it back): absl's notice, INFO/WARNING lines, and cuInit failing
@@ -40,6 +42,10 @@ def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> Non
 
     ONNX Runtime sessions take torch's intra-op count when they are created (see runtimes.onnxrt).
     """
+    # OpenMP threads sleep rather than spin when idle, so a framework's idle pool does not take the cores the
+    # next variant in a round needs (benchmarks/interference.py; README, "How things are measured"). Read when
+    # a framework starts: the replicates' processes start with it. A value set by the user is kept.
+    os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ["MKL_NUM_THREADS"] = str(threads)
     import torch

@@ -47,9 +47,23 @@ class TorchEagerCopy(TorchEager):
     def prepare(self, workload) -> Prepared:
         import copy
 
-        module = copy.deepcopy(workload.module)
-        inputs = tuple(x.clone() for x in workload.inputs)
-        return Prepared(module, inputs, torch_sync(workload.device), adapt=lambda batch: tuple(x.clone() for x in batch))
+        import torch
+
+        # Made as the originals were (inference tensors or not): an inference tensor takes a faster path
+        # than a normal one, and the control would measure that, not noise.
+        def twin(x):
+            with torch.inference_mode(x.is_inference()):
+                return x.clone()
+
+        params = list(workload.module.parameters())
+        with torch.inference_mode(bool(params) and params[0].is_inference()):
+            module = copy.deepcopy(workload.module)
+        inputs = tuple(twin(x) for x in workload.inputs)
+
+        def adapt(batch: tuple) -> tuple:
+            return tuple(twin(x) for x in batch)
+
+        return Prepared(module, inputs, torch_sync(workload.device), adapt=adapt)
 
 
 def reset_compiled() -> None:
