@@ -2,7 +2,7 @@
 
 The summary notebook calls these. It works with whatever profiles have results: each study's own
 analysis (its claims table) runs on each profile's rows, and a fixed set of headline comparisons is
-summarised per profile as a geometric-mean speed-up over the shapes both sides ran, with a bootstrap CI.
+summarised per profile as a geometric-mean speed-up over the shapes both sides ran, with a bootstrap CI over every shape's rounds.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def break_even_calls(*, prepare_s: float, first_call_s: float, median_s: float, 
 
 
 def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """Speed-up of every non-eager row over eager on the same shape, with bootstrap CIs.
+    """Speed-up of every non-eager row over eager on the same shape, with CIs (paired by round).
 
     `df` needs raw samples (ResultsTable.frame(with_samples=True)). Rows whose variant or eager
     reference failed are kept with their status and no ratio. Break-even is given only where the

@@ -82,7 +82,7 @@ def speedups(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _geo(df: pd.DataFrame, cand: str, base: str, mask=None) -> dict | None:
-    """Geometric-mean speed-up of `cand` over `base` across shapes where both ran, with its bootstrap CI."""
+    """Geometric-mean speed-up of `cand` over `base` across shapes where both ran, with its CI (stats.geomean_speedup)."""
     ok = df[df.status == "ok"]
     if mask is not None:
         ok = ok[mask(ok)]
