@@ -196,7 +196,6 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
                     break
                 _write_part(parts_dir, key, ids[key], r, _died_rows(groups[key], task, key, ids[key], rc), env)
                 finalize()
-    _in_flight_path(parts_dir, 0).unlink(missing_ok=True)
     return new_rows
 
 
@@ -210,9 +209,8 @@ def measure(configs: list[sweep.Config], *, study: str, profile: str, env: dict,
     A configuration counts as measured when the table holds an 'ok' row for it from the same environment
     and the same measurement settings; failed rows are tried again, with their whole group.
     """
-    todo = sweep.pending(configs, table=table, env=env, measure_settings=measure_settings,
-                         parity_tolerance=parity_tolerance, seed=seed, force=force)
-    groups = sweep.groups_to_measure(configs, todo, group_by or (lambda c: c.shape_key))
+    groups = sweep.pending_groups(configs, table=table, env=env, measure_settings=measure_settings,
+                                  parity_tolerance=parity_tolerance, seed=seed, force=force, group_by=group_by)
     workloads = workloads or sweep.Workloads(seed, cache_dir=paths.cache_dir(profile))
     parts_dir = parts_dir or Path(table.path).with_suffix(".parts")
     return run(groups, study=study, profile=profile, env=env, table=table, measure_settings=measure_settings,

@@ -52,9 +52,9 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     study = STUDIES[notebook]
     configs = study.configs(loaded.sections[notebook], device=params["device"], threads=params["threads"])
     table = ResultsTable(paths.results_dir(loaded.name) / f"{notebook}.jsonl")
-    todo = sweep.pending(configs, table=table, env=environment.capture(loaded.name), measure_settings=params["measure"],
-                         parity_tolerance=params["parity_tolerance"], seed=params["seed"], force=force)
-    groups = sweep.groups_to_measure(configs, todo, getattr(study, "group_by", None) or (lambda c: c.shape_key))
+    groups = sweep.pending_groups(configs, table=table, env=environment.capture(loaded.name),
+                                  measure_settings=params["measure"], parity_tolerance=params["parity_tolerance"],
+                                  seed=params["seed"], force=force, group_by=getattr(study, "group_by", None))
     keys = {c.key for g in groups.values() for c in g}
     return configs, [c for c in configs if c.key in keys]
 

@@ -40,19 +40,19 @@ class Study:
         from .progress import group_progress
         from .studies import STUDIES
 
-        study_module = STUDIES.get(self.notebook)
-        group_by = group_by or getattr(study_module, "group_by", None) or (lambda c: c.shape_key)
+        group_by = group_by or getattr(STUDIES.get(self.notebook), "group_by", None)
         tolerance = dict(self.common.parity_tolerance)
-        todo = sweep.pending(configs, table=self.table, env=self.env, measure_settings=self.measure_settings,
-                             parity_tolerance=tolerance, seed=self.common.seed, force=self.force)
-        groups = sweep.groups_to_measure(configs, todo, group_by)
+        groups = sweep.pending_groups(configs, table=self.table, env=self.env, measure_settings=self.measure_settings,
+                                      parity_tolerance=tolerance, seed=self.common.seed, force=self.force,
+                                      group_by=group_by)
         with group_progress(sum(map(len, groups.values())), f"{self.notebook} [{self.profile}]") as advance:
-            new = replicates.measure(configs, study=self.notebook, profile=self.profile, env=self.env,
-                                     table=self.table, measure_settings=self.measure_settings,
-                                     parity_tolerance=tolerance, seed=self.common.seed, force=self.force,
-                                     workloads=workloads, group_by=group_by, threads=self.common.threads,
-                                     frameworks=self.frameworks, on_group=advance,
-                                     parts_dir=paths.parts_dir(self.profile, self.notebook))
+            new = replicates.run(groups, study=self.notebook, profile=self.profile, env=self.env, table=self.table,
+                                 measure_settings=self.measure_settings, parity_tolerance=tolerance,
+                                 seed=self.common.seed, force=self.force,
+                                 workloads=workloads or sweep.Workloads(self.common.seed,
+                                                                        cache_dir=paths.cache_dir(self.profile)),
+                                 threads=self.common.threads, frameworks=self.frameworks, on_group=advance,
+                                 parts_dir=paths.parts_dir(self.profile, self.notebook))
         commits = {str(c) for r in new for c in str(r.get("git_commit")).split(",")}
         if len(commits | {str(self.env["git_commit"])}) > 1:
             print(f"warning: the code changed while this study ran (commits {', '.join(sorted(commits))}, started at "

@@ -397,6 +397,15 @@ def combine(replicate_rows: list[list[dict]]) -> list[dict]:
     return out
 
 
+def pending_groups(configs: list[Config], *, table: ResultsTable, env: dict, measure_settings: dict,
+                   parity_tolerance: dict[str, float], seed: int, force: bool = False,
+                   group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
+    """The groups a run would measure: those with a configuration not yet measured alike (all when forced)."""
+    todo = pending(configs, table=table, env=env, measure_settings=measure_settings,
+                   parity_tolerance=parity_tolerance, seed=seed, force=force)
+    return groups_to_measure(configs, todo, group_by)
+
+
 def pending(configs: list[Config], *, table: ResultsTable, env: dict, measure_settings: dict,
             parity_tolerance: dict[str, float], seed: int, force: bool = False) -> list[Config]:
     """The configurations a run would measure: all when forced, else those without a matching 'ok' row."""
@@ -407,8 +416,12 @@ def pending(configs: list[Config], *, table: ResultsTable, env: dict, measure_se
         latest.get(c.key), env["fingerprint"], settings_hash(measure_settings, parity_tolerance[tolerance_key(c)], seed))]
 
 
-def groups_to_measure(configs: list[Config], todo: list[Config], group_by: Callable[[Config], tuple]) -> dict[str, list[Config]]:
-    """Every group with a configuration to measure, whole: its variants are only compared in shared rounds."""
+def groups_to_measure(configs: list[Config], todo: list[Config],
+                      group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
+    """Every group with a configuration to measure, whole: its variants are only compared in shared rounds.
+
+    `group_by` names a configuration's group (a study's own `group_by`); by default its shape."""
+    group_by = group_by or (lambda c: c.shape_key)
     groups: dict[str, list[Config]] = {}
     for c in configs:
         groups.setdefault(group_name(group_by(c)), []).append(c)
