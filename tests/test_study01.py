@@ -132,6 +132,26 @@ def test_configs_put_eager_first_for_every_shape():
     assert len({c.key for c in configs}) == len(configs)
 
 
+def test_skip_leaves_out_the_matching_shapes_only():
+    section = EagerVsCompiled(models=["bert-tiny", "resnet-tiny"], variants=["eager", "compile-default"],
+                              dtypes=["fp32", "bf16"], batch_sizes=[1, 8], seq_lens=[16], image_size=32,
+                              skip=[{"dtype": "bf16", "batch_size": 8}, {"model": "bert-tiny", "dtype": "bf16"}])
+    shapes = {(c.model, c.dtype, c.batch_size) for c in s01.configs(section, device="cpu", threads=2)}
+    assert shapes == {("bert-tiny", "fp32", 1), ("bert-tiny", "fp32", 8), ("resnet-tiny", "fp32", 1),
+                      ("resnet-tiny", "fp32", 8), ("resnet-tiny", "bf16", 1)}
+
+
+def test_the_half_precision_claim_says_when_the_large_batch_was_left_out():
+    frame = pd.DataFrame([
+        _row("eager", 1, 0.010), _row("compile-default", 1, 0.005), _row("eager", 8, 0.080),
+        _row("compile-default", 8, 0.040), _row("eager", 1, 0.300, dtype="bf16"),
+        _row("compile-default", 1, 0.050, dtype="bf16"),
+    ])
+    claims = s01.claims(frame, s01.speedups(frame))
+    half = claims[claims.claim.str.contains("compiled bf16 beats compiled fp32")]
+    assert half.verdict.tolist() == ["not measured in this profile"]
+
+
 def test_figures_mark_failed_configurations(df):
     df["workload"] = "resnet-tiny"
     fig = plots.lines_with_ci(df, x="batch_size", y="median_s", lo="ci_low_s", hi="ci_high_s", hue="variant",

@@ -108,11 +108,30 @@ class _Grid(_Strict):
         return self
 
 
+class Skip(_Strict):
+    """Shapes a grid leaves out: every configuration whose model, dtype and batch size match the given ones."""
+
+    model: str | None = None
+    dtype: Dtype | None = None
+    batch_size: int | None = None
+
+    @model_validator(mode="after")
+    def _names_something(self) -> Skip:
+        if self.model is None and self.dtype is None and self.batch_size is None:
+            raise ValueError("names none of model, dtype, batch_size (it would leave out every shape)")
+        return self
+
+    def matches(self, model: str, dtype: str, batch_size: int) -> bool:
+        return ((self.model is None or self.model == model) and (self.dtype is None or self.dtype == dtype)
+                and (self.batch_size is None or self.batch_size == batch_size))
+
+
 class EagerVsCompiled(_Grid):
     """Section of study 01: PyTorch eager vs torch.compile."""
 
     variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune"]]
     image_size: int = Field(224, ge=8)
+    skip: list[Skip] = Field(default_factory=list, description="shapes of the grid left out (say why in left_out)")
 
     @model_validator(mode="after")
     def _fits(self) -> EagerVsCompiled:
@@ -121,6 +140,18 @@ class EagerVsCompiled(_Grid):
             too_long = [n for n in self.seq_lens if limit and n > limit]
             if too_long:
                 raise ValueError(f"seq_lens: {too_long[0]} exceeds {name}'s {limit} positions")
+        return self
+
+    @model_validator(mode="after")
+    def _skips_in_grid(self) -> EagerVsCompiled:
+        for i, s in enumerate(self.skip):
+            for key, allowed in (("model", self.models), ("dtype", self.dtypes), ("batch_size", self.batch_sizes)):
+                value = getattr(s, key)
+                if value is not None and value not in allowed:
+                    raise ValueError(f"skip[{i}]: {key} {value!r} is not in {key}s {allowed} (it would skip nothing)")
+        if self.skip and all(any(s.matches(m, d, b) for s in self.skip)
+                             for m in self.models for d in self.dtypes for b in self.batch_sizes):
+            raise ValueError("skip leaves out every shape of the grid")
         return self
 
 
