@@ -1,5 +1,7 @@
 """Which CUDA branches a set of rows exercised; the summary's cross-profile speed-ups and verdicts."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -90,3 +92,20 @@ def test_tensorflow_start_up_log_is_kept_out_but_other_lines_pass(capfd):
     err = capfd.readouterr().err
     assert "a real error" in err
     assert "absl" not in err and "oneDNN" not in err and "cuInit" not in err
+
+
+def test_summary_reads_only_the_profile_grid_of_today_and_the_newest_row_per_workload(tmp_path, monkeypatch):
+    from studylib import profiles
+    from studylib.results import ResultsTable
+    from studylib.studies import onnx_batching as s03
+
+    monkeypatch.setenv("STUDYLIB_OUTPUTS", str(tmp_path))
+    loaded = profiles.load("smoke")
+    today = s03.configs(loaded.sections[s03.NOTEBOOK], device="cpu", threads=loaded.profile.threads)[0]
+    stale = dataclasses.replace(today, data=today.data.replace(":n", ":n999"))  # the corpus sample changed since
+    for name in ("smoke", "mybox"):  # mybox: results copied from elsewhere, no params/mybox.yaml
+        table = ResultsTable(tmp_path / name / "results" / f"{s03.NOTEBOOK}.jsonl")
+        for c, stamp in ((today, "2026-11-23T10:00"), (stale, "2026-11-22T10:00")):
+            table.append({"config_key": c.key, "status": "ok", "timestamp": stamp, **dataclasses.asdict(c)})
+    assert summary.results("smoke", s03.NOTEBOOK).config_key.tolist() == [today.key]
+    assert summary.results("mybox", s03.NOTEBOOK).config_key.tolist() == [today.key]  # the newest of one workload

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from . import environment, gpu_paths, paths, stats
+from . import environment, gpu_paths, paths, profiles, stats
+from .files import read_json
 from .profiles import RESERVED
-from .results import ResultsTable, read_json
+from .results import ResultsTable
 from .studies import STUDIES
 from .studies import eager_vs_compiled as s01
 from .studies import onnx_batching as s03
@@ -34,10 +35,35 @@ def present_profiles(root=None) -> list[str]:
     return sorted(found, key=lambda name: (name == "smoke", name))
 
 
+def _grid_keys(profile: str, notebook: str) -> set[str] | None:
+    """The configuration keys of the profile's grid today, or None when params/<profile>.yaml cannot say."""
+    try:
+        loaded = profiles.load(profile)
+    except profiles.ProfileError:
+        return None
+    if notebook not in loaded.sections:
+        return None
+    p = loaded.profile
+    return {c.key for c in STUDIES[notebook].configs(loaded.sections[notebook], device=p.device, threads=p.threads)}
+
+
 def results(profile: str, notebook: str) -> pd.DataFrame:
-    """A profile's rows for one notebook, raw samples included (empty when it has not run)."""
+    """A profile's rows for one notebook, raw samples included (empty when it has not run).
+
+    A results table keeps rows of configurations the profile no longer runs (its grid or corpus changed);
+    only those of today's grid count, and of rows for one workload the newest."""
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
-    return table.frame(with_samples=True) if table.path.exists() else pd.DataFrame()
+    if not table.path.exists():
+        return pd.DataFrame()
+    df = table.frame(with_samples=True)
+    keys = _grid_keys(profile, notebook)
+    if keys is not None:
+        df = df[df.config_key.isin(keys)]
+    workload = [c for c in ("model", "variant", "dtype", "batch_size", "device", "seq_len", "image_size", "strategy")
+                if c in df]
+    if len(df) and "timestamp" in df:
+        df = df.sort_values("timestamp", kind="stable").drop_duplicates(workload, keep="last")
+    return df.reset_index(drop=True)
 
 
 def machines(profiles: list[str]) -> pd.DataFrame:
