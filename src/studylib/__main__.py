@@ -1,4 +1,5 @@
-"""Command line: `python -m studylib run|report|plan|profiles|summary|compare`. Bad input exits 2 with one line.
+"""Command line: `python -m studylib run|report|plan|profiles|summary|compare`. Bad input exits 2 with one line;
+a run or report of a profile that another live process is measuring exits 3 with one line naming it.
 
 `compare REF NEW` checks whether a re-run (NEW) reproduces a reference run (REF) of the same profile.
 """
@@ -9,7 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import paths, profiles
+from . import paths, profiles, runlock
+
+BUSY = 3  # exit status: another run holds the profile's lock (see runlock)
 
 
 # How much faster than the 2-core CPU the estimates are calibrated on a machine is guessed to be: CPU
@@ -104,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             from .render import report
 
-            print(f"wrote {report(profiles.load(args.profile).name)}")
+            name = profiles.load(args.profile).name
+            with runlock.hold(name, f"studylib report --profile {name}"):
+                print(f"wrote {report(name)}")
             return 0
         if args.command == "plan":
             return _plan(args.profile)
@@ -122,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     except profiles.ProfileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except runlock.Busy as e:
+        print(f"error: {e}", file=sys.stderr)
+        return BUSY
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ import threading
 import time
 from contextlib import contextmanager
 
-from . import paths, profiles
-from .results import read_json, write_json_atomic
+from . import paths, profiles, runlock
+from .files import read_json, write_json_atomic
 from .threads import OMP_WAIT_POLICY
 
 KERNEL = "studylib"
@@ -120,7 +120,7 @@ def _papermill(notebook: str, executed_dir, params: dict) -> dict:
 
     out = executed_dir / f"{notebook}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
-    entry = {"notebook": notebook, "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    entry = {"notebook": notebook, "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
              "status": "ok", "failed_cell": None, "error": None, "executed": str(out.relative_to(executed_dir.parent))}
     t0 = time.perf_counter()
     try:
@@ -140,18 +140,19 @@ def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False
 
     loaded = profiles.load(profile)
     names = select_notebooks(loaded, notebooks)
-    manifest = read_json(manifest_path(loaded.name), {}) or {}
-    failed = 0
-    for nb in tqdm(names, desc=f"notebooks [{loaded.name}]", unit="nb", file=sys.stderr, ascii=True):
-        entry = execute(loaded, nb, force=force)
-        manifest[nb] = entry
-        write_json_atomic(manifest_path(loaded.name), manifest)
-        if entry["status"] != "ok":
-            failed += 1
-            print(f"{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}", file=sys.stderr)
-        else:
-            print(f"{nb}: ok in {entry['duration_s']:.0f} s", file=sys.stderr)
-    failed += run_summary() != 0
+    with runlock.hold(loaded.name, f"studylib run --profile {loaded.name}"):
+        manifest = read_json(manifest_path(loaded.name), {}) or {}
+        failed = 0
+        for nb in tqdm(names, desc=f"notebooks [{loaded.name}]", unit="nb", file=sys.stderr, ascii=True):
+            entry = execute(loaded, nb, force=force)
+            manifest[nb] = entry
+            write_json_atomic(manifest_path(loaded.name), manifest)
+            if entry["status"] != "ok":
+                failed += 1
+                print(f"{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}", file=sys.stderr)
+            else:
+                print(f"{nb}: ok in {entry['duration_s']:.0f} s", file=sys.stderr)
+        failed += run_summary() != 0
     return 1 if failed else 0
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from . import environment, paths, profiles, replicates, sweep
-from .results import ResultsTable, write_json_atomic
+from . import environment, paths, profiles, replicates, runlock, sweep
+from .files import write_json_atomic
+from .results import ResultsTable
 from .threads import apply_threads
 from .timing import Overhead, harness_overhead
 
@@ -35,7 +37,8 @@ class Study:
         Configurations are measured in groups (`group_by`, default: the study's own `group_by`, else the
         shape): a group's variants are timed together in interleaved rounds, in `replicates` processes.
         `workloads` builds what each configuration runs (default: fixed-shape inputs per configuration;
-        the data-set studies pass dataset.DatasetWorkloads).
+        the data-set studies pass dataset.DatasetWorkloads). Measuring holds the profile's run lock
+        (runlock): while another process measures this profile, runlock.Busy is raised.
         """
         from .progress import group_progress
         from .studies import STUDIES
@@ -45,7 +48,8 @@ class Study:
         groups = sweep.pending_groups(configs, table=self.table, env=self.env, measure_settings=self.measure_settings,
                                       parity_tolerance=tolerance, seed=self.common.seed, force=self.force,
                                       group_by=group_by)
-        with group_progress(sum(map(len, groups.values())), f"{self.notebook} [{self.profile}]") as advance:
+        with runlock.hold(self.profile, f"{self.notebook} (notebook kernel)"), \
+                group_progress(sum(map(len, groups.values())), f"{self.notebook} [{self.profile}]") as advance:
             new = replicates.run(groups, study=self.notebook, profile=self.profile, env=self.env, table=self.table,
                                  measure_settings=self.measure_settings, parity_tolerance=tolerance,
                                  seed=self.common.seed, force=self.force,
