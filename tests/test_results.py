@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from studylib import environment, replicates, sweep
-from studylib.results import ResultsTable, measured_alike, read_json, write_json_atomic
+from studylib.files import read_json, write_json_atomic
+from studylib.results import ResultsTable, measured_alike
 
 FAST = {"warmup_calls": 1, "min_rounds": 6, "max_rounds": 20, "min_time_s": 0.0, "target_ci_pct": 50.0,
         "budget_s": 0.05, "block_s": 0.0, "replicates": 1}
@@ -40,6 +41,18 @@ def test_a_torn_last_line_is_ignored_then_cut_off(tmp_path):
     t.append(_row("c"))
     lines = path.read_text().splitlines()
     assert [json.loads(ln)["config_key"] for ln in lines] == ["a", "c"]
+
+
+@pytest.mark.parametrize("rows_before", [0, 1])
+def test_a_torn_line_longer_than_the_tail_read_is_cut_whole(tmp_path, rows_before):
+    path = tmp_path / "r.jsonl"
+    t = ResultsTable(path)
+    for _ in range(rows_before):
+        t.append(_row("a"))
+    with open(path, "a") as f:
+        f.write('{"config_key": "b", "samples_s": [' + "0.1, " * 60_000)  # ~300 KB, died mid-write
+    t.append(_row("c"))
+    assert [json.loads(ln)["config_key"] for ln in path.read_text().splitlines()] == ["a"] * rows_before + ["c"]
 
 
 def test_an_unknown_status_is_refused(tmp_path):

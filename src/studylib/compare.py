@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .results import ResultsTable, read_json
+from .files import read_json
+from .results import ResultsTable
 from .stats import speedup
 
 # Columns that make a configuration's shape; rows agreeing on all of them form one comparison group

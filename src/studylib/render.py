@@ -6,8 +6,8 @@ import html
 from pathlib import Path
 
 from . import environment, paths
+from .files import read_json, write_text_atomic
 from .profiles import RESERVED
-from .results import read_json, write_text_atomic
 from .run import manifest_path
 
 TEMPLATES = Path(__file__).parent / "templates"

@@ -23,12 +23,14 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import paths, sweep
-from .results import ResultsTable, read_json, write_json_atomic
+from .files import read_json, write_json_atomic
+from .results import ResultsTable
 
 
 @dataclass

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .files import write_text_atomic
+
 STATUSES = ("ok", "oom", "error", "skipped")
 
 
@@ -49,8 +51,7 @@ class ResultsTable:
         if row.get("status") not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {row.get('status')!r}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self._lines()[1]:
-            self._cut_torn_tail()
+        self._cut_torn_tail()
         data = (json.dumps(row, allow_nan=True, default=str) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -60,9 +61,26 @@ class ResultsTable:
             os.close(fd)
 
     def _cut_torn_tail(self) -> None:
-        raw = self.path.read_bytes()
+        """Cut an unterminated last line (a crash mid-write) off; reads only the tail, not the table."""
+        if not self.path.exists():
+            return
         with open(self.path, "r+b") as f:
-            f.truncate(raw.rfind(b"\n") + 1)
+            end = f.seek(0, os.SEEK_END)
+            if end == 0:
+                return
+            f.seek(end - 1)
+            if f.read(1) == b"\n":
+                return
+            pos, chunk = end, 1 << 16
+            while pos > 0:  # find the last newline, reading backwards
+                start = max(0, pos - chunk)
+                f.seek(start)
+                cut = f.read(pos - start).rfind(b"\n")
+                if cut >= 0:
+                    f.truncate(start + cut + 1)
+                    return
+                pos = start
+            f.truncate(0)
 
     def frame(self, *, with_samples: bool = False):
         """The table as a pandas DataFrame (raw samples dropped unless asked for)."""
@@ -82,25 +100,3 @@ def measured_alike(row: dict[str, Any] | None, env_fingerprint: str, settings_ha
     """Whether a configuration's newest row is 'ok' and from this environment and these settings."""
     return (row is not None and row["status"] == "ok" and row.get("env_fingerprint") == env_fingerprint
             and row.get("settings_hash") == settings_hash)
-
-
-def write_text_atomic(path: Path, text: str) -> Path:
-    """Write through a temporary file and a rename, so readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-def write_json_atomic(path: Path, data: Any) -> Path:
-    return write_text_atomic(path, json.dumps(data, indent=2, default=str))
-
-
-def read_json(path: Path, default: Any = None) -> Any:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
-        return default
-

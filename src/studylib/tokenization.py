@@ -9,16 +9,15 @@ the tokenizers version, so a re-run loads it instead of training again.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
 
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from .corpus import Corpus, resolve
+from .files import write_text_atomic
 
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 PAD_ID = 1
@@ -46,19 +45,6 @@ def _train(texts: Sequence[str], vocab_size: int) -> Tokenizer:
     tok.post_processor = processors.RobertaProcessing(sep=("</s>", 2), cls=("<s>", 0),
                                                       trim_offsets=True, add_prefix_space=False)
     return tok
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    # A private temporary name per writer: two runs training the same tokenizer never share a file.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _load_file(name: str, path: Path) -> Tokenizer:
@@ -90,7 +76,7 @@ def get_tokenizer(corpus: Corpus, *, vocab_size: int, cache_dir: Path,
         except Exception:
             pass  # a cache written by something else: train again and replace it
     tok = _train(corpus.texts, vocab_size)
-    _write_atomic(path, tok.to_str())
+    write_text_atomic(path, tok.to_str())
     return tok
 
 
