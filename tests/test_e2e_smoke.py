@@ -105,7 +105,7 @@ def test_study03_holds_every_runtime_and_int8_agreement(smoke):
         assert r["n_texts"] == 64 and r["real_tokens"] > 64 and r["parity_ok"] is True
         assert 0.9 <= r["label_agreement"] <= 1.0
     cached = [r for r in rows if r["variant"] == "ort" and r["batch_size"] == 32]
-    assert "from cache: export" in cached[0]["notes"]  # exported once, at the first batch size
+    assert [(s["step"], s["cached"]) for s in cached[0]["prepare_steps"]] == [("export", True)]  # exported once
     assert list((outputs / "smoke" / "cache" / "onnx").iterdir())
     html = _html(outputs, "03_onnx_batching")
     assert "ort-int8: predicted labels agree with eager fp32 PyTorch on" in html

@@ -1,7 +1,6 @@
 """ONNX Runtime variants and PyTorch dynamic int8: parity on other shapes, the export cache, threads."""
 
 import dataclasses
-import re
 import sys
 
 import numpy as np
@@ -9,8 +8,7 @@ import pytest
 import torch
 
 from studylib import models
-from studylib.runtimes import REGISTRY, RuntimeUnavailable
-from studylib.runtimes import onnxrt
+from studylib.runtimes import REGISTRY, RuntimeUnavailable, onnxrt
 
 pytest.importorskip("onnxruntime")
 
@@ -67,7 +65,9 @@ def test_fp32_matches_eager_on_other_shapes(name, module, batches, references, t
         assert out.dtype == np.float64 and out.shape == ref.shape
         np.testing.assert_allclose(out, ref, atol=1e-4, rtol=0)
     assert prepared.sync is None
-    assert re.search(r"made now: export \(export_s=\d+\.\d\d\)", prepared.notes)
+    expected = ["export"] + (["optimize"] if name == "ort-optimized" else [])
+    assert [(s.step, s.cached) for s in prepared.steps] == [(step, False) for step in expected]
+    assert all(s.seconds > 0 for s in prepared.steps)
     # The workload's own inputs are already converted: call() runs without adapting.
     np.testing.assert_allclose(REGISTRY[name].to_numpy(prepared.call()),
                                module(*workload(None, module=module).inputs).detach().numpy(), atol=1e-4)
@@ -77,7 +77,8 @@ def test_optimized_graph_is_fused(module, tmp_path):
     import onnx
 
     prepared = REGISTRY["ort-optimized"].prepare(workload(tmp_path, module=module))
-    key = re.search(r"cache key (\w+)", prepared.notes).group(1)
+    key = prepared.steps[-1].key
+    assert f"cache key {key}" in prepared.notes
     ops = {n.op_type for n in onnx.load(str(tmp_path / "onnx" / key / onnxrt.MODEL_FILE)).graph.node}
     assert {"Attention", "SkipLayerNormalization"} <= ops
 
@@ -93,15 +94,15 @@ def test_int8_close_to_eager_and_same_labels(name, module, batches, references, 
     if name == "ort-int8":
         import onnx
 
-        key = re.search(r"cache key (\w+)", prepared.notes).group(1)
-        ops = {n.op_type for n in onnx.load(str(tmp_path / "onnx" / key / onnxrt.MODEL_FILE)).graph.node}
+        ops = {n.op_type for n in onnx.load(str(tmp_path / "onnx" / prepared.steps[-1].key
+                                                / onnxrt.MODEL_FILE)).graph.node}
         assert {"QAttention", "MatMulInteger"} <= ops
-        assert "quantize_s=" in prepared.notes
+        assert [s.step for s in prepared.steps] == ["export", "optimize", "quantize"]
 
 
 def test_cache_reused_in_a_new_workload_and_keyed_by_weights(module, batches, references, tmp_path, monkeypatch):
     first = REGISTRY["ort-int8"].prepare(workload(tmp_path, module=module))
-    assert "made now: export" in first.notes and "from cache" not in first.notes
+    assert not any(s.cached for s in first.steps)
 
     def no_export(*args, **kwargs):
         raise AssertionError("exported again")
@@ -112,9 +113,9 @@ def test_cache_reused_in_a_new_workload_and_keyed_by_weights(module, batches, re
     assert again.module is not module
     cached = {name: REGISTRY[name].prepare(again) for name in ("ort", "ort-optimized", "ort-int8")}
     for prepared in cached.values():
-        assert prepared.notes.startswith("from cache: export") and "made now" not in prepared.notes
-    export_s = [re.search(r"export_s=(\d+\.\d+)", p.notes).group(1) for p in (first, cached["ort-int8"])]
-    assert export_s[0] == export_s[1]  # the cached export reports what it cost when it was made
+        assert prepared.steps[0].step == "export" and all(s.cached for s in prepared.steps)
+    assert first.steps == [dataclasses.replace(s, cached=False) for s in cached["ort-int8"].steps]
+    # ... each cached step reports what it cost when it was made
     plain = cached["ort"]
     np.testing.assert_allclose(REGISTRY["ort"].to_numpy(plain.fn(*plain.adapt(batches[0]))), references[0],
                                atol=1e-4, rtol=0)
@@ -145,7 +146,7 @@ def test_interrupted_export_leaves_nothing_cached(module, tmp_path, monkeypatch)
     (stale / onnxrt.MODEL_FILE).write_bytes(b"half")
     monkeypatch.setattr(torch.onnx, "export", real_export)
     prepared = REGISTRY["ort"].prepare(w)
-    assert prepared.notes.startswith("made now: export")
+    assert [(s.step, s.cached) for s in prepared.steps] == [("export", False)]
 
 
 def test_torch_int8_leaves_the_workload_module_alone(module, batches, tmp_path):
@@ -202,6 +203,6 @@ def test_no_cache_dir_uses_a_private_temporary_directory(module):
     w = workload(None, module=module)
     first = REGISTRY["ort"].prepare(w)
     second = REGISTRY["ort"].prepare(w)
-    assert first.notes.startswith("made now") or first.notes.startswith("from cache")
-    assert second.notes.startswith("from cache: export")
+    assert first.steps[0].step == "export"
+    assert [(s.step, s.cached) for s in second.steps] == [("export", True)]
     assert onnxrt.cache_root(w).is_dir()

@@ -15,8 +15,9 @@ import datetime as _dt
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -194,7 +195,7 @@ class Workloads:
 MEASURED_FIELDS = (
     "n", "median_s", "mean_s", "p90_s", "p99_s", "iqr_s", "cv", "ci_low_s", "ci_high_s", "first_call_s",
     "warmup_calls", "stop_reason", "samples_s", "sample_rep", "sample_round", "block_calls", "replicates",
-    "drift", "drift_tau", "drift_p", "drift_pct", "max_abs_diff", "parity_tol", "parity_ok", "prepare_s",
+    "drift", "drift_tau", "drift_p", "drift_pct", "max_abs_diff", "parity_tol", "parity_ok", "prepare_s", "prepare_steps",
     "runtime_startup_s", "peak_mem_mb", "mem_kind", "throughput_samples_s", "throughput_tokens_s", "notes",
     "compilations", "recompilations", "label_agreement",
     # data-set studies: what one timed pass covers
@@ -281,7 +282,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     # On a GPU only PyTorch's allocator is read: TF and ONNX Runtime allocate outside it.
     torch_allocator = mem.kind != "cuda_max_allocated" or (runtime.framework == "torch"
                                                            and not c.variant.startswith("ort"))
-    row.update(runtime_startup_s=startup_s, notes=prepared.notes,
+    row.update(runtime_startup_s=startup_s, notes=prepared.notes, prepare_steps=[asdict(s) for s in prepared.steps],
                peak_mem_mb=mem.increase_mb if torch_allocator else None,
                mem_kind=mem.kind if torch_allocator else "not tracked (allocator outside PyTorch)")
     return _Prepared(c, runtime, w, prepared, call, row)
@@ -352,7 +353,7 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
             except Exception as exc:  # noqa: BLE001 - rates never drop a measurement
                 row["notes"] = f"{row['notes']}; rates failed: {type(exc).__name__}: {exc}".strip("; ")
     elapsed = time.perf_counter() - started
-    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    stamp = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     for row in rows.values():
         row.update(wall_s=elapsed / len(rows), timestamp=stamp)
     return [rows[c.key] for c in configs]

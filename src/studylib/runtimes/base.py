@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 
 class RuntimeUnavailable(Exception):
@@ -13,6 +14,17 @@ class RuntimeUnavailable(Exception):
 
 def _same(inputs: tuple) -> tuple:
     return inputs
+
+
+@dataclass(frozen=True)
+class PrepareStep:
+    """One step of making a runtime's model (export, optimize, quantize, ...): seconds it took when it was
+    made, whether this preparation loaded it from the cache instead, and its cache key."""
+
+    step: str
+    seconds: float
+    cached: bool
+    key: str = ""
 
 
 @dataclass
@@ -31,6 +43,7 @@ class Prepared:
     notes: str = ""  # e.g. what the runtime fell back to, or that an export came from the cache
     adapt: Callable[[tuple], tuple] = _same
     compilations: Callable[[], int] | None = None  # graphs compiled so far (XLA counts one per input shape)
+    steps: list[PrepareStep] = field(default_factory=list)  # how the model was made (ONNX: export, ...)
 
     def call(self) -> Any:
         return self.fn(*self.inputs)

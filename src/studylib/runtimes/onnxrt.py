@@ -12,8 +12,8 @@ Each step (export, optimize, fp16, quantize) writes one `model.onnx` under
 `<cache_dir>/onnx/<key>/`, where the key hashes everything the file depends on (see `export_key`), so a
 re-run loads the files instead of exporting again. A step writes into a temporary directory beside its
 final one and renames it into place when done: an interrupted step leaves no directory that counts as
-cached. `Prepared.notes` says which steps came from the cache and what each took when it was made
-(`export_s=0.29`), since a cache hit makes `prepare_s` small.
+cached. `Prepared.steps` records each step, the seconds it took when it was made and whether it came
+from the cache (results rows keep them as `prepare_steps`), since a cache hit makes `prepare_s` small.
 
 On CUDA, sessions use the CUDAExecutionProvider with IO binding: inputs are put on the GPU by `adapt`
 (untimed) and outputs stay there, as PyTorch's do, and `sync` waits for the outputs inside the timed
@@ -37,10 +37,10 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from .base import Prepared, Runtime, RuntimeUnavailable
+from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable
 
 OPSET = 17  # first opset with LayerNormalization, which the exporter then emits as one node
 MODEL_FILE = "model.onnx"
@@ -276,8 +276,8 @@ class OnnxRuntime(Runtime):
         if self.variant in ("optimized", "int8") and workload.kind != "text":
             raise RuntimeUnavailable(f"{self.name} applies transformer fusions: text models only")
 
-    def model_path(self, workload) -> tuple[Path, str]:
-        """The variant's .onnx file (made or loaded step by step) and a note on where each step came from."""
+    def model_path(self, workload) -> tuple[Path, list[PrepareStep], str]:
+        """The variant's .onnx file (made or loaded step by step), each step's record, and the last cache key."""
         root = cache_root(workload)
         key = export_key(workload)
         steps = [("export", lambda parent, path: _export(workload, path), {})]
@@ -288,24 +288,22 @@ class OnnxRuntime(Runtime):
             steps.append(("fp16", _to_fp16, {"keep_io_types": False}))
         if self.variant == "int8":
             steps.append(("quantize", _quantize, QUANTIZE_SETTINGS))
-        path, cached, made = None, [], []
+        path, records = None, []
         for step, make, settings in steps:
             if step != "export":
                 key = _hash({"parent": key, "step": step, "settings": settings})
             parent = path
-            path, seconds, hit = cached_step(root, key, lambda p: make(parent, p),
+            path, seconds, hit = cached_step(root, key, lambda p, make=make, parent=parent: make(parent, p),
                                              {"model": workload.model_name, "step": step, "settings": settings})
-            (cached if hit else made).append(f"{step} ({step}_s={seconds:.2f})")
-        parts = ([f"from cache: {', '.join(cached)}"] if cached else []) + (
-            [f"made now: {', '.join(made)}"] if made else [])
-        return path, "; ".join(parts) + f"; cache key {key}"
+            records.append(PrepareStep(step, seconds, hit, key))
+        return path, records, key
 
     def prepare(self, workload) -> Prepared:
         ort = _ort()
         self._check(workload, ort)
         import torch
 
-        path, where = self.model_path(workload)
+        path, steps, key = self.model_path(workload)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -331,9 +329,9 @@ class OnnxRuntime(Runtime):
                 return tuple(ort.OrtValue.ortvalue_from_numpy(a, "cuda", 0) for a in arrays)
             return tuple(arrays)
 
-        notes = (f"{where}; ORT intra_op_threads={options.intra_op_num_threads} inter_op_threads=1 sequential"
+        notes = (f"cache key {key}; ORT intra_op_threads={options.intra_op_num_threads} inter_op_threads=1 sequential"
                  + ("; CUDA with IO binding (inputs and outputs on the GPU)" if cuda else ""))
-        return Prepared(call, adapt(workload.inputs), call.sync if cuda else None, notes, adapt)
+        return Prepared(call, adapt(workload.inputs), call.sync if cuda else None, notes, adapt, steps=steps)
 
     @staticmethod
     def to_numpy(output):

@@ -77,7 +77,7 @@ def _fresh_inductor_cache():
     """Inductor with an empty cache directory and cleared in-memory code caches (named so since torch 2.7)."""
     from torch._inductor import utils
 
-    fresh = getattr(utils, "fresh_cache", None) or getattr(utils, "fresh_inductor_cache")
+    fresh = getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
     return fresh()
 
 

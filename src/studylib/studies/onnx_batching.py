@@ -9,8 +9,19 @@ import pandas as pd
 
 from .. import dataset, stats
 from ..sweep import AA, REFERENCE, Config
-from .common import (aa_control, aa_finding, add_timing_columns, classify, describe_ci, drift_finding,
-                     failures_and_noise, fmt_ms, fmt_or_blank, fmt_x, noise_band)
+from .common import (
+    aa_control,
+    aa_finding,
+    add_timing_columns,
+    classify,
+    describe_ci,
+    drift_finding,
+    failures_and_noise,
+    fmt_ms,
+    fmt_or_blank,
+    fmt_x,
+    noise_band,
+)
 
 NOTEBOOK = "03_onnx_batching"
 STRATEGY = "unsorted"  # the texts in the given order, as seed 003 fed them
@@ -59,9 +70,10 @@ def per_sample(df: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-def export_seconds(notes: str) -> dict[str, float]:
-    """The export / optimize / quantize seconds the ONNX runtimes write into their notes."""
-    return {k: float(v) for k, v in re.findall(r"(\w+)_s=([0-9.]+)", notes or "")}
+def prepare_steps(row: pd.Series) -> dict[str, dict]:
+    """The export / optimize / quantize steps an ONNX runtime's row records, by step name."""
+    steps = row.get("prepare_steps")
+    return {s["step"]: s for s in steps} if isinstance(steps, list) else {}
 
 
 def _pairs(df: pd.DataFrame, baseline, candidate_filter=None) -> pd.DataFrame:
@@ -117,11 +129,12 @@ def preparation_table(df: pd.DataFrame) -> pd.DataFrame:
     """Export, optimization and quantization time, and whether this run made the model or found it cached."""
     rows = []
     for _, r in df[df.variant.str.startswith("ort") & (df.status == "ok")].iterrows():
-        secs = export_seconds(r.notes)
+        steps = prepare_steps(r)
         rows.append({"model": r.model, "variant": r.variant, "batch_size": r.batch_size,
                      "prepare (s)": f"{r.prepare_s:.2f}",
-                     **{f"{k} (s)": f"{secs[k]:.2f}" if k in secs else "" for k in ("export", "optimize", "quantize")},
-                     "source": "cache" if "made now" not in (r.notes or "") else "made in this run",
+                     **{f"{k} (s)": f"{steps[k]['seconds']:.2f}" if k in steps else ""
+                        for k in ("export", "optimize", "quantize")},
+                     "source": "made in this run" if any(not s["cached"] for s in steps.values()) else "cache",
                      "first pass": fmt_ms(r.first_call_s)})
     return pd.DataFrame(rows)
 
@@ -166,7 +179,7 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
         lines.append(f"**{variant} over eager** ({model} {dtype}) at the same batch size: "
                      + ", ".join(f"b{int(r['batch_size'])} {describe_ci(r)}" for _, r in g.iterrows())
                      + f" — faster in {classes.count('faster')}, slower in {classes.count('slower')} of {len(g)}.")
-    for variant, base in INT8.items():
+    for variant in INT8:
         q = df[(df.variant == variant) & (df.status == "ok")]
         if len(q):
             lines.append(f"{variant}: predicted labels agree with eager fp32 PyTorch on "
@@ -204,7 +217,8 @@ def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> pd.Data
     rows = []
     for (model, dtype), d in groups:
         label = f" — {model} {dtype}" if len(groups) > 1 else ""
-        pick = lambda t: t[(t.model == model) & (t["dtype"] == dtype) & t.speedup.notna()]  # noqa: E731
+        pick = lambda t, model=model, dtype=dtype: t[(t.model == model) & (t["dtype"] == dtype)  # noqa: E731
+                                                      & t.speedup.notna()]
         rows += [r | {"seed": r["seed"] + label} for r in _claims(d, pick(same), pick(over1))]
     return pd.DataFrame(rows, columns=["seed", "claim", "this run", "verdict"])
 
