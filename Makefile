@@ -11,7 +11,7 @@ NEW ?=
 STAMP := $(VENV)/.studylib-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup browser report run render plan compare check-report test lab clean distclean
+.PHONY: help setup browser report run render plan compare check-report lint test lab clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -55,7 +55,10 @@ browser:  ## install headless Chromium for the browser test (Debian/Ubuntu apt; 
 check-report: $(STAMP) browser  ## open outputs/index.html and every page it links in headless Chromium, offline; screenshots to outputs/screenshots/
 	$(PY) -m studylib.browser outputs
 
-test: $(STAMP) browser  ## run the whole test suite (unit tests, an end-to-end smoke report, the browser test)
+lint: $(STAMP)  ## ruff: lint and import order of src/ and tests/ (pyproject.toml's [tool.ruff])
+	$(PY) -m ruff check src tests
+
+test: $(STAMP) browser lint  ## run ruff, then the whole test suite (unit tests, an end-to-end smoke report, the browser test)
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 lab: $(STAMP)  ## open JupyterLab on notebooks/ with the project's kernel

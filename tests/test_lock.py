@@ -1,8 +1,14 @@
 """requirements.lock is the one source of versions; environment.yml mirrors it exactly."""
 
+import ast
+import importlib.metadata
 import re
+import sys
+import tomllib
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from studylib import paths
 
@@ -24,9 +30,66 @@ def test_environment_yml_mirrors_the_lock():
     assert "python=3.11" in env["dependencies"]
 
 
-def test_key_versions_are_the_known_good_set():
-    pins = dict(line.split("==") for line in _lock())
-    assert pins["torch"] == "2.13.0"  # never unpinned: an unpinned torch pulls a multi-GB CUDA build
-    assert pins["transformers"] == "4.57.6"
-    assert pins["tensorflow"] == "2.21.0" and pins["tf_keras"] == "2.21.0"
-    assert pins["papermill"].startswith("2.7") and pins["nbconvert"].startswith("7.17")
+def _declared():
+    """pyproject's requirements: the core dependencies and every extra's."""
+    project = tomllib.loads((paths.ROOT / "pyproject.toml").read_text())["project"]
+    reqs = [Requirement(r) for r in project["dependencies"]]
+    for extra in project["optional-dependencies"].values():
+        reqs += [Requirement(r) for r in extra]
+    return reqs
+
+
+def _name(text):
+    return canonicalize_name(text)
+
+
+def test_the_lock_satisfies_every_declared_range():
+    pins = {_name(k): v for k, v in (line.split("==") for line in _lock())}
+    for req in _declared():
+        assert _name(req.name) in pins, f"{req.name} is declared in pyproject.toml but not pinned in the lock"
+        assert req.specifier.contains(pins[_name(req.name)], prereleases=True), (req, pins[_name(req.name)])
+    assert "torch" in pins  # pinned, never left to pip: an unpinned torch pulls a multi-GB CUDA build
+
+
+def _third_party_imports():
+    found = set()
+    for path in (paths.ROOT / "src" / "studylib").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return {m for m in found if m not in sys.stdlib_module_names and m not in ("studylib", "pydoc_data")}
+
+
+def test_every_module_the_code_imports_is_declared():
+    declared = {_name(r.name) for r in _declared()}
+    owners = importlib.metadata.packages_distributions()
+    for module in sorted(_third_party_imports()):
+        dists = {_name(d) for d in owners.get(module, [])}
+        assert dists & declared, f"studylib imports {module} (from {sorted(dists)}) but pyproject.toml does not declare it"
+
+
+def test_every_locked_package_is_needed_by_a_declared_one():
+    """The lock is the closure of pyproject's requirements (with their own extras): nothing unused."""
+    pins = {_name(k) for k, _ in (line.split("==") for line in _lock())}
+    todo = [(r, r.extras) for r in _declared()]
+    needed, seen = set(), set()
+    while todo:
+        req, extras = todo.pop()
+        name = _name(req.name)
+        if (name, frozenset(extras)) in seen:
+            continue
+        seen.add((name, frozenset(extras)))
+        needed.add(name)
+        try:
+            requires = importlib.metadata.requires(req.name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for text in requires:
+            dep = Requirement(text)
+            envs = [{"extra": e} for e in extras] or [{"extra": ""}]
+            if dep.marker is None or any(dep.marker.evaluate(e) for e in envs):
+                todo.append((dep, dep.extras))
+    unused = sorted(pins - needed)
+    assert not unused, f"locked but required by nothing pyproject.toml declares: {unused}"

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from studylib import plots
-from studylib.studies import eager_vs_compiled as s01
 from studylib.profiles import EagerVsCompiled
+from studylib.studies import eager_vs_compiled as s01
 
 rng = np.random.default_rng(0)
 

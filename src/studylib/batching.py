@@ -13,8 +13,8 @@ A plan is a list of Batches (text indices and the length they are padded to). Th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

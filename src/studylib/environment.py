@@ -128,7 +128,7 @@ def capture(profile: str | None = None) -> dict:
     """Versions, Python, OS, CPU, cores, memory, thread settings, GPU, git commit and profile."""
     env = {
         "profile": profile,
-        "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "captured_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "os": f"{platform.system()} {platform.release()}",
         "cpu_model": _cpu_model(),

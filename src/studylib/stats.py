@@ -14,8 +14,9 @@ processes (replicates). A results row carries its per-round samples with two ali
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 from scipy import stats as _st

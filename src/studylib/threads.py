@@ -69,4 +69,4 @@ def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> Non
                 tf.config.threading.set_intra_op_parallelism_threads(threads)
                 tf.config.threading.set_inter_op_parallelism_threads(threads)
             except RuntimeError as e:  # TF's runtime already started in this process with other settings
-                raise RuntimeError(f"TensorFlow already runs with other thread settings; restart the kernel ({e})")
+                raise RuntimeError(f"TensorFlow already runs with other thread settings; restart the kernel ({e})") from e

@@ -22,8 +22,9 @@ from __future__ import annotations
 import gc
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

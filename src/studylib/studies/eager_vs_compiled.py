@@ -9,8 +9,19 @@ import pandas as pd
 
 from .. import models, stats
 from ..sweep import AA, REFERENCE, Config
-from .common import (aa_control, aa_finding, describe_ci, drift_finding, fmt_or_blank, fmt_x,  # noqa: F401
-                     latency_table, noise_band, size_label, speedup_verdict, verdict)
+from .common import (  # noqa: F401
+    aa_control,
+    aa_finding,
+    describe_ci,
+    drift_finding,
+    fmt_or_blank,
+    fmt_x,
+    latency_table,
+    noise_band,
+    size_label,
+    speedup_verdict,
+    verdict,
+)
 
 NOTEBOOK = "01_eager_vs_compiled"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]

@@ -7,8 +7,17 @@ import pandas as pd
 
 from .. import batching, dataset, stats
 from ..sweep import AA, REFERENCE, Config
-from .common import (aa_control, aa_finding, add_timing_columns, classify, describe_ci, drift_finding,
-                     failures_and_noise, fmt_or_blank, noise_band)
+from .common import (
+    aa_control,
+    aa_finding,
+    add_timing_columns,
+    classify,
+    describe_ci,
+    drift_finding,
+    failures_and_noise,
+    fmt_or_blank,
+    noise_band,
+)
 from .onnx_batching import estimate_s as _pass_estimate
 
 NOTEBOOK = "04_sorted_length_batching"

@@ -7,8 +7,7 @@ import pandas as pd
 
 from .. import stats
 from ..sweep import AA, REFERENCE, Config
-from .common import (aa_control, aa_finding, classify, describe_ci, drift_finding, fmt_x,  # noqa: F401
-                     latency_table, noise_band)
+from .common import aa_control, aa_finding, classify, describe_ci, drift_finding, fmt_x, latency_table, noise_band  # noqa: F401
 
 NOTEBOOK = "02_torchscript_vs_xla"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len"]
@@ -242,7 +241,7 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
     big = df[(df.batch_size == 8) & (df.seq_len == 1024) & (df.variant.map(FRAMEWORK) == "PyTorch")]
     rows.append({"seed": "000", "claim": "PyTorch ran out of memory at batch 8 × seq 1024 (not DistilBERT); those cells "
                                          "were dropped, biasing the averages toward PyTorch",
-                 "this run": (f"batch 8 × seq 1024: " + ", ".join(f"{r['variant']} {r['model']} {r['status']}"
+                 "this run": ("batch 8 × seq 1024: " + ", ".join(f"{r['variant']} {r['model']} {r['status']}"
                                                                for _, r in big.iterrows()) if len(big)
                               else "batch 8 × seq 1024 is not in this profile's grid")
                              + f"; {len(failed)} configuration(s) failed or were skipped here, kept as rows and "
