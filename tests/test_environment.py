@@ -39,3 +39,26 @@ def test_peak_memory_sees_a_temporary_allocation():
         del block
     assert pm.kind == "rss_peak"
     assert pm.peak_mb - baseline.peak_mb > 250
+
+
+def test_the_commit_is_dirty_for_changed_code_but_not_for_changed_outputs(tmp_path, monkeypatch):
+    import subprocess
+
+    from studylib import environment, paths
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "outputs" / "r.jsonl").write_text("{}\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
+    clean = environment.git_commit()
+    assert clean and not clean.endswith("-dirty")
+    (tmp_path / "outputs" / "r.jsonl").write_text("{}\n{}\n")  # a run appended to the committed results
+    assert environment.git_commit() == clean
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert environment.git_commit() == clean + "-dirty"

@@ -48,13 +48,15 @@ def _memory_gib() -> float | None:
 
 
 def git_commit() -> str | None:
-    """The checkout's commit (12 hex digits), with "-dirty" when tracked files are changed; None outside git."""
+    """The checkout's commit (12 hex digits), with "-dirty" when tracked files outside outputs/ are changed
+    (a run rewrites the committed reference under outputs/ itself); None outside git."""
     try:
         out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "--short=12", "HEAD"],
                              capture_output=True, text=True, timeout=10)
         if out.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", str(paths.ROOT), "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", str(paths.ROOT), "status", "--porcelain", "--untracked-files=no",
+                                "--", ".", ":(exclude)outputs"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
