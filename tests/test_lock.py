@@ -39,15 +39,11 @@ def _declared():
     return reqs
 
 
-def _name(text):
-    return canonicalize_name(text)
-
-
 def test_the_lock_satisfies_every_declared_range():
-    pins = {_name(k): v for k, v in (line.split("==") for line in _lock())}
+    pins = {canonicalize_name(k): v for k, v in (line.split("==") for line in _lock())}
     for req in _declared():
-        assert _name(req.name) in pins, f"{req.name} is declared in pyproject.toml but not pinned in the lock"
-        assert req.specifier.contains(pins[_name(req.name)], prereleases=True), (req, pins[_name(req.name)])
+        assert canonicalize_name(req.name) in pins, f"{req.name} is declared in pyproject.toml but not pinned in the lock"
+        assert req.specifier.contains(pins[canonicalize_name(req.name)], prereleases=True), (req, pins[canonicalize_name(req.name)])
     assert "torch" in pins  # pinned, never left to pip: an unpinned torch pulls a multi-GB CUDA build
 
 
@@ -63,21 +59,21 @@ def _third_party_imports():
 
 
 def test_every_module_the_code_imports_is_declared():
-    declared = {_name(r.name) for r in _declared()}
+    declared = {canonicalize_name(r.name) for r in _declared()}
     owners = importlib.metadata.packages_distributions()
     for module in sorted(_third_party_imports()):
-        dists = {_name(d) for d in owners.get(module, [])}
+        dists = {canonicalize_name(d) for d in owners.get(module, [])}
         assert dists & declared, f"studylib imports {module} (from {sorted(dists)}) but pyproject.toml does not declare it"
 
 
 def test_every_locked_package_is_needed_by_a_declared_one():
     """The lock is the closure of pyproject's requirements (with their own extras): nothing unused."""
-    pins = {_name(k) for k, _ in (line.split("==") for line in _lock())}
+    pins = {canonicalize_name(k) for k, _ in (line.split("==") for line in _lock())}
     todo = [(r, r.extras) for r in _declared()]
     needed, seen = set(), set()
     while todo:
         req, extras = todo.pop()
-        name = _name(req.name)
+        name = canonicalize_name(req.name)
         if (name, frozenset(extras)) in seen:
             continue
         seen.add((name, frozenset(extras)))

@@ -40,6 +40,14 @@ def select_notebooks(loaded: profiles.LoadedProfile, wanted: list[str] | None) -
     return list(wanted)
 
 
+def grid(loaded: profiles.LoadedProfile, notebook: str) -> list:
+    """Every configuration of a notebook's section in the profile, in the study's order."""
+    from .studies import STUDIES
+
+    p = loaded.profile
+    return STUDIES[notebook].configs(loaded.sections[notebook], device=p.device, threads=p.threads)
+
+
 def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False):
     """(all configurations of a notebook, those a run would measure now) — what `plan` and the bar show.
 
@@ -50,7 +58,7 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
 
     params = profiles.notebook_parameters(loaded, notebook)
     study = STUDIES[notebook]
-    configs = study.configs(loaded.sections[notebook], device=params["device"], threads=params["threads"])
+    configs = grid(loaded, notebook)
     table = ResultsTable(paths.results_dir(loaded.name) / f"{notebook}.jsonl")
     groups = sweep.pending_groups(configs, table=table, env=environment.capture(loaded.name),
                                   measure_settings=params["measure"], parity_tolerance=params["parity_tolerance"],

@@ -41,10 +41,9 @@ def _grid_keys(profile: str, notebook: str) -> set[str] | None:
         loaded = profiles.load(profile)
     except profiles.ProfileError:
         return None
-    if notebook not in loaded.sections:
-        return None
-    p = loaded.profile
-    return {c.key for c in STUDIES[notebook].configs(loaded.sections[notebook], device=p.device, threads=p.threads)}
+    from .run import grid
+
+    return {c.key for c in grid(loaded, notebook)} if notebook in loaded.sections else None
 
 
 def results(profile: str, notebook: str) -> pd.DataFrame:
