@@ -162,3 +162,14 @@ def test_figures_mark_failed_configurations(df):
     sp["workload"] = "resnet-tiny"
     fig = plots.speedup_points(sp, row="workload", col="dtype")
     assert "oom" in [t.get_text() for ax in fig.axes for t in ax.texts]
+
+
+def test_skip_by_sequence_length_in_study_02_leaves_that_shape_out_of_every_model():
+    from studylib.profiles import TorchscriptVsXla
+    from studylib.studies import torchscript_vs_xla as s02
+
+    section = TorchscriptVsXla(models=["bert-tiny", "gpt2-tiny"], variants=["eager", "tf-function"], dtypes=["fp32"],
+                               batch_sizes=[1, 4], seq_lens=[8, 64], skip=[{"batch_size": 4, "seq_len": 64}])
+    shapes = {(c.model, c.batch_size, c.seq_len) for c in s02.configs(section, device="cpu", threads=2)}
+    assert shapes == {(m, b, s) for m in ("bert-tiny", "gpt2-tiny") for b in (1, 4) for s in (8, 64)} - {
+        ("bert-tiny", 4, 64), ("gpt2-tiny", 4, 64)}

@@ -73,6 +73,28 @@ def _nonempty_unique(values: list) -> list:
     return values
 
 
+class Skip(_Strict):
+    """Shapes a grid leaves out: every configuration whose model, dtype, batch size and sequence length match."""
+
+    model: str | None = None
+    dtype: Dtype | None = None
+    batch_size: int | None = None
+    seq_len: int | None = None
+
+    @model_validator(mode="after")
+    def _names_something(self) -> Skip:
+        if all(getattr(self, k) is None for k in SKIP_KEYS):
+            raise ValueError("names none of model, dtype, batch_size, seq_len (it would leave out every shape)")
+        return self
+
+    def matches(self, model: str, dtype: str, batch_size: int, seq_len: int | None = None) -> bool:
+        return all(want is None or want == have for want, have in zip(
+            (self.model, self.dtype, self.batch_size, self.seq_len), (model, dtype, batch_size, seq_len)))
+
+
+SKIP_KEYS = ("model", "dtype", "batch_size", "seq_len")
+
+
 class _Grid(_Strict):
     """What every grid section shares: models, dtypes, batch sizes, sequence lengths, measurement overrides."""
 
@@ -81,6 +103,7 @@ class _Grid(_Strict):
     batch_sizes: list[int]
     seq_lens: list[int]
     measure: MeasureSettings | None = None
+    skip: list[Skip] = Field(default_factory=list, description="shapes of the grid left out (say why in left_out)")
     left_out: str = ""
 
     @field_validator("models")
@@ -108,23 +131,24 @@ class _Grid(_Strict):
             raise ValueError("variants must include 'eager', the reference every speed-up is taken over")
         return self
 
+    def shapes(self) -> list[tuple[str, str, int, int | None]]:
+        """(model, dtype, batch size, sequence length) of every shape the grid times, skips left out.
 
-class Skip(_Strict):
-    """Shapes a grid leaves out: every configuration whose model, dtype and batch size match the given ones."""
-
-    model: str | None = None
-    dtype: Dtype | None = None
-    batch_size: int | None = None
+        Image models have no sequence length (None): a skip naming seq_len never matches them."""
+        return [(m, d, b, s) for m in self.models for d in self.dtypes
+                for s in (self.seq_lens if MODELS[m].kind == "text" else [None]) for b in self.batch_sizes
+                if not any(k.matches(m, d, b, s) for k in self.skip)]
 
     @model_validator(mode="after")
-    def _names_something(self) -> Skip:
-        if self.model is None and self.dtype is None and self.batch_size is None:
-            raise ValueError("names none of model, dtype, batch_size (it would leave out every shape)")
+    def _skips_in_grid(self):
+        for i, s in enumerate(self.skip):
+            for key in SKIP_KEYS:
+                value, allowed = getattr(s, key), getattr(self, f"{key}s")
+                if value is not None and value not in allowed:
+                    raise ValueError(f"skip[{i}]: {key} {value!r} is not in {key}s {allowed} (it would skip nothing)")
+        if self.skip and not self.shapes():
+            raise ValueError("skip leaves out every shape of the grid")
         return self
-
-    def matches(self, model: str, dtype: str, batch_size: int) -> bool:
-        return ((self.model is None or self.model == model) and (self.dtype is None or self.dtype == dtype)
-                and (self.batch_size is None or self.batch_size == batch_size))
 
 
 class EagerVsCompiled(_Grid):
@@ -132,7 +156,6 @@ class EagerVsCompiled(_Grid):
 
     variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune"]]
     image_size: int = Field(224, ge=8)
-    skip: list[Skip] = Field(default_factory=list, description="shapes of the grid left out (say why in left_out)")
 
     @model_validator(mode="after")
     def _fits(self) -> EagerVsCompiled:
@@ -141,18 +164,6 @@ class EagerVsCompiled(_Grid):
             too_long = [n for n in self.seq_lens if limit and n > limit]
             if too_long:
                 raise ValueError(f"seq_lens: {too_long[0]} exceeds {name}'s {limit} positions")
-        return self
-
-    @model_validator(mode="after")
-    def _skips_in_grid(self) -> EagerVsCompiled:
-        for i, s in enumerate(self.skip):
-            for key, allowed in (("model", self.models), ("dtype", self.dtypes), ("batch_size", self.batch_sizes)):
-                value = getattr(s, key)
-                if value is not None and value not in allowed:
-                    raise ValueError(f"skip[{i}]: {key} {value!r} is not in {key}s {allowed} (it would skip nothing)")
-        if self.skip and all(any(s.matches(m, d, b) for s in self.skip)
-                             for m in self.models for d in self.dtypes for b in self.batch_sizes):
-            raise ValueError("skip leaves out every shape of the grid")
         return self
 
 

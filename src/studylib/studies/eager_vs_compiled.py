@@ -33,17 +33,9 @@ def configs(section, *, device: str, threads: int) -> list[Config]:
 
     Shapes matching one of the section's `skip` entries are left out."""
     variants = [REFERENCE, AA] + [v for v in section.variants if v not in (REFERENCE, AA)]
-    out = []
-    for model in section.models:
-        kind = models.spec(model).kind
-        sizes = [dict(seq_len=s) for s in section.seq_lens] if kind == "text" else [dict(image_size=section.image_size)]
-        for dtype in section.dtypes:
-            for size in sizes:
-                for batch in section.batch_sizes:
-                    if any(s.matches(model, dtype, batch) for s in section.skip):
-                        continue
-                    out += [Config(model, v, dtype, batch, device, threads, **size) for v in variants]
-    return out
+    return [Config(model, v, dtype, batch, device, threads, seq_len=seq,
+                   image_size=None if seq is not None else section.image_size)
+            for model, dtype, batch, seq in section.shapes() for v in variants]
 
 
 def estimate_s(c: Config, measure: dict, speed: float = 1.0) -> float:

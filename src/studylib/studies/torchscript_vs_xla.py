@@ -31,11 +31,12 @@ MAGNITUDE_BAND = 1.10  # a measured CI overlapping claim/1.1 … claim×1.1 coun
 
 
 def configs(section, *, device: str, threads: int) -> list[Config]:
-    """Every configuration, grouped by model, eager PyTorch first within each shape (its output is the reference)."""
+    """Every configuration, grouped by model, eager PyTorch first within each shape (its output is the reference).
+
+    Shapes matching one of the section's `skip` entries are left out."""
     variants = [REFERENCE, AA] + [v for v in section.variants if v not in (REFERENCE, AA)]
     return [Config(model, v, dtype, batch, device, threads, seq_len=seq)
-            for model in section.models for dtype in section.dtypes for seq in section.seq_lens
-            for batch in section.batch_sizes for v in variants]
+            for model, dtype, batch, seq in section.shapes() for v in variants]
 
 
 def estimate_s(c: Config, measure: dict, speed: float = 1.0) -> float:
