@@ -531,21 +531,21 @@ def test_row_statistics_fields():
     """The fields every results row carries agree with numpy and with the CI and drift functions."""
     x = [0.9, 1.0, 1.1, 1.2, 5.0, 1.05, 0.95, 1.0, 1.02, 0.98]
     s = timing.row_statistics(x)
-    assert set(s) == {"n", "median_s", "mean_s", "p90_s", "p99_s", "iqr_s", "cv", "ci_low_s", "ci_high_s",
+    assert set(s) == {"n", "median_s", "mean_s", "p90_s", "p99_s", "iqr_s", "cv", "ci_run_low_s", "ci_run_high_s",
                       "drift_tau", "drift_p", "drift_pct", "drift"}
     assert s["n"] == 10
     assert s["median_s"] == pytest.approx(np.median(x)) and s["mean_s"] == pytest.approx(np.mean(x))
     assert s["p90_s"] == pytest.approx(np.percentile(x, 90)) and s["p99_s"] == pytest.approx(np.percentile(x, 99))
     assert s["iqr_s"] == pytest.approx(np.percentile(x, 75) - np.percentile(x, 25))
     assert s["cv"] == pytest.approx(np.std(x, ddof=1) / np.mean(x))
-    assert (s["ci_low_s"], s["ci_high_s"]) == stats.median_ci(x)
-    assert s["ci_low_s"] <= s["median_s"] <= s["ci_high_s"] < 5.0  # not dragged by the outlier
+    assert (s["ci_run_low_s"], s["ci_run_high_s"]) == stats.median_ci(x)
+    assert s["ci_run_low_s"] <= s["median_s"] <= s["ci_run_high_s"] < 5.0  # not dragged by the outlier
     assert s["drift"] is False
 
     ramp = list(np.linspace(1.0, 1.3, 40))
     assert timing.row_statistics(ramp)["drift"] is True
     two = timing.row_statistics(ramp, [0] * 20 + [1] * 20)
-    assert two["n"] == 40 and (two["ci_low_s"], two["ci_high_s"]) == stats.median_ci(ramp, [0] * 20 + [1] * 20)
+    assert two["n"] == 40 and (two["ci_run_low_s"], two["ci_run_high_s"]) == stats.median_ci(ramp, [0] * 20 + [1] * 20)
 
 
 def test_harness_overhead_is_measured_on_enough_rounds():

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from . import stats
 from .files import write_text_atomic
 
 STATUSES = ("ok", "oom", "error", "skipped")
@@ -44,8 +45,12 @@ class ResultsTable:
         return latest
 
     def rows(self) -> list[dict[str, Any]]:
-        return list(self.latest().values())
+        """The newest row of each configuration as reported: medians with CIs that hold across processes.
 
+        The stored interval is the run's own (`ci_run_low_s`/`ci_run_high_s`); `ci_low_s`/`ci_high_s`
+        widen it by the spread between replicate processes pooled over this table (stats.with_reported_ci).
+        """
+        return stats.with_reported_ci(list(self.latest().values()))
 
     def append(self, row: dict[str, Any]) -> None:
         if row.get("status") not in STATUSES:

@@ -4,9 +4,17 @@ Samples come from interleaved rounds (see timing.measure_rounds), possibly in se
 processes (replicates). A results row carries its per-round samples with two aligned lists,
 `sample_rep` and `sample_round`, so two variants of one group pair round by round.
 
-- The CI of a median is the distribution-free order-statistic interval (exact binomial coverage,
-  valid at any n ≥ 6); with several replicates it is widened to the hierarchical bootstrap interval
-  (replicates resampled, then rounds within each), so replicate-to-replicate drift is inside it.
+- The CI of a median within one run (`median_ci`, stored as `ci_run_low_s`/`ci_run_high_s`) is the
+  distribution-free order-statistic interval (exact binomial coverage, valid at any n ≥ 6); with several
+  replicates it is widened to the hierarchical bootstrap interval (replicates resampled, then rounds).
+- The CI a median is reported with (`ci_low_s`/`ci_high_s`, see `with_reported_ci`) must also hold for
+  a re-run, in other processes at other moments. On a shared machine two processes measuring the same
+  group minutes apart differ by as much as 30%, alike for every variant of the group (the machine's
+  phase, not the code). With two replicates a row cannot estimate that from its own samples, so the
+  spread between processes is pooled over a table's rows (`between_process_spread`, degrees of freedom
+  counted by groups, since a group's rows share their processes) and added to the run's interval.
+  Speed-ups pair rounds within a process, so the machine's phase cancels in them and they keep their
+  own, far narrower CIs.
 - A speed-up is the median of the per-round ratios baseline/candidate: drift common to a round cancels.
   Its CI is built the same way on the log ratios. Rows that were not measured in the same rounds fall
   back to the ratio of the two medians, with the conservative CI from their 97.5% median CIs.
@@ -106,6 +114,105 @@ def median_ci(samples, replicates=None, *, confidence: float = CONFIDENCE, seed:
         blo, bhi = np.percentile(draws, q)
         lo, hi = min(lo, float(blo)), max(hi, float(bhi))
     return lo, hi
+
+
+@dataclass(frozen=True)
+class ProcessSpread:
+    """How far a median moves between processes: the SD of log replicate medians around their row's mean."""
+
+    sigma: float  # pooled SD of log(replicate median), per process
+    df: float  # effective degrees of freedom behind sigma (see between_process_spread)
+    rows: int  # rows it was pooled over
+    common_share: float  # share of the squared deviations that is a group's common shift per replicate
+
+    @property
+    def pct(self) -> float:
+        """sigma as a percentage of the median (one process's typical shift)."""
+        return 100 * float(np.expm1(self.sigma))
+
+    def half_width(self, replicates: int, confidence: float = CONFIDENCE) -> float:
+        """Half-width (log scale) of the interval for a median pooled over `replicates` processes."""
+        t = _st.t.ppf((1 + confidence) / 2, max(self.df, 1))
+        return float(t * self.sigma / np.sqrt(max(replicates, 1)))
+
+
+def between_process_spread(rows: Iterable[Any]) -> ProcessSpread | None:
+    """The spread of medians between replicate processes, pooled over the 'ok' rows with ≥ 2 replicates.
+
+    Per row, each replicate's median in logs minus the row's mean of them; the squared deviations are
+    pooled over rows (one-way ANOVA: divided by the rows' replicates - 1). A group's rows share their
+    processes, so part of each deviation is the group's common shift in that replicate (the machine's
+    phase) and has only as many degrees of freedom as there are groups; the rest has the rows' remaining
+    ones. The t quantile uses the Satterthwaite effective degrees of freedom of the two parts' sum.
+    None where no row has two replicates.
+    """
+    ss, row_df, n_rows, devs = 0.0, 0, 0, {}
+    for row in rows:
+        if _field(row, "status") != "ok" or not _present(_field(row, "samples_s")):
+            continue
+        x, reps, _ = row_samples(row)
+        ids = list(dict.fromkeys(reps.tolist()))
+        medians = np.log([np.median(x[reps == r]) for r in ids])
+        if len(medians) < 2 or not np.all(np.isfinite(medians)):
+            continue
+        d = medians - medians.mean()
+        ss += float(np.sum(d ** 2))
+        row_df += len(medians) - 1
+        n_rows += 1
+        devs.setdefault(_field(row, "group_id") or _field(row, "config_key"), []).append(dict(zip(ids, d)))
+    if not row_df:
+        return None
+    common, group_df = 0.0, 0
+    for group in devs.values():
+        replicate_ids = {r for d in group for r in d}
+        shift = {r: np.mean([d[r] for d in group if r in d]) for r in replicate_ids}
+        common += sum(shift[r] ** 2 for d in group for r in d)
+        group_df += len(replicate_ids) - 1
+    a, b = common / row_df, (ss - common) / row_df  # the common and the row-specific parts of sigma²
+    resid_df = row_df - group_df
+    df = (a + b) ** 2 / (a ** 2 / group_df + (b ** 2 / resid_df if resid_df > 0 else 0.0)) if a + b > 0 else row_df
+    return ProcessSpread(sigma=float(np.sqrt(ss / row_df)), df=float(min(df, row_df)), rows=n_rows,
+                         common_share=float(common / ss) if ss > 0 else 0.0)
+
+
+def reported_ci(row: Any, spread: ProcessSpread | None) -> tuple[float, float]:
+    """The CI a row's median is reported with: its samples' interval widened by the spread between processes.
+
+    On each side the order-statistic half-width of all the row's samples (log scale) and the
+    between-process half-width for the row's replicate count add in quadrature; the result is never
+    narrower than the run's own interval (where this row's replicates disagree more than the table's
+    typical spread, that disagreement stays). Without a spread (one replicate everywhere): the run's interval.
+    """
+    lo, hi = _field(row, "ci_run_low_s"), _field(row, "ci_run_high_s")
+    median = _field(row, "median_s")
+    if spread is None or not (_present(lo) and _present(hi) and _present(median)) or median <= 0 or lo <= 0 \
+            or not _present(_field(row, "samples_s")):
+        return lo, hi
+    x, reps, _ = row_samples(row)
+    olo, ohi, _ = order_stat_ci(x)
+    h = spread.half_width(len(np.unique(reps)))
+    below, above = np.log(median / olo), np.log(ohi / median)
+    return (min(lo, float(median * np.exp(-np.hypot(below, h)))),
+            max(hi, float(median * np.exp(np.hypot(above, h)))))
+
+
+def with_reported_ci(rows: list[dict]) -> list[dict]:
+    """Copies of a table's rows with the reported CI (`ci_low_s`, `ci_high_s`), the run's own
+    (`ci_run_low_s`, `ci_run_high_s`) and the table's between-process spread (`process_spread_pct`).
+
+    Rows stored before the run's interval had its own name carry it as `ci_low_s`/`ci_high_s`."""
+    out = []
+    for row in rows:
+        row = dict(row)
+        if "ci_run_low_s" not in row:
+            row["ci_run_low_s"], row["ci_run_high_s"] = row.get("ci_low_s"), row.get("ci_high_s")
+        out.append(row)
+    spread = between_process_spread(out)
+    for row in out:
+        ok = row.get("status") == "ok"
+        row["ci_low_s"], row["ci_high_s"] = reported_ci(row, spread) if ok else (row["ci_run_low_s"], row["ci_run_high_s"])
+        row["process_spread_pct"] = spread.pct if spread is not None and ok else None
+    return out
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,7 @@ class Workloads:
 
 # Every row carries every column, failed ones with None, so tables and figures never miss a column.
 MEASURED_FIELDS = (
-    "n", "median_s", "mean_s", "p90_s", "p99_s", "iqr_s", "cv", "ci_low_s", "ci_high_s", "first_call_s",
+    "n", "median_s", "mean_s", "p90_s", "p99_s", "iqr_s", "cv", "ci_run_low_s", "ci_run_high_s", "first_call_s",
     "warmup_calls", "stop_reason", "samples_s", "sample_rep", "sample_round", "block_calls", "replicates",
     "drift", "drift_tau", "drift_p", "drift_pct", "max_abs_diff", "parity_tol", "parity_ok", "prepare_s", "prepare_steps",
     "runtime_startup_s", "peak_mem_mb", "mem_kind", "throughput_samples_s", "throughput_tokens_s", "notes",

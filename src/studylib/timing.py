@@ -181,8 +181,10 @@ def harness_overhead(budget_s: float = 0.2) -> Overhead:
 
 
 def row_statistics(samples, replicates=None) -> dict[str, Any]:
-    """The statistics every results row carries, units in the names: median with its CI, spread, drift."""
+    """The statistics every results row stores, units in the names: median with its run's CI, spread, drift.
+
+    The CI a table reports (`ci_low_s`/`ci_high_s`) is derived when it is read (stats.with_reported_ci)."""
     s = stats.summarize(samples)
     lo, hi = stats.median_ci(samples, replicates)
     return {"n": len(samples), "median_s": s["median"], "mean_s": s["mean"], "p90_s": s["p90"], "p99_s": s["p99"],
-            "iqr_s": s["iqr"], "cv": s["cv"], "ci_low_s": lo, "ci_high_s": hi, **stats.drift(samples, replicates)}
+            "iqr_s": s["iqr"], "cv": s["cv"], "ci_run_low_s": lo, "ci_run_high_s": hi, **stats.drift(samples, replicates)}

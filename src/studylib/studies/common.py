@@ -116,16 +116,28 @@ def aa_finding(aa: pd.DataFrame) -> str:
 
 
 def drift_finding(df: pd.DataFrame) -> str | None:
-    """How many configurations' samples trend over their order (a drifting machine), or None if no column."""
+    """How the machine drifts: configurations whose samples trend over the rounds within a process, and how
+    far medians move between replicate processes (the spread the medians' CIs include). None if no column."""
     ok = df[df.status == "ok"]
     if "drift" not in ok or not len(ok):
         return None
     flagged = ok[ok.drift.fillna(False).astype(bool)]
     if not len(flagged):
-        return f"Drift: no configuration's samples trend over the rounds (Kendall test, p < {stats.DRIFT_P})."
-    return (f"Drift: {len(flagged)} of {len(ok)} configurations' samples trend over the rounds (Kendall test, "
-            f"p < {stats.DRIFT_P}; changes {flagged.drift_pct.min():+.0%} to {flagged.drift_pct.max():+.0%} over a "
-            f"replicate). Speed-ups pair rounds, so drift common to a round cancels; medians carry it in their CIs.")
+        line = f"Drift: no configuration's samples trend over the rounds (Kendall test, p < {stats.DRIFT_P})."
+    else:
+        line = (f"Drift: {len(flagged)} of {len(ok)} configurations' samples trend over the rounds (Kendall test, "
+                f"p < {stats.DRIFT_P}; changes {flagged.drift_pct.min():+.0%} to {flagged.drift_pct.max():+.0%} over a "
+                f"replicate). Speed-ups pair rounds, so drift common to a round cancels; medians carry it in their CIs.")
+    spread = stats.between_process_spread(ok.to_dict("records")) if "samples_s" in ok else None
+    if spread is not None:
+        half = ok.ci_high_s / ok.median_s - 1
+        common = (f"; {spread.common_share:.0%} of that movement is shared by all variants of a group (the machine's "
+                  f"phase while the process ran, not the code)")
+        line += (f" Between processes: a configuration's median moves by {spread.pct:.1f}% (SD over replicate "
+                 f"processes, pooled over {spread.rows} configurations){common}. The medians' 95% CIs include it "
+                 f"(upper half-widths {half.min():.0%}–{half.max():.0%}), so they hold for a re-run; speed-ups, "
+                 f"paired within a process, do not need it.")
+    return line
 
 
 def failures_and_noise(df: pd.DataFrame, where) -> list[str]:

@@ -1,0 +1,106 @@
+"""The CI a median is reported with must hold for a re-run: the spread between replicate processes.
+
+On a shared machine a process lands in a phase (neighbours, frequency) that shifts every variant of
+its group alike. A simulated machine with such phases shows what the run's own interval misses and the
+reported one (stats.with_reported_ci) keeps. Everything here is synthetic: no real timing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from studylib import stats, timing
+from studylib.results import ResultsTable
+
+TRUE = {"eager": 0.100, "eager-aa": 0.100, "fast": 0.070}  # per-call medians in the machine's average phase
+
+
+def _run(rng, *, groups=12, replicates=2, rounds=12, phase_sd=0.10, noise_sd=0.02, shared=1.0):
+    """Rows of one simulated run: each group's replicate process runs in a phase shared by its variants
+    (`shared` of the phase's variance; the rest is the variant's own), each call with lognormal noise."""
+    rows = []
+    for g in range(groups):
+        phases = rng.normal(0, phase_sd * np.sqrt(shared), replicates)
+        own = {v: rng.normal(0, phase_sd * np.sqrt(1 - shared), replicates) for v in TRUE}
+        for v, mu in TRUE.items():
+            xs = [mu * np.exp(phases[r] + own[v][r] + rng.normal(0, noise_sd)) for r in range(replicates)
+                  for _ in range(rounds)]
+            reps = [r for r in range(replicates) for _ in range(rounds)]
+            rows.append({"config_key": f"g{g}|{v}", "variant": v, "status": "ok", "group_id": f"run-g{g}",
+                         "samples_s": xs, "sample_rep": reps, "sample_round": [i % rounds for i in range(len(xs))],
+                         **timing.row_statistics(xs, reps)})
+    return rows
+
+
+def _share_inside(rows, values) -> float:
+    return float(np.mean([r["ci_low_s"] <= v <= r["ci_high_s"] for r, v in zip(rows, values)]))
+
+
+def test_reported_ci_holds_for_a_rerun_where_the_runs_own_interval_does_not():
+    """Five reference runs, each with a re-run, of 40 groups whose phases are wholly or half shared."""
+    rng = np.random.default_rng(7)
+    run_rerun, run_truth, rep_rerun, rep_truth = [], [], [], []
+    for shared in (1.0, 1.0, 1.0, 0.5, 0.5):
+        ref, new = (stats.with_reported_ci(_run(rng, groups=40, shared=shared)) for _ in range(2))
+        truth, again = [TRUE[r["variant"]] for r in ref], [r["median_s"] for r in new]
+        run_only = [dict(r, ci_low_s=r["ci_run_low_s"], ci_high_s=r["ci_run_high_s"]) for r in ref]
+        run_rerun.append(_share_inside(run_only, again)), run_truth.append(_share_inside(run_only, truth))
+        rep_rerun.append(_share_inside(ref, again)), rep_truth.append(_share_inside(ref, truth))
+        for r in ref:
+            assert r["ci_low_s"] <= r["ci_run_low_s"] <= r["median_s"] <= r["ci_run_high_s"] <= r["ci_high_s"]
+    # the run's own interval (even hierarchical over two replicates) misses most re-run medians and the truth
+    assert np.mean(run_rerun) < 0.6 and np.mean(run_truth) < 0.75
+    # the reported one covers the truth as a 95% interval should, and most re-run medians (a re-run is itself
+    # noisy: two exact 95% intervals' centres fall inside each other about 83% of the time)
+    assert np.mean(rep_truth) >= 0.9 and np.mean(rep_rerun) >= 0.8
+
+
+def test_between_process_spread_recovers_the_phase_sd_and_how_much_a_group_shares():
+    rng = np.random.default_rng(1)
+    shared = stats.between_process_spread(_run(rng, groups=40, phase_sd=0.10))
+    own = stats.between_process_spread(_run(rng, groups=40, phase_sd=0.10, shared=0.0))
+    # sigma is one process's SD: the phase's (plus its median's own noise)
+    for spread in (shared, own):
+        assert spread.sigma == pytest.approx(0.10, rel=0.2)
+        assert spread.rows == 120
+    assert shared.common_share > 0.85 and own.common_share < 0.5
+    # a shared phase leaves about one degree of freedom per group; independent shifts many more
+    assert 30 <= shared.df <= 60 and own.df > 90
+    assert shared.half_width(2) > shared.half_width(4)
+
+
+def test_reported_ci_falls_back_to_the_runs_interval_without_replicates_and_keeps_failures_blank():
+    rng = np.random.default_rng(3)
+    single = stats.with_reported_ci(_run(rng, replicates=1))
+    assert stats.between_process_spread(single) is None
+    assert all((r["ci_low_s"], r["ci_high_s"]) == (r["ci_run_low_s"], r["ci_run_high_s"]) for r in single)
+    assert all(r["process_spread_pct"] is None for r in single)
+
+    failed = {"config_key": "x", "status": "oom", "error": "out of memory", "ci_run_low_s": None,
+              "ci_run_high_s": None, "median_s": None}
+    rows = stats.with_reported_ci(_run(rng, groups=3) + [failed])
+    assert rows[-1]["ci_low_s"] is None and rows[-1]["process_spread_pct"] is None
+    assert all(r["process_spread_pct"] > 0 for r in rows[:-1])
+
+
+def test_rows_stored_before_the_runs_interval_had_its_name_are_read_alike():
+    rng = np.random.default_rng(4)
+    new_style = _run(rng, groups=4)
+    old_style = [{k if k not in ("ci_run_low_s", "ci_run_high_s") else k.replace("_run", ""): v for k, v in r.items()}
+                 for r in new_style]
+    a, b = stats.with_reported_ci(new_style), stats.with_reported_ci(old_style)
+    assert [(r["ci_low_s"], r["ci_high_s"], r["ci_run_low_s"]) for r in a] == \
+        [(r["ci_low_s"], r["ci_high_s"], r["ci_run_low_s"]) for r in b]
+
+
+def test_the_table_stores_the_runs_interval_and_reports_the_wider_one(tmp_path):
+    table = ResultsTable(tmp_path / "t.jsonl")
+    for row in _run(np.random.default_rng(5), groups=3):
+        table.append(row)
+    stored = next(iter(table.latest().values()))
+    assert "ci_low_s" not in stored and stored["ci_run_low_s"] is not None
+    reported = table.rows()[0]
+    assert reported["ci_low_s"] < stored["ci_run_low_s"] and reported["ci_high_s"] > stored["ci_run_high_s"]
+    frame = table.frame()
+    assert {"ci_low_s", "ci_high_s", "ci_run_low_s", "ci_run_high_s", "process_spread_pct"} <= set(frame.columns)
