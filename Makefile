@@ -11,7 +11,7 @@ NEW ?=
 STAMP := $(VENV)/.studylib-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup browser report run render plan compare check-report lint test lab clean distclean
+.PHONY: help setup setup-gpu browser report run render plan compare check-report lint test lab clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -26,6 +26,10 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install -q --no-deps -e . 2> >(grep -v "^WARNING: Location" >&2)
 	$(PY) -m ipykernel install --sys-prefix --name studylib --display-name "Python (studylib)"
 	touch $@
+
+setup-gpu: $(STAMP)  ## on a CUDA machine: swap in the GPU builds of requirements-gpu.txt (onnxruntime-gpu, tensorflow[and-cuda])
+	$(PY) -m pip uninstall -q -y onnxruntime
+	$(PY) -m pip install -q -r requirements-gpu.txt 2> >(grep -v "^WARNING: Location" >&2)
 
 report: $(STAMP)  ## run every notebook of PROFILE (default cpu) and render HTML + outputs/index.html
 	@$(PY) -m studylib run --profile $(PROFILE) $(if $(NOTEBOOK),--notebook $(NOTEBOOK)) $(if $(FORCE),--force); \

@@ -30,6 +30,24 @@ def test_environment_yml_mirrors_the_lock():
     assert "python=3.11" in env["dependencies"]
 
 
+def test_the_gpu_overlay_pins_the_cpu_locks_versions():
+    """requirements-gpu.txt: exact pins, each of a locked package (or its -gpu build) at the locked version."""
+    pins = {canonicalize_name(k): v for k, v in (line.split("==") for line in _lock())}
+    lines = [ln.strip() for ln in (paths.ROOT / "requirements-gpu.txt").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    assert lines
+    names = set()
+    for line in lines:
+        req = Requirement(line)
+        [spec] = req.specifier
+        base = canonicalize_name(req.name).removesuffix("-gpu")
+        assert spec.operator == "==" and base in pins, line
+        assert spec.version == pins[base], f"{line}: the CPU lock has {base}=={pins[base]}"
+        names.add(base)
+    assert {"torch", "onnxruntime", "tensorflow"} <= names
+    assert "requirements-gpu.txt" in (paths.ROOT / "Makefile").read_text()
+
+
 def _declared():
     """pyproject's requirements: the core dependencies and every extra's."""
     project = tomllib.loads((paths.ROOT / "pyproject.toml").read_text())["project"]
