@@ -1,4 +1,9 @@
+import contextlib
+import io
 import os
+import subprocess
+import sys
+from dataclasses import dataclass
 
 import pytest
 
@@ -35,3 +40,36 @@ class FakeClock:
 @pytest.fixture
 def fake_clock():
     return FakeClock
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args, outputs) -> CliResult:
+    """`python -m studylib ARGS` called in this process (no new interpreter to import torch into), with its
+    exit status and what it printed; STUDYLIB_OUTPUTS points at `outputs` while it runs."""
+    from studylib.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    before = os.environ.get("STUDYLIB_OUTPUTS")
+    os.environ["STUDYLIB_OUTPUTS"] = str(outputs)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        if before is None:
+            os.environ.pop("STUDYLIB_OUTPUTS", None)
+        else:
+            os.environ["STUDYLIB_OUTPUTS"] = before
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def cli_process(*args, outputs) -> subprocess.CompletedProcess:
+    """The real command line in a new process: for what only a process shows (its exit code, its stderr)."""
+    env = dict(os.environ, STUDYLIB_OUTPUTS=str(outputs))
+    return subprocess.run([sys.executable, "-m", "studylib", *args], capture_output=True, text=True, env=env,
+                          timeout=120)

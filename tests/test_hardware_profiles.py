@@ -1,22 +1,16 @@
 """The seeds' machine profiles and `auto`: each validates and plans; auto picks by GPU memory or cores."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 import yaml
 
+from conftest import cli
 from studylib import paths, profiles
 from studylib.environment import Machine
 
 SEED_PROFILES = ["cpu-32", "gpu-t4", "gpu-v100", "gpu-a100", "gpu-3090ti", "gpu-h100"]
 
 
-def _cli(*args, outputs):
-    env = dict(os.environ, STUDYLIB_OUTPUTS=str(outputs))
-    return subprocess.run([sys.executable, "-m", "studylib", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+_cli = cli  # in-process: these tests check messages and exit statuses, which a new process adds nothing to
 
 
 @pytest.mark.parametrize("name", SEED_PROFILES)

@@ -1,22 +1,16 @@
 """Every kind of bad profile stops with exit 2, one line naming file, key and problem, and no outputs."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 import yaml
 
+from conftest import cli, cli_process
 from studylib import paths, profiles
 
 SMOKE = yaml.safe_load((paths.PARAMS_DIR / "smoke.yaml").read_text())
 NB = "01_eager_vs_compiled"
 
 
-def _cli(*args, outputs):
-    env = dict(os.environ, STUDYLIB_OUTPUTS=str(outputs))
-    return subprocess.run([sys.executable, "-m", "studylib", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+_cli = cli  # in-process: these tests check messages and exit statuses, which a new process adds nothing to
 
 
 def _mutated(tmp_path, change):
@@ -119,7 +113,8 @@ def test_bad_profile_exits_2_with_one_line_and_touches_nothing(case, tmp_path, o
 
 
 def test_missing_profile_file(outputs):
-    r = _cli("run", "--profile", "no-such-profile", outputs=outputs)
+    """Through a real process: exit status 2 and exactly one line on stderr."""
+    r = cli_process("run", "--profile", "no-such-profile", outputs=outputs)
     assert r.returncode == 2
     assert r.stderr.strip() == ("error: params/no-such-profile.yaml: no such profile file (known profiles: "
                                 + ", ".join(paths.known_profiles()) + ")")
