@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from studylib import gpu_paths, stats, summary
+from studylib.studies import eager_vs_compiled as s01
 from studylib.threads import _tensorflow_start_up_log
 
 
@@ -50,12 +51,12 @@ def _profile_rows(eager_s, compiled_s, rng):
 
 def test_headline_speedups_per_profile(monkeypatch):
     rng = np.random.default_rng(0)
-    frames = {("fast", summary.s01.NOTEBOOK): _profile_rows(2.0, 1.0, rng),
-              ("same", summary.s01.NOTEBOOK): _profile_rows(1.0, 1.0, rng)}
+    frames = {("fast", s01.NOTEBOOK): _profile_rows(2.0, 1.0, rng),
+              ("same", s01.NOTEBOOK): _profile_rows(1.0, 1.0, rng)}
     monkeypatch.setattr(summary, "results", lambda p, nb: frames.get((p, nb), pd.DataFrame()))
     t = summary.headline_speedups(["fast", "same"]).set_index(["comparison", "profile"])
     fast = t.loc[("torch.compile (default) over eager", "fast")]
-    df = frames["fast", summary.s01.NOTEBOOK]
+    df = frames["fast", s01.NOTEBOOK]
     pairs = [(df[(df.variant == "eager") & (df.batch_size == b)].iloc[0],
               df[(df.variant == "compile-default") & (df.batch_size == b)].iloc[0]) for b in (1, 8)]
     expected = stats.geomean_speedup(pairs, n_resamples=1000)

@@ -6,8 +6,9 @@ import json
 import pytest
 
 from studylib import paths, profiles
+from studylib.studies import STUDIES
 
-NOTEBOOKS = paths.known_notebooks()
+NOTEBOOKS = list(STUDIES)
 
 
 def _cells(name):
@@ -16,6 +17,12 @@ def _cells(name):
 
 def test_there_are_notebooks():
     assert "01_eager_vs_compiled" in NOTEBOOKS and paths.SUMMARY_NOTEBOOK not in NOTEBOOKS
+
+
+def test_every_notebook_is_a_registered_study_and_every_study_has_its_notebook():
+    files = {p.stem for p in paths.NOTEBOOKS_DIR.glob("*.ipynb")} - {paths.SUMMARY_NOTEBOOK}
+    assert files == set(NOTEBOOKS)
+    assert all(STUDIES[n].notebook_path.is_file() for n in NOTEBOOKS)
 
 
 @pytest.mark.parametrize("name", [*NOTEBOOKS, paths.SUMMARY_NOTEBOOK])

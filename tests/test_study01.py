@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from studylib import plots
-from studylib.profiles import EagerVsCompiled
 from studylib.studies import eager_vs_compiled as s01
+from studylib.studies.eager_vs_compiled import EagerVsCompiled
 
 rng = np.random.default_rng(0)
 
@@ -165,8 +165,8 @@ def test_figures_mark_failed_configurations(df):
 
 
 def test_skip_by_sequence_length_in_study_02_leaves_that_shape_out_of_every_model():
-    from studylib.profiles import TorchscriptVsXla
     from studylib.studies import torchscript_vs_xla as s02
+    from studylib.studies.torchscript_vs_xla import TorchscriptVsXla
 
     section = TorchscriptVsXla(models=["bert-tiny", "gpt2-tiny"], variants=["eager", "tf-function"], dtypes=["fp32"],
                                batch_sizes=[1, 4], seq_lens=[8, 64], skip=[{"batch_size": 4, "seq_len": 64}])

@@ -43,8 +43,9 @@ def _plan(profile: str) -> int:
     for nb in select_notebooks(loaded, None):
         configs, todo = planned(loaded, nb)
         measure = loaded.measure_for(nb).model_dump()
-        est = sum(STUDIES[nb].estimate_s(c, measure, speed) for c in todo)
-        every = sum(STUDIES[nb].estimate_s(c, measure, speed) for c in configs)
+        section = loaded.sections[nb]
+        est = sum(STUDIES[nb].estimate_s(c, section, measure, speed) for c in todo)
+        every = sum(STUDIES[nb].estimate_s(c, section, measure, speed) for c in configs)
         total, whole = total + est, whole + every
         print(f"\n{nb}: {len(configs)} configurations (about {every / 60:.1f} min in all), "
               f"{len(configs) - len(todo)} already measured here with these settings, about {est / 60:.1f} min "

@@ -13,12 +13,19 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from . import runtimes
+
 
 @dataclass(frozen=True)
 class Branch:
     name: str
     what: str
     uses: Callable[[pd.Series], bool]  # does this configuration go through the branch?
+
+
+def _family(row: pd.Series) -> str | None:
+    runtime = runtimes.REGISTRY.get(str(row["variant"]))
+    return runtime.family if runtime is not None else None
 
 
 BRANCHES = [
@@ -28,9 +35,9 @@ BRANCHES = [
     Branch("fp16 on CUDA", "half-precision modules, inputs and ONNX graphs", lambda r: r["dtype"] == "fp16"),
     Branch("bf16 on CUDA", "bfloat16 modules and inputs", lambda r: r["dtype"] == "bf16"),
     Branch("torch.compile on CUDA", "Inductor/Triton kernels; reduce-overhead adds CUDA graphs",
-           lambda r: str(r["variant"]).startswith("compile-")),
+           lambda r: _family(r) == "compile"),
     Branch("TensorFlow on GPU", "TF eager, tf.function and XLA on the GPU, memory growth on",
-           lambda r: str(r["variant"]).startswith("tf-")),
+           lambda r: _family(r) == "tensorflow"),
     Branch("ONNX Runtime CUDA provider", "CUDAExecutionProvider with IO binding (inputs and outputs on the GPU)",
            lambda r: r["variant"] in ("ort", "ort-optimized")),
     Branch("ONNX Runtime TensorRT provider", "TensorrtExecutionProvider (where onnxruntime-gpu has it)",

@@ -53,11 +53,6 @@ def notebook_path(notebook: str) -> Path:
 SUMMARY_NOTEBOOK = "05_summary"
 
 
-def known_notebooks() -> list[str]:
-    """Notebook ids (file stems) of the studies under notebooks/, in reading order (not the summary)."""
-    return sorted(p.stem for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb") if p.stem != SUMMARY_NOTEBOOK)
-
-
 def profile_path(profile: str) -> Path:
     """A profile name (params/<name>.yaml) or a path to a YAML file."""
     p = Path(profile)

@@ -95,7 +95,7 @@ class Skip(_Strict):
 SKIP_KEYS = ("model", "dtype", "batch_size", "seq_len")
 
 
-class _Grid(_Strict):
+class Grid(_Strict):
     """What every grid section shares: models, dtypes, batch sizes, sequence lengths, measurement overrides."""
 
     models: list[str]
@@ -151,41 +151,7 @@ class _Grid(_Strict):
         return self
 
 
-class EagerVsCompiled(_Grid):
-    """Section of study 01: PyTorch eager vs torch.compile."""
-
-    variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune"]]
-    image_size: int = Field(224, ge=8)
-
-    @model_validator(mode="after")
-    def _fits(self) -> EagerVsCompiled:
-        for name in self.models:
-            limit = MODELS[name].max_positions
-            too_long = [n for n in self.seq_lens if limit and n > limit]
-            if too_long:
-                raise ValueError(f"seq_lens: {too_long[0]} exceeds {name}'s {limit} positions")
-        return self
-
-
-class TorchscriptVsXla(_Grid):
-    """Section of study 02: PyTorch (eager, TorchScript) vs TensorFlow (eager, graph, XLA) on the same weights.
-
-    Sequence lengths beyond a model's positions are allowed here, as in seed 000's grid (up to 1024 for
-    every model): those cells become 'skipped' rows that the figures mark, rather than an invalid profile.
-    """
-
-    variants: list[Literal["eager", "torchscript", "torchscript-optimized", "tf-eager", "tf-function", "tf-xla"]]
-
-    @field_validator("models")
-    @classmethod
-    def _text_only(cls, v: list[str]) -> list[str]:
-        for name in v:
-            if name in MODELS and MODELS[name].kind != "text":
-                raise ValueError(f"{name!r} is not a text model (study 02 compares text encoders)")
-        return v
-
-
-class _DataGrid(_Strict):
+class DataGrid(_Strict):
     """What both data-set studies share: classifiers timed on passes over a tokenized text sample."""
 
     models: list[str]
@@ -213,7 +179,7 @@ class _DataGrid(_Strict):
     @field_validator("batch_sizes")
     @classmethod
     def _positive(cls, v: list[int]) -> list[int]:
-        return _Grid._positive(v)
+        return Grid._positive(v)
 
     @model_validator(mode="after")
     def _fits(self):
@@ -241,33 +207,11 @@ class _DataGrid(_Strict):
         return self
 
 
-class OnnxBatching(_DataGrid):
-    """Section of study 03: ONNX Runtime vs PyTorch and TorchScript over the data set, across batch sizes."""
+def sections() -> dict[str, type[BaseModel]]:
+    """The schema of each study's profile section, by notebook id, from the study registry."""
+    from .studies import STUDIES
 
-    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized", "torch-int8", "ort-int8", "ort-tensorrt"]]
-
-
-class SortedBatching(_DataGrid):
-    """Section of study 04: batching strategies over the data set, across batch sizes and runtimes."""
-
-    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized"]]
-    strategies: list[Literal["unsorted", "sorted", "bucketed", "pad-to-max"]]
-    bucket_batches: int = Field(8, ge=1, description="bucketed: batches per bucket (texts sorted within a bucket)")
-
-    @model_validator(mode="after")
-    def _baseline(self) -> SortedBatching:
-        if "unsorted" not in self.strategies:
-            raise ValueError("strategies must include 'unsorted', the baseline every gain is taken over")
-        return self
-
-
-# One schema per notebook id; a profile section with another name is an error.
-SECTIONS: dict[str, type[_Strict]] = {
-    "01_eager_vs_compiled": EagerVsCompiled,
-    "02_torchscript_vs_xla": TorchscriptVsXla,
-    "03_onnx_batching": OnnxBatching,
-    "04_sorted_length_batching": SortedBatching,
-}
+    return {name: study.section for name, study in STUDIES.items()}
 
 
 class Profile(_Strict):
@@ -291,8 +235,8 @@ class Profile(_Strict):
         if not v:
             raise ValueError("must name at least one notebook")
         for name in v:
-            if name not in SECTIONS:
-                raise ValueError(f"unknown notebook {name!r} (known: {', '.join(SECTIONS)})")
+            if name not in sections():
+                raise ValueError(f"unknown notebook {name!r} (known: {', '.join(sections())})")
         return v
 
     @field_validator("follows")
@@ -371,7 +315,7 @@ def _validate_section(name: str, raw: dict[str, Any], where: str, prof: Profile)
     if isinstance(raw.get("measure"), dict):  # a section's measure overrides the common one key by key
         raw = raw | {"measure": prof.measure.model_dump() | raw["measure"]}
     try:
-        section = SECTIONS[name].model_validate(raw)
+        section = sections()[name].model_validate(raw)
     except ValidationError as e:
         raise ProfileError(f"{where}: {_describe(e, f'notebooks.{name}')}") from None
     missing = [d for d in getattr(section, "dtypes", []) if d not in prof.parity_tolerance]
@@ -440,10 +384,13 @@ def load(profile: str, *, machine=None) -> LoadedProfile:
         prof = Profile.model_validate(raw)
     except ValidationError as e:
         raise ProfileError(f"{where}: {_describe(e)}") from None
+    from .studies import STUDIES
+
     sections = {}
     for name, section in prof.notebooks.items():
-        if not paths.notebook_path(name).is_file():
-            raise ProfileError(f"{where}: notebooks.{name}: notebook file {paths.notebook_path(name).name} is missing")
+        notebook = STUDIES[name].notebook_path
+        if not notebook.is_file():
+            raise ProfileError(f"{where}: notebooks.{name}: notebook file {notebook.name} is missing")
         if not isinstance(section, dict):
             raise ProfileError(f"{where}: notebooks.{name}: must be a mapping of keys to values")
         sections[name] = _validate_section(name, section, where, prof)

@@ -31,7 +31,9 @@ def select_notebooks(loaded: profiles.LoadedProfile, wanted: list[str] | None) -
     """The profile's notebooks, or those asked for; an unknown one is a ProfileError."""
     if not wanted:
         return loaded.notebooks()
-    known = paths.known_notebooks()
+    from .studies import STUDIES
+
+    known = list(STUDIES)
     for name in wanted:
         if name not in known:
             raise profiles.ProfileError(f"--notebook: unknown notebook {name!r} (known: {', '.join(known)})")
@@ -62,7 +64,7 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     table = ResultsTable(paths.results_dir(loaded.name) / f"{notebook}.jsonl")
     groups = sweep.pending_groups(configs, table=table, env=environment.capture(loaded.name),
                                   measure_settings=params["measure"], parity_tolerance=params["parity_tolerance"],
-                                  seed=params["seed"], force=force, group_by=getattr(study, "group_by", None))
+                                  seed=params["seed"], force=force, group_by=study.group_by)
     keys = {c.key for g in groups.values() for c in g}
     return configs, [c for c in configs if c.key in keys]
 
@@ -122,8 +124,15 @@ def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
         return _papermill(notebook, paths.executed_dir(loaded.name), params)
 
 
+def _notebook_file(notebook: str):
+    """A study's notebook (where its registry entry says), or a notebook under notebooks/ (the summary)."""
+    from .studies import STUDIES
+
+    return STUDIES[notebook].notebook_path if notebook in STUDIES else paths.notebook_path(notebook)
+
+
 def _papermill(notebook: str, executed_dir, params: dict) -> dict:
-    """Execute notebooks/<notebook>.ipynb into executed_dir with `params`; the manifest entry it ends with."""
+    """Execute the notebook into executed_dir with `params`; the manifest entry it ends with."""
     import papermill as pm
 
     out = executed_dir / f"{notebook}.ipynb"
@@ -132,8 +141,9 @@ def _papermill(notebook: str, executed_dir, params: dict) -> dict:
              "status": "ok", "failed_cell": None, "error": None, "executed": str(out.relative_to(executed_dir.parent))}
     t0 = time.perf_counter()
     try:
-        pm.execute_notebook(str(paths.notebook_path(notebook)), str(out), parameters=params, kernel_name=kernel_name(),
-                            cwd=str(paths.NOTEBOOKS_DIR), progress_bar=False, log_output=False)
+        source = _notebook_file(notebook)
+        pm.execute_notebook(str(source), str(out), parameters=params, kernel_name=kernel_name(),
+                            cwd=str(source.parent), progress_bar=False, log_output=False)
     except pm.PapermillExecutionError as e:
         entry.update(status="failed", failed_cell=e.exec_count, error=f"{e.ename}: {e.evalue}"[:500])
     except Exception as e:  # the kernel died, the notebook is unreadable, ...

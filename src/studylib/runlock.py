@@ -6,7 +6,7 @@ configurations to one results table. A run therefore holds `outputs/<profile>/.r
 taken over) while it measures or renders. A second run of the profile stops at once with `Busy`, whose
 message names the holder. Processes the holder starts (papermill's kernel, the replicate processes)
 inherit `STUDYLIB_LOCK_HELD` and do not take the lock again; a notebook run by hand in JupyterLab takes
-it around its measurements only (`study.Study.run`).
+it around its measurements only (`study.StudyRun.run`).
 """
 
 from __future__ import annotations

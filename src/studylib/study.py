@@ -16,7 +16,7 @@ from .timing import Overhead, harness_overhead
 
 
 @dataclass
-class Study:
+class StudyRun:
     """A notebook's validated parameters, its environment and its results table."""
 
     notebook: str
@@ -43,7 +43,7 @@ class Study:
         from .progress import group_progress
         from .studies import STUDIES
 
-        group_by = group_by or getattr(STUDIES.get(self.notebook), "group_by", None)
+        group_by = group_by or STUDIES[self.notebook].group_by
         tolerance = dict(self.common.parity_tolerance)
         groups = sweep.pending_groups(configs, table=self.table, env=self.env, measure_settings=self.measure_settings,
                                       parity_tolerance=tolerance, seed=self.common.seed, force=self.force,
@@ -103,8 +103,13 @@ class Study:
                 .set_properties(**{"text-align": "left", "white-space": "normal"}))
 
 
-def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] = ("torch",)) -> Study:
-    """Validate a notebook's parameters, fix threads, capture and save the environment."""
+def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] | None = None) -> StudyRun:
+    """Validate a notebook's parameters, fix threads, capture and save the environment.
+
+    `frameworks` whose threads are set: the study's own (its registry entry) unless given."""
+    from .studies import STUDIES
+
+    frameworks = frameworks or STUDIES[notebook].frameworks
     prof, section = profiles.check_parameters(notebook, params)
     # transformers imports tqdm.auto, which warns in kernels without ipywidgets; the bars work without them.
     warnings.filterwarnings("ignore", message="IProgress not found")
@@ -121,5 +126,5 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     env = environment.capture(profile)
     write_json_atomic(paths.results_dir(profile) / "env.json", env)
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
-    return Study(notebook, profile, prof, section, env, table, bool(params.get("force", False)), harness_overhead(),
+    return StudyRun(notebook, profile, prof, section, env, table, bool(params.get("force", False)), harness_overhead(),
                  prof.measure.model_dump(), tuple(frameworks))

@@ -1,14 +1,13 @@
 """Across machines: every profile's results under outputs/, the seeds' claims and headline speed-ups side by side.
 
 The summary notebook calls these. It works with whatever profiles have results: each study's own
-analysis (its claims table) runs on each profile's rows, and a fixed set of headline comparisons is
+analysis (its claims table) runs on each profile's rows, and the headline comparisons each study names are
 summarised per profile as a geometric-mean speed-up over the shapes both sides ran, with a bootstrap CI over every shape's rounds.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import pandas as pd
 
@@ -16,11 +15,7 @@ from . import environment, gpu_paths, paths, profiles, stats
 from .files import read_json
 from .profiles import RESERVED
 from .results import ResultsTable
-from .studies import STUDIES
-from .studies import eager_vs_compiled as s01
-from .studies import onnx_batching as s03
-from .studies import sorted_batching as s04
-from .studies import torchscript_vs_xla as s02
+from .studies import STUDIES, Comparison
 from .studies.common import classify
 
 NOTEBOOK = paths.SUMMARY_NOTEBOOK
@@ -82,20 +77,13 @@ def machines(profiles: list[str]) -> pd.DataFrame:
 
 def claims(profiles: list[str]) -> pd.DataFrame:
     """Every study's seed-claims table for every profile, one row per claim and profile."""
-    analyses = {
-        s01.NOTEBOOK: lambda df: s01.claims(df, s01.speedups(df)),
-        s02.NOTEBOOK: lambda df: s02.claims(df, s02.speedups(df)),
-        s03.NOTEBOOK: lambda df: s03.claims(df, s03.speedups_same_batch(df), s03.speedups_over_batch1(df)),
-        s04.NOTEBOOK: lambda df: s04.claims(df, s04.gains(df)),
-    }
     out = []
     for p in profiles:
-        for nb, analyse in analyses.items():
+        for nb, study in STUDIES.items():
             df = results(p, nb)
             if not len(df):
                 continue
-            t = analyse(df)
-            out.append(t.assign(profile=p, study=nb[:2]))
+            out.append(study.analyse(df).claims.assign(profile=p, study=nb[:2]))
     if not out:
         return pd.DataFrame(columns=["study", "seed", "claim", "profile", "this run", "verdict"])
     t = pd.concat(out, ignore_index=True)
@@ -103,35 +91,9 @@ def claims(profiles: list[str]) -> pd.DataFrame:
         ["study", "seed", "claim"], kind="stable").reset_index(drop=True)
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """A headline speed-up: `candidate` over `baseline`, told apart by `column`, matched on `shape` columns."""
-
-    notebook: str
-    label: str
-    candidate: str
-    baseline: str
-    column: str = "variant"
-    shape: tuple[str, ...] = ("model", "dtype", "batch_size", "seq_len", "image_size")
-
-
-_DATA_SHAPE = ("model", "dtype", "batch_size", "data", "strategy")
-COMPARISONS = [
-    Comparison(s01.NOTEBOOK, "torch.compile (default) over eager", "compile-default", "eager"),
-    Comparison(s01.NOTEBOOK, "torch.compile (max-autotune) over eager", "compile-max-autotune", "eager"),
-    Comparison(s01.NOTEBOOK, "torch.compile (reduce-overhead) over default", "compile-reduce-overhead",
-               "compile-default"),
-    Comparison(s02.NOTEBOOK, "TorchScript over eager PyTorch", "torchscript", "eager"),
-    Comparison(s02.NOTEBOOK, "XLA over tf.function", "tf-xla", "tf-function"),
-    Comparison(s02.NOTEBOOK, "tf.function over eager PyTorch", "tf-function", "eager"),
-    Comparison(s03.NOTEBOOK, "ONNX Runtime over eager PyTorch", "ort", "eager", shape=_DATA_SHAPE),
-    Comparison(s03.NOTEBOOK, "ONNX Runtime optimized over eager", "ort-optimized", "eager", shape=_DATA_SHAPE),
-    Comparison(s03.NOTEBOOK, "ONNX Runtime TensorRT over eager", "ort-tensorrt", "eager", shape=_DATA_SHAPE),
-    Comparison(s03.NOTEBOOK, "ONNX Runtime int8 over eager fp32", "ort-int8", "eager", shape=_DATA_SHAPE),
-    Comparison(s03.NOTEBOOK, "PyTorch int8 over eager fp32", "torch-int8", "eager", shape=_DATA_SHAPE),
-    Comparison(s04.NOTEBOOK, "sorted over unsorted batches", "sorted", "unsorted", column="strategy",
-               shape=("model", "dtype", "batch_size", "data", "variant")),
-]
+def comparisons() -> list[tuple[str, Comparison]]:
+    """(notebook, comparison) for every headline speed-up the registered studies name."""
+    return [(nb, c) for nb, study in STUDIES.items() for c in study.comparisons]
 
 
 def _geo(df: pd.DataFrame, c: Comparison) -> dict:
@@ -162,10 +124,10 @@ def headline_speedups(profiles: list[str]) -> pd.DataFrame:
     """One row per comparison and profile: geometric-mean speed-up, its 95% CI, shapes used, or why none."""
     rows, frames = [], {}
     for p in profiles:
-        for c in COMPARISONS:
-            if (p, c.notebook) not in frames:
-                frames[p, c.notebook] = results(p, c.notebook)
-            rows.append({"study": c.notebook[:2], "comparison": c.label, "profile": p} | _geo(frames[p, c.notebook], c))
+        for nb, c in comparisons():
+            if (p, nb) not in frames:
+                frames[p, nb] = results(p, nb)
+            rows.append({"study": nb[:2], "comparison": c.label, "profile": p} | _geo(frames[p, nb], c))
     cols = ["study", "comparison", "profile", "status", "speedup", "ci_low", "ci_high", "n", "of", "reading"]
     return pd.DataFrame(rows).reindex(columns=cols)
 

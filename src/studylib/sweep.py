@@ -281,7 +281,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
         row["compilations"] = prepared.compilations()
     # On a GPU only PyTorch's allocator is read: TF and ONNX Runtime allocate outside it.
     torch_allocator = mem.kind != "cuda_max_allocated" or (runtime.framework == "torch"
-                                                           and not c.variant.startswith("ort"))
+                                                           and runtime.family != "onnxruntime")
     row.update(runtime_startup_s=startup_s, notes=prepared.notes, prepare_steps=[asdict(s) for s in prepared.steps],
                peak_mem_mb=mem.increase_mb if torch_allocator else None,
                mem_kind=mem.kind if torch_allocator else "not tracked (allocator outside PyTorch)")
@@ -316,7 +316,7 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
     started = time.perf_counter()
     ready: list[_Prepared] = []
     rows: dict[str, dict] = {}
-    if any(c.variant.startswith("compile-") for c in configs):
+    if any(runtimes.get(c.variant).family == "compile" for c in configs):
         from .runtimes.pytorch import reset_compiled
 
         reset_compiled()  # every group compiles cold; variants within it share the (reset) dynamo cache

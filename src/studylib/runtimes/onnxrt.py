@@ -242,6 +242,7 @@ class OnnxRuntime(Runtime):
     """
 
     framework = "torch"
+    family = "onnxruntime"
     NAMES = {"plain": "ort", "optimized": "ort-optimized", "int8": "ort-int8", "tensorrt": "ort-tensorrt"}
 
     def __init__(self, variant: str = "plain"):

@@ -97,6 +97,7 @@ class TorchCompiled(_Torch):
     def __init__(self, mode: str):
         self.mode = mode
         self.name = f"compile-{mode}"
+        self.family = "compile"
 
     def warm_up(self) -> float:
         if TorchCompiled._warmed:
@@ -140,6 +141,7 @@ class TorchScript(_Torch):
     def __init__(self, optimize: bool = False):
         self.optimize = optimize
         self.name = "torchscript-optimized" if optimize else "torchscript"
+        self.family = "torchscript"
 
     def prepare(self, workload) -> Prepared:
         import warnings
@@ -163,6 +165,7 @@ class TorchDynamicInt8(_Torch):
 
     name = "torch-int8"
     precision = "int8"
+    family = "int8"
 
     def prepare(self, workload) -> Prepared:
         import copy

@@ -23,6 +23,7 @@ def tf_sync(device: str):
 
 class _TF(Runtime):
     framework = "tensorflow"
+    family = "tensorflow"
 
     @staticmethod
     def _check(workload) -> None:

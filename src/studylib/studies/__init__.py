@@ -1,7 +1,12 @@
-"""One module per study: its grid of configurations and the analysis its notebook shows."""
+"""One module per study: its profile section, its grid of configurations and the analysis its notebook shows.
+
+Each module registers a `Study` (see base); STUDIES is the registry, by notebook id, in reading order.
+"""
 
 from __future__ import annotations
 
-from . import eager_vs_compiled, onnx_batching, sorted_batching, torchscript_vs_xla
+from . import eager_vs_compiled, onnx_batching, sorted_batching, torchscript_vs_xla  # noqa: F401 - each registers itself
+from .base import REGISTRY as STUDIES
+from .base import Analysis, Comparison, Study, register, unregister
 
-STUDIES = {m.NOTEBOOK: m for m in [eager_vs_compiled, torchscript_vs_xla, onnx_batching, sorted_batching]}
+__all__ = ["STUDIES", "Analysis", "Comparison", "Study", "register", "unregister"]

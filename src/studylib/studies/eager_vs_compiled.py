@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import Field, model_validator
 
-from .. import models, stats
+from .. import models, runtimes, stats
+from ..models import MODELS
+from ..profiles import Grid
 from ..sweep import AA, REFERENCE, Config
+from .base import Analysis, Comparison, Study, register
 from .common import (  # noqa: F401
     aa_control,
     aa_finding,
@@ -28,7 +33,23 @@ SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
 NOISY_CV = 0.10  # above this coefficient of variation a configuration's timing is called unstable
 
 
-def configs(section, *, device: str, threads: int) -> list[Config]:
+class EagerVsCompiled(Grid):
+    """Section of study 01: PyTorch eager vs torch.compile."""
+
+    variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune"]]
+    image_size: int = Field(224, ge=8)
+
+    @model_validator(mode="after")
+    def _fits(self) -> EagerVsCompiled:
+        for name in self.models:
+            limit = MODELS[name].max_positions
+            too_long = [n for n in self.seq_lens if limit and n > limit]
+            if too_long:
+                raise ValueError(f"seq_lens: {too_long[0]} exceeds {name}'s {limit} positions")
+        return self
+
+
+def configs(section: EagerVsCompiled, *, device: str, threads: int) -> list[Config]:
     """Every configuration, grouped by model and dtype, eager first within each shape, then its A/A copy.
 
     Shapes matching one of the section's `skip` entries are left out."""
@@ -38,14 +59,14 @@ def configs(section, *, device: str, threads: int) -> list[Config]:
             for model, dtype, batch, seq in section.shapes() for v in variants]
 
 
-def estimate_s(c: Config, measure: dict, speed: float = 1.0) -> float:
+def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float = 1.0) -> float:
     """A rough wall-time guess for `plan`: per replicate, compile + first call, warm-up and the minimum rounds.
 
     Per-call costs are calibrated on 2 CPU cores; `speed` is the machine's guessed speed relative to that.
     """
     big = not c.model.endswith("tiny")
     vision = c.image_size is not None
-    compiled = c.variant.startswith("compile-")
+    compiled = runtimes.get(c.variant).family == "compile"
     compile_s = ((25.0 if vision else 14.0) if big else 4.0) * (1.3 if "autotune" in c.variant else 1) if compiled else 0.0
     per_call = (0.1 if big else 0.002) * c.batch_size * (1 if c.image_size is None and c.seq_len is None
                                                            else ((c.seq_len or 128) / 128))
@@ -259,3 +280,19 @@ def compile_table(sp: pd.DataFrame) -> pd.DataFrame:
         "never (slower)" if np.isinf(r["break_even_calls"]) else f"{r['break_even_calls']:,.0f}"
         for _, r in t.iterrows()]
     return t[["model", "dtype", "size", "batch_size", "variant", "compile (s)", "speed-up (95% CI)", "break-even calls"]]
+
+
+def analyse(df: pd.DataFrame) -> Analysis:
+    """Speed-ups over eager and the compile cost table, the findings and the seed claims."""
+    sp = speedups(df)
+    return Analysis(tables={"speedups": sp, "compile": compile_table(sp)}, findings=findings(df, sp),
+                    claims=claims(df, sp))
+
+
+STUDY = register(Study(
+    NOTEBOOK, EagerVsCompiled, configs, estimate_s, analyse,
+    comparisons=(
+        Comparison("torch.compile (default) over eager", "compile-default", "eager"),
+        Comparison("torch.compile (max-autotune) over eager", "compile-max-autotune", "eager"),
+        Comparison("torch.compile (reduce-overhead) over default", "compile-reduce-overhead", "compile-default"),
+    )))

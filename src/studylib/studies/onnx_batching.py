@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import re
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from .. import dataset, stats
+from .. import dataset, runtimes, stats
+from ..profiles import DataGrid
 from ..sweep import AA, REFERENCE, Config
+from .base import Analysis, Comparison, Study, register
 from .common import (
     aa_control,
     aa_finding,
@@ -31,7 +33,13 @@ SEED_T4_ONNX = 12.0  # seed 003: ONNX at batch 8 on a T4, over PyTorch at batch 
 MAGNITUDE = 1.10  # a CI overlapping claim/1.1 … claim×1.1 counts as the same size of gain
 
 
-def configs(section, *, device: str, threads: int) -> list[Config]:
+class OnnxBatching(DataGrid):
+    """Section of study 03: ONNX Runtime vs PyTorch and TorchScript over the data set, across batch sizes."""
+
+    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized", "torch-int8", "ort-int8", "ort-tensorrt"]]
+
+
+def configs(section: OnnxBatching, *, device: str, threads: int) -> list[Config]:
     """Every configuration: model × dtype × batch size × variant, eager and its A/A copy first at each batch size."""
     variants = [REFERENCE, AA] + [v for v in section.variants if v not in (REFERENCE, AA)]
     tag = dataset.data_tag(section.corpus, section.max_length)
@@ -50,16 +58,21 @@ def group_by(c: Config) -> tuple:
 _TOKEN_S = {"roberta-base-classifier": 0.7e-3, "distilroberta-classifier": 0.35e-3}
 
 
-def estimate_s(c: Config, measure: dict, speed: float = 1.0, *, mean_tokens: float = 45.0,
+def estimate_s(c: Config, section: DataGrid, measure: dict, speed: float = 1.0, *, mean_tokens: float = 45.0,
                waste: float | None = None) -> float:
     """A rough wall-time guess for `plan`: passes (first + warm-up + minimum rounds) over the data set, per replicate."""
-    n = int(re.search(r":n(\d+):", c.data).group(1))
+    n = section.corpus.n_texts
     waste = waste if waste is not None else min(0.8, 0.25 * np.log2(c.batch_size)) if c.batch_size > 1 else 0.0
     per_token = _TOKEN_S.get(c.model, 1e-5) * {"torch-int8": 0.7, "ort-int8": 0.5, "ort": 0.8,
                                               "ort-optimized": 0.7}.get(c.variant, 1.0)
     per_pass = n * mean_tokens / (1 - waste) * per_token + n / c.batch_size * 0.005
-    export = 10.0 if c.variant.startswith("ort") and c.model in _TOKEN_S else 0.0
+    export = 10.0 if _is_ort(c.variant) and c.model in _TOKEN_S else 0.0
     return measure["replicates"] * (export + per_pass / speed * (1 + measure["warmup_calls"] + measure["min_rounds"]))
+
+
+def _is_ort(variant: str) -> bool:
+    runtime = runtimes.REGISTRY.get(variant)
+    return runtime is not None and runtime.family == "onnxruntime"
 
 
 def per_sample(df: pd.DataFrame) -> pd.DataFrame:
@@ -128,7 +141,7 @@ def best_batches(df: pd.DataFrame) -> pd.DataFrame:
 def preparation_table(df: pd.DataFrame) -> pd.DataFrame:
     """Export, optimization and quantization time, and whether this run made the model or found it cached."""
     rows = []
-    for _, r in df[df.variant.str.startswith("ort") & (df.status == "ok")].iterrows():
+    for _, r in df[df.variant.map(_is_ort) & (df.status == "ok")].iterrows():
         steps = prepare_steps(r)
         rows.append({"model": r.model, "variant": r.variant, "batch_size": r.batch_size,
                      "prepare (s)": f"{r.prepare_s:.2f}",
@@ -288,3 +301,24 @@ def _claims(df: pd.DataFrame, s: pd.DataFrame, over1: pd.DataFrame) -> list[dict
                      "verdict": "agrees" if (b1.ci_low > 1).all() else
                                 "does not agree" if (b1.ci_high < 1).all() else "mixed or inconclusive"})
     return rows
+
+
+def analyse(df: pd.DataFrame) -> Analysis:
+    """Speed-ups at the same batch size and over eager at batch 1, best batches, preparation costs, the
+    findings and the seed claims."""
+    same, over1 = speedups_same_batch(df), speedups_over_batch1(df)
+    return Analysis(tables={"same batch": same, "over batch 1": over1, "best batches": best_batches(df),
+                            "preparation": preparation_table(df)},
+                    findings=findings(df, same, over1), claims=claims(df, same, over1))
+
+
+_DATA_SHAPE = ("model", "dtype", "batch_size", "data", "strategy")
+STUDY = register(Study(
+    NOTEBOOK, OnnxBatching, configs, estimate_s, analyse, group_by=group_by,
+    comparisons=(
+        Comparison("ONNX Runtime over eager PyTorch", "ort", "eager", shape=_DATA_SHAPE),
+        Comparison("ONNX Runtime optimized over eager", "ort-optimized", "eager", shape=_DATA_SHAPE),
+        Comparison("ONNX Runtime TensorRT over eager", "ort-tensorrt", "eager", shape=_DATA_SHAPE),
+        Comparison("ONNX Runtime int8 over eager fp32", "ort-int8", "eager", shape=_DATA_SHAPE),
+        Comparison("PyTorch int8 over eager fp32", "torch-int8", "eager", shape=_DATA_SHAPE),
+    )))

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pandas as pd
+from pydantic import Field, model_validator
 
 from .. import batching, dataset, stats
+from ..profiles import DataGrid
 from ..sweep import AA, REFERENCE, Config
+from .base import Analysis, Comparison, Study, register
 from .common import (
     aa_control,
     aa_finding,
@@ -26,7 +31,21 @@ SEED_UNSORTED_16_TO_64 = 1 / 1.20  # seed 003: unsorted, batch 16 → 64 made in
 SEED_SORTED_16_TO_64 = 1.10  # sorted first: 10% faster
 
 
-def configs(section, *, device: str, threads: int) -> list[Config]:
+class SortedBatching(DataGrid):
+    """Section of study 04: batching strategies over the data set, across batch sizes and runtimes."""
+
+    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized"]]
+    strategies: list[Literal["unsorted", "sorted", "bucketed", "pad-to-max"]]
+    bucket_batches: int = Field(8, ge=1, description="bucketed: batches per bucket (texts sorted within a bucket)")
+
+    @model_validator(mode="after")
+    def _baseline(self) -> SortedBatching:
+        if "unsorted" not in self.strategies:
+            raise ValueError("strategies must include 'unsorted', the baseline every gain is taken over")
+        return self
+
+
+def configs(section: SortedBatching, *, device: str, threads: int) -> list[Config]:
     """model × dtype × runtime × strategy × batch size; eager PyTorch first on each batching (the reference).
 
     The A/A control (eager-aa, an independent copy of eager) runs with the baseline strategy at every batch size.
@@ -45,9 +64,11 @@ def group_by(c: Config) -> tuple:
     return (c.model, c.dtype, c.device, c.data)
 
 
-def estimate_s(c: Config, measure: dict, speed: float = 1.0) -> float:
+def estimate_s(c: Config, section: SortedBatching, measure: dict, speed: float = 1.0) -> float:
     waste = {"sorted": 0.1, "bucketed": 0.4, "pad-to-max": 1 - 45 / c.seq_len}.get(c.strategy)
-    return _pass_estimate(c, measure, speed, waste=waste if c.batch_size > 1 else (waste if c.strategy == "pad-to-max" else 0))
+    if c.batch_size == 1 and c.strategy != "pad-to-max":
+        waste = 0.0  # one text per batch: nothing to pad, whatever the order
+    return _pass_estimate(c, section, measure, speed, waste=waste)
 
 
 def planned_padding(data: dataset.TextDataset, strategies, batch_sizes, seed: int,
@@ -192,3 +213,16 @@ def length_summary(data: dataset.TextDataset) -> pd.DataFrame:
     return pd.DataFrame([{"texts": data.n, "median tokens": int(q[0]), "p90": int(q[1]), "p99": int(q[2]),
                           "max": int(L.max()), "truncated at max_length": int((L >= data.max_length).sum()),
                           "tokenizer": data.tokenizer, "corpus": data.source}])
+
+
+def analyse(df: pd.DataFrame) -> Analysis:
+    """Gains of each strategy over unsorted, the throughput table, the findings and the seed claims."""
+    g = gains(df)
+    return Analysis(tables={"gains": g, "throughput": throughput_table(df)}, findings=findings(df, g),
+                    claims=claims(df, g))
+
+
+STUDY = register(Study(
+    NOTEBOOK, SortedBatching, configs, estimate_s, analyse, group_by=group_by,
+    comparisons=(Comparison("sorted over unsorted batches", "sorted", "unsorted", column="strategy",
+                            shape=("model", "dtype", "batch_size", "data", "variant")),)))

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pandas as pd
+from pydantic import field_validator
 
 from .. import stats
+from ..models import MODELS
+from ..profiles import Grid
 from ..sweep import AA, REFERENCE, Config
+from .base import Analysis, Comparison, Study, register
 from .common import aa_control, aa_finding, classify, describe_ci, drift_finding, fmt_x, latency_table, noise_band  # noqa: F401
 
 NOTEBOOK = "02_torchscript_vs_xla"
@@ -30,7 +36,25 @@ SEED_XLA_BEST_REDUCTION = 0.70  # "up to 70% less time, on small inputs"
 MAGNITUDE_BAND = 1.10  # a measured CI overlapping claim/1.1 … claim×1.1 counts as the same size of effect
 
 
-def configs(section, *, device: str, threads: int) -> list[Config]:
+class TorchscriptVsXla(Grid):
+    """Section of study 02: PyTorch (eager, TorchScript) vs TensorFlow (eager, graph, XLA) on the same weights.
+
+    Sequence lengths beyond a model's positions are allowed here, as in seed 000's grid (up to 1024 for
+    every model): those cells become 'skipped' rows that the figures mark, rather than an invalid profile.
+    """
+
+    variants: list[Literal["eager", "torchscript", "torchscript-optimized", "tf-eager", "tf-function", "tf-xla"]]
+
+    @field_validator("models")
+    @classmethod
+    def _text_only(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if name in MODELS and MODELS[name].kind != "text":
+                raise ValueError(f"{name!r} is not a text model (study 02 compares text encoders)")
+        return v
+
+
+def configs(section: TorchscriptVsXla, *, device: str, threads: int) -> list[Config]:
     """Every configuration, grouped by model, eager PyTorch first within each shape (its output is the reference).
 
     Shapes matching one of the section's `skip` entries are left out."""
@@ -39,7 +63,7 @@ def configs(section, *, device: str, threads: int) -> list[Config]:
             for model, dtype, batch, seq in section.shapes() for v in variants]
 
 
-def estimate_s(c: Config, measure: dict, speed: float = 1.0) -> float:
+def estimate_s(c: Config, section: TorchscriptVsXla, measure: dict, speed: float = 1.0) -> float:
     """A rough wall-time guess for `plan`, per replicate: graph build / XLA compile, warm-up, the minimum rounds."""
     tokens = c.batch_size * c.seq_len
     big = not c.model.endswith("tiny")
@@ -267,3 +291,19 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
                      "graphs built": "" if g.compilations.isna().all() else int(g.compilations.sum()),
                      "rebuilt in steady state": "" if g.recompilations.isna().all() else int(g.recompilations.sum())})
     return pd.DataFrame(rows)
+
+
+def analyse(df: pd.DataFrame) -> Analysis:
+    """Speed-ups within and across frameworks, first-call costs, the findings and the seed claims."""
+    sp = speedups(df)
+    return Analysis(tables={"speedups": sp, "first call": first_call_table(df)}, findings=findings(df, sp),
+                    claims=claims(df, sp))
+
+
+STUDY = register(Study(
+    NOTEBOOK, TorchscriptVsXla, configs, estimate_s, analyse, frameworks=("torch", "tensorflow"),
+    comparisons=(
+        Comparison("TorchScript over eager PyTorch", "torchscript", "eager"),
+        Comparison("XLA over tf.function", "tf-xla", "tf-function"),
+        Comparison("tf.function over eager PyTorch", "tf-function", "eager"),
+    )))

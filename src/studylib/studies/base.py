@@ -1,0 +1,83 @@
+"""What a study is, and the registry every other module reads studies from.
+
+A study is one module under studies/ (or anywhere, for a plug-in) that registers a `Study`: the schema
+of its profile section, the configurations a section asks for, a wall-time estimate for `plan`, and
+`analyse`, which turns its results table into what its notebook and the summary show. Profiles
+validate sections against the registry, `plan` and `run` take configurations from it, and the summary
+takes claims and headline comparisons from it, so adding a study is its module, its notebook and its
+profile sections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .. import paths
+from ..sweep import Config
+
+CLAIM_COLUMNS = ["seed", "claim", "this run", "verdict"]
+
+
+@dataclass
+class Analysis:
+    """What a study's results say, in one shape for every study.
+
+    tables: named tables its notebook shows (speed-ups, gains, preparation, …); findings: the sentences
+    of its "answer first" section, computed from the data; claims: one row per seed claim it judges
+    (CLAIM_COLUMNS, and any columns of its own)."""
+
+    tables: dict[str, pd.DataFrame]
+    findings: list[str]
+    claims: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A headline speed-up the summary shows across machines: `candidate` over `baseline` (values of
+    `column`), matched on the `shape` columns, as a geometric mean over the shapes both ran."""
+
+    label: str
+    candidate: str
+    baseline: str
+    column: str = "variant"
+    shape: tuple[str, ...] = ("model", "dtype", "batch_size", "seq_len", "image_size")
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study, as the rest of the code sees it (see the module's docstring)."""
+
+    notebook: str  # its id: the notebook's file stem and the profile section's name
+    section: type  # pydantic schema of its profile section
+    configs: Callable[..., list[Config]]  # (section, *, device, threads) -> configurations, in measuring order
+    estimate_s: Callable[..., float]  # (config, section, measure settings, speed) -> seconds, for `plan`
+    analyse: Callable[[pd.DataFrame], Analysis]  # results (raw samples included) -> tables, findings, claims
+    group_by: Callable[[Config], tuple] | None = None  # which configurations share rounds (default: the shape)
+    frameworks: tuple[str, ...] = ("torch",)  # whose threads the study sets (and records)
+    comparisons: tuple[Comparison, ...] = ()
+    notebook_file: Path | None = None  # where its notebook is (default: notebooks/<notebook>.ipynb)
+
+    @property
+    def notebook_path(self) -> Path:
+        return self.notebook_file or paths.notebook_path(self.notebook)
+
+
+REGISTRY: dict[str, Study] = {}
+
+
+def register(study: Study) -> Study:
+    """Add a study to the registry (a second one with the same id replaces the first); returns it.
+
+    The registry stays in reading order: notebook ids sort as the notebooks are numbered."""
+    REGISTRY[study.notebook] = study
+    for name in sorted(REGISTRY):
+        REGISTRY[name] = REGISTRY.pop(name)
+    return study
+
+
+def unregister(notebook: str) -> None:
+    REGISTRY.pop(notebook, None)

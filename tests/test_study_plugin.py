@@ -1,0 +1,145 @@
+"""A study is a plug-in: a toy study, written here as its own module, notebook and profile, is validated,
+planned, measured and summarised by the library without a line of the library knowing it."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import textwrap
+
+import pytest
+
+from studylib import profiles, run, summary
+from studylib.studies import STUDIES, unregister
+
+TOY = "99_toy_study"
+
+MODULE = '''
+"""A toy study: eager PyTorch against TorchScript on one tiny text model."""
+
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+from studylib import stats
+from studylib.profiles import Grid
+from studylib.studies import Analysis, Comparison, Study, register
+from studylib.studies.base import CLAIM_COLUMNS
+from studylib.sweep import AA, REFERENCE, Config
+
+NOTEBOOK = "99_toy_study"
+
+
+class ToySection(Grid):
+    variants: list[Literal["eager", "torchscript"]]
+
+
+def configs(section, *, device, threads):
+    variants = [REFERENCE, AA] + [v for v in section.variants if v not in (REFERENCE, AA)]
+    return [Config(m, v, d, b, device, threads, seq_len=s) for m, d, b, s in section.shapes() for v in variants]
+
+
+def estimate_s(c, section, measure, speed=1.0):
+    return 0.5 * measure["replicates"]
+
+
+def analyse(df):
+    ok = df[df.status == "ok"].set_index("variant")
+    sp = stats.speedup(ok.loc["eager"], ok.loc["torchscript"])
+    claims = pd.DataFrame([{"seed": "toy", "claim": "TorchScript is faster than eager",
+                            "this run": f"{sp.ratio:.2f}x", "verdict": "holds" if sp.ci_low > 1 else "not shown"}],
+                          columns=CLAIM_COLUMNS)
+    return Analysis(tables={"speedup": pd.DataFrame([{"ratio": sp.ratio}])}, findings=[f"{sp.ratio:.2f}x"],
+                    claims=claims)
+
+
+STUDY = register(Study(NOTEBOOK, ToySection, configs, estimate_s, analyse,
+                       comparisons=(Comparison("TorchScript over eager (toy)", "torchscript", "eager"),),
+                       notebook_file=Path(__file__).with_suffix(".ipynb")))
+'''
+
+PROFILE = '''
+description: a toy profile for the plug-in test
+threads: 1
+measure: {warmup_calls: 1, min_rounds: 6, max_rounds: 8, min_time_s: 0.0, target_ci_pct: 50.0, budget_s: 0.05,
+          block_s: 0.0, replicates: 1}
+notebooks:
+  99_toy_study:
+    models: [bert-tiny]
+    variants: [eager, torchscript]
+    dtypes: [fp32]
+    batch_sizes: [1, 2]
+    seq_lens: [8]
+    skip:
+      - {batch_size: 2}
+'''
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """The toy study's module and notebook in a folder of their own, imported (so registered), and its profile."""
+    (tmp_path / "toy_study_module.py").write_text(textwrap.dedent(MODULE))
+    notebook = {"cells": [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": "profile = 'toy'",
+                           "outputs": [], "execution_count": None}],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "toy_study_module.ipynb").write_text(json.dumps(notebook))
+    (tmp_path / "toy.yaml").write_text(PROFILE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("STUDYLIB_OUTPUTS", str(tmp_path / "outputs"))
+    module = importlib.import_module("toy_study_module")
+    yield module, tmp_path / "toy.yaml"
+    unregister(TOY)
+    sys.modules.pop("toy_study_module", None)
+
+
+def test_the_toy_study_is_registered_after_the_built_in_ones(toy):
+    module, _ = toy
+    assert STUDIES[TOY] is module.STUDY and list(STUDIES)[-1] == TOY
+    assert STUDIES[TOY].notebook_path.name == "toy_study_module.ipynb"
+
+
+def test_its_profile_section_is_validated_by_its_own_schema(toy, tmp_path):
+    _, path = toy
+    loaded = profiles.load(str(path))
+    assert type(loaded.sections[TOY]).__name__ == "ToySection"
+    assert [(c.variant, c.batch_size) for c in run.grid(loaded, TOY)] == [("eager", 1), ("eager-aa", 1),
+                                                                        ("torchscript", 1)]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(PROFILE.replace("variants: [eager, torchscript]", "variants: [eager, tf-xla]"))
+    with pytest.raises(profiles.ProfileError, match=rf"bad.yaml: notebooks.{TOY}.variants.1: Input should be"):
+        profiles.load(str(bad))
+
+
+def test_it_is_planned_measured_and_summarised(toy, capsys):
+    from studylib import study
+    from studylib.__main__ import _plan
+
+    _, path = toy
+    assert _plan(str(path)) == 0
+    out = capsys.readouterr().out
+    assert f"{TOY}: 3 configurations" in out and "left out" not in out
+
+    loaded = profiles.load(str(path))
+    ctx = study.start(TOY, profiles.notebook_parameters(loaded, TOY) | {"profile": "toy"})
+    df = ctx.run(run.grid(loaded, TOY))
+    assert list(df.status) == ["ok"] * 3 and set(df.variant) == {"eager", "eager-aa", "torchscript"}
+
+    claims = summary.claims(["toy"])
+    assert list(claims.claim) == ["TorchScript is faster than eager"] and claims.study.iloc[0] == "99"
+    headline = summary.headline_speedups(["toy"])
+    toy_row = headline[headline.comparison == "TorchScript over eager (toy)"].iloc[0]
+    assert toy_row.status == "ok" and toy_row.n == 1
+
+
+def test_every_variant_a_built_in_study_accepts_is_a_registered_runtime_with_a_known_family():
+    import typing
+
+    from studylib import runtimes
+
+    for nb, study in STUDIES.items():
+        accepted = typing.get_args(typing.get_args(study.section.model_fields["variants"].annotation)[0])
+        assert accepted and set(accepted) <= set(runtimes.REGISTRY), nb
+    assert {r.family for r in runtimes.REGISTRY.values()} == {"eager", "compile", "torchscript", "int8", "tensorflow",
+                                                             "onnxruntime"}
