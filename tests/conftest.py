@@ -73,3 +73,16 @@ def cli_process(*args, outputs) -> subprocess.CompletedProcess:
     env = dict(os.environ, STUDYLIB_OUTPUTS=str(outputs))
     return subprocess.run([sys.executable, "-m", "studylib", *args], capture_output=True, text=True, env=env,
                           timeout=120)
+
+
+def stored_row(config_key: str, status: str = "ok", **values) -> dict:
+    """A complete results row as the table stores it (every column of results.COLUMNS), for tests that write
+    tables by hand: an 'ok' row has six samples around 1 s; `values` override any column."""
+    from studylib.results import COLUMNS
+
+    row = dict.fromkeys(COLUMNS) | {"config_key": config_key, "status": status, "error": ""}
+    if status == "ok":
+        row |= {"n": 6, "median_s": 1.0, "ci_run_low_s": 0.9, "ci_run_high_s": 1.1, "first_call_s": 1.0,
+                "samples_s": [0.9, 0.95, 1.0, 1.0, 1.05, 1.1], "sample_rep": [0] * 6, "sample_round": list(range(6)),
+                "replicates": 1, "parity_ok": True}
+    return row | values

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import stored_row
 from studylib import gpu_paths, stats, summary
 from studylib.studies import eager_vs_compiled as s01
 from studylib.threads import _tensorflow_start_up_log
@@ -107,6 +108,6 @@ def test_summary_reads_only_the_profile_grid_of_today_and_the_newest_row_per_wor
     for name in ("smoke", "mybox"):  # mybox: results copied from elsewhere, no params/mybox.yaml
         table = ResultsTable(tmp_path / name / "results" / f"{s03.NOTEBOOK}.jsonl")
         for c, stamp in ((today, "2026-11-23T10:00"), (stale, "2026-11-22T10:00")):
-            table.append({"config_key": c.key, "status": "ok", "timestamp": stamp, **dataclasses.asdict(c)})
+            table.append(stored_row(c.key, timestamp=stamp, **dataclasses.asdict(c)))
     assert summary.results("smoke", s03.NOTEBOOK).config_key.tolist() == [today.key]
     assert summary.results("mybox", s03.NOTEBOOK).config_key.tolist() == [today.key]  # the newest of one workload

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import stored_row
 from studylib import stats, timing
 from studylib.results import ResultsTable
 
@@ -97,7 +98,7 @@ def test_rows_stored_before_the_runs_interval_had_its_name_are_read_alike():
 def test_the_table_stores_the_runs_interval_and_reports_the_wider_one(tmp_path):
     table = ResultsTable(tmp_path / "t.jsonl")
     for row in _run(np.random.default_rng(5), groups=3):
-        table.append(row)
+        table.append(stored_row(**row))
     stored = next(iter(table.latest().values()))
     assert "ci_low_s" not in stored and stored["ci_run_low_s"] is not None
     reported = table.rows()[0]

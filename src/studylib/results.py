@@ -18,6 +18,60 @@ from .files import write_text_atomic
 
 STATUSES = ("ok", "oom", "error", "skipped")
 
+_S, _I, _F, _B, _L = (str,), (int,), (float, int), (bool,), (list,)
+# Every column a stored row has, with the types its value may take (units in the names: _s seconds,
+# _mb megabytes, _pct percent). A failed row leaves the measured columns None.
+IDENTITY_COLUMNS = {
+    "study": _S, "profile": _S, "config_key": _S, "model": _S, "variant": _S, "dtype": _S, "batch_size": _I,
+    "device": _S, "threads": _I, "seq_len": _I, "image_size": _I, "strategy": _S, "data": _S, "task": _S,
+    "group_key": _S, "group_id": _S, "env_fingerprint": _S, "settings_hash": _S, "git_commit": _S, "status": _S,
+    "error": _S,
+}
+MEASURED_COLUMNS = {
+    "n": _I, "median_s": _F, "mean_s": _F, "p90_s": _F, "p99_s": _F, "iqr_s": _F, "cv": _F,
+    "ci_run_low_s": _F, "ci_run_high_s": _F, "first_call_s": _F, "warmup_calls": _I, "stop_reason": _S,
+    "samples_s": _L, "sample_rep": _L, "sample_round": _L, "block_calls": _I, "replicates": _I,
+    "drift": _B, "drift_tau": _F, "drift_p": _F, "drift_pct": _F,
+    "max_abs_diff": _F, "parity_tol": _F, "parity_ok": _B, "label_agreement": _F,
+    "prepare_s": _F, "prepare_steps": _L, "runtime_startup_s": _F, "compilations": _I, "recompilations": _I,
+    "peak_mem_mb": _F, "mem_kind": _S, "throughput_samples_s": _F, "throughput_tokens_s": _F, "notes": _S,
+    # data-set studies: what one timed pass covers
+    "n_texts": _I, "n_batches": _I, "real_tokens": _I, "computed_tokens": _I, "padding_waste": _F,
+    "batched_vs_unbatched_max_diff": _F,
+}
+RUN_COLUMNS = {"wall_s": _F, "timestamp": _S}
+COLUMNS = IDENTITY_COLUMNS | MEASURED_COLUMNS | RUN_COLUMNS
+# An 'ok' row has these measured, never None.
+OK_REQUIRES = ("n", "median_s", "ci_run_low_s", "ci_run_high_s", "first_call_s", "samples_s", "sample_rep",
+               "sample_round", "replicates", "parity_ok")
+
+
+def validated(row: dict[str, Any]) -> dict[str, Any]:
+    """The row checked against COLUMNS once, as it is stored: every column present and no other, each value of
+    its column's type (numpy scalars become Python's), an 'ok' row measured. A ValueError names the column."""
+    if row.get("status") not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {row.get('status')!r}")
+    unknown = sorted(set(row) - set(COLUMNS))
+    missing = sorted(set(COLUMNS) - set(row))
+    if unknown or missing:
+        raise ValueError(f"results row {row.get('config_key')}: " + "; ".join(
+            part for part in (unknown and f"unknown column(s) {unknown}", missing and f"missing column(s) {missing}")
+            if part))
+    out = {}
+    for name, value in row.items():
+        if hasattr(value, "item") and not isinstance(value, (list, str)):  # a numpy scalar
+            value = value.item()
+        types = COLUMNS[name]
+        if value is not None and (not isinstance(value, types) or (types != _B and isinstance(value, bool))):
+            raise ValueError(f"results row {row.get('config_key')}: column {name} must be "
+                             f"{' or '.join(t.__name__ for t in types)}, got {type(value).__name__} {value!r:.60}")
+        out[name] = value
+    if out["status"] == "ok":
+        blank = [name for name in OK_REQUIRES if out[name] is None]
+        if blank:
+            raise ValueError(f"results row {row.get('config_key')}: an 'ok' row without {blank}")
+    return out
+
 
 class ResultsTable:
     def __init__(self, path: Path):
@@ -53,8 +107,8 @@ class ResultsTable:
         return stats.with_reported_ci(list(self.latest().values()))
 
     def append(self, row: dict[str, Any]) -> None:
-        if row.get("status") not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {row.get('status')!r}")
+        """Store one row (checked by `validated`) as one whole line, fsync'd."""
+        row = validated(row)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._cut_torn_tail()
         data = (json.dumps(row, allow_nan=True, default=str) + "\n").encode()

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import models, runtimes
 from .memory import PeakMemory
-from .results import ResultsTable, measured_alike
+from .results import MEASURED_COLUMNS, RUN_COLUMNS, ResultsTable, measured_alike
 from .timing import first_call, measure_rounds, row_statistics
 
 REFERENCE = "eager"  # every variant's output is compared with eager PyTorch on the same inputs
@@ -191,16 +191,8 @@ class Workloads:
         return self._references[c.shape_key]
 
 
-# Every row carries every column, failed ones with None, so tables and figures never miss a column.
-MEASURED_FIELDS = (
-    "n", "median_s", "mean_s", "p90_s", "p99_s", "iqr_s", "cv", "ci_run_low_s", "ci_run_high_s", "first_call_s",
-    "warmup_calls", "stop_reason", "samples_s", "sample_rep", "sample_round", "block_calls", "replicates",
-    "drift", "drift_tau", "drift_p", "drift_pct", "max_abs_diff", "parity_tol", "parity_ok", "prepare_s", "prepare_steps",
-    "runtime_startup_s", "peak_mem_mb", "mem_kind", "throughput_samples_s", "throughput_tokens_s", "notes",
-    "compilations", "recompilations", "label_agreement",
-    # data-set studies: what one timed pass covers
-    "n_texts", "n_batches", "real_tokens", "computed_tokens", "padding_waste", "batched_vs_unbatched_max_diff",
-)
+# Every row carries every column (results.COLUMNS), failed ones with None, so tables and figures never miss one.
+MEASURED_FIELDS = tuple(MEASURED_COLUMNS)
 
 
 def settings_hash(measure_settings: dict, parity_tolerance: float, seed: int) -> str:
@@ -221,7 +213,7 @@ def base_row(c: Config, *, study: str, profile: str, env: dict, settings: str, g
         "study": study, "profile": profile, "config_key": c.key, **asdict(c), "task": spec.kind,
         "group_key": group_key, "group_id": group_id,
         "env_fingerprint": env["fingerprint"], "settings_hash": settings, "git_commit": env.get("git_commit"),
-        "status": "ok", "error": "", **dict.fromkeys(MEASURED_FIELDS),
+        "status": "ok", "error": "", **dict.fromkeys(MEASURED_FIELDS), **dict.fromkeys(RUN_COLUMNS),
     }
 
 
