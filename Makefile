@@ -63,10 +63,10 @@ lint: $(STAMP)  ## ruff: lint and import order of src/ and tests/ (pyproject.tom
 	$(PY) -m ruff check src tests
 
 test: $(STAMP) browser lint  ## run ruff, then the whole test suite (unit tests, an end-to-end smoke report, the browser test)
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 tests
 
 lab: $(STAMP)  ## open JupyterLab on notebooks/ with the project's kernel
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 clean:  ## remove every output (executed notebooks, HTML, results) under outputs/
 	rm -rf outputs/*/ outputs/index.html
