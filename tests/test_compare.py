@@ -198,3 +198,25 @@ def test_cli_prints_the_table_or_one_error_line(tmp_path, capsys):
     assert captured.out == ""
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "nowhere" in err[0]
+
+
+def test_a_machine_wide_slowdown_is_the_shift_and_the_run_only_ci_is_shown_beside_the_reported_one(tmp_path):
+    """NEW 10% slower everywhere: shift +10%; REF's run-only CIs (stored) miss it, its reported CIs (widened by
+    the spread between its two replicate processes, one 30% slower than the other) hold it."""
+    def two_processes(scale):
+        rows = []
+        for b, v in TIMES:
+            row = _row(b, v, scale=scale)
+            xs = row["samples_s"]
+            row |= {"samples_s": xs + [x * 1.3 for x in xs], "sample_rep": [0] * ROUNDS + [1] * ROUNDS,
+                    "sample_round": list(range(ROUNDS)) * 2, "ci_run_low_s": row.pop("ci_low_s"),
+                    "ci_run_high_s": row.pop("ci_high_s")}
+            rows.append(row)
+        return rows
+
+    ref = _write(tmp_path / "ref", two_processes(1.0))
+    new = _write(tmp_path / "new", two_processes(1.1))
+    line = _line(compare(ref, new))
+    assert line["shift_pct"] == pytest.approx(10.0, abs=0.5)
+    assert line["new_in_ref_run_ci"] == 0 and line["new_in_ref_ci"] == line["configs"] == 6
+    assert "new in ref run-only CI" in format_comparison(compare(ref, new))

@@ -143,9 +143,11 @@ def compare_medians(notebook: str, ref_rows: list[dict], new_by_key: dict[str, d
             "delta_pct": _delta_pct(r.get("median_s"), n.get("median_s")),
             "new_in_ref_ci": _inside(n.get("median_s"), r.get("ci_low_s"), r.get("ci_high_s")),
             "ref_in_new_ci": _inside(r.get("median_s"), n.get("ci_low_s"), n.get("ci_high_s")),
+            # the reference's interval within its own run only, before the spread between processes is added
+            "new_in_ref_run_ci": _inside(n.get("median_s"), r.get("ci_run_low_s"), r.get("ci_run_high_s")),
         })
     return pd.DataFrame(out, columns=["notebook", "config_key", "ref_median_s", "new_median_s", "delta_pct",
-                                      "new_in_ref_ci", "ref_in_new_ci"])
+                                      "new_in_ref_ci", "ref_in_new_ci", "new_in_ref_run_ci"])
 
 
 def _speedup_fields(prefix: str, a: dict, b: dict) -> dict[str, Any]:
@@ -218,6 +220,10 @@ def summarize(notebook: str, medians: pd.DataFrame, pairs: pd.DataFrame, aa: pd.
         "new_in_ref_ci_share": medians["new_in_ref_ci"].mean() if n else np.nan,
         "ref_in_new_ci": int(medians["ref_in_new_ci"].sum()),
         "ref_in_new_ci_share": medians["ref_in_new_ci"].mean() if n else np.nan,
+        "new_in_ref_run_ci": int(medians["new_in_ref_run_ci"].sum()),
+        "new_in_ref_run_ci_share": medians["new_in_ref_run_ci"].mean() if n else np.nan,
+        # the shift common to all medians (geometric mean of NEW / REF): the machine's speed between the runs
+        "shift_pct": 100 * float(np.expm1(np.mean(np.log1p(medians["delta_pct"] / 100)))) if n else np.nan,
         "median_abs_delta_pct": abs_delta.median() if n else np.nan,
         "worst_abs_delta_pct": abs_delta.max() if n else np.nan,
         "comparisons": k,
@@ -298,6 +304,8 @@ def format_comparison(c: Comparison) -> str:
         "configs": t["configs"],
         "new median in ref CI": [_count(k, s) for k, s in zip(t["new_in_ref_ci"], t["new_in_ref_ci_share"])],
         "ref median in new CI": [_count(k, s) for k, s in zip(t["ref_in_new_ci"], t["ref_in_new_ci_share"])],
+        "new in ref run-only CI": [_count(k, s) for k, s in zip(t["new_in_ref_run_ci"], t["new_in_ref_run_ci_share"])],
+        "shift": [f"{x:+.1f}%" if pd.notna(x) else "-" for x in t["shift_pct"]],
         "median |Δ|": [_pct(x) for x in t["median_abs_delta_pct"]],
         "worst |Δ|": [_pct(x) for x in t["worst_abs_delta_pct"]],
         "comparisons": t["comparisons"],
@@ -313,7 +321,9 @@ def format_comparison(c: Comparison) -> str:
         out.append(f"only in REF (not compared): {', '.join(c.only_ref)}")
     if c.only_new:
         out.append(f"only in NEW (not compared): {', '.join(c.only_new)}")
-    out += ["", "configurations ok in both runs; |Δ| = |NEW median / REF median - 1|; a pair's verdict is faster or",
+    out += ["", "configurations ok in both runs; a median's CI includes the spread between replicate processes (the",
+            "run-only CI does not); shift = geometric mean of NEW / REF medians - 1, the machine's change between",
+            "the runs; |Δ| = |NEW median / REF median - 1|; a pair's verdict is faster or",
             "slower when its speed-up's 95% CI excludes 1, else unclear; an A/A false positive is an A/A pair",
             "(variant X-aa against X) whose CI excludes 1.", "",
             table.to_string(index=False), ""]
