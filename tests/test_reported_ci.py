@@ -105,3 +105,47 @@ def test_the_table_stores_the_runs_interval_and_reports_the_wider_one(tmp_path):
     assert reported["ci_low_s"] < stored["ci_run_low_s"] and reported["ci_high_s"] > stored["ci_run_high_s"]
     frame = table.frame()
     assert {"ci_low_s", "ci_high_s", "ci_run_low_s", "ci_run_high_s", "process_spread_pct"} <= set(frame.columns)
+
+
+def _pairs_run(rng, *, groups=40, replicates=2, rounds=12, effect_sd=0.05, noise_sd=0.02):
+    """Groups of eager and its A/A copy timed in shared rounds (a common drift per round); in each process
+    each copy settles to its own speed (a lognormal effect of `effect_sd`), the same for all its rounds."""
+    rows = []
+    for g in range(groups):
+        effect = {v: rng.normal(0, effect_sd, replicates) for v in ("eager", "eager-aa")}
+        drift = rng.normal(0, 0.1, (replicates, rounds))
+        for v in ("eager", "eager-aa"):
+            xs = [0.1 * np.exp(effect[v][r] + drift[r, i] + rng.normal(0, noise_sd)) for r in range(replicates)
+                  for i in range(rounds)]
+            reps = [r for r in range(replicates) for _ in range(rounds)]
+            rows.append({"config_key": f"g{g}|{v}", "variant": v, "status": "ok", "group_id": f"run-g{g}",
+                         "samples_s": xs, "sample_rep": reps, "sample_round": list(range(rounds)) * replicates,
+                         **timing.row_statistics(xs, reps)})
+    return rows
+
+
+def test_ratio_spread_is_zero_when_processes_agree_and_found_when_they_do_not():
+    rng = np.random.default_rng(11)
+    quiet = stats.between_process_ratio_spread(_pairs_run(rng, effect_sd=0.0))
+    settled = stats.between_process_ratio_spread(_pairs_run(rng, effect_sd=0.05))
+    assert quiet.pairs == settled.pairs == 40
+    assert quiet.tau < 0.01
+    assert settled.tau == pytest.approx(0.05 * np.sqrt(2), rel=0.3)  # the ratio carries both copies' effects
+
+
+def test_a_a_pairs_stay_equal_when_each_process_settles_the_copies_differently():
+    """Rounds pair away the drift but not a copy's speed in its process: without the spread between
+    processes the A/A pairs are called different far more often than 5%; with it, they are not."""
+    rng = np.random.default_rng(12)
+    raw = _pairs_run(rng, groups=60)
+    reported = stats.with_reported_ci(raw)
+
+    def false_positives(rows):
+        by = {r["config_key"]: r for r in rows}
+        return np.mean([stats.speedup(by[f"g{g}|eager"], by[f"g{g}|eager-aa"]).significant for g in range(60)])
+
+    assert false_positives(raw) > 0.2
+    assert false_positives(reported) <= 0.1
+    assert all(r["ratio_tau"] > 0 for r in reported)
+    g = stats.geomean_speedup([(reported[2 * i], reported[2 * i + 1]) for i in range(60)])
+    assert g.ci_low < 1 < g.ci_high

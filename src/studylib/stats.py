@@ -13,8 +13,10 @@ processes (replicates). A results row carries its per-round samples with two ali
   phase, not the code). With two replicates a row cannot estimate that from its own samples, so the
   spread between processes is pooled over a table's rows (`between_process_spread`, degrees of freedom
   counted by groups, since a group's rows share their processes) and added to the run's interval.
-  Speed-ups pair rounds within a process, so the machine's phase cancels in them and they keep their
-  own, far narrower CIs.
+  Speed-ups pair rounds within a process, so the machine's phase cancels in them. What can remain is a
+  pair settling differently in each process (memory placement of a copy, thread pinning): its spread
+  beyond sampling noise is estimated over the table's pairs (`between_process_ratio_spread`,
+  DerSimonian–Laird) and added to each speed-up's CI the same way; it is usually far smaller.
 - A speed-up is the median of the per-round ratios baseline/candidate: drift common to a round cancels.
   Its CI is built the same way on the log ratios. Rows that were not measured in the same rounds fall
   back to the ratio of the two medians, with the conservative CI from their 97.5% median CIs.
@@ -175,7 +177,7 @@ def between_process_spread(rows: Iterable[Any]) -> ProcessSpread | None:
                          common_share=float(common / ss) if ss > 0 else 0.0)
 
 
-def reported_ci(row: Any, spread: ProcessSpread | None) -> tuple[float, float]:
+def reported_ci(row: Any, spread: ProcessSpread | None, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """The CI a row's median is reported with: its samples' interval widened by the spread between processes.
 
     On each side the order-statistic half-width of all the row's samples (log scale) and the
@@ -189,8 +191,10 @@ def reported_ci(row: Any, spread: ProcessSpread | None) -> tuple[float, float]:
             or not _present(_field(row, "samples_s")):
         return lo, hi
     x, reps, _ = row_samples(row)
-    olo, ohi, _ = order_stat_ci(x)
-    h = spread.half_width(len(np.unique(reps)))
+    if confidence != CONFIDENCE:
+        lo, hi = median_ci(x, reps, confidence=confidence)
+    olo, ohi, _ = order_stat_ci(x, confidence)
+    h = spread.half_width(len(np.unique(reps)), confidence)
     below, above = np.log(median / olo), np.log(ohi / median)
     return (min(lo, float(median * np.exp(-np.hypot(below, h)))),
             max(hi, float(median * np.exp(np.hypot(above, h)))))
@@ -207,12 +211,83 @@ def with_reported_ci(rows: list[dict]) -> list[dict]:
         if "ci_run_low_s" not in row:
             row["ci_run_low_s"], row["ci_run_high_s"] = row.get("ci_low_s"), row.get("ci_high_s")
         out.append(row)
-    spread = between_process_spread(out)
+    spread, ratios = between_process_spread(out), between_process_ratio_spread(out)
     for row in out:
         ok = row.get("status") == "ok"
         row["ci_low_s"], row["ci_high_s"] = reported_ci(row, spread) if ok else (row["ci_run_low_s"], row["ci_run_high_s"])
         row["process_spread_pct"] = spread.pct if spread is not None and ok else None
+        # carried so that speed-ups between rows of this table (speedup, geomean_speedup) can add them
+        row["process_sigma"], row["process_df"] = (spread.sigma, spread.df) if spread is not None and ok else (None, None)
+        row["ratio_tau"], row["ratio_df"] = (ratios.tau, ratios.df) if ratios is not None and ok else (None, None)
     return out
+
+
+@dataclass(frozen=True)
+class RatioSpread:
+    """How far a paired speed-up moves between processes beyond its sampling noise (log scale).
+
+    Two copies of one model, or two runtimes, can settle differently in each process (memory placement,
+    thread pinning): the per-round ratios then agree within a process and differ between processes."""
+
+    tau: float  # SD of a pair's log speed-up between processes (DerSimonian–Laird, pooled over pairs)
+    df: int  # the pairs' replicates - 1, summed
+    pairs: int
+
+    def half_width(self, replicates: int, confidence: float = CONFIDENCE) -> float:
+        t = _st.t.ppf((1 + confidence) / 2, max(self.df, 1))
+        return float(t * self.tau / np.sqrt(max(replicates, 1)))
+
+
+def between_process_ratio_spread(rows: list[Any]) -> RatioSpread | None:
+    """The between-process spread of paired speed-ups, pooled over a table's groups.
+
+    In each group (rows sharing a group_id, 'ok'), every row is paired with the group's first (its
+    baseline); each replicate gives a median log ratio and, from its order-statistic CI, a sampling
+    variance. The DerSimonian–Laird estimate of the variance between replicates beyond that sampling
+    noise, pooled over every pair (Q and its expectation summed), is tau² (0 when the replicates agree
+    as well as their noise allows). None without a pair measured in two replicates.
+    """
+    groups: dict[Any, list] = {}
+    for row in rows:
+        if _field(row, "status") == "ok" and _present(_field(row, "samples_s")) and _field(row, "group_id"):
+            groups.setdefault(_field(row, "group_id"), []).append(row)
+    q = df = c = 0.0
+    pairs = 0
+    for members in groups.values():
+        for cand in members[1:]:
+            paired = paired_log_ratios(members[0], cand)
+            if paired is None:
+                continue
+            logs, reps = paired
+            ys, vs = [], []
+            for r in dict.fromkeys(reps.tolist()):
+                x = logs[reps == r]
+                if len(x) < 2:
+                    continue
+                lo, hi, coverage = order_stat_ci(x)
+                z = _st.norm.ppf((1 + coverage) / 2) if coverage > 0 else 1.0
+                ys.append(float(np.median(x)))
+                vs.append(max(((hi - lo) / (2 * z)) ** 2, 1e-12))
+            if len(ys) < 2:
+                continue
+            w, y = 1 / np.array(vs), np.array(ys)
+            mean = float(np.sum(w * y) / np.sum(w))
+            q += float(np.sum(w * (y - mean) ** 2))
+            df += len(y) - 1
+            c += float(np.sum(w) - np.sum(w ** 2) / np.sum(w))
+            pairs += 1
+    if not pairs:
+        return None
+    tau2 = max(0.0, (q - df) / c) if c > 0 else 0.0
+    return RatioSpread(tau=float(np.sqrt(tau2)), df=int(df), pairs=pairs)
+
+
+def _table_spreads(row: Any) -> tuple[ProcessSpread | None, RatioSpread | None]:
+    """The spreads `with_reported_ci` stamped on a row of its table (None where it was not read through it)."""
+    sigma, sdf, tau, tdf = (_field(row, k) for k in ("process_sigma", "process_df", "ratio_tau", "ratio_df"))
+    spread = ProcessSpread(float(sigma), float(sdf), 0, 0.0) if _present(sigma) and _present(sdf) else None
+    ratios = RatioSpread(float(tau), int(tdf), 0) if _present(tau) and _present(tdf) else None
+    return spread, ratios
 
 
 @dataclass(frozen=True)
@@ -269,28 +344,41 @@ def paired_log_ratios(base, cand) -> tuple[np.ndarray, np.ndarray] | None:
     return logs, np.array([k[0] for k in keys])
 
 
-def _ratio_ci(logs: np.ndarray, reps: np.ndarray, seed: int) -> tuple[float, float, float]:
-    point = float(np.exp(np.median(logs)))
+def _ratio_ci(logs: np.ndarray, reps: np.ndarray, seed: int,
+              ratios: RatioSpread | None = None) -> tuple[float, float, float]:
+    """Median per-round log ratio with its CI; with a between-process spread, its half-width added in quadrature."""
+    median = float(np.median(logs))
     lo, hi = median_ci(logs, reps, seed=seed)
-    return point, float(np.exp(lo)), float(np.exp(hi))
+    if ratios is not None and ratios.tau > 0:
+        h = ratios.half_width(len(np.unique(reps)))
+        lo, hi = median - float(np.hypot(median - lo, h)), median + float(np.hypot(hi - median, h))
+    return float(np.exp(median)), float(np.exp(lo)), float(np.exp(hi))
 
 
 def speedup(base, cand, *, seed: int = 0) -> Speedup:
     """Speed-up of `cand` over `base` (two results rows, dicts or pandas rows), with its 95% CI.
 
     Paired when both were timed in the same rounds (the same group of the same run): the median of the
-    per-round ratios, CI as in `median_ci` on the log ratios. Otherwise the ratio of the two medians,
-    with the interval from each median's 97.5% CI (together at least 95% coverage, distribution-free).
+    per-round ratios, CI as in `median_ci` on the log ratios, widened by the table's between-process
+    spread of speed-ups where the rows carry it (see with_reported_ci). Otherwise the ratio of the two
+    medians, with the interval from each median's 97.5% CI (together at least 95% coverage), each
+    including the spread between processes where the rows carry it: rows measured apart are in
+    different processes.
     """
+    spread, ratios = _table_spreads(base)
     paired = paired_log_ratios(base, cand)
     if paired is not None and len(paired[0]) >= 2:
         logs, reps = paired
-        return Speedup(*_ratio_ci(logs, reps, seed), paired=True, n=len(logs))
+        return Speedup(*_ratio_ci(logs, reps, seed, ratios), paired=True, n=len(logs))
     bx, br, _ = row_samples(base)
     cx, cr, _ = row_samples(cand)
     half = 1 - (1 - CONFIDENCE) / 2
-    blo, bhi = median_ci(bx, br, confidence=half, seed=seed)
-    clo, chi = median_ci(cx, cr, confidence=half, seed=seed)
+    if spread is not None:
+        blo, bhi = reported_ci(base, spread, half)
+        clo, chi = reported_ci(cand, _table_spreads(cand)[0] or spread, half)
+    else:
+        blo, bhi = median_ci(bx, br, confidence=half, seed=seed)
+        clo, chi = median_ci(cx, cr, confidence=half, seed=seed)
     return Speedup(float(np.median(bx) / np.median(cx)), blo / chi, bhi / clo, paired=False, n=min(len(bx), len(cx)))
 
 
@@ -298,19 +386,26 @@ def geomean_speedup(pairs: Iterable[tuple[Any, Any]], *, n_resamples: int = N_RE
     """Geometric mean over shapes of each shape's speed-up (pairs of baseline and candidate rows), with a 95% CI.
 
     Each resample draws every shape's rounds again (hierarchically by replicate; both sides' samples
-    independently where a pair is not paired) and averages the shapes' log speed-ups. The set of shapes
-    is fixed: it is the grid, not a sample of one.
+    independently where a pair is not paired) and averages the shapes' log speed-ups; where the rows
+    carry their table's between-process spreads (with_reported_ci), each shape also draws its process
+    effect (of the ratio where paired, of each median where not). The set of shapes is fixed: it is the
+    grid, not a sample of one.
     """
     pairs = list(pairs)
     if not pairs:
         return Speedup(float("nan"), float("nan"), float("nan"), n=0)
     points, draws, all_paired = [], np.zeros(n_resamples), True
+    effect = np.random.default_rng(seed + 20_000)
+    z = _st.norm.ppf((1 + CONFIDENCE) / 2)
     for i, (base, cand) in enumerate(pairs):
+        spread, ratios = _table_spreads(base)
         paired = paired_log_ratios(base, cand)
         if paired is not None and len(paired[0]) >= 2:
             logs, reps = paired
             points.append(np.median(logs))
             draws += hierarchical_median_draws(_by_replicate(logs, reps), n_resamples=n_resamples, seed=seed + i)
+            if ratios is not None and ratios.tau > 0:
+                draws += effect.normal(0, ratios.half_width(len(np.unique(reps))) / z, n_resamples)
         else:
             all_paired = False
             bx, br, _ = row_samples(base)
@@ -319,6 +414,9 @@ def geomean_speedup(pairs: Iterable[tuple[Any, Any]], *, n_resamples: int = N_RE
             db = hierarchical_median_draws(_by_replicate(bx, br), n_resamples=n_resamples, seed=seed + 2 * i + 10_000)
             dc = hierarchical_median_draws(_by_replicate(cx, cr), n_resamples=n_resamples, seed=seed + 2 * i + 10_001)
             draws += np.log(db / dc)
+            if spread is not None:
+                for reps_of_side in (br, cr):
+                    draws += effect.normal(0, spread.half_width(len(np.unique(reps_of_side))) / z, n_resamples)
     n = len(points)
     lo, hi = _percentile_ci(draws / n)
     return Speedup(float(np.exp(np.mean(points))), float(np.exp(lo)), float(np.exp(hi)), paired=all_paired, n=n)

@@ -133,10 +133,14 @@ def drift_finding(df: pd.DataFrame) -> str | None:
         half = ok.ci_high_s / ok.median_s - 1
         common = (f"; {spread.common_share:.0%} of that movement is shared by all variants of a group (the machine's "
                   f"phase while the process ran, not the code)")
+        ratios = stats.between_process_ratio_spread(ok.to_dict("records"))
+        paired = ("" if ratios is None else
+                  f" Speed-ups pair rounds within a process, so that phase cancels in them; what is left between "
+                  f"processes for a speed-up, beyond its sampling noise, is {100 * np.expm1(ratios.tau):.1f}% "
+                  f"(over {ratios.pairs} pairs), and their CIs include it too.")
         line += (f" Between processes: a configuration's median moves by {spread.pct:.1f}% (SD over replicate "
                  f"processes, pooled over {spread.rows} configurations){common}. The medians' 95% CIs include it "
-                 f"(upper half-widths {half.min():.0%}–{half.max():.0%}), so they hold for a re-run; speed-ups, "
-                 f"paired within a process, do not need it.")
+                 f"(upper half-widths {half.min():.0%}–{half.max():.0%}), so they hold for a re-run.{paired}")
     return line
 
 
