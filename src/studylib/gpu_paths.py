@@ -23,11 +23,6 @@ class Branch:
     uses: Callable[[pd.Series], bool]  # does this configuration go through the branch?
 
 
-def _family(row: pd.Series) -> str | None:
-    runtime = runtimes.REGISTRY.get(str(row["variant"]))
-    return runtime.family if runtime is not None else None
-
-
 BRANCHES = [
     Branch("CUDA sync in the timed region", "torch.cuda.synchronize, TensorFlow sync_devices and ONNX Runtime "
            "IO-binding synchronisation inside every timed call", lambda r: True),
@@ -35,9 +30,9 @@ BRANCHES = [
     Branch("fp16 on CUDA", "half-precision modules, inputs and ONNX graphs", lambda r: r["dtype"] == "fp16"),
     Branch("bf16 on CUDA", "bfloat16 modules and inputs", lambda r: r["dtype"] == "bf16"),
     Branch("torch.compile on CUDA", "Inductor/Triton kernels; reduce-overhead adds CUDA graphs",
-           lambda r: _family(r) == "compile"),
+           lambda r: runtimes.family(str(r["variant"])) == "compile"),
     Branch("TensorFlow on GPU", "TF eager, tf.function and XLA on the GPU, memory growth on",
-           lambda r: _family(r) == "tensorflow"),
+           lambda r: runtimes.family(str(r["variant"])) == "tensorflow"),
     Branch("ONNX Runtime CUDA provider", "CUDAExecutionProvider with IO binding (inputs and outputs on the GPU)",
            lambda r: r["variant"] in ("ort", "ort-optimized")),
     Branch("ONNX Runtime TensorRT provider", "TensorrtExecutionProvider (where onnxruntime-gpu has it)",

@@ -191,10 +191,6 @@ class Workloads:
         return self._references[c.shape_key]
 
 
-# Every row carries every column (results.COLUMNS), failed ones with None, so tables and figures never miss one.
-MEASURED_FIELDS = tuple(MEASURED_COLUMNS)
-
-
 def settings_hash(measure_settings: dict, parity_tolerance: float, seed: int) -> str:
     """Identifies how a configuration was measured: a re-run with other settings measures it again."""
     key = json.dumps({"measure": measure_settings, "tolerance": parity_tolerance, "seed": seed}, sort_keys=True)
@@ -208,12 +204,14 @@ def group_name(key: tuple) -> str:
 
 def base_row(c: Config, *, study: str, profile: str, env: dict, settings: str, group_key: str,
              group_id: str) -> dict[str, Any]:
+    """A row with every column of results.COLUMNS, the measured ones None until measured (so a failed row
+    still has them all, and tables and figures never miss a column)."""
     spec = models.spec(c.model)
     return {
         "study": study, "profile": profile, "config_key": c.key, **asdict(c), "task": spec.kind,
         "group_key": group_key, "group_id": group_id,
         "env_fingerprint": env["fingerprint"], "settings_hash": settings, "git_commit": env.get("git_commit"),
-        "status": "ok", "error": "", **dict.fromkeys(MEASURED_FIELDS), **dict.fromkeys(RUN_COLUMNS),
+        "status": "ok", "error": "", **dict.fromkeys(MEASURED_COLUMNS), **dict.fromkeys(RUN_COLUMNS),
     }
 
 

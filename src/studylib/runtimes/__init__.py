@@ -33,6 +33,12 @@ REGISTRY: dict[str, Runtime] = {
 }
 
 
+def family(name: str) -> str | None:
+    """The family of the runtime called `name` (Runtime.family), or None for a name no runtime has."""
+    runtime = REGISTRY.get(name)
+    return runtime.family if runtime is not None else None
+
+
 def get(name: str) -> Runtime:
     try:
         return REGISTRY[name]
@@ -40,4 +46,4 @@ def get(name: str) -> Runtime:
         raise KeyError(f"unknown runtime {name!r} (known: {', '.join(REGISTRY)})") from None
 
 
-__all__ = ["REGISTRY", "Prepared", "Runtime", "RuntimeUnavailable", "get"]
+__all__ = ["REGISTRY", "Prepared", "Runtime", "RuntimeUnavailable", "family", "get"]

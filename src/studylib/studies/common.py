@@ -128,12 +128,13 @@ def drift_finding(df: pd.DataFrame) -> str | None:
         line = (f"Drift: {len(flagged)} of {len(ok)} configurations' samples trend over the rounds (Kendall test, "
                 f"p < {stats.DRIFT_P}; changes {flagged.drift_pct.min():+.0%} to {flagged.drift_pct.max():+.0%} over a "
                 f"replicate). Speed-ups pair rounds, so drift common to a round cancels; medians carry it in their CIs.")
-    spread = stats.between_process_spread(ok.to_dict("records")) if "samples_s" in ok else None
+    records = ok.to_dict("records") if "samples_s" in ok else []
+    spread = stats.between_process_spread(records) if records else None
     if spread is not None:
         half = ok.ci_high_s / ok.median_s - 1
         common = (f"; {spread.common_share:.0%} of that movement is shared by all variants of a group (the machine's "
                   f"phase while the process ran, not the code)")
-        ratios = stats.between_process_ratio_spread(ok.to_dict("records"))
+        ratios = stats.between_process_ratio_spread(records)
         paired = ("" if ratios is None else
                   f" Speed-ups pair rounds within a process, so that phase cancels in them; what is left between "
                   f"processes for a speed-up, beyond its sampling noise, is {100 * np.expm1(ratios.tau):.1f}% "

@@ -71,8 +71,7 @@ def estimate_s(c: Config, section: DataGrid, measure: dict, speed: float = 1.0, 
 
 
 def _is_ort(variant: str) -> bool:
-    runtime = runtimes.REGISTRY.get(variant)
-    return runtime is not None and runtime.family == "onnxruntime"
+    return runtimes.family(variant) == "onnxruntime"
 
 
 def per_sample(df: pd.DataFrame) -> pd.DataFrame:
