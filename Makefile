@@ -6,12 +6,13 @@ PY := $(VENV)/bin/python
 PROFILE ?= cpu
 NOTEBOOK ?=
 FORCE ?=
-REF ?= outputs/$(PROFILE)
+REF ?= reference/$(PROFILE)
+REPORT ?= outputs
 NEW ?=
 STAMP := $(VENV)/.studylib-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup setup-gpu browser report run render plan compare check-report lint test lab clean distclean
+.PHONY: help setup setup-gpu browser report reference run render plan compare check-report lint test lab clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -36,6 +37,9 @@ report: $(STAMP)  ## run every notebook of PROFILE (default cpu) and render HTML
 	rc=$$?; if [ $$rc -eq 2 ]; then exit 2; fi; \
 	$(PY) -m studylib report --profile $(PROFILE) || exit $$?; exit $$rc
 
+reference: $(STAMP)  ## from a clean commit: measure the cpu profile (~45 min) and publish it under reference/ (the committed report)
+	$(PY) -m studylib reference
+
 run: $(STAMP)  ## only execute the notebooks (no HTML)
 	$(PY) -m studylib run --profile $(PROFILE) $(if $(NOTEBOOK),--notebook $(NOTEBOOK)) $(if $(FORCE),--force)
 
@@ -45,8 +49,8 @@ render: $(STAMP)  ## only render executed notebooks to HTML and rewrite the inde
 plan: $(STAMP)  ## list what PROFILE would measure and roughly how long it takes
 	$(PY) -m studylib plan --profile $(PROFILE)
 
-compare: $(STAMP)  ## compare a re-run with the reference: make compare REF=outputs/cpu NEW=/tmp/rerun/cpu
-	@if [ -z "$(NEW)" ]; then echo "error: NEW is empty: name the re-run's folder, e.g. make compare NEW=/tmp/rerun/$(PROFILE) (REF defaults to outputs/$(PROFILE))" >&2; exit 2; fi
+compare: $(STAMP)  ## compare a re-run with the committed reference: make compare NEW=outputs/cpu (REF=reference/cpu)
+	@if [ -z "$(NEW)" ]; then echo "error: NEW is empty: name the re-run's folder, e.g. make compare NEW=outputs/$(PROFILE) (REF defaults to reference/$(PROFILE))" >&2; exit 2; fi
 	$(PY) -m studylib compare "$(REF)" "$(NEW)"
 
 # The browser test drives headless Chromium (Debian package `chromium`); installed here when missing.
@@ -56,8 +60,8 @@ browser:  ## install headless Chromium for the browser test (Debian/Ubuntu apt; 
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; }
 
-check-report: $(STAMP) browser  ## open outputs/index.html and every page it links in headless Chromium, offline; screenshots to outputs/screenshots/
-	$(PY) -m studylib.browser outputs
+check-report: $(STAMP) browser  ## open REPORT/index.html (outputs, or REPORT=reference) and every page it links in headless Chromium, offline; screenshots to outputs/screenshots/
+	$(PY) -m studylib.browser $(REPORT)
 
 lint: $(STAMP)  ## ruff: lint and import order of src/ and tests/ (pyproject.toml's [tool.ruff])
 	$(PY) -m ruff check src tests
@@ -65,11 +69,15 @@ lint: $(STAMP)  ## ruff: lint and import order of src/ and tests/ (pyproject.tom
 test: $(STAMP) browser lint  ## run ruff, then the whole test suite (unit tests, an end-to-end smoke report, the browser test)
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 tests
 
-lab: $(STAMP)  ## open JupyterLab on notebooks/ with the project's kernel
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+# JupyterLab refuses to start as root (most containers) without --allow-root; it is added only then.
+# LAB_DIR and LAB_ARGS let the browser test start it exactly this way on a copy, on a port of its own.
+LAB_DIR ?= notebooks
+LAB_ARGS ?=
+lab: $(STAMP)  ## open JupyterLab on notebooks/ with the project's kernel (as root too)
+	$(VENV)/bin/jupyter lab --notebook-dir=$(LAB_DIR) $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
-clean:  ## remove every output (executed notebooks, HTML, results) under outputs/
-	rm -rf outputs/*/ outputs/index.html
+clean:  ## remove everything runs wrote under outputs/ (the committed reference/ stays)
+	rm -rf outputs
 
 distclean: clean  ## also remove the virtual environment
 	rm -rf $(VENV)

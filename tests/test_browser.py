@@ -244,17 +244,20 @@ def test_no_chromium_is_a_clear_error(tmp_path, monkeypatch):
     assert browser.main([str(tmp_path)]) == 2
 
 
-def test_main_exit_status_and_one_line_per_page(tmp_path, capsys):
+def test_main_exit_status_and_one_line_per_page(tmp_path, outputs, capsys):
     assert browser.main([str(tmp_path / "nowhere")]) == 2
 
-    write_report(tmp_path, {"p/html/a.html": page("a", "<p>a</p>")}, ["p/html/a.html"])
-    assert browser.main([str(tmp_path)]) == 0
+    report = tmp_path / "report"
+    write_report(report, {"p/html/a.html": page("a", "<p>a</p>")}, ["p/html/a.html"])
+    assert browser.main([str(report)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == ["index.html: OK", "p/html/a.html: OK"]
-    assert (tmp_path / "screenshots" / "p__a.png").is_file()
+    # screenshots go under the outputs folder, never into the report checked (reference/ stays clean)
+    assert (outputs / "screenshots" / "report" / "p__a.png").is_file()
+    assert not (report / "screenshots").exists()
 
-    write_report(tmp_path, {"p/html/a.html": page("a", '<img src="gone.png">')}, ["p/html/a.html", "p/html/b.html"])
-    assert browser.main([str(tmp_path)]) == 1
+    write_report(report, {"p/html/a.html": page("a", '<img src="gone.png">')}, ["p/html/a.html", "p/html/b.html"])
+    assert browser.main([str(report)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == ["index.html: dead link: p/html/b.html (no such file)", "p/html/a.html: broken image: gone.png"]
 
@@ -266,14 +269,14 @@ def test_screenshot_names():
     assert browser.screenshot_name(Path("/r/summary/html/05_summary.html"), root) == "summary__05_summary.png"
 
 
-def test_reference_report_reads_offline_without_problems():
+def test_reference_report_reads_offline_without_problems(tmp_path):
     """The committed reference report (profile cpu): every page loads, no errors, figures show."""
-    outputs = paths.ROOT / "outputs"
-    index = outputs / "index.html"
+    reference = paths.reference_root()
+    index = reference / "index.html"
     assert index.is_file(), f"no reference report at {index}: the project commits one for the cpu profile"
-    checks = check_report(index, outputs / "screenshots" / "reference")  # kept for inspection (ignored by git)
+    checks = check_report(index, tmp_path / "screenshots")
 
-    pages = by_name(checks, outputs)
+    pages = by_name(checks, reference)
     linked = pages["index.html"].links
     for notebook in REFERENCE_NOTEBOOKS:
         assert f"cpu/html/{notebook}.html" in linked, f"the index does not link {notebook} of profile cpu"

@@ -1,7 +1,8 @@
-"""Command line: `python -m studylib run|report|plan|profiles|summary|compare`. Bad input exits 2 with one line;
+"""Command line: `python -m studylib run|report|plan|profiles|summary|compare|reference`. Bad input exits 2 with one line;
 a run or report of a profile that another live process is measuring exits 3 with one line naming it.
 
 `compare REF NEW` checks whether a re-run (NEW) reproduces a reference run (REF) of the same profile.
+`reference` measures the `cpu` profile from a clean commit and publishes it under reference/ (see reference.py).
 """
 
 from __future__ import annotations
@@ -97,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("profiles", help="list the profiles and whether each is valid")
     sub.add_parser("summary", help="run the cross-hardware summary over every profile's results, render, index")
     comp = sub.add_parser("compare", help="compare a re-run's results with a reference run of the same profile")
-    comp.add_argument("ref", help="the reference: a results folder (outputs/cpu/results) or a profile folder")
+    comp.add_argument("ref", help="the reference: a results folder (reference/cpu/results) or a profile folder")
     comp.add_argument("new", help="the re-run: a results folder or a profile folder of the same profile")
+    sub.add_parser("reference", help="measure the cpu profile from a clean commit and publish it under reference/")
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
@@ -116,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
             return _plan(args.profile)
         if args.command == "compare":
             return _compare(args.ref, args.new)
+        if args.command == "reference":
+            from .reference import make_reference
+
+            return make_reference()
         if args.command == "summary":
             from .render import index, render_summary
             from .run import run_summary

@@ -170,11 +170,23 @@ def _http_json(url: str, method: str = "GET") -> Any:
         return json.load(response)
 
 
+def _loopback_allowed(flags: Sequence[str]) -> list[str]:
+    """The offline flags, but 127.0.0.1 resolves and bypasses the dead proxy (Chromium's default for loopback)."""
+    out = []
+    for flag in flags:
+        if flag.startswith("--proxy-bypass-list"):
+            continue
+        out.append(flag + ", EXCLUDE 127.0.0.1" if flag.startswith("--host-resolver-rules") else flag)
+    return out
+
+
 @contextmanager
-def launch(chromium: str | None = None, startup_timeout: float = 30.0) -> Iterator[DevTools]:
+def launch(chromium: str | None = None, startup_timeout: float = 30.0, *,
+           loopback: bool = False) -> Iterator[DevTools]:
     """Start headless Chromium, offline, on a fresh profile; yield a DevTools session on one page.
 
-    The browser is killed and its temporary profile removed on exit, whatever happened.
+    `loopback`: let the page reach servers on this machine (127.0.0.1, e.g. JupyterLab); everything
+    else stays cut off. The browser is killed and its temporary profile removed on exit, whatever happened.
     """
     executable = chromium or find_chromium()
     if executable is None:
@@ -191,7 +203,8 @@ def launch(chromium: str | None = None, startup_timeout: float = 30.0) -> Iterat
         with open(log_path, "wb") as log:
             try:
                 process = subprocess.Popen(
-                    [executable, *BROWSER_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                    [executable, *(_loopback_allowed(BROWSER_FLAGS) if loopback else BROWSER_FLAGS),
+                     f"--user-data-dir={profile}", "about:blank"],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -465,7 +478,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m studylib.browser [outputs_dir]``: check the report, one line per page.
 
     Exit status: 0 when every page is fine, 1 when any has a problem, 2 when there is no index or no
-    Chromium. Screenshots go to <outputs_dir>/screenshots/.
+    Chromium. Screenshots go to outputs/screenshots/<report folder's name>/ (outputs/ is ignored by git, so
+    checking the committed reference/ leaves it untouched).
     """
     import argparse
 
@@ -479,8 +493,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not index.is_file():
         print(f"no report index at {index}", file=sys.stderr)
         return 2
+    shots = paths.outputs_root() / "screenshots" / outputs_dir.name
     try:
-        checks = check_report(index, outputs_dir / "screenshots")
+        checks = check_report(index, shots)
     except BrowserUnavailable as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -490,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         problems = check.problems()
         failed = failed or bool(problems)
         print(f"{name}: " + ("OK" if not problems else "; ".join(problems)))
-    print(f"screenshots in {outputs_dir / 'screenshots'}")
+    print(f"screenshots in {paths.display(shots)}")
     return 1 if failed else 0
 
 

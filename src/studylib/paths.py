@@ -15,6 +15,21 @@ def outputs_root() -> Path:
     return Path(os.environ.get("STUDYLIB_OUTPUTS", ROOT / "outputs")).resolve()
 
 
+def reference_root() -> Path:
+    """reference/: the committed reference report (an outputs root of its own), written only by `make reference`."""
+    return ROOT / "reference"
+
+
+def display(path: Path | str) -> str:
+    """A path as a page or a results file may show it: relative to the outputs root (as the report's own
+    links are) or else to the project; never the machine's own absolute path."""
+    p = Path(path).resolve()
+    for base in (outputs_root(), ROOT):
+        if p.is_relative_to(base):
+            return str(p.relative_to(base))
+    return p.name
+
+
 def profile_dir(profile: str) -> Path:
     return outputs_root() / profile
 
