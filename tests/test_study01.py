@@ -65,15 +65,33 @@ def test_a_parity_mismatch_is_flagged_in_the_findings(df):
     assert "1 configuration(s) exceed the tolerance" in text
 
 
+def _claim(table, claim_id):
+    return table.set_index("id").loc[claim_id]
+
+
 def test_claims_have_computed_verdicts(df):
+    """On a GPU profile seed 004's rows are judged: 2× faster at batch 1 and 8 is not 'equally fast', and a
+    grid without a batch above 8 cannot say whether the gain grows."""
+    df["device"] = "cuda"
     sp = s01.speedups(df)
     claims = s01.claims(df, sp)
-    at1 = claims[claims.claim.str.contains("batch 1")].iloc[0]
-    assert at1.verdict.startswith("does not agree")  # 2× faster is not "equally fast"
-    d1 = sp[(sp.variant == "compile-default") & (sp.batch_size == 1)].iloc[0]
-    assert s01.describe_ci(d1) in at1["this run"]
-    grows = claims[claims.claim.str.contains("as batch size grows")].iloc[0]
-    assert grows.verdict.startswith("does not agree")  # 2× at batch 1 and 2× at batch 8: no growth
+    assert list(claims.columns) == s01.seedclaims.COLUMNS
+    equal = _claim(claims, "004-eager-equals-compiled-small-batch")
+    assert equal.judgement == "does not agree" and equal.verdict.startswith("does not agree: differs by more than")
+    assert equal["comparable?"].startswith("partly: model: seed ResNet")  # resnet-tiny is not the seed's ResNet
+    assert "2.0" in equal["our measurement (95% CI)"] and "95% CI" in equal["our measurement (95% CI)"]
+    grows = _claim(claims, "004-compile-gain-grows")
+    assert grows.judgement == "not answerable from these results" and "above 8" in grows.verdict
+
+
+def test_gpu_claims_are_not_judged_on_a_cpu_profile(df):
+    claims = s01.claims(df, s01.speedups(df))
+    equal = _claim(claims, "004-eager-equals-compiled-small-batch")
+    assert equal["comparable?"].startswith("not comparable") and equal.judgement == "not comparable on this profile"
+    assert equal.verdict.startswith("not comparable on this profile (GPU claim); tested by gpu-3090ti")
+    assert "(shown, not judged)" in equal["our measurement (95% CI)"]
+    assert not claims.verdict.str.startswith(("agrees", "does not agree"))[
+        claims["comparable?"].str.startswith("not comparable")].any()
 
 
 def test_break_even_is_unset_when_the_gain_is_not_significant(df):
@@ -112,7 +130,7 @@ def test_everything_skipped_still_renders(tmp_path):
     assert len(s01.latency_table(df)) == 2 and len(s01.compile_table(sp)) == 1
     text = "\n".join(s01.findings(df, sp))
     assert "Failed or skipped configurations: {'skipped': 2}" in text and "CUDA is not available" in text
-    assert "not measured" in s01.claims(df, sp).verdict.iloc[0]
+    assert set(s01.claims(df, sp).judgement) == {"not answerable from these results"}  # nothing ran: no verdicts
     df["workload"] = "resnet-tiny"
     sp["workload"] = "resnet-tiny"
     plots.lines_with_ci(df, x="batch_size", y="median_s", lo="ci_low_s", hi="ci_high_s", hue="variant",
@@ -146,10 +164,9 @@ def test_the_half_precision_claim_says_when_the_large_batch_was_left_out():
         _row("eager", 1, 0.010), _row("compile-default", 1, 0.005), _row("eager", 8, 0.080),
         _row("compile-default", 8, 0.040), _row("eager", 1, 0.300, dtype="bf16"),
         _row("compile-default", 1, 0.050, dtype="bf16"),
-    ])
-    claims = s01.claims(frame, s01.speedups(frame))
-    half = claims[claims.claim.str.contains("compiled bf16 beats compiled fp32")]
-    assert half.verdict.tolist() == ["not measured in this profile"]
+    ]).assign(device="cuda")
+    half = _claim(s01.claims(frame, s01.speedups(frame)), "004-fp16-beats-fp32-large-batch")
+    assert half.verdict == "not answerable here: no batch above 8 has both fp32 and bf16 compiled here"
 
 
 def test_figures_mark_failed_configurations(df):

@@ -44,10 +44,22 @@ def test_study03_speedups_findings_and_claims(df03):
     assert "eager (m fp32): lowest time per text at batch 8 (" in text and "from batch 1 to 64" in text
     assert "ort-int8: predicted labels agree with eager fp32 PyTorch on 97.0%–97.0%" in text
     assert "torch-int8 b1: error — RuntimeError: no qengine" in text
-    claims = s03.claims(df03, same, over1).set_index("claim")
-    assert claims.loc["below batch 32, ONNX Runtime is the clear winner", "verdict"].startswith("agrees")
-    assert claims.loc["at batch 64, PyTorch, TorchScript and ONNX are within 10%", "verdict"] == "agrees"
-    assert claims.loc["ONNX Runtime is ahead of PyTorch at small batch", "verdict"] == "agrees"
+    claims = s03.claims(df03, same, over1).set_index("id")
+    winner = claims.loc["003-onnx-wins-small-batch-cpu"]  # 1.5× over eager and TorchScript below 32
+    assert winner.verdict.startswith("agrees in direction") and "ort over torchscript b8" in winner[
+        "our measurement (95% CI)"]
+    within = claims.loc["003-within-10pct-at-64"]  # everything within 2% at batch 64
+    assert within.verdict.startswith("agrees: equal within ±10% (the seed's tolerance)")
+    assert "batch" not in within["comparable?"]  # measured at the seed's 64
+    batching = claims.loc["003-batching-speeds-up"]  # batch 8 halves the time per text
+    assert batching.judgement == "agrees" and "eager at b8" in batching["our measurement (95% CI)"]
+    ort = claims.loc["004-ort-ahead-small-batch"]  # a GPU claim, on a CPU profile
+    assert ort.judgement == "not comparable on this profile" and ort.verdict.startswith(
+        "not comparable on this profile (GPU claim)")
+    on_gpu = s03.claims(df03.assign(device="cuda"), same, over1).set_index("id").loc["004-ort-ahead-small-batch"]
+    assert on_gpu.judgement == "agrees" and "seed compiled (torch.compile), here eager PyTorch" in on_gpu["comparable?"]
+    assert "not answerable here: the classifiers carry random weights" in claims.loc["003-int8-costs-accuracy",
+                                                                                      "verdict"]
 
 
 @pytest.mark.parametrize("sizes, small, large", [([4, 16], 4, 16), ([1, 16, 64], 16, 64), ([8, 16, 32], 16, 32)])
@@ -59,16 +71,18 @@ def test_study04_claims_compare_the_seeds_batch_sizes_where_measured(sizes, smal
                  _row("eager", b, 1.0 / (1 + 0.1 * np.log2(b)), strategy="sorted", waste=0.05)]
     df = pd.DataFrame(rows)
     g = s04.gains(df)
-    table = s04.claims(df, g)
-    first = table[table.claim.str.startswith("unsorted")].iloc[0]
-    assert f"batch {small} → {large}" in first["this run"] and first.verdict.startswith("agrees (slower)")
-    sorted_row = table[table.claim.str.startswith("sorted by length")].iloc[0]
-    assert sorted_row.verdict.startswith("agrees (faster)")
+    table = s04.claims(df, g).set_index("id")
+    first = table.loc["003-unsorted-16-to-64-slower"]
+    assert f"throughput at batch {large} over batch {small}" in first["our measurement (95% CI)"]
+    assert first.judgement in ("agrees", "agrees in direction only")  # slower, as the seed says
+    assert ("batch: seed 16, 64" in first["comparable?"]) == ((small, large) != (16, 64))  # 'partly' off the seed's sizes
+    sorted_row = table.loc["003-sorted-16-to-64-faster"]
+    assert sorted_row.judgement in ("agrees", "agrees in direction only")
     big = g[g.batch_size == large].iloc[0]
     assert big.speedup > 1 and big.ci_low > 1
 
 
-def test_two_models_and_dtypes_are_judged_apart():
+def test_two_models_and_dtypes_give_one_row_per_claim_on_the_closest_set_up():
     rows = []
     for model, dtype, gain in (("m", "fp32", 1.5), ("m", "bf16", 0.8), ("n", "fp32", 1.5)):
         for batch, eager in ((1, 2.0), (8, 1.0)):
@@ -76,16 +90,16 @@ def test_two_models_and_dtypes_are_judged_apart():
                      (_row("eager", batch, eager), _row("torchscript", batch, eager), _row("ort", batch, eager / gain))]
     df = pd.DataFrame(rows)
     same, over1 = s03.speedups_same_batch(df), s03.speedups_over_batch1(df)
-    table = s03.claims(df, same, over1)
-    winner = table[table.claim == "below batch 32, ONNX Runtime is the clear winner"].set_index("seed").verdict
-    assert winner["003 (CPU) — m fp32"].startswith("agrees")
-    assert winner["003 (CPU) — m bf16"].startswith("does not agree")
-    assert winner["003 (CPU) — n fp32"].startswith("agrees")
+    table = s03.claims(df, same, over1).set_index("id")
+    winner = table.loc["003-onnx-wins-small-batch-cpu"]  # once per profile: on the seed's fp32, the first model run
+    assert winner.verdict.startswith("agrees in direction") and "here m;" in winner["comparable?"]
+    assert "bf16" not in winner["comparable?"] and len(table) == table.index.nunique()
     text = "\n".join(s03.findings(df, same, over1))
     assert "m bf16, batch 1, fastest to slowest" in text
 
     rows4 = [{**_row("eager", b, t, strategy=st), "dtype": dt} for dt in ("fp32", "bf16")
              for st, t in (("unsorted", 1.0), ("sorted", 0.5)) for b in (4, 16)]
     df4 = pd.DataFrame(rows4)
-    t4 = s04.claims(df4, s04.gains(df4))
-    assert {"003 — m fp32", "003 — m bf16"} <= set(t4.seed)
+    t4 = s04.claims(df4, s04.gains(df4)).set_index("id")
+    assert t4.loc["003-sorting-helps", "judgement"] == "agrees" and "bf16" not in t4.loc["003-sorting-helps",
+                                                                                          "comparable?"]

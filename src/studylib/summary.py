@@ -11,12 +11,12 @@ import os
 
 import pandas as pd
 
-from . import environment, gpu_paths, paths, profiles, stats
+from . import answer, environment, gpu_paths, paths, profiles
+from . import claims as claims_registry
 from .files import read_json
 from .profiles import RESERVED
 from .results import ResultsTable
 from .studies import STUDIES, Comparison
-from .studies.common import classify
 
 NOTEBOOK = paths.SUMMARY_NOTEBOOK
 os.environ.setdefault("USE_TF", "0")  # the analyses need no TensorFlow; transformers would import it
@@ -75,49 +75,48 @@ def machines(profiles: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+SUMMARY_CLAIM_COLUMNS = ["profile", "study", *claims_registry.COLUMNS]
+
+
 def claims(profiles: list[str]) -> pd.DataFrame:
-    """Every study's seed-claims table for every profile, one row per claim and profile."""
+    """Every claim of the registry (studylib.claims) on every profile, one row per claim and profile: judged by its
+    study's analysis where that study has results here, else marked as not run or, with why, as not testable.
+    A plug-in study's own claim rows come along."""
+    registry = claims_registry.registry()
+    order = {c.id: i for i, c in enumerate(registry)}
     out = []
     for p in profiles:
+        judged, ran = [], set()
         for nb, study in STUDIES.items():
             df = results(p, nb)
             if not len(df):
                 continue
-            out.append(study.analyse(df).claims.assign(profile=p, study=nb[:2]))
+            ran.add(nb)
+            judged.append(study.analyse(df).claims.assign(study=nb[:2]))
+        rest = [c for c in registry if c.study not in ran]
+        judged.append(claims_registry.unassessed(
+            rest, "not run on this profile",
+            lambda c: f"not run on this profile: study {c.study[:2]} has no results here"
+                      + (f" (tested by {', '.join(claims_registry.testing_profiles(c))})"
+                         if claims_registry.testing_profiles(c) else "")
+        ).assign(study=[c.study[:2] if c.study else "—" for c in rest]))
+        out.append(pd.concat(judged, ignore_index=True).assign(profile=p))
     if not out:
-        return pd.DataFrame(columns=["study", "seed", "claim", "profile", "this run", "verdict"])
-    t = pd.concat(out, ignore_index=True)
-    return t[["study", "seed", "claim", "profile", "this run", "verdict"]].sort_values(
-        ["study", "seed", "claim"], kind="stable").reset_index(drop=True)
+        return pd.DataFrame(columns=SUMMARY_CLAIM_COLUMNS)
+    t = pd.concat(out, ignore_index=True).reindex(columns=SUMMARY_CLAIM_COLUMNS)
+    t["_order"] = t["id"].map(order).fillna(len(order))
+    return t.sort_values(["profile", "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
+def claim_totals(claims_table: pd.DataFrame) -> pd.DataFrame:
+    """Per profile, the claims table's counts (claims.totals): judged ones by verdict, the rest by why not."""
+    rows = [{"profile": p} | claims_registry.totals(g) for p, g in claims_table.groupby("profile", sort=False)]
+    return pd.DataFrame(rows)
 
 
 def comparisons() -> list[tuple[str, Comparison]]:
     """(notebook, comparison) for every headline speed-up the registered studies name."""
     return [(nb, c) for nb, study in STUDIES.items() for c in study.comparisons]
-
-
-def _geo(df: pd.DataFrame, c: Comparison) -> dict:
-    """Geometric-mean speed-up over the shapes both sides ran ok, with its CI; or why there is none."""
-    if not len(df) or c.column not in df:
-        return {"status": "not run", "n": 0}
-    cand, base = df[df[c.column] == c.candidate], df[df[c.column] == c.baseline]
-    if not len(cand):
-        return {"status": "not in this profile", "n": 0}
-    shape = [k for k in c.shape if k in df]
-
-    def by_shape(frame: pd.DataFrame) -> pd.DataFrame:
-        ok = frame[frame.status == "ok"]
-        return ok.set_index(pd.Index(["|".join(map(str, r)) for r in ok[shape].itertuples(index=False)]))
-
-    ok_c, ok_b = by_shape(cand), by_shape(base)
-    both = ok_c.index.intersection(ok_b.index)
-    if not len(both):
-        failed = cand[cand.status != "ok"]
-        why = f"{failed.status.iloc[0]}: {failed.error.iloc[0]}" if len(failed) else "baseline did not run"
-        return {"status": why[:160], "n": 0}
-    g, lo, hi = stats.geomean_speedup([(ok_b.loc[k], ok_c.loc[k]) for k in both], n_resamples=1000)
-    return {"status": "ok", "speedup": g, "ci_low": lo, "ci_high": hi, "n": len(both),
-            "of": len(cand), "reading": classify(lo, hi)}
 
 
 def headline_speedups(profiles: list[str]) -> pd.DataFrame:
@@ -127,7 +126,7 @@ def headline_speedups(profiles: list[str]) -> pd.DataFrame:
         for nb, c in comparisons():
             if (p, nb) not in frames:
                 frames[p, nb] = results(p, nb)
-            rows.append({"study": nb[:2], "comparison": c.label, "profile": p} | _geo(frames[p, nb], c))
+            rows.append({"study": nb[:2], "comparison": c.label, "profile": p} | answer.headline(frames[p, nb], c))
     cols = ["study", "comparison", "profile", "status", "speedup", "ci_low", "ci_high", "n", "of", "reading"]
     return pd.DataFrame(rows).reindex(columns=cols)
 
@@ -163,17 +162,13 @@ def gpu_coverage(profiles: list[str]) -> pd.DataFrame:
     return t.pivot_table(index="branch", columns="profile", values="state", aggfunc="first", sort=False)
 
 
-def _verdict_word(verdict: str) -> str:
-    return str(verdict).split(" (")[0]
-
-
 def verdict_matrix(claims_table: pd.DataFrame) -> pd.DataFrame:
-    """The headline: each seed claim down, each profile across, the verdict in a few words."""
+    """The headline: each seed claim down, each profile across, its verdict with the qualifiers kept (partly
+    comparable, equal within noise, direction only, not comparable here and which profile tests it)."""
     if not len(claims_table):
         return pd.DataFrame()
-    t = claims_table.assign(verdict=claims_table.verdict.map(_verdict_word))
-    m = t.pivot_table(index=["study", "seed", "claim"], columns="profile", values="verdict",
-                      aggfunc=lambda v: " / ".join(dict.fromkeys(v)), sort=False)
+    m = claims_table.pivot_table(index=["seed", "id", "claim"], columns="profile", values="verdict",
+                                 aggfunc=lambda v: " / ".join(dict.fromkeys(v)), sort=False)
     return m.reindex(columns=list(dict.fromkeys(claims_table.profile))).fillna("not run")
 
 
@@ -190,10 +185,7 @@ def findings(table: pd.DataFrame, claims_table: pd.DataFrame) -> list[str]:
     for r in missing.itertuples():
         lines.append(f"{r.comparison} on {r.profile}: no speed-up ({r.status}).")
     for p, g in claims_table.groupby("profile", sort=False):
-        words = g.verdict.map(_verdict_word)
-        lines.append(f"Claims on {p}: {int((words == 'agrees').sum())} agree, "
-                     f"{int((words == 'does not agree').sum())} do not, {len(g)} checked in all "
-                     f"(the rest mixed, inconclusive, or not measured at this profile's sizes).")
+        lines.append(claims_registry.totals_line(g, p))
     if table.profile.nunique() < 2:
         lines.append("Only one profile has results here, so nothing is compared across machines yet: run a GPU "
                      "profile (`make report PROFILE=gpu-a100`, ...) and render this summary again.")

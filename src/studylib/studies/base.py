@@ -19,7 +19,11 @@ import pandas as pd
 from .. import paths
 from ..sweep import Config
 
-CLAIM_COLUMNS = ["seed", "claim", "this run", "verdict"]
+# A claims table's columns (studylib.claims builds them from the registry of seed claims): the claim, the seed's
+# number and conditions, whether this profile can compare, our measurement with its CI, the verdict, and the
+# verdict's category (`judgement`, which the totals count).
+CLAIM_COLUMNS = ["id", "seed", "claim", "seed's number and conditions", "comparable?", "our measurement (95% CI)",
+                 "verdict", "judgement"]
 
 
 @dataclass
@@ -27,8 +31,8 @@ class Analysis:
     """What a study's results say, in one shape for every study.
 
     tables: named tables its notebook shows (speed-ups, gains, preparation, …); findings: the sentences
-    of its "answer first" section, computed from the data; claims: one row per seed claim it judges
-    (CLAIM_COLUMNS, and any columns of its own)."""
+    of its "answer first" section, computed from the data; claims: one row per registry claim it tests
+    (CLAIM_COLUMNS, built by studylib.claims.study_claims), and any columns of its own."""
 
     tables: dict[str, pd.DataFrame]
     findings: list[str]
@@ -55,11 +59,14 @@ class Study:
     section: type  # pydantic schema of its profile section
     configs: Callable[..., list[Config]]  # (section, *, device, threads) -> configurations, in measuring order
     estimate_s: Callable[..., float]  # (config, section, measure settings, speed) -> seconds, for `plan`
-    analyse: Callable[[pd.DataFrame], Analysis]  # results (raw samples included) -> tables, findings, claims
+    # results (raw samples included) -> tables, findings, claims; an optional `peaks` (the machine's limits,
+    # StudyRun.peaks) adds the roofline (roofline.attach), and without it the roofline says they are unknown
+    analyse: Callable[..., Analysis]
     group_by: Callable[[Config], tuple] | None = None  # which configurations share rounds (default: the shape)
     frameworks: tuple[str, ...] = ("torch",)  # whose threads the study sets (and records)
     comparisons: tuple[Comparison, ...] = ()
     notebook_file: Path | None = None  # where its notebook is (default: notebooks/<notebook>.ipynb)
+    on_gpu: str = ""  # one sentence for the page's Answer box: what a GPU is expected to change, and why
 
     @property
     def notebook_path(self) -> Path:

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from .. import models, runtimes, stats
+from .. import claims as seedclaims
+from .. import models, roofline, runtimes, stats
 from ..models import MODELS
 from ..profiles import Grid
 from ..sweep import AA, REFERENCE, Config
@@ -199,94 +200,160 @@ def _vision(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame.model.map(lambda m: models.spec(m).kind) == "vision"]
 
 
-def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """Seed 004's (ResNet) and seed 002's claims beside what this run measured, with CI-based verdicts.
+def _band(df: pd.DataFrame) -> float:
+    """The A/A noise band of these results ('equal' within it)."""
+    return noise_band(aa_control(df, SHAPE_COLUMNS))
 
-    'About equal' means a CI inside ±5%, or inside the A/A control's noise floor where that is wider."""
-    rows = []
-    band = noise_band(aa_control(df, SHAPE_COLUMNS))
-    vis = _vision(sp[(sp.variant == "compile-default") & sp.speedup.notna()])
-    for batch in (1, 8):
-        g = vis[vis.batch_size == batch]
-        rows.append({
-            "seed": "004 (RTX 3090 Ti, ResNet)",
-            "claim": f"eager and torch.compile run equally fast at batch {batch}",
-            "this run": "; ".join(f"{r['model']} {r['dtype']}: {describe_ci(r)}" for _, r in g.iterrows())
-                        or "not measured",
-            "verdict": verdict(g, "≈ equal", band) if len(g) else "not measured in this profile",
-        })
 
-    trend = []
-    for (model, dtype), g in vis.groupby(["model", "dtype"], sort=False):
-        if g.batch_size.nunique() > 1:
-            small, large = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
-            grows = large.ci_low > small.ci_high
-            shrinks = large.ci_high < small.ci_low
-            trend.append((f"{model} {dtype}: {fmt_x(small.speedup)} at b{small.batch_size} → "
-                          f"{fmt_x(large.speedup)} at b{large.batch_size}",
-                          "grows" if grows else "shrinks" if shrinks else "unclear"))
-    if trend:
-        counts = {k: sum(t[1] == k for t in trend) for k in ("grows", "shrinks", "unclear")}
-        rows.append({"seed": "004", "claim": "torch.compile gains more over eager as batch size grows",
-                     "this run": "; ".join(t[0] for t in trend),
-                     "verdict": ("agrees" if counts["grows"] == len(trend) else
-                                 "does not agree" if counts["grows"] == 0 else "mixed")
-                                + f" (gain grows with non-overlapping CIs in {counts['grows']}, shrinks in "
-                                  f"{counts['shrinks']}, unclear in {counts['unclear']} of {len(trend)})"})
+def _cell(r) -> tuple[float, float, float]:
+    return float(r["speedup"]), float(r["ci_low"]), float(r["ci_high"])
 
-    half = "fp16" if (df.device == "cuda").any() else "bf16"
-    half_claim = f"at large batch, compiled {half} beats compiled fp32"
-    comp = _vision(df[(df.status == "ok") & (df.variant == "compile-default")])
-    pairs = []
-    for model, g in comp.groupby("model", sort=False):
-        b = g.batch_size.max()
-        at = g[g.batch_size == b].set_index("dtype")
-        if {"fp32", half} <= set(at.index):
-            pairs.append((model, b, _ratio(at.loc["fp32"], at.loc[half])))
-    if not pairs and half in set(comp.dtype) and "fp32" in set(comp.dtype):
-        rows.append({"seed": "004", "claim": half_claim,
-                     "this run": f"{half} was not measured at the largest batch (see the profile's left_out)",
-                     "verdict": "not measured in this profile"})
-    if pairs:
-        rows.append({"seed": "004", "claim": half_claim,
-                     "this run": "; ".join(f"{m} b{b}: {half} {s.ratio:.2f}× (95% CI {s.ci_low:.2f}–{s.ci_high:.2f}×) "
-                                           f"the speed of fp32" for m, b, s in pairs),
-                     "verdict": speedup_verdict([s for _, _, s in pairs], band)})
 
+def _label(r) -> str:
+    return f"{r['model']} {r['dtype']} b{int(r['batch_size'])}"
+
+
+def _gains(tables: dict, claim, variant: str) -> pd.DataFrame:
+    """`variant` over eager per shape (the speed-ups table), of the seed's models and precisions where present."""
+    sp = tables["speedups"]
+    return seedclaims.matching(sp[(sp.variant == variant) & sp.speedup.notna()], claim)
+
+
+def equal_at_batches(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default",
+                     batches: tuple[int, ...] = (1, 8)):
+    """Seed 004's 'eager = compiled at batch 1 and 8': of those cells, the one furthest from equal."""
+    g = _gains(tables, claim, variant)
+    g = g[g.batch_size.isin(batches)]
+    if not len(g):
+        return seedclaims.NotAnswered(f"{variant} was not measured at batch {' or '.join(map(str, batches))}")
+    cells = [(_label(r), _cell(r)) for _, r in g.iterrows()]
+    label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
+    text = f"{variant} over eager, furthest from equal: {label}; all: " + "; ".join(
+        f"{lab} {c[0]:.2f}×" for lab, c in cells)
+    return seedclaims.Measurement(v, lo, hi, text, rows=g, band=_band(df))
+
+
+def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8,
+               over: str = "large/small"):
+    """How `variant`'s gain over eager changes from the smallest batch to the largest (above `large_above`), per
+    model and precision, combined: gain at large ÷ gain at small (or the inverse, `over: small/large`)."""
+    g = _gains(tables, claim, variant)
+    cells, used = [], []
+    for (model, dtype), h in g.groupby(["model", "dtype"], sort=False):
+        small, large = h.loc[h.batch_size.idxmin()], h.loc[h.batch_size.idxmax()]
+        if large.batch_size <= large_above or large.batch_size == small.batch_size:
+            continue
+        a, b = (large, small) if over == "large/small" else (small, large)
+        cells.append(seedclaims.ratio_of_ratios(_cell(a), _cell(b)))
+        used.append(f"{model} {dtype}: {a['speedup']:.2f}× at b{int(a['batch_size'])} vs {b['speedup']:.2f}× at "
+                    f"b{int(b['batch_size'])}")
+    if not cells:
+        return seedclaims.NotAnswered(f"no {variant} measured at a batch above {large_above} beside a smaller one "
+                                      f"(batches here: {', '.join(map(str, sorted(set(g.batch_size.astype(int)))))})")
+    v, lo, hi = seedclaims.combine(cells)
+    rows = g[g.groupby(["model", "dtype"]).batch_size.transform("nunique") > 1]
+    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=rows, band=_band(df))
+
+
+def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8):
+    """Seed 004's 'at large batch, compiled fp16 beats compiled fp32': half over fp32 at the largest batch above
+    `large_above` (fp16 on a GPU; bf16 where that is what the profile ran), per model, combined."""
+    ok = df[(df.status == "ok") & (df.variant == variant)]
+    half = "fp16" if "fp16" in set(ok.dtype) else "bf16"
+    cells, used, rows = [], [], []
+    models = claim.conditions.models
+    for model, g in (ok[ok.model.isin(models)] if ok.model.isin(models).any() else ok).groupby("model", sort=False):
+        both = g[g.dtype.isin(["fp32", half])]
+        b = both.groupby("batch_size").dtype.nunique()
+        b = b[(b == 2) & (b.index > large_above)]
+        if not len(b):
+            continue
+        at = both[both.batch_size == b.index.max()].set_index("dtype")
+        s = stats.speedup(at.loc["fp32"], at.loc[half])
+        cells.append(tuple(s))
+        used.append(f"{model} b{int(b.index.max())}: {half} {s.ratio:.2f}× fp32's speed")
+        rows.append(at.reset_index())
+    if not cells:
+        return seedclaims.NotAnswered(f"no batch above {large_above} has both fp32 and {half} compiled here")
+    v, lo, hi = seedclaims.combine(cells)
+    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=pd.concat(rows), band=_band(df))
+
+
+def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-reduce-overhead",
+              baseline: str = "compile-default"):
+    """`candidate` over `baseline` (two compile modes), geometric mean over the shapes both ran."""
     ok = df[df.status == "ok"]
-    ro, de = ok[ok.variant == "compile-reduce-overhead"], ok[ok.variant == "compile-default"]
-    matched = [(_ratio(d, r)) for _, r in ro.iterrows() for _, d in de.iterrows()
-               if all((pd.isna(r[k]) and pd.isna(d[k])) or r[k] == d[k] for k in SHAPE_COLUMNS)]
-    if matched:
-        on = "with CUDA graphs" if (df.device == "cuda").any() else "on CPU, where there are no CUDA graphs"
-        rows.append({"seed": "002 (A100)", "claim": "use mode=\"reduce-overhead\" for inference",
-                     "this run": f"reduce-overhead over default ({on}), per shape: "
-                                 + ", ".join(f"{s.ratio:.2f}×" for s in matched),
-                     "verdict": speedup_verdict(matched, band)})
-    rows.append({"seed": "004", "claim": "ONNX Runtime is ahead of PyTorch 2.0 at small batch",
-                 "this run": "not measured in this study", "verdict": "re-examined in study 03 (ONNX Runtime)"})
-    return pd.DataFrame(rows)
+    c = ok[ok.variant == candidate].set_index(SHAPE_COLUMNS)
+    b = ok[ok.variant == baseline].set_index(SHAPE_COLUMNS)
+    both = c.index.intersection(b.index)
+    if not len(both):
+        return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
+    s = stats.geomean_speedup([(b.loc[k], c.loc[k]) for k in both])
+    where = "with CUDA graphs" if (df.device == "cuda").any() else "on CPU, where both compile the same code"
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"{candidate} over {baseline} ({where}), geometric "
+                                  f"mean over {len(both)} shapes", rows=ok[ok.variant.isin([candidate, baseline])],
+                                  band=_band(df))
 
 
-def compile_table(sp: pd.DataFrame) -> pd.DataFrame:
-    """Compile cost, speed-up and break-even calls per compiled configuration."""
+def first_call_cost(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'the first step includes compilation and costs extra': each compiled configuration's first call
+    over its steady call (CI from the steady median's); the least of them."""
+    ok = df[(df.status == "ok") & (df.variant.map(lambda v: runtimes.get(v).family == "compile"))]
+    if not len(ok):
+        return seedclaims.NotAnswered("no compiled configuration ran")
+    cold = ok.prepare_s.fillna(0) + ok.first_call_s
+    ratio = cold / ok.median_s
+    r = ok.loc[ratio.idxmin()]
+    first = cold[ratio.idxmin()]
+    return seedclaims.Measurement(first / r.median_s, first / r.ci_high_s, first / r.ci_low_s,
+                                  f"least over {len(ok)} compiled configurations: {r['variant']} {_where(r)}; "
+                                  f"largest {ratio.max():,.0f}×", rows=ok, band=_band(df))
+
+
+def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
+    """The registry's claims this study tests (seeds 002 and 004), judged on these results (see studylib.claims)."""
+    return seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp})
+
+
+def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Compile cost, speed-up and break-even calls per compiled configuration; with the results `df`, also the
+    graphs each cold compile built, its graph breaks and the graphs rebuilt in steady state (dynamo's
+    counters; blank for rows measured before they were recorded)."""
     t = sp[sp.variant != AA].copy()
     t["size"] = t.apply(size_label, axis=1) if len(t) else []
     t["compile (s)"] = fmt_or_blank(t.compile_s, ".1f")
+    graphs = ["graphs", "graph breaks", "recompiled"]
+    if df is not None and len(t):
+        counts = df.reindex(columns=[*SHAPE_COLUMNS, "variant", "compilations", "graph_breaks", "recompilations"])
+        counts = counts[counts.variant.map(runtimes.family) == "compile"].rename(columns=dict(zip(
+            ["compilations", "graph_breaks", "recompilations"], graphs)))
+        t = t.merge(counts, on=[*SHAPE_COLUMNS, "variant"], how="left")
+        for col in graphs:
+            t[col] = t[col].astype("Int64")
+    else:
+        t = t.assign(**dict.fromkeys(graphs, pd.NA))
     t["speed-up (95% CI)"] = [describe_ci(r) if pd.notna(r["speedup"]) else r["status"] for _, r in t.iterrows()]
     t["break-even calls"] = [
         "" if pd.isna(r["speedup"]) else
         "no clear gain (CI includes 1)" if pd.isna(r["break_even_calls"]) else
         "never (slower)" if np.isinf(r["break_even_calls"]) else f"{r['break_even_calls']:,.0f}"
         for _, r in t.iterrows()]
-    return t[["model", "dtype", "size", "batch_size", "variant", "compile (s)", "speed-up (95% CI)", "break-even calls"]]
+    return t[["model", "dtype", "size", "batch_size", "variant", "compile (s)", *graphs, "speed-up (95% CI)",
+              "break-even calls"]]
 
 
-def analyse(df: pd.DataFrame) -> Analysis:
-    """Speed-ups over eager and the compile cost table, the findings and the seed claims."""
+def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+    """Speed-ups over eager and the compile cost table, the findings and the seed claims; and the roofline
+    (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
     sp = speedups(df)
-    return Analysis(tables={"speedups": sp, "compile": compile_table(sp)}, findings=findings(df, sp),
-                    claims=claims(df, sp))
+    return roofline.attach(Analysis(tables={"speedups": sp, "compile": compile_table(sp, df)}, findings=findings(df, sp),
+                                    claims=claims(df, sp)),
+                           df, peaks, roofline_pairs(df), SHAPE_COLUMNS, band=noise_band(aa_control(df, SHAPE_COLUMNS)))
+
+
+def roofline_pairs(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """Each compiled variant over eager, for the roofline's regime findings."""
+    return [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v not in (REFERENCE, AA)]
 
 
 STUDY = register(Study(
@@ -295,4 +362,8 @@ STUDY = register(Study(
         Comparison("torch.compile (default) over eager", "compile-default", "eager"),
         Comparison("torch.compile (max-autotune) over eager", "compile-max-autotune", "eager"),
         Comparison("torch.compile (reduce-overhead) over default", "compile-reduce-overhead", "compile-default"),
-    )))
+    ),
+    on_gpu=("launch overhead per kernel dominates small shapes there, so fusion and CUDA graphs "
+            "(`reduce-overhead`, which is the same code as `default` on a CPU) can gain more; "
+            "run the t4, 3090ti, a100 or h100 profile to see."),
+))

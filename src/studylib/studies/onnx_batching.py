@@ -7,7 +7,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from .. import dataset, runtimes, stats
+from .. import claims as seedclaims
+from .. import dataset, roofline, runtimes, stats
 from ..profiles import DataGrid
 from ..sweep import AA, REFERENCE, Config
 from .base import Analysis, Comparison, Study, register
@@ -28,9 +29,6 @@ from .common import (
 NOTEBOOK = "03_onnx_batching"
 STRATEGY = "unsorted"  # the texts in the given order, as seed 003 fed them
 INT8 = {"torch-int8": REFERENCE, "ort-int8": "ort-optimized"}  # int8 variant → the fp32 variant it quantizes
-EQUAL_WITHIN = 0.10  # seed 003: "within 10%"
-SEED_T4_ONNX = 12.0  # seed 003: ONNX at batch 8 on a T4, over PyTorch at batch 1
-MAGNITUDE = 1.10  # a CI overlapping claim/1.1 … claim×1.1 counts as the same size of gain
 
 
 class OnnxBatching(DataGrid):
@@ -214,101 +212,126 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
     return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}") + ([drift] if drift else [])
 
 
-def _versus(df: pd.DataFrame, cand: str, base: str, batch: int):
-    """(ratio, ci_low, ci_high) of `cand` over `base` at one batch size (one model and dtype), or None."""
-    ok = df[(df.status == "ok") & (df.batch_size == batch)].set_index("variant")
-    if cand not in ok.index or base not in ok.index:
+def _band(df: pd.DataFrame) -> float:
+    """The A/A noise band of these results ('equal' within it)."""
+    return noise_band(aa_control(df, ["model", "dtype", "batch_size"]))
+
+
+def _ok(df: pd.DataFrame, claim) -> pd.DataFrame:
+    """The ok rows (the A/A copy left out) of the seed's model and precision where these results have them."""
+    return seedclaims.matching(df[(df.status == "ok") & (df.variant != AA)], claim, one_group=True)
+
+
+def _batches(ok: pd.DataFrame, below: int | None = None, batch=None, at_least: int | None = None) -> list[int]:
+    """The batch sizes a claim is read at: `batch` ('smallest', 'largest' or a size), else all below `below`;
+    only sizes of at least `at_least` count."""
+    sizes = sorted(int(b) for b in ok.batch_size.unique() if at_least is None or b >= at_least)
+    if batch == "smallest":
+        return sizes[:1]
+    if batch == "largest":
+        return sizes[-1:]
+    if batch is not None:
+        return [int(batch)] if int(batch) in sizes else []
+    return [b for b in sizes if below is None or b < below]
+
+
+def _pair(ok: pd.DataFrame, cand: str, base: str, batch: int):
+    """(ratio, low, high) of `cand` over `base` at one batch size, or None."""
+    at = ok[ok.batch_size == batch].set_index("variant")
+    if cand not in at.index or base not in at.index:
         return None
-    return tuple(stats.speedup(ok.loc[base], ok.loc[cand]))
+    return tuple(stats.speedup(at.loc[base], at.loc[cand]))
+
+
+def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over: list[str] | None = None,
+               below: int | None = None, batch=None, at_least: int | None = None):
+    """Each of `variants` over the faster of `over` (default eager) at each batch size read (see _batches): the
+    cell least favourable to the claim, with the others listed."""
+    ok = _ok(df, claim)
+    over = over or [REFERENCE]
+    cells = []
+    for b in _batches(ok, below, batch, at_least):
+        for v in variants:
+            vs = [(base, _pair(ok, v, base, b)) for base in over if base != v]
+            vs = [(base, r) for base, r in vs if r is not None]
+            if vs:
+                base, r = min(vs, key=lambda x: x[1][0])  # the stronger rival
+                cells.append((f"{v} over {base} b{b}", r))
+    if not cells:
+        return seedclaims.NotAnswered(f"{' / '.join(variants)} and {' / '.join(over)} were not measured at the batch "
+                                      f"sizes this claim is about (batches here: {', '.join(map(str, _batches(ok)))})")
+    label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
+    used = ok[ok.batch_size.isin(_batches(ok, below, batch, at_least)) & ok.variant.isin(variants + over)]
+    return seedclaims.Measurement(v, lo, hi, f"least favourable: {label}; all: "
+                                  + "; ".join(f"{lab} {c[0]:.2f}×" for lab, c in cells), rows=used, band=_band(df))
+
+
+def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over: list[str] | None = None):
+    """How the best of `variants` over the faster of `over` (default eager) changes from the smallest batch to the
+    largest: gain at the smallest ÷ gain at the largest."""
+    ok = _ok(df, claim)
+    over = over or [REFERENCE]
+    sizes = _batches(ok)
+    ends = []
+    for b in (sizes[0], sizes[-1]) if len(sizes) > 1 else ():
+        vs = [(v, base, _pair(ok, v, base, b)) for v in variants for base in over if base != v]
+        vs = [x for x in vs if x[2] is not None]
+        if vs:
+            best = max((min((x for x in vs if x[0] == v), key=lambda x: x[2][0]) for v in {x[0] for x in vs}),
+                       key=lambda x: x[2][0])
+            ends.append((b, best))
+    if len(ends) < 2:
+        return seedclaims.NotAnswered("the variants were not measured at two batch sizes")
+    (b1, s), (b2, large) = ends
+    v, lo, hi = seedclaims.ratio_of_ratios(s[2], large[2])
+    return seedclaims.Measurement(v, lo, hi, f"best: {s[0]} over {s[1]} {s[2][0]:.2f}× at b{b1} vs {large[0]} over "
+                                  f"{large[1]} {large[2][0]:.2f}× at b{b2}",
+                                  rows=ok[ok.batch_size.isin([b1, b2])], band=_band(df))
+
+
+def over_batch1(df: pd.DataFrame, tables: dict, claim, variants: list[str], batches: list[int] | None = None):
+    """Seed 003's 'ONNX at batch 8 is 12× PyTorch at batch 1' and the like: the best of `variants` at `batches`
+    (default: every batch above the smallest) over eager PyTorch at the smallest batch, per pass over the texts."""
+    o = seedclaims.matching(tables["over batch 1"], claim, one_group=True)
+    o = o[o.variant.isin(variants) & o.speedup.notna()]
+    o = o[o.batch_size.isin(batches)] if batches else o[o.batch_size > o.baseline_batch]
+    if not len(o):
+        return seedclaims.NotAnswered(f"{' / '.join(variants)} not measured at batch "
+                                      f"{' or '.join(map(str, batches)) if batches else 'above the smallest'}")
+    best = o.loc[o.speedup.idxmax()]
+    return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high,
+                                  f"best: {best['variant']} at b{int(best['batch_size'])} over eager at "
+                                  f"b{int(best['baseline_batch'])} (of " + ", ".join(
+                                      f"{r['variant']} b{int(r['batch_size'])} {r['speedup']:.2f}×"
+                                      for _, r in o.iterrows()) + ")",
+                                  rows=_ok(df, claim)[lambda t: t.variant.isin(variants + [REFERENCE])], band=_band(df))
+
+
+def int8_accuracy(df: pd.DataFrame, tables: dict, claim):
+    """Seed 003's 'dynamic quantization will likely cost accuracy': not answerable with random weights; says how far
+    int8 moved the predicted labels all the same."""
+    q = df[df.variant.isin(list(INT8)) & (df.status == "ok")]
+    moved = (f"; int8 labels agree with fp32 on {q.label_agreement.min():.1%}–{q.label_agreement.max():.1%} of texts"
+             if len(q) else "; no int8 variant ran")
+    return seedclaims.NotAnswered("the classifiers carry random weights, so there is no accuracy to lose" + moved)
 
 
 def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> pd.DataFrame:
-    """Seed 003's claims (and seed 004's about ONNX Runtime) beside this run, per model and dtype."""
-    df, same, over1 = df[df.variant != AA], same[same.variant != AA], over1[over1.variant != AA]
-    groups = list(df.groupby(["model", "dtype"], sort=False))
-    rows = []
-    for (model, dtype), d in groups:
-        label = f" — {model} {dtype}" if len(groups) > 1 else ""
-        pick = lambda t, model=model, dtype=dtype: t[(t.model == model) & (t["dtype"] == dtype)  # noqa: E731
-                                                      & t.speedup.notna()]
-        rows += [r | {"seed": r["seed"] + label} for r in _claims(d, pick(same), pick(over1))]
-    return pd.DataFrame(rows, columns=["seed", "claim", "this run", "verdict"])
+    """The registry's claims this study tests (seeds 003 and 004), judged on these results (studylib.claims)."""
+    return seedclaims.study_claims(NOTEBOOK, df, {"same batch": same, "over batch 1": over1})
 
 
-def _claims(df: pd.DataFrame, s: pd.DataFrame, over1: pd.DataFrame) -> list[dict]:
-    rows = []
-    gpu = (df.device == "cuda").any()
-    onnx = ["ort", "ort-optimized"]
-    small = s[s.variant.isin(onnx) & (s.batch_size < 32)]
-    if not gpu:
-        if len(small):
-            wins, notes = [], []
-            for b, g in small.groupby("batch_size"):
-                best = g.loc[g.speedup.idxmax()]
-                over_ts = _versus(df, best.variant, "torchscript", b)
-                beats_ts = over_ts is None or over_ts[1] > 1  # CI of ONNX over TorchScript above 1
-                wins.append(bool(best.ci_low > 1 and beats_ts))
-                notes.append(f"b{int(b)} {best['variant']} {describe_ci(best)} over eager"
-                             + (f", {over_ts[0]:.2f}× (95% CI {over_ts[1]:.2f}–{over_ts[2]:.2f}×) over TorchScript"
-                                if over_ts else ""))
-            rows.append({"seed": "003 (CPU)", "claim": "below batch 32, ONNX Runtime is the clear winner",
-                         "this run": "; ".join(notes),
-                         "verdict": ("agrees" if all(wins) else "does not agree" if not any(wins) else "mixed")
-                                    + f" (ONNX ahead of eager and TorchScript with CIs above 1 at {sum(wins)} of "
-                                      f"{len(wins)} batch sizes)"})
-        top = int(s.batch_size.max()) if len(s) else 0
-        if top >= 32:
-            three = s[(s.batch_size == top) & s.variant.isin(["torchscript", "ort"])]
-            inside = [1 - EQUAL_WITHIN <= r.ci_low and r.ci_high <= 1 + EQUAL_WITHIN for r in three.itertuples()]
-            outside = [r.ci_low > 1 + EQUAL_WITHIN or r.ci_high < 1 - EQUAL_WITHIN for r in three.itertuples()]
-            rows.append({"seed": "003 (CPU)", "claim": "at batch 64, PyTorch, TorchScript and ONNX are within 10%",
-                         "this run": f"batch {top}: "
-                                     + "; ".join(f"{r['variant']} {describe_ci(r)} over eager" for _, r in three.iterrows()),
-                         "verdict": "agrees" if inside and all(inside) else
-                                    "does not agree" if any(outside) else "inconclusive (CIs cross the ±10% band)"})
-        else:
-            rows.append({"seed": "003 (CPU)", "claim": "at batch 64, PyTorch, TorchScript and ONNX are within 10%",
-                         "this run": "no batch of 32 or more in this profile", "verdict": "not measured"})
-        rows.append({"seed": "003 (T4, V100)", "claim": "on GPU, ONNX at batch 8 is about 12× PyTorch at batch 1; "
-                                                        "batch 32/64 reaches 28× the GPU baseline",
-                     "this run": "no GPU in this profile", "verdict": "not measured here (GPU profiles)"})
-    else:
-        o1 = over1[over1.variant.isin(onnx)]
-        if len(o1):
-            best = o1.loc[o1.speedup.idxmax()]
-            near = best.ci_low <= SEED_T4_ONNX * MAGNITUDE and best.ci_high >= SEED_T4_ONNX / MAGNITUDE
-            rows.append({"seed": "003 (T4)", "claim": "best is ONNX at batch 8, about 12× PyTorch at batch 1",
-                         "this run": f"best ONNX: {best['variant']} at batch {int(best['batch_size'])}, "
-                                     f"{describe_ci(best)} over eager at batch 1",
-                         "verdict": ("agrees" if near and best.batch_size == 8 else
-                                     "same size of gain, other batch" if near else "differs")
-                                    + f" (CI {'overlaps' if near else 'misses'} 12× ± 10%)"})
-    q = df[df.variant.isin(list(INT8)) & (df.status == "ok")]
-    if len(q):
-        qs = s[s.variant.isin(list(INT8))]
-        rows.append({"seed": "003", "claim": "next step: dynamic int8 quantization",
-                     "this run": "; ".join(f"{r['variant']} b{int(r['batch_size'])} {describe_ci(r)} over eager"
-                                           for _, r in qs.iterrows())
-                                 + f"; labels agree with fp32 on {q.label_agreement.min():.1%}–"
-                                   f"{q.label_agreement.max():.1%} of texts (random weights)",
-                     "verdict": "measured (the seed gives no number)"})
-    b1 = s[(s.batch_size == s.batch_size.min()) & s.variant.isin(onnx)] if len(s) else s
-    if len(b1):
-        rows.append({"seed": "004", "claim": "ONNX Runtime is ahead of PyTorch at small batch",
-                     "this run": "; ".join(f"{r['variant']} b{int(r['batch_size'])} {describe_ci(r)}"
-                                           for _, r in b1.iterrows()),
-                     "verdict": "agrees" if (b1.ci_low > 1).all() else
-                                "does not agree" if (b1.ci_high < 1).all() else "mixed or inconclusive"})
-    return rows
-
-
-def analyse(df: pd.DataFrame) -> Analysis:
+def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     """Speed-ups at the same batch size and over eager at batch 1, best batches, preparation costs, the
-    findings and the seed claims."""
+    findings and the seed claims; and the roofline (roofline.attach) with `peaks`, the machine's limits
+    (StudyRun.peaks; None: the roofline says unknown)."""
     same, over1 = speedups_same_batch(df), speedups_over_batch1(df)
-    return Analysis(tables={"same batch": same, "over batch 1": over1, "best batches": best_batches(df),
-                            "preparation": preparation_table(df)},
-                    findings=findings(df, same, over1), claims=claims(df, same, over1))
+    shape = ["model", "dtype", "batch_size"]
+    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v not in (REFERENCE, AA)]
+    return roofline.attach(Analysis(tables={"same batch": same, "over batch 1": over1, "best batches": best_batches(df),
+                                            "preparation": preparation_table(df)},
+                                    findings=findings(df, same, over1), claims=claims(df, same, over1)),
+                           df, peaks, pairs, shape, band=noise_band(aa_control(df, shape)))
 
 
 _DATA_SHAPE = ("model", "dtype", "batch_size", "data", "strategy")
@@ -320,4 +343,7 @@ STUDY = register(Study(
         Comparison("ONNX Runtime TensorRT over eager", "ort-tensorrt", "eager", shape=_DATA_SHAPE),
         Comparison("ONNX Runtime int8 over eager fp32", "ort-int8", "eager", shape=_DATA_SHAPE),
         Comparison("PyTorch int8 over eager fp32", "torch-int8", "eager", shape=_DATA_SHAPE),
-    )))
+    ),
+    on_gpu=("ONNX Runtime's CUDA provider replaces its CPU kernels and int8 quantization mostly targets CPUs, so "
+            "the int8 rows do not carry over; larger batches use a GPU better, so the best batch size grows."),
+))

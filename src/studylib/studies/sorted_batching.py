@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from .. import batching, dataset, stats
+from .. import batching, dataset, roofline, stats
+from .. import claims as seedclaims
 from ..profiles import DataGrid
 from ..sweep import AA, REFERENCE, Config
 from .base import Analysis, Comparison, Study, register
@@ -21,14 +22,13 @@ from .common import (
     drift_finding,
     failures_and_noise,
     fmt_or_blank,
+    fmt_x,
     noise_band,
 )
 from .onnx_batching import estimate_s as _pass_estimate
 
 NOTEBOOK = "04_sorted_length_batching"
 BASELINE = "unsorted"
-SEED_UNSORTED_16_TO_64 = 1 / 1.20  # seed 003: unsorted, batch 16 → 64 made inference 20% slower
-SEED_SORTED_16_TO_64 = 1.10  # sorted first: 10% faster
 
 
 class SortedBatching(DataGrid):
@@ -162,48 +162,47 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
             + ([drift] if drift else []))
 
 
+def _band(df: pd.DataFrame) -> float:
+    """The A/A noise band of these results ('equal' within it)."""
+    return noise_band(aa_control(df, ["model", "dtype", "batch_size", "strategy"]))
+
+
+def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: str = REFERENCE,
+                 small: int = 16, large: int = 64):
+    """Seed 003's 'batch 16 → 64 is 20% slower unsorted, 10% faster sorted': throughput at `large` over `small` for
+    one strategy and runtime; where the profile has not those sizes, its two largest (comparability says so)."""
+    ok = seedclaims.matching(df[(df.status == "ok") & (df.variant == variant) & (df.strategy == strategy)], claim,
+                             one_group=True)
+    sizes = sorted(int(b) for b in ok.batch_size.unique())
+    if len(sizes) < 2:
+        return seedclaims.NotAnswered(f"{variant} {strategy} was not measured at two batch sizes")
+    hi_b = large if large in sizes else sizes[-1]
+    lo_b = small if small in sizes and small < hi_b else max(b for b in sizes if b < hi_b)
+    ch = _batch_change(ok, strategy, variant, lo_b, hi_b)
+    rows = ok[ok.batch_size.isin([lo_b, hi_b])]
+    return seedclaims.Measurement(*ch, f"{variant}, {strategy}: throughput at batch {hi_b} over batch {lo_b}",
+                                  rows=rows, band=_band(df))
+
+
+def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted", variant: str = REFERENCE):
+    """Seed 003's 'batch texts of similar length together': `strategy` over unsorted at the largest batch."""
+    g = tables["gains"]
+    g = seedclaims.matching(g[(g.strategy == strategy) & (g.variant == variant) & g.speedup.notna()], claim,
+                            one_group=True)
+    if not len(g):
+        return seedclaims.NotAnswered(f"no {variant} {strategy} pass measured beside an unsorted one")
+    r = g.loc[g.batch_size.idxmax()]
+    rows = df[(df.status == "ok") & (df.variant == variant) & (df.batch_size == r.batch_size) & (df.model == r.model)
+              & (df["dtype"] == r["dtype"]) & df.strategy.isin([strategy, BASELINE])]
+    return seedclaims.Measurement(r.speedup, r.ci_low, r.ci_high, f"{variant}, {strategy} over unsorted at batch "
+                                  f"{int(r.batch_size)} (others: " + ", ".join(
+                                      f"b{int(x.batch_size)} {x.speedup:.2f}×" for x in g.itertuples()) + ")",
+                                  rows=rows, band=_band(df))
+
+
 def claims(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
-    """Seed 003's batching claims beside this run, per model and dtype."""
-    df = df[df.variant != AA]
-    groups = list(df.groupby(["model", "dtype"], sort=False))
-    rows = []
-    for (model, dtype), d in groups:
-        label = f" — {model} {dtype}" if len(groups) > 1 else ""
-        gd = g[(g.model == model) & (g["dtype"] == dtype)]
-        rows += [r | {"seed": r["seed"] + label} for r in _claims(d, gd)]
-    return pd.DataFrame(rows, columns=["seed", "claim", "this run", "verdict"])
-
-
-def _claims(df: pd.DataFrame, g: pd.DataFrame) -> list[dict]:
-    rows = []
-    sizes = sorted(int(b) for b in df.batch_size.unique())
-    large = 64 if 64 in sizes else sizes[-1]  # the seed's sizes where measured, else the closest question here
-    small = 16 if 16 in sizes and 16 < large else (sizes[-2] if len(sizes) > 1 else None)
-    for strategy, claimed, text in ((BASELINE, SEED_UNSORTED_16_TO_64, "unsorted: batch 16 → 64 is 20% slower"),
-                                    ("sorted", SEED_SORTED_16_TO_64, "sorted by length: batch 16 → 64 is 10% faster")):
-        for variant in dict.fromkeys(df.variant):
-            ch = _batch_change(df, strategy, variant, small, large) if small is not None else None
-            if ch is None:
-                continue
-            ratio, lo, hi = ch
-            cls = classify(lo, hi)
-            want = "slower" if claimed < 1 else "faster"
-            rows.append({"seed": "003", "claim": text, "this run": f"{variant}: batch {small} → {large}: throughput "
-                                                                   f"{ratio:.2f}× (95% CI {lo:.2f}–{hi:.2f}×)",
-                         "verdict": ("agrees" if cls == want else "inconclusive" if cls == "unclear"
-                                     else "does not agree") + f" ({cls})"})
-    ok = g[g.speedup.notna() & (g.strategy == "sorted") & (g.batch_size > 1)]
-    if len(ok):
-        rows.append({"seed": "003", "claim": "batch texts of similar length together",
-                     "this run": "sorted over unsorted: " + "; ".join(f"{r['variant']} b{int(r['batch_size'])} "
-                                                                      f"{describe_ci(r)}" for _, r in ok.iterrows()),
-                     "verdict": "agrees" if (ok.ci_low > 1).all() else
-                                "does not agree" if (ok.ci_high <= 1).all() else "mixed"})
-    else:
-        rows.append({"seed": "003", "claim": "batch texts of similar length together",
-                     "this run": "no sorted configuration above batch 1 (where there is padding to save)",
-                     "verdict": "not measured"})
-    return rows
+    """The registry's claims this study tests (seed 003's batching), judged on these results (studylib.claims)."""
+    return seedclaims.study_claims(NOTEBOOK, df, {"gains": g})
 
 
 def length_summary(data: dataset.TextDataset) -> pd.DataFrame:
@@ -215,14 +214,86 @@ def length_summary(data: dataset.TextDataset) -> pd.DataFrame:
                           "tokenizer": data.tokenizer, "corpus": data.source}])
 
 
-def analyse(df: pd.DataFrame) -> Analysis:
-    """Gains of each strategy over unsorted, the throughput table, the findings and the seed claims."""
+def predicted_gains(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
+    """Each measured gain over unsorted beside the gain padding arithmetic alone predicts: computed tokens
+    (rows × padded length) of the unsorted pass over the strategy's, and the same for FLOPs where counted
+    (attention grows with the square of the padded length, so FLOPs fall faster than tokens)."""
+    work = df.reindex(columns=["model", "dtype", "variant", "batch_size", "strategy", "computed_tokens",
+                               "flops_per_call"])
+    base = work[work.strategy == BASELINE].drop(columns="strategy")
+    t = g.merge(work, on=["model", "dtype", "variant", "batch_size", "strategy"], how="left")
+    t = t.merge(base, on=["model", "dtype", "variant", "batch_size"], how="left", suffixes=("", "_unsorted"))
+    t["predicted_tokens"] = t.computed_tokens_unsorted / t.computed_tokens
+    t["predicted_flops"] = pd.to_numeric(t.flops_per_call_unsorted, errors="coerce") / pd.to_numeric(
+        t.flops_per_call, errors="coerce")
+    return t[["model", "dtype", "variant", "batch_size", "strategy", "status", "speedup", "ci_low", "ci_high",
+              "predicted_tokens", "predicted_flops"]]
+
+
+def predicted_table(p: pd.DataFrame) -> pd.DataFrame:
+    """predicted_gains for the page: the measured gain with its CI, the two predictions, and where the CI lies."""
+    t = p[p.speedup.notna()].copy()
+    t["measured gain (95% CI)"] = [describe_ci(r) for _, r in t.iterrows()]
+    t["predicted from tokens"] = t.predicted_tokens.map(lambda v: fmt_x(v) if pd.notna(v) else "")
+    t["predicted from FLOPs"] = t.predicted_flops.map(lambda v: fmt_x(v) if pd.notna(v) else "")
+    t["measured vs prediction"] = [_against_prediction(r) for _, r in t.iterrows()]
+    return t[["model", "dtype", "variant", "strategy", "batch_size", "measured gain (95% CI)", "predicted from tokens",
+              "predicted from FLOPs", "measured vs prediction"]]
+
+
+def _prediction(row) -> tuple[float, str]:
+    """The prediction a gain is held against: FLOPs where counted, else computed tokens."""
+    if pd.notna(row.get("predicted_flops")):
+        return float(row["predicted_flops"]), "FLOPs"
+    return float(row["predicted_tokens"]), "computed tokens"
+
+
+def _against_prediction(row) -> str:
+    predicted, basis = _prediction(row)
+    if pd.isna(predicted):
+        return ""
+    if row["ci_low"] <= predicted <= row["ci_high"]:
+        return f"as predicted from {basis}"
+    if predicted > row["ci_high"]:
+        return f"less than {basis} predict: costs that padding does not change (per-batch overhead, weight reads)"
+    return f"more than {basis} predict: shorter batches also run at a higher rate"
+
+
+def prediction_findings(p: pd.DataFrame) -> list[str]:
+    """Per runtime and strategy, at the largest batch: the measured gain against padding arithmetic's prediction."""
+    lines = []
+    ok = p[p.speedup.notna() & p.predicted_tokens.notna()]
+    for (model, dtype, variant, strategy), h in ok.groupby(["model", "dtype", "variant", "strategy"], sort=False):
+        r = h.loc[h.batch_size.idxmax()]
+        flops = f", {r.predicted_flops:.2f}× from FLOPs" if pd.notna(r.predicted_flops) else ""
+        inside = sum(_against_prediction(x).startswith("as predicted") for _, x in h.iterrows())
+        lines.append(f"**Padding arithmetic, {strategy} over unsorted**, {variant} ({model} {dtype}) at batch "
+                     f"{int(r.batch_size)}: predicted {r.predicted_tokens:.2f}× from computed tokens{flops}; measured "
+                     f"{describe_ci(r)} — {_against_prediction(r)}. The prediction lies within the measured CI at "
+                     f"{inside} of {len(h)} batch sizes.")
+    return lines
+
+
+def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+    """Gains of each strategy over unsorted (beside the gain padding arithmetic predicts), the throughput table,
+    the findings and the seed claims; and the roofline (roofline.attach) with `peaks`, the machine's limits
+    (StudyRun.peaks; None: the roofline says unknown)."""
     g = gains(df)
-    return Analysis(tables={"gains": g, "throughput": throughput_table(df)}, findings=findings(df, g),
-                    claims=claims(df, g))
+    predicted = predicted_gains(df, g)
+    shape = ["model", "dtype", "variant", "batch_size"]
+    pairs = [(s, BASELINE) for s in dict.fromkeys(df.strategy) if s != BASELINE]
+    analysis = Analysis(tables={"gains": g, "throughput": throughput_table(df)}, findings=findings(df, g),
+                        claims=claims(df, g))
+    analysis.tables["predicted gains"] = predicted_table(predicted)
+    analysis.findings.extend(prediction_findings(predicted))
+    return roofline.attach(analysis, df, peaks, pairs, shape, column="strategy",
+                           band=noise_band(aa_control(df, ["model", "dtype", "batch_size", "strategy"])))
 
 
 STUDY = register(Study(
     NOTEBOOK, SortedBatching, configs, estimate_s, analyse, group_by=group_by,
     comparisons=(Comparison("sorted over unsorted batches", "sorted", "unsorted", column="strategy",
-                            shape=("model", "dtype", "batch_size", "data", "variant")),)))
+                            shape=("model", "dtype", "batch_size", "data", "variant")),),
+    on_gpu=("padding costs arithmetic on any device, so sorting still helps where the GPU is busy; at small batches a "
+            "GPU is launch-bound rather than compute-bound and the gain shrinks."),
+))

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 from pydantic import field_validator
 
-from .. import stats
+from .. import claims as seedclaims
+from .. import roofline, stats
 from ..models import MODELS
 from ..profiles import Grid
 from ..sweep import AA, REFERENCE, Config
@@ -26,14 +27,6 @@ WITHIN = [("torchscript", "eager"), ("torchscript-optimized", "eager"), ("tf-fun
           ("tf-xla", "tf-eager"), ("tf-xla", "tf-function")]
 ACROSS = [("tf-eager", "eager"), ("tf-function", "eager"), ("tf-xla", "torchscript")]
 PAIRS = WITHIN + ACROSS
-
-# Seed 000 (PyTorch 1.3 / TF 2.0): numbers its claims are compared with.
-SEED_CPU_MEAN_S = {"PyTorch": 0.748, "TensorFlow": 0.823}
-SEED_GPU_MEAN_S = {"PyTorch": 0.046, "TensorFlow": 0.043}
-SEED_TORCHSCRIPT = 1.20  # "about 20% faster on average"
-SEED_XLA = 1.15  # "most runs about 1.15×"
-SEED_XLA_BEST_REDUCTION = 0.70  # "up to 70% less time, on small inputs"
-MAGNITUDE_BAND = 1.10  # a measured CI overlapping claim/1.1 … claim×1.1 counts as the same size of effect
 
 
 class TorchscriptVsXla(Grid):
@@ -123,20 +116,6 @@ def _describe_geo(r: dict) -> str:
     return f"{describe_ci(r)} over {r['n']} shape{'s' * (r['n'] != 1)}"
 
 
-def _magnitude(r: dict, claimed: float) -> str:
-    """Verdict on a claimed speed-up size from a measured geometric mean's CI."""
-    if r is None:
-        return "not measured in this profile"
-    cls = classify(r["ci_low"], r["ci_high"])
-    overlaps = r["ci_low"] <= claimed * MAGNITUDE_BAND and r["ci_high"] >= claimed / MAGNITUDE_BAND
-    if overlaps:
-        return f"agrees (CI overlaps {claimed / MAGNITUDE_BAND:.2f}–{claimed * MAGNITUDE_BAND:.2f}×)"
-    if cls == "faster":
-        return "faster, but by " + ("less" if r["ci_high"] < claimed else "more") + " than claimed"
-    return {"equal": "does not agree (no difference: CI within ±5%)", "slower": "does not agree (slower here)",
-            "unclear": "inconclusive (CI includes 1)"}[cls]
-
-
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     aa = aa_control(df, SHAPE_COLUMNS)
@@ -208,72 +187,162 @@ def _mean_of_medians(df: pd.DataFrame, a: str, b: str) -> tuple[float, float, in
     return float(x[both].mean()), float(y[both].mean()), len(both)
 
 
-def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's claims beside this run, with CI-based verdicts."""
-    rows = []
-    gpu = (df.device == "cuda").any()
-    seed_means = SEED_GPU_MEAN_S if gpu else SEED_CPU_MEAN_S
-    where = "GPU" if gpu else "CPU"
-    for tf_variant in ("tf-eager", "tf-function"):
-        r = _geo(df, tf_variant, "eager")
-        if r is None:
+def _band(df: pd.DataFrame) -> float:
+    """The A/A noise band of these results ('equal' within it)."""
+    return noise_band(aa_control(df, SHAPE_COLUMNS))
+
+
+def _rows(df: pd.DataFrame, claim, variants) -> pd.DataFrame:
+    """The ok rows of `variants`, of the seed's models where these results have any."""
+    ok = df[(df.status == "ok") & df.variant.isin(list(variants))]
+    return seedclaims.matching(ok, claim)
+
+
+def _tokens(frame: pd.DataFrame) -> pd.Series:
+    return frame.batch_size * frame.seq_len
+
+
+def _at_input(frame: pd.DataFrame, which: str) -> pd.DataFrame:
+    """The rows at the smallest or largest input (batch × sequence) of the frame."""
+    t = _tokens(frame)
+    return frame[t == (t.min() if which == "smallest" else t.max())]
+
+
+def _geo_rows(rows: pd.DataFrame, cand: str, base: str):
+    """Geometric-mean speed-up of `cand` over `base` over the shapes both ran in `rows`, or None."""
+    c = rows[rows.variant == cand].set_index(SHAPE_COLUMNS)
+    b = rows[rows.variant == base].set_index(SHAPE_COLUMNS)
+    both = c.index.intersection(b.index)
+    return (stats.geomean_speedup([(b.loc[k], c.loc[k]) for k in both]), len(both)) if len(both) else (None, 0)
+
+
+def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, at: str = "all"):
+    """`candidate` over `baseline`, geometric mean over every shape both ran (`at: all`) or over those at the
+    smallest or largest input (batch × sequence) of the seed's models; with seed 000's own metric (the plain mean
+    of per-shape times) beside it."""
+    rows = _rows(df, claim, (candidate, baseline))
+    rows = rows if at == "all" else _at_input(rows[rows.variant == candidate], at).pipe(
+        lambda c: rows[rows.set_index(SHAPE_COLUMNS).index.isin(c.set_index(SHAPE_COLUMNS).index)])
+    s, n = _geo_rows(rows, candidate, baseline)
+    if s is None:
+        return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
+    pt, tf, _ = _mean_of_medians(rows, baseline, candidate)
+    where = "" if at == "all" else f" at the {at} input ({int(_tokens(rows).iloc[0])} tokens per call)"
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high,
+                                  f"{candidate} over {baseline}{where}, geometric mean over {n} shape(s); mean of "
+                                  f"per-shape medians {pt * 1e3:.3g} ms ({baseline}) vs {tf * 1e3:.3g} ms ({candidate})",
+                                  rows=rows, band=_band(df))
+
+
+def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, over: str = "small/large",
+                gap: bool = False):
+    """How `candidate` over `baseline` changes with the input: its geometric mean at the smallest input over that
+    at the largest (`over: small/large`) or the inverse; `gap: true` measures the distance from 1 instead
+    (seed 000's 'the larger the input, the larger the gap'), oriented by the large input's direction."""
+    rows = _rows(df, claim, (candidate, baseline))
+    ends = {}
+    for which in ("smallest", "largest"):
+        keep = _at_input(rows[rows.variant == candidate], which).set_index(SHAPE_COLUMNS).index
+        ends[which] = _geo_rows(rows[rows.set_index(SHAPE_COLUMNS).index.isin(keep)], candidate, baseline)[0]
+    if ends["smallest"] is None or ends["largest"] is None or _tokens(rows).nunique() < 2:
+        return seedclaims.NotAnswered(f"{candidate} over {baseline} was not measured at two input sizes")
+    small, large = tuple(ends["smallest"]), tuple(ends["largest"])
+    a, b = (small, large) if over == "small/large" else (large, small)
+    if gap and large[0] < 1:
+        a, b = b, a  # a gap in TensorFlow's disfavour widens as the ratio falls
+    v, lo, hi = seedclaims.ratio_of_ratios(a, b)
+    t = _tokens(rows)
+    return seedclaims.Measurement(v, lo, hi, f"{candidate} over {baseline}: {small[0]:.2f}× at the smallest input "
+                                  f"({int(t.min())} tokens per call) vs {large[0]:.2f}× at the largest ({int(t.max())})",
+                                  rows=rows, band=_band(df))
+
+
+def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchscript", baseline: str = "eager"):
+    """Seed 000's 'TorchScript depends on the model': the largest per-model geometric-mean gain over the smallest."""
+    rows = _rows(df, claim, (candidate, baseline))
+    per = {m: _geo_rows(g, candidate, baseline)[0] for m, g in rows.groupby("model", sort=False)}
+    per = {m: s for m, s in per.items() if s is not None}
+    if len(per) < 2:
+        return seedclaims.NotAnswered(f"{candidate} was measured on fewer than two models")
+    hi_m, lo_m = max(per, key=lambda m: per[m].ratio), min(per, key=lambda m: per[m].ratio)
+    v, lo, hi = seedclaims.ratio_of_ratios(tuple(per[hi_m]), tuple(per[lo_m]))
+    return seedclaims.Measurement(v, lo, hi, "; ".join(f"{m} {describe_ci(_as_row(s))}" for m, s in per.items()),
+                                  rows=rows, band=_band(df))
+
+
+def _as_row(s) -> dict:
+    return {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
+
+
+def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
+    """Seed 000's 'XLA improved every model': the smallest per-model geometric-mean gain."""
+    rows = _rows(df, claim, (candidate, baseline))
+    per = {m: _geo_rows(g, candidate, baseline)[0] for m, g in rows.groupby("model", sort=False)}
+    per = {m: s for m, s in per.items() if s is not None}
+    if not per:
+        return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured")
+    worst = min(per, key=lambda m: per[m].ratio)
+    return seedclaims.Measurement(*per[worst], f"least gain: {worst}; all: " + "; ".join(
+        f"{m} {s.ratio:.2f}×" for m, s in per.items()), rows=rows, band=_band(df))
+
+
+def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
+    """Seed 000's 'XLA cut time by up to 70%, mostly on small inputs': the largest per-shape gain (an extreme, as
+    the seed's was), and whether it is at the smallest input."""
+    sp = tables["speedups"]
+    cells = seedclaims.matching(sp[(sp.candidate == candidate) & (sp.baseline == baseline) & sp.speedup.notna()], claim)
+    if not len(cells):
+        return seedclaims.NotAnswered(f"{candidate} over {baseline} was not measured")
+    best = cells.loc[cells.speedup.idxmax()]
+    where = "the smallest input" if best.tokens == cells.tokens.min() else "not the smallest input"
+    return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high,
+                                  f"largest cut {1 - 1 / best.speedup:.0%} at b{best.batch_size} × s{best.seq_len} "
+                                  f"({best.model}; {where})", rows=cells, band=_band(df))
+
+
+def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: str = "largest"):
+    """Seed 003's 'time grows linearly with sequence length for large batches, not for single samples': the
+    exponent k of time ∝ seq^k between the shortest and longest sequence at one batch size, per model, averaged
+    (1 = linear), its CI from the time ratio's."""
+    ok = df[(df.status == "ok") & (df.variant == variant)]
+    b = int(ok.batch_size.max()) if batch == "largest" else int(batch)
+    at = ok[ok.batch_size == b]
+    cells, used = [], []
+    for model, g in at.groupby("model", sort=False):
+        if g.seq_len.nunique() < 2:
             continue
-        pt, tf, n = _mean_of_medians(df, "eager", tf_variant)
-        seed_ratio = seed_means["PyTorch"] / seed_means["TensorFlow"]  # TF's speed-up over PyTorch in the seed
-        cls = classify(r["ci_low"], r["ci_high"])
-        same = (seed_ratio < 1 and cls == "slower") or (seed_ratio > 1 and cls == "faster")
-        rows.append({"seed": "000", "claim": f"on {where}, PyTorch averages {seed_means['PyTorch']} s and TensorFlow "
-                                             f"{seed_means['TensorFlow']} s per inference "
-                                             f"(TensorFlow {'slower' if seed_ratio < 1 else 'faster'})",
-                     "this run": f"{tf_variant} vs eager PyTorch: mean of per-shape medians {pt * 1e3:.3g} ms "
-                                 f"(PyTorch) vs {tf * 1e3:.3g} ms over {n} shapes; TensorFlow's speed-up "
-                                 f"{_describe_geo(r)}",
-                     "verdict": ("agrees" if same else "inconclusive" if cls == "unclear" else "does not agree")
-                                + f" ({tf_variant} is {cls} than eager PyTorch here)"})
-    ts = _geo(df, "torchscript", "eager")
-    rows.append({"seed": "000", "claim": "TorchScript is about 20% faster than eager PyTorch on average",
-                 "this run": _describe_geo(ts) if ts else "not measured", "verdict": _magnitude(ts, SEED_TORCHSCRIPT)})
-    per_model = {m: _geo(df, "torchscript", "eager", lambda t, m=m: t.model == m) for m in dict.fromkeys(df.model)}
-    per_model = {m: r for m, r in per_model.items() if r}
-    if len(per_model) > 1:
-        lows, highs = [r["ci_low"] for r in per_model.values()], [r["ci_high"] for r in per_model.values()]
-        differ = max(lows) > min(highs)
-        rows.append({"seed": "000", "claim": "TorchScript's gain depends on the model",
-                     "this run": "; ".join(f"{m} {describe_ci(r)}" for m, r in per_model.items()),
-                     "verdict": "agrees (per-model CIs do not overlap)" if differ
-                                else "not shown here (per-model CIs overlap)"})
-    xla = _geo(df, "tf-xla", "tf-function")
-    cells = sp[(sp.candidate == "tf-xla") & (sp.baseline == "tf-function") & sp.speedup.notna()]
-    faster = int((cells.ci_low > 1).sum())
-    rows.append({"seed": "000 (GPU, XLA auto-clustering)", "claim": "XLA speeds most runs up about 1.15×",
-                 "this run": (f"tf-xla over tf-function {_describe_geo(xla)}; faster (CI above 1) in {faster} of "
-                              f"{len(cells)} shapes") if xla else "not measured",
-                 "verdict": _magnitude(xla, SEED_XLA)
-                 + ("" if not len(cells) else f"; 'most runs' {'holds' if faster > len(cells) / 2 else 'does not hold'}")})
-    if len(cells):
-        best = cells.loc[cells.speedup.idxmax()]
-        reduction = 1 - 1 / best.speedup
-        smallest = cells.tokens.min()
-        rows.append({"seed": "000", "claim": "XLA cut inference time by up to 70%, mostly on small inputs",
-                     "this run": f"largest cut {reduction:.0%} ({describe_ci(best)}) at batch {best.batch_size} × "
-                                 f"seq {best.seq_len} ({best.model}); smallest input here is {smallest} tokens",
-                     # judged on the CI: could the cut reach the seed's 70% (within 10 points)?
-                     "verdict": ("agrees" if 1 - 1 / best.ci_high >= SEED_XLA_BEST_REDUCTION - 0.1
-                                 else "smaller cut here")
-                                + ("; largest on the smallest input" if best.tokens == smallest
-                                   else "; not on the smallest input")})
-    failed = df[df.status != "ok"]
-    big = df[(df.batch_size == 8) & (df.seq_len == 1024) & (df.variant.map(FRAMEWORK) == "PyTorch")]
-    rows.append({"seed": "000", "claim": "PyTorch ran out of memory at batch 8 × seq 1024 (not DistilBERT); those cells "
-                                         "were dropped, biasing the averages toward PyTorch",
-                 "this run": ("batch 8 × seq 1024: " + ", ".join(f"{r['variant']} {r['model']} {r['status']}"
-                                                               for _, r in big.iterrows()) if len(big)
-                              else "batch 8 × seq 1024 is not in this profile's grid")
-                             + f"; {len(failed)} configuration(s) failed or were skipped here, kept as rows and "
-                               f"marked in the figures; averages use only shapes where both sides ran",
-                 "verdict": ("OOM reproduced" if (big.status == "oom").any() else
-                             "no OOM at that size here" if len(big) else "not tested at that size")})
-    return pd.DataFrame(rows)
+        short, long = g.loc[g.seq_len.idxmin()], g.loc[g.seq_len.idxmax()]
+        r = stats.speedup(long, short)  # time(long) / time(short)
+        span = np.log(long.seq_len / short.seq_len)
+        k = tuple(float(np.log(x) / span) for x in r)
+        cells.append(k)
+        used.append(f"{model}: time ×{r.ratio:.2f} for seq {short.seq_len} → {long.seq_len}, k = {k[0]:.2f}")
+    if not cells:
+        return seedclaims.NotAnswered(f"no model has two sequence lengths at batch {b}")
+    k = np.asarray(cells)
+    point = k[:, 0].mean()
+    lo = point - np.sqrt(((k[:, 0] - k[:, 1]) ** 2).sum()) / len(k)
+    hi = point + np.sqrt(((k[:, 2] - k[:, 0]) ** 2).sum()) / len(k)
+    return seedclaims.Measurement(float(point), float(lo), float(hi), f"batch {b}; " + "; ".join(used),
+                                  rows=at, band=1.0, unit="")
+
+
+def oom_count(df: pd.DataFrame, tables: dict, claim):
+    """Seed 000's 'PyTorch runs out of memory more often than TensorFlow': out-of-memory cells per framework."""
+    oom = df[df.status == "oom"]
+    per = oom.variant.map(FRAMEWORK).value_counts()
+    pt, tf = int(per.get("PyTorch", 0)), int(per.get("TensorFlow", 0))
+    largest = df.loc[_tokens(df).idxmax()]
+    if pt == tf == 0:
+        return seedclaims.NotAnswered(f"neither framework ran out of memory (largest input here b{largest.batch_size} "
+                                      f"× s{largest.seq_len})")
+    return seedclaims.Measurement(None, None, None, f"out of memory: PyTorch in {pt} cells, TensorFlow in {tf}",
+                                  rows=df, holds=pt > tf)
+
+
+def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
+    """The registry's claims this study tests (seeds 000, 001 and 003), judged on these results (studylib.claims)."""
+    return seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp})
 
 
 def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -293,11 +362,13 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def analyse(df: pd.DataFrame) -> Analysis:
-    """Speed-ups within and across frameworks, first-call costs, the findings and the seed claims."""
+def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+    """Speed-ups within and across frameworks, first-call costs, the findings and the seed claims; and the
+    roofline (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
     sp = speedups(df)
-    return Analysis(tables={"speedups": sp, "first call": first_call_table(df)}, findings=findings(df, sp),
-                    claims=claims(df, sp))
+    return roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df)},
+                                    findings=findings(df, sp), claims=claims(df, sp)),
+                           df, peaks, PAIRS, SHAPE_COLUMNS, band=noise_band(aa_control(df, SHAPE_COLUMNS)))
 
 
 STUDY = register(Study(
@@ -306,4 +377,7 @@ STUDY = register(Study(
         Comparison("TorchScript over eager PyTorch", "torchscript", "eager"),
         Comparison("XLA over tf.function", "tf-xla", "tf-function"),
         Comparison("tf.function over eager PyTorch", "tf-function", "eager"),
-    )))
+    ),
+    on_gpu=("XLA fuses elementwise work into fewer kernels and TensorFlow's GPU kernels differ from its CPU ones, so "
+            "the ranking can change; seed 000's XLA figures were GPU auto-clustering, which this CPU run does not test."),
+))
