@@ -36,13 +36,20 @@ def _cli(*args, outputs):
                           timeout=900)
 
 
+def _git_status() -> str:
+    return subprocess.run(["git", "-C", str(paths.ROOT), "status", "--porcelain"], capture_output=True,
+                          text=True).stdout
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     outputs = tmp_path_factory.mktemp("e2e") / "outputs"
+    before = _git_status()
     first = _cli("run", "--profile", "smoke", outputs=outputs)
     assert first.returncode == 0, first.stderr[-3000:]
     report = _cli("report", "--profile", "smoke", outputs=outputs)
     assert report.returncode == 0, report.stderr[-3000:]
+    assert _git_status() == before, "a smoke run and report changed files git sees"
     html = (outputs / "smoke" / "html" / f"{NB}.html").read_text()
     return outputs, html
 
@@ -163,11 +170,39 @@ def test_html_shows_figures_findings_and_claims(smoke):
     assert "Traceback" not in html
 
 
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_each_page_opens_with_its_answer_and_shows_no_code_or_parameters_cell(smoke, notebook):
+    outputs, _ = smoke
+    html = _html(outputs, notebook)
+    body = html.split("<body", 1)[1]
+    assert 'class="answer"' in body and body.index('class="answer"') < body.index("<table")
+    answer = body.split('class="answer"', 1)[1].split("</div>", 1)[0]
+    assert "95% CI" in answer and "A/A control" in answer and "On a GPU:" in answer
+    # every code input is folded in a closed <details>; the parameters cells are not rendered at all
+    assert body.count('class="jp-InputArea') == body.count('<details class="study-code">') > 0
+    assert "<details class=\"study-code\" open" not in body
+    assert "Parameters: `studylib run" not in body and "injected-parameters" not in body
+    assert ">batch_sizes<" in body and ">parameter<" in body  # what ran, as a table
+    assert f"../executed/{notebook}.ipynb" in body
+
+
+def test_no_page_or_results_file_names_a_path_of_the_machine(smoke):
+    outputs, _ = smoke
+    files = [*outputs.rglob("*.html"), *outputs.glob("*/results/*.jsonl"), *outputs.glob("*/results/*.json"),
+             *outputs.glob("*/run.json")]
+    assert len(files) >= 2 * len(NOTEBOOKS)
+    leaks = [f.name for f in files for path in (str(outputs.parent), str(paths.ROOT)) if path in f.read_text()]
+    assert leaks == []
+
+
 def test_index_links_the_notebook_with_status_and_environment(smoke):
     outputs, _ = smoke
     index = (outputs / "index.html").read_text()
     for notebook in NOTEBOOKS:
         assert f'href="smoke/html/{notebook}.html"' in index
+    rows = re.findall(r'<tr class="ok"><td><a href="smoke/html/.*?</tr>', index)
+    assert len(rows) == len(NOTEBOOKS) and all("<strong>" in r and "×" in r for r in rows)  # each study's headline
+    assert "Machine:" in index
     assert index.count(">OK<") == len(NOTEBOOKS) + 1  # each notebook of smoke, and the summary
     assert "CPUs" in index and "torch" in index
     manifest = json.loads((outputs / "smoke" / "run.json").read_text())

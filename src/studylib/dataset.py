@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import batching, corpus, models, runtimes, tokenization
+from . import batching, corpus, models, roofline, runtimes, tokenization
 from .sweep import REFERENCE, Config, Workloads
 
 UNBATCHED_CHECK_TEXTS = 16  # texts run one by one to check that batching does not change their output
@@ -179,6 +179,17 @@ class DatasetWorkloads(Workloads):
                     diff = max(diff, float(np.max(np.abs(single - batched[i]))))
             self._unbatched[key] = diff
         return self._unbatched[key]
+
+    def work(self, c: Config) -> dict[str, Any]:
+        """FLOPs and bytes of one pass (roofline.pass_work): every batch at its padded length, and the useful
+        FLOPs of each text at its own length."""
+        def real(length: int):
+            return self._torch_module(c), models.torch_inputs(c.model, batch_size=1, seq_len=length, dtype=c.dtype,
+                                                              device=c.device, seed=self.seed)
+
+        p = self._pass(c)
+        return roofline.pass_work(c.model, c.dtype, [(len(b.indices), b.length) for b in p.plan],
+                                  self.data.lengths.tolist(), real)
 
     def rates(self, c: Config, w: models.Workload, median_s: float) -> dict[str, Any]:
         p = self._pass(c)

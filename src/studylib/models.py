@@ -169,14 +169,19 @@ def _quiet_transformers():
         transformers.logging.set_verbosity(verbosity)
 
 
-def _config(s: ModelSpec):
+def _config(s: ModelSpec, attention: str | None = None):
     import transformers
 
-    return getattr(transformers, FAMILIES[s.family].config)(**s.config)
+    config = getattr(transformers, FAMILIES[s.family].config)(**s.config)
+    if attention is not None:
+        config._attn_implementation = attention
+    return config
 
 
-def build_torch(name: str, *, seed: int = 0, dtype: str = "fp32", device: str = "cpu"):
-    """The PyTorch model for a registry name, random weights from `seed`, in eval mode."""
+def build_torch(name: str, *, seed: int = 0, dtype: str = "fp32", device: str = "cpu", attention: str | None = None):
+    """The PyTorch model for a registry name, random weights from `seed`, in eval mode.
+
+    `attention` picks transformers' attention implementation ("eager", "sdpa"; None: its default)."""
     import torch
     import transformers
 
@@ -184,7 +189,7 @@ def build_torch(name: str, *, seed: int = 0, dtype: str = "fp32", device: str = 
     fam = FAMILIES[s.family]
     torch.manual_seed(seed)
     with _quiet_transformers():
-        model = getattr(transformers, fam.torch_class)(_config(s)).eval()
+        model = getattr(transformers, fam.torch_class)(_config(s, attention)).eval()
     return _first_output(model, fam.inputs).to(device=device, dtype=getattr(torch, TORCH_DTYPES[dtype]))
 
 

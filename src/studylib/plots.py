@@ -41,31 +41,61 @@ def _mark_failed(ax, x, height: float, status: str, color, label: str) -> None:
                 fontsize=7, color="crimson", va="center")
 
 
-def _finish(fig, axes, title: str):
-    """One legend for all facets (each label once), the title, and a tight layout."""
+CAPTION_IN = 0.22  # inches kept at the bottom of a faceted figure per line of its caption
+
+
+def _finish(fig, axes, title: str, caption: str = ""):
+    """One legend for all facets (each label once), the title, the caption at the very bottom (one sentence:
+    what to see), and a tight layout."""
     handles = {}
     for ax in axes.flat:
         for hd, lb in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lb, hd)
     ncol = min(len(handles), 4)
-    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    caption = _wrapped(fig, caption)
+    below = CAPTION_IN * (caption.count("\n") + 1) / fig.get_figheight() if caption else 0.0
+    fig.legend(list(handles.values()), list(handles), loc="lower center", bbox_to_anchor=(0.5, below), ncol=ncol,
+               fontsize=8, frameon=False)
+    if caption:
+        fig.text(0.01, 0.01, caption, ha="left", va="bottom", fontsize=9, style="italic", color="0.25")
     if title:
         fig.suptitle(title)
     rows = -(-len(handles) // ncol) if handles else 0
-    fig.tight_layout(rect=(0, min(0.4, 0.35 * rows / fig.get_figheight()), 1, 1))
+    fig.tight_layout(rect=(0, min(0.45, below + 0.35 * rows / fig.get_figheight()), 1, 1))
     return fig
+
+
+def _wrapped(fig, text: str) -> str:
+    """`text` broken into lines that fit the figure's width (about 14 characters of 9-point text per inch)."""
+    import textwrap
+
+    return textwrap.fill(text, width=max(40, int(fig.get_figwidth() * 14))) if text else ""
+
+
+def _caption(fig, text: str):
+    """A one-sentence caption under a single-panel figure (below its axes), saying what to see; returns it."""
+    if text:
+        fig.text(0.01, 0.0, _wrapped(fig, text), ha="left", va="top", fontsize=9, style="italic", color="0.25")
+    return fig
+
+
+# Up to this many distinct x values a sweep is drawn as dots with CI bars, not as lines: two points make no curve.
+DOTS_UP_TO = 2
 
 
 def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: str, row: str = "", col: str = "",
                   ylabel: str = "", xlabel: str = "", logx: bool = True, logy: bool = False,
-                  reference: float | None = None, title: str = "", scale: float = 1.0):
-    """One line per `hue` with a shaded 95% CI band, faceted by `row` × `col`.
+                  reference: float | None = None, title: str = "", scale: float = 1.0, caption: str = ""):
+    """One line per `hue` with a shaded 95% CI band, faceted by `row` × `col`; where x takes at most DOTS_UP_TO
+    values, dots with CI bars side by side instead. `caption`: one sentence under the figure, what to see.
 
     Rows whose `status` is not 'ok' are drawn as labelled markers along the bottom of their facet.
     """
     fig, axes, rows, cols = _facets(df, row, col)
     hues = list(dict.fromkeys(df[hue]))
     colors = {h: plt.cm.tab10(i % 10) for i, h in enumerate(hues)}
+    dots = df[x].nunique() <= DOTS_UP_TO
+    dodge = {h: 2 ** ((k - (len(hues) - 1) / 2) * 0.06) for k, h in enumerate(hues)}  # multiplicative: log x
     for i, r in enumerate(rows):
         for j, c in enumerate(cols):
             ax = axes[i][j]
@@ -73,7 +103,11 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
             ok = sel[sel.status == "ok"]
             for h in hues:
                 g = ok[ok[hue] == h].sort_values(x)
-                if len(g):
+                if len(g) and dots:
+                    mid = g[y] * scale
+                    ax.errorbar(g[x] * dodge[h], mid, yerr=[mid - g[lo] * scale, g[hi] * scale - mid], fmt="o", ms=5,
+                                capsize=3, label=str(h), color=colors[h])
+                elif len(g):
                     ax.plot(g[x], g[y] * scale, marker="o", ms=4, label=str(h), color=colors[h])
                     ax.fill_between(g[x], g[lo] * scale, g[hi] * scale, alpha=0.2, color=colors[h])
             failed = sel[sel.status != "ok"]
@@ -94,11 +128,15 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
             ax.set_xlabel(xlabel or x)
             ax.set_ylabel(ylabel or y)
             ax.grid(alpha=0.3, which="both")
-    return _finish(fig, axes, title)
+            if dots and logx:
+                xs = sorted(sel[x].dropna().unique())
+                if xs:
+                    ax.set_xlim(xs[0] / 1.6, xs[-1] * 1.6)
+    return _finish(fig, axes, title, caption)
 
 
 def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "variant", row: str = "", col: str = "",
-                   title: str = "", ylabel: str = "speed-up over eager (×)", logy: bool = False):
+                   title: str = "", ylabel: str = "speed-up over eager (×)", logy: bool = False, caption: str = ""):
     """Speed-up over the reference with 95% CI error bars; 1 (no change) dashed; failures marked."""
     fig, axes, rows, cols = _facets(sp, row, col)
     hues = list(dict.fromkeys(sp[hue]))
@@ -127,11 +165,11 @@ def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "varia
                 _plain_log_axis(ax.yaxis)
                 ax.tick_params(axis="y", which="minor", labelsize=7)
             ax.grid(alpha=0.3)
-    return _finish(fig, axes, title)
+    return _finish(fig, axes, title, caption)
 
 
 def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row: str = "model", col: str = "pair",
-            title: str = ""):
+            title: str = "", caption: str = ""):
     """Speed-up per cell of a y × x grid, one panel per `row` × `col`; annotated with ratio and 95% CI.
 
     Colour is log2 of the speed-up, blue faster and red slower, on one scale for all panels. A cell whose
@@ -173,10 +211,10 @@ def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row:
         bar.set_label("speed-up (log scale)")
     if title:
         fig.suptitle(title)
-    return fig
+    return _caption(fig, caption)
 
 
-def length_histogram(lengths, *, max_length: int, title: str = ""):
+def length_histogram(lengths, *, max_length: int, title: str = "", caption: str = ""):
     """Distribution of token lengths (log count), with the median, p90 and the truncation length marked."""
     lengths = np.asarray(lengths)
     fig, ax = plt.subplots(figsize=(8, 3.4))
@@ -195,10 +233,10 @@ def length_histogram(lengths, *, max_length: int, title: str = ""):
     ax.legend(fontsize=8, frameon=False)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    return fig
+    return _caption(fig, caption)
 
 
-def speedups_by_profile(table: pd.DataFrame, *, title: str = ""):
+def speedups_by_profile(table: pd.DataFrame, *, title: str = "", caption: str = ""):
     """Headline speed-ups, one row per comparison, one marker per profile with its 95% CI (log scale).
 
     A comparison a profile could not measure gets a failure marker at the left edge, labelled with why.
@@ -227,4 +265,58 @@ def speedups_by_profile(table: pd.DataFrame, *, title: str = ""):
     ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_xlabel("speed-up (×, geometric mean over shapes, 95% CI)")
     ax.grid(alpha=0.3, axis="x")
-    return _finish(fig, np.array([ax]), title)
+    return _finish(fig, np.array([ax]), title, caption)
+
+
+def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: achieved rate against arithmetic intensity",
+             caption: str = ""):
+    """Achieved GFLOP/s against arithmetic intensity (FLOPs per byte), log-log, one colour per variant and one
+    marker per dtype, under the machine's roofs: the bandwidth slope and each dtype's matmul peak
+    (roofline.roofline_table and measure_peaks). Rows that cannot be placed (failed, or no FLOP count) are
+    listed in a note under the axes. Returns the figure."""
+    from . import roofline as rf
+
+    points, left_out = rf.plottable(rt)
+    fig, ax = plt.subplots(figsize=(9, 5.4))
+    variants = list(dict.fromkeys(points.variant))
+    markers = dict(zip(dict.fromkeys(points.peak_of), "os^DvP*"))
+    for k, v in enumerate(variants):
+        for key, g in points[points.variant == v].groupby("peak_of", sort=False):
+            ax.scatter(g.intensity, g.gflops, color=plt.cm.tab10(k % 10), marker=markers[key], s=36, alpha=0.85,
+                       label=f"{v}" + (f" ({key})" if len(markers) > 1 else ""))
+    bandwidth = ((peaks or {}).get("bandwidth") or {}).get("gbs")
+    if bandwidth and len(points):
+        lo, hi = points.intensity.min() / 3, points.intensity.max() * 3
+        for key in dict.fromkeys(["fp32", *points.peak_of]):
+            peak = rf.peak_gflops(peaks, key)
+            if not peak:
+                continue
+            lo, hi = min(lo, peak / bandwidth / 3), max(hi, peak / bandwidth * 3)
+            xs = np.geomspace(lo, hi, 200)
+            roof = np.minimum(peak, bandwidth * xs)
+            ax.plot(xs, roof, color="0.35", lw=1.2, ls="-" if key == "fp32" else "--")
+            if key == "fp32":  # below this line a call is overhead-bound (roofline.regime)
+                ax.plot(xs, rf.OVERHEAD_SHARE * roof, color="0.6", lw=0.8, ls=":",
+                        label=f"{rf.OVERHEAD_SHARE:.0%} of the fp32 roof (overhead-bound below)")
+            ax.annotate(f"{key} peak {peak:,.0f} GFLOP/s", (hi, peak), xytext=(-4, 4), textcoords="offset points",
+                        ha="right", fontsize=8, color="0.3")
+        ax.annotate(f"{bandwidth:,.1f} GB/s", (lo, bandwidth * lo), xytext=(4, 6), textcoords="offset points",
+                    fontsize=8, color="0.3", rotation=30)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_log_axis(ax.xaxis)
+    _plain_log_axis(ax.yaxis)
+    ax.set_xlabel("arithmetic intensity (FLOPs per byte moved)")
+    ax.set_ylabel("achieved GFLOP/s")
+    ax.grid(alpha=0.3, which="both")
+    notes = [] if peaks else ["machine limits unknown: no roofs drawn"]
+    if len(left_out):
+        why = left_out.apply(lambda r: r["status"] if r["status"] != "ok" else "no FLOP count", axis=1)
+        notes.append(f"not plotted, {len(left_out)} configuration(s): "
+                     + "; ".join(f"{n} {w}" for w, n in why.value_counts().items()))
+    if notes:
+        ax.text(0.0, -0.16, " · ".join(notes), transform=ax.transAxes, fontsize=8, color="crimson", va="top")
+    ax.set_title(title, fontsize=11)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return _caption(fig, caption)

@@ -13,11 +13,19 @@ from .run import manifest_path
 TEMPLATES = Path(__file__).parent / "templates"
 
 
+# The parameters cells (the notebook's defaults, then papermill's injected values) are not shown: each page
+# shows what ran as a table instead (StudyRun.parameters_table).
+HIDDEN_TAGS = ("parameters", "injected-parameters")
+
+
 def notebook_html(executed: Path, out: Path) -> Path:
-    """Render one executed notebook to a self-contained HTML file (figures embedded, readable offline)."""
+    """Render one executed notebook to a self-contained HTML file (figures embedded, readable offline), code
+    folded away (templates/offline) and the parameters cells left out."""
     from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
 
     exporter = HTMLExporter(template_name="offline", extra_template_basedirs=[str(TEMPLATES)], embed_images=True)
+    exporter.register_preprocessor(TagRemovePreprocessor(remove_cell_tags=HIDDEN_TAGS), enabled=True)
     body, _ = exporter.from_filename(str(executed))
     return write_text_atomic(out, body)
 
@@ -35,17 +43,29 @@ def render_summary() -> list[Path]:
             ] if executed.exists() else []
 
 
-def _entry_row(entry: dict, name: str, href: str, page: Path) -> str:
+def _entry_row(entry: dict, name: str, href: str, page: Path, headline: str = "") -> str:
     link = f'<a href="{href}">{html.escape(name)}</a>' if page.exists() else html.escape(name)
     status = entry.get("status", "?")
-    detail = "" if status == "ok" else html.escape(f"cell {entry.get('failed_cell')}: {entry.get('error')}")
-    return (f'<tr class="{status}"><td>{link}</td><td>{status.upper()}</td>'
+    detail = headline if status == "ok" else html.escape(f"failed at cell {entry.get('failed_cell')}: "
+                                                         f"{entry.get('error')}")
+    return (f'<tr class="{status}"><td>{link}</td><td>{status.upper()}</td><td>{detail}</td>'
             f"<td>{entry.get('duration_s', 0):.0f} s</td><td>{html.escape(str(entry.get('started_at', '')))}</td>"
-            f"<td>{detail}</td></tr>")
+            f"</tr>")
 
 
-_TABLE_HEAD = ("<table><thead><tr><th>notebook</th><th>status</th><th>run time</th><th>started (UTC)</th>"
-               "<th>failure</th></tr></thead>")
+def _headline(profile: str, notebook: str) -> str:
+    """A study's first headline (answer.py) as HTML, computed from the profile's results; '' for the summary."""
+    from . import answer, summary
+    from .studies import STUDIES
+
+    if notebook not in STUDIES:
+        return ""
+    lines = answer.headlines(notebook, summary.results(profile, notebook))
+    return answer.inline_html(lines[0]) if lines else "no configuration ran ok"
+
+
+_TABLE_HEAD = ("<table><thead><tr><th>notebook</th><th>status</th><th>headline (or failure)</th><th>run time</th>"
+               "<th>started (UTC)</th></tr></thead>")
 
 
 def _summary_section() -> str:
@@ -64,17 +84,19 @@ def _profile_section(profile_dir: Path) -> str:
     manifest = read_json(manifest_path(profile), {}) or {}
     env = read_json(paths.results_dir(profile) / "env.json")
     env_line = html.escape(environment.one_line(env)) if env else "environment not captured"
-    rows = [_entry_row(e, name, f"{profile}/html/{name}.html", paths.html_dir(profile) / f"{name}.html")
+    rows = [_entry_row(e, name, f"{profile}/html/{name}.html", paths.html_dir(profile) / f"{name}.html",
+                       _headline(profile, name) if e.get("status") == "ok" else "")
             for name, e in sorted(manifest.items())]
     body = "\n".join(rows) or '<tr><td colspan="5">no notebook has run for this profile</td></tr>'
     return (f'<section id="{profile}"><h2>Profile <code>{html.escape(profile)}</code></h2>'
-            f'<p class="env">{env_line}</p>{_TABLE_HEAD}<tbody>{body}</tbody></table></section>')
+            f'<p class="env">Machine: {env_line}</p>{_TABLE_HEAD}<tbody>{body}</tbody></table></section>')
 
 
 INDEX_STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
 table { border-collapse: collapse; width: 100%; } td, th { border-bottom: 1px solid #ddd; padding: .35rem .5rem;
 text-align: left; } tr.failed td { background: #fdecea; } tr.ok td:nth-child(2) { color: #17692b; }
+td:nth-child(3) { font-size: .9rem; }
 .env { color: #555; font-size: .9rem; }
 """
 

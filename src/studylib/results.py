@@ -38,6 +38,11 @@ MEASURED_COLUMNS = {
     # data-set studies: what one timed pass covers
     "n_texts": _I, "n_batches": _I, "real_tokens": _I, "computed_tokens": _I, "padding_waste": _F,
     "batched_vs_unbatched_max_diff": _F,
+    # work per timed call (see roofline): FLOPs counted on the eager model, bytes moved at least (weights read
+    # once, outputs written once); data-set passes also the FLOPs without padding. Rows stored before these
+    # were counted lack them: readers treat a missing column as unknown.
+    "flops_per_call": _I, "bytes_per_call": _I, "useful_flops_per_call": _I,
+    "graph_breaks": _I,  # torch.compile: places dynamo stopped tracing while the first call compiled
 }
 RUN_COLUMNS = {"wall_s": _F, "timestamp": _S}
 COLUMNS = IDENTITY_COLUMNS | MEASURED_COLUMNS | RUN_COLUMNS

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import environment, paths, profiles, replicates, runlock, sweep
-from .files import write_json_atomic
+from . import environment, paths, profiles, replicates, roofline, runlock, sweep
+from .files import read_json, write_json_atomic
 from .results import ResultsTable
 from .threads import apply_threads
 from .timing import Overhead, harness_overhead
@@ -29,6 +29,8 @@ class StudyRun:
     overhead: Overhead
     measure_settings: dict
     frameworks: tuple[str, ...] = ("torch",)
+    params: dict | None = None  # the parameters the notebook ran with (papermill's injected values)
+    run_note: str = "nothing measured yet"  # what the last `run` measured and reused (the page's "What ran")
 
     def run(self, configs: list[sweep.Config], workloads: sweep.Workloads | None = None,
             group_by: Callable[[sweep.Config], tuple] | None = None):
@@ -64,9 +66,10 @@ class StudyRun:
         df = self.table.frame(with_samples=True)
         order = {c.key: i for i, c in enumerate(configs)}
         df = df[df.config_key.isin(order)].sort_values("config_key", key=lambda k: k.map(order))
-        print(f"{len(new)} configurations measured in this run ({len(groups)} groups, "
-              f"{self.measure_settings.get('replicates', 1)} replicate process(es) each), {len(df) - len(new)} taken "
-              f"from earlier runs in the same environment; results in {self.table.path}")
+        self.run_note = (f"{len(new)} configurations measured in this run ({len(groups)} groups, "
+                         f"{self.measure_settings.get('replicates', 1)} replicate process(es) each), "
+                         f"{len(df) - len(new)} taken from earlier runs in the same environment; results in "
+                         f"{paths.display(self.table.path)}")
         return df.reset_index(drop=True)
 
     def text_data(self):
@@ -81,6 +84,34 @@ class StudyRun:
         buckets = getattr(s, "bucket_batches", batching.BUCKET_BATCHES)
         return data, dataset.DatasetWorkloads(data, self.common.seed, cache, bucket_batches=buckets)
 
+    def answer(self, df):
+        """The page's opening Answer box (answer.py): headline findings with CIs, the machine, what a GPU changes."""
+        from IPython.display import HTML
+
+        from . import answer
+
+        return HTML(answer.box_html(self.notebook, df, environment.one_line(self.env)))
+
+    def parameters_table(self):
+        """What ran, once and readable: each parameter the notebook received and its value."""
+        import pandas as pd
+
+        def value(v) -> str:
+            if isinstance(v, dict):
+                return ", ".join(f"{k}={x}" for k, x in v.items())
+            if isinstance(v, list | tuple):
+                return ", ".join(map(str, v)) or "—"
+            return str(v)
+
+        rows = [(k, value(v)) for k, v in (self.params or {}).items()]
+        return (pd.DataFrame(rows, columns=["parameter", "value"]).set_index("parameter").style
+                .set_properties(**{"text-align": "left", "white-space": "normal"}))
+
+    @property
+    def peaks(self) -> dict | None:
+        """The machine's limits measured for this run (roofline.measure_peaks), for `analyse` and the roofline."""
+        return self.env.get("peaks")
+
     def environment_table(self):
         """Environment as a two-column table, for the top of the notebook."""
         import pandas as pd
@@ -94,6 +125,7 @@ class StudyRun:
                 ("threads", ", ".join(f"{k}={v}" for k, v in e["threads"].items())),
                 ("libraries", ", ".join(f"{k} {v}" for k, v in e["libraries"].items() if v)),
                 ("git commit", e["git_commit"] or "unknown"),
+                ("machine limits (roofline)", roofline.describe_peaks(e.get("peaks"))),
                 ("harness overhead per call", f"{self.overhead.median * 1e6:.2f} µs (median of {self.overhead.n} "
                                               f"no-op calls; 95% CI {self.overhead.ci_low * 1e6:.2f}–"
                                               f"{self.overhead.ci_high * 1e6:.2f} µs)"),
@@ -124,7 +156,10 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     apply_threads(prof.threads, frameworks)
     profile = params["profile"]
     env = environment.capture(profile)
-    write_json_atomic(paths.results_dir(profile) / "env.json", env)
+    env_path = paths.results_dir(profile) / "env.json"
+    env["peaks"] = roofline.cached_peaks(env, read_json(env_path), device=prof.device,
+                                         budget=roofline.budget_s(prof.measure.model_dump()))
+    write_json_atomic(env_path, env)
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
     return StudyRun(notebook, profile, prof, section, env, table, bool(params.get("force", False)), harness_overhead(),
-                 prof.measure.model_dump(), tuple(frameworks))
+                    prof.measure.model_dump(), tuple(frameworks), dict(params))

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import models, runtimes
+from . import models, roofline, runtimes
 from .memory import PeakMemory
 from .results import MEASURED_COLUMNS, RUN_COLUMNS, ResultsTable, measured_alike
 from .timing import first_call, measure_rounds, row_statistics
@@ -175,6 +175,17 @@ class Workloads:
         return {"throughput_samples_s": c.batch_size / median_s,
                 "throughput_tokens_s": (w.tokens_per_call / median_s) if w.tokens_per_call else None}
 
+    def work(self, c: Config) -> dict[str, Any]:
+        """FLOPs and bytes of one timed call (roofline.work_per_call), counted once per shape; a model that
+        cannot run on the meta device is counted on this configuration's real model and inputs."""
+        def real():
+            w = self.workload(c)
+            return w.module, w.inputs
+
+        w = roofline.work_per_call(c.model, dtype=c.dtype, batch_size=c.batch_size, seq_len=c.seq_len,
+                                   image_size=c.image_size, real=real)
+        return {"flops_per_call": w.flops, "bytes_per_call": w.bytes}
+
     def has_reference(self, c: Config) -> bool:
         return c.shape_key in self._references
 
@@ -256,6 +267,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     if not eager_is_reference:
         workloads.reference(c)  # computed now, outside this configuration's memory and timing
     stack.enter_context(runtime.context())  # held while the group is timed
+    compiled = _dynamo_counts() if runtime.family == "compile" else None
     with PeakMemory(c.device) as mem:
         t0 = time.perf_counter()
         prepared = runtime.prepare(w)
@@ -269,13 +281,48 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     row.update(parity(array, workloads.reference(c), tolerance))
     if prepared.compilations:
         row["compilations"] = prepared.compilations()
+    if compiled is not None:  # what this configuration's cold compile built (first calls run one at a time)
+        now = _dynamo_counts()
+        row["compilations"] = now["graphs"] - compiled["graphs"]
+        row["graph_breaks"] = max(0, now["breaks"] - compiled["breaks"])
     # On a GPU only PyTorch's allocator is read: TF and ONNX Runtime allocate outside it.
     torch_allocator = mem.kind != "cuda_max_allocated" or (runtime.framework == "torch"
                                                            and runtime.family != "onnxruntime")
     row.update(runtime_startup_s=startup_s, notes=prepared.notes, prepare_steps=[asdict(s) for s in prepared.steps],
                peak_mem_mb=mem.increase_mb if torch_allocator else None,
                mem_kind=mem.kind if torch_allocator else "not tracked (allocator outside PyTorch)")
+    _count_work(row, workloads, c)
     return _Prepared(c, runtime, w, prepared, call, row)
+
+
+def _count_work(row: dict, workloads: Workloads, c: Config) -> None:
+    """The configuration's work per call into its row; after the first call, so that call stays cold. A count
+    that fails is a note, never a reason to drop the measurement."""
+    try:
+        row.update(workloads.work(c))
+    except Exception as exc:  # noqa: BLE001
+        row["notes"] = f"{row['notes'] or ''}; work per call not counted: {type(exc).__name__}: {exc}".strip("; ")[:500]
+
+
+def _dynamo_counts() -> dict[str, int]:
+    from .runtimes.pytorch import dynamo_counts
+
+    return dynamo_counts()
+
+
+def _steady_recompilations(ready: list[_Prepared], before: dict[str, int] | None) -> None:
+    """Graphs torch.compile built while the group was timed (a recompile in steady state) into the compiled
+    rows: exact when none was built or one compiled variant ran; otherwise the count is the group's, noted."""
+    if before is None:
+        return
+    built = _dynamo_counts()["graphs"] - before["graphs"]
+    compiled = [p for p in ready if p.runtime.family == "compile" and p.row["status"] == "ok"]
+    for p in compiled:
+        if built == 0 or len(compiled) == 1:
+            p.row["recompilations"] = built
+        else:
+            p.row["notes"] = (f"{p.row['notes'] or ''}; {built} graphs compiled during the group's rounds, by one "
+                              f"of its {len(compiled)} compiled variants").strip("; ")
 
 
 def _fail(row: dict, exc: BaseException) -> dict:
@@ -325,6 +372,7 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
                 _fail(row, exc)
         calls = {p.config.key: p.call for p in ready}
         baseline = configs[0].key if configs[0].key in calls else None
+        graphs = _dynamo_counts() if any(p.runtime.family == "compile" for p in ready) else None
         rounds = measure_rounds(calls, baseline=baseline, seed=seed * 1000 + replicate,
                                 **group_budget(measure_settings, len(calls))) if calls else None
         for p in ready:
@@ -342,6 +390,7 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
                 row.update(workloads.rates(p.config, p.workload, row["median_s"]))
             except Exception as exc:  # noqa: BLE001 - rates never drop a measurement
                 row["notes"] = f"{row['notes']}; rates failed: {type(exc).__name__}: {exc}".strip("; ")
+        _steady_recompilations(ready, graphs)
     elapsed = time.perf_counter() - started
     stamp = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     for row in rows.values():
@@ -376,7 +425,7 @@ def combine(replicate_rows: list[list[dict]]) -> list[dict]:
                    stop_reason=",".join(dict.fromkeys(r["stop_reason"] for r in reps)),
                    git_commit=",".join(dict.fromkeys(str(r["git_commit"]) for r in reps)))
         for key, pick in (("max_abs_diff", max), ("peak_mem_mb", max), ("recompilations", sum),
-                          ("compilations", max), ("batched_vs_unbatched_max_diff", max)):
+                          ("compilations", max), ("graph_breaks", max), ("batched_vs_unbatched_max_diff", max)):
             values = [r[key] for r in reps if r.get(key) is not None]
             row[key] = pick(values) if values else None
         row["parity_ok"] = all(r["parity_ok"] for r in reps)

@@ -73,6 +73,15 @@ def reset_compiled() -> None:
     torch._dynamo.reset()
 
 
+def dynamo_counts() -> dict[str, int]:
+    """Dynamo's running totals in this process: graphs compiled, and graph breaks (places it stopped tracing:
+    its `graph_break` and `unimplemented` counters). Differences between two readings attribute them."""
+    from torch._dynamo.utils import counters
+
+    return {"graphs": int(counters["stats"]["unique_graphs"]),
+            "breaks": int(sum(counters["graph_break"].values()) + sum(counters["unimplemented"].values()))}
+
+
 def _fresh_inductor_cache():
     """Inductor with an empty cache directory and cleared in-memory code caches (named so since torch 2.7)."""
     from torch._inductor import utils
