@@ -431,8 +431,9 @@ def summary_finding(rt: pd.DataFrame, peaks: dict | None) -> str:
 
 
 def _pct(share: float) -> str:
-    """A share as a percentage with two significant digits (0.55%, 12%, 80%)."""
-    return f"{100 * share:.2g}%"
+    """A share as a percentage: two significant digits below 10% (0.55%, 8.1%), whole percents above (12%, 104%)."""
+    pct = 100 * share
+    return f"{pct:.2g}%" if pct < 10 else f"{pct:.0f}%"
 
 
 def _shape(row) -> str:
