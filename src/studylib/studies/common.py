@@ -41,34 +41,6 @@ def classify(ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> str:
     return "unclear"
 
 
-def _counts(classes: list[str], band: float = EQUIVALENCE) -> str:
-    n = len(classes)
-    return (f"equal within ±{band - 1:.0%} in {classes.count('equal')}, faster in {classes.count('faster')}, "
-            f"slower in {classes.count('slower')}, unclear in {classes.count('unclear')} of {n}")
-
-
-def verdict(speedups: pd.DataFrame, claim: str, band: float = EQUIVALENCE) -> str:
-    """Whether measured speed-ups (ci_low, ci_high columns) support '≈ equal' or 'faster'."""
-    classes = [classify(lo, hi, band) for lo, hi in zip(speedups.ci_low, speedups.ci_high)]
-    want = {"≈ equal": "equal", "faster": "faster"}[claim]
-    hits = classes.count(want)
-    if hits == len(classes):
-        word = "agrees"
-    elif hits == 0 and classes.count("unclear") < len(classes):
-        word = "does not agree"
-    elif hits == 0:
-        word = "inconclusive"
-    else:
-        word = "mixed"
-    return f"{word} ({_counts(classes, band)})"
-
-
-def speedup_verdict(speedups: list, band: float = EQUIVALENCE) -> str:
-    """Verdict on a claim that the candidate is faster, from Speedup objects."""
-    return verdict(pd.DataFrame({"ci_low": [s.ci_low for s in speedups], "ci_high": [s.ci_high for s in speedups]}),
-                   "faster", band)
-
-
 AA_COLUMNS = ["group_key", "shape", "speedup", "ci_low", "ci_high", "significant"]
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from .. import claims as seedclaims
-from .. import models, roofline, runtimes, stats
+from .. import roofline, runtimes, stats
 from ..models import MODELS
 from ..profiles import Grid
 from ..sweep import AA, REFERENCE, Config
@@ -25,8 +25,6 @@ from .common import (  # noqa: F401
     latency_table,
     noise_band,
     size_label,
-    speedup_verdict,
-    verdict,
 )
 
 NOTEBOOK = "01_eager_vs_compiled"
@@ -194,10 +192,6 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
                          + ". The machine was likely busy; their medians and speed-ups carry wide CIs.")
     drift = drift_finding(df)
     return lines + ([drift] if drift else [])
-
-
-def _vision(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[frame.model.map(lambda m: models.spec(m).kind) == "vision"]
 
 
 def _band(df: pd.DataFrame) -> float:
