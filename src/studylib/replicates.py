@@ -49,6 +49,7 @@ class Task:
     threads: int
     frameworks: tuple[str, ...]
     parts_dir: str
+    expectations: tuple = ()  # the study's (surprises.Expectation): a contradicted one profiles both sides
 
 
 def _part_path(parts_dir: Path, group_key: str, replicate: int) -> Path:
@@ -94,7 +95,7 @@ def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], N
         rows = sweep.measure_group(configs, study=task.study, profile=task.profile, env=env,
                                    measure_settings=task.measure_settings, parity_tolerance=task.parity_tolerance,
                                    workloads=task.workloads, group_key=group_key, group_id=group_id,
-                                   replicate=task.replicate, seed=task.seed)
+                                   replicate=task.replicate, seed=task.seed, expectations=task.expectations)
         _write_part(parts_dir, group_key, group_id, task.replicate, rows, task.env)
         if after_group:
             after_group()
@@ -145,8 +146,11 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
 def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env: dict, table: ResultsTable,
         measure_settings: dict, parity_tolerance: dict[str, float], seed: int, workloads: sweep.Workloads,
         threads: int, frameworks: tuple[str, ...], parts_dir: Path, force: bool = False,
-        on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False) -> list[dict]:
-    """Measure `groups` in `replicates` processes (from measure_settings) and append their combined rows."""
+        on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False,
+        expectations: tuple = ()) -> list[dict]:
+    """Measure `groups` in `replicates` processes (from measure_settings) and append their combined rows.
+
+    `expectations` (the study's, surprises.Expectation) are checked on each replicate's rounds; see measure_group."""
     k = int(measure_settings.get("replicates", 1))
     parts_dir = Path(parts_dir)
     parts_dir.mkdir(parents=True, exist_ok=True)
@@ -186,7 +190,7 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
             if not need:
                 break
             task = Task(need, r, study, profile, env, measure_settings, parity_tolerance, seed, workloads, threads,
-                        frameworks, str(parts_dir))
+                        frameworks, str(parts_dir), tuple(expectations))
             rc = _run_process(task, finalize, in_process)
             finalize()
             if rc != 0:
@@ -205,7 +209,8 @@ def measure(configs: list[sweep.Config], *, study: str, profile: str, env: dict,
             measure_settings: dict, parity_tolerance: dict[str, float], seed: int = 0, force: bool = False,
             workloads: sweep.Workloads | None = None, group_by: Callable[[sweep.Config], tuple] | None = None,
             threads: int = 1, frameworks: tuple[str, ...] = ("torch",), parts_dir: Path | None = None,
-            on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False) -> list[dict]:
+            on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False,
+            expectations: tuple = ()) -> list[dict]:
     """Measure every configuration not yet measured alike (all when forced), group by group; the new rows.
 
     A configuration counts as measured when the table holds an 'ok' row for it from the same environment
@@ -217,7 +222,8 @@ def measure(configs: list[sweep.Config], *, study: str, profile: str, env: dict,
     parts_dir = parts_dir or Path(table.path).with_suffix(".parts")
     return run(groups, study=study, profile=profile, env=env, table=table, measure_settings=measure_settings,
                parity_tolerance=parity_tolerance, seed=seed, workloads=workloads, threads=threads,
-               frameworks=frameworks, parts_dir=parts_dir, force=force, on_group=on_group, in_process=in_process)
+               frameworks=frameworks, parts_dir=parts_dir, force=force, on_group=on_group, in_process=in_process,
+               expectations=expectations)
 
 
 def pending_parts(parts_dir: Path) -> int:

@@ -43,6 +43,9 @@ MEASURED_COLUMNS = {
     # were counted lack them: readers treat a missing column as unknown.
     "flops_per_call": _I, "bytes_per_call": _I, "useful_flops_per_call": _I,
     "graph_breaks": _I,  # torch.compile: places dynamo stopped tracing while the first call compiled
+    # a surprise (surprises.py): one steady-state call's top operators by self time ({op, self_ms, calls, self_pct}),
+    # and what was profiled and why (or why not); None where the configuration was not part of a surprise
+    "profile_top_ops": _L, "profile_note": _S,
 }
 RUN_COLUMNS = {"wall_s": _F, "timestamp": _S}
 COLUMNS = IDENTITY_COLUMNS | MEASURED_COLUMNS | RUN_COLUMNS

@@ -46,6 +46,7 @@ class StudyRun:
         from .studies import STUDIES
 
         group_by = group_by or STUDIES[self.notebook].group_by
+        expectations = STUDIES[self.notebook].expectations
         tolerance = dict(self.common.parity_tolerance)
         groups = sweep.pending_groups(configs, table=self.table, env=self.env, measure_settings=self.measure_settings,
                                       parity_tolerance=tolerance, seed=self.common.seed, force=self.force,
@@ -58,7 +59,7 @@ class StudyRun:
                                  workloads=workloads or sweep.Workloads(self.common.seed,
                                                                         cache_dir=paths.cache_dir(self.profile)),
                                  threads=self.common.threads, frameworks=self.frameworks, on_group=advance,
-                                 parts_dir=paths.parts_dir(self.profile, self.notebook))
+                                 parts_dir=paths.parts_dir(self.profile, self.notebook), expectations=expectations)
         commits = {str(c) for r in new for c in str(r.get("git_commit")).split(",")}
         if len(commits | {str(self.env["git_commit"])}) > 1:
             print(f"warning: the code changed while this study ran (commits {', '.join(sorted(commits))}, started at "

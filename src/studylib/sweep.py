@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import models, roofline, runtimes
+from . import models, roofline, runtimes, surprises
 from .memory import PeakMemory
 from .results import MEASURED_COLUMNS, RUN_COLUMNS, ResultsTable, measured_alike
 from .timing import first_call, measure_rounds, row_statistics
@@ -344,11 +344,13 @@ def group_budget(measure_settings: dict, n_configs: int) -> dict:
 
 def measure_group(configs: list[Config], *, study: str, profile: str, env: dict, measure_settings: dict,
                   parity_tolerance: dict[str, float], workloads: Workloads, group_key: str, group_id: str,
-                  replicate: int, seed: int = 0) -> list[dict]:
+                  replicate: int, seed: int = 0, expectations: tuple[surprises.Expectation, ...] = ()) -> list[dict]:
     """Prepare every configuration of a group, then time them together in interleaved rounds.
 
     Returns one row per configuration for this replicate (never raises for a failed configuration: a
     failure is a row with its status and message). The first configuration is the group's baseline.
+    After the rounds, each of the study's `expectations` that this replicate's paired speed-up contradicts
+    has one steady-state call of both its configurations profiled into their rows (surprises.profile_surprises).
     """
     started = time.perf_counter()
     ready: list[_Prepared] = []
@@ -391,6 +393,7 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
             except Exception as exc:  # noqa: BLE001 - rates never drop a measurement
                 row["notes"] = f"{row['notes']}; rates failed: {type(exc).__name__}: {exc}".strip("; ")
         _steady_recompilations(ready, graphs)
+        surprises.profile_surprises(ready, rows, expectations, replicate)  # after the rounds: never in a sample
     elapsed = time.perf_counter() - started
     stamp = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     for row in rows.values():
@@ -403,14 +406,15 @@ def combine(replicate_rows: list[list[dict]]) -> list[dict]:
 
     Samples are pooled with their replicate and round ids; statistics are recomputed over all of them
     (the CIs hierarchical). Cold costs (prepare, first call) are the median over replicates, memory and
-    parity differences the worst; a configuration that failed in any replicate is that failure.
+    parity differences the worst; a configuration that failed in any replicate is that failure. A surprise's
+    profile (profile_top_ops, profile_note) is the first replicate's that has one.
     """
     out = []
     for reps in zip(*replicate_rows):
         row = dict(reps[0])
         failed = [r for r in reps if r["status"] != "ok"]
         if failed:
-            row = dict(failed[0])
+            row = {"profile_top_ops": None, "profile_note": None, **failed[0]}  # parts written before profiles
             if len(reps) > 1:
                 row["error"] = f"{row['error']} (in {len(failed)} of {len(reps)} replicates)"
             out.append(row)
@@ -429,6 +433,9 @@ def combine(replicate_rows: list[list[dict]]) -> list[dict]:
             values = [r[key] for r in reps if r.get(key) is not None]
             row[key] = pick(values) if values else None
         row["parity_ok"] = all(r["parity_ok"] for r in reps)
+        profiled = next((r for r in reps if r.get("profile_note")), None)  # the first replicate's profile is kept
+        row["profile_top_ops"], row["profile_note"] = ((profiled.get("profile_top_ops"), profiled["profile_note"])
+                                                       if profiled else (None, None))
         median = row["median_s"]
         for rate in ("throughput_samples_s", "throughput_tokens_s"):  # rates at the pooled median
             if reps[0].get(rate) is not None:

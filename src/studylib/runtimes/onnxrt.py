@@ -211,12 +211,64 @@ def _quantize(parent: Path, path: Path) -> None:
         root.setLevel(level)
 
 
-class OrtCall:
-    """Runs an InferenceSession once on native inputs: numpy arrays on CPU, OrtValues bound on CUDA."""
+def profile_totals(events: list[dict], after_runs: int | None = None) -> tuple[dict[str, list[float]], int]:
+    """Kernel time per op type in an ONNX Runtime profile (its JSON events): ({op type: [self seconds, node runs]},
+    model runs counted). Only the model runs after the first `after_runs` count (default: the second half, when a
+    warm-up call made as many runs as the profiled one before it; every node where no run is recorded)."""
+    starts = sorted(e["ts"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run")
+    skip = len(starts) // 2 if after_runs is None else after_runs
+    since = starts[skip] if skip < len(starts) else float("-inf") if not starts else float("inf")
+    totals: dict[str, list[float]] = {}
+    for e in events:
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time") or e.get("ts", 0) < since:
+            continue
+        op = (e.get("args") or {}).get("op_name") or e["name"].removesuffix("_kernel_time")
+        t = totals.setdefault(op, [0.0, 0])
+        t[0] += e.get("dur", 0) / 1e6
+        t[1] += 1
+    return totals, len(starts) - skip
 
-    def __init__(self, session, input_names: list[str], device: str):
+
+class OrtCall:
+    """Runs an InferenceSession once on native inputs: numpy arrays on CPU, OrtValues bound on CUDA.
+
+    `make_session(profile_prefix)` makes another session of the same model file, options and providers, with
+    ONNX Runtime's profiler on when a prefix is given: `profile` swaps one in for a profiled call."""
+
+    def __init__(self, session, input_names: list[str], device: str, make_session: Callable | None = None):
         self.session, self.input_names, self.device = session, input_names, device
         self.binding = session.io_binding() if device == "cuda" else None
+        self.make_session = make_session
+
+    def profile(self, call: Callable[[], object], top: int = 10) -> tuple[list[dict] | None, str]:
+        """`call` (which runs this OrtCall, once or once per batch) profiled by ONNX Runtime: a session created with
+        enable_profiling (profiling is fixed when a session is made) replaces this one for one warm-up call and one
+        profiled call, then the timed session is back. The top op types by kernel time, and a note."""
+        from ..surprises import top_ops
+
+        if self.make_session is None:
+            return None, "not profiled: this session cannot be rebuilt with ONNX Runtime's profiler on"
+        tmp = Path(tempfile.mkdtemp(prefix="studylib-ort-profile-"))
+        try:
+            session = self.make_session(str(tmp / "ort"))
+            timed = self.session, self.binding
+            self.session, self.binding = session, session.io_binding() if self.device == "cuda" else None
+            try:
+                call()  # the new session's first run allocates its buffers: not what the timed session does
+                t0 = time.perf_counter()
+                call()
+                wall = time.perf_counter() - t0
+            finally:
+                self.session, self.binding = timed
+            events = json.loads(Path(session.end_profiling()).read_text())
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        totals, runs = profile_totals(events)
+        ops = top_ops(totals, top)
+        return ops, (f"ONNX Runtime's profiler (a session with enable_profiling on the same model file, options and "
+                     f"providers; one warm-up call, then the call profiled): one call took {wall * 1e3:.3g} ms under "
+                     f"the profiler, {sum(v[0] for v in totals.values()) * 1e3:.3g} ms of kernel time in {len(totals)} "
+                     f"op types over {runs} model run(s); the top {len(ops)} op types shown")
 
     def __call__(self, *inputs):
         if self.binding is None:
@@ -305,16 +357,24 @@ class OnnxRuntime(Runtime):
         import torch
 
         path, steps, key = self.model_path(workload)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.intra_op_num_threads = torch.get_num_threads()
-        options.inter_op_num_threads = 1
+        threads = torch.get_num_threads()
         cuda = workload.device == "cuda"
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
         if self.variant == "tensorrt":
             providers.insert(0, ("TensorrtExecutionProvider", {"trt_fp16_enable": workload.dtype == "fp16"}))
-        session = ort.InferenceSession(str(path), options, providers=providers)
+
+        def make_session(profile_prefix: str | None = None):
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            if profile_prefix is not None:
+                options.enable_profiling = True
+                options.profile_file_prefix = profile_prefix
+            return ort.InferenceSession(str(path), options, providers=providers)
+
+        session = make_session()
         first = providers[0] if isinstance(providers[0], str) else providers[0][0]
         if session.get_providers()[0] != first:
             raise RuntimeUnavailable(f"ONNX Runtime could not start {first} (providers: {session.get_providers()})")
@@ -322,7 +382,7 @@ class OnnxRuntime(Runtime):
         # The exporter drops inputs the graph does not use; feed only the ones the session takes.
         wanted = {i.name for i in session.get_inputs()}
         keep = [i for i, n in enumerate(_input_names(workload)) if n in wanted]
-        call = OrtCall(session, [_input_names(workload)[i] for i in keep], workload.device)
+        call = OrtCall(session, [_input_names(workload)[i] for i in keep], workload.device, make_session)
 
         def adapt(torch_inputs: tuple) -> tuple:
             arrays = [torch_inputs[i].detach().cpu().numpy() for i in keep]
@@ -330,9 +390,10 @@ class OnnxRuntime(Runtime):
                 return tuple(ort.OrtValue.ortvalue_from_numpy(a, "cuda", 0) for a in arrays)
             return tuple(arrays)
 
-        notes = (f"cache key {key}; ORT intra_op_threads={options.intra_op_num_threads} inter_op_threads=1 sequential"
+        notes = (f"cache key {key}; ORT intra_op_threads={threads} inter_op_threads=1 sequential"
                  + ("; CUDA with IO binding (inputs and outputs on the GPU)" if cuda else ""))
-        return Prepared(call, adapt(workload.inputs), call.sync if cuda else None, notes, adapt, steps=steps)
+        return Prepared(call, adapt(workload.inputs), call.sync if cuda else None, notes, adapt, steps=steps,
+                        profile=call.profile)
 
     @staticmethod
     def to_numpy(output):

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import paths
+from ..surprises import Expectation
 from ..sweep import Config
 
 # A claims table's columns (studylib.claims builds them from the registry of seed claims): the claim, the seed's
@@ -67,6 +68,9 @@ class Study:
     comparisons: tuple[Comparison, ...] = ()
     notebook_file: Path | None = None  # where its notebook is (default: notebooks/<notebook>.ipynb)
     on_gpu: str = ""  # one sentence for the page's Answer box: what a GPU is expected to change, and why
+    # what should hold (a candidate faster than, or equal to, its baseline): a replicate that contradicts one profiles
+    # one call of each side after its rounds (surprises.py)
+    expectations: tuple[Expectation, ...] = ()
 
     @property
     def notebook_path(self) -> Path:

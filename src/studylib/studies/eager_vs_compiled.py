@@ -10,7 +10,7 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from .. import claims as seedclaims
-from .. import roofline, runtimes, stats
+from .. import roofline, runtimes, stats, surprises
 from ..models import MODELS
 from ..profiles import Grid
 from ..sweep import AA, REFERENCE, Config
@@ -30,6 +30,9 @@ from .common import (  # noqa: F401
 NOTEBOOK = "01_eager_vs_compiled"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
 NOISY_CV = 0.10  # above this coefficient of variation a configuration's timing is called unstable
+# What a compiler is for: a replicate where one is slower than eager profiles a call of each (surprises.py).
+EXPECTATIONS = tuple(surprises.Expectation(v, REFERENCE) for v in
+                     ("compile-default", "compile-reduce-overhead", "compile-max-autotune"))
 
 
 class EagerVsCompiled(Grid):
@@ -340,9 +343,11 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     """Speed-ups over eager and the compile cost table, the findings and the seed claims; and the roofline
     (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
     sp = speedups(df)
-    return roofline.attach(Analysis(tables={"speedups": sp, "compile": compile_table(sp, df)}, findings=findings(df, sp),
-                                    claims=claims(df, sp)),
-                           df, peaks, roofline_pairs(df), SHAPE_COLUMNS, band=noise_band(aa_control(df, SHAPE_COLUMNS)))
+    band = noise_band(aa_control(df, SHAPE_COLUMNS))
+    analysis = roofline.attach(Analysis(tables={"speedups": sp, "compile": compile_table(sp, df)},
+                                        findings=findings(df, sp), claims=claims(df, sp)),
+                               df, peaks, roofline_pairs(df), SHAPE_COLUMNS, band=band)
+    return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 
 def roofline_pairs(df: pd.DataFrame) -> list[tuple[str, str]]:
@@ -360,4 +365,5 @@ STUDY = register(Study(
     on_gpu=("launch overhead per kernel dominates small shapes there, so fusion and CUDA graphs "
             "(`reduce-overhead`, which is the same code as `default` on a CPU) can gain more; "
             "run the t4, 3090ti, a100 or h100 profile to see."),
+    expectations=EXPECTATIONS,
 ))

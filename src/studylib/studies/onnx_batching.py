@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .. import claims as seedclaims
-from .. import dataset, roofline, runtimes, stats
+from .. import dataset, roofline, runtimes, stats, surprises
 from ..profiles import DataGrid
 from ..sweep import AA, REFERENCE, Config
 from .base import Analysis, Comparison, Study, register
@@ -29,6 +29,10 @@ from .common import (
 NOTEBOOK = "03_onnx_batching"
 STRATEGY = "unsorted"  # the texts in the given order, as seed 003 fed them
 INT8 = {"torch-int8": REFERENCE, "ort-int8": "ort-optimized"}  # int8 variant → the fp32 variant it quantizes
+# What each step is for, at the same batch size: ONNX Runtime over eager, its fusions over the plain graph, int8 over
+# the graph it quantizes. A replicate that contradicts one profiles a pass of each side (surprises.py).
+EXPECTATIONS = (surprises.Expectation("ort", REFERENCE), surprises.Expectation("ort-optimized", "ort"),
+                *(surprises.Expectation(q, fp32) for q, fp32 in INT8.items()))
 
 
 class OnnxBatching(DataGrid):
@@ -328,10 +332,12 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     same, over1 = speedups_same_batch(df), speedups_over_batch1(df)
     shape = ["model", "dtype", "batch_size"]
     pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v not in (REFERENCE, AA)]
-    return roofline.attach(Analysis(tables={"same batch": same, "over batch 1": over1, "best batches": best_batches(df),
-                                            "preparation": preparation_table(df)},
-                                    findings=findings(df, same, over1), claims=claims(df, same, over1)),
-                           df, peaks, pairs, shape, band=noise_band(aa_control(df, shape)))
+    band = noise_band(aa_control(df, shape))
+    analysis = roofline.attach(Analysis(tables={"same batch": same, "over batch 1": over1,
+                                                "best batches": best_batches(df), "preparation": preparation_table(df)},
+                                        findings=findings(df, same, over1), claims=claims(df, same, over1)),
+                               df, peaks, pairs, shape, band=band)
+    return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 
 _DATA_SHAPE = ("model", "dtype", "batch_size", "data", "strategy")
@@ -346,4 +352,5 @@ STUDY = register(Study(
     ),
     on_gpu=("ONNX Runtime's CUDA provider replaces its CPU kernels and int8 quantization mostly targets CPUs, so "
             "the int8 rows do not carry over; larger batches use a GPU better, so the best batch size grows."),
+    expectations=EXPECTATIONS,
 ))

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from .. import batching, dataset, roofline, stats
+from .. import batching, dataset, roofline, stats, surprises
 from .. import claims as seedclaims
 from ..profiles import DataGrid
 from ..sweep import AA, REFERENCE, Config
@@ -29,6 +29,9 @@ from .onnx_batching import estimate_s as _pass_estimate
 
 NOTEBOOK = "04_sorted_length_batching"
 BASELINE = "unsorted"
+# Sorting removes padding, so it should be faster wherever a batch holds two texts or more; a replicate that
+# contradicts it profiles a pass of each side (surprises.py).
+EXPECTATIONS = (surprises.Expectation("sorted", BASELINE, column="strategy", min_batch=2),)
 
 
 class SortedBatching(DataGrid):
@@ -286,8 +289,9 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
                         claims=claims(df, g))
     analysis.tables["predicted gains"] = predicted_table(predicted)
     analysis.findings.extend(prediction_findings(predicted))
-    return roofline.attach(analysis, df, peaks, pairs, shape, column="strategy",
-                           band=noise_band(aa_control(df, ["model", "dtype", "batch_size", "strategy"])))
+    band = noise_band(aa_control(df, ["model", "dtype", "batch_size", "strategy"]))
+    return surprises.attach(roofline.attach(analysis, df, peaks, pairs, shape, column="strategy", band=band),
+                            df, EXPECTATIONS, band)
 
 
 STUDY = register(Study(
@@ -296,4 +300,5 @@ STUDY = register(Study(
                             shape=("model", "dtype", "batch_size", "data", "variant")),),
     on_gpu=("padding costs arithmetic on any device, so sorting still helps where the GPU is busy; at small batches a "
             "GPU is launch-bound rather than compute-bound and the gain shrinks."),
+    expectations=EXPECTATIONS,
 ))

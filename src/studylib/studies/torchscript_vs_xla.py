@@ -9,7 +9,7 @@ import pandas as pd
 from pydantic import field_validator
 
 from .. import claims as seedclaims
-from .. import roofline, stats
+from .. import roofline, stats, surprises
 from ..models import MODELS
 from ..profiles import Grid
 from ..sweep import AA, REFERENCE, Config
@@ -27,6 +27,11 @@ WITHIN = [("torchscript", "eager"), ("torchscript-optimized", "eager"), ("tf-fun
           ("tf-xla", "tf-eager"), ("tf-xla", "tf-function")]
 ACROSS = [("tf-eager", "eager"), ("tf-function", "eager"), ("tf-xla", "torchscript")]
 PAIRS = WITHIN + ACROSS
+# What each graph path is for (TorchScript's optimize_for_inference should change little on these encoders); a
+# replicate that contradicts one profiles a call of each side (surprises.py; TensorFlow's are noted, not profiled).
+EXPECTATIONS = (surprises.Expectation("torchscript", "eager"), surprises.Expectation("tf-function", "tf-eager"),
+                surprises.Expectation("tf-xla", "tf-function"),
+                surprises.Expectation("torchscript-optimized", "torchscript", expect="equal"))
 
 
 class TorchscriptVsXla(Grid):
@@ -366,9 +371,11 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     """Speed-ups within and across frameworks, first-call costs, the findings and the seed claims; and the
     roofline (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
     sp = speedups(df)
-    return roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df)},
-                                    findings=findings(df, sp), claims=claims(df, sp)),
-                           df, peaks, PAIRS, SHAPE_COLUMNS, band=noise_band(aa_control(df, SHAPE_COLUMNS)))
+    band = noise_band(aa_control(df, SHAPE_COLUMNS))
+    analysis = roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df)},
+                                        findings=findings(df, sp), claims=claims(df, sp)),
+                               df, peaks, PAIRS, SHAPE_COLUMNS, band=band)
+    return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 
 STUDY = register(Study(
@@ -380,4 +387,5 @@ STUDY = register(Study(
     ),
     on_gpu=("XLA fuses elementwise work into fewer kernels and TensorFlow's GPU kernels differ from its CPU ones, so "
             "the ranking can change; seed 000's XLA figures were GPU auto-clustering, which this CPU run does not test."),
+    expectations=EXPECTATIONS,
 ))
