@@ -92,20 +92,20 @@ def test_good_report_has_no_problems_and_screenshots_every_page(tmp_path):
                 f'<h1>First</h1><img alt="embedded" src="{data_png(tiny_png())}"><img alt="file" src="figure.png">'
                 + nbconvert_output("text/plain", "all fine"),
             ),
-            "summary/html/05_summary.html": page("05_summary", "<p>no figure here</p>"),
+            "summary/html/06_summary.html": page("06_summary", "<p>no figure here</p>"),
         },
-        ["cpu/html/01_first.html", "summary/html/05_summary.html#findings", "cpu/html/01_first.html"],
+        ["cpu/html/01_first.html", "summary/html/06_summary.html#findings", "cpu/html/01_first.html"],
     )
     shots = tmp_path / "shots"
     checks = check_report(index, shots)
 
     assert [c.problems() for c in checks] == [[], [], []]
     pages = by_name(checks, tmp_path)
-    assert list(pages) == ["index.html", "cpu/html/01_first.html", "summary/html/05_summary.html"]
-    assert pages["index.html"].links == ["cpu/html/01_first.html", "summary/html/05_summary.html"]
+    assert list(pages) == ["index.html", "cpu/html/01_first.html", "summary/html/06_summary.html"]
+    assert pages["index.html"].links == ["cpu/html/01_first.html", "summary/html/06_summary.html"]
     assert pages["cpu/html/01_first.html"].title == "01_first"
     assert pages["cpu/html/01_first.html"].n_images == 2
-    assert sorted(p.name for p in shots.iterdir()) == ["cpu__01_first.png", "index.png", "summary__05_summary.png"]
+    assert sorted(p.name for p in shots.iterdir()) == ["cpu__01_first.png", "index.png", "summary__06_summary.png"]
     for check in checks:
         assert check.screenshot is not None and check.screenshot.read_bytes().startswith(PNG_SIGNATURE)
         assert check.screenshot.stat().st_size > 1000
@@ -266,7 +266,7 @@ def test_screenshot_names():
     root = Path("/r")
     assert browser.screenshot_name(Path("/r/index.html"), root) == "index.png"
     assert browser.screenshot_name(Path("/r/cpu/html/01_eager_vs_compiled.html"), root) == "cpu__01_eager_vs_compiled.png"
-    assert browser.screenshot_name(Path("/r/summary/html/05_summary.html"), root) == "summary__05_summary.png"
+    assert browser.screenshot_name(Path("/r/summary/html/06_summary.html"), root) == "summary__06_summary.png"
 
 
 def test_reference_report_reads_offline_without_problems(tmp_path):

@@ -65,7 +65,7 @@ def notebook_path(notebook: str) -> Path:
     return NOTEBOOKS_DIR / f"{notebook}.ipynb"
 
 
-SUMMARY_NOTEBOOK = "05_summary"
+SUMMARY_NOTEBOOK = "06_summary"
 
 
 def profile_path(profile: str) -> Path:
