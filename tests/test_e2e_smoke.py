@@ -146,6 +146,28 @@ def test_study04_holds_every_strategy_with_exact_padding(smoke):
     assert "sorted over unsorted</strong>" in html and "Padding waste by strategy" in html
 
 
+def test_study05_runs_each_keras_backend_in_a_process_of_its_own(smoke):
+    outputs, _ = smoke
+    rows = _rows(outputs, "05_keras_backends")
+    assert sorted(r["config_key"] for r in rows) == sorted(_planned("05_keras_backends"))
+    not_ok = {(r["variant"], r["model"]): r["status"] for r in rows if r["status"] != "ok"}
+    assert not_ok == {("keras2-tensorflow", "bert-tiny"): "skipped"}  # no Keras 2 build of the text encoder
+    keras = [r for r in rows if r["variant"].startswith("keras")]
+    assert {r["backend"] for r in keras} == {"torch", "tensorflow", "jax"}
+    assert all(r["variant"].startswith(("keras2", f"keras-{r['backend']}")) for r in keras)
+    # native eager and its A/A copy in every backend's process; rounds shared only within a process
+    eager = [r for r in rows if r["variant"] == "eager"]
+    assert sorted(r["backend"] for r in eager) == sorted(["torch", "tensorflow", "jax"] * 2)
+    assert all(r["parity_ok"] for r in rows if r["status"] == "ok")
+    groups = {}
+    for r in rows:
+        groups.setdefault(r["group_id"], set()).add(r["backend"])
+    assert all(len(b) == 1 for b in groups.values()) and len(groups) == 6
+    html = _html(outputs, "05_keras_backends")
+    assert "<strong>Fastest Keras 3 backend</strong> per shape" in html and "Keras 3 over Keras 2</strong>" in html
+    assert "002-no-best-backend" in html and "Keras 3 vs native PyTorch</strong>" in html
+
+
 @pytest.mark.parametrize("notebook", [*NOTEBOOKS, paths.SUMMARY_NOTEBOOK])
 def test_executed_notebook_has_no_errors(smoke, notebook):
     outputs, _ = smoke

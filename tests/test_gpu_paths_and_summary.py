@@ -9,7 +9,7 @@ import pytest
 from conftest import stored_row
 from studylib import gpu_paths, stats, summary
 from studylib.studies import eager_vs_compiled as s01
-from studylib.threads import _tensorflow_start_up_log
+from studylib.threads import tensorflow_start_up_log
 
 
 def _row(variant, *, device="cpu", dtype="fp32", status="ok", samples=None, **shape):
@@ -83,10 +83,10 @@ def test_present_profiles_skips_the_summary_and_puts_smoke_last(tmp_path):
     assert summary.present_profiles(tmp_path) == ["cpu", "gpu-a100", "smoke"]
 
 
-def test_tensorflow_start_up_log_is_kept_out_but_other_lines_pass(capfd):
+def testtensorflow_start_up_log_is_kept_out_but_other_lines_pass(capfd):
     import os
 
-    with _tensorflow_start_up_log():
+    with tensorflow_start_up_log():
         os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
                     b"I0000 00:00:1795321289.016448    1846 port.cc:153] oneDNN custom operations are on.\n"
                     b"E0000 00:00:1795321293.815809    1846 cuda_platform.cc:52] failed call to cuInit: UNKNOWN\n"

@@ -144,4 +144,4 @@ def test_every_variant_a_built_in_study_accepts_is_a_registered_runtime_with_a_k
         accepted = typing.get_args(typing.get_args(study.section.model_fields["variants"].annotation)[0])
         assert accepted and set(accepted) <= set(runtimes.REGISTRY), nb
     assert {r.family for r in runtimes.REGISTRY.values()} == {"eager", "compile", "torchscript", "int8", "tensorflow",
-                                                             "onnxruntime"}
+                                                             "onnxruntime", "keras"}

@@ -20,7 +20,7 @@ from .studies.common import aa_control, classify, noise_band
 from .sweep import AA, REFERENCE
 
 # Columns that make two rows the same workload apart from the variant (whichever a study has).
-SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size", "strategy", "data"]
+SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size", "strategy", "data", "backend"]
 
 
 def _by_shape(frame: pd.DataFrame, shape: list[str]) -> pd.DataFrame:
@@ -61,7 +61,7 @@ def fastest(df: pd.DataFrame) -> str:
     if not len(ok):
         return ""
     who = ok.variant + (" · " + ok.strategy.astype(str) if "strategy" in ok and ok.strategy.nunique() > 1 else "")
-    shape = [c for c in SHAPE_COLUMNS if c in ok and c != "strategy"]
+    shape = [c for c in SHAPE_COLUMNS if c in ok and c not in ("strategy", "backend")]
     winners = who.loc[ok.groupby(shape, dropna=False, sort=False).median_s.idxmin()].value_counts()
     n = int(winners.sum())
     listed = ", ".join(f"{name} at {k}" for name, k in winners.items())

@@ -14,8 +14,8 @@ from importlib import metadata
 
 from . import paths
 
-LIBRARIES = ("torch", "transformers", "tokenizers", "tensorflow", "tf-keras", "onnx", "onnxruntime", "onnxscript", "numpy",
-             "scipy", "pandas", "papermill", "nbconvert", "studylib")
+LIBRARIES = ("torch", "transformers", "tokenizers", "tensorflow", "tf-keras", "keras", "jax", "jaxlib", "onnx",
+             "onnxruntime", "onnxscript", "numpy", "scipy", "pandas", "papermill", "nbconvert", "studylib")
 # The fields that decide whether an earlier measurement still stands (a re-run skips it).
 FINGERPRINT_KEYS = ("python", "os", "cpu_model", "logical_cpus", "gpu_name", "cuda", "libraries")
 

@@ -4,6 +4,8 @@ A CI built from one burst of samples in one process cannot see what changes betw
 process's memory landed, which phase the machine was in). So each replicate is a fresh Python
 process (`python -m studylib.replicates TASK`) that measures every pending group, and replicate r+1
 starts only when replicate r has finished the whole grid: the replicates of a group lie minutes apart.
+Groups that need a process environment of their own (sweep.process_env: study 05's Keras backend) run in
+one process per environment, one after another, within each replicate.
 
 Each replicate writes one part file per group as the group finishes (`<notebook>.parts/`, atomically).
 When a group has its k parts, its rows are combined (sweep.combine) and appended to the results table
@@ -50,6 +52,7 @@ class Task:
     frameworks: tuple[str, ...]
     parts_dir: str
     expectations: tuple = ()  # the study's (surprises.Expectation): a contradicted one profiles both sides
+    env_vars: dict | None = None  # what the process starts with (sweep.process_env: study 05's Keras backend)
 
 
 def _part_path(parts_dir: Path, group_key: str, replicate: int) -> Path:
@@ -87,7 +90,7 @@ def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], N
     from .threads import apply_threads
 
     if own_process:
-        apply_threads(task.threads, task.frameworks)
+        apply_threads(task.threads, _frameworks(task))
     parts_dir = Path(task.parts_dir)
     for group_key, group_id, configs in task.groups:
         write_json_atomic(_in_flight_path(parts_dir, task.replicate), {"group_key": group_key})
@@ -100,6 +103,15 @@ def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], N
         if after_group:
             after_group()
     _in_flight_path(parts_dir, task.replicate).unlink(missing_ok=True)
+
+
+def _frameworks(task: Task) -> tuple[str, ...]:
+    """The frameworks whose threads this process sets: TensorFlow only where it runs (a process on another Keras
+    backend would import it just to set its threads)."""
+    backend = (task.env_vars or {}).get("KERAS_BACKEND")
+    if backend is None:
+        return tuple(task.frameworks)
+    return tuple(f for f in task.frameworks if f != "tensorflow" or backend == "tensorflow")
 
 
 def _died_rows(configs: list[sweep.Config], task: Task, group_key: str, group_id: str, rc: int) -> list[dict]:
@@ -119,14 +131,16 @@ def _died_rows(configs: list[sweep.Config], task: Task, group_key: str, group_id
 def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False) -> int:
     """Run one replicate process on `task`; call `poll` every second while it runs; its exit code.
 
-    `in_process` measures in this process instead (tests, debugging): quicker to start, no isolation."""
+    `in_process` measures in this process instead (tests, debugging): quicker to start, no isolation, and the
+    task's environment variables are not applied (a Keras backend other than this process's is a skipped row)."""
     if in_process:
         _worker(task, own_process=False, after_group=poll)
         return 0
     with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as f:
         pickle.dump(task, f)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "studylib.replicates", f.name])
+        proc = subprocess.Popen([sys.executable, "-m", "studylib.replicates", f.name],
+                                env=os.environ | (task.env_vars or {}))
         try:
             while proc.poll() is None:
                 time.sleep(1.0)
@@ -189,8 +203,11 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
             need = [(key, ids[key], groups[key]) for key in groups if key in parts and r not in parts[key]]
             if not need:
                 break
+            # one process per environment (study 05: per Keras backend), in the order the groups come
+            env_vars = sweep.process_env(need[0][2])
+            need = [g for g in need if sweep.process_env(g[2]) == env_vars]
             task = Task(need, r, study, profile, env, measure_settings, parity_tolerance, seed, workloads, threads,
-                        frameworks, str(parts_dir), tuple(expectations))
+                        frameworks, str(parts_dir), tuple(expectations), env_vars)
             rc = _run_process(task, finalize, in_process)
             finalize()
             if rc != 0:

@@ -23,7 +23,7 @@ _S, _I, _F, _B, _L = (str,), (int,), (float, int), (bool,), (list,)
 # _mb megabytes, _pct percent). A failed row leaves the measured columns None.
 IDENTITY_COLUMNS = {
     "study": _S, "profile": _S, "config_key": _S, "model": _S, "variant": _S, "dtype": _S, "batch_size": _I,
-    "device": _S, "threads": _I, "seq_len": _I, "image_size": _I, "strategy": _S, "data": _S, "task": _S,
+    "device": _S, "threads": _I, "seq_len": _I, "image_size": _I, "strategy": _S, "data": _S, "backend": _S, "task": _S,
     "group_key": _S, "group_id": _S, "env_fingerprint": _S, "settings_hash": _S, "git_commit": _S, "status": _S,
     "error": _S,
 }

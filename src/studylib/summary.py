@@ -53,8 +53,8 @@ def results(profile: str, notebook: str) -> pd.DataFrame:
     keys = _grid_keys(profile, notebook)
     if keys is not None:
         df = df[df.config_key.isin(keys)]
-    workload = [c for c in ("model", "variant", "dtype", "batch_size", "device", "seq_len", "image_size", "strategy")
-                if c in df]
+    workload = [c for c in ("model", "variant", "dtype", "batch_size", "device", "seq_len", "image_size", "strategy",
+                            "backend") if c in df]
     if len(df) and "timestamp" in df:
         df = df.sort_values("timestamp", kind="stable").drop_duplicates(workload, keep="last")
     return df.reset_index(drop=True)

@@ -33,7 +33,7 @@ EXPECTS = ("faster", "equal")
 EQUIVALENCE = 1.05
 TOP = 10  # operators kept per profiled call
 CONFIG_FIELDS = ("model", "variant", "dtype", "batch_size", "device", "threads", "seq_len", "image_size", "strategy",
-                 "data")
+                 "data", "backend")
 
 
 @dataclass(frozen=True)
@@ -140,9 +140,11 @@ def torch_profile(call: Callable[[], Any], device: str = "cpu", top: int = TOP, 
 
     from torch.profiler import ProfilerActivity, profile
 
+    from .threads import PROFILER_NOISE, filtered_stderr
+
     cuda = device == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
+    with filtered_stderr(PROFILER_NOISE), profile(activities=activities) as prof:  # its start/stop markers kept out
         t0 = time.perf_counter()
         call()
         wall = time.perf_counter() - t0
@@ -165,6 +167,8 @@ def torch_profile(call: Callable[[], Any], device: str = "cpu", top: int = TOP, 
     return ops, note
 
 
+JAX_NOTE = ("not profiled: JAX's profiler writes a TensorBoard trace rather than per-operator totals of one call, "
+            "which this harness does not read")
 TF_NOTE = ("not profiled: TensorFlow's profiler writes a TensorBoard trace per session rather than per-operator totals "
            "of one call, which this harness does not read")
 
@@ -174,8 +178,11 @@ def profile_prepared(runtime, prepared, call: Callable[[], Any], device: str, to
     Prepared.profile; torch.profiler for PyTorch runtimes); (None, why) where it cannot be profiled."""
     if prepared.profile is not None:
         return prepared.profile(call, top)
-    if runtime.framework == "torch":
-        return torch_profile(call, device, top, runtime.family)
+    backend = getattr(runtime, "backend", None)  # Keras runtimes (study 05)
+    if runtime.framework == "torch" or backend == "torch":
+        return torch_profile(call, device, top, "compile" if runtime.uses_dynamo else runtime.family)
+    if backend == "jax":
+        return None, JAX_NOTE
     return None, TF_NOTE
 
 

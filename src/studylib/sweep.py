@@ -44,18 +44,35 @@ class Config:
     image_size: int | None = None
     strategy: str | None = None  # data-set studies: how texts are batched (see batching.STRATEGIES)
     data: str | None = None  # data-set studies: which data (corpus, sample, tokenizer; see dataset.data_tag)
+    # study 05: the Keras backend of the process this configuration runs in (fixed when Keras is imported, so
+    # each backend's groups run in processes of their own; see process_env). None: any process.
+    backend: str | None = None
 
     @property
     def key(self) -> str:
         size = f"s{self.seq_len}" if self.seq_len is not None else f"i{self.image_size}"
         key = f"{self.model}|{self.variant}|{self.device}|{self.dtype}|b{self.batch_size}|{size}|t{self.threads}"
-        return key + "".join(f"|{v}" for v in (self.strategy, self.data) if v is not None)
+        return key + "".join(f"|{v}" for v in (self.strategy, self.data) if v is not None) + (
+            f"|keras={self.backend}" if self.backend is not None else "")
 
     @property
     def shape_key(self) -> tuple:
         """Configurations sharing this key time the same model on the same inputs (by default, one group)."""
         return (self.model, self.dtype, self.device, self.batch_size, self.seq_len, self.image_size, self.strategy,
                 self.data)
+
+
+def process_env(configs: list[Config]) -> dict[str, str]:
+    """Environment variables the process measuring `configs` must start with: KERAS_BACKEND where they name a
+    Keras backend (one per group: a study groups by backend), and USE_TF=0 where that backend is not TensorFlow
+    (transformers would import TensorFlow beside it). Configurations needing different ones raise."""
+    backends = {c.backend for c in configs if c.backend is not None}
+    if len(backends) > 1:
+        raise ValueError(f"one process cannot run Keras backends {sorted(backends)} (Keras fixes it at import)")
+    if not backends:
+        return {}
+    backend = backends.pop()
+    return {"KERAS_BACKEND": backend} | ({"USE_TF": "0"} if backend != "tensorflow" else {})
 
 
 # Out-of-memory as PyTorch (CPU, CUDA), TensorFlow and ONNX Runtime word it.
@@ -267,7 +284,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     if not eager_is_reference:
         workloads.reference(c)  # computed now, outside this configuration's memory and timing
     stack.enter_context(runtime.context())  # held while the group is timed
-    compiled = _dynamo_counts() if runtime.family == "compile" else None
+    compiled = _dynamo_counts() if runtime.uses_dynamo else None
     with PeakMemory(c.device) as mem:
         t0 = time.perf_counter()
         prepared = runtime.prepare(w)
@@ -316,7 +333,7 @@ def _steady_recompilations(ready: list[_Prepared], before: dict[str, int] | None
     if before is None:
         return
     built = _dynamo_counts()["graphs"] - before["graphs"]
-    compiled = [p for p in ready if p.runtime.family == "compile" and p.row["status"] == "ok"]
+    compiled = [p for p in ready if p.runtime.uses_dynamo and p.row["status"] == "ok"]
     for p in compiled:
         if built == 0 or len(compiled) == 1:
             p.row["recompilations"] = built
@@ -374,7 +391,7 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
                 _fail(row, exc)
         calls = {p.config.key: p.call for p in ready}
         baseline = configs[0].key if configs[0].key in calls else None
-        graphs = _dynamo_counts() if any(p.runtime.family == "compile" for p in ready) else None
+        graphs = _dynamo_counts() if any(p.runtime.uses_dynamo for p in ready) else None
         rounds = measure_rounds(calls, baseline=baseline, seed=seed * 1000 + replicate,
                                 **group_budget(measure_settings, len(calls))) if calls else None
         for p in ready:

@@ -18,9 +18,14 @@ _TF_START_UP_NOISE = re.compile(r"WARNING: All log messages before absl::Initial
                                 r"E\d{4} .*failed call to cuInit")
 
 
+# The PyTorch profiler's (Kineto's) trace markers, printed to stderr at each profiler start and stop.
+PROFILER_NOISE = re.compile(r"USDT:")
+
+
 @contextmanager
-def _tensorflow_start_up_log():
-    """Keep TensorFlow's start-up log (see _TF_START_UP_NOISE) out of the notebook; pass other lines on."""
+def filtered_stderr(noise: re.Pattern):
+    """Run the block with the process's stderr (file descriptor 2, which C++ libraries write to) captured; pass on
+    every line that `noise` does not match."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as log:
@@ -32,9 +37,14 @@ def _tensorflow_start_up_log():
             os.close(saved)
             log.seek(0)
             kept = [line for line in log.read().decode(errors="replace").splitlines()
-                    if line.strip() and not _TF_START_UP_NOISE.match(line)]
+                    if line.strip() and not noise.match(line)]
             if kept:
                 print("\n".join(kept), file=sys.stderr)
+
+
+def tensorflow_start_up_log():
+    """Keep TensorFlow's start-up log (see _TF_START_UP_NOISE) out of the notebook; pass other lines on."""
+    return filtered_stderr(_TF_START_UP_NOISE)
 
 
 def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> None:
@@ -56,7 +66,7 @@ def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> Non
     except RuntimeError:
         pass  # already fixed for this process (it can be set once); recorded as found in the environment
     if "tensorflow" in frameworks:
-        with _tensorflow_start_up_log():
+        with tensorflow_start_up_log():
             import tensorflow as tf
 
             gpus = tf.config.list_physical_devices("GPU")

@@ -7,6 +7,7 @@ Adding a runtime is one class in a family file plus one line in REGISTRY.
 from __future__ import annotations
 
 from .base import Prepared, Runtime, RuntimeUnavailable
+from .keras import all_runtimes as keras_runtimes
 from .onnxrt import OnnxRuntime
 from .pytorch import TorchCompiled, TorchDynamicInt8, TorchEager, TorchEagerCopy, TorchScript
 from .tensorflow import TFEager, TFFunction
@@ -29,6 +30,7 @@ REGISTRY: dict[str, Runtime] = {
         OnnxRuntime("optimized"),
         OnnxRuntime("int8"),
         OnnxRuntime("tensorrt"),
+        *keras_runtimes(),
     ]
 }
 

@@ -56,7 +56,12 @@ class Runtime:
     name: str = ""
     framework: str = "torch"  # which model the workload hands it: "torch" or "tensorflow"
     precision: str | None = None  # "int8" for quantized runtimes: parity uses that tolerance, not the dtype's
-    family: str = "eager"  # what kind of runtime: eager, compile, torchscript, int8, tensorflow or onnxruntime
+    family: str = "eager"  # what kind of runtime: eager, compile, torchscript, int8, tensorflow, onnxruntime or keras
+
+    @property
+    def uses_dynamo(self) -> bool:
+        """Whether its first call compiles with torch.compile (dynamo's graphs and breaks are counted into its row)."""
+        return self.family == "compile"
 
     def warm_up(self) -> float:
         """One-time, untimed start-up cost of the runtime in this process (seconds spent; 0 if none)."""

@@ -1,0 +1,399 @@
+"""Study 05: Keras 3 on its JAX, TensorFlow and PyTorch backends, next to native PyTorch (eager and compiled).
+
+Keras fixes its backend at import, so each backend's configurations run in processes of their own (a group per
+backend and shape; sweep.process_env). Every group also times native eager PyTorch and its A/A copy, so each
+Keras variant's speed-up over native eager is paired round by round in its own process; comparisons between
+backends (and with native torch.compile, timed in the torch backend's groups) are ratios of those paired
+speed-ups, their CIs combined. Keras variants share one set of weights (keras_models) and are checked against
+one Keras output per shape; the native model has its own random weights and is checked against eager PyTorch.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pandas as pd
+from pydantic import Field, field_validator
+
+from .. import claims as seedclaims
+from .. import roofline, runtimes, stats, surprises
+from ..models import MODELS
+from ..profiles import Grid
+from ..runtimes.keras import BACKENDS
+from ..sweep import AA, REFERENCE, Config
+from .base import Analysis, Comparison, Study, register
+from .common import aa_control, aa_finding, describe_ci, drift_finding, fmt_x, latency_table, noise_band  # noqa: F401
+
+NOTEBOOK = "05_keras_backends"
+SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
+GROUP_COLUMNS = [*SHAPE_COLUMNS, "backend"]
+NATIVE_COMPILED = "compile-default"
+KERAS2 = "keras2-tensorflow"
+KERAS_MODELS = ("bert-base", "bert-tiny", "resnet-50")  # the models keras_models can build
+KerasVariant = Literal["eager", "compile-default",
+                       "keras-torch", "keras-torch-jit", "keras-torch-call",
+                       "keras-tensorflow", "keras-tensorflow-jit", "keras-tensorflow-call",
+                       "keras-jax", "keras-jax-jit", "keras-jax-call", "keras2-tensorflow"]
+# What each runtime is for: JIT should beat its backend's op-by-op predict, torch.compile eager PyTorch; a replicate
+# that contradicts one profiles a call of each (surprises.py; only PyTorch calls are profiled).
+EXPECTATIONS = (surprises.Expectation(NATIVE_COMPILED, REFERENCE), surprises.Expectation("keras-jax-jit", "keras-jax"),
+                surprises.Expectation("keras-torch-jit", "keras-torch"))
+
+
+def backend_of(variant: str) -> str | None:
+    """The Keras backend a variant needs (None: native PyTorch, which runs in every backend's process)."""
+    runtime = runtimes.get(variant)
+    return getattr(runtime, "backend", None) if runtime.family == "keras" else None
+
+
+def is_keras3(variant: str) -> bool:
+    return runtimes.family(variant) == "keras" and variant != KERAS2
+
+
+class KerasBackends(Grid):
+    """Section of study 05: Keras 3 backends (and Keras 2) next to native PyTorch on the same shapes."""
+
+    variants: list[KerasVariant]
+    image_size: int = Field(224, ge=32, description="keras.applications.ResNet50 takes 32 pixels or more")
+
+    @field_validator("models")
+    @classmethod
+    def _mirrored(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if name in MODELS and name not in KERAS_MODELS:
+                raise ValueError(f"{name!r} has no Keras twin (study 05 mirrors {', '.join(KERAS_MODELS)})")
+        return v
+
+    @field_validator("variants")
+    @classmethod
+    def _some_keras(cls, v: list[str]) -> list[str]:
+        if not any(backend_of(x) for x in v):
+            raise ValueError("name at least one Keras variant (keras-<backend>[-jit|-call] or keras2-tensorflow)")
+        return v
+
+
+def configs(section: KerasBackends, *, device: str, threads: int) -> list[Config]:
+    """Every configuration, a backend's groups together (torch first: its process makes the shared Keras weights
+    and references), and within a group native eager first (the baseline), its A/A copy, native torch.compile
+    (in the first backend's groups only: torch's when it has Keras variants), then the backend's Keras variants."""
+    backends = [b for b in BACKENDS if any(backend_of(v) == b for v in section.variants)]
+    out = []
+    for backend in backends:
+        native = [REFERENCE, AA] + ([NATIVE_COMPILED] if backend == backends[0] and NATIVE_COMPILED in section.variants
+                                    else [])
+        keras = [v for v in section.variants if backend_of(v) == backend]
+        for model, dtype, batch, seq in section.shapes():
+            out += [Config(model, v, dtype, batch, device, threads, seq_len=seq,
+                           image_size=None if seq is not None else section.image_size, backend=backend)
+                    for v in native + keras]
+    return out
+
+
+def group_by(c: Config) -> tuple:
+    """Rounds are shared by one backend's variants of one shape (a process runs one Keras backend)."""
+    return (c.backend, *c.shape_key)
+
+
+def estimate_s(c: Config, section: KerasBackends, measure: dict, speed: float = 1.0) -> float:
+    """A rough wall-time guess for `plan`, per replicate: model build, compile, warm-up and the minimum rounds.
+
+    Calibrated on 2 CPU cores (ResNet-50 224² b1 fp32: native eager ~0.1 s, Keras op by op 2-5× that)."""
+    big = not c.model.endswith("tiny")
+    vision = c.image_size is not None
+    size = c.batch_size * ((c.image_size / 224) ** 2 if vision else (c.seq_len or 128) / 128)
+    per_call = (0.1 if big else 0.002) * size
+    if c.variant.endswith("-call") or c.variant in ("keras-jax", "keras-torch"):
+        per_call *= 3 if big else 6  # op by op through Keras layers
+    if c.dtype == "bf16" and c.device == "cpu":
+        per_call *= 8
+    compile_s = 0.0
+    if c.variant == NATIVE_COMPILED or c.variant == "keras-torch-jit":
+        compile_s = (25.0 if vision else 14.0) if big else 4.0
+    elif c.variant.endswith("-jit") or c.variant in ("keras-tensorflow", KERAS2):
+        compile_s = (4.0 if big else 0.5)
+    build_s = (3.0 if big else 0.3) if backend_of(c.variant) else 0.0
+    calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
+    return measure["replicates"] * (build_s + compile_s + max(per_call / speed, measure["block_s"]) * calls
+                                    + measure["min_time_s"] / 6)
+
+
+SPEEDUP_COLUMNS = [*GROUP_COLUMNS, "variant", "baseline", "status", "error", "speedup", "ci_low", "ci_high"]
+
+
+def speedups(df: pd.DataFrame) -> pd.DataFrame:
+    """Every variant of a group over the group's native eager PyTorch, paired by round (its own process).
+
+    A side that failed keeps a row with its status and message and no ratio, so figures mark the cell."""
+    out = []
+    for key, g in df.groupby(GROUP_COLUMNS, dropna=False, sort=False):
+        by = {r.variant: r for _, r in g.iterrows()}
+        base = by.get(REFERENCE)
+        for variant, r in by.items():
+            if variant == REFERENCE:
+                continue
+            rec = dict(zip(GROUP_COLUMNS, key)) | {"variant": variant, "baseline": REFERENCE, "status": r.status,
+                                                   "error": r.error}
+            if base is None or base.status != "ok":
+                rec |= {"status": base.status if base is not None else "missing",
+                        "error": f"eager: {base.error if base is not None else 'no row'}"}
+            elif r.status == "ok":
+                s = stats.speedup(base, r)
+                rec |= {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
+            out.append(rec)
+    return pd.DataFrame(out, columns=SPEEDUP_COLUMNS)
+
+
+def _shape_label(row) -> str:
+    size = f"s{int(row['seq_len'])}" if pd.notna(row.get("seq_len")) else f"{int(row['image_size'])}px"
+    return f"{row['model']} {row['dtype']} b{int(row['batch_size'])} {size}"
+
+
+def _triple(r) -> tuple[float, float, float]:
+    return float(r["speedup"]), float(r["ci_low"]), float(r["ci_high"])
+
+
+BACKEND_COLUMNS = ["shape", *SHAPE_COLUMNS, "fastest", "fastest over native eager", "runner-up",
+                   "fastest over runner-up", "ratio", "ci_low", "ci_high", "decided"]
+
+
+def backend_table(sp: pd.DataFrame) -> pd.DataFrame:
+    """Per shape: each Keras 3 backend's best variant (by its speed-up over native eager in its own process), the
+    fastest backend, and its lead over the runner-up backend (a ratio of the two paired speed-ups, with CI)."""
+    ok = sp[sp.speedup.notna() & sp.variant.map(is_keras3)]
+    out = []
+    for key, g in ok.groupby(SHAPE_COLUMNS, dropna=False, sort=False):
+        best = g.loc[g.groupby("backend").speedup.idxmax()].sort_values("speedup", ascending=False)
+        top = best.iloc[0]
+        rec = dict(zip(SHAPE_COLUMNS, key)) | {"shape": _shape_label(top), "fastest": top.variant,
+                                               "fastest over native eager": describe_ci(top)}
+        if len(best) > 1:
+            second = best.iloc[1]
+            v, lo, hi = seedclaims.ratio_of_ratios(_triple(top), _triple(second))
+            rec |= {"runner-up": second.variant, "fastest over runner-up": seedclaims.fmt_ci(v, lo, hi),
+                    "ratio": v, "ci_low": lo, "ci_high": hi, "decided": bool(lo > 1)}
+        out.append(rec)
+    return pd.DataFrame(out, columns=BACKEND_COLUMNS)
+
+
+NATIVE_COLUMNS = ["shape", *SHAPE_COLUMNS, "best Keras 3", "over native eager", "over native compiled",
+                  "ratio", "ci_low", "ci_high", "vs_eager", "vs_eager_low", "vs_eager_high"]
+
+
+def native_table(sp: pd.DataFrame) -> pd.DataFrame:
+    """Per shape: the fastest Keras 3 variant over native eager PyTorch (paired in its process) and over native
+    torch.compile (that speed-up divided by compiled-over-eager from the torch backend's process)."""
+    ok = sp[sp.speedup.notna()]
+    out = []
+    for key, g in ok.groupby(SHAPE_COLUMNS, dropna=False, sort=False):
+        keras = g[g.variant.map(is_keras3)]
+        if not len(keras):
+            continue
+        top = keras.loc[keras.speedup.idxmax()]
+        rec = dict(zip(SHAPE_COLUMNS, key)) | {"shape": _shape_label(top), "best Keras 3": top.variant,
+                                               "over native eager": describe_ci(top), "vs_eager": top.speedup,
+                                               "vs_eager_low": top.ci_low, "vs_eager_high": top.ci_high}
+        compiled = g[g.variant == NATIVE_COMPILED]
+        if len(compiled):
+            v, lo, hi = seedclaims.ratio_of_ratios(_triple(top), _triple(compiled.iloc[0]))
+            rec |= {"over native compiled": seedclaims.fmt_ci(v, lo, hi), "ratio": v, "ci_low": lo, "ci_high": hi}
+        out.append(rec)
+    return pd.DataFrame(out, columns=NATIVE_COLUMNS)
+
+
+def keras2_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Keras 3 over Keras 2 on TensorFlow, both predict_on_batch in graph mode, paired in the same rounds."""
+    ok = df[df.status == "ok"]
+    out = []
+    for key, g in ok.groupby(GROUP_COLUMNS, dropna=False, sort=False):
+        by = {r.variant: r for _, r in g.iterrows()}
+        if KERAS2 in by and "keras-tensorflow" in by:
+            s = stats.speedup(by[KERAS2], by["keras-tensorflow"])
+            out.append(dict(zip(GROUP_COLUMNS, key)) | {"shape": _shape_label(by[KERAS2]), "speedup": s.ratio,
+                                                        "ci_low": s.ci_low, "ci_high": s.ci_high})
+    return pd.DataFrame(out, columns=["shape", *GROUP_COLUMNS, "speedup", "ci_low", "ci_high"])
+
+
+def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
+    """What each variant costs before steady state: the first call (tracing, XLA or torch.compile), per model, as
+    the range over shapes, and for torch.compile (native, and Keras's jit on torch) the graphs dynamo built and the
+    places it stopped tracing (most over replicates). Building a Keras model and loading the shared weights come
+    before and are not counted."""
+    ok = df[df.status == "ok"]
+    rows = []
+    for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
+        rows.append({"model": model, "variant": variant,
+                     "first call (s)": f"{g.first_call_s.min():.2f}–{g.first_call_s.max():.2f}",
+                     "first call ÷ steady call": f"{(g.first_call_s / g.median_s).median():.0f}× (median)",
+                     "torch.compile graphs": "" if g.compilations.isna().all() else int(g.compilations.max()),
+                     "graph breaks": "" if g.graph_breaks.isna().all() else int(g.graph_breaks.max())})
+    return pd.DataFrame(rows)
+
+
+def _geo(cells: pd.DataFrame) -> tuple[float, float, float]:
+    return seedclaims.combine([_triple(r) for _, r in cells.iterrows()])
+
+
+def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native: pd.DataFrame,
+             keras2: pd.DataFrame) -> list[str]:
+    """Findings as markdown bullets, every number computed from the results."""
+    aa = aa_control(df, GROUP_COLUMNS)
+    lines = [aa_finding(aa)]
+    if len(backends):
+        wins = backends.fastest.map(backend_of).value_counts()
+        decided = int(backends.decided.fillna(False).sum())
+        lines.append("**Fastest Keras 3 backend** per shape (its best call mode, by speed-up over native eager in its "
+                     "own process): " + ", ".join(f"{b} in {n}" for b, n in wins.items())
+                     + f" of {len(backends)} shapes; the lead over the runner-up backend is outside its CI in {decided}.")
+    ok = sp[sp.speedup.notna()]
+    for backend in BACKENDS:
+        mine = ok[ok.backend == backend]
+        parts = []
+        for variant, g in mine[mine.variant.map(is_keras3)].groupby("variant", sort=False):
+            parts.append(f"{variant} {fmt_x(_geo(g)[0])}")
+        if parts:
+            lines.append(f"On the {backend} backend, speed-up over native eager PyTorch (geometric mean over shapes): "
+                         + ", ".join(parts) + ".")
+    if len(native):
+        over = native[native.ratio.notna()]
+        text = (f"**Keras 3 vs native PyTorch**: the fastest Keras 3 variant beats native eager in "
+                f"{int((native.vs_eager_low > 1).sum())} of {len(native)} shapes (more than 1.5× in "
+                f"{int((native.vs_eager > 1.5).sum())})")
+        if len(over):
+            g, lo, hi = seedclaims.combine([(r.ratio, r.ci_low, r.ci_high) for _, r in over.iterrows()])
+            text += (f"; over native torch.compile it is {fmt_x(g)} (95% CI {lo:.2f}–{hi:.2f}×, geometric mean over "
+                     f"{len(over)} shapes), faster in {int((over.ci_low > 1).sum())}, slower in "
+                     f"{int((over.ci_high < 1).sum())}")
+        lines.append(text + ".")
+    if len(keras2):
+        g, lo, hi = _geo(keras2)
+        lines.append(f"**Keras 3 over Keras 2** (TensorFlow, predict_on_batch, graph mode): {fmt_x(g)} (95% CI "
+                     f"{lo:.2f}–{hi:.2f}×) over {len(keras2)} shape(s).")
+    calls = []
+    for backend in BACKENDS:
+        a = ok[(ok.variant == f"keras-{backend}") & (ok.backend == backend)].set_index(SHAPE_COLUMNS)
+        b = ok[(ok.variant == f"keras-{backend}-call") & (ok.backend == backend)].set_index(SHAPE_COLUMNS)
+        both = a.index.intersection(b.index)
+        if len(both):
+            v, lo, hi = seedclaims.ratio_of_ratios(_geo(a.loc[both].reset_index()), _geo(b.loc[both].reset_index()))
+            calls.append(f"{backend} {fmt_x(v)} ({lo:.2f}–{hi:.2f}×)")
+    if calls:
+        lines.append("predict_on_batch over a direct model call (same backend; above 1, predict is faster): "
+                     + ", ".join(calls) + ". TensorFlow's predict runs a traced graph, so a direct (eager) call pays "
+                     "Python per op; JAX and PyTorch run op by op either way, and predict adds its input handling.")
+    measured = df[df.status == "ok"]
+    dynamo = measured[measured.compilations.notna() & measured.variant.isin([NATIVE_COMPILED, "keras-torch-jit"])]
+    if len(dynamo):
+        per = dynamo.groupby("variant", sort=False).agg(graphs=("compilations", "median"),
+                                                        breaks=("graph_breaks", "median"))
+        lines.append("torch.compile's first call, median over shapes: " + "; ".join(
+            f"{v} built {r.graphs:.0f} graph(s) with {r.breaks:.0f} graph break(s)" for v, r in per.iterrows())
+            + ". Where dynamo breaks a model into many graphs (Keras's layers call Python between ops), compiled code "
+              "runs between interpreted pieces and gains little.")
+    if len(measured):
+        keras = measured[measured.variant.map(lambda v: runtimes.family(v) == "keras")]
+        native_rows = measured[~measured.index.isin(keras.index)]
+        bad = measured[measured.parity_ok == False]  # noqa: E712
+        worst = keras.groupby(keras.variant.map(backend_of)).max_abs_diff.max() if len(keras) else pd.Series()
+        lines.append("Parity: Keras variants against the shape's shared Keras output (same weights on every backend), "
+                     "largest max-abs difference " + ", ".join(f"{b} {v:.1e}" for b, v in worst.items())
+                     + f"; native variants against eager PyTorch {native_rows.max_abs_diff.max():.1e}; "
+                     + (f"**{len(bad)} configuration(s) exceed the tolerance**: " + ", ".join(
+                         f"{r['variant']} {_shape_label(r)}" for _, r in bad.iterrows()) if len(bad)
+                        else "all within tolerance."))
+    failed = df[df.status != "ok"]
+    if len(failed):
+        parts = [f"{v} ({', '.join(f'{n} {s}' for s, n in g.status.value_counts().items())}): {g.error.iloc[0]}"
+                 for v, g in failed.groupby("variant", sort=False)]
+        lines.append(f"{len(failed)} of {len(df)} configurations did not run; they are marked in the figures — "
+                     + "; ".join(parts))
+    else:
+        lines.append("Every configuration ran.")
+    if len(measured):
+        noisy = measured.loc[measured.cv.astype(float).idxmax()]
+        lines.append(f"Noise: CV {measured.cv.min():.1%}–{measured.cv.max():.1%} (noisiest: {noisy['variant']} "
+                     f"{_shape_label(noisy)}).")
+    drift = drift_finding(df)
+    return lines + ([drift] if drift else [])
+
+
+def _band(df: pd.DataFrame) -> float:
+    return noise_band(aa_control(df, GROUP_COLUMNS))
+
+
+def fastest_backend(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'no backend is consistently fastest': holds when the fastest Keras 3 backend differs between
+    shapes (counting shapes where its lead over the runner-up is outside the CI)."""
+    b = tables["backends"]  # every model: the claim is that the winner changes with the model
+    decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
+    if len(b) < 2 or not len(decided):
+        return seedclaims.NotAnswered(f"the fastest backend is decided in {len(decided)} of {len(b)} shape(s); "
+                                      f"two decided shapes are needed")
+    winners = decided.fastest.map(backend_of)
+    rows = df[df.status == "ok"]
+    return seedclaims.Measurement(None, None, None, "fastest backend (decided shapes): " + "; ".join(
+        f"{s}: {w}" for s, w in zip(decided["shape"], winners)), rows=seedclaims.matching(rows, claim),
+        holds=winners.nunique() > 1)
+
+
+def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "compiled"):
+    """Seed 002's 'Keras 3 beats native PyTorch, up to 3.9×': the largest per-shape speed-up of the fastest Keras 3
+    variant over native PyTorch (`compiled`, as the seed's torch.compile, or `eager`), with its CI."""
+    n = seedclaims.matching(tables["native"], claim)
+    col, lo_col, hi_col = ("ratio", "ci_low", "ci_high") if against == "compiled" else \
+        ("vs_eager", "vs_eager_low", "vs_eager_high")
+    n = n[n[col].notna()]
+    if not len(n):
+        return seedclaims.NotAnswered(f"no shape has both a Keras 3 variant and native {against} PyTorch")
+    best = n.loc[n[col].astype(float).idxmax()]
+    rows = seedclaims.matching(df[df.status == "ok"], claim)
+    return seedclaims.Measurement(float(best[col]), float(best[lo_col]), float(best[hi_col]),
+                                  f"largest over native {against} PyTorch: {best['best Keras 3']} at {best['shape']}; "
+                                  f"more than 1.5× in {int((n[col] > 1.5).sum())} of {len(n)} shapes",
+                                  rows=rows, band=_band(df))
+
+
+def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'Keras 3 is always faster than Keras 2': the geometric mean over shapes of Keras 3 over Keras 2
+    on TensorFlow (predict_on_batch), with its CI."""
+    k = tables["keras 2"]
+    if not len(k):
+        return seedclaims.NotAnswered("Keras 2 and Keras 3 on TensorFlow were not both measured on any shape")
+    g, lo, hi = _geo(k)
+    rows = df[(df.status == "ok") & df.variant.isin([KERAS2, "keras-tensorflow"])]
+    return seedclaims.Measurement(g, lo, hi, f"keras-tensorflow over keras2-tensorflow, geometric mean over {len(k)} "
+                                  f"shape(s): " + "; ".join(f"{s} {r.speedup:.2f}×" for s, (_, r)
+                                                            in zip(k["shape"], k.iterrows())),
+                                  rows=rows, band=_band(df))
+
+
+def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+    """Speed-ups over native eager per backend process, the fastest backend per shape, Keras 3 vs native and vs
+    Keras 2, first-call costs, findings, seed claims; the roofline with `peaks` (the machine's limits)."""
+    sp = speedups(df)
+    tables = {"speedups": sp, "backends": backend_table(sp), "native": native_table(sp), "keras 2": keras2_table(df),
+              "first call": first_call_table(df)}
+    band = _band(df)
+    analysis = Analysis(tables=tables, findings=findings(df, sp, tables["backends"], tables["native"],
+                                                         tables["keras 2"]),
+                        claims=seedclaims.study_claims(NOTEBOOK, df, tables))
+    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v not in (REFERENCE, AA)]
+    analysis = roofline.attach(analysis, df, peaks, pairs, GROUP_COLUMNS, band=band)
+    return surprises.attach(analysis, df, EXPECTATIONS, band)
+
+
+STUDY = register(Study(
+    NOTEBOOK, KerasBackends, configs, estimate_s, analyse, group_by=group_by,
+    frameworks=("torch", "tensorflow"),
+    comparisons=(
+        Comparison("Keras 3 (JAX, jit) over eager PyTorch", "keras-jax-jit", "eager",
+                   shape=(*SHAPE_COLUMNS, "backend")),
+        Comparison("Keras 3 (TensorFlow, predict) over eager PyTorch", "keras-tensorflow", "eager",
+                   shape=(*SHAPE_COLUMNS, "backend")),
+        Comparison("Keras 3 (PyTorch, predict) over eager PyTorch", "keras-torch", "eager",
+                   shape=(*SHAPE_COLUMNS, "backend")),
+    ),
+    on_gpu=("On a GPU the per-op Python cost of eager backends hides behind asynchronous kernel launches (except in "
+            "predict_on_batch's host copies) and XLA's fusion matters more, so jit variants and the backend ranking can "
+            "change; seed 002 measured an A100 in bf16."),
+    expectations=EXPECTATIONS,
+))
