@@ -168,6 +168,38 @@ def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "varia
     return _finish(fig, axes, title, caption)
 
 
+def forest(sp: pd.DataFrame, *, label: str = "variant", color: str = "backend", col: str = "workload",
+           title: str = "", xlabel: str = "speed-up over eager (×, log scale)", caption: str = ""):
+    """Speed-ups as a forest plot: one line per `label` with its 95% CI as a bar on a log axis, coloured by `color`,
+    one panel per `col`; 1 (no change) dashed; a failed or skipped row is written at 1 with its status."""
+    cols = list(dict.fromkeys(sp[col]))
+    labels = list(dict.fromkeys(sp[label]))
+    colours = {c: plt.cm.tab10(i % 10) for i, c in enumerate(dict.fromkeys(sp[color]))}
+    fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols) + 1.6, 0.32 * len(labels) + 1.6), squeeze=False,
+                             sharey=True)
+    for j, c in enumerate(cols):
+        ax = axes[0][j]
+        sel = sp[sp[col] == c]
+        for t in sel.itertuples():
+            y = labels.index(getattr(t, label))
+            hue = colours[getattr(t, color)]
+            if pd.notna(t.speedup):
+                ax.errorbar([t.speedup], [y], xerr=[[t.speedup - t.ci_low], [t.ci_high - t.speedup]], fmt="o",
+                            color=hue, capsize=3, label=str(getattr(t, color)))
+            else:
+                ax.text(1.0, y, f" {t.status}", va="center", fontsize=7, color="crimson")
+        ax.axvline(1.0, color="grey", lw=1, ls="--")
+        ax.set_xscale("log")
+        _plain_log_axis(ax.xaxis)
+        ax.set_yticks(range(len(labels)), labels)
+        ax.set_ylim(-0.7, len(labels) - 0.3)
+        ax.invert_yaxis()
+        ax.set_title(str(c), fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3, axis="x")
+    return _finish(fig, axes, title, caption)
+
+
 def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row: str = "model", col: str = "pair",
             title: str = "", caption: str = ""):
     """Speed-up per cell of a y × x grid, one panel per `row` × `col`; annotated with ratio and 95% CI.

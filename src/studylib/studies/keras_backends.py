@@ -208,9 +208,10 @@ def keras2_table(df: pd.DataFrame) -> pd.DataFrame:
         by = {r.variant: r for _, r in g.iterrows()}
         if KERAS2 in by and "keras-tensorflow" in by:
             s = stats.speedup(by[KERAS2], by["keras-tensorflow"])
-            out.append(dict(zip(GROUP_COLUMNS, key)) | {"shape": _shape_label(by[KERAS2]), "speedup": s.ratio,
-                                                        "ci_low": s.ci_low, "ci_high": s.ci_high})
-    return pd.DataFrame(out, columns=["shape", *GROUP_COLUMNS, "speedup", "ci_low", "ci_high"])
+            rec = {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
+            out.append(dict(zip(GROUP_COLUMNS, key)) | rec | {"shape": _shape_label(by[KERAS2]),
+                                                              "Keras 3 over Keras 2": describe_ci(rec)})
+    return pd.DataFrame(out, columns=["shape", *GROUP_COLUMNS, "Keras 3 over Keras 2", "speedup", "ci_low", "ci_high"])
 
 
 def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
