@@ -68,8 +68,16 @@ def fastest(df: pd.DataFrame) -> str:
     return f"**Lowest median latency** per shape: {listed} of {n} shape{'s' * (n != 1)}."
 
 
+def whole_models(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of whole models: study 02's single-operation micro-benchmarks (task "op") have their own table,
+    and pooling them into a headline speed-up or the fastest-variant count would mix two questions."""
+    return df[df.task != "op"] if "task" in df else df
+
+
 def headlines(notebook: str, df: pd.DataFrame) -> list[str]:
-    """The study's headline findings (markdown), computed from its rows; empty when nothing ran ok."""
+    """The study's headline findings (markdown), computed from its rows (whole models only); empty when nothing
+    ran ok."""
+    df = whole_models(df)
     if not len(df) or not (df.status == "ok").any():
         return []
     aa = _aa(df)

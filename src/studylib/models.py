@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-Kind = Literal["text", "vision"]
+Kind = Literal["text", "vision", "op"]  # op: one framework operation on a (batch, seq, hidden) tensor
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ FAMILIES = {
                                  "TFRobertaForSequenceClassification", position_offset=2),
     "resnet": Family("ResNetConfig", "ResNetForImageClassification", "TFResNetForImageClassification",
                      inputs=("pixel_values",)),
+    # Seed 001's "unusual" operations, one per model: no transformers class (see OPS); inputs are made here.
+    "op": Family("", "", "", inputs=("x",)),
 }
 
 # Defaults of each config class that the registry relies on (no transformers import needed to validate).
@@ -93,6 +95,12 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("roberta-tiny-classifier", "text", "roberta-classifier", _TINY["roberta"] | dict(num_labels=2),
                   mirrors="a 2-layer RoBERTa classifier for tests"),
         ModelSpec("resnet-50", "vision", "resnet", {}, mirrors="microsoft/resnet-50 (25.6M parameters)"),
+        # Single operations on a (batch, seq_len, 768) fp32 tensor, sized by the grid's batch × sequence: seed 001's
+        # "unusual ops" (argmax, slicing) where PyTorch was said to be much slower than TensorFlow.
+        ModelSpec("op-argmax", "op", "op", dict(op="argmax", hidden_size=768),
+                  mirrors="argmax over the last axis of a (batch, seq, 768) tensor (seed 001)"),
+        ModelSpec("op-gather", "op", "op", dict(op="gather", hidden_size=768),
+                  mirrors="strided slice x[:, ::2] then an index gather along the sequence (seed 001)"),
         ModelSpec(
             "resnet-tiny",
             "vision",
@@ -178,14 +186,47 @@ def _config(s: ModelSpec, attention: str | None = None):
     return config
 
 
+def _torch_op(op: str):
+    """A one-operation nn.Module: `argmax` over the last axis; `gather`, a strided slice then an index gather."""
+    import torch
+
+    class Argmax(torch.nn.Module):
+        def forward(self, x):
+            return x.argmax(-1)
+
+    class Gather(torch.nn.Module):
+        def forward(self, x, index):
+            return x[:, ::2].index_select(1, index)
+
+    return {"argmax": Argmax, "gather": Gather}[op]().eval()
+
+
+class TFOp:
+    """The TensorFlow twin of `_torch_op`: the same operation on the same inputs."""
+
+    def __init__(self, op: str):
+        self.op = op
+
+    def __call__(self, *inputs):
+        import tensorflow as tf
+
+        if self.op == "argmax":
+            return tf.argmax(inputs[0], axis=-1)
+        x, index = inputs
+        return tf.gather(x[:, ::2], index, axis=1)
+
+
 def build_torch(name: str, *, seed: int = 0, dtype: str = "fp32", device: str = "cpu", attention: str | None = None):
     """The PyTorch model for a registry name, random weights from `seed`, in eval mode.
 
     `attention` picks transformers' attention implementation ("eager", "sdpa"; None: its default)."""
     import torch
-    import transformers
 
     s = spec(name)
+    if s.kind == "op":
+        return _torch_op(s.config["op"]).to(device=device)
+    import transformers
+
     fam = FAMILIES[s.family]
     torch.manual_seed(seed)
     with _quiet_transformers():
@@ -203,17 +244,19 @@ class TFFirstOutput:
         return self.model(**dict(zip(self.names, inputs)), training=False)[0]
 
 
-def build_tf_from_torch(name: str, torch_module) -> TFFirstOutput:
+def build_tf_from_torch(name: str, torch_module) -> TFFirstOutput | TFOp:
     """The TensorFlow twin of a model built by `build_torch`, holding the same weights.
 
     The TF class is built from the same config and the PyTorch weights are copied in memory with
     transformers' own converter (what `from_pretrained(..., from_pt=True)` runs), so both frameworks
     compute the same function; the caller checks that on real inputs.
     """
+    s = spec(name)
+    if s.kind == "op":
+        return TFOp(s.config["op"])
     import transformers
     from transformers.modeling_tf_pytorch_utils import load_pytorch_weights_in_tf2_model
 
-    s = spec(name)
     fam = FAMILIES[s.family]
     with _quiet_transformers():
         model = getattr(transformers, fam.tf_class)(_config(s))
@@ -226,11 +269,19 @@ def build_tf_from_torch(name: str, torch_module) -> TFFirstOutput:
 
 def torch_inputs(name: str, *, batch_size: int, seq_len: int | None = None, image_size: int | None = None,
                  dtype: str = "fp32", device: str = "cpu", seed: int = 0) -> tuple:
-    """Fixed-seed inputs: token ids and an all-ones mask for text, pixel values for vision."""
+    """Fixed-seed inputs: token ids and an all-ones mask for text, pixel values for vision; for an operation, a
+    (batch, seq_len, hidden) tensor (and, for gather, indices into its strided slice's ceil(seq_len / 2) rows)."""
     import torch
 
     s = spec(name)
     g = torch.Generator().manual_seed(seed)
+    if s.kind == "op":
+        x = torch.randn(batch_size, seq_len, s.config["hidden_size"], generator=g)
+        x = x.to(device=device, dtype=getattr(torch, TORCH_DTYPES[dtype]))
+        if s.config["op"] != "gather":
+            return (x,)
+        rows = (seq_len + 1) // 2
+        return x, torch.randint(0, rows, (max(1, seq_len // 2),), generator=g).to(device)
     if s.kind == "text":
         ids = torch.randint(0, s.vocab_size, (batch_size, seq_len), generator=g)
         return ids.to(device), torch.ones_like(ids).to(device)
@@ -248,7 +299,7 @@ def torch_workload(name: str, *, batch_size: int, seq_len: int | None = None, im
     inputs = torch_inputs(name, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
                           dtype=dtype, device=device, seed=seed)
     return Workload(name, s.kind, module, inputs, dtype, device, batch_size,
-                    seq_len if s.kind == "text" else None, image_size if s.kind == "vision" else None)
+                    seq_len if s.kind in ("text", "op") else None, image_size if s.kind == "vision" else None)
 
 
 def tf_workload(w: Workload, tf_module: TFFirstOutput) -> Workload:

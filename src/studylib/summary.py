@@ -126,7 +126,8 @@ def headline_speedups(profiles: list[str]) -> pd.DataFrame:
         for nb, c in comparisons():
             if (p, nb) not in frames:
                 frames[p, nb] = results(p, nb)
-            rows.append({"study": nb[:2], "comparison": c.label, "profile": p} | answer.headline(frames[p, nb], c))
+            rows.append({"study": nb[:2], "comparison": c.label, "profile": p}
+                        | answer.headline(answer.whole_models(frames[p, nb]), c))
     cols = ["study", "comparison", "profile", "status", "speedup", "ci_low", "ci_high", "n", "of", "reading"]
     return pd.DataFrame(rows).reindex(columns=cols)
 

@@ -9,7 +9,16 @@ from __future__ import annotations
 from .base import Prepared, Runtime, RuntimeUnavailable
 from .keras import all_runtimes as keras_runtimes
 from .onnxrt import OnnxRuntime
-from .pytorch import TorchCompiled, TorchDynamicInt8, TorchEager, TorchEagerCopy, TorchScript
+from .pytorch import (
+    TorchCompiled,
+    TorchCompiledChannelsLast,
+    TorchDynamicInt8,
+    TorchEager,
+    TorchEagerChannelsLast,
+    TorchEagerCopy,
+    TorchEagerCudnnBenchmark,
+    TorchScript,
+)
 from .tensorflow import TFEager, TFFunction
 
 REGISTRY: dict[str, Runtime] = {
@@ -20,6 +29,9 @@ REGISTRY: dict[str, Runtime] = {
         TorchCompiled("default"),
         TorchCompiled("reduce-overhead"),
         TorchCompiled("max-autotune"),
+        TorchEagerChannelsLast(),
+        TorchCompiledChannelsLast("default"),
+        TorchEagerCudnnBenchmark(),
         TorchScript(),
         TorchScript(optimize=True),
         TorchDynamicInt8(),

@@ -199,3 +199,79 @@ class TorchDynamicInt8(_Torch):
         notes = (f"quantize_s={time.perf_counter() - t0:.2f}; {layers} Linear layers int8 "
                  f"({torch.backends.quantized.engine} engine)")
         return Prepared(quantized, workload.inputs, None, notes)
+
+
+def _channels_last(workload) -> tuple:
+    """A copy of the workload's module and inputs in channels_last (NHWC in memory) layout; a model without
+    4-D image inputs has no layout to change (RuntimeUnavailable)."""
+    import copy
+
+    import torch
+
+    if not any(x.dim() == 4 for x in workload.inputs):
+        raise RuntimeUnavailable(f"channels_last needs 4-D image inputs; {workload.model_name} takes "
+                                 f"{', '.join(f'{x.dim()}-D' for x in workload.inputs)} tensors")
+
+    def nhwc(x):
+        return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
+
+    params = list(workload.module.parameters())
+    with torch.inference_mode(bool(params) and params[0].is_inference()):  # a copy: eager keeps its NCHW module
+        module = copy.deepcopy(workload.module).to(memory_format=torch.channels_last)
+
+    def adapt(batch: tuple) -> tuple:
+        return tuple(nhwc(x) for x in batch)
+
+    return module, adapt(workload.inputs), adapt
+
+
+class TorchEagerChannelsLast(_Torch):
+    """Eager PyTorch with the model and its image inputs in channels_last (NHWC) memory layout, converted once,
+    untimed: seed 001's NHWC against PyTorch's default NCHW (`eager`)."""
+
+    name = "eager-channels-last"
+
+    def prepare(self, workload) -> Prepared:
+        module, inputs, adapt = _channels_last(workload)
+        return Prepared(module, inputs, torch_sync(workload.device), adapt=adapt)
+
+
+class TorchCompiledChannelsLast(TorchCompiled):
+    """torch.compile (one mode) of the channels_last copy of the model, on channels_last inputs."""
+
+    def __init__(self, mode: str):
+        super().__init__(mode)
+        self.name = f"compile-{mode}-channels-last"
+
+    def prepare(self, workload) -> Prepared:
+        import dataclasses
+
+        module, inputs, adapt = _channels_last(workload)
+        prepared = super().prepare(dataclasses.replace(workload, module=module, inputs=inputs))
+        prepared.adapt = adapt
+        return prepared
+
+
+class TorchEagerCudnnBenchmark(_Torch):
+    """Eager PyTorch with torch.backends.cudnn.benchmark on during its own calls only (restored after each), so
+    cuDNN times its convolution algorithms for each new input shape and keeps the fastest; CUDA only."""
+
+    name = "eager-cudnn-benchmark"
+
+    def prepare(self, workload) -> Prepared:
+        import torch
+
+        if workload.device != "cuda":
+            raise RuntimeUnavailable("cudnn.benchmark is a CUDA setting (cuDNN picks convolution algorithms)")
+        module, cudnn = workload.module, torch.backends.cudnn
+
+        def call(*inputs):
+            before = cudnn.benchmark
+            cudnn.benchmark = True
+            try:
+                return module(*inputs)
+            finally:
+                cudnn.benchmark = before
+
+        return Prepared(call, workload.inputs, torch_sync(workload.device),
+                        notes="cuDNN benchmarks algorithms in the first call, which is timed alone")

@@ -12,12 +12,13 @@ from pydantic import Field, model_validator
 from .. import claims as seedclaims
 from .. import roofline, runtimes, stats, surprises
 from ..models import MODELS
-from ..profiles import Grid
+from ..profiles import SKIP_KEYS, Grid, Skip
 from ..sweep import AA, REFERENCE, Config
 from .base import Analysis, Comparison, Study, register
 from .common import (  # noqa: F401
     aa_control,
     aa_finding,
+    classify,
     describe_ci,
     drift_finding,
     fmt_or_blank,
@@ -32,33 +33,58 @@ SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
 NOISY_CV = 0.10  # above this coefficient of variation a configuration's timing is called unstable
 # What a compiler is for: a replicate where one is slower than eager profiles a call of each (surprises.py).
 EXPECTATIONS = tuple(surprises.Expectation(v, REFERENCE) for v in
-                     ("compile-default", "compile-reduce-overhead", "compile-max-autotune"))
+                     ("compile-default", "compile-reduce-overhead", "compile-max-autotune",
+                      "compile-default-channels-last"))
+# Seed 001's layout and cuDNN questions: variants that only mean something for a model with image inputs (a text
+# model's configurations leave them out), and the pairs that answer them, (candidate, baseline) on one shape.
+VISION_ONLY = ("eager-channels-last", "compile-default-channels-last", "eager-cudnn-benchmark")
+LAYOUT_PAIRS = (("eager-channels-last", "eager"), ("compile-default-channels-last", "compile-default"),
+                ("eager-cudnn-benchmark", "eager"))
 
 
 class EagerVsCompiled(Grid):
     """Section of study 01: PyTorch eager vs torch.compile."""
 
-    variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune"]]
+    variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune",
+                           "eager-channels-last", "compile-default-channels-last", "eager-cudnn-benchmark"]]
     image_size: int = Field(224, ge=8)
+    vision_only_skip: list[Skip] = Field(default_factory=list, description=(
+        "shapes where the image-model-only variants (channels-last, cudnn-benchmark) are left out (say why in "
+        "left_out)"))
 
     @model_validator(mode="after")
     def _fits(self) -> EagerVsCompiled:
         for name in self.models:
+            if MODELS[name].kind == "op":
+                raise ValueError(f"models: {name!r} is a single operation (micro-ops are study 02's)")
             limit = MODELS[name].max_positions
             too_long = [n for n in self.seq_lens if limit and n > limit]
             if too_long:
                 raise ValueError(f"seq_lens: {too_long[0]} exceeds {name}'s {limit} positions")
+        for i, k in enumerate(self.vision_only_skip):
+            for key in SKIP_KEYS:
+                value, allowed = getattr(k, key), getattr(self, f"{key}s")
+                if value is not None and value not in allowed:
+                    raise ValueError(f"vision_only_skip[{i}]: {key} {value!r} is not in {key}s {allowed}")
         return self
+
+    def variants_for(self, model: str, dtype: str, batch_size: int) -> list[str]:
+        """The section's variants for one shape: eager and its A/A copy first; the image-only ones only for an image
+        model, and not where `vision_only_skip` leaves them out."""
+        variants = [REFERENCE, AA] + [v for v in self.variants if v not in (REFERENCE, AA)]
+        if MODELS[model].kind != "vision" or any(k.matches(model, dtype, batch_size) for k in self.vision_only_skip):
+            variants = [v for v in variants if v not in VISION_ONLY]
+        return variants
 
 
 def configs(section: EagerVsCompiled, *, device: str, threads: int) -> list[Config]:
     """Every configuration, grouped by model and dtype, eager first within each shape, then its A/A copy.
 
-    Shapes matching one of the section's `skip` entries are left out."""
-    variants = [REFERENCE, AA] + [v for v in section.variants if v not in (REFERENCE, AA)]
+    Shapes matching one of the section's `skip` entries are left out; the image-only variants (channels-last,
+    cudnn-benchmark) run on image models only (EagerVsCompiled.variants_for)."""
     return [Config(model, v, dtype, batch, device, threads, seq_len=seq,
                    image_size=None if seq is not None else section.image_size)
-            for model, dtype, batch, seq in section.shapes() for v in variants]
+            for model, dtype, batch, seq in section.shapes() for v in section.variants_for(model, dtype, batch)]
 
 
 def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float = 1.0) -> float:
@@ -74,6 +100,8 @@ def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float 
                                                            else ((c.seq_len or 128) / 128))
     if c.dtype == "bf16" and c.device == "cpu":  # no native bf16 on most CPUs: eager ResNet-50 runs ~30x slower
         per_call *= 10 if compiled or not vision else 30
+    if c.variant == "eager-cudnn-benchmark" and c.device != "cuda":
+        return 0.0  # a skipped row
     calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
     return measure["replicates"] * (compile_s + max(per_call / speed, measure["block_s"]) * calls
                                     + measure["min_time_s"] / 5)
@@ -146,6 +174,8 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
             f"no detectable difference in {len(g) - faster - slower} (95% CI includes 1). Geometric-mean speed-up "
             f"{fmt_x(geo)}; best {describe_ci(best)} ({_where(best)}), worst {describe_ci(worst)} ({_where(worst)})."
         )
+    lines += layout_findings(df)
+    ok = ok[ok.variant.map(runtimes.family) == "compile"]  # compile cost and break-even: compiled variants only
     if len(ok):
         pays = ok[np.isfinite(ok.break_even_calls)]
         never = int(np.isinf(ok.break_even_calls).sum())
@@ -195,6 +225,69 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
                          + ". The machine was likely busy; their medians and speed-ups carry wide CIs.")
     drift = drift_finding(df)
     return lines + ([drift] if drift else [])
+
+
+def layout_speedups(df: pd.DataFrame) -> pd.DataFrame:
+    """Seed 001's questions per shape: channels-last over the default layout (eager, and compiled) and
+    cudnn.benchmark over eager (LAYOUT_PAIRS), with CIs paired by round; a side that failed or was skipped keeps
+    the row with its status and no ratio."""
+    out = []
+    for _, g in df.groupby(SHAPE_COLUMNS, dropna=False, sort=False):
+        by = {r.variant: r for _, r in g.iterrows()}
+        for cand, base in LAYOUT_PAIRS:
+            if cand not in by or base not in by:
+                continue
+            c, b = by[cand], by[base]
+            rec = {k: c[k] for k in SHAPE_COLUMNS} | {"pair": f"{cand} over {base}", "candidate": cand,
+                                                      "baseline": base, "status": "ok", "error": ""}
+            if c.status == "ok" and b.status == "ok":
+                ratio, lo, hi = stats.speedup(b, c)
+                rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi}
+            else:
+                side = c if c.status != "ok" else b
+                rec |= {"status": side.status, "error": f"{side.variant}: {side.error}"}
+            out.append(rec)
+    return pd.DataFrame(out, columns=[*SHAPE_COLUMNS, "pair", "candidate", "baseline", "status", "error", "speedup",
+                                      "ci_low", "ci_high"])
+
+
+def layout_table(df: pd.DataFrame) -> pd.DataFrame:
+    """layout_speedups as the notebook shows it: one line per shape and pair, the speed-up with its CI or why not."""
+    t = layout_speedups(df)
+    t["size"] = t.apply(size_label, axis=1) if len(t) else []
+    t["speed-up (95% CI)"] = [describe_ci(r) if pd.notna(r["speedup"]) else f"{r['status']}: {r['error']}"
+                              for _, r in t.iterrows()]
+    return t[["model", "dtype", "size", "batch_size", "pair", "speed-up (95% CI)"]]
+
+
+def layout_findings(df: pd.DataFrame) -> list[str]:
+    """One line per layout/cuDNN pair that ran: geometric mean over shapes with its CI, and per-shape directions."""
+    lines = []
+    band = _band(df)
+    sp = layout_speedups(df)
+    for (cand, base), g in sp.groupby(["candidate", "baseline"], sort=False):
+        ok = g[g.speedup.notna()]
+        if not len(ok):
+            lines.append(f"**{cand} over {base}** did not run: {g.status.iloc[0]} — {g.error.iloc[0]}")
+            continue
+        geo = _geo_pairs(df, cand, base)
+        classes = [classify(lo, hi, band) for lo, hi in zip(ok.ci_low, ok.ci_high)]
+        lines.append(f"**{cand} over {base}**: geometric mean {describe_ci(geo)} over {geo['n']} shape(s); faster in "
+                     f"{classes.count('faster')}, slower in {classes.count('slower')}, within ±{band - 1:.0%} in "
+                     f"{classes.count('equal')}, unclear in {classes.count('unclear')}.")
+    return lines
+
+
+def _geo_pairs(df: pd.DataFrame, cand: str, base: str) -> dict | None:
+    """Geometric-mean speed-up of `cand` over `base` over the shapes where both ran, with its CI."""
+    ok = df[df.status == "ok"]
+    c = ok[ok.variant == cand].set_index(SHAPE_COLUMNS)
+    b = ok[ok.variant == base].set_index(SHAPE_COLUMNS)
+    both = c.index.intersection(b.index)
+    if not len(both):
+        return None
+    g, lo, hi = stats.geomean_speedup([(b.loc[k], c.loc[k]) for k in both])
+    return {"speedup": g, "ci_low": lo, "ci_high": hi, "n": len(both)}
 
 
 def _band(df: pd.DataFrame) -> float:
@@ -307,8 +400,31 @@ def first_call_cost(df: pd.DataFrame, tables: dict, claim):
                                   f"largest {ratio.max():,.0f}×", rows=ok, band=_band(df))
 
 
+def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-last", "eager"),
+                                                               ("compile-default-channels-last", "compile-default"))):
+    """Seed 001's 'NHWC beats NCHW': channels_last over the default (NCHW) layout, geometric mean over every shape
+    and pair (eager and compiled) where both sides ran, of the seed's models and precisions where present."""
+    ok = seedclaims.matching(df[df.status == "ok"], claim)
+    cells, used, rows = [], [], []
+    for cand, base in pairs:
+        c = ok[ok.variant == cand].set_index(SHAPE_COLUMNS)
+        b = ok[ok.variant == base].set_index(SHAPE_COLUMNS)
+        both = c.index.intersection(b.index)
+        cells += [(b.loc[k], c.loc[k]) for k in both]
+        if len(both):
+            used.append(f"{cand} over {base} on {len(both)} shape(s)")
+            rows.append(ok[ok.variant.isin([cand, base])])
+    if not cells:
+        return seedclaims.NotAnswered("no channels-last variant ran beside its default-layout baseline "
+                                      "(they run on image models only)")
+    s = stats.geomean_speedup(cells)
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "geometric mean of " + "; ".join(used),
+                                  rows=pd.concat(rows).drop_duplicates(subset=[*SHAPE_COLUMNS, "variant"]),
+                                  band=_band(df))
+
+
 def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 002 and 004), judged on these results (see studylib.claims)."""
+    """The registry's claims this study tests (seeds 001, 002 and 004), judged on these results (see studylib.claims)."""
     return seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp})
 
 
@@ -316,7 +432,7 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
     """Compile cost, speed-up and break-even calls per compiled configuration; with the results `df`, also the
     graphs each cold compile built, its graph breaks and the graphs rebuilt in steady state (dynamo's
     counters; blank for rows measured before they were recorded)."""
-    t = sp[sp.variant != AA].copy()
+    t = sp[(sp.variant != AA) & (sp.variant.map(runtimes.family) == "compile")].copy()
     t["size"] = t.apply(size_label, axis=1) if len(t) else []
     t["compile (s)"] = fmt_or_blank(t.compile_s, ".1f")
     graphs = ["graphs", "graph breaks", "recompiled"]
@@ -344,7 +460,8 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
     sp = speedups(df)
     band = noise_band(aa_control(df, SHAPE_COLUMNS))
-    analysis = roofline.attach(Analysis(tables={"speedups": sp, "compile": compile_table(sp, df)},
+    analysis = roofline.attach(Analysis(tables={"speedups": sp, "compile": compile_table(sp, df),
+                                                "layout": layout_table(df)},
                                         findings=findings(df, sp), claims=claims(df, sp)),
                                df, peaks, roofline_pairs(df), SHAPE_COLUMNS, band=band)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
@@ -361,6 +478,8 @@ STUDY = register(Study(
         Comparison("torch.compile (default) over eager", "compile-default", "eager"),
         Comparison("torch.compile (max-autotune) over eager", "compile-max-autotune", "eager"),
         Comparison("torch.compile (reduce-overhead) over default", "compile-reduce-overhead", "compile-default"),
+        Comparison("channels_last (NHWC) over the default layout, eager", "eager-channels-last", "eager"),
+        Comparison("cudnn.benchmark over eager", "eager-cudnn-benchmark", "eager"),
     ),
     on_gpu=("launch overhead per kernel dominates small shapes there, so fusion and CUDA graphs "
             "(`reduce-overhead`, which is the same code as `default` on a CPU) can gain more; "

@@ -6,7 +6,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from .. import claims as seedclaims
 from .. import roofline, stats, surprises
@@ -27,11 +27,49 @@ WITHIN = [("torchscript", "eager"), ("torchscript-optimized", "eager"), ("tf-fun
           ("tf-xla", "tf-eager"), ("tf-xla", "tf-function")]
 ACROSS = [("tf-eager", "eager"), ("tf-function", "eager"), ("tf-xla", "torchscript")]
 PAIRS = WITHIN + ACROSS
+# Seed 001's "unusual ops": on single operations, PyTorch over TensorFlow (eager over TF eager and over its graph;
+# compiled over compiled), so that below 1 PyTorch is the slower.
+OP_PAIRS = [("eager", "tf-eager"), ("eager", "tf-function"), ("torchscript", "tf-function"), ("torchscript", "tf-xla")]
 # What each graph path is for (TorchScript's optimize_for_inference should change little on these encoders); a
 # replicate that contradicts one profiles a call of each side (surprises.py; TensorFlow's are noted, not profiled).
 EXPECTATIONS = (surprises.Expectation("torchscript", "eager"), surprises.Expectation("tf-function", "tf-eager"),
                 surprises.Expectation("tf-xla", "tf-function"),
                 surprises.Expectation("torchscript-optimized", "torchscript", expect="equal"))
+
+
+class MicroOps(BaseModel):
+    """Single operations (models of kind "op") timed in every variant of the section, at their own sizes: a
+    (batch, seq_len, hidden) fp32 tensor for each batch size × sequence length."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    models: list[str]
+    batch_sizes: list[int]
+    seq_lens: list[int]
+
+    @field_validator("models")
+    @classmethod
+    def _ops_only(cls, v: list[str]) -> list[str]:
+        if not v or len(set(v)) != len(v):
+            raise ValueError("must list at least one operation, each once")
+        for name in v:
+            if name not in MODELS or MODELS[name].kind != "op":
+                ops = [n for n, m in MODELS.items() if m.kind == "op"]
+                raise ValueError(f"{name!r} is not a single operation (known: {', '.join(ops)})")
+        return v
+
+    @field_validator("batch_sizes", "seq_lens")
+    @classmethod
+    def _sizes(cls, v: list[int]) -> list[int]:
+        if not v or len(set(v)) != len(v) or min(v) < 1:
+            raise ValueError("must list positive sizes, each once")
+        return v
+
+    @field_validator("seq_lens")
+    @classmethod
+    def _two_rows(cls, v: list[int]) -> list[int]:
+        if min(v) < 2:
+            raise ValueError("must be at least 2 (gather takes every second row)")
+        return v
 
 
 class TorchscriptVsXla(Grid):
@@ -42,6 +80,7 @@ class TorchscriptVsXla(Grid):
     """
 
     variants: list[Literal["eager", "torchscript", "torchscript-optimized", "tf-eager", "tf-function", "tf-xla"]]
+    micro_ops: MicroOps | None = None  # seed 001's single operations, at their own sizes (None: none)
 
     @field_validator("models")
     @classmethod
@@ -57,13 +96,26 @@ def configs(section: TorchscriptVsXla, *, device: str, threads: int) -> list[Con
 
     Shapes matching one of the section's `skip` entries are left out."""
     variants = [REFERENCE, AA] + [v for v in section.variants if v not in (REFERENCE, AA)]
+    ops = section.micro_ops
+    op_shapes = [(op, "fp32", b, s) for op in ops.models for s in ops.seq_lens for b in ops.batch_sizes] if ops else []
     return [Config(model, v, dtype, batch, device, threads, seq_len=seq)
-            for model, dtype, batch, seq in section.shapes() for v in variants]
+            for model, dtype, batch, seq in section.shapes() + op_shapes for v in variants]
+
+
+def is_op(df: pd.DataFrame) -> pd.Series:
+    """Which rows time a single operation (seed 001's micro-ops) rather than a whole model."""
+    return df.model.map(lambda m: m in MODELS and MODELS[m].kind == "op").astype(bool)
 
 
 def estimate_s(c: Config, section: TorchscriptVsXla, measure: dict, speed: float = 1.0) -> float:
     """A rough wall-time guess for `plan`, per replicate: graph build / XLA compile, warm-up, the minimum rounds."""
     tokens = c.batch_size * c.seq_len
+    if MODELS[c.model].kind == "op":  # memory-bound: ~1 GB/s over the tensor on 2 cores, plus per-call overhead
+        per_call = (2e-4 if c.variant == "tf-eager" else 5e-5) + tokens * 768 * 4 / 1e9
+        build = {"tf-function": 0.3, "tf-xla": 0.5, "torchscript": 0.1, "torchscript-optimized": 0.2}.get(c.variant, 0)
+        calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
+        return measure["replicates"] * (build + max(per_call / speed, measure["block_s"]) * calls
+                                        + measure["min_time_s"] / 7)
     big = not c.model.endswith("tiny")
     per_call = (0.015 + 0.0008 * tokens) if big else 0.002
     per_call *= 2.5 if c.variant == "tf-eager" else 1.0
@@ -81,12 +133,22 @@ def speedups(df: pd.DataFrame) -> pd.DataFrame:
     """Speed-up of each pair's candidate over its baseline on every shape, with CIs (paired by round).
 
     `df` needs raw samples. A pair whose candidate or baseline failed keeps a row with that status and
-    message (prefixed with which side failed) and no ratio, so heatmaps mark the cell.
+    message (prefixed with which side failed) and no ratio, so heatmaps mark the cell. Whole models only: the
+    micro-ops' rows are op_speedups'.
     """
+    return _pair_speedups(df[~is_op(df)] if len(df) else df, PAIRS)
+
+
+def op_speedups(df: pd.DataFrame) -> pd.DataFrame:
+    """Seed 001's micro-ops: PyTorch over TensorFlow (OP_PAIRS) on every operation and size, with CIs."""
+    return _pair_speedups(df[is_op(df)] if len(df) else df, OP_PAIRS)
+
+
+def _pair_speedups(df: pd.DataFrame, pairs) -> pd.DataFrame:
     out = []
     for key, g in df.groupby(SHAPE_COLUMNS, sort=False):
         by = {r.variant: r for _, r in g.iterrows()}
-        for cand, base in PAIRS:
+        for cand, base in pairs:
             if cand not in by or base not in by:
                 continue
             c, b = by[cand], by[base]
@@ -126,12 +188,13 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     aa = aa_control(df, SHAPE_COLUMNS)
     band = noise_band(aa)
     lines = [aa_finding(aa)]
-    models = list(dict.fromkeys(df.model))
+    whole = df[~is_op(df)] if len(df) else df  # the micro-ops have findings of their own (op_findings)
+    models = list(dict.fromkeys(whole.model))
     for cand, base in PAIRS:
-        overall = _geo(df, cand, base)
+        overall = _geo(whole, cand, base)
         if overall is None:
             continue
-        per_model = [(m, _geo(df, cand, base, lambda t, m=m: t.model == m)) for m in models]
+        per_model = [(m, _geo(whole, cand, base, lambda t, m=m: t.model == m)) for m in models]
         cells = sp[(sp.candidate == cand) & (sp.baseline == base) & sp.speedup.notna()]
         classes = [classify(lo, hi, band) for lo, hi in zip(cells.ci_low, cells.ci_high)]
         lines.append(
@@ -150,6 +213,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
                      f"({int(small.tokens.iloc[0])} tokens per call) vs {fmt_x(gm(large.speedup))} at the largest "
                      f"({int(large.tokens.iloc[0])}), geometric means over models; Spearman correlation of speed-up "
                      f"with tokens per call {g[['speedup', 'tokens']].corr(method='spearman').iloc[0, 1]:+.2f}.")
+    lines += op_findings(df, band)
     xla = df[(df.variant == "tf-xla") & (df.status == "ok")]
     if len(xla):
         build = xla.first_call_s - xla.median_s
@@ -181,6 +245,46 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
                      f"time budget before the precision target.")
     drift = drift_finding(df)
     return lines + ([drift] if drift else [])
+
+
+def op_findings(df: pd.DataFrame, band: float) -> list[str]:
+    """Seed 001's micro-ops, one line per PyTorch-over-TensorFlow pair: geometric mean per operation over its sizes
+    (with CIs) and per-size readings against the A/A band `band`. Empty where no micro-op ran."""
+    ops = df[is_op(df)] if len(df) else df
+    sp = op_speedups(ops)
+    lines = []
+    for (cand, base), g in sp[sp.speedup.notna()].groupby(["candidate", "baseline"], sort=False):
+        per_op = [(m, _geo(ops, cand, base, lambda t, m=m: t.model == m)) for m in dict.fromkeys(g.model)]
+        classes = [classify(lo, hi, band) for lo, hi in zip(g.ci_low, g.ci_high)]
+        sizes = sorted({(int(b), int(s)) for b, s in zip(g.batch_size, g.seq_len)}, key=lambda x: x[0] * x[1])
+        lines.append(f"**Single operations, {cand} over {base}** (below 1: PyTorch slower): "
+                     + "; ".join(f"{m} {_describe_geo(r)}" for m, r in per_op if r)
+                     + f". Per size (batch × sequence {', '.join(f'{b}×{s}' for b, s in sizes)}, hidden 768): PyTorch "
+                       f"faster in {classes.count('faster')}, slower in {classes.count('slower')}, within ±{band - 1:.0%} "
+                       f"in {classes.count('equal')}, unclear in {classes.count('unclear')} of {len(classes)}.")
+    failed = sp[sp.speedup.isna()]
+    if len(failed):
+        lines.append(f"Single operations: {len(failed)} pair(s) did not run — " + "; ".join(
+            dict.fromkeys(f"{r['model']} {r['error']}" for _, r in failed.iterrows())))
+    return lines
+
+
+def op_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The micro-ops as the notebook shows them: per operation, size and PyTorch-over-TensorFlow pair, both medians
+    and the speed-up with its 95% CI (below 1: PyTorch slower), or which side did not run."""
+    sp = op_speedups(df)
+    ok = df[df.status == "ok"].set_index([*SHAPE_COLUMNS, "variant"]).median_s if len(df) else pd.Series(dtype=float)
+
+    def median_ms(r, side):
+        key = (r["model"], r["dtype"], r["batch_size"], r["seq_len"], r[side])
+        return f"{ok[key] * 1e3:.3g}" if key in ok.index else ""
+
+    return pd.DataFrame([{
+        "operation": r["model"], "batch × seq (× 768)": f"{int(r['batch_size'])} × {int(r['seq_len'])}",
+        "pair": r["pair"], "PyTorch (ms)": median_ms(r, "candidate"), "TensorFlow (ms)": median_ms(r, "baseline"),
+        "speed-up (95% CI)": describe_ci(r) if pd.notna(r["speedup"]) else f"{r['status']}: {r['error']}"}
+        for _, r in sp.iterrows()], columns=["operation", "batch × seq (× 768)", "pair", "PyTorch (ms)",
+                                             "TensorFlow (ms)", "speed-up (95% CI)"])
 
 
 def _mean_of_medians(df: pd.DataFrame, a: str, b: str) -> tuple[float, float, int]:
@@ -345,9 +449,33 @@ def oom_count(df: pd.DataFrame, tables: dict, claim):
                                   rows=df, holds=pt > tf)
 
 
+def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", baseline: str = "tf-function"):
+    """Seed 001's 'PyTorch is much slower on unusual ops': `candidate` (PyTorch) over `baseline` (TensorFlow) on the
+    single operations, geometric mean over operations and sizes, with each operation's own beside it."""
+    rows = df[(df.status == "ok") & df.variant.isin([candidate, baseline])]
+    rows = rows[is_op(rows)] if len(rows) else rows
+    s, n = _geo_rows(rows, candidate, baseline)
+    if s is None:
+        return seedclaims.NotAnswered(f"no single operation ran in both {candidate} and {baseline} (the profile's "
+                                      f"micro_ops)")
+    per = [(m, _geo_rows(g, candidate, baseline)[0]) for m, g in rows.groupby("model", sort=False)]
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"{candidate} over {baseline} over {n} operation × size "
+                                  "cell(s); " + "; ".join(f"{m} {s.ratio:.2f}×" for m, s in per if s is not None),
+                                  rows=rows, band=_band(df))
+
+
+OP_EVALUATORS = ("op_gain",)  # claims judged on the micro-ops' rows; every other claim on the whole models'
+
+
 def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 000, 001 and 003), judged on these results (studylib.claims)."""
-    return seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp})
+    """The registry's claims this study tests (seeds 000, 001 and 003), judged on these results (studylib.claims):
+    seed 001's single-operation claim on the micro-ops' rows, every other claim on the whole models'."""
+    mine = [c for c in seedclaims.registry() if c.study == NOTEBOOK]
+    ops = is_op(df) if len(df) else pd.Series(False, index=df.index)
+    tables = {"speedups": sp, "micro-ops": op_speedups(df)}
+    parts = [seedclaims.study_claims(NOTEBOOK, df[ops] if c.evaluator in OP_EVALUATORS else df[~ops], tables,
+                                     claims=(c,)) for c in mine]
+    return pd.concat(parts, ignore_index=True) if parts else seedclaims.study_claims(NOTEBOOK, df, tables, claims=())
 
 
 def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -372,7 +500,8 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     roofline (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
     sp = speedups(df)
     band = noise_band(aa_control(df, SHAPE_COLUMNS))
-    analysis = roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df)},
+    analysis = roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df),
+                                                "micro-ops": op_table(df)},
                                         findings=findings(df, sp), claims=claims(df, sp)),
                                df, peaks, PAIRS, SHAPE_COLUMNS, band=band)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
