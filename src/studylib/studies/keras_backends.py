@@ -393,7 +393,7 @@ STUDY = register(Study(
         Comparison("Keras 3 (PyTorch, predict) over eager PyTorch", "keras-torch", "eager",
                    shape=(*SHAPE_COLUMNS, "backend")),
     ),
-    on_gpu=("On a GPU the per-op Python cost of eager backends hides behind asynchronous kernel launches (except in "
+    on_gpu=("the per-op Python cost of eager backends hides behind asynchronous kernel launches (except in "
             "predict_on_batch's host copies) and XLA's fusion matters more, so jit variants and the backend ranking can "
             "change; seed 002 measured an A100 in bf16."),
     expectations=EXPECTATIONS,
