@@ -41,6 +41,16 @@ def classify(ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> str:
     return "unclear"
 
 
+def pair_result(base, cand) -> dict:
+    """`cand` over `base` (two results rows): its speed-up with the 95% CI where both ran ok (paired by round where
+    they shared rounds); otherwise the failing side's status and its message, prefixed with which side it is."""
+    if cand.status == "ok" and base.status == "ok":
+        s = stats.speedup(base, cand)
+        return {"status": "ok", "error": "", "speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
+    side = cand if cand.status != "ok" else base
+    return {"status": side.status, "error": f"{side.variant}: {side.error}"}
+
+
 AA_COLUMNS = ["group_key", "shape", "speedup", "ci_low", "ci_high", "significant"]
 
 

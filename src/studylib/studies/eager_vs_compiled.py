@@ -25,6 +25,7 @@ from .common import (  # noqa: F401
     fmt_x,
     latency_table,
     noise_band,
+    pair_result,
     size_label,
 )
 
@@ -238,15 +239,8 @@ def layout_speedups(df: pd.DataFrame) -> pd.DataFrame:
             if cand not in by or base not in by:
                 continue
             c, b = by[cand], by[base]
-            rec = {k: c[k] for k in SHAPE_COLUMNS} | {"pair": f"{cand} over {base}", "candidate": cand,
-                                                      "baseline": base, "status": "ok", "error": ""}
-            if c.status == "ok" and b.status == "ok":
-                ratio, lo, hi = stats.speedup(b, c)
-                rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi}
-            else:
-                side = c if c.status != "ok" else b
-                rec |= {"status": side.status, "error": f"{side.variant}: {side.error}"}
-            out.append(rec)
+            out.append({k: c[k] for k in SHAPE_COLUMNS} | {"pair": f"{cand} over {base}", "candidate": cand,
+                                                           "baseline": base} | pair_result(b, c))
     return pd.DataFrame(out, columns=[*SHAPE_COLUMNS, "pair", "candidate", "baseline", "status", "error", "speedup",
                                       "ci_low", "ci_high"])
 

@@ -22,7 +22,16 @@ from ..profiles import Grid
 from ..runtimes.keras import BACKENDS
 from ..sweep import AA, REFERENCE, Config
 from .base import Analysis, Comparison, Study, register
-from .common import aa_control, aa_finding, describe_ci, drift_finding, fmt_x, latency_table, noise_band  # noqa: F401
+from .common import (  # noqa: F401
+    aa_control,
+    aa_finding,
+    describe_ci,
+    drift_finding,
+    fmt_x,
+    latency_table,
+    noise_band,
+    pair_result,
+)
 
 NOTEBOOK = "05_keras_backends"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
@@ -131,15 +140,8 @@ def speedups(df: pd.DataFrame) -> pd.DataFrame:
         for variant, r in by.items():
             if variant == REFERENCE:
                 continue
-            rec = dict(zip(GROUP_COLUMNS, key)) | {"variant": variant, "baseline": REFERENCE, "status": r.status,
-                                                   "error": r.error}
-            if base is None or base.status != "ok":
-                rec |= {"status": base.status if base is not None else "missing",
-                        "error": f"eager: {base.error if base is not None else 'no row'}"}
-            elif r.status == "ok":
-                s = stats.speedup(base, r)
-                rec |= {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
-            out.append(rec)
+            out.append(dict(zip(GROUP_COLUMNS, key)) | {"variant": variant, "baseline": REFERENCE} | (
+                pair_result(base, r) if base is not None else {"status": "missing", "error": "eager: no row"}))
     return pd.DataFrame(out, columns=SPEEDUP_COLUMNS)
 
 

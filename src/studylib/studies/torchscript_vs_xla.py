@@ -14,7 +14,17 @@ from ..models import MODELS
 from ..profiles import Grid
 from ..sweep import AA, REFERENCE, Config
 from .base import Analysis, Comparison, Study, register
-from .common import aa_control, aa_finding, classify, describe_ci, drift_finding, fmt_x, latency_table, noise_band  # noqa: F401
+from .common import (  # noqa: F401
+    aa_control,
+    aa_finding,
+    classify,
+    describe_ci,
+    drift_finding,
+    fmt_x,
+    latency_table,
+    noise_band,
+    pair_result,
+)
 
 NOTEBOOK = "02_torchscript_vs_xla"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len"]
@@ -152,16 +162,9 @@ def _pair_speedups(df: pd.DataFrame, pairs) -> pd.DataFrame:
             if cand not in by or base not in by:
                 continue
             c, b = by[cand], by[base]
-            rec = dict(zip(SHAPE_COLUMNS, key)) | {
+            out.append(dict(zip(SHAPE_COLUMNS, key)) | {
                 "tokens": int(key[2] * key[3]), "pair": f"{cand} over {base}", "candidate": cand, "baseline": base,
-                "kind": "within" if (cand, base) in WITHIN else "across", "status": "ok", "error": ""}
-            if c.status == "ok" and b.status == "ok":
-                ratio, lo, hi = stats.speedup(b, c)
-                rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi}
-            else:
-                side = c if c.status != "ok" else b
-                rec |= {"status": side.status, "error": f"{side.variant}: {side.error}"}
-            out.append(rec)
+                "kind": "within" if (cand, base) in WITHIN else "across"} | pair_result(b, c))
     return pd.DataFrame(out, columns=SPEEDUP_COLUMNS)
 
 
