@@ -220,3 +220,45 @@ def test_a_machine_wide_slowdown_is_the_shift_and_the_run_only_ci_is_shown_besid
     assert line["shift_pct"] == pytest.approx(10.0, abs=0.5)
     assert line["new_in_ref_run_ci"] == 0 and line["new_in_ref_ci"] == line["configs"] == 6
     assert "new in ref run-only CI" in format_comparison(compare(ref, new))
+
+
+def _env(cpu="AMD EPYC", fp32=215.0, bandwidth=115.0, torch="2.13.0+cpu", threads=2):
+    return {"profile": "cpu", "python": "3.11", "cpu_model": cpu, "usable_cpus": 2, "gpu_name": None,
+            "threads": {"torch_intra_op": threads}, "libraries": {"torch": torch, "numpy": "2.4.6"},
+            "peaks": {"matmul": {"fp32": {"gflops": fp32}, "bf16": {"gflops": 4 * fp32}},
+                      "bandwidth": {"gbs": bandwidth}}}
+
+
+def test_the_machines_of_the_two_runs_are_compared_before_the_figures(tmp_path):
+    ref = _write(tmp_path / "ref", _rows())
+    new = _write(tmp_path / "new", _rows())
+    (ref / "env.json").write_text(json.dumps(_env()))
+    (new / "env.json").write_text(json.dumps(_env(fp32=225.0, bandwidth=105.0)))  # within 15%: one machine
+    c = compare(ref, new)
+    assert c.machine_differences == []
+    assert "machines: the same CPU" in format_comparison(c)
+
+    # another host: the CPU's name, a thread count, a library and two limits differ; numpy and bandwidth do not
+    (new / "env.json").write_text(json.dumps(_env(cpu="Intel(R) Xeon(R) Processor", fp32=314.0, bandwidth=110.0,
+                                                  torch="2.14.0+cpu", threads=1)))
+    c = compare(ref, new)
+    diffs = c.machine_differences
+    assert diffs == ["cpu_model: 'AMD EPYC' in REF, 'Intel(R) Xeon(R) Processor' in NEW",
+                     "threads: torch_intra_op 2 -> 1",
+                     "libraries: torch 2.13.0+cpu -> 2.14.0+cpu",
+                     "measured limits: matmul fp32 215 -> 314 GFLOP/s, matmul bf16 860 -> 1256 GFLOP/s"]
+    text = format_comparison(c)
+    assert "the runs' machines differ" in text and all(d in text for d in diffs)
+    assert text.index("machines differ") < text.index("new median in ref CI")  # said before the table
+
+    # the same CPU name on a slower host (or the same host far busier) is told apart by the measured limits alone
+    (new / "env.json").write_text(json.dumps(_env(fp32=123.0, bandwidth=22.0)))
+    c = compare(ref, new)
+    assert c.machine_differences == [
+        "measured limits: matmul fp32 215 -> 123 GFLOP/s, matmul bf16 860 -> 492 GFLOP/s, bandwidth 115 -> 22 GB/s"]
+    text = format_comparison(c)
+    assert "a limit measured at the start of each run" in text and "machines differ" not in text
+
+    (new / "env.json").unlink()  # without one env.json the machines are not compared, and the text says so
+    c = compare(ref, new)
+    assert c.machine_differences is None and "machines: not compared" in format_comparison(c)

@@ -9,7 +9,10 @@ REF and NEW are two results folders of the same profile (`outputs/cpu/results`, 
   (faster / slower when the speed-up's CI excludes 1, else unclear, from `stats.speedup`); counted as
   the same, reversed (faster <-> slower) or decided <-> unclear;
 - the A/A control: a variant `X-aa` is a second copy of `X`; the share of A/A pairs whose speed-up CI
-  excludes 1 is the false-positive rate of each run.
+  excludes 1 is the false-positive rate of each run;
+- the machines: what differs between the two runs' env.json (CPU, GPU, core and thread counts, library
+  versions, the measured matmul and memory limits). Across machines the medians are not expected to agree,
+  and a verdict may change for a real reason, so the comparison says so before its figures.
 
 Differences are information: `compare` only fails (CompareError) on input it cannot compare.
 """
@@ -32,6 +35,10 @@ from .stats import speedup
 SHAPE_COLUMNS = ("model", "dtype", "batch_size", "seq_len", "image_size", "strategy", "data")
 AA_SUFFIX = "-aa"
 WORST_SHOWN = 10
+# Fields of env.json compared as they are; the machine's measured limits are compared with PEAK_TOLERANCE.
+MACHINE_FIELDS = ("cpu_model", "usable_cpus", "gpu_name", "cuda")
+LIMITS = "measured limits: "  # how machine_differences starts the line of the measured limits
+PEAK_TOLERANCE = 0.15  # a measured limit more than 15% apart names another machine (or one far busier)
 
 
 class CompareError(Exception):
@@ -45,6 +52,7 @@ class Run:
     folder: Path
     profile: str | None
     notebooks: dict[str, list[dict[str, Any]]]
+    env: dict[str, Any] = field(default_factory=dict)  # env.json, {} when missing
 
 
 @dataclass
@@ -61,6 +69,8 @@ class Comparison:
     pairs: pd.DataFrame = field(default_factory=pd.DataFrame)  # every pair compared, with both verdicts
     only_ref: list[str] = field(default_factory=list)  # notebooks only in REF
     only_new: list[str] = field(default_factory=list)  # notebooks only in NEW
+    # what differs between the runs' env.json; None when either run has none (the machines were not compared)
+    machine_differences: list[str] | None = None
 
 
 def verdict(lo: float, hi: float) -> str:
@@ -93,11 +103,55 @@ def load_run(path: Path) -> Run:
     folder = results_folder(path)
     notebooks = {p.stem: ResultsTable(p).rows() for p in sorted(folder.glob("*.jsonl"))}
     env = read_json(folder / "env.json", default={}) or {}
-    profile = env.get("profile") if isinstance(env, dict) else None
+    env = env if isinstance(env, dict) else {}
+    profile = env.get("profile")
     if not profile:
         named = [r.get("profile") for rows in notebooks.values() for r in rows if r.get("profile")]
         profile = max(set(named), key=named.count) if named else None
-    return Run(folder, profile, notebooks)
+    return Run(folder, profile, notebooks, env)
+
+
+def _peaks(env: dict[str, Any]) -> dict[str, tuple[float, str]]:
+    """The measured limits of env.json's "peaks": {"matmul fp32": (215.0, "GFLOP/s"), "bandwidth": (115.4, "GB/s")}."""
+    peaks = env.get("peaks") if isinstance(env.get("peaks"), dict) else {}
+    out = {}
+    for dtype, m in (peaks.get("matmul") or {}).items():
+        if isinstance(m, dict) and isinstance(m.get("gflops"), (int, float)):
+            out[f"matmul {dtype}"] = (float(m["gflops"]), "GFLOP/s")
+    bw = peaks.get("bandwidth") or {}
+    if isinstance(bw, dict) and isinstance(bw.get("gbs"), (int, float)):
+        out["bandwidth"] = (float(bw["gbs"]), "GB/s")
+    return out
+
+
+def machine_differences(ref_env: dict[str, Any], new_env: dict[str, Any]) -> list[str] | None:
+    """One line per difference between the machines of two runs: [] when env.json agrees, None when one is missing.
+
+    Compared: MACHINE_FIELDS, the threads the runs set, library versions, and the measured limits (matmul
+    rate per dtype, memory bandwidth), which differ by more than PEAK_TOLERANCE between different hosts
+    even where the CPU's name is the same (a cloud VM's "Intel Xeon Processor" names several generations).
+    """
+    if not ref_env or not new_env:
+        return None
+    out = []
+    for key in MACHINE_FIELDS:
+        if key in ref_env and key in new_env and ref_env[key] != new_env[key]:
+            out.append(f"{key}: {ref_env[key]!r} in REF, {new_env[key]!r} in NEW")
+    threads = [(k, v, (new_env.get("threads") or {}).get(k)) for k, v in (ref_env.get("threads") or {}).items()]
+    changed = [f"{k} {a} -> {b}" for k, a, b in threads if a != b and b is not None]
+    if changed:
+        out.append("threads: " + ", ".join(changed))
+    libs_ref, libs_new = ref_env.get("libraries") or {}, new_env.get("libraries") or {}
+    changed = [f"{k} {libs_ref[k]} -> {libs_new[k]}" for k in libs_ref if k in libs_new and libs_ref[k] != libs_new[k]]
+    if changed:
+        out.append("libraries: " + ", ".join(changed))
+    peaks_ref, peaks_new = _peaks(ref_env), _peaks(new_env)
+    changed = [f"{k} {peaks_ref[k][0]:.0f} -> {peaks_new[k][0]:.0f} {unit}"
+               for k, (_, unit) in peaks_ref.items()
+               if k in peaks_new and abs(peaks_new[k][0] / peaks_ref[k][0] - 1) > PEAK_TOLERANCE]
+    if changed:
+        out.append(LIMITS + ", ".join(changed))
+    return out
 
 
 def group_key(row: dict[str, Any]) -> str:
@@ -271,6 +325,7 @@ def compare(ref: Path, new: Path) -> Comparison:
         medians=medians, pairs=pairs,
         only_ref=[nb for nb in r.notebooks if nb not in n.notebooks],
         only_new=[nb for nb in n.notebooks if nb not in r.notebooks],
+        machine_differences=machine_differences(r.env, n.env),
     )
 
 
@@ -317,6 +372,23 @@ def format_comparison(c: Comparison) -> str:
         "A/A false pos. (new)": [_of(k, n) for k, n in zip(t["aa_false_pos_new"], t["aa_pairs"])],
     })
     out = [f"REF {c.ref}" + (f" (profile {c.profile})" if c.profile else ""), f"NEW {c.new}"]
+    if c.machine_differences and all(d.startswith(LIMITS) for d in c.machine_differences):
+        out += ["", "the runs' CPU, threads and libraries are the same, but a limit measured at the start of each run",
+                "moved: another host behind the same CPU name, or this one in another state (on a shared machine",
+                "a bf16 or int8 matmul rate can move by tens of % within hours); look at the shift and the rows",
+                "of that dtype:"]
+        out += [f"  {line}" for line in c.machine_differences]
+        out.append("")
+    elif c.machine_differences:
+        out += ["", "the runs' machines differ, so their medians are not expected to agree and a verdict may change",
+                "for a real reason (reproducibility is judged only between runs on one machine):"]
+        out += [f"  {line}" for line in c.machine_differences]
+        out.append("")
+    elif c.machine_differences is None:
+        out.append("machines: not compared (env.json is missing in one of the runs)")
+    else:
+        out.append("machines: the same CPU, threads, libraries and measured limits (within "
+                   f"{100 * PEAK_TOLERANCE:.0f}%) in both env.json")
     if c.only_ref:
         out.append(f"only in REF (not compared): {', '.join(c.only_ref)}")
     if c.only_new:
