@@ -28,6 +28,7 @@ import pandas as pd
 
 from .files import read_json
 from .results import ResultsTable
+from .roofline import peak_bandwidth, peak_gflops
 from .stats import speedup
 
 # Columns that make a configuration's shape; rows agreeing on all of them form one comparison group
@@ -114,14 +115,9 @@ def load_run(path: Path) -> Run:
 def _peaks(env: dict[str, Any]) -> dict[str, tuple[float, str]]:
     """The measured limits of env.json's "peaks": {"matmul fp32": (215.0, "GFLOP/s"), "bandwidth": (115.4, "GB/s")}."""
     peaks = env.get("peaks") if isinstance(env.get("peaks"), dict) else {}
-    out = {}
-    for dtype, m in (peaks.get("matmul") or {}).items():
-        if isinstance(m, dict) and isinstance(m.get("gflops"), (int, float)):
-            out[f"matmul {dtype}"] = (float(m["gflops"]), "GFLOP/s")
-    bw = peaks.get("bandwidth") or {}
-    if isinstance(bw, dict) and isinstance(bw.get("gbs"), (int, float)):
-        out["bandwidth"] = (float(bw["gbs"]), "GB/s")
-    return out
+    out = {f"matmul {key}": (peak_gflops(peaks, key), "GFLOP/s") for key in peaks.get("matmul") or {}}
+    out["bandwidth"] = (peak_bandwidth(peaks), "GB/s")
+    return {k: (float(v), unit) for k, (v, unit) in out.items() if isinstance(v, (int, float)) and v > 0}
 
 
 def machine_differences(ref_env: dict[str, Any], new_env: dict[str, Any]) -> list[str] | None:
@@ -372,18 +368,16 @@ def format_comparison(c: Comparison) -> str:
         "A/A false pos. (new)": [_of(k, n) for k, n in zip(t["aa_false_pos_new"], t["aa_pairs"])],
     })
     out = [f"REF {c.ref}" + (f" (profile {c.profile})" if c.profile else ""), f"NEW {c.new}"]
-    if c.machine_differences and all(d.startswith(LIMITS) for d in c.machine_differences):
-        out += ["", "the runs' CPU, threads and libraries are the same, but a limit measured at the start of each run",
-                "moved: another host behind the same CPU name, or this one in another state (on a shared machine",
-                "a bf16 or int8 matmul rate can move by tens of % within hours); look at the shift and the rows",
-                "of that dtype:"]
-        out += [f"  {line}" for line in c.machine_differences]
-        out.append("")
-    elif c.machine_differences:
-        out += ["", "the runs' machines differ, so their medians are not expected to agree and a verdict may change",
-                "for a real reason (reproducibility is judged only between runs on one machine):"]
-        out += [f"  {line}" for line in c.machine_differences]
-        out.append("")
+    if c.machine_differences:
+        if all(d.startswith(LIMITS) for d in c.machine_differences):
+            header = ["the runs' CPU, threads and libraries are the same, but a limit measured at the start of each run",
+                      "moved: another host behind the same CPU name, or this one in another state (on a shared machine",
+                      "a bf16 or int8 matmul rate can move by tens of % within hours); look at the shift and the rows",
+                      "of that dtype:"]
+        else:
+            header = ["the runs' machines differ, so their medians are not expected to agree and a verdict may change",
+                      "for a real reason (reproducibility is judged only between runs on one machine):"]
+        out += ["", *header, *(f"  {line}" for line in c.machine_differences), ""]
     elif c.machine_differences is None:
         out.append("machines: not compared (env.json is missing in one of the runs)")
     else:

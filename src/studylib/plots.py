@@ -316,7 +316,7 @@ def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: ac
         for key, g in points[points.variant == v].groupby("peak_of", sort=False):
             ax.scatter(g.intensity, g.gflops, color=plt.cm.tab10(k % 10), marker=markers[key], s=36, alpha=0.85,
                        label=f"{v}" + (f" ({key})" if len(markers) > 1 else ""))
-    bandwidth = ((peaks or {}).get("bandwidth") or {}).get("gbs")
+    bandwidth = rf.peak_bandwidth(peaks)
     if bandwidth and len(points):
         lo, hi = points.intensity.min() / 3, points.intensity.max() * 3
         for key in dict.fromkeys(["fp32", *points.peak_of]):

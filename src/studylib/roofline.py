@@ -213,6 +213,11 @@ def peak_gflops(peaks: dict | None, key: str) -> float | None:
     return m.get("gflops")
 
 
+def peak_bandwidth(peaks: dict | None) -> float | None:
+    """The measured memory bandwidth (GB/s), or None where it was not measured."""
+    return ((peaks or {}).get("bandwidth") or {}).get("gbs")
+
+
 # --- work per call -------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -391,7 +396,7 @@ def roofline_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
     t["peak_gflops"] = pd.to_numeric(t.peak_gflops, errors="coerce").astype(float)
     t["share_of_peak"] = t.gflops / t.peak_gflops
     t["intensity"] = flops / moved
-    bandwidth = ((peaks or {}).get("bandwidth") or {}).get("gbs")
+    bandwidth = peak_bandwidth(peaks)
     t["attainable_gflops"] = np.minimum(t.peak_gflops, t.intensity * bandwidth) if bandwidth else np.nan
     t["share_of_attainable"] = t.gflops / t.attainable_gflops
     t["regime"] = [regime(a, i, p, bandwidth) for a, i, p in zip(t.gflops, t.intensity, t.peak_gflops)]
@@ -400,7 +405,7 @@ def roofline_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
 
 def rule_text(peaks: dict | None) -> str:
     """How a regime is read off the roofline, in one sentence (with the limits, when known)."""
-    bw = ((peaks or {}).get("bandwidth") or {}).get("gbs")
+    bw = peak_bandwidth(peaks)
     fp32 = peak_gflops(peaks, "fp32")
     limits = (f" Here the fp32 peak is {fp32:,.1f} GFLOP/s and the bandwidth {bw:,.1f} GB/s, so the ridge lies at "
               f"{fp32 / bw:,.1f} FLOPs per byte." if bw and fp32 else "")
