@@ -230,6 +230,11 @@ def test_index_links_the_notebook_with_status_and_environment(smoke):
     assert "CPUs" in index and "torch" in index
     manifest = json.loads((outputs / "smoke" / "run.json").read_text())
     assert manifest[NB]["status"] == "ok" and manifest[NB]["duration_s"] > 0
+    # replicate 0 of each notebook with two replicates ran in an early pass, before any notebook did
+    two = [nb for nb in NOTEBOOKS if SMOKE.measure_for(nb).replicates == 2]
+    assert two and all(manifest[nb]["early_replicates_s"] > 0 for nb in two)
+    assert "early_replicates_s" not in manifest[NB]
+    assert index.count(" s in early passes)") == len(two)
 
 
 def test_summary_sets_the_profile_beside_the_seed_claims(smoke):

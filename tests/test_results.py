@@ -225,6 +225,51 @@ def test_an_interrupted_replicate_resumes_from_its_parts(tmp_path, env):
     assert [r["config_key"] for r in new] == [configs[1].key] and new[0]["replicates"] == 2
 
 
+def _counting(calls):
+    real = sweep.measure_group
+    return lambda cfgs, **kw: (calls.append((cfgs[0].batch_size, kw["replicate"])), real(cfgs, **kw))[1]
+
+
+def test_an_early_pass_measures_one_replicate_and_the_notebook_the_rest(tmp_path, env, monkeypatch):
+    """`studylib run` measures replicate 0 of every notebook first; the notebook's own run then measures only the
+    last replicate and combines, so a group's replicates lie far apart in time."""
+    table = ResultsTable(tmp_path / "r.jsonl")
+    configs = _configs(1, 2)
+    settings = FAST | {"replicates": 2}
+    calls = []
+    monkeypatch.setattr(sweep, "measure_group", _counting(calls))
+    assert _run(table, configs, env, measure_settings=settings, only_replicate=0) == []
+    assert calls == [(1, 0), (2, 0)] and table.rows() == []  # parts only: a group waits for its k replicates
+    assert len(list((tmp_path / "r.parts").glob("*.r0.json"))) == 2
+    calls.clear()
+    rows = _run(table, configs, env, measure_settings=settings)
+    assert calls == [(1, 1), (2, 1)]
+    assert [r["replicates"] for r in rows] == [2, 2] and all(set(r["sample_rep"]) == {0, 1} for r in rows)
+    assert not list((tmp_path / "r.parts").glob("*.json"))
+
+
+def test_a_forced_run_keeps_its_own_early_pass_and_drops_older_parts(tmp_path, env, monkeypatch):
+    table = ResultsTable(tmp_path / "r.jsonl")
+    configs = _configs(1)
+    settings = FAST | {"replicates": 2}
+    calls = []
+    monkeypatch.setattr(sweep, "measure_group", _counting(calls))
+    monkeypatch.setenv(replicates.RUN_ID_VAR, "run-a")
+    _run(table, configs, env, measure_settings=settings, only_replicate=0, force=True)
+    monkeypatch.setenv(replicates.RUN_ID_VAR, "run-b")  # another run: its forced early pass measures anew
+    _run(table, configs, env, measure_settings=settings, only_replicate=0, force=True)
+    assert calls == [(1, 0), (1, 0)]
+    calls.clear()
+    rows = _run(table, configs, env, measure_settings=settings, force=True)  # run-b's notebook: keeps run-b's part
+    assert calls == [(1, 1)] and rows[0]["replicates"] == 2
+    monkeypatch.delenv(replicates.RUN_ID_VAR)  # outside a run (JupyterLab): a forced run keeps no part
+    _run(table, configs, env, measure_settings=settings, only_replicate=0, force=True)
+    assert len(list((tmp_path / "r.parts").glob("*.r0.json"))) == 1
+    calls.clear()
+    _run(table, configs, env, measure_settings=settings, force=True)
+    assert calls == [(1, 0), (1, 1)]
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda r: r.update(colour="blue"), "unknown column(s) ['colour']"),
     (lambda r: r.pop("median_s"), "missing column(s) ['median_s']"),

@@ -48,9 +48,10 @@ def _entry_row(entry: dict, name: str, href: str, page: Path, headline: str = ""
     status = entry.get("status", "?")
     detail = headline if status == "ok" else html.escape(f"failed at cell {entry.get('failed_cell')}: "
                                                          f"{entry.get('error')}")
+    early = entry.get("early_replicates_s") or 0  # its earlier replicates, measured before the notebooks ran
+    took = f"{entry.get('duration_s', 0) + early:.0f} s" + (f" ({early:.0f} s in early passes)" if early else "")
     return (f'<tr class="{status}"><td>{link}</td><td>{status.upper()}</td><td>{detail}</td>'
-            f"<td>{entry.get('duration_s', 0):.0f} s</td><td>{html.escape(str(entry.get('started_at', '')))}</td>"
-            f"</tr>")
+            f"<td>{took}</td><td>{html.escape(str(entry.get('started_at', '')))}</td></tr>")
 
 
 def _headline(profile: str, notebook: str) -> str:

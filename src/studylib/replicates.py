@@ -4,13 +4,20 @@ A CI built from one burst of samples in one process cannot see what changes betw
 process's memory landed, which phase the machine was in). So each replicate is a fresh Python
 process (`python -m studylib.replicates TASK`) that measures every pending group, and replicate r+1
 starts only when replicate r has finished the whole grid: the replicates of a group lie minutes apart.
+`studylib run` spreads them further: before any notebook runs, it measures replicates 0 … k-2 of every
+notebook it was asked for, pass by pass (`only_replicate`; study.measure_replicate), and each notebook then
+measures its last replicate and combines. A group's replicates then lie about a k-th of the whole run apart,
+so the spread between them (the reported CIs' between-process term, stats.between_process_spread) also
+sees the slower phases of a shared machine that come and go over tens of minutes.
 Groups that need a process environment of their own (sweep.process_env: study 05's Keras backend) run in
 one process per environment, one after another, within each replicate.
 
 Each replicate writes one part file per group as the group finishes (`<notebook>.parts/`, atomically).
 When a group has its k parts, its rows are combined (sweep.combine) and appended to the results table
 and the parts are removed. An interruption loses at most the group in flight: a re-run keeps the parts
-already written (same environment and settings) and measures only what is missing. A replicate
+already written (same environment and settings) and measures only what is missing. A forced run measures
+everything anew but keeps the parts written earlier in the same `studylib run` (its id, RUN_ID_VAR, is in
+every part), which are its own early passes. A replicate
 process that dies (a crash, the kernel's out-of-memory killer) leaves error rows for the group it was
 measuring, and the next process goes on with the rest.
 """
@@ -33,6 +40,8 @@ from typing import Any
 from . import paths, sweep
 from .files import read_json, write_json_atomic
 from .results import ResultsTable
+
+RUN_ID_VAR = "STUDYLIB_RUN_ID"  # set by `studylib run` for the whole run; its processes inherit it
 
 
 @dataclass
@@ -81,7 +90,14 @@ def read_parts(parts_dir: Path, group_key: str, k: int, *, env: dict, settings: 
 def _write_part(parts_dir: Path, group_key: str, group_id: str, replicate: int, rows: list[dict], env: dict) -> None:
     write_json_atomic(_part_path(parts_dir, group_key, replicate), {
         "group_key": group_key, "group_id": group_id, "replicate": replicate, "env_fingerprint": env["fingerprint"],
-        "settings": sorted({r["settings_hash"] for r in rows}), "written_at": time.time(), "rows": rows})
+        "settings": sorted({r["settings_hash"] for r in rows}), "written_at": time.time(),
+        "run_id": os.environ.get(RUN_ID_VAR), "rows": rows})
+
+
+def _of_this_run(part: dict) -> bool:
+    """Whether a part was written within the current `studylib run` (never outside one)."""
+    run_id = os.environ.get(RUN_ID_VAR)
+    return run_id is not None and part.get("run_id") == run_id
 
 
 def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], None] | None = None) -> None:
@@ -161,10 +177,13 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
         measure_settings: dict, parity_tolerance: dict[str, float], seed: int, workloads: sweep.Workloads,
         threads: int, frameworks: tuple[str, ...], parts_dir: Path, force: bool = False,
         on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False,
-        expectations: tuple = ()) -> list[dict]:
+        expectations: tuple = (), only_replicate: int | None = None) -> list[dict]:
     """Measure `groups` in `replicates` processes (from measure_settings) and append their combined rows.
 
-    `expectations` (the study's, surprises.Expectation) are checked on each replicate's rounds; see measure_group."""
+    `only_replicate` measures that replicate only (an early pass of `studylib run`): its parts wait for the
+    others, and a group is combined once all k are there. `force` drops the parts of earlier runs, not those
+    of this one. `expectations` (the study's, surprises.Expectation) are checked on each replicate's rounds;
+    see measure_group."""
     k = int(measure_settings.get("replicates", 1))
     parts_dir = Path(parts_dir)
     parts_dir.mkdir(parents=True, exist_ok=True)
@@ -174,10 +193,11 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
 
     parts: dict[str, dict[int, dict]] = {}
     for key, configs in groups.items():
+        parts[key] = read_parts(parts_dir, key, k, env=env, settings=settings_of(configs))
         if force:
-            for r in range(k):
+            parts[key] = {r: p for r, p in parts[key].items() if _of_this_run(p)}
+            for r in set(range(k)) - set(parts[key]):
                 _part_path(parts_dir, key, r).unlink(missing_ok=True)
-        parts[key] = {} if force else read_parts(parts_dir, key, k, env=env, settings=settings_of(configs))
     ids = {key: next(iter(p.values()))["group_id"] if p else uuid.uuid4().hex[:12] for key, p in parts.items()}
     new_rows: list[dict] = []
 
@@ -198,7 +218,7 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
                     on_group(rows)
 
     finalize()
-    for r in range(k):
+    for r in range(k) if only_replicate is None else [only_replicate]:
         while True:
             need = [(key, ids[key], groups[key]) for key in groups if key in parts and r not in parts[key]]
             if not need:
@@ -227,7 +247,7 @@ def measure(configs: list[sweep.Config], *, study: str, profile: str, env: dict,
             workloads: sweep.Workloads | None = None, group_by: Callable[[sweep.Config], tuple] | None = None,
             threads: int = 1, frameworks: tuple[str, ...] = ("torch",), parts_dir: Path | None = None,
             on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False,
-            expectations: tuple = ()) -> list[dict]:
+            expectations: tuple = (), only_replicate: int | None = None) -> list[dict]:
     """Measure every configuration not yet measured alike (all when forced), group by group; the new rows.
 
     A configuration counts as measured when the table holds an 'ok' row for it from the same environment
@@ -240,7 +260,7 @@ def measure(configs: list[sweep.Config], *, study: str, profile: str, env: dict,
     return run(groups, study=study, profile=profile, env=env, table=table, measure_settings=measure_settings,
                parity_tolerance=parity_tolerance, seed=seed, workloads=workloads, threads=threads,
                frameworks=frameworks, parts_dir=parts_dir, force=force, on_group=on_group, in_process=in_process,
-               expectations=expectations)
+               expectations=expectations, only_replicate=only_replicate)
 
 
 def pending_parts(parts_dir: Path) -> int:

@@ -1,12 +1,21 @@
-"""Execute notebooks for a profile with papermill, one after another; a failure does not stop the rest."""
+"""Execute notebooks for a profile with papermill, one after another; a failure does not stop the rest.
+
+Where a profile measures each group in k ≥ 2 replicate processes, the run first measures replicates
+0 … k-2 of every notebook it was asked for, pass by pass, each notebook's pass in a process of its own
+(study.measure_replicate); then each notebook runs, measures its last replicate and combines. A group's
+replicates so lie about a k-th of the whole run apart, not minutes (replicates.py says why).
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
+import subprocess
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from . import paths, profiles, runlock
@@ -77,7 +86,7 @@ def _rows_in(path) -> int:
 
 
 @contextmanager
-def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool):
+def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool, what: str = ""):
     """A terminal progress bar of configuration-replicates, advanced as replicates finish groups (part files)
     and as combined rows land in the notebook's results table."""
     from tqdm import tqdm
@@ -88,7 +97,7 @@ def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool)
     parts = paths.parts_dir(loaded.name, notebook)
     k = loaded.measure_for(notebook).replicates
     total = len(planned(loaded, notebook, force=force)[1]) * k
-    bar = tqdm(total=total, desc=f"  {notebook} configurations × {k} replicates", unit="cfg", file=sys.stderr,
+    bar = tqdm(total=total, desc=f"  {notebook}{what} configurations × {k} replicates", unit="cfg", file=sys.stderr,
                ascii=True, leave=False)
     start, stop = _rows_in(table), threading.Event()
 
@@ -113,15 +122,59 @@ def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool)
         bar.close()
 
 
-def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False) -> dict:
-    """Run one notebook through papermill; return its manifest entry (status, time, failing cell)."""
-    params = profiles.notebook_parameters(loaded, notebook) | {"force": force}
-    # The kernel inherits this environment: threads are fixed before torch is imported.
+def _measuring_environment(loaded: profiles.LoadedProfile) -> None:
+    """What the kernels and measuring processes inherit: threads are fixed before torch is imported."""
     os.environ.update(OMP_NUM_THREADS=str(loaded.profile.threads), MKL_NUM_THREADS=str(loaded.profile.threads),
                       STUDYLIB_RUNNER="papermill")
     os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
+
+
+def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False) -> dict:
+    """Run one notebook through papermill; return its manifest entry (status, time, failing cell)."""
+    params = profiles.notebook_parameters(loaded, notebook) | {"force": force}
+    _measuring_environment(loaded)
     with _config_progress(loaded, notebook, force):
         return _papermill(notebook, paths.executed_dir(loaded.name), params)
+
+
+def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: list[str], *,
+                     force: bool = False) -> dict[str, float]:
+    """Measure replicates 0 … k-2 of every notebook, pass by pass, before any notebook runs; seconds per notebook.
+
+    Each notebook's pass is a process of its own (`python -m studylib.study`, study.measure_replicate). One that
+    fails is reported and the run goes on: its notebook measures whatever replicate is still missing."""
+    _measuring_environment(loaded)
+    k = {nb: loaded.measure_for(nb).replicates for nb in notebooks}
+    spent = dict.fromkeys(notebooks, 0.0)
+    for r in range(max(k.values(), default=1) - 1):
+        for nb in notebooks:
+            if r >= k[nb] - 1 or not planned(loaded, nb, force=force)[1]:
+                continue
+            t0 = time.perf_counter()
+            with _config_progress(loaded, nb, force, f" (early pass: replicate {r + 1} of {k[nb]})"):
+                rc = subprocess.run([sys.executable, "-m", "studylib.study", profile, nb, str(r)]
+                                    + (["--force"] if force else [])).returncode
+            spent[nb] += time.perf_counter() - t0
+            if rc != 0:
+                print(f"{nb}: the early pass of replicate {r + 1} ended with exit code {rc}; the notebook measures "
+                      "what it left", file=sys.stderr)
+    return {nb: round(s, 1) for nb, s in spent.items() if s}
+
+
+@contextmanager
+def _run_id() -> Iterator[str]:
+    """An id for this run, inherited by every process it starts (a forced run keeps its own early passes' parts)."""
+    from .replicates import RUN_ID_VAR
+
+    previous, run_id = os.environ.get(RUN_ID_VAR), uuid.uuid4().hex[:12]
+    os.environ[RUN_ID_VAR] = run_id
+    try:
+        yield run_id
+    finally:
+        if previous is None:
+            os.environ.pop(RUN_ID_VAR, None)
+        else:
+            os.environ[RUN_ID_VAR] = previous
 
 
 def _notebook_file(notebook: str):
@@ -158,18 +211,22 @@ def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False
 
     loaded = profiles.load(profile)
     names = select_notebooks(loaded, notebooks)
-    with runlock.hold(loaded.name, f"studylib run --profile {loaded.name}"):
+    with runlock.hold(loaded.name, f"studylib run --profile {loaded.name}"), _run_id():
+        early = early_replicates(profile, loaded, names, force=force)
         manifest = read_json(manifest_path(loaded.name), {}) or {}
         failed = 0
         for nb in tqdm(names, desc=f"notebooks [{loaded.name}]", unit="nb", file=sys.stderr, ascii=True):
             entry = execute(loaded, nb, force=force)
+            if nb in early:  # the seconds its earlier replicates took, before the notebooks ran
+                entry["early_replicates_s"] = early[nb]
             manifest[nb] = entry
             write_json_atomic(manifest_path(loaded.name), manifest)
             if entry["status"] != "ok":
                 failed += 1
                 print(f"{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}", file=sys.stderr)
             else:
-                print(f"{nb}: ok in {entry['duration_s']:.0f} s", file=sys.stderr)
+                earlier = f" (and {early[nb]:.0f} s in early passes)" if nb in early else ""
+                print(f"{nb}: ok in {entry['duration_s']:.0f} s{earlier}", file=sys.stderr)
         failed += run_summary() != 0
     return 1 if failed else 0
 

@@ -33,20 +33,25 @@ class StudyRun:
     run_note: str = "nothing measured yet"  # what the last `run` measured and reused (the page's "What ran")
 
     def run(self, configs: list[sweep.Config], workloads: sweep.Workloads | None = None,
-            group_by: Callable[[sweep.Config], tuple] | None = None):
+            group_by: Callable[[sweep.Config], tuple] | None = None, only_replicate: int | None = None):
         """Measure what is not measured yet; return these configurations' rows (raw samples included).
 
         Configurations are measured in groups (`group_by`, default: the study's own `group_by`, else the
         shape): a group's variants are timed together in interleaved rounds, in `replicates` processes.
-        `workloads` builds what each configuration runs (default: fixed-shape inputs per configuration;
-        the data-set studies pass dataset.DatasetWorkloads). Measuring holds the profile's run lock
-        (runlock): while another process measures this profile, runlock.Busy is raised.
+        `workloads` builds what each configuration runs (default: the study's own `workloads`, else
+        fixed-shape inputs per configuration). `only_replicate` measures that replicate only (see
+        measure_replicate). Measuring holds the profile's run lock (runlock): while another process
+        measures this profile, runlock.Busy is raised.
         """
         from .progress import group_progress
         from .studies import STUDIES
 
-        group_by = group_by or STUDIES[self.notebook].group_by
-        expectations = STUDIES[self.notebook].expectations
+        study = STUDIES[self.notebook]
+        group_by = group_by or study.group_by
+        expectations = study.expectations
+        if workloads is None:
+            workloads = (study.workloads(self) if study.workloads else
+                         sweep.Workloads(self.common.seed, cache_dir=paths.cache_dir(self.profile)))
         tolerance = dict(self.common.parity_tolerance)
         groups = sweep.pending_groups(configs, table=self.table, env=self.env, measure_settings=self.measure_settings,
                                       parity_tolerance=tolerance, seed=self.common.seed, force=self.force,
@@ -55,11 +60,10 @@ class StudyRun:
                 group_progress(sum(map(len, groups.values())), f"{self.notebook} [{self.profile}]") as advance:
             new = replicates.run(groups, study=self.notebook, profile=self.profile, env=self.env, table=self.table,
                                  measure_settings=self.measure_settings, parity_tolerance=tolerance,
-                                 seed=self.common.seed, force=self.force,
-                                 workloads=workloads or sweep.Workloads(self.common.seed,
-                                                                        cache_dir=paths.cache_dir(self.profile)),
+                                 seed=self.common.seed, force=self.force, workloads=workloads,
                                  threads=self.common.threads, frameworks=self.frameworks, on_group=advance,
-                                 parts_dir=paths.parts_dir(self.profile, self.notebook), expectations=expectations)
+                                 parts_dir=paths.parts_dir(self.profile, self.notebook), expectations=expectations,
+                                 only_replicate=only_replicate)
         commits = {str(c) for r in new for c in str(r.get("git_commit")).split(",")}
         if len(commits | {str(self.env["git_commit"])}) > 1:
             print(f"warning: the code changed while this study ran (commits {', '.join(sorted(commits))}, started at "
@@ -164,3 +168,24 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
     return StudyRun(notebook, profile, prof, section, env, table, bool(params.get("force", False)), harness_overhead(),
                     prof.measure.model_dump(), tuple(frameworks), dict(params))
+
+
+def measure_replicate(profile: str, notebook: str, replicate: int, *, force: bool = False) -> None:
+    """Measure one replicate of a notebook's pending groups, as its run cell would, without the analysis.
+
+    `studylib run` calls it (`python -m studylib.study PROFILE NOTEBOOK REPLICATE [--force]`) for replicates
+    0 … k-2 of every notebook before it executes any, so that a group's replicates lie far apart in time
+    (replicates.py); the notebook then measures its last replicate and combines the parts."""
+    from .studies import STUDIES
+
+    loaded = profiles.load(profile)
+    ctx = start(notebook, profiles.notebook_parameters(loaded, notebook) | {"force": force})
+    configs = STUDIES[notebook].configs(ctx.section, device=ctx.common.device, threads=ctx.common.threads)
+    ctx.run(configs, only_replicate=replicate)
+
+
+if __name__ == "__main__":
+    import sys
+
+    _profile, _notebook, _replicate, *_flags = sys.argv[1:]
+    measure_replicate(_profile, _notebook, int(_replicate), force="--force" in _flags)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .. import paths
 from ..surprises import Expectation
-from ..sweep import Config
+from ..sweep import Config, Workloads
 
 # A claims table's columns (studylib.claims builds them from the registry of seed claims): the claim, the seed's
 # number and conditions, whether this profile can compare, our measurement with its CI, the verdict, and the
@@ -64,6 +64,8 @@ class Study:
     # StudyRun.peaks) adds the roofline (roofline.attach), and without it the roofline says they are unknown
     analyse: Callable[..., Analysis]
     group_by: Callable[[Config], tuple] | None = None  # which configurations share rounds (default: the shape)
+    # (StudyRun) -> what each configuration runs (sweep.Workloads); default: fixed-shape inputs per configuration
+    workloads: Callable[..., Workloads] | None = None
     frameworks: tuple[str, ...] = ("torch",)  # whose threads the study sets (and records)
     comparisons: tuple[Comparison, ...] = ()
     notebook_file: Path | None = None  # where its notebook is (default: notebooks/<notebook>.ipynb)

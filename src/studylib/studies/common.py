@@ -13,6 +13,11 @@ from ..sweep import AA, REFERENCE
 EQUIVALENCE = 1.05
 
 
+def text_workloads(run):
+    """The data-set studies' workloads (StudyRun -> dataset.DatasetWorkloads): passes over the profile's corpus."""
+    return run.text_data()[1]
+
+
 def fmt_ms(seconds: float) -> str:
     if seconds is None or pd.isna(seconds):
         return ""

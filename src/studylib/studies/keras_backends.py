@@ -384,8 +384,16 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 
+def keras_workloads(run):
+    """What each configuration runs (StudyRun -> keras_models.KerasWorkloads): a Keras model on the backend of its
+    process, or native PyTorch."""
+    from .. import keras_models, paths
+
+    return keras_models.KerasWorkloads(run.common.seed, cache_dir=paths.cache_dir(run.profile))
+
+
 STUDY = register(Study(
-    NOTEBOOK, KerasBackends, configs, estimate_s, analyse, group_by=group_by,
+    NOTEBOOK, KerasBackends, configs, estimate_s, analyse, group_by=group_by, workloads=keras_workloads,
     frameworks=("torch", "tensorflow"),
     comparisons=(
         Comparison("Keras 3 (JAX, jit) over eager PyTorch", "keras-jax-jit", "eager",

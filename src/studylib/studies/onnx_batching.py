@@ -24,6 +24,7 @@ from .common import (
     fmt_or_blank,
     fmt_x,
     noise_band,
+    text_workloads,
 )
 
 NOTEBOOK = "03_onnx_batching"
@@ -342,7 +343,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
 
 _DATA_SHAPE = ("model", "dtype", "batch_size", "data", "strategy")
 STUDY = register(Study(
-    NOTEBOOK, OnnxBatching, configs, estimate_s, analyse, group_by=group_by,
+    NOTEBOOK, OnnxBatching, configs, estimate_s, analyse, group_by=group_by, workloads=text_workloads,
     comparisons=(
         Comparison("ONNX Runtime over eager PyTorch", "ort", "eager", shape=_DATA_SHAPE),
         Comparison("ONNX Runtime optimized over eager", "ort-optimized", "eager", shape=_DATA_SHAPE),

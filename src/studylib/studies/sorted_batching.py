@@ -24,6 +24,7 @@ from .common import (
     fmt_or_blank,
     fmt_x,
     noise_band,
+    text_workloads,
 )
 from .onnx_batching import estimate_s as _pass_estimate
 
@@ -295,7 +296,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
 
 
 STUDY = register(Study(
-    NOTEBOOK, SortedBatching, configs, estimate_s, analyse, group_by=group_by,
+    NOTEBOOK, SortedBatching, configs, estimate_s, analyse, group_by=group_by, workloads=text_workloads,
     comparisons=(Comparison("sorted over unsorted batches", "sorted", "unsorted", column="strategy",
                             shape=("model", "dtype", "batch_size", "data", "variant")),),
     on_gpu=("padding costs arithmetic on any device, so sorting still helps where the GPU is busy; at small batches a "

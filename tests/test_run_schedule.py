@@ -1,0 +1,62 @@
+"""`studylib run`'s order: replicates 0 … k-2 of every notebook first, pass by pass, then the notebooks.
+
+The measuring itself is replaced by recorders here; the smoke end-to-end test runs the real processes."""
+
+import contextlib
+import json
+import os
+import subprocess
+
+from studylib import profiles, replicates, run
+
+
+def _recording(monkeypatch, fail: set[str] = frozenset()):
+    events = []
+
+    def early(cmd, **kw):
+        notebook, replicate = cmd[4], int(cmd[5])
+        events.append(("early", notebook, replicate, "--force" in cmd, os.environ.get(replicates.RUN_ID_VAR)))
+        return subprocess.CompletedProcess(cmd, 1 if notebook in fail else 0)
+
+    def execute(loaded, notebook, *, force=False):
+        events.append(("notebook", notebook, force, os.environ.get(replicates.RUN_ID_VAR)))
+        return {"notebook": notebook, "status": "ok", "duration_s": 1.0, "failed_cell": None, "error": None}
+
+    monkeypatch.setattr(run.subprocess, "run", early)
+    monkeypatch.setattr(run, "execute", execute)
+    monkeypatch.setattr(run, "planned", lambda loaded, notebook, force=False: ([notebook], [notebook]))
+    monkeypatch.setattr(run, "_config_progress", lambda *a, **kw: contextlib.nullcontext())
+    monkeypatch.setattr(run, "run_summary", lambda: 0)
+    return events
+
+
+def test_every_notebooks_early_replicates_are_measured_before_any_notebook_runs(outputs, monkeypatch):
+    events = _recording(monkeypatch)
+    names = profiles.load("cpu").notebooks()
+    assert profiles.load("cpu").measure_for(names[0]).replicates == 2
+    assert run.run("cpu", force=True) == 0
+    run_ids = {e[-1] for e in events}
+    assert len(run_ids) == 1 and None not in run_ids  # one run id, inherited by every process of the run
+    assert os.environ.get(replicates.RUN_ID_VAR) is None  # and gone when the run ends
+    assert [e[:-1] for e in events] == ([("early", nb, 0, True) for nb in names]
+                                       + [("notebook", nb, True) for nb in names])
+    manifest = json.loads((outputs / "cpu" / "run.json").read_text())
+    assert all(manifest[nb]["early_replicates_s"] >= 0 for nb in names)
+
+
+def test_a_notebook_of_one_replicate_has_no_early_pass(outputs, monkeypatch):
+    events = _recording(monkeypatch)
+    smoke = profiles.load("smoke")
+    one, two = "01_eager_vs_compiled", "02_torchscript_vs_xla"
+    assert smoke.measure_for(one).replicates == 1 and smoke.measure_for(two).replicates == 2
+    assert run.run("smoke", [one, two]) == 0
+    assert [e[:-1] for e in events] == [("early", two, 0, False), ("notebook", one, False), ("notebook", two, False)]
+    manifest = json.loads((outputs / "smoke" / "run.json").read_text())
+    assert "early_replicates_s" not in manifest[one] and "early_replicates_s" in manifest[two]
+
+
+def test_a_failed_early_pass_is_reported_and_its_notebook_still_runs(outputs, monkeypatch, capsys):
+    events = _recording(monkeypatch, fail={"02_torchscript_vs_xla"})
+    assert run.run("smoke", ["02_torchscript_vs_xla"]) == 0
+    assert [e[0] for e in events] == ["early", "notebook"]
+    assert "early pass of replicate 1 ended with exit code 1; the notebook measures what it left" in capsys.readouterr().err
