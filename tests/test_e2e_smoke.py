@@ -48,6 +48,7 @@ def smoke(tmp_path_factory):
     before = _git_status()
     first = _cli("run", "--profile", "smoke", outputs=outputs)
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "Traceback" not in first.stderr and "early pass of replicate" not in first.stderr, first.stderr[-3000:]
     report = _cli("report", "--profile", "smoke", outputs=outputs)
     assert report.returncode == 0, report.stderr[-3000:]
     assert _git_status() == before, "a smoke run and report changed files git sees"

@@ -6,8 +6,10 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 
 from studylib import profiles, replicates, run
+from studylib.files import read_json
 
 
 def _recording(monkeypatch, fail: set[str] = frozenset()):
@@ -60,3 +62,18 @@ def test_a_failed_early_pass_is_reported_and_its_notebook_still_runs(outputs, mo
     assert run.run("smoke", ["02_torchscript_vs_xla"]) == 0
     assert [e[0] for e in events] == ["early", "notebook"]
     assert "early pass of replicate 1 ended with exit code 1; the notebook measures what it left" in capsys.readouterr().err
+
+
+def test_an_early_pass_process_leaves_one_replicate_in_parts_and_the_table_empty(outputs):
+    """The real process (python -m studylib.study) on an empty outputs/: smoke's study 04, replicate 0 of 2."""
+    notebook = "04_sorted_length_batching"
+    done = subprocess.run([sys.executable, "-m", "studylib.study", "smoke", notebook, "0"], capture_output=True,
+                          text=True, env=os.environ | {replicates.RUN_ID_VAR: "run-x"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    parts = sorted((outputs / "smoke" / "results" / f"{notebook}.parts").glob("*.json"))
+    assert parts and all(p.name.endswith(".r0.json") for p in parts)
+    loaded = profiles.load("smoke")
+    rows = [row for p in parts for row in read_json(p)["rows"]]
+    assert {r["config_key"] for r in rows} == {c.key for c in run.grid(loaded, notebook)}
+    assert all(read_json(p)["run_id"] == "run-x" for p in parts) and all(r["status"] == "ok" for r in rows)
+    assert not (outputs / "smoke" / "results" / f"{notebook}.jsonl").exists()  # combined only with both replicates

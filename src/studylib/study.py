@@ -33,16 +33,29 @@ class StudyRun:
     run_note: str = "nothing measured yet"  # what the last `run` measured and reused (the page's "What ran")
 
     def run(self, configs: list[sweep.Config], workloads: sweep.Workloads | None = None,
-            group_by: Callable[[sweep.Config], tuple] | None = None, only_replicate: int | None = None):
+            group_by: Callable[[sweep.Config], tuple] | None = None):
         """Measure what is not measured yet; return these configurations' rows (raw samples included).
 
         Configurations are measured in groups (`group_by`, default: the study's own `group_by`, else the
         shape): a group's variants are timed together in interleaved rounds, in `replicates` processes.
         `workloads` builds what each configuration runs (default: the study's own `workloads`, else
-        fixed-shape inputs per configuration). `only_replicate` measures that replicate only (see
-        measure_replicate). Measuring holds the profile's run lock (runlock): while another process
-        measures this profile, runlock.Busy is raised.
+        fixed-shape inputs per configuration). Measuring holds the profile's run lock (runlock): while
+        another process measures this profile, runlock.Busy is raised.
         """
+        new, groups = self._measure(configs, workloads, group_by)
+        df = self.table.frame(with_samples=True)
+        order = {c.key: i for i, c in enumerate(configs)}
+        df = df[df.config_key.isin(order)].sort_values("config_key", key=lambda k: k.map(order))
+        self.run_note = (f"{len(new)} configurations measured in this run ({groups} groups, "
+                         f"{self.measure_settings.get('replicates', 1)} replicate process(es) each), "
+                         f"{len(df) - len(new)} taken from earlier runs in the same environment; results in "
+                         f"{paths.display(self.table.path)}")
+        return df.reset_index(drop=True)
+
+    def _measure(self, configs: list[sweep.Config], workloads: sweep.Workloads | None = None,
+                 group_by: Callable[[sweep.Config], tuple] | None = None,
+                 only_replicate: int | None = None) -> tuple[list[dict], int]:
+        """What `run` measures (and measure_replicate, `only_replicate` alone): the rows it added, and its groups."""
         from .progress import group_progress
         from .studies import STUDIES
 
@@ -68,14 +81,7 @@ class StudyRun:
         if len(commits | {str(self.env["git_commit"])}) > 1:
             print(f"warning: the code changed while this study ran (commits {', '.join(sorted(commits))}, started at "
                   f"{self.env['git_commit']}); each row records the commit it was measured at")
-        df = self.table.frame(with_samples=True)
-        order = {c.key: i for i, c in enumerate(configs)}
-        df = df[df.config_key.isin(order)].sort_values("config_key", key=lambda k: k.map(order))
-        self.run_note = (f"{len(new)} configurations measured in this run ({len(groups)} groups, "
-                         f"{self.measure_settings.get('replicates', 1)} replicate process(es) each), "
-                         f"{len(df) - len(new)} taken from earlier runs in the same environment; results in "
-                         f"{paths.display(self.table.path)}")
-        return df.reset_index(drop=True)
+        return new, len(groups)
 
     def text_data(self):
         """The data-set studies' tokenized sample and the workloads that time passes over it."""
@@ -181,7 +187,7 @@ def measure_replicate(profile: str, notebook: str, replicate: int, *, force: boo
     loaded = profiles.load(profile)
     ctx = start(notebook, profiles.notebook_parameters(loaded, notebook) | {"force": force})
     configs = STUDIES[notebook].configs(ctx.section, device=ctx.common.device, threads=ctx.common.threads)
-    ctx.run(configs, only_replicate=replicate)
+    ctx._measure(configs, only_replicate=replicate)
 
 
 if __name__ == "__main__":
