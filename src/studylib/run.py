@@ -86,9 +86,11 @@ def _rows_in(path) -> int:
 
 
 @contextmanager
-def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool, what: str = ""):
+def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool, what: str = "",
+                     pending: int | None = None):
     """A terminal progress bar of configuration-replicates, advanced as replicates finish groups (part files)
-    and as combined rows land in the notebook's results table."""
+    and as combined rows land in the notebook's results table. `pending`: the configurations to measure,
+    where the caller has counted them (planned)."""
     from tqdm import tqdm
 
     from .replicates import pending_parts
@@ -96,7 +98,7 @@ def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool,
     table = paths.results_dir(loaded.name) / f"{notebook}.jsonl"
     parts = paths.parts_dir(loaded.name, notebook)
     k = loaded.measure_for(notebook).replicates
-    total = len(planned(loaded, notebook, force=force)[1]) * k
+    total = (len(planned(loaded, notebook, force=force)[1]) if pending is None else pending) * k
     bar = tqdm(total=total, desc=f"  {notebook}{what} configurations × {k} replicates", unit="cfg", file=sys.stderr,
                ascii=True, leave=False)
     start, stop = _rows_in(table), threading.Event()
@@ -148,10 +150,11 @@ def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: li
     spent = dict.fromkeys(notebooks, 0.0)
     for r in range(max(k.values(), default=1) - 1):
         for nb in notebooks:
-            if r >= k[nb] - 1 or not planned(loaded, nb, force=force)[1]:
+            pending = len(planned(loaded, nb, force=force)[1]) if r < k[nb] - 1 else 0
+            if not pending:
                 continue
             t0 = time.perf_counter()
-            with _config_progress(loaded, nb, force, f" (early pass: replicate {r + 1} of {k[nb]})"):
+            with _config_progress(loaded, nb, force, f" (early pass: replicate {r + 1} of {k[nb]})", pending):
                 rc = subprocess.run([sys.executable, "-m", "studylib.study", profile, nb, str(r)]
                                     + (["--force"] if force else [])).returncode
             spent[nb] += time.perf_counter() - t0

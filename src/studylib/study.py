@@ -182,12 +182,11 @@ def measure_replicate(profile: str, notebook: str, replicate: int, *, force: boo
     `studylib run` calls it (`python -m studylib.study PROFILE NOTEBOOK REPLICATE [--force]`) for replicates
     0 … k-2 of every notebook before it executes any, so that a group's replicates lie far apart in time
     (replicates.py); the notebook then measures its last replicate and combines the parts."""
-    from .studies import STUDIES
+    from .run import grid
 
     loaded = profiles.load(profile)
     ctx = start(notebook, profiles.notebook_parameters(loaded, notebook) | {"force": force})
-    configs = STUDIES[notebook].configs(ctx.section, device=ctx.common.device, threads=ctx.common.threads)
-    ctx._measure(configs, only_replicate=replicate)
+    ctx._measure(grid(loaded, notebook), only_replicate=replicate)
 
 
 if __name__ == "__main__":
