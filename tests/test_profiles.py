@@ -51,6 +51,8 @@ BAD = {
                                     "measure.min_rounds: Input should be greater than or equal to 6"),
     "no replicate": (lambda d: d["measure"].update(replicates=0),
                      "measure.replicates: Input should be greater than or equal to 1"),
+    "negative run-to-run shift": (lambda d: d.update(run_shift_pct=-2),
+                                  "run_shift_pct: Input should be greater than or equal to 0"),
     "negative budget": (lambda d: d["measure"].update(budget_s=-1), "measure.budget_s: Input should be greater than 0"),
     "sequence longer than the model": (lambda d: _section(d).update(seq_lens=[16, 4096]),
                                        f"notebooks.{NB}: seq_lens: 4096 exceeds bert-tiny's 512 positions"),

@@ -8,6 +8,7 @@ reported one (stats.with_reported_ci) keeps. Everything here is synthetic: no re
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import stored_row
@@ -17,12 +18,15 @@ from studylib.results import ResultsTable
 TRUE = {"eager": 0.100, "eager-aa": 0.100, "fast": 0.070}  # per-call medians in the machine's average phase
 
 
-def _run(rng, *, groups=12, replicates=2, rounds=12, phase_sd=0.10, noise_sd=0.02, shared=1.0):
-    """Rows of one simulated run: each group's replicate process runs in a phase shared by its variants
-    (`shared` of the phase's variance; the rest is the variant's own), each call with lognormal noise."""
+def _run(rng, *, groups=12, replicates=2, rounds=12, phase_sd=0.10, noise_sd=0.02, shared=1.0, run_sd=0.0,
+         run_shift_pct=None):
+    """Rows of one simulated run: the whole run lies in a phase of its own (`run_sd`, common to every row), each
+    group's replicate process in a phase shared by its variants (`shared` of the phase's variance; the rest is
+    the variant's own), each call with lognormal noise. Rows carry the profile's `run_shift_pct`."""
     rows = []
+    whole_run = rng.normal(0, run_sd) if run_sd else 0.0
     for g in range(groups):
-        phases = rng.normal(0, phase_sd * np.sqrt(shared), replicates)
+        phases = whole_run + rng.normal(0, phase_sd * np.sqrt(shared), replicates)
         own = {v: rng.normal(0, phase_sd * np.sqrt(1 - shared), replicates) for v in TRUE}
         for v, mu in TRUE.items():
             xs = [mu * np.exp(phases[r] + own[v][r] + rng.normal(0, noise_sd)) for r in range(replicates)
@@ -30,7 +34,7 @@ def _run(rng, *, groups=12, replicates=2, rounds=12, phase_sd=0.10, noise_sd=0.0
             reps = [r for r in range(replicates) for _ in range(rounds)]
             rows.append({"config_key": f"g{g}|{v}", "variant": v, "status": "ok", "group_id": f"run-g{g}",
                          "samples_s": xs, "sample_rep": reps, "sample_round": [i % rounds for i in range(len(xs))],
-                         **timing.row_statistics(xs, reps)})
+                         "run_shift_pct": run_shift_pct, **timing.row_statistics(xs, reps)})
     return rows
 
 
@@ -55,6 +59,41 @@ def test_reported_ci_holds_for_a_rerun_where_the_runs_own_interval_does_not():
     # the reported one covers the truth as a 95% interval should, and most re-run medians (a re-run is itself
     # noisy: two exact 95% intervals' centres fall inside each other about 83% of the time)
     assert np.mean(rep_truth) >= 0.9 and np.mean(rep_rerun) >= 0.8
+
+
+def test_the_profiles_run_to_run_shift_keeps_re_runs_inside_where_the_process_spread_alone_does_not():
+    """Forty pairs of runs whose whole-run phases differ (SD 5%) beside 3% between processes: no interval
+    from one run's processes sees the first; the profile's `run_shift_pct` (its SD) brings it in, and a
+    speed-up between two medians of one run (unpaired) is left as it was, since they share that phase."""
+    rng = np.random.default_rng(21)
+    without, stated, truth = [], [], []
+    for _ in range(40):
+        runs = [_run(rng, groups=8, phase_sd=0.03, run_sd=0.05, run_shift_pct=pct)
+                for pct in (None, 5.0, None, 5.0)]
+        (ref_plain, ref_stated), (new_plain, new_stated) = (
+            [stats.with_reported_ci(r) for r in runs[:2]], [stats.with_reported_ci(r) for r in runs[2:]])
+        again = [r["median_s"] for r in new_plain]
+        without.append(_share_inside(ref_plain, again))
+        stated.append(_share_inside(ref_stated, [r["median_s"] for r in new_stated]))
+        truth.append(_share_inside(ref_stated, [TRUE[r["variant"]] for r in ref_stated]))
+        for r in ref_stated:
+            assert r["ci_low_s"] <= r["ci_run_low_s"] <= r["median_s"] <= r["ci_run_high_s"] <= r["ci_high_s"]
+    # a re-run's median differs from the reference's by about 7.7% (SD): the process spread alone allows about
+    # ±4.5% (44% expected inside); with the stated shift about ±10.5% (83% expected: the re-run is itself noisy)
+    assert np.mean(without) < 0.6
+    assert np.mean(stated) >= 0.75 and np.mean(truth) >= 0.9
+
+    rows = stats.with_reported_ci(_run(rng, groups=4, phase_sd=0.03, run_shift_pct=5.0))
+    plain = stats.with_reported_ci([dict(r, run_shift_pct=None) for r in rows])
+    by, by_plain = ({r["config_key"]: r for r in t} for t in (rows, plain))
+    unpaired = [(by[k], dict(by["g1|fast"], group_id="elsewhere")) for k in ("g0|eager", "g2|eager")]
+    unpaired_plain = [(by_plain[k], dict(by_plain["g1|fast"], group_id="elsewhere")) for k in ("g0|eager", "g2|eager")]
+    for (a, b), (pa, pb) in zip(unpaired, unpaired_plain):
+        s, p = stats.speedup(a, b), stats.speedup(pa, pb)
+        assert not s.paired and (s.ci_low, s.ci_high) == pytest.approx((p.ci_low, p.ci_high))
+    # where no replicate gives a spread between processes, the stated shift still widens the medians
+    single = stats.with_reported_ci(_run(rng, groups=3, replicates=1, run_shift_pct=5.0))
+    assert all(r["ci_low_s"] < r["ci_run_low_s"] and r["ci_high_s"] > r["ci_run_high_s"] for r in single)
 
 
 def test_between_process_spread_recovers_the_phase_sd_and_how_much_a_group_shares():
@@ -149,3 +188,14 @@ def test_a_a_pairs_stay_equal_when_each_process_settles_the_copies_differently()
     assert all(r["ratio_tau"] > 0 for r in reported)
     g = stats.geomean_speedup([(reported[2 * i], reported[2 * i + 1]) for i in range(60)])
     assert g.ci_low < 1 < g.ci_high
+
+
+def test_each_page_says_whether_its_cis_include_a_shift_between_runs():
+    from studylib.studies import common
+
+    rng = np.random.default_rng(8)
+    for pct, says in ((3.3, "run_shift_pct, SD 3.3%"), (None, "the profile states no shift between whole runs")):
+        frame = pd.DataFrame(stats.with_reported_ci(_run(rng, groups=4, run_shift_pct=pct))).assign(drift=False)
+        text = common.drift_finding(frame)
+        assert says in text, text
+        assert ("so they hold for a re-run" in text) == (pct is not None)

@@ -223,6 +223,11 @@ class Profile(_Strict):
     threads: int = Field(ge=1)
     seed: int = 0
     measure: MeasureSettings = MeasureSettings()
+    run_shift_pct: float = Field(
+        0.0, ge=0, lt=100,
+        description="SD (%) of the shift common to every median between two whole runs of this profile on its "
+                    "machine (`studylib compare` of same-host re-runs measures it); every median's reported CI "
+                    "includes it. 0: the CIs hold across the processes of one run only")
     parity_tolerance: dict[Tolerance, float] = Field(
         default_factory=lambda: {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02, "int8": 0.1},
         description="largest max-abs-difference to eager allowed, relative to max(1, max |eager output|)",

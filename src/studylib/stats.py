@@ -13,6 +13,10 @@ processes (replicates). A results row carries its per-round samples with two ali
   phase, not the code). With two replicates a row cannot estimate that from its own samples, so the
   spread between processes is pooled over a table's rows (`between_process_spread`, degrees of freedom
   counted by groups, since a group's rows share their processes) and added to the run's interval.
+  A whole run can also lie in a faster or slower phase than the next one, shifting every median alike:
+  no interval built from one run's processes sees that. A profile states it (`run_shift_pct`, the SD of
+  that shift as same-host re-runs measured it with `compare`); rows carry it and the reported interval
+  adds it too (`run_shift_half_width`). Two medians of one run share that shift, so ratios leave it out.
   Speed-ups pair rounds within a process, so the machine's phase cancels in them. What can remain is a
   pair settling differently in each process (memory placement of a copy, thread pinning): its spread
   beyond sampling noise is estimated over the table's pairs (`between_process_ratio_spread`,
@@ -177,24 +181,37 @@ def between_process_spread(rows: Iterable[Any]) -> ProcessSpread | None:
                          common_share=float(common / ss) if ss > 0 else 0.0)
 
 
-def reported_ci(row: Any, spread: ProcessSpread | None, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """The CI a row's median is reported with: its samples' interval widened by the spread between processes.
+def run_shift_half_width(row: Any, confidence: float = CONFIDENCE) -> float:
+    """Half-width (log scale) for the shift between whole runs that the row's profile states (`run_shift_pct`,
+    stamped on the row when it was measured); 0 where it states none."""
+    pct = _field(row, "run_shift_pct")
+    if not _present(pct) or pct <= 0:
+        return 0.0
+    return float(_st.norm.ppf((1 + confidence) / 2) * np.log1p(pct / 100))
 
-    On each side the order-statistic half-width of all the row's samples (log scale) and the
-    between-process half-width for the row's replicate count add in quadrature; the result is never
-    narrower than the run's own interval (where this row's replicates disagree more than the table's
-    typical spread, that disagreement stays). Without a spread (one replicate everywhere): the run's interval.
+
+def reported_ci(row: Any, spread: ProcessSpread | None, confidence: float = CONFIDENCE, *,
+                across_runs: bool = True) -> tuple[float, float]:
+    """The CI a row's median is reported with: its samples' interval widened by the spread between processes
+    and, `across_runs`, by the shift between whole runs its profile states.
+
+    On each side the order-statistic half-width of all the row's samples (log scale), the between-process
+    half-width for the row's replicate count and the run-to-run half-width add in quadrature; the result is
+    never narrower than the run's own interval (where this row's replicates disagree more than the table's
+    typical spread, that disagreement stays). Without either term: the run's interval. Two medians of one
+    run share its shift, so a ratio between them leaves it out (`across_runs=False`).
     """
     lo, hi = _field(row, "ci_run_low_s"), _field(row, "ci_run_high_s")
     median = _field(row, "median_s")
-    if spread is None or not (_present(lo) and _present(hi) and _present(median)) or median <= 0 or lo <= 0 \
-            or not _present(_field(row, "samples_s")):
+    h_run = run_shift_half_width(row, confidence) if across_runs else 0.0
+    if (spread is None and not h_run) or not (_present(lo) and _present(hi) and _present(median)) \
+            or median <= 0 or lo <= 0 or not _present(_field(row, "samples_s")):
         return lo, hi
     x, reps, _ = row_samples(row)
     if confidence != CONFIDENCE:
         lo, hi = median_ci(x, reps, confidence=confidence)
     olo, ohi, _ = order_stat_ci(x, confidence)
-    h = spread.half_width(len(np.unique(reps)), confidence)
+    h = float(np.hypot(spread.half_width(len(np.unique(reps)), confidence) if spread is not None else 0.0, h_run))
     below, above = np.log(median / olo), np.log(ohi / median)
     return (min(lo, float(median * np.exp(-np.hypot(below, h)))),
             max(hi, float(median * np.exp(np.hypot(above, h)))))
@@ -374,8 +391,8 @@ def speedup(base, cand, *, seed: int = 0) -> Speedup:
     cx, cr, _ = row_samples(cand)
     half = 1 - (1 - CONFIDENCE) / 2
     if spread is not None:
-        blo, bhi = reported_ci(base, spread, half)
-        clo, chi = reported_ci(cand, _table_spreads(cand)[0] or spread, half)
+        blo, bhi = reported_ci(base, spread, half, across_runs=False)
+        clo, chi = reported_ci(cand, _table_spreads(cand)[0] or spread, half, across_runs=False)
     else:
         blo, bhi = median_ci(bx, br, confidence=half, seed=seed)
         clo, chi = median_ci(cx, cr, confidence=half, seed=seed)

@@ -168,6 +168,8 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     profile = params["profile"]
     env = environment.capture(profile)
     env_path = paths.results_dir(profile) / "env.json"
+    # the profile's run-to-run shift travels with the run (sweep.base_row stamps it on every row it measures)
+    env["run_shift_pct"] = prof.run_shift_pct
     env["peaks"] = roofline.cached_peaks(env, read_json(env_path), device=prof.device,
                                          budget=roofline.budget_s(prof.measure.model_dump()))
     write_json_atomic(env_path, env)
