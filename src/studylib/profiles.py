@@ -450,6 +450,7 @@ def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:
         "device": p.device,
         "threads": p.threads,
         "seed": p.seed,
+        "run_shift_pct": p.run_shift_pct,
         "measure": loaded.measure_for(notebook).model_dump(),
         "parity_tolerance": dict(p.parity_tolerance),
         **section,
@@ -458,7 +459,7 @@ def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:
 
 def check_parameters(notebook: str, params: dict[str, Any]) -> tuple[Profile, BaseModel]:
     """Validate a notebook's parameters (injected or edited by hand) with the profile schema."""
-    common = {k: params[k] for k in ("device", "threads", "seed", "measure", "parity_tolerance") if k in params}
+    common = {k: params[k] for k in ("device", "threads", "seed", "run_shift_pct", "measure", "parity_tolerance") if k in params}
     section = {k: v for k, v in params.items() if k not in common and k not in ("profile", "force")}
     where = f"{notebook} parameters"
     if not PLAIN_NAME.fullmatch(str(params.get("profile", ""))):
