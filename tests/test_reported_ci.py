@@ -85,10 +85,11 @@ def test_the_profiles_run_to_run_shift_keeps_re_runs_inside_where_the_process_sp
 
     rows = stats.with_reported_ci(_run(rng, groups=4, phase_sd=0.03, run_shift_pct=5.0))
     plain = stats.with_reported_ci([dict(r, run_shift_pct=None) for r in rows])
-    by, by_plain = ({r["config_key"]: r for r in t} for t in (rows, plain))
-    unpaired = [(by[k], dict(by["g1|fast"], group_id="elsewhere")) for k in ("g0|eager", "g2|eager")]
-    unpaired_plain = [(by_plain[k], dict(by_plain["g1|fast"], group_id="elsewhere")) for k in ("g0|eager", "g2|eager")]
-    for (a, b), (pa, pb) in zip(unpaired, unpaired_plain):
+    def unpaired(table):  # eager of two groups against another group's fast: medians of one run, not paired
+        by = {r["config_key"]: r for r in table}
+        return [(by[k], dict(by["g1|fast"], group_id="elsewhere")) for k in ("g0|eager", "g2|eager")]
+
+    for (a, b), (pa, pb) in zip(unpaired(rows), unpaired(plain)):
         s, p = stats.speedup(a, b), stats.speedup(pa, pb)
         assert not s.paired and (s.ci_low, s.ci_high) == pytest.approx((p.ci_low, p.ci_high))
     # where no replicate gives a spread between processes, the stated shift still widens the medians

@@ -437,6 +437,10 @@ def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
     return LoadedProfile(path.stem, path, prof, chosen.sections, picked=rule.use)
 
 
+# the profile-wide values every notebook takes as parameters (beside `profile`, `force` and its section's keys)
+COMMON_PARAMETERS = ("device", "threads", "seed", "run_shift_pct", "measure", "parity_tolerance")
+
+
 def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:
     """The values papermill injects into a notebook's parameters cell."""
     if notebook not in loaded.sections:
@@ -445,21 +449,13 @@ def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:
         )
     p = loaded.profile
     section = loaded.sections[notebook].model_dump(exclude={"measure", "left_out"})
-    return {
-        "profile": loaded.name,
-        "device": p.device,
-        "threads": p.threads,
-        "seed": p.seed,
-        "run_shift_pct": p.run_shift_pct,
-        "measure": loaded.measure_for(notebook).model_dump(),
-        "parity_tolerance": dict(p.parity_tolerance),
-        **section,
-    }
+    common = p.model_dump(include=set(COMMON_PARAMETERS)) | {"measure": loaded.measure_for(notebook).model_dump()}
+    return {"profile": loaded.name, **{k: common[k] for k in COMMON_PARAMETERS}, **section}
 
 
 def check_parameters(notebook: str, params: dict[str, Any]) -> tuple[Profile, BaseModel]:
     """Validate a notebook's parameters (injected or edited by hand) with the profile schema."""
-    common = {k: params[k] for k in ("device", "threads", "seed", "run_shift_pct", "measure", "parity_tolerance") if k in params}
+    common = {k: params[k] for k in COMMON_PARAMETERS if k in params}
     section = {k: v for k, v in params.items() if k not in common and k not in ("profile", "force")}
     where = f"{notebook} parameters"
     if not PLAIN_NAME.fullmatch(str(params.get("profile", ""))):
