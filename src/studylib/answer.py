@@ -1,117 +1,217 @@
-"""The answer a study page opens with, and the headline the index shows beside its link.
+"""The answer a study page opens with, computed from its rows through the comparison layer (speedups.py).
 
-Computed from a study's rows alone, the same way for every study: each headline comparison its registry
-entry names (a geometric-mean speed-up over the shapes both sides ran, with a CI, and how many shapes
-were faster / slower / equal / unclear), the A/A control's false-positive rate and noise floor, the
-machine, and the study's one line on what a GPU would change. The summary's per-profile headline table
-uses the same `headline` numbers.
+The box answers the page's question with its conditions: first the fastest option per workload (advice.py),
+then each comparison the study declares (Study.comparisons) where it pays off and where it does not, by regime
+(its per-shape verdicts; a geometric mean only where they all agree), with the one-time cost and the calls that
+pay it back; then the A/A control, the false-discovery line, what this profile did not run, the machine and what
+a GPU would change. Every number in the box is also in the table printed right under it (`tables`), in the same
+words, so a reader (and tests/test_answers.py) can find where each comes from.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from functools import cache
 
+import numpy as np
 import pandas as pd
+import yaml
 
-from . import stats
-from .studies import STUDIES, Comparison
-from .studies.common import aa_control, classify, noise_band
-from .sweep import AA, REFERENCE
+from . import advice, paths, speedups
+from .config import AA, REFERENCE
+from .speedups import Comparison
+from .studies import STUDIES
 
-# Columns that make two rows the same workload apart from the variant (whichever a study has).
-SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size", "strategy", "data", "backend"]
-
-
-def _by_shape(frame: pd.DataFrame, shape: list[str]) -> pd.DataFrame:
-    ok = frame[frame.status == "ok"]
-    return ok.set_index(pd.Index(["|".join(map(str, r)) for r in ok[shape].itertuples(index=False)]))
-
-
-def headline(df: pd.DataFrame, c: Comparison, band: float | None = None) -> dict:
-    """`c`'s geometric-mean speed-up over the shapes both sides ran ok, with its CI and per-shape readings
-    (faster / slower / equal within `band` / unclear); or a status saying why there is none."""
-    if not len(df) or c.column not in df:
-        return {"status": "not run", "n": 0}
-    cand, base = df[df[c.column] == c.candidate], df[df[c.column] == c.baseline]
-    if not len(cand):
-        return {"status": "not in this profile", "n": 0}
-    shape = [k for k in c.shape if k in df]
-    ok_c, ok_b = _by_shape(cand, shape), _by_shape(base, shape)
-    both = ok_c.index.intersection(ok_b.index)
-    if not len(both):
-        failed = cand[cand.status != "ok"]
-        why = f"{failed.status.iloc[0]}: {failed.error.iloc[0]}" if len(failed) else "baseline did not run"
-        return {"status": why[:160], "n": 0}
-    pairs = [(ok_b.loc[k], ok_c.loc[k]) for k in both]
-    g, lo, hi = stats.geomean_speedup(pairs, n_resamples=1000)
-    readings = [classify(s.ci_low, s.ci_high, *([band] if band else [])) for s in (stats.speedup(b, a) for b, a in pairs)]
-    return {"status": "ok", "speedup": g, "ci_low": lo, "ci_high": hi, "n": len(both), "of": len(cand),
-            "reading": classify(lo, hi), **{w: readings.count(w) for w in ("faster", "slower", "equal", "unclear")}}
-
-
-def _aa(df: pd.DataFrame) -> pd.DataFrame:
-    return aa_control(df, [c for c in SHAPE_COLUMNS if c in df]) if len(df) and "variant" in df else pd.DataFrame()
-
-
-def fastest(df: pd.DataFrame) -> str:
-    """Which variant (with its batching strategy where a study varies it) has the lowest median at how many
-    shapes; the A/A copy is left out."""
-    ok = df[(df.status == "ok") & (df.variant != AA)]
-    if not len(ok):
-        return ""
-    who = ok.variant + (" · " + ok.strategy.astype(str) if "strategy" in ok and ok.strategy.nunique() > 1 else "")
-    shape = [c for c in SHAPE_COLUMNS if c in ok and c not in ("strategy", "backend")]
-    winners = who.loc[ok.groupby(shape, dropna=False, sort=False).median_s.idxmin()].value_counts()
-    n = int(winners.sum())
-    listed = ", ".join(f"{name} at {k}" for name, k in winners.items())
-    return f"**Lowest median latency** per shape: {listed} of {n} shape{'s' * (n != 1)}."
+WORDS = {"faster": "pays off at", "slower": "slower at", "equal": "no gain (equal within ±{band}) at",
+         "unclear": "undecided at"}
+ANSWER_COLUMNS = ["comparison", "shape", "speed-up (95% CI)", "verdict", "one-time cost (s)", "paid back after (calls)"]
 
 
 def whole_models(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows of whole models: study 02's single-operation micro-benchmarks (task "op") have their own table,
-    and pooling them into a headline speed-up or the fastest-variant count would mix two questions."""
+    """The rows of whole models: study 02's single-operation micro-benchmarks (task "op") have their own table."""
     return df[df.task != "op"] if "task" in df else df
 
 
-def headlines(notebook: str, df: pd.DataFrame) -> list[str]:
-    """The study's headline findings (markdown), computed from its rows (whole models only); empty when nothing
-    ran ok."""
+def comparison_table(df: pd.DataFrame, c: Comparison, band: float) -> pd.DataFrame:
+    """`c` at every shape of `df` (speedups.pair_table) with each shape's label (only the columns that vary)."""
+    t = speedups.pair_table(df, c.candidate, c.baseline, column=c.column, band=band)
+    on = [k for k in speedups.match_columns(t, c.column) if k not in ("device", "threads")]
+    dims = speedups.varying(t, [*[a for a in c.along if a in on], *[k for k in on if k not in c.along]])
+    t["shape"] = [speedups.shape_label(r, dims) or "the one shape run" for _, r in t.iterrows()]
+    return t
+
+
+def _calls(r) -> str:
+    if r.verdict != "faster" or not np.isfinite(r.one_time_s) or r.one_time_s <= 0:
+        return ""
+    n, lo, hi = (speedups.fmt_calls(v) for v in (r.break_even, r.break_even_low, r.break_even_high))
+    return n if lo == hi else f"{n} ({lo}–{hi})"
+
+
+MIN_COST_S = 0.5  # one-time costs below this are in the answer table, not in the box's sentence
+
+
+def _costs(ok: pd.DataFrame, c: Comparison) -> str:
+    """What else the candidate costs: outputs that differ from eager's, int8 label agreement. (Peak memory is in
+    the latency tables: each runtime's allocator is counted its own way, so a ratio across runtimes misleads.)"""
+    out = []
+    if "parity_ok" in ok and (ok.parity_ok == False).any():  # noqa: E712 - a column of True / False / None
+        bad = ok[ok.parity_ok == False]  # noqa: E712
+        out.append(f"its outputs differ from eager's beyond the tolerance at {', '.join(bad['shape'])} (max |Δ| "
+                   f"{bad.max_abs_diff.max():.1e})")
+    if "label_agreement" in ok and ok.label_agreement.notna().any() and "int8" in c.candidate:
+        lo, hi = f"{ok.label_agreement.min():.1%}", f"{ok.label_agreement.max():.1%}"
+        out.append(f"its predicted labels agree with fp32 on {lo if lo == hi else lo + '–' + hi} of texts (random "
+                   f"weights: this shows how far int8 moves the outputs, not a trained model's accuracy)")
+    return (" Costs: " + "; ".join(out) + ".") if out else ""
+
+
+def conditional(t: pd.DataFrame, c: Comparison, band: float, df: pd.DataFrame) -> tuple[str, list[dict]]:
+    """`c`'s answer by regime (markdown) and the answer-table rows behind its numbers."""
+    ok = t[t.speedup.notna()]
+    rows = [{"comparison": c.label, "shape": r.shape, "speed-up (95% CI)": speedups.fmt(r.speedup, r.ci_low, r.ci_high),
+             "verdict": r.verdict, "one-time cost (s)": f"{r.one_time_s:.1f}" if _calls(r) else "",
+             "paid back after (calls)": _calls(r)} for r in ok.itertuples()]
+    verdicts = list(dict.fromkeys(ok.verdict))
+    words = {k: w.format(band=f"{band - 1:.0%}") for k, w in WORDS.items()}
+
+    def listed(sel) -> str:
+        return ", ".join(f"{r.shape} {speedups.fmt(r.speedup, r.ci_low, r.ci_high)}" for r in sel.itertuples())
+
+    if len(verdicts) == 1 and len(ok) > 1:
+        g = speedups.geomean(df, c.candidate, c.baseline, column=c.column, n_resamples=1000)
+        text = speedups.fmt(*g)
+        rows.append({"comparison": c.label, "shape": f"geometric mean over {len(ok)} shapes",
+                     "speed-up (95% CI)": text, "verdict": verdicts[0]})
+        each = f": {listed(ok)}" if len(ok) <= 4 else f"; per shape {ok.speedup.min():.2f}–{ok.speedup.max():.2f}×"
+        line = (f"**{c.label}**: {words[verdicts[0]]} every one of the {len(ok)} shapes run{each} — geometric mean "
+                f"{text}.")
+    else:
+        parts = [f"{words[v]} {listed(ok[ok.verdict == v])}" for v in ("faster", "slower", "equal", "unclear")
+                 if (ok.verdict == v).any()]
+        line = f"**{c.label}**: " + "; ".join(parts) + "."
+    paid = ok[[bool(_calls(r)) and r.one_time_s >= MIN_COST_S for r in ok.itertuples()]]
+    if len(paid):
+        line += (" One-time cost " + ", ".join(f"{r.one_time_s:.1f} s at {r.shape} (paid back after {_calls(r)} calls)"
+                                               for r in paid.itertuples()) + ".")
+    line += _costs(ok, c)
+    failed = t[t.speedup.isna()]
+    if len(failed):
+        error = str(failed.error.iloc[0])
+        line += (f" Not measured at {len(failed)} shape(s): {failed.status.iloc[0]} — "
+                 f"{error if len(error) <= 200 else error[:200] + '…'}.")
+    return line, rows
+
+
+@cache
+def _profile_variants() -> dict[str, dict[str, set[str]]]:
+    """For every profile file, the values each study section lists (variants, strategies), read from the YAML."""
+    out: dict[str, dict[str, set[str]]] = {}
+    for path in sorted(paths.PARAMS_DIR.glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        for nb, section in (data.get("notebooks") or {}).items():
+            values = {str(v) for key in ("variants", "strategies") for v in (section or {}).get(key, []) or []}
+            out.setdefault(nb, {})[path.stem] = values
+    return out
+
+
+def running_profiles(notebook: str, value: str) -> list[str]:
+    """The profiles (params/*.yaml) whose section of `notebook` runs `value` (a variant or strategy)."""
+    return sorted(p for p, values in _profile_variants().get(notebook, {}).items() if value in values)
+
+
+def not_run_line(notebook: str, df: pd.DataFrame, profile: str | None = None) -> str:
+    """What the study's comparisons ask that this profile did not run, said once with who runs it."""
+    missing = [c for c in STUDIES[notebook].comparisons
+               if not (len(df) and c.column in df and (df[c.column] == c.candidate).any())]
+    if not missing:
+        return ""
+    parts = []
+    for c in missing:
+        who = [p for p in running_profiles(notebook, c.candidate) if p != profile and p != "smoke"]
+        parts.append(f"{c.candidate}" + (f" (the {', '.join(who)} profile{'s' * (len(who) > 1)} run it)" if who else ""))
+    return "**Not run here**: " + "; ".join(parts) + "."
+
+
+def aa_line(df: pd.DataFrame, band: float) -> str:
+    aa = speedups.aa_pairs(df)
+    if not len(aa):
+        return ""
+    fp = int(aa.significant.sum())
+    return (f"**A/A control** ({AA} against {REFERENCE}, the same code twice): called different in {fp} of {len(aa)} "
+            f"shapes; its largest ratio sets the 'equal' band to ±{band - 1:.0%}. A shape counts as faster or slower "
+            f"only where its whole CI lies outside that band and, over this page's comparisons, the "
+            f"Benjamini–Hochberg adjusted p-value is below {speedups.FDR:.2f} (false-discovery rate "
+            f"{speedups.FDR:.0%}).")
+
+
+def analyse(notebook: str, df: pd.DataFrame) -> tuple[list[str], pd.DataFrame, pd.DataFrame]:
+    """(lines, answer table, advice table) of a study's rows (whole models only)."""
+    study = STUDIES[notebook]
     df = whole_models(df)
     if not len(df) or not (df.status == "ok").any():
-        return []
-    aa = _aa(df)
-    band = noise_band(aa)
-    lines = []
-    for c in STUDIES[notebook].comparisons:
-        h = headline(df, c, band)
-        if h["status"] != "ok":
+        return [], pd.DataFrame(columns=ANSWER_COLUMNS), pd.DataFrame(columns=advice.ADVICE_COLUMNS)
+    band = speedups.band(df)
+    best = advice.fastest(df, options=study.options, default=dict(study.default), band=band)
+    lines = [fastest_line(best)]
+    rows: list[dict] = []
+    for c in study.comparisons:
+        if c.column not in df or not (df[c.column] == c.candidate).any():
             continue
-        lines.append(f"**{c.label}**: {h['speedup']:.2f}× (95% CI {h['ci_low']:.2f}–{h['ci_high']:.2f}×), geometric "
-                     f"mean over {h['n']} shape{'s' * (h['n'] != 1)}; per shape faster in {h['faster']}, slower in "
-                     f"{h['slower']}, equal within ±{band - 1:.0%} in {h['equal']}, unclear in {h['unclear']}.")
-    lines.append(fastest(df))
-    if len(aa):
-        fp = int(aa.significant.sum())
-        lines.append(f"**A/A control** ({AA} vs {REFERENCE}, the same code twice): called different in {fp} of "
-                     f"{len(aa)} shapes; the noise floor is ±{noise_band(aa) - 1:.0%}, so smaller effects are not "
-                     f"claimed.")
-    return lines
+        line, r = conditional(comparison_table(df, c, band), c, band, df)
+        lines.append(line)
+        rows += r
+    lines += [x for x in (aa_line(df, band), not_run_line(notebook, df, _profile(df))) if x]
+    return lines, pd.DataFrame(rows, columns=ANSWER_COLUMNS).fillna(""), best
+
+
+def _profile(df: pd.DataFrame) -> str | None:
+    return str(df.profile.iloc[0]) if "profile" in df and len(df) else None
+
+
+def fastest_line(best: pd.DataFrame) -> str:
+    """The fastest option per workload, first, with its speed-up over the default."""
+    if not len(best):
+        return ""
+    parts = []
+    for option, g in best.groupby("fastest", sort=False):
+        at = ", ".join(f"{r['workload'] or 'the one workload'} ("
+                       + (r["over default"] if r["over default"] != "is the default" else "the default itself")
+                       + (f"; {r['note']}" if r["note"] else "") + ")" for _, r in g.fillna("").iterrows())
+        parts.append(f"{option} at {at}")
+    return "**Fastest option** (over the default, eager PyTorch): " + "; ".join(parts) + "."
+
+
+def headlines(notebook: str, df: pd.DataFrame) -> list[str]:
+    """The box's lines (markdown); empty when nothing ran ok."""
+    return analyse(notebook, df)[0]
 
 
 def inline_html(line: str) -> str:
-    """A headline's markdown (**bold**, `code`) as escaped HTML."""
+    """A line's markdown (**bold**, `code`) as escaped HTML."""
     text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(line, quote=False))
     return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
 
 
 def box_html(notebook: str, df: pd.DataFrame, machine: str) -> str:
-    """The page's opening "Answer" box: headlines, the machine, and what a GPU would change."""
-    lines = headlines(notebook, df) or ["Nothing ran ok with these parameters, so there is no answer yet: see "
-                                        "the measurements below for each configuration's status."]
-    items = "".join(f"<li>{inline_html(line)}</li>" for line in lines)
+    """The page's opening "Answer" box, then the tables its numbers come from."""
+    lines, table, best = analyse(notebook, df)
+    lines = lines or ["Nothing ran ok with these parameters, so there is no answer yet: see the measurements below "
+                      "for each configuration's status."]
+    items = "".join(f"<li>{inline_html(line)}</li>" for line in lines if line)
     gpu = STUDIES[notebook].on_gpu
+    tables = ""
+    if len(best):
+        tables += ("<h3>Fastest option per workload</h3>" + advice.shown(best).to_html(index=False, escape=True,
+                                                                                     classes="advice"))
+    if len(table):
+        tables += ("<h3>Where each option pays off (the Answer's numbers)</h3>"
+                   + table.to_html(index=False, escape=True, classes="answer-numbers"))
     return (f'<div class="answer" style="border:2px solid #2b6cb0;border-radius:6px;padding:.6rem 1rem;'
             f'margin:.5rem 0 1rem;background:#f4f8fc"><h2 style="margin-top:0">Answer</h2><ul>{items}</ul>'
             f'<p style="color:#444;font-size:.9em">Measured on {html.escape(machine)}.'
-            f'{" On a GPU: " + inline_html(gpu) if gpu else ""}</p></div>')
+            f'{" On a GPU: " + inline_html(gpu) if gpu else ""}</p></div>{tables}')

@@ -41,14 +41,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import paths
-from .studies.base import CLAIM_COLUMNS
-from .studies.common import EQUIVALENCE, classify
+from .speedups import EQUIVALENCE, verdict
+
+# A claims table's columns (study_claims builds them from the registry of seed claims): the claim, the seed's
+# number and conditions, whether this profile can compare, our measurement with its CI, the verdict, and the
+# verdict's category (`judgement`, which the totals count).
+CLAIM_COLUMNS = ["id", "seed", "claim", "seed's number and conditions", "comparable?", "our measurement (95% CI)",
+                 "verdict", "judgement"]
 
 REGISTRY_FILE = Path(__file__).with_name("claims.yaml")
 SEEDS = ("000", "001", "002", "003", "004")
@@ -210,28 +214,6 @@ class NotAnswered:
     reason: str
 
 
-def ratio_of_ratios(a, b) -> tuple[float, float, float]:
-    """a / b for two speed-ups with CIs (ratio, low, high), its CI from theirs in quadrature on the log scale.
-
-    The two are treated as independent; rows shared by both (the same baseline) make this conservative."""
-    la, lb = np.log([a[0], a[1], a[2]]), np.log([b[0], b[1], b[2]])
-    half = lambda lg, side: abs(lg[side] - lg[0])  # noqa: E731
-    lo = math.hypot(half(la, 1), half(lb, 2))
-    hi = math.hypot(half(la, 2), half(lb, 1))
-    point = la[0] - lb[0]
-    return float(np.exp(point)), float(np.exp(point - lo)), float(np.exp(point + hi))
-
-
-def combine(cells: list[tuple[float, float, float]]) -> tuple[float, float, float]:
-    """Geometric mean of several ratios with CIs (ratio, low, high), the CI's half-widths in quadrature on the
-    log scale over their number (the cells treated as independent)."""
-    logs = np.log(np.asarray(cells, dtype=float))
-    point = logs[:, 0].mean()
-    lo = math.sqrt(((logs[:, 0] - logs[:, 1]) ** 2).sum()) / len(cells)
-    hi = math.sqrt(((logs[:, 2] - logs[:, 0]) ** 2).sum()) / len(cells)
-    return float(np.exp(point)), float(np.exp(point - lo)), float(np.exp(point + hi))
-
-
 def least_favourable(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim):
     """Of (label, (ratio, low, high)) cells that must all bear a claim out, the one least favourable to it: the
     smallest for 'higher', the largest for 'lower', the furthest from 1 for 'equal'."""
@@ -321,7 +303,7 @@ def judge(claim: Claim, m: Measurement) -> tuple[str, str]:
         if lo > band or hi < 1 / band:
             return "does not agree", f"does not agree: differs by more than {within}"
         return "inconclusive", f"inconclusive: the CI crosses the edge of {within}"
-    cls = classify(lo, hi, band)
+    cls = verdict(lo, hi, band)
     want, other = ("faster", "slower") if claim.expect == "higher" else ("slower", "faster")
     n = claim.number
     inside = n is not None and lo <= n <= hi

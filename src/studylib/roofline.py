@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import speedups, stats
 
 METHOD = 1  # bump when the way limits are measured changes: cached limits of another method are re-measured
 OVERHEAD_SHARE = 0.25  # below this share of the attainable rate a call is overhead-bound
@@ -456,11 +456,9 @@ def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[st
                     column: str = "variant", band: float | None = None) -> list[str]:
     """For each (candidate, baseline) pair of `column` values: in how many shapes of each regime (the
     baseline's, where the shape runs as the baseline runs it) the candidate is faster, slower or equal
-    (speed-up CIs, common.classify), matched on the `shape` columns. `rt` is roofline_table(df, …), row for
+    (speed-up CIs, speedups.verdict), matched on the `shape` columns. `rt` is roofline_table(df, …), row for
     row; `df` needs raw samples."""
-    from .studies.common import EQUIVALENCE, classify
-
-    band = band or EQUIVALENCE
+    band = band or speedups.EQUIVALENCE
     ok = df.assign(_regime=list(rt.regime))
     ok = ok[ok.status == "ok"]
     keys = [c for c in shape if c in ok]
@@ -473,8 +471,8 @@ def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[st
             b, c = b_rows.loc[key], c_rows.loc[key]
             if isinstance(b, pd.DataFrame) or isinstance(c, pd.DataFrame):
                 continue  # not one row per shape: not a pair
-            s = stats.speedup(b, c)
-            tally.setdefault(b["_regime"], []).append(classify(s.ci_low, s.ci_high, band))
+            s = speedups.speedup(b, c)
+            tally.setdefault(b["_regime"], []).append(speedups.verdict(s.ci_low, s.ci_high, band))
         if not tally or set(tally) == {UNKNOWN}:
             continue
         parts = [f"faster in {v.count('faster')} of {len(v)} {r} shapes"

@@ -25,12 +25,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import stats
+from . import speedups, stats
+from .speedups import EQUIVALENCE
 
 EXPECTS = ("faster", "equal")
-# The studies' fixed 'equal' band (studies.common.EQUIVALENCE; not imported: the studies import the sweep, which
-# imports this module). A test keeps the two the same.
-EQUIVALENCE = 1.05
 TOP = 10  # operators kept per profiled call
 CONFIG_FIELDS = ("model", "variant", "dtype", "batch_size", "device", "threads", "seq_len", "image_size", "strategy",
                  "data", "backend")
@@ -116,7 +114,7 @@ def check(expectations: Iterable[Expectation], configs: Iterable, rows: dict[str
         if not (b and c and b.get("status") == "ok" and c.get("status") == "ok" and b.get("samples_s")
                 and c.get("samples_s")):
             continue
-        s = stats.speedup(b, c)
+        s = speedups.speedup(b, c)
         if s.n >= 2 and math.isfinite(s.ratio):
             out.append(Found(e, base.key, cand.key, s))
     return out
@@ -272,7 +270,7 @@ def profiled_pairs(df, expectations: Iterable[Expectation], band: float = EQUIVA
             base = index.get(tuple(key))
             if base is None or base.get("status") != "ok" or not (_profiled_for(base, e) or _profiled_for(cand, e)):
                 continue
-            s = stats.speedup(base, cand)
+            s = speedups.speedup(base, cand)
             out.append({"expectation": e, "baseline": base, "candidate": cand, "speedup": s,
                         "surprising": is_surprise(e.expect, s.ci_low, s.ci_high, band), "where": _where(cand, e.column)})
     return out
@@ -348,17 +346,10 @@ def pair_html(pair: dict, band: float = EQUIVALENCE) -> str:
 
 def html(df, study, band: float | None = None) -> str:
     """Every profiled pair of a study's results as collapsed <details> blocks (pair_html); a line saying none was
-    found otherwise. `study` is a Study or its notebook id (its `expectations` are read from the registry); `band`
-    is the 'equal' band, by default the results' own (studies.common.noise_band of their A/A control), as the
-    study's findings use."""
-    from .studies import STUDIES
-    from .studies.common import aa_control, noise_band
-
-    if isinstance(study, str):
-        study = STUDIES[study]
+    found otherwise. `study` is the Study (the caller reads it from the registry: its `expectations`); `band` is
+    the 'equal' band, by default the results' own (speedups.band), as the study's findings use."""
     if band is None:
-        shape = [c for c in ("model", "dtype", "batch_size", "seq_len", "image_size", "strategy", "data") if c in df]
-        band = noise_band(aa_control(df, shape)) if len(df) and "variant" in df else EQUIVALENCE
+        band = speedups.band(df)
     pairs = profiled_pairs(df, study.expectations, band)
     if not pairs:
         expected = "; ".join(e.label for e in study.expectations) or "none stated"

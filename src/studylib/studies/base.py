@@ -17,14 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from .. import paths
+from ..claims import CLAIM_COLUMNS  # noqa: F401 - a study's claims table has these columns
+from ..speedups import Comparison
 from ..surprises import Expectation
 from ..sweep import Config, Workloads
-
-# A claims table's columns (studylib.claims builds them from the registry of seed claims): the claim, the seed's
-# number and conditions, whether this profile can compare, our measurement with its CI, the verdict, and the
-# verdict's category (`judgement`, which the totals count).
-CLAIM_COLUMNS = ["id", "seed", "claim", "seed's number and conditions", "comparable?", "our measurement (95% CI)",
-                 "verdict", "judgement"]
 
 
 @dataclass
@@ -38,18 +34,6 @@ class Analysis:
     tables: dict[str, pd.DataFrame]
     findings: list[str]
     claims: pd.DataFrame
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """A headline speed-up the summary shows across machines: `candidate` over `baseline` (values of
-    `column`), matched on the `shape` columns, as a geometric mean over the shapes both ran."""
-
-    label: str
-    candidate: str
-    baseline: str
-    column: str = "variant"
-    shape: tuple[str, ...] = ("model", "dtype", "batch_size", "seq_len", "image_size")
 
 
 @dataclass(frozen=True)
@@ -67,7 +51,11 @@ class Study:
     # (StudyRun) -> what each configuration runs (sweep.Workloads); default: fixed-shape inputs per configuration
     workloads: Callable[..., Workloads] | None = None
     frameworks: tuple[str, ...] = ("torch",)  # whose threads the study sets (and records)
-    comparisons: tuple[Comparison, ...] = ()
+    comparisons: tuple[Comparison, ...] = ()  # the speed-ups its Answer box gives by regime (speedups.py)
+    # the configuration columns a reader chooses between (a workload is the shape less these), and the default
+    # choice every option's speed-up is taken over (advice.py); a choice the default leaves open is matched
+    options: tuple[str, ...] = ("variant",)
+    default: tuple[tuple[str, str], ...] = (("variant", "eager"),)
     notebook_file: Path | None = None  # where its notebook is (default: notebooks/<notebook>.ipynb)
     on_gpu: str = ""  # one sentence for the page's Answer box: what a GPU is expected to change, and why
     # what should hold (a candidate faster than, or equal to, its baseline): a replicate that contradicts one profiles

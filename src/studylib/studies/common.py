@@ -5,12 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..sweep import AA, REFERENCE
-
-# A speed-up whose whole 95% CI lies within [1/EQUIVALENCE, EQUIVALENCE] counts as "about equal"; where the
-# A/A control shows the machine's noise is wider than that, the band widens to it (see noise_band).
-EQUIVALENCE = 1.05
+from .. import speedups, stats
+from ..speedups import EQUIVALENCE
 
 
 def text_workloads(run):
@@ -31,69 +27,16 @@ def fmt_x(ratio: float) -> str:
 
 def describe_ci(row) -> str:
     """'1.23× (95% CI 1.20–1.26×)' from a row with speedup, ci_low, ci_high."""
-    return f"{row['speedup']:.2f}× (95% CI {row['ci_low']:.2f}–{row['ci_high']:.2f}×)"
+    return speedups.fmt(row["speedup"], row["ci_low"], row["ci_high"])
 
 
-def classify(ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> str:
-    """'equal' (CI inside ±band, 5% unless the A/A noise is wider), 'faster' or 'slower' (CI beyond 1 and not
-    inside the band), else 'unclear'."""
-    if 1 / band <= ci_low and ci_high <= band:
-        return "equal"
-    if ci_low > 1:
-        return "faster"
-    if ci_high < 1:
-        return "slower"
-    return "unclear"
-
-
-def pair_result(base, cand) -> dict:
-    """`cand` over `base` (two results rows): its speed-up with the 95% CI where both ran ok (paired by round where
-    they shared rounds); otherwise the failing side's status and its message, prefixed with which side it is."""
-    if cand.status == "ok" and base.status == "ok":
-        s = stats.speedup(base, cand)
-        return {"status": "ok", "error": "", "speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
-    side = cand if cand.status != "ok" else base
-    return {"status": side.status, "error": f"{side.variant}: {side.error}"}
-
-
-AA_COLUMNS = ["group_key", "shape", "speedup", "ci_low", "ci_high", "significant"]
-
-
-def aa_control(df: pd.DataFrame, shape_columns: list[str]) -> pd.DataFrame:
-    """The A/A control at every shape: eager-aa (an independent copy of eager) over eager, with its CI.
-
-    Both run the same code, so a CI that excludes 1 is a false positive of the method.
-    """
-    ok = df[(df.status == "ok") & df.variant.isin([REFERENCE, AA])]
-    out = []
-    for _, g in ok.groupby([c for c in shape_columns if c in ok], dropna=False, sort=False):
-        by = {r.variant: r for _, r in g.iterrows()}
-        if REFERENCE in by and AA in by:
-            s = stats.speedup(by[REFERENCE], by[AA])
-            out.append({"group_key": by[AA].get("group_key"), "shape": _shape_text(by[AA], shape_columns),
-                        "speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high, "significant": s.significant})
-    return pd.DataFrame(out, columns=AA_COLUMNS)
-
-
-def _shape_text(row, columns: list[str]) -> str:
-    return " ".join(f"{c.replace('_size', '').replace('_len', '')} {row[c]}" for c in columns
-                    if c in row and pd.notna(row[c]) and c not in ("data",))
-
-
-def noise_band(aa: pd.DataFrame) -> float:
-    """The 'equal' band: ±5%, or the largest A/A ratio's distance from 1 where the machine's noise is wider."""
-    if not len(aa):
-        return EQUIVALENCE
-    spread = float(np.exp(np.abs(np.log(aa.speedup.astype(float))).max()))
-    return max(EQUIVALENCE, spread)
-
-
-def aa_finding(aa: pd.DataFrame) -> str:
+def aa_finding(df: pd.DataFrame) -> str:
     """The A/A control in one sentence: false-positive rate and the noise floor it implies."""
+    aa = speedups.aa_pairs(df)
     if not len(aa):
         return "No A/A control was measured (eager-aa did not run), so this page cannot show its false-positive rate."
     fp = int(aa.significant.sum())
-    band = noise_band(aa)
+    band = speedups.band(df)
     floor = (f"the 'equal' band widens to ±{band - 1:.1%}" if band > EQUIVALENCE
              else f"within the fixed ±{EQUIVALENCE - 1:.0%} band used for 'equal'")
     return (f"**A/A control** (eager-aa, an independently prepared copy of eager, timed like any variant): called "

@@ -10,22 +10,20 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from .. import claims as seedclaims
-from .. import roofline, runtimes, stats, surprises
+from .. import roofline, runtimes, surprises
+from .. import speedups as speedups_layer
 from ..models import MODELS
 from ..profiles import SKIP_KEYS, Grid, Skip
+from ..speedups import Comparison
 from ..sweep import AA, REFERENCE, Config
-from .base import Analysis, Comparison, Study, register
+from .base import Analysis, Study, register
 from .common import (  # noqa: F401
-    aa_control,
     aa_finding,
-    classify,
     describe_ci,
     drift_finding,
     fmt_or_blank,
     fmt_x,
     latency_table,
-    noise_band,
-    pair_result,
     size_label,
 )
 
@@ -108,52 +106,20 @@ def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float 
                                     + measure["min_time_s"] / 5)
 
 
-SPEEDUP_COLUMNS = [*SHAPE_COLUMNS, "variant", "status", "error", "speedup", "ci_low", "ci_high", "significant",
-                   "eager_median_s", "median_s", "compile_s", "break_even_calls", "max_abs_diff", "parity_ok"]
-
-
-def _ratio(base: pd.Series, candidate: pd.Series) -> stats.Speedup:
-    """Speed-up of `candidate` over `base` (two ok results rows), paired by round where they shared rounds."""
-    return stats.speedup(base, candidate)
-
-
-def break_even_calls(*, prepare_s: float, first_call_s: float, median_s: float, eager_median_s: float) -> float:
-    """Smallest N for which N compiled calls (the first one cold) take no longer than N eager calls."""
-    saving = eager_median_s - median_s
-    if saving <= 0:
-        return math.inf
-    return float(max(1, math.ceil((prepare_s + first_call_s - median_s) / saving)))
-
-
 def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """Speed-up of every non-eager row over eager on the same shape, with CIs (paired by round).
+    """Speed-up of every non-eager row over eager on the same shape, with CIs (speedups.pair_table: paired by round).
 
-    `df` needs raw samples (ResultsTable.frame(with_samples=True)). Rows whose variant or eager
-    reference failed are kept with their status and no ratio. Break-even is given only where the
-    compiled variant is faster with a CI above 1 (∞ where it is clearly slower, NaN where unclear).
+    `df` needs raw samples (ResultsTable.frame(with_samples=True)). Rows whose variant or eager reference failed are
+    kept with their status and no ratio. `compile_s` is the one-time cost (preparation and the cold first call beyond
+    a steady one); break-even calls are given only where the variant is faster (∞ where it is slower, NaN where
+    unclear).
     """
-    out = []
-    for _, g in df.groupby(SHAPE_COLUMNS, dropna=False, sort=False):
-        eager = g[g.variant == REFERENCE]
-        base = eager.iloc[0] if len(eager) else None
-        for _, r in g[g.variant != REFERENCE].iterrows():
-            rec = {k: r[k] for k in SHAPE_COLUMNS} | {"variant": r.variant, "status": r.status, "error": r.error}
-            if r.status == "ok" and base is not None and base.status == "ok":
-                s = _ratio(base, r)
-                faster, slower = s.ci_low > 1, s.ci_high < 1
-                rec |= {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high, "significant": s.significant,
-                        "eager_median_s": base.median_s, "median_s": r.median_s,
-                        # Cold cost of compiling: what the first call took beyond one steady eager call.
-                        "compile_s": r.prepare_s + r.first_call_s - base.median_s,
-                        "break_even_calls": break_even_calls(prepare_s=r.prepare_s, first_call_s=r.first_call_s,
-                                                             median_s=r.median_s, eager_median_s=base.median_s)
-                        if faster else (math.inf if slower else math.nan),
-                        "max_abs_diff": r.max_abs_diff, "parity_ok": r.parity_ok}
-            elif r.status == "ok":
-                rec |= {"status": f"eager {base.status if base is not None else 'missing'}",
-                        "error": base.error if base is not None else "no eager row for this shape"}
-            out.append(rec)
-    return pd.DataFrame(out, columns=SPEEDUP_COLUMNS)
+    t = speedups_layer.pair_table(df, None, REFERENCE, band=speedups_layer.band(df))
+    t = t.rename(columns={"one_time_s": "compile_s", "break_even": "break_even_calls", "base_median_s": "eager_median_s"})
+    t["significant"] = (t.ci_low > 1) | (t.ci_high < 1)
+    t.loc[t.verdict == "slower", "break_even_calls"] = math.inf
+    t.loc[t.speedup.notna() & (t.verdict != "faster") & (t.verdict != "slower"), "break_even_calls"] = math.nan
+    return t
 
 
 def _where(row) -> str:
@@ -162,8 +128,7 @@ def _where(row) -> str:
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    aa = aa_control(df, SHAPE_COLUMNS)
-    lines = [aa_finding(aa)]
+    lines = [aa_finding(df)]
     sp = sp[sp.variant != AA]
     ok = sp[sp.speedup.notna()]
     for variant, g in ok.groupby("variant", sort=False):
@@ -232,17 +197,10 @@ def layout_speedups(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 001's questions per shape: channels-last over the default layout (eager, and compiled) and
     cudnn.benchmark over eager (LAYOUT_PAIRS), with CIs paired by round; a side that failed or was skipped keeps
     the row with its status and no ratio."""
-    out = []
-    for _, g in df.groupby(SHAPE_COLUMNS, dropna=False, sort=False):
-        by = {r.variant: r for _, r in g.iterrows()}
-        for cand, base in LAYOUT_PAIRS:
-            if cand not in by or base not in by:
-                continue
-            c, b = by[cand], by[base]
-            out.append({k: c[k] for k in SHAPE_COLUMNS} | {"pair": f"{cand} over {base}", "candidate": cand,
-                                                           "baseline": base} | pair_result(b, c))
-    return pd.DataFrame(out, columns=[*SHAPE_COLUMNS, "pair", "candidate", "baseline", "status", "error", "speedup",
-                                      "ci_low", "ci_high"])
+    band = speedups_layer.band(df)
+    parts = [speedups_layer.pair_table(df, cand, base, band=band).assign(pair=f"{cand} over {base}")
+             for cand, base in LAYOUT_PAIRS if len(df) and (df.variant == cand).any() and (df.variant == base).any()]
+    return pd.concat(parts, ignore_index=True) if parts else speedups_layer.pair_table(df.iloc[:0], "none").assign(pair="")
 
 
 def layout_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -257,7 +215,7 @@ def layout_table(df: pd.DataFrame) -> pd.DataFrame:
 def layout_findings(df: pd.DataFrame) -> list[str]:
     """One line per layout/cuDNN pair that ran: geometric mean over shapes with its CI, and per-shape directions."""
     lines = []
-    band = _band(df)
+    band = speedups_layer.band(df)
     sp = layout_speedups(df)
     for (cand, base), g in sp.groupby(["candidate", "baseline"], sort=False):
         ok = g[g.speedup.notna()]
@@ -265,7 +223,7 @@ def layout_findings(df: pd.DataFrame) -> list[str]:
             lines.append(f"**{cand} over {base}** did not run: {g.status.iloc[0]} — {g.error.iloc[0]}")
             continue
         geo = _geo_pairs(df, cand, base)
-        classes = [classify(lo, hi, band) for lo, hi in zip(ok.ci_low, ok.ci_high)]
+        classes = [speedups_layer.verdict(lo, hi, band) for lo, hi in zip(ok.ci_low, ok.ci_high)]
         lines.append(f"**{cand} over {base}**: geometric mean {describe_ci(geo)} over {geo['n']} shape(s); faster in "
                      f"{classes.count('faster')}, slower in {classes.count('slower')}, within ±{band - 1:.0%} in "
                      f"{classes.count('equal')}, unclear in {classes.count('unclear')}.")
@@ -274,19 +232,8 @@ def layout_findings(df: pd.DataFrame) -> list[str]:
 
 def _geo_pairs(df: pd.DataFrame, cand: str, base: str) -> dict | None:
     """Geometric-mean speed-up of `cand` over `base` over the shapes where both ran, with its CI."""
-    ok = df[df.status == "ok"]
-    c = ok[ok.variant == cand].set_index(SHAPE_COLUMNS)
-    b = ok[ok.variant == base].set_index(SHAPE_COLUMNS)
-    both = c.index.intersection(b.index)
-    if not len(both):
-        return None
-    g, lo, hi = stats.geomean_speedup([(b.loc[k], c.loc[k]) for k in both])
-    return {"speedup": g, "ci_low": lo, "ci_high": hi, "n": len(both)}
-
-
-def _band(df: pd.DataFrame) -> float:
-    """The A/A noise band of these results ('equal' within it)."""
-    return noise_band(aa_control(df, SHAPE_COLUMNS))
+    g = speedups_layer.geomean(df, cand, base)
+    return None if g is None else {"speedup": g.ratio, "ci_low": g.ci_low, "ci_high": g.ci_high, "n": g.n}
 
 
 def _cell(r) -> tuple[float, float, float]:
@@ -314,7 +261,7 @@ def equal_at_batches(df: pd.DataFrame, tables: dict, claim, variant: str = "comp
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
     text = f"{variant} over eager, furthest from equal: {label}; all: " + "; ".join(
         f"{lab} {c[0]:.2f}×" for lab, c in cells)
-    return seedclaims.Measurement(v, lo, hi, text, rows=g, band=_band(df))
+    return seedclaims.Measurement(v, lo, hi, text, rows=g, band=speedups_layer.band(df))
 
 
 def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8,
@@ -328,15 +275,15 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-de
         if large.batch_size <= large_above or large.batch_size == small.batch_size:
             continue
         a, b = (large, small) if over == "large/small" else (small, large)
-        cells.append(seedclaims.ratio_of_ratios(_cell(a), _cell(b)))
+        cells.append(speedups_layer.ratio_of(_cell(a), _cell(b)))
         used.append(f"{model} {dtype}: {a['speedup']:.2f}× at b{int(a['batch_size'])} vs {b['speedup']:.2f}× at "
                     f"b{int(b['batch_size'])}")
     if not cells:
         return seedclaims.NotAnswered(f"no {variant} measured at a batch above {large_above} beside a smaller one "
                                       f"(batches here: {', '.join(map(str, sorted(set(g.batch_size.astype(int)))))})")
-    v, lo, hi = seedclaims.combine(cells)
+    v, lo, hi = speedups_layer.combine(cells)
     rows = g[g.groupby(["model", "dtype"]).batch_size.transform("nunique") > 1]
-    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=rows, band=_band(df))
+    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=rows, band=speedups_layer.band(df))
 
 
 def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8):
@@ -353,14 +300,14 @@ def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compil
         if not len(b):
             continue
         at = both[both.batch_size == b.index.max()].set_index("dtype")
-        s = stats.speedup(at.loc["fp32"], at.loc[half])
+        s = speedups_layer.speedup(at.loc["fp32"], at.loc[half])
         cells.append(tuple(s))
         used.append(f"{model} b{int(b.index.max())}: {half} {s.ratio:.2f}× fp32's speed")
         rows.append(at.reset_index())
     if not cells:
         return seedclaims.NotAnswered(f"no batch above {large_above} has both fp32 and {half} compiled here")
-    v, lo, hi = seedclaims.combine(cells)
-    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=pd.concat(rows), band=_band(df))
+    v, lo, hi = speedups_layer.combine(cells)
+    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=pd.concat(rows), band=speedups_layer.band(df))
 
 
 def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-reduce-overhead",
@@ -372,11 +319,11 @@ def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-r
     both = c.index.intersection(b.index)
     if not len(both):
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
-    s = stats.geomean_speedup([(b.loc[k], c.loc[k]) for k in both])
+    s = speedups_layer.geomean_of([(b.loc[k], c.loc[k]) for k in both])
     where = "with CUDA graphs" if (df.device == "cuda").any() else "on CPU, where both compile the same code"
     return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"{candidate} over {baseline} ({where}), geometric "
                                   f"mean over {len(both)} shapes", rows=ok[ok.variant.isin([candidate, baseline])],
-                                  band=_band(df))
+                                  band=speedups_layer.band(df))
 
 
 def first_call_cost(df: pd.DataFrame, tables: dict, claim):
@@ -391,7 +338,7 @@ def first_call_cost(df: pd.DataFrame, tables: dict, claim):
     first = cold[ratio.idxmin()]
     return seedclaims.Measurement(first / r.median_s, first / r.ci_high_s, first / r.ci_low_s,
                                   f"least over {len(ok)} compiled configurations: {r['variant']} {_where(r)}; "
-                                  f"largest {ratio.max():,.0f}×", rows=ok, band=_band(df))
+                                  f"largest {ratio.max():,.0f}×", rows=ok, band=speedups_layer.band(df))
 
 
 def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-last", "eager"),
@@ -411,10 +358,10 @@ def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-l
     if not cells:
         return seedclaims.NotAnswered("no channels-last variant ran beside its default-layout baseline "
                                       "(they run on image models only)")
-    s = stats.geomean_speedup(cells)
+    s = speedups_layer.geomean_of(cells)
     return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "geometric mean of " + "; ".join(used),
                                   rows=pd.concat(rows).drop_duplicates(subset=[*SHAPE_COLUMNS, "variant"]),
-                                  band=_band(df))
+                                  band=speedups_layer.band(df))
 
 
 def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
@@ -453,7 +400,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     """Speed-ups over eager and the compile cost table, the findings and the seed claims; and the roofline
     (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
     sp = speedups(df)
-    band = noise_band(aa_control(df, SHAPE_COLUMNS))
+    band = speedups_layer.band(df)
     analysis = roofline.attach(Analysis(tables={"speedups": sp, "compile": compile_table(sp, df),
                                                 "layout": layout_table(df)},
                                         findings=findings(df, sp), claims=claims(df, sp)),

@@ -16,21 +16,20 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from .. import claims as seedclaims
-from .. import roofline, runtimes, stats, surprises
+from .. import roofline, runtimes, surprises
+from .. import speedups as speedups_layer
 from ..models import MODELS
 from ..profiles import Grid
 from ..runtimes.keras import BACKENDS
+from ..speedups import Comparison
 from ..sweep import AA, REFERENCE, Config
-from .base import Analysis, Comparison, Study, register
+from .base import Analysis, Study, register
 from .common import (  # noqa: F401
-    aa_control,
     aa_finding,
     describe_ci,
     drift_finding,
     fmt_x,
     latency_table,
-    noise_band,
-    pair_result,
 )
 
 NOTEBOOK = "05_keras_backends"
@@ -130,19 +129,10 @@ SPEEDUP_COLUMNS = [*GROUP_COLUMNS, "variant", "baseline", "status", "error", "sp
 
 
 def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """Every variant of a group over the group's native eager PyTorch, paired by round (its own process).
-
-    A side that failed keeps a row with its status and message and no ratio, so figures mark the cell."""
-    out = []
-    for key, g in df.groupby(GROUP_COLUMNS, dropna=False, sort=False):
-        by = {r.variant: r for _, r in g.iterrows()}
-        base = by.get(REFERENCE)
-        for variant, r in by.items():
-            if variant == REFERENCE:
-                continue
-            out.append(dict(zip(GROUP_COLUMNS, key)) | {"variant": variant, "baseline": REFERENCE} | (
-                pair_result(base, r) if base is not None else {"status": "missing", "error": "eager: no row"}))
-    return pd.DataFrame(out, columns=SPEEDUP_COLUMNS)
+    """Every variant of a group over the group's native eager PyTorch, paired by round (its own process;
+    speedups.pair_table matches the backend too). A side that failed keeps a row with its status and message and
+    no ratio, so figures mark the cell."""
+    return speedups_layer.pair_table(df, None, REFERENCE, band=speedups_layer.band(df))
 
 
 def _shape_label(row) -> str:
@@ -170,7 +160,7 @@ def backend_table(sp: pd.DataFrame) -> pd.DataFrame:
                                                "fastest over native eager": describe_ci(top)}
         if len(best) > 1:
             second = best.iloc[1]
-            v, lo, hi = seedclaims.ratio_of_ratios(_triple(top), _triple(second))
+            v, lo, hi = speedups_layer.ratio_of(_triple(top), _triple(second))
             rec |= {"runner-up": second.variant, "fastest over runner-up": seedclaims.fmt_ci(v, lo, hi),
                     "ratio": v, "ci_low": lo, "ci_high": hi, "decided": bool(lo > 1)}
         out.append(rec)
@@ -196,7 +186,7 @@ def native_table(sp: pd.DataFrame) -> pd.DataFrame:
                                                "vs_eager_low": top.ci_low, "vs_eager_high": top.ci_high}
         compiled = g[g.variant == NATIVE_COMPILED]
         if len(compiled):
-            v, lo, hi = seedclaims.ratio_of_ratios(_triple(top), _triple(compiled.iloc[0]))
+            v, lo, hi = speedups_layer.ratio_of(_triple(top), _triple(compiled.iloc[0]))
             rec |= {"over native compiled": seedclaims.fmt_ci(v, lo, hi), "ratio": v, "ci_low": lo, "ci_high": hi}
         out.append(rec)
     return pd.DataFrame(out, columns=NATIVE_COLUMNS)
@@ -209,7 +199,7 @@ def keras2_table(df: pd.DataFrame) -> pd.DataFrame:
     for key, g in ok.groupby(GROUP_COLUMNS, dropna=False, sort=False):
         by = {r.variant: r for _, r in g.iterrows()}
         if KERAS2 in by and "keras-tensorflow" in by:
-            s = stats.speedup(by[KERAS2], by["keras-tensorflow"])
+            s = speedups_layer.speedup(by[KERAS2], by["keras-tensorflow"])
             rec = {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
             out.append(dict(zip(GROUP_COLUMNS, key)) | rec | {"shape": _shape_label(by[KERAS2]),
                                                               "Keras 3 over Keras 2": describe_ci(rec)})
@@ -233,14 +223,13 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _geo(cells: pd.DataFrame) -> tuple[float, float, float]:
-    return seedclaims.combine([_triple(r) for _, r in cells.iterrows()])
+    return speedups_layer.combine([_triple(r) for _, r in cells.iterrows()])
 
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native: pd.DataFrame,
              keras2: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    aa = aa_control(df, GROUP_COLUMNS)
-    lines = [aa_finding(aa)]
+    lines = [aa_finding(df)]
     if len(backends):
         wins = backends.fastest.map(backend_of).value_counts()
         decided = int(backends.decided.fillna(False).sum())
@@ -262,7 +251,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
                 f"{int((native.vs_eager_low > 1).sum())} of {len(native)} shapes (more than 1.5× in "
                 f"{int((native.vs_eager > 1.5).sum())})")
         if len(over):
-            g, lo, hi = seedclaims.combine([(r.ratio, r.ci_low, r.ci_high) for _, r in over.iterrows()])
+            g, lo, hi = speedups_layer.combine([(r.ratio, r.ci_low, r.ci_high) for _, r in over.iterrows()])
             text += (f"; over native torch.compile it is {fmt_x(g)} (95% CI {lo:.2f}–{hi:.2f}×, geometric mean over "
                      f"{len(over)} shapes), faster in {int((over.ci_low > 1).sum())}, slower in "
                      f"{int((over.ci_high < 1).sum())}")
@@ -277,7 +266,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
         b = ok[(ok.variant == f"keras-{backend}-call") & (ok.backend == backend)].set_index(SHAPE_COLUMNS)
         both = a.index.intersection(b.index)
         if len(both):
-            v, lo, hi = seedclaims.ratio_of_ratios(_geo(a.loc[both].reset_index()), _geo(b.loc[both].reset_index()))
+            v, lo, hi = speedups_layer.ratio_of(_geo(a.loc[both].reset_index()), _geo(b.loc[both].reset_index()))
             calls.append(f"{backend} {fmt_x(v)} ({lo:.2f}–{hi:.2f}×)")
     if calls:
         lines.append("predict_on_batch over a direct model call (same backend; above 1, predict is faster): "
@@ -319,8 +308,6 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
     return lines + ([drift] if drift else [])
 
 
-def _band(df: pd.DataFrame) -> float:
-    return noise_band(aa_control(df, GROUP_COLUMNS))
 
 
 def fastest_backend(df: pd.DataFrame, tables: dict, claim):
@@ -352,7 +339,7 @@ def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "co
     return seedclaims.Measurement(float(best[col]), float(best[lo_col]), float(best[hi_col]),
                                   f"largest over native {against} PyTorch: {best['best Keras 3']} at {best['shape']}; "
                                   f"more than 1.5× in {int((n[col] > 1.5).sum())} of {len(n)} shapes",
-                                  rows=rows, band=_band(df))
+                                  rows=rows, band=speedups_layer.band(df))
 
 
 def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
@@ -366,7 +353,7 @@ def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
     return seedclaims.Measurement(g, lo, hi, f"keras-tensorflow over keras2-tensorflow, geometric mean over {len(k)} "
                                   f"shape(s): " + "; ".join(f"{s} {r.speedup:.2f}×" for s, (_, r)
                                                             in zip(k["shape"], k.iterrows())),
-                                  rows=rows, band=_band(df))
+                                  rows=rows, band=speedups_layer.band(df))
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
@@ -375,7 +362,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     sp = speedups(df)
     tables = {"speedups": sp, "backends": backend_table(sp), "native": native_table(sp), "keras 2": keras2_table(df),
               "first call": first_call_table(df)}
-    band = _band(df)
+    band = speedups_layer.band(df)
     analysis = Analysis(tables=tables, findings=findings(df, sp, tables["backends"], tables["native"],
                                                          tables["keras 2"]),
                         claims=seedclaims.study_claims(NOTEBOOK, df, tables))
@@ -395,14 +382,18 @@ def keras_workloads(run):
 STUDY = register(Study(
     NOTEBOOK, KerasBackends, configs, estimate_s, analyse, group_by=group_by, workloads=keras_workloads,
     frameworks=("torch", "tensorflow"),
+    # each over native eager PyTorch in its own backend's process (paired in its rounds)
     comparisons=(
-        Comparison("Keras 3 (JAX, jit) over eager PyTorch", "keras-jax-jit", "eager",
-                   shape=(*SHAPE_COLUMNS, "backend")),
-        Comparison("Keras 3 (TensorFlow, predict) over eager PyTorch", "keras-tensorflow", "eager",
-                   shape=(*SHAPE_COLUMNS, "backend")),
-        Comparison("Keras 3 (PyTorch, predict) over eager PyTorch", "keras-torch", "eager",
-                   shape=(*SHAPE_COLUMNS, "backend")),
+        Comparison("Keras 3 (TensorFlow, jit) over eager PyTorch", "keras-tensorflow-jit"),
+        Comparison("Keras 3 (TensorFlow, predict) over eager PyTorch", "keras-tensorflow"),
+        Comparison("Keras 3 (JAX, jit) over eager PyTorch", "keras-jax-jit"),
+        Comparison("Keras 3 (JAX, predict) over eager PyTorch", "keras-jax"),
+        Comparison("Keras 3 (PyTorch, jit) over eager PyTorch", "keras-torch-jit"),
+        Comparison("Keras 3 (PyTorch, predict) over eager PyTorch", "keras-torch"),
+        Comparison("torch.compile over eager PyTorch", NATIVE_COMPILED),
+        Comparison("Keras 3 over Keras 2 (TensorFlow, predict)", "keras-tensorflow", KERAS2),
     ),
+    options=("variant", "backend"),
     on_gpu=("the per-op Python cost of eager backends hides behind asynchronous kernel launches (except in "
             "predict_on_batch's host copies) and XLA's fusion matters more, so jit variants and the backend ranking can "
             "change; seed 002 measured an A100 in bf16."),

@@ -8,22 +8,20 @@ import numpy as np
 import pandas as pd
 
 from .. import claims as seedclaims
-from .. import dataset, roofline, runtimes, stats, surprises
+from .. import dataset, roofline, runtimes, speedups, surprises
 from ..profiles import DataGrid
+from ..speedups import Comparison
 from ..sweep import AA, REFERENCE, Config
-from .base import Analysis, Comparison, Study, register
+from .base import Analysis, Study, register
 from .common import (
-    aa_control,
     aa_finding,
     add_timing_columns,
-    classify,
     describe_ci,
     drift_finding,
     failures_and_noise,
     fmt_ms,
     fmt_or_blank,
     fmt_x,
-    noise_band,
     text_workloads,
 )
 
@@ -91,35 +89,19 @@ def prepare_steps(row: pd.Series) -> dict[str, dict]:
     return {s["step"]: s for s in steps} if isinstance(steps, list) else {}
 
 
-def _pairs(df: pd.DataFrame, baseline, candidate_filter=None) -> pd.DataFrame:
-    """Speed-up of every row over the row `baseline(row)` names (same model, dtype), with CIs."""
-    ok = df[df.status == "ok"].set_index(["model", "dtype", "variant", "batch_size"])
-    out = []
-    for _, r in df.iterrows():
-        if candidate_filter is not None and not candidate_filter(r):
-            continue
-        base_key = baseline(r)
-        rec = {k: r[k] for k in ("model", "dtype", "variant", "batch_size", "status", "error")}
-        if r.status == "ok" and base_key in ok.index:
-            b = ok.loc[base_key]
-            ratio, lo, hi = stats.speedup(b, r)
-            rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi, "baseline": base_key[2], "baseline_batch": base_key[3]}
-        elif r.status == "ok":
-            rec |= {"status": "baseline missing", "error": f"no ok {base_key[2]} row at batch {base_key[3]}"}
-        out.append(rec)
-    return pd.DataFrame(out, columns=["model", "dtype", "variant", "batch_size", "status", "error", "speedup",
-                                      "ci_low", "ci_high", "baseline", "baseline_batch"])
-
-
 def speedups_same_batch(df: pd.DataFrame) -> pd.DataFrame:
-    """Each variant over eager PyTorch at the same batch size."""
-    return _pairs(df, lambda r: (r.model, r["dtype"], REFERENCE, r.batch_size), lambda r: r.variant != REFERENCE)
+    """Each variant over eager PyTorch at the same batch size (speedups.pair_table)."""
+    return speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
 
 
 def speedups_over_batch1(df: pd.DataFrame) -> pd.DataFrame:
     """Each variant at each batch size over eager PyTorch at batch 1: seed 003's "12× PyTorch at batch 1"."""
+    if not len(df):
+        return speedups.pair_table(df, None)
     first = int(df.batch_size.min())
-    return _pairs(df, lambda r: (r.model, r["dtype"], REFERENCE, first))
+    t = speedups.pair_table(df[df.variant != AA], df.variant.unique(), REFERENCE,
+                            baseline_where={"batch_size": first}, band=speedups.band(df))
+    return t[~((t.variant == REFERENCE) & (t.batch_size == first))].reset_index(drop=True)
 
 
 def best_batches(df: pd.DataFrame) -> pd.DataFrame:
@@ -169,9 +151,8 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    aa = aa_control(df, ["model", "dtype", "batch_size"])
-    band = noise_band(aa)
-    lines = [aa_finding(aa)]
+    band = speedups.band(df)
+    lines = [aa_finding(df)]
     drift = drift_finding(df)
     df, same = df[df.variant != AA], same[same.variant != AA]
     ok = per_sample(df[df.status == "ok"])
@@ -190,7 +171,7 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
                          f"(padding waste {lo.padding_waste:.0%} → {hi.padding_waste:.0%}).")
     s = same[same.speedup.notna()]
     for (model, dtype, variant), g in s.groupby(["model", "dtype", "variant"], sort=False):
-        classes = [classify(a, b, band) for a, b in zip(g.ci_low, g.ci_high)]
+        classes = [speedups.verdict(a, b, band) for a, b in zip(g.ci_low, g.ci_high)]
         lines.append(f"**{variant} over eager** ({model} {dtype}) at the same batch size: "
                      + ", ".join(f"b{int(r['batch_size'])} {describe_ci(r)}" for _, r in g.iterrows())
                      + f" — faster in {classes.count('faster')}, slower in {classes.count('slower')} of {len(g)}.")
@@ -217,11 +198,6 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
     return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}") + ([drift] if drift else [])
 
 
-def _band(df: pd.DataFrame) -> float:
-    """The A/A noise band of these results ('equal' within it)."""
-    return noise_band(aa_control(df, ["model", "dtype", "batch_size"]))
-
-
 def _ok(df: pd.DataFrame, claim) -> pd.DataFrame:
     """The ok rows (the A/A copy left out) of the seed's model and precision where these results have them."""
     return seedclaims.matching(df[(df.status == "ok") & (df.variant != AA)], claim, one_group=True)
@@ -245,7 +221,7 @@ def _pair(ok: pd.DataFrame, cand: str, base: str, batch: int):
     at = ok[ok.batch_size == batch].set_index("variant")
     if cand not in at.index or base not in at.index:
         return None
-    return tuple(stats.speedup(at.loc[base], at.loc[cand]))
+    return tuple(speedups.speedup(at.loc[base], at.loc[cand]))
 
 
 def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over: list[str] | None = None,
@@ -268,7 +244,7 @@ def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
     used = ok[ok.batch_size.isin(_batches(ok, below, batch, at_least)) & ok.variant.isin(variants + over)]
     return seedclaims.Measurement(v, lo, hi, f"least favourable: {label}; all: "
-                                  + "; ".join(f"{lab} {c[0]:.2f}×" for lab, c in cells), rows=used, band=_band(df))
+                                  + "; ".join(f"{lab} {c[0]:.2f}×" for lab, c in cells), rows=used, band=speedups.band(df))
 
 
 def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over: list[str] | None = None):
@@ -288,10 +264,10 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
     if len(ends) < 2:
         return seedclaims.NotAnswered("the variants were not measured at two batch sizes")
     (b1, s), (b2, large) = ends
-    v, lo, hi = seedclaims.ratio_of_ratios(s[2], large[2])
+    v, lo, hi = speedups.ratio_of(s[2], large[2])
     return seedclaims.Measurement(v, lo, hi, f"best: {s[0]} over {s[1]} {s[2][0]:.2f}× at b{b1} vs {large[0]} over "
                                   f"{large[1]} {large[2][0]:.2f}× at b{b2}",
-                                  rows=ok[ok.batch_size.isin([b1, b2])], band=_band(df))
+                                  rows=ok[ok.batch_size.isin([b1, b2])], band=speedups.band(df))
 
 
 def over_batch1(df: pd.DataFrame, tables: dict, claim, variants: list[str], batches: list[int] | None = None):
@@ -299,17 +275,17 @@ def over_batch1(df: pd.DataFrame, tables: dict, claim, variants: list[str], batc
     (default: every batch above the smallest) over eager PyTorch at the smallest batch, per pass over the texts."""
     o = seedclaims.matching(tables["over batch 1"], claim, one_group=True)
     o = o[o.variant.isin(variants) & o.speedup.notna()]
-    o = o[o.batch_size.isin(batches)] if batches else o[o.batch_size > o.baseline_batch]
+    o = o[o.batch_size.isin(batches)] if batches else o[o.batch_size > o.baseline_batch_size]
     if not len(o):
         return seedclaims.NotAnswered(f"{' / '.join(variants)} not measured at batch "
                                       f"{' or '.join(map(str, batches)) if batches else 'above the smallest'}")
     best = o.loc[o.speedup.idxmax()]
     return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high,
                                   f"best: {best['variant']} at b{int(best['batch_size'])} over eager at "
-                                  f"b{int(best['baseline_batch'])} (of " + ", ".join(
+                                  f"b{int(best['baseline_batch_size'])} (of " + ", ".join(
                                       f"{r['variant']} b{int(r['batch_size'])} {r['speedup']:.2f}×"
                                       for _, r in o.iterrows()) + ")",
-                                  rows=_ok(df, claim)[lambda t: t.variant.isin(variants + [REFERENCE])], band=_band(df))
+                                  rows=_ok(df, claim)[lambda t: t.variant.isin(variants + [REFERENCE])], band=speedups.band(df))
 
 
 def int8_accuracy(df: pd.DataFrame, tables: dict, claim):
@@ -333,7 +309,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     same, over1 = speedups_same_batch(df), speedups_over_batch1(df)
     shape = ["model", "dtype", "batch_size"]
     pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v not in (REFERENCE, AA)]
-    band = noise_band(aa_control(df, shape))
+    band = speedups.band(df)
     analysis = roofline.attach(Analysis(tables={"same batch": same, "over batch 1": over1,
                                                 "best batches": best_batches(df), "preparation": preparation_table(df)},
                                         findings=findings(df, same, over1), claims=claims(df, same, over1)),
@@ -341,15 +317,15 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 
-_DATA_SHAPE = ("model", "dtype", "batch_size", "data", "strategy")
 STUDY = register(Study(
     NOTEBOOK, OnnxBatching, configs, estimate_s, analyse, group_by=group_by, workloads=text_workloads,
     comparisons=(
-        Comparison("ONNX Runtime over eager PyTorch", "ort", "eager", shape=_DATA_SHAPE),
-        Comparison("ONNX Runtime optimized over eager", "ort-optimized", "eager", shape=_DATA_SHAPE),
-        Comparison("ONNX Runtime TensorRT over eager", "ort-tensorrt", "eager", shape=_DATA_SHAPE),
-        Comparison("ONNX Runtime int8 over eager fp32", "ort-int8", "eager", shape=_DATA_SHAPE),
-        Comparison("PyTorch int8 over eager fp32", "torch-int8", "eager", shape=_DATA_SHAPE),
+        Comparison("ONNX Runtime over eager PyTorch", "ort"),
+        Comparison("ONNX Runtime optimized over eager", "ort-optimized"),
+        Comparison("ONNX Runtime TensorRT over eager", "ort-tensorrt"),
+        Comparison("ONNX Runtime int8 over eager fp32", "ort-int8"),
+        Comparison("PyTorch int8 over eager fp32", "torch-int8"),
+        Comparison("TorchScript over eager", "torchscript"),
     ),
     on_gpu=("ONNX Runtime's CUDA provider replaces its CPU kernels and int8 quantization mostly targets CPUs, so "
             "the int8 rows do not carry over; larger batches use a GPU better, so the best batch size grows."),

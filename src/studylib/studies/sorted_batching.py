@@ -8,22 +8,20 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from .. import batching, dataset, roofline, stats, surprises
+from .. import batching, dataset, roofline, speedups, surprises
 from .. import claims as seedclaims
 from ..profiles import DataGrid
+from ..speedups import Comparison
 from ..sweep import AA, REFERENCE, Config
-from .base import Analysis, Comparison, Study, register
+from .base import Analysis, Study, register
 from .common import (
-    aa_control,
     aa_finding,
     add_timing_columns,
-    classify,
     describe_ci,
     drift_finding,
     failures_and_noise,
     fmt_or_blank,
     fmt_x,
-    noise_band,
     text_workloads,
 )
 from .onnx_batching import estimate_s as _pass_estimate
@@ -95,7 +93,7 @@ def gains(df: pd.DataFrame) -> pd.DataFrame:
         rec = {k: r[k] for k in ("model", "dtype", "variant", "batch_size", "strategy", "status", "error")}
         key = (r.model, r["dtype"], r.variant, r.batch_size, BASELINE)
         if r.status == "ok" and key in ok.index:
-            ratio, lo, hi = stats.speedup(ok.loc[key], r)
+            ratio, lo, hi = speedups.speedup(ok.loc[key], r)
             rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi}
         elif r.status == "ok":
             rec |= {"status": "baseline missing", "error": "no ok unsorted row at this batch size"}
@@ -109,7 +107,7 @@ def _batch_change(df: pd.DataFrame, strategy: str, variant: str, small: int, lar
     ok = df[(df.status == "ok") & (df.strategy == strategy) & (df.variant == variant)].set_index("batch_size")
     if small not in ok.index or large not in ok.index:
         return None
-    return tuple(stats.speedup(ok.loc[small], ok.loc[large]))
+    return tuple(speedups.speedup(ok.loc[small], ok.loc[large]))
 
 
 def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -134,14 +132,13 @@ def with_throughput_ci(df: pd.DataFrame) -> pd.DataFrame:
 
 def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    aa = aa_control(df, ["model", "dtype", "batch_size", "strategy"])
-    band = noise_band(aa)
-    lines = [aa_finding(aa)]
+    band = speedups.band(df)
+    lines = [aa_finding(df)]
     drift = drift_finding(df)
     df = df[df.variant != AA]
     ok = g[g.speedup.notna()]
     for (model, dtype, variant, strategy), h in ok.groupby(["model", "dtype", "variant", "strategy"], sort=False):
-        classes = [classify(a, b, band) for a, b in zip(h.ci_low, h.ci_high)]
+        classes = [speedups.verdict(a, b, band) for a, b in zip(h.ci_low, h.ci_high)]
         largest = h.loc[h.batch_size.idxmax()]
         lines.append(f"**{strategy} over unsorted**, {variant} ({model} {dtype}): at the largest batch "
                      f"({int(largest.batch_size)}) "
@@ -166,9 +163,6 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
             + ([drift] if drift else []))
 
 
-def _band(df: pd.DataFrame) -> float:
-    """The A/A noise band of these results ('equal' within it)."""
-    return noise_band(aa_control(df, ["model", "dtype", "batch_size", "strategy"]))
 
 
 def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: str = REFERENCE,
@@ -185,7 +179,7 @@ def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: 
     ch = _batch_change(ok, strategy, variant, lo_b, hi_b)
     rows = ok[ok.batch_size.isin([lo_b, hi_b])]
     return seedclaims.Measurement(*ch, f"{variant}, {strategy}: throughput at batch {hi_b} over batch {lo_b}",
-                                  rows=rows, band=_band(df))
+                                  rows=rows, band=speedups.band(df))
 
 
 def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted", variant: str = REFERENCE):
@@ -201,7 +195,7 @@ def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted
     return seedclaims.Measurement(r.speedup, r.ci_low, r.ci_high, f"{variant}, {strategy} over unsorted at batch "
                                   f"{int(r.batch_size)} (others: " + ", ".join(
                                       f"b{int(x.batch_size)} {x.speedup:.2f}×" for x in g.itertuples()) + ")",
-                                  rows=rows, band=_band(df))
+                                  rows=rows, band=speedups.band(df))
 
 
 def claims(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
@@ -290,7 +284,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
                         claims=claims(df, g))
     analysis.tables["predicted gains"] = predicted_table(predicted)
     analysis.findings.extend(prediction_findings(predicted))
-    band = noise_band(aa_control(df, ["model", "dtype", "batch_size", "strategy"]))
+    band = speedups.band(df)
     return surprises.attach(roofline.attach(analysis, df, peaks, pairs, shape, column="strategy", band=band),
                             df, EXPECTATIONS, band)
 
@@ -298,7 +292,13 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
 STUDY = register(Study(
     NOTEBOOK, SortedBatching, configs, estimate_s, analyse, group_by=group_by, workloads=text_workloads,
     comparisons=(Comparison("sorted over unsorted batches", "sorted", "unsorted", column="strategy",
-                            shape=("model", "dtype", "batch_size", "data", "variant")),),
+                            along=("variant", "batch_size", "model", "dtype")),
+                 Comparison("bucketed over unsorted batches", "bucketed", "unsorted", column="strategy",
+                            along=("variant", "batch_size", "model", "dtype")),
+                 Comparison("pad-to-max over unsorted batches", "pad-to-max", "unsorted", column="strategy",
+                            along=("variant", "batch_size", "model", "dtype"))),
+    options=("variant", "strategy"),
+    default=(("variant", REFERENCE), ("strategy", BASELINE)),
     on_gpu=("padding costs arithmetic on any device, so sorting still helps where the GPU is busy; at small batches a "
             "GPU is launch-bound rather than compute-bound and the gain shrinks."),
     expectations=EXPECTATIONS,

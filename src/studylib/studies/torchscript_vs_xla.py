@@ -9,21 +9,19 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from .. import claims as seedclaims
-from .. import roofline, stats, surprises
+from .. import roofline, surprises
+from .. import speedups as speedups_layer
 from ..models import MODELS
 from ..profiles import Grid
+from ..speedups import Comparison
 from ..sweep import AA, REFERENCE, Config
-from .base import Analysis, Comparison, Study, register
+from .base import Analysis, Study, register
 from .common import (  # noqa: F401
-    aa_control,
     aa_finding,
-    classify,
     describe_ci,
     drift_finding,
     fmt_x,
     latency_table,
-    noise_band,
-    pair_result,
 )
 
 NOTEBOOK = "02_torchscript_vs_xla"
@@ -155,31 +153,26 @@ def op_speedups(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pair_speedups(df: pd.DataFrame, pairs) -> pd.DataFrame:
-    out = []
-    for key, g in df.groupby(SHAPE_COLUMNS, sort=False):
-        by = {r.variant: r for _, r in g.iterrows()}
-        for cand, base in pairs:
-            if cand not in by or base not in by:
-                continue
-            c, b = by[cand], by[base]
-            out.append(dict(zip(SHAPE_COLUMNS, key)) | {
-                "tokens": int(key[2] * key[3]), "pair": f"{cand} over {base}", "candidate": cand, "baseline": base,
-                "kind": "within" if (cand, base) in WITHIN else "across"} | pair_result(b, c))
-    return pd.DataFrame(out, columns=SPEEDUP_COLUMNS)
+    """Each (candidate, baseline) of `pairs` at every shape where both have rows (speedups.pair_table)."""
+    band = speedups_layer.band(df)
+    parts = []
+    for cand, base in pairs:
+        if not (len(df) and (df.variant == cand).any() and (df.variant == base).any()):
+            continue
+        t = speedups_layer.pair_table(df, cand, base, band=band)
+        t = t[t.status != "baseline missing"]
+        parts.append(t.assign(tokens=(t.batch_size * t.seq_len).astype(int), pair=f"{cand} over {base}",
+                              kind="within" if (cand, base) in WITHIN else "across"))
+    if not parts:
+        return pd.DataFrame(columns=SPEEDUP_COLUMNS)
+    return pd.concat(parts, ignore_index=True)
 
 
 def _geo(df: pd.DataFrame, cand: str, base: str, mask=None) -> dict | None:
-    """Geometric-mean speed-up of `cand` over `base` across shapes where both ran, with its CI (stats.geomean_speedup)."""
+    """Geometric-mean speed-up of `cand` over `base` across shapes where both ran, with its CI (speedups.geomean)."""
     ok = df[df.status == "ok"]
-    if mask is not None:
-        ok = ok[mask(ok)]
-    c = ok[ok.variant == cand].set_index(SHAPE_COLUMNS)
-    b = ok[ok.variant == base].set_index(SHAPE_COLUMNS)
-    both = c.index.intersection(b.index)
-    if not len(both):
-        return None
-    g, lo, hi = stats.geomean_speedup([(b.loc[k], c.loc[k]) for k in both])
-    return {"speedup": g, "ci_low": lo, "ci_high": hi, "n": len(both)}
+    g = speedups_layer.geomean(ok[mask(ok)] if mask is not None else ok, cand, base)
+    return None if g is None else {"speedup": g.ratio, "ci_low": g.ci_low, "ci_high": g.ci_high, "n": g.n}
 
 
 def _describe_geo(r: dict) -> str:
@@ -188,9 +181,8 @@ def _describe_geo(r: dict) -> str:
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    aa = aa_control(df, SHAPE_COLUMNS)
-    band = noise_band(aa)
-    lines = [aa_finding(aa)]
+    band = speedups_layer.band(df)
+    lines = [aa_finding(df)]
     whole = df[~is_op(df)] if len(df) else df  # the micro-ops have findings of their own (op_findings)
     models = list(dict.fromkeys(whole.model))
     for cand, base in PAIRS:
@@ -199,7 +191,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
             continue
         per_model = [(m, _geo(whole, cand, base, lambda t, m=m: t.model == m)) for m in models]
         cells = sp[(sp.candidate == cand) & (sp.baseline == base) & sp.speedup.notna()]
-        classes = [classify(lo, hi, band) for lo, hi in zip(cells.ci_low, cells.ci_high)]
+        classes = [speedups_layer.verdict(lo, hi, band) for lo, hi in zip(cells.ci_low, cells.ci_high)]
         lines.append(
             f"**{cand} over {base}**: geometric mean {_describe_geo(overall)}; "
             + "; ".join(f"{m} {describe_ci(r)}" for m, r in per_model if r)
@@ -258,7 +250,7 @@ def op_findings(df: pd.DataFrame, band: float) -> list[str]:
     lines = []
     for (cand, base), g in sp[sp.speedup.notna()].groupby(["candidate", "baseline"], sort=False):
         per_op = [(m, _geo(ops, cand, base, lambda t, m=m: t.model == m)) for m in dict.fromkeys(g.model)]
-        classes = [classify(lo, hi, band) for lo, hi in zip(g.ci_low, g.ci_high)]
+        classes = [speedups_layer.verdict(lo, hi, band) for lo, hi in zip(g.ci_low, g.ci_high)]
         sizes = sorted({(int(b), int(s)) for b, s in zip(g.batch_size, g.seq_len)}, key=lambda x: x[0] * x[1])
         lines.append(f"**Single operations, {cand} over {base}** (below 1: PyTorch slower): "
                      + "; ".join(f"{m} {_describe_geo(r)}" for m, r in per_op if r)
@@ -299,9 +291,6 @@ def _mean_of_medians(df: pd.DataFrame, a: str, b: str) -> tuple[float, float, in
     return float(x[both].mean()), float(y[both].mean()), len(both)
 
 
-def _band(df: pd.DataFrame) -> float:
-    """The A/A noise band of these results ('equal' within it)."""
-    return noise_band(aa_control(df, SHAPE_COLUMNS))
 
 
 def _rows(df: pd.DataFrame, claim, variants) -> pd.DataFrame:
@@ -325,7 +314,7 @@ def _geo_rows(rows: pd.DataFrame, cand: str, base: str):
     c = rows[rows.variant == cand].set_index(SHAPE_COLUMNS)
     b = rows[rows.variant == base].set_index(SHAPE_COLUMNS)
     both = c.index.intersection(b.index)
-    return (stats.geomean_speedup([(b.loc[k], c.loc[k]) for k in both]), len(both)) if len(both) else (None, 0)
+    return (speedups_layer.geomean_of([(b.loc[k], c.loc[k]) for k in both]), len(both)) if len(both) else (None, 0)
 
 
 def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, at: str = "all"):
@@ -343,7 +332,7 @@ def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseli
     return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high,
                                   f"{candidate} over {baseline}{where}, geometric mean over {n} shape(s); mean of "
                                   f"per-shape medians {pt * 1e3:.3g} ms ({baseline}) vs {tf * 1e3:.3g} ms ({candidate})",
-                                  rows=rows, band=_band(df))
+                                  rows=rows, band=speedups_layer.band(df))
 
 
 def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, over: str = "small/large",
@@ -362,11 +351,11 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     a, b = (small, large) if over == "small/large" else (large, small)
     if gap and large[0] < 1:
         a, b = b, a  # a gap in TensorFlow's disfavour widens as the ratio falls
-    v, lo, hi = seedclaims.ratio_of_ratios(a, b)
+    v, lo, hi = speedups_layer.ratio_of(a, b)
     t = _tokens(rows)
     return seedclaims.Measurement(v, lo, hi, f"{candidate} over {baseline}: {small[0]:.2f}× at the smallest input "
                                   f"({int(t.min())} tokens per call) vs {large[0]:.2f}× at the largest ({int(t.max())})",
-                                  rows=rows, band=_band(df))
+                                  rows=rows, band=speedups_layer.band(df))
 
 
 def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchscript", baseline: str = "eager"):
@@ -377,9 +366,9 @@ def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchs
     if len(per) < 2:
         return seedclaims.NotAnswered(f"{candidate} was measured on fewer than two models")
     hi_m, lo_m = max(per, key=lambda m: per[m].ratio), min(per, key=lambda m: per[m].ratio)
-    v, lo, hi = seedclaims.ratio_of_ratios(tuple(per[hi_m]), tuple(per[lo_m]))
+    v, lo, hi = speedups_layer.ratio_of(tuple(per[hi_m]), tuple(per[lo_m]))
     return seedclaims.Measurement(v, lo, hi, "; ".join(f"{m} {describe_ci(_as_row(s))}" for m, s in per.items()),
-                                  rows=rows, band=_band(df))
+                                  rows=rows, band=speedups_layer.band(df))
 
 
 def _as_row(s) -> dict:
@@ -395,7 +384,7 @@ def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured")
     worst = min(per, key=lambda m: per[m].ratio)
     return seedclaims.Measurement(*per[worst], f"least gain: {worst}; all: " + "; ".join(
-        f"{m} {s.ratio:.2f}×" for m, s in per.items()), rows=rows, band=_band(df))
+        f"{m} {s.ratio:.2f}×" for m, s in per.items()), rows=rows, band=speedups_layer.band(df))
 
 
 def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
@@ -409,7 +398,7 @@ def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", 
     where = "the smallest input" if best.tokens == cells.tokens.min() else "not the smallest input"
     return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high,
                                   f"largest cut {1 - 1 / best.speedup:.0%} at b{best.batch_size} × s{best.seq_len} "
-                                  f"({best.model}; {where})", rows=cells, band=_band(df))
+                                  f"({best.model}; {where})", rows=cells, band=speedups_layer.band(df))
 
 
 def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: str = "largest"):
@@ -424,7 +413,7 @@ def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
         if g.seq_len.nunique() < 2:
             continue
         short, long = g.loc[g.seq_len.idxmin()], g.loc[g.seq_len.idxmax()]
-        r = stats.speedup(long, short)  # time(long) / time(short)
+        r = speedups_layer.speedup(long, short)  # time(long) / time(short)
         span = np.log(long.seq_len / short.seq_len)
         k = tuple(float(np.log(x) / span) for x in r)
         cells.append(k)
@@ -464,7 +453,7 @@ def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", bas
     per = [(m, _geo_rows(g, candidate, baseline)[0]) for m, g in rows.groupby("model", sort=False)]
     return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"{candidate} over {baseline} over {n} operation × size "
                                   "cell(s); " + "; ".join(f"{m} {s.ratio:.2f}×" for m, s in per if s is not None),
-                                  rows=rows, band=_band(df))
+                                  rows=rows, band=speedups_layer.band(df))
 
 
 OP_EVALUATORS = ("op_gain",)  # claims judged on the micro-ops' rows; every other claim on the whole models'
@@ -502,7 +491,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     """Speed-ups within and across frameworks, first-call costs, the findings and the seed claims; and the
     roofline (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
     sp = speedups(df)
-    band = noise_band(aa_control(df, SHAPE_COLUMNS))
+    band = speedups_layer.band(df)
     analysis = roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df),
                                                 "micro-ops": op_table(df)},
                                         findings=findings(df, sp), claims=claims(df, sp)),
@@ -513,7 +502,9 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
 STUDY = register(Study(
     NOTEBOOK, TorchscriptVsXla, configs, estimate_s, analyse, frameworks=("torch", "tensorflow"),
     comparisons=(
+        Comparison("TensorFlow eager over PyTorch eager", "tf-eager", "eager"),
         Comparison("TorchScript over eager PyTorch", "torchscript", "eager"),
+        Comparison("TorchScript optimized over eager PyTorch", "torchscript-optimized", "eager"),
         Comparison("XLA over tf.function", "tf-xla", "tf-function"),
         Comparison("tf.function over eager PyTorch", "tf-function", "eager"),
     ),

@@ -1,0 +1,307 @@
+"""The comparison layer: every speed-up the study reports is paired, pooled, judged and priced here, once.
+
+- Pairing: a candidate row and its baseline row agree on every shape column (config.SHAPE, the configuration's
+  fields that say what is computed) except the ones a comparison varies (`column`, and any the baseline is fixed
+  at, e.g. eager at batch 1). `pair_table` gives one row per candidate shape: the paired speed-up with its 95% CI
+  (stats.speedup: per-round ratios where both sides shared rounds), or the failing side's status and message.
+- Pooling: `geomean` over the shapes both sides ran (stats.geomean_speedup). It is shown only where the
+  per-shape verdicts agree; otherwise an answer gives the range by regime (`conditional`).
+- Judging, one rule for every page, claim and comparison (`verdict`): the equality band is ±5%, widened to the
+  A/A control's largest ratio where the machine's noise is wider (`band`). A speed-up is **faster** only when its
+  whole 95% CI lies above the band, **slower** only when it lies wholly below it, **equal** when the CI lies
+  inside the band, else **unclear**. Where a page judges many shapes at once (`judge`), faster/slower also need
+  the Benjamini–Hochberg adjusted p-value (false-discovery rate 5% over that family) below 0.05.
+- Pricing: `break_even` turns a one-time cost (compile, trace, export) and the paired speed-up into the calls after
+  which the candidate has paid for itself, with the interval the speed-up's CI implies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as _st
+
+from . import stats
+from .config import AA, FIELDS, REFERENCE, SHAPE
+from .stats import Speedup
+
+EQUIVALENCE = 1.05  # the narrowest 'equal' band: ±5%
+FDR = 0.05  # false-discovery rate over a page's family of verdicts (Benjamini–Hochberg)
+VERDICTS = ("faster", "slower", "equal", "unclear")
+_Z = float(_st.norm.ppf(0.975))
+
+# What a pair table holds per candidate shape (the shape columns come first, then these).
+PAIR_COLUMNS = ["candidate", "baseline", "status", "error", "speedup", "ci_low", "ci_high", "paired",
+                "base_median_s", "median_s", "one_time_s", "break_even", "break_even_low", "break_even_high",
+                "peak_mem_mb", "base_peak_mem_mb", "max_abs_diff", "parity_ok", "label_agreement", "p", "verdict"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A speed-up a study answers with: `candidate` over `baseline` (values of `column`), paired on the shape.
+
+    `along` names the shape columns along which the answer may change (model, batch, sequence, dtype, backend):
+    an answer reads its regimes from them. `label` is how pages name it."""
+
+    label: str
+    candidate: str
+    baseline: str = REFERENCE
+    column: str = "variant"
+    along: tuple[str, ...] = ("model", "dtype", "batch_size", "seq_len", "image_size")
+
+
+def shape_columns(df: pd.DataFrame, *, without: Iterable[str] = ()) -> list[str]:
+    """The shape columns (config.SHAPE) that `df` has, less `without`."""
+    skip = set(without)
+    return [c for c in SHAPE if c in df and c not in skip]
+
+
+_NAMES = {"batch_size": "batch", "seq_len": "seq", "image_size": "px"}
+
+
+def shape_label(row, columns: Iterable[str]) -> str:
+    """A shape as a reader names it: 'bert-base fp32 batch 8 seq 128' (only the columns given, blanks left out)."""
+    parts = []
+    for c in columns:
+        v = row.get(c) if hasattr(row, "get") else getattr(row, c, None)
+        if v is None or (isinstance(v, float) and np.isnan(v)) or c == "data":
+            continue
+        v = int(v) if isinstance(v, float) and float(v).is_integer() else v
+        parts.append(f"{v}px" if c == "image_size" else f"{_NAMES[c]} {v}" if c in _NAMES else str(v))
+    return " ".join(parts)
+
+
+def match_columns(df: pd.DataFrame, column: str) -> list[str]:
+    """The configuration fields two rows of a comparison along `column` must share (every field `df` has but it)."""
+    return [c for c in FIELDS if c in df and c != column]
+
+
+def varying(table: pd.DataFrame, columns: Iterable[str]) -> list[str]:
+    """Those of `columns` that take more than one value in `table` (what tells its shapes apart)."""
+    return [c for c in columns if c in table and table[c].nunique(dropna=False) > 1]
+
+
+# --- the equality band and the verdict ---------------------------------------------------------------------------
+
+
+def aa_pairs(df: pd.DataFrame) -> pd.DataFrame:
+    """The A/A control at every shape: eager-aa (an independent copy of eager) over eager, with its CI. Both run the
+    same code, so a CI that excludes 1 is a false positive of the method."""
+    if not len(df) or "variant" not in df:
+        return pd.DataFrame(columns=[*PAIR_COLUMNS, "shape", "significant"])
+    t = pair_table(df, AA, REFERENCE, band=EQUIVALENCE)
+    t = t[t.status == "ok"].copy()
+    t["shape"] = [shape_label(r, shape_columns(t)) for _, r in t.iterrows()]
+    t["significant"] = (t.ci_low > 1) | (t.ci_high < 1)
+    return t
+
+
+def band(df: pd.DataFrame) -> float:
+    """The 'equal' band of a results table: ±5%, or the largest A/A ratio's distance from 1 where wider."""
+    aa = aa_pairs(df)
+    if not len(aa):
+        return EQUIVALENCE
+    return max(EQUIVALENCE, float(np.exp(np.abs(np.log(aa.speedup.astype(float))).max())))
+
+
+def verdict(ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> str:
+    """The one verdict rule: 'faster' (CI wholly above the band), 'slower' (wholly below it), 'equal' (inside it),
+    else 'unclear'."""
+    if not (np.isfinite(ci_low) and np.isfinite(ci_high)):
+        return "unclear"
+    if ci_low > band:
+        return "faster"
+    if ci_high < 1 / band:
+        return "slower"
+    if 1 / band <= ci_low and ci_high <= band:
+        return "equal"
+    return "unclear"
+
+
+def p_beyond_band(ratio: float, ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> float:
+    """Two-sided p-value that the speed-up lies beyond the band (above it or below it), from its CI on the log scale
+    (normal approximation): small when the whole CI is far outside the band."""
+    if not all(np.isfinite([ratio, ci_low, ci_high])) or ratio <= 0 or ci_low <= 0:
+        return 1.0
+    se = max((np.log(ci_high) - np.log(ci_low)) / (2 * _Z), 1e-12)
+    z = (abs(np.log(ratio)) - np.log(band)) / se
+    return float(min(1.0, 2 * _st.norm.sf(z)))
+
+
+def bh_adjust(p: Iterable[float]) -> np.ndarray:
+    """Benjamini–Hochberg adjusted p-values (step-up, monotone)."""
+    p = np.asarray(list(p), dtype=float)
+    if not len(p):
+        return p
+    order = np.argsort(p)
+    m = len(p)
+    ranked = p[order] * m / np.arange(1, m + 1)
+    adjusted = np.minimum.accumulate(ranked[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def judge(table: pd.DataFrame, band: float = EQUIVALENCE) -> pd.DataFrame:
+    """A copy of a pair table with `p` (BH-adjusted over the table's ok rows, its family) and `verdict`: the one rule
+    (verdict), where faster or slower also needs the adjusted p below FDR."""
+    t = table.copy()
+    t["p"], t["verdict"] = np.nan, None
+    ok = t.speedup.notna() if "speedup" in t else pd.Series(False, index=t.index)
+    if not ok.any():
+        return t
+    raw = [p_beyond_band(r.speedup, r.ci_low, r.ci_high, band) for r in t[ok].itertuples()]
+    t.loc[ok, "p"] = bh_adjust(raw)
+    words = []
+    for r in t[ok].itertuples():
+        w = verdict(r.ci_low, r.ci_high, band)
+        words.append("unclear" if w in ("faster", "slower") and r.p >= FDR else w)
+    t.loc[ok, "verdict"] = words
+    return t
+
+
+# --- pairing ------------------------------------------------------------------------------------------------------
+
+
+def _fixed(where: dict[str, Any] | None, row) -> dict[str, Any]:
+    return {} if not where else {k: (v(row) if callable(v) else v) for k, v in where.items()}
+
+
+def matched(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: str, *, column: str = "variant",
+            baseline_where: dict[str, Any] | None = None) -> list[tuple[Any, Any]]:
+    """(candidate row, baseline row or None) for every candidate row of `df`: the baseline is the row whose `column`
+    is `baseline` and whose shape columns equal the candidate's, except those `baseline_where` fixes (a value, or a
+    function of the candidate row). `candidate` None: every value of `column` but the baseline and the A/A copy."""
+    if not len(df) or column not in df:
+        return []
+    on = match_columns(df, column)
+    if candidate is None:
+        cands = df[~df[column].isin([baseline, AA])]
+    else:
+        cands = df[df[column].isin([candidate] if isinstance(candidate, str) else list(candidate))]
+    base = df[df[column] == baseline]
+    if "status" in base:  # an ok baseline row wins over a failed one of the same shape
+        base = base.sort_values("status", key=lambda s: s != "ok", kind="stable")
+    index: dict[tuple, Any] = {}
+    for _, b in base.iterrows():
+        index.setdefault(tuple(_key(b[c]) for c in on), b)
+    out = []
+    for _, r in cands.iterrows():
+        want = {c: r[c] for c in on} | _fixed(baseline_where, r)
+        out.append((r, index.get(tuple(_key(want[c]) for c in on))))
+    return out
+
+
+def _key(v):
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
+
+
+def speedup(base, cand) -> Speedup:
+    """`cand` over `base` (two results rows): stats.speedup, paired by round where they shared rounds."""
+    return stats.speedup(base, cand)
+
+
+def break_even(one_time_s: float, base_median_s: float, s: Speedup) -> tuple[float, float, float]:
+    """(calls, low, high): the fewest calls N after which N candidate calls, the first one cold, take no longer than
+    N baseline calls: the one-time cost (beyond a steady candidate call) over the time each call saves,
+    base_median × (1 − 1/speed-up), rounded up; the interval is what the speed-up's CI gives; ∞ where it saves
+    nothing."""
+    def calls(ratio: float) -> float:
+        saved = base_median_s * (1 - 1 / ratio) if ratio > 0 else 0.0
+        return float(max(1, np.ceil(max(one_time_s, 0.0) / saved))) if saved > 0 else np.inf
+
+    return calls(s.ratio), calls(s.ci_high), calls(s.ci_low)
+
+
+def _get(row, name):
+    v = row.get(name) if row is not None else None
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
+
+
+def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: str = REFERENCE, *,
+               column: str = "variant", baseline_where: dict[str, Any] | None = None,
+               band: float = EQUIVALENCE) -> pd.DataFrame:
+    """One row per candidate shape: the shape, the paired speed-up over its baseline with the CI, the one-time cost
+    (the candidate's preparation and first call beyond one steady baseline call) and its break-even calls, memory,
+    parity, and the verdict (judge, BH over this table). A side that failed keeps its status and message."""
+    on = [c for c in match_columns(df, column) if c not in ("device", "threads")] if len(df) else []
+    out = []
+    for cand, base in matched(df, candidate, baseline, column=column, baseline_where=baseline_where):
+        rec = {c: cand[c] for c in on} | {column: cand[column], "candidate": cand[column],
+                                           "baseline": baseline, "status": cand.get("status", "ok"),
+                                           "error": cand.get("error", "")}
+        rec |= {"baseline_" + k: base[k] for k in (baseline_where or {}) if base is not None}
+        if base is None:
+            rec |= {"status": "baseline missing", "error": f"no {baseline} row for this shape"} if rec["status"] == "ok" else {}
+        elif rec["status"] == "ok" and base.get("status", "ok") != "ok":
+            rec |= {"status": base.status, "error": f"{base[column]}: {base.get('error', '')}"}
+        elif rec["status"] == "ok":
+            s = speedup(base, cand)
+            one_time = (_get(cand, "prepare_s") or 0.0) + (_get(cand, "first_call_s") or 0.0) - cand.median_s
+            n, n_lo, n_hi = break_even(one_time, base.median_s, s)
+            rec |= {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high, "paired": s.paired,
+                    "base_median_s": base.median_s, "median_s": cand.median_s, "one_time_s": one_time,
+                    "break_even": n, "break_even_low": n_lo, "break_even_high": n_hi,
+                    **{k: _get(cand, k) for k in ("peak_mem_mb", "max_abs_diff", "parity_ok", "label_agreement")},
+                    "base_peak_mem_mb": _get(base, "peak_mem_mb")}
+        out.append(rec)
+    t = pd.DataFrame(out)
+    t = t.reindex(columns=[*on, column, *[c for c in t.columns if c.startswith("baseline_")], *PAIR_COLUMNS])
+    return judge(t, band)
+
+
+def geomean(df: pd.DataFrame, candidate: str, baseline: str = REFERENCE, *, column: str = "variant",
+            where: pd.Series | None = None, n_resamples: int = stats.N_RESAMPLES) -> Speedup | None:
+    """The geometric-mean speed-up of `candidate` over `baseline` over the shapes both ran ok (restricted to the rows
+    `where` selects), with its bootstrap CI over every shape's rounds; None where no shape has both."""
+    d = df[where] if where is not None else df
+    pairs = [(b, c) for c, b in matched(d, candidate, baseline, column=column)
+             if b is not None and c.get("status", "ok") == "ok" and b.get("status", "ok") == "ok"]
+    return geomean_of(pairs, n_resamples=n_resamples) if pairs else None
+
+
+def geomean_of(pairs: Iterable[tuple[Any, Any]], *, n_resamples: int = stats.N_RESAMPLES) -> Speedup:
+    """The geometric-mean speed-up over (baseline row, candidate row) pairs already matched, with its CI."""
+    return stats.geomean_speedup(pairs, n_resamples=n_resamples)
+
+
+def combine(cells: Iterable[Speedup | tuple[float, float, float]]) -> Speedup:
+    """The geometric mean of speed-ups already computed (each with its CI), with a CI from their log half-widths
+    added in quadrature (cells from different groups are independent)."""
+    cells = [tuple(c) for c in cells]
+    logs = np.log(np.array(cells, dtype=float))
+    n = len(cells)
+    mid = float(np.mean(logs[:, 0]))
+    lo = mid - float(np.sqrt(np.sum((logs[:, 0] - logs[:, 1]) ** 2))) / n
+    hi = mid + float(np.sqrt(np.sum((logs[:, 2] - logs[:, 0]) ** 2))) / n
+    return Speedup(float(np.exp(mid)), float(np.exp(lo)), float(np.exp(hi)), n=n)
+
+
+def ratio_of(a: Speedup | tuple, b: Speedup | tuple) -> Speedup:
+    """a ÷ b for two speed-ups measured independently (e.g. in different processes), with the CI from their log
+    half-widths added in quadrature."""
+    (av, alo, ahi), (bv, blo, bhi) = tuple(a), tuple(b)
+    v = av / bv
+    lo = v * np.exp(-np.hypot(np.log(av / alo), np.log(bhi / bv)))
+    hi = v * np.exp(np.hypot(np.log(ahi / av), np.log(bv / blo)))
+    return Speedup(float(v), float(lo), float(hi), paired=False)
+
+
+# --- words --------------------------------------------------------------------------------------------------------
+
+
+def fmt(ratio: float, ci_low: float | None = None, ci_high: float | None = None) -> str:
+    """'1.87× (95% CI 1.80–1.95)', or '1.87×' without a CI: the one way every page writes a speed-up."""
+    if ci_low is None or ci_high is None or not np.isfinite(ci_low):
+        return f"{ratio:.2f}×"
+    return f"{ratio:.2f}× (95% CI {ci_low:.2f}–{ci_high:.2f})"
+
+
+def fmt_calls(n: float) -> str:
+    return "never" if not np.isfinite(n) else f"{n:,.0f}"
