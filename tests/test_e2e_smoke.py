@@ -13,6 +13,7 @@ import sys
 import nbformat
 import pytest
 
+from answer_numbers import answer_numbers_missing
 from studylib import paths, profiles, run
 from studylib.results import ResultsTable
 from studylib.studies import STUDIES
@@ -300,3 +301,27 @@ def test_a_failing_notebook_is_marked_in_the_index(tmp_path, outputs, monkeypatc
     index = report("smoke").read_text()
     assert ">FAILED<" in index and "RuntimeError: boom" in index
     assert (outputs / "smoke" / "html" / f"{NB}.html").exists()  # the failed notebook is still readable
+
+
+def test_every_number_in_each_answer_box_is_in_the_page_tables(smoke):
+    """Each study page's Answer box: every speed-up with its CI, every bare ratio and every one-time cost it states is
+    printed, with the same rounding, in a table of the page outside the box."""
+    outputs, _ = smoke
+    for notebook in NOTEBOOKS:
+        page = _html(outputs, notebook)
+        assert page.count('<div class="answer"') == 1, notebook
+        missing, checked = answer_numbers_missing(page)
+        assert checked > 0, f"{notebook}: its Answer box states no number"
+        assert not missing, f"{notebook}: Answer numbers not in its tables: {missing}"
+
+
+def test_the_index_opens_with_what_to_use_on_this_machine(smoke):
+    outputs, _ = smoke
+    page = (outputs / "index.html").read_text()
+    body = page[page.index("<body>"):]
+    assert body.index("What to use on this machine") < body.index("The studies")
+    table = body[body.index('class="dataframe what-to-use"'):]
+    table = table[:table.index("</table>")]
+    for study in ("01", "02", "03", "04", "05"):
+        assert f"<td>{study}</td>" in table, study
+    assert "measured matmul GFLOP/s" in body and "says nothing about a GPU" in body

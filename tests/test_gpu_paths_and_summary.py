@@ -65,14 +65,14 @@ def test_headline_speedups_per_profile(monkeypatch):
     assert fast.ci_low < fast.speedup < fast.ci_high and fast.n == 2 and fast.reading == "faster"
     assert t.loc[("torch.compile (default) over eager", "same")].reading == "equal"
     failed = t.loc[("torch.compile (max-autotune) over eager", "fast")]
-    assert failed.status == "error: boom" and failed.n == 0  # a failure is a result, with its message
+    assert failed.status == "error: compile-max-autotune: boom" and failed.n == 0  # a failure is a result, with its message
     assert t.loc[("TorchScript over eager PyTorch", "fast")].status == "not run"
     matrix = summary.speedup_matrix(t.reset_index())
     assert list(matrix.columns) == ["fast", "same"]
     assert matrix.loc[("01", "torch.compile (default) over eager"), "fast"].startswith("2.0")
     lines = summary.findings(t.reset_index(), summary.claims([]))
     assert any(line.startswith("**torch.compile (default) over eager**: fast 2.0") for line in lines)
-    assert any("torch.compile (max-autotune) over eager on fast: no speed-up (error: boom)" in line for line in lines)
+    assert any("torch.compile (max-autotune) over eager on fast: no speed-up (error: compile-max-autotune: boom)" in line for line in lines)
 
 
 def test_present_profiles_skips_the_summary_and_puts_smoke_last(tmp_path):

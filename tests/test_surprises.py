@@ -16,7 +16,6 @@ from studylib import environment, models, replicates, runtimes, surprises, sweep
 from studylib.results import ResultsTable, validated
 from studylib.runtimes.pytorch import TorchEager
 from studylib.studies import STUDIES, Analysis
-from studylib.studies.common import EQUIVALENCE
 from studylib.surprises import Expectation
 
 MEASURE = {"warmup_calls": 0, "min_rounds": 6, "max_rounds": 8, "min_time_s": 0.0, "target_ci_pct": 50.0,
@@ -37,8 +36,10 @@ def _rows(times: dict[str, float], spread=0.01, n=12, seed=0):
                   "sample_rep": [0] * n, "sample_round": list(range(n))} for key, t in times.items()}
 
 
-def test_band_is_the_studies_band():
-    assert surprises.EQUIVALENCE == EQUIVALENCE
+def test_band_is_the_layers_band():
+    from studylib import speedups
+
+    assert surprises.EQUIVALENCE is speedups.EQUIVALENCE
 
 
 def test_expectations_are_data_in_every_study():
@@ -221,7 +222,7 @@ def test_rows_with_and_without_profiles_load_and_render(tmp_path):
     df = table.frame(with_samples=True)
     assert len(df) == 4 and df.profile_note.notna().sum() == 2
     study = STUDIES["03_onnx_batching"]
-    page = surprises.html(df, study.notebook)
+    page = surprises.html(df, study)
     assert page.count("<details") == 1 and "<summary>" in page
     for name in ("Attention", "SkipLayerNormalization", "MatMul", "Softmax", "ort-optimized"):
         assert name in page

@@ -50,7 +50,7 @@ def fastest(df: pd.DataFrame, *, options: tuple[str, ...] = ("variant",), defaul
         return pd.DataFrame(columns=ADVICE_COLUMNS)
     band = band if band is not None else speedups.band(df)
     workload = speedups.shape_columns(ok, without=options)
-    shown = speedups.varying(ok, workload) or workload[:1]
+    shown = [c for c in workload if c == "model" or c in speedups.varying(ok, workload)]
     rows = []
     for _, g in ok.groupby(workload, dropna=False, sort=False):
         g = g.sort_values("median_s")

@@ -104,6 +104,25 @@ def conditional(t: pd.DataFrame, c: Comparison, band: float, df: pd.DataFrame) -
     return line, rows
 
 
+def headline(df: pd.DataFrame, c: Comparison) -> dict:
+    """`c` on one profile's rows in a line of numbers (the summary's table): the geometric mean over the shapes both
+    sides ran with its CI, and the per-shape verdicts (`reading`: the common one, or 'depends on the shape')."""
+    if not len(df) or c.column not in df:
+        return {"status": "not run", "n": 0}
+    if not (df[c.column] == c.candidate).any():
+        return {"status": "not in this profile", "n": 0}
+    t = comparison_table(df, c, speedups.band(df))
+    ok = t[t.speedup.notna()]
+    if not len(ok):
+        return {"status": f"{t.status.iloc[0]}: {str(t.error.iloc[0])[:160]}", "n": 0, "of": len(t)}
+    g = speedups.geomean(df, c.candidate, c.baseline, column=c.column, n_resamples=1000)
+    counts = ok.verdict.value_counts()
+    reading = counts.index[0] if len(counts) == 1 else "depends on the shape: " + ", ".join(
+        f"{w} at {n}" for w, n in counts.items())
+    return {"status": "ok", "speedup": g.ratio, "ci_low": g.ci_low, "ci_high": g.ci_high, "n": len(ok), "of": len(t),
+            "reading": reading}
+
+
 @cache
 def _profile_variants() -> dict[str, dict[str, set[str]]]:
     """For every profile file, the values each study section lists (variants, strategies), read from the YAML."""
@@ -126,15 +145,17 @@ def running_profiles(notebook: str, value: str) -> list[str]:
 
 def not_run_line(notebook: str, df: pd.DataFrame, profile: str | None = None) -> str:
     """What the study's comparisons ask that this profile did not run, said once with who runs it."""
-    missing = [c for c in STUDIES[notebook].comparisons
-               if not (len(df) and c.column in df and (df[c.column] == c.candidate).any())]
+    ran = {v for c in STUDIES[notebook].comparisons if len(df) and c.column in df for v in df[c.column].unique()}
+    missing = list(dict.fromkeys(v for c in STUDIES[notebook].comparisons for v in (c.candidate, c.baseline)
+                                 if v not in ran))
     if not missing:
         return ""
     parts = []
-    for c in missing:
-        who = [p for p in running_profiles(notebook, c.candidate) if p != profile and p != "smoke"]
-        parts.append(f"{c.candidate}" + (f" (the {', '.join(who)} profile{'s' * (len(who) > 1)} run it)" if who else ""))
-    return "**Not run here**: " + "; ".join(parts) + "."
+    for value in missing:
+        who = [p for p in running_profiles(notebook, value) if p != profile and p != "smoke"]
+        parts.append(value + (f" (the {', '.join(who)} profile{'s' * (len(who) > 1)} run it)" if who else ""))
+    return ("**Not run here**, so the comparisons that need them are not answered on this page: " + "; ".join(parts)
+            + ".")
 
 
 def aa_line(df: pd.DataFrame, band: float) -> str:
@@ -160,7 +181,7 @@ def analyse(notebook: str, df: pd.DataFrame) -> tuple[list[str], pd.DataFrame, p
     lines = [fastest_line(best)]
     rows: list[dict] = []
     for c in study.comparisons:
-        if c.column not in df or not (df[c.column] == c.candidate).any():
+        if c.column not in df or not ((df[c.column] == c.candidate).any() and (df[c.column] == c.baseline).any()):
             continue
         line, r = conditional(comparison_table(df, c, band), c, band, df)
         lines.append(line)

@@ -26,10 +26,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import speedups
 from .files import read_json
 from .results import ResultsTable
 from .roofline import peak_bandwidth, peak_gflops
-from .stats import speedup
+from .speedups import speedup
 
 # Columns that make a configuration's shape; rows agreeing on all of them form one comparison group
 # when the rows carry no `group_key` (files written before it existed).
@@ -75,12 +76,9 @@ class Comparison:
 
 
 def verdict(lo: float, hi: float) -> str:
-    """"faster" when a speed-up's CI lies above 1, "slower" when below, else "unclear"."""
-    if lo > 1:
-        return "faster"
-    if hi < 1:
-        return "slower"
-    return "unclear"
+    """Reproduction reads a pair's direction: "faster" when a speed-up's CI lies above 1, "slower" when below, else
+    "unclear" (the layer's rule with the band shrunk to 1: any decided direction counts)."""
+    return speedups.verdict(lo, hi, band=1.0)
 
 
 def results_folder(path: Path) -> Path:

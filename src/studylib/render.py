@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from . import environment, paths
+from . import paths
 from .files import read_json, write_text_atomic
 from .profiles import RESERVED
 from .run import manifest_path
@@ -62,7 +62,7 @@ def _headline(profile: str, notebook: str) -> str:
     if notebook not in STUDIES:
         return ""
     lines = answer.headlines(notebook, summary.results(profile, notebook))
-    return answer.inline_html(lines[0]) if lines else "no configuration ran ok"
+    return answer.inline_html(lines[1] if len(lines) > 1 else lines[0]) if lines else "no configuration ran ok"
 
 
 _TABLE_HEAD = ("<table><thead><tr><th>notebook</th><th>status</th><th>headline (or failure)</th><th>run time</th>"
@@ -84,13 +84,29 @@ def _profile_section(profile_dir: Path) -> str:
     profile = profile_dir.name
     manifest = read_json(manifest_path(profile), {}) or {}
     env = read_json(paths.results_dir(profile) / "env.json")
-    env_line = html.escape(environment.one_line(env)) if env else "environment not captured"
     rows = [_entry_row(e, name, f"{profile}/html/{name}.html", paths.html_dir(profile) / f"{name}.html",
                        _headline(profile, name) if e.get("status") == "ok" else "")
             for name, e in sorted(manifest.items())]
     body = "\n".join(rows) or '<tr><td colspan="5">no notebook has run for this profile</td></tr>'
-    return (f'<section id="{profile}"><h2>Profile <code>{html.escape(profile)}</code></h2>'
-            f'<p class="env">Machine: {env_line}</p>{_TABLE_HEAD}<tbody>{body}</tbody></table></section>')
+    return (f'<section id="{profile}"><h2>Profile <code>{html.escape(profile)}</code></h2>{_what_to_use(profile, env)}'
+            f'<h3>The studies</h3>{_TABLE_HEAD}<tbody>{body}</tbody></table></section>')
+
+
+def _what_to_use(profile: str, env: dict | None) -> str:
+    """The profile's opening table: for each workload it measured, the fastest option and what it costs."""
+    from . import advice, summary
+
+    table = summary.what_to_use(profile)
+    device = "cuda" if (env or {}).get("gpu_name") else "cpu"
+    intro = (f'<p class="env">Machine: {html.escape(summary.machine_line(profile))}</p>'
+             f'<p class="env">{html.escape(summary.GPU_CAVEAT[device])}</p>')
+    if not len(table):
+        return f"<h3>What to use on this machine</h3>{intro}<p>No workload ran ok on this profile.</p>"
+    return (f'<h3>What to use on this machine</h3>{intro}<p class="env">Per workload: the option with the lowest '
+            f"median, its speed-up over the study's default (eager PyTorch; unsorted batches in study 04) with its "
+            f"95% CI, the runner-up, whether the lead over it is decided (its CI wholly above the page's equality "
+            f"band), and the one-time cost (preparation and first call).</p>"
+            + advice.shown(table).to_html(index=False, escape=True, classes="what-to-use"))
 
 
 INDEX_STYLE = """
@@ -108,7 +124,7 @@ def index() -> Path:
     profiles = sorted(p for p in root.iterdir() if p.is_dir() and p.name not in RESERVED
                       and manifest_path(p.name).exists()) if root.exists() else []
     sections = "\n".join(_profile_section(p) for p in profiles) or "<p>Nothing has run yet: try <code>make report</code>.</p>"
-    sections = _summary_section() + sections
+    sections = sections + _summary_section()
     page = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Inference-speed study</title>'
             f"<style>{INDEX_STYLE}</style></head><body><h1>Inference-speed study: results by profile</h1>"
             f"<p>Each profile is one kind of machine (params/&lt;profile&gt;.yaml). Open a notebook for its "

@@ -224,18 +224,23 @@ def _get(row, name):
     return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
 
 
+def _median(row) -> float:
+    return _get(row, "median_s") or float(np.median(row["samples_s"]))
+
+
 def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: str = REFERENCE, *,
                column: str = "variant", baseline_where: dict[str, Any] | None = None,
                band: float = EQUIVALENCE) -> pd.DataFrame:
     """One row per candidate shape: the shape, the paired speed-up over its baseline with the CI, the one-time cost
     (the candidate's preparation and first call beyond one steady baseline call) and its break-even calls, memory,
     parity, and the verdict (judge, BH over this table). A side that failed keeps its status and message."""
-    on = [c for c in match_columns(df, column) if c not in ("device", "threads")] if len(df) else []
+    on = [c for c in match_columns(df, column) if c not in ("device", "threads")]
     out = []
     for cand, base in matched(df, candidate, baseline, column=column, baseline_where=baseline_where):
-        rec = {c: cand[c] for c in on} | {column: cand[column], "candidate": cand[column],
-                                           "baseline": baseline, "status": cand.get("status", "ok"),
-                                           "error": cand.get("error", "")}
+        status = cand.get("status", "ok")
+        rec = {c: cand[c] for c in on} | {column: cand[column], "candidate": cand[column], "baseline": baseline,
+                                           "status": status,
+                                           "error": "" if status == "ok" else f"{cand[column]}: {cand.get('error', '')}"}
         rec |= {"baseline_" + k: base[k] for k in (baseline_where or {}) if base is not None}
         if base is None:
             rec |= {"status": "baseline missing", "error": f"no {baseline} row for this shape"} if rec["status"] == "ok" else {}
@@ -243,10 +248,11 @@ def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline
             rec |= {"status": base.status, "error": f"{base[column]}: {base.get('error', '')}"}
         elif rec["status"] == "ok":
             s = speedup(base, cand)
-            one_time = (_get(cand, "prepare_s") or 0.0) + (_get(cand, "first_call_s") or 0.0) - cand.median_s
-            n, n_lo, n_hi = break_even(one_time, base.median_s, s)
+            base_median, median = _median(base), _median(cand)
+            one_time = (_get(cand, "prepare_s") or 0.0) + (_get(cand, "first_call_s") or median) - median
+            n, n_lo, n_hi = break_even(one_time, base_median, s)
             rec |= {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high, "paired": s.paired,
-                    "base_median_s": base.median_s, "median_s": cand.median_s, "one_time_s": one_time,
+                    "base_median_s": base_median, "median_s": median, "one_time_s": one_time,
                     "break_even": n, "break_even_low": n_lo, "break_even_high": n_hi,
                     **{k: _get(cand, k) for k in ("peak_mem_mb", "max_abs_diff", "parity_ok", "label_agreement")},
                     "base_peak_mem_mb": _get(base, "peak_mem_mb")}

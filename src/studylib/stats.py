@@ -325,6 +325,9 @@ class Speedup:
     def __iter__(self):  # ratio, low, high = speedup
         return iter((self.ratio, self.ci_low, self.ci_high))
 
+    def __getitem__(self, i):  # speedup[0] is the ratio, [1] and [2] the CI's ends
+        return (self.ratio, self.ci_low, self.ci_high)[i]
+
 
 def _field(row: Any, name: str):
     """A field of a results row: a dict, a pandas row or a namedtuple."""

@@ -11,7 +11,7 @@ import os
 
 import pandas as pd
 
-from . import answer, environment, gpu_paths, paths, profiles
+from . import advice, answer, environment, gpu_paths, paths, profiles, roofline
 from . import claims as claims_registry
 from .files import read_json
 from .profiles import RESERVED
@@ -191,3 +191,53 @@ def findings(table: pd.DataFrame, claims_table: pd.DataFrame) -> list[str]:
         lines.append("Only one profile has results here, so nothing is compared across machines yet: run a GPU "
                      "profile (`make report PROFILE=gpu-a100`, ...) and render this summary again.")
     return lines
+
+
+GPU_CAVEAT = {
+    "cpu": ("A CPU run says nothing about a GPU's ranking: launch overhead, TF32 and tensor cores, asynchronous "
+            "execution and memory bandwidth all change it (re-run a gpu-… profile there)."),
+    "cuda": ("A GPU run holds for this card and driver; another generation (tensor cores, memory bandwidth) can "
+             "rank the options differently."),
+}
+
+
+def machine_line(profile: str) -> str:
+    """The machine in one line: CPU or GPU, threads, and the limits measured at the run's start."""
+    env = read_json(paths.results_dir(profile) / "env.json") or {}
+    if not env:
+        return "environment not captured"
+    peaks = env.get("peaks") or {}
+    rates = ", ".join(f"{k} {roofline.peak_gflops(peaks, k):,.0f}" for k in ("fp32", "bf16", "int8")
+                      if roofline.peak_gflops(peaks, k))
+    bw = roofline.peak_bandwidth(peaks)
+    threads = (env.get("threads") or {}).get("torch_intra_op")
+    limits = (f"; measured matmul GFLOP/s {rates}" if rates else "") + (f", memory {bw:,.0f} GB/s" if bw else "")
+    return f"{environment.one_line(env)} · {threads} threads{limits}"
+
+
+def what_to_use(profile: str) -> pd.DataFrame:
+    """Every workload the profile measured, across studies: the fastest option, its speed-up over the study's default
+    with CI, the runner-up and whether the lead is decided, and its one-time cost (advice.fastest)."""
+    parts = []
+    for nb, study in STUDIES.items():
+        df = answer.whole_models(results(profile, nb))
+        if len(df):
+            parts.append(advice.fastest(df, options=study.options, default=dict(study.default), study=nb[:2]))
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=advice.ADVICE_COLUMNS)
+
+
+def what_to_use_by_profile(profiles: list[str]) -> pd.DataFrame:
+    """what_to_use for each profile, side by side: one row per study and workload, a column per profile naming the
+    fastest option and its speed-up over the default."""
+    rows = []
+    for p in profiles:
+        t = what_to_use(p)
+        for _, r in t.iterrows():
+            rows.append({"study": r["study"], "workload": r["workload"], "profile": p,
+                         "cell": f"{r['fastest']}: {r['over default']}"})
+    if not rows:
+        return pd.DataFrame()
+    t = pd.DataFrame(rows)
+    m = t.pivot_table(index=["study", "workload"], columns="profile", values="cell", aggfunc="first", sort=False)
+    return m.reindex(columns=profiles).fillna("not run")

@@ -392,6 +392,8 @@ STUDY = register(Study(
         Comparison("Keras 3 (PyTorch, predict) over eager PyTorch", "keras-torch"),
         Comparison("torch.compile over eager PyTorch", NATIVE_COMPILED),
         Comparison("Keras 3 over Keras 2 (TensorFlow, predict)", "keras-tensorflow", KERAS2),
+        *(Comparison(f"predict_on_batch over a direct call ({b})", f"keras-{b}", f"keras-{b}-call")
+          for b in ("tensorflow", "jax", "torch")),
     ),
     options=("variant", "backend"),
     on_gpu=("the per-op Python cost of eager backends hides behind asynchronous kernel launches (except in "

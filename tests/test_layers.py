@@ -1,0 +1,72 @@
+"""The comparison layer is the one place speed-ups are paired, pooled, banded and judged (issue: one comparison layer),
+and the modules the studies stand on do not reach back into the studies package."""
+
+import ast
+from pathlib import Path
+
+import studylib
+from studylib import speedups
+from studylib.studies import STUDIES
+
+SRC = Path(studylib.__file__).parent
+# What only the layer (speedups.py) may do: call stats' pairing and pooling, or define a band or verdict rule.
+LAYER_ONLY_CALLS = {("stats", "speedup"), ("stats", "geomean_speedup")}
+LAYER_ONLY_DEFS = {"classify", "noise_band", "_band", "aa_control", "pair_result", "ratio_of_ratios", "geomean_of",
+                   "bh_adjust", "break_even", "break_even_calls"}
+# Modules a study imports (directly or through them): none may import the studies package.
+BELOW_STUDIES = ["config", "stats", "speedups", "advice", "timing", "results", "surprises", "roofline", "sweep",
+                 "memory", "files", "paths", "claims", "dataset", "batching", "corpus", "tokenization", "models",
+                 "keras_models"]
+
+
+def _modules():
+    return [p for p in SRC.rglob("*.py")]
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def test_only_the_layer_pairs_pools_bands_and_judges():
+    offences = []
+    for path in _modules():
+        if path.name in ("speedups.py", "stats.py"):
+            continue
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+                if (node.func.value.id, node.func.attr) in LAYER_ONLY_CALLS:
+                    offences.append(f"{path.name}:{node.lineno} calls {node.func.value.id}.{node.func.attr}")
+            if isinstance(node, ast.FunctionDef) and node.name in LAYER_ONLY_DEFS:
+                offences.append(f"{path.name}:{node.lineno} defines {node.name}")
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "EQUIVALENCE" for t in node.targets):
+                offences.append(f"{path.name}:{node.lineno} sets EQUIVALENCE")
+    assert not offences, offences
+
+
+def test_every_study_uses_the_layer_and_declares_its_comparisons_as_data():
+    for name, study in STUDIES.items():
+        module = __import__(study.analyse.__module__, fromlist=["x"])
+        imported = {a.name for n in ast.walk(_tree(Path(module.__file__))) if isinstance(n, ast.ImportFrom)
+                    for a in n.names}
+        assert "speedups" in imported, name
+        assert study.comparisons and all(isinstance(c, speedups.Comparison) for c in study.comparisons), name
+
+
+def _imports_studies(path: Path) -> list[int]:
+    lines = []
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.ImportFrom):
+            target = (node.module or "")
+            if node.level and (target == "studies" or target.startswith("studies.")):
+                lines.append(node.lineno)
+            if target.startswith("studylib.studies"):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_below_the_studies_imports_them():
+    offences = {m: _imports_studies(SRC / f"{m}.py") for m in BELOW_STUDIES}
+    offences = {m: lines for m, lines in offences.items() if lines}
+    # claims.evaluator finds a claim's evaluator in its study's module, by the registry, when a claim is judged
+    allowed = {"claims"}
+    assert set(offences) <= allowed, offences

@@ -1,0 +1,114 @@
+"""The comparison layer (speedups.py): pairing, the one verdict rule, false discoveries, break-even, the band;
+and the check that an Answer box's numbers come from its page's tables."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from answer_numbers import answer_numbers_missing
+from studylib import speedups
+from studylib.stats import Speedup
+
+rng = np.random.default_rng(1)
+
+
+def _row(variant, batch, median, *, status="ok", model="m", group=None, first=None, prepare=0.0):
+    row = {"model": model, "variant": variant, "dtype": "fp32", "batch_size": batch, "seq_len": 8, "image_size": None,
+           "device": "cpu", "threads": 2, "status": status, "error": "" if status == "ok" else "boom"}
+    if status != "ok":
+        return row
+    noise = rng.normal(1, 0.003, 40)
+    samples = list(median * noise)
+    return row | {"samples_s": samples, "sample_rep": [0] * 40, "sample_round": list(range(40)),
+                  "group_id": group or f"{model}|{batch}", "median_s": float(np.median(samples)),
+                  "first_call_s": first or median, "prepare_s": prepare, "max_abs_diff": 0.0, "parity_ok": True}
+
+
+def test_the_verdict_rule_needs_the_whole_ci_beyond_the_band():
+    assert speedups.verdict(1.06, 1.10) == "faster"
+    assert speedups.verdict(1.03, 1.10) == "unclear"  # above 1, but not wholly above the ±5% band
+    assert speedups.verdict(0.97, 1.04) == "equal"
+    assert speedups.verdict(0.80, 0.90) == "slower"
+    assert speedups.verdict(1.06, 1.10, band=1.08) == "unclear"  # the A/A band widened it
+    assert speedups.verdict(float("nan"), 1.2) == "unclear"
+
+
+def test_benjamini_hochberg_adjusts_and_keeps_order():
+    p = speedups.bh_adjust([0.01, 0.04, 0.03, 0.20])
+    assert list(np.round(p, 4)) == [0.04, 0.0533, 0.0533, 0.2]  # ranked p·m/i, then the running minimum from the top
+    assert speedups.bh_adjust([]).size == 0
+
+
+def test_many_weak_shapes_lose_their_verdict_to_the_false_discovery_control():
+    t = pd.DataFrame({"speedup": [1.30] + [1.062] * 9, "ci_low": [1.25] + [1.0505] * 9,
+                      "ci_high": [1.35] + [1.074] * 9})
+    judged = speedups.judge(t)
+    assert judged.verdict.iloc[0] == "faster"
+    single = speedups.judge(t.iloc[[1]])
+    assert single.verdict.iloc[0] == "faster" and single.p.iloc[0] < speedups.FDR
+    assert (judged.p.iloc[1:] >= single.p.iloc[0]).all()
+
+
+def test_pair_table_pairs_on_the_shape_keeps_failures_and_prices_the_first_call():
+    df = pd.DataFrame([_row("eager", 1, 0.010), _row("fast", 1, 0.005, first=1.005, prepare=0.5),
+                       _row("eager", 8, 0.080), _row("fast", 8, 0, status="oom"),
+                       _row("eager", 1, 0.020, model="other"), _row("eager-aa", 1, 0.010)])
+    t = speedups.pair_table(df, "fast")
+    assert list(t.batch_size) == [1, 8]
+    one = t.iloc[0]
+    assert one.speedup == pytest.approx(2.0, rel=0.02) and one.paired and one.verdict == "faster"
+    assert one.one_time_s == pytest.approx(0.5 + 1.005 - one.median_s)
+    # N calls, the first one cold, take no longer than N eager calls from break_even on, and not before
+    n = one.break_even
+    cold = 0.5 + 1.005
+    assert cold + (n - 1) * one.median_s <= n * one.base_median_s * 1.02
+    assert cold + (n - 2) * one.median_s > (n - 1) * one.base_median_s * 0.98
+    assert one.break_even_low <= n <= one.break_even_high
+    assert t.iloc[1].status == "oom" and pd.isna(t.iloc[1].speedup)
+    every = speedups.pair_table(df, None)
+    assert set(every.variant) == {"fast"}  # neither the baseline nor the A/A copy is a candidate
+
+
+def test_a_baseline_fixed_at_another_batch_pairs_across_it():
+    df = pd.DataFrame([_row("eager", 1, 0.010, group="g"), _row("eager", 8, 0.040, group="g"),
+                       _row("fast", 8, 0.020, group="g")])
+    t = speedups.pair_table(df, ["eager", "fast"], baseline_where={"batch_size": 1})
+    by = t.set_index(["variant", "batch_size"])
+    assert by.loc[("fast", 8)].speedup == pytest.approx(0.5, rel=0.02)
+    assert by.loc[("fast", 8)].baseline_batch_size == 1
+
+
+def test_the_band_widens_to_the_largest_aa_ratio():
+    df = pd.DataFrame([_row("eager", 1, 0.010), _row("eager-aa", 1, 0.0108)])
+    assert speedups.band(df) == pytest.approx(1 / 0.0108 * 0.010 if False else 0.0108 / 0.010, rel=0.02)
+    assert speedups.band(pd.DataFrame([_row("eager", 1, 0.010), _row("eager-aa", 1, 0.010)])) == speedups.EQUIVALENCE
+
+
+def test_geomean_and_combine_and_ratio_of():
+    df = pd.DataFrame([_row("eager", 1, 0.010), _row("fast", 1, 0.005), _row("eager", 8, 0.080),
+                       _row("fast", 8, 0.020)])
+    g = speedups.geomean(df, "fast")
+    assert g.ratio == pytest.approx(np.sqrt(2 * 4), rel=0.02) and g.n == 2 and g.ci_low < g.ratio < g.ci_high
+    c = speedups.combine([Speedup(2.0, 1.9, 2.1), Speedup(8.0, 7.6, 8.4)])
+    assert c.ratio == pytest.approx(4.0)
+    r = speedups.ratio_of(Speedup(2.0, 1.9, 2.1), Speedup(1.0, 0.95, 1.05))
+    assert r.ratio == pytest.approx(2.0) and r.ci_low < 1.9 and r.ci_high > 2.1
+    assert speedups.geomean(df, "absent") is None
+
+
+def test_shape_labels_name_only_what_varies():
+    t = pd.DataFrame({"model": ["a", "a"], "batch_size": [1.0, 8.0], "seq_len": [8, 8]})
+    dims = speedups.varying(t, ["model", "batch_size", "seq_len"])
+    assert dims == ["batch_size"]
+    assert speedups.shape_label(t.iloc[1], dims) == "batch 8"
+
+
+def test_the_answer_number_check_fails_on_a_number_no_table_prints():
+    box = ('<div class="answer"><ul><li><strong>x over y</strong>: pays off at batch 1 1.87× (95% CI 1.74–1.92); '
+           'undecided at batch 8 1.03× (95% CI 0.98–1.05). One-time cost 1.4 s at batch 1 (paid back after 4 calls).'
+           '</li></ul></div>')
+    table = "<table><tr><td>1.87× (95% CI 1.74–1.92)</td><td>1.4</td></tr></table>"
+    missing, checked = answer_numbers_missing(box + table)
+    assert checked >= 4 and "1.03× (95% CI 0.98–1.05)" in missing and "1.03×" in missing
+    table += "<table><tr><td>1.03× (95% CI 0.98–1.05)</td></tr></table>"
+    assert answer_numbers_missing(box + table)[0] == []
