@@ -7,6 +7,7 @@ import pytest
 from studylib import speedups
 from studylib.studies import common
 
+
 def _rows(batch: int, aa_factor: float, rng, n: int = 20) -> list[dict]:
     """eager and eager-aa of one shape, timed in the same 20 rounds on a machine whose speed drifts by round."""
     drift = 1 + 0.3 * np.sin(np.arange(n) / 3)  # common to both variants within a round
