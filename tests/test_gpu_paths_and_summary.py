@@ -72,7 +72,8 @@ def test_headline_speedups_per_profile(monkeypatch):
     assert matrix.loc[("01", "torch.compile (default) over eager"), "fast"].startswith("2.0")
     lines = summary.findings(t.reset_index(), summary.claims([]))
     assert any(line.startswith("**torch.compile (default) over eager**: fast 2.0") for line in lines)
-    assert any("torch.compile (max-autotune) over eager on fast: no speed-up (error: compile-max-autotune: boom)" in line for line in lines)
+    assert any("torch.compile (max-autotune) over eager on fast: no speed-up (error: compile-max-autotune: boom)" in line
+               for line in lines)
 
 
 def test_present_profiles_skips_the_summary_and_puts_smoke_last(tmp_path):
