@@ -120,7 +120,7 @@ def headline(df: pd.DataFrame, c: Comparison) -> dict:
     reading = counts.index[0] if len(counts) == 1 else "depends on the shape: " + ", ".join(
         f"{w} at {n}" for w, n in counts.items())
     return {"status": "ok", "speedup": g.ratio, "ci_low": g.ci_low, "ci_high": g.ci_high, "n": len(ok), "of": len(t),
-            "reading": reading}
+            "reading": reading, "lowest": ok.speedup.min(), "highest": ok.speedup.max()}
 
 
 @cache

@@ -128,7 +128,8 @@ def headline_speedups(profiles: list[str]) -> pd.DataFrame:
                 frames[p, nb] = results(p, nb)
             rows.append({"study": nb[:2], "comparison": c.label, "profile": p}
                         | answer.headline(answer.whole_models(frames[p, nb]), c))
-    cols = ["study", "comparison", "profile", "status", "speedup", "ci_low", "ci_high", "n", "of", "reading"]
+    cols = ["study", "comparison", "profile", "status", "speedup", "ci_low", "ci_high", "n", "of", "reading", "lowest",
+            "highest"]
     return pd.DataFrame(rows).reindex(columns=cols)
 
 
@@ -137,6 +138,8 @@ def speedup_matrix(table: pd.DataFrame) -> pd.DataFrame:
     def cell(r) -> str:
         if r["status"] != "ok":
             return f"— ({r['status']})"
+        if str(r["reading"]).startswith("depends"):  # verdicts differ by shape: the range, never a mean
+            return f"{r['lowest']:.2f}–{r['highest']:.2f}× by shape ({r['reading'][len('depends on the shape: '):]})"
         return f"{r['speedup']:.2f}× ({r['ci_low']:.2f}–{r['ci_high']:.2f}) · {int(r['n'])}/{int(r['of'])} shapes"
 
     if not len(table):
@@ -178,7 +181,8 @@ def findings(table: pd.DataFrame, claims_table: pd.DataFrame) -> list[str]:
     lines = []
     ok = table[table.status == "ok"]
     for comp, g in ok.groupby("comparison", sort=False):
-        parts = [f"{r.profile} {r.speedup:.2f}× ({r.ci_low:.2f}–{r.ci_high:.2f})" for r in g.itertuples()]
+        parts = [f"{r.profile} {r.lowest:.2f}–{r.highest:.2f}× by shape" if str(r.reading).startswith("depends")
+                 else f"{r.profile} {r.speedup:.2f}× ({r.ci_low:.2f}–{r.ci_high:.2f})" for r in g.itertuples()]
         readings = g.reading.value_counts()
         where = ", ".join(f"{word} on {n}" for word, n in readings.items())
         lines.append(f"**{comp}**: {'; '.join(parts)} — {where} of {len(g)} profile(s) measured.")
