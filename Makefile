@@ -79,5 +79,6 @@ lab: $(STAMP)  ## open JupyterLab on notebooks/ with the project's kernel (as ro
 clean:  ## remove everything runs wrote under outputs/ (the committed reference/ stays)
 	rm -rf outputs
 
-distclean: clean  ## also remove the virtual environment
+distclean: clean  ## also remove the virtual environment (never a conda environment named by VENV)
+	@if [ -d "$(VENV)/conda-meta" ]; then echo "error: $(VENV) is a conda environment: remove it with conda, not make distclean" >&2; exit 2; fi
 	rm -rf $(VENV)
