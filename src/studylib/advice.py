@@ -76,8 +76,7 @@ def fastest(df: pd.DataFrame, *, options: tuple[str, ...] = ("variant",), defaul
             lead = speedups.speedup(second, top)
             rec |= {"runner-up": option_name(second, options), "lead": lead.ratio, "lead_low": lead.ci_low,
                     "lead_high": lead.ci_high,
-                    "decided": "yes" if speedups.verdict(lead.ci_low, lead.ci_high, band) == "faster" else
-                    f"no ({speedups.fmt(*lead)})"}
+                    "decided": "yes" if speedups.verdict(lead.ci_low, lead.ci_high, band) == "faster" else "no"}
         rows.append(rec)
     return pd.DataFrame(rows).reindex(columns=ADVICE_COLUMNS)
 

@@ -79,7 +79,9 @@ def conditional(t: pd.DataFrame, c: Comparison, band: float, df: pd.DataFrame) -
     def listed(sel) -> str:
         return ", ".join(f"{r.shape} {speedups.fmt(r.speedup, r.ci_low, r.ci_high)}" for r in sel.itertuples())
 
-    if len(verdicts) == 1 and len(ok) > 1:
+    if not len(ok):
+        line = f"**{c.label}**:"
+    elif len(verdicts) == 1 and len(ok) > 1:
         g = speedups.geomean(df, c.candidate, c.baseline, column=c.column, n_resamples=1000)
         text = speedups.fmt(*g)
         rows.append({"comparison": c.label, "shape": f"geometric mean over {len(ok)} shapes",
@@ -99,7 +101,7 @@ def conditional(t: pd.DataFrame, c: Comparison, band: float, df: pd.DataFrame) -
     failed = t[t.speedup.isna()]
     if len(failed):
         error = str(failed.error.iloc[0])
-        line += (f" Not measured at {len(failed)} shape(s): {failed.status.iloc[0]} — "
+        line += (f" {len(failed)} shape(s) not measured: {failed.status.iloc[0]} — "
                  f"{error if len(error) <= 200 else error[:200] + '…'}.")
     return line, rows
 

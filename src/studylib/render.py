@@ -110,7 +110,8 @@ def _what_to_use(profile: str, env: dict | None) -> str:
 
 
 INDEX_STYLE = """
-body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+body { font-family: system-ui, sans-serif; max-width: 78rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+table.what-to-use { font-size: .85rem; } table.what-to-use td { vertical-align: top; }
 table { border-collapse: collapse; width: 100%; } td, th { border-bottom: 1px solid #ddd; padding: .35rem .5rem;
 text-align: left; } tr.failed td { background: #fdecea; } tr.ok td:nth-child(2) { color: #17692b; }
 td:nth-child(3) { font-size: .9rem; }
