@@ -49,9 +49,9 @@ render: $(STAMP)  ## only render executed notebooks to HTML and rewrite the inde
 plan: $(STAMP)  ## list what PROFILE would measure and roughly how long it takes
 	$(PY) -m studylib plan --profile $(PROFILE)
 
-compare: $(STAMP)  ## compare a re-run with the committed reference: make compare NEW=outputs/cpu (REF=reference/cpu)
+compare: $(STAMP)  ## compare a re-run with the committed reference: make compare NEW=outputs/cpu (REF=reference/cpu; CHECK=1 fails on miscalibration)
 	@if [ -z "$(NEW)" ]; then echo "error: NEW is empty: name the re-run's folder, e.g. make compare NEW=outputs/$(PROFILE) (REF defaults to reference/$(PROFILE))" >&2; exit 2; fi
-	$(PY) -m studylib compare "$(REF)" "$(NEW)"
+	$(PY) -m studylib compare "$(REF)" "$(NEW)" $(if $(CHECK),--check)
 
 # The browser test drives headless Chromium (Debian package `chromium`); installed here when missing.
 browser:  ## install headless Chromium for the browser test (Debian/Ubuntu apt; root or sudo)

@@ -73,15 +73,21 @@ def _profiles() -> int:
     return 0
 
 
-def _compare(ref: str, new: str) -> int:
+def _compare(ref: str, new: str, check: bool = False) -> int:
+    """Print the comparison and its calibration; with `check`, exit 1 when a calibration figure is outside its
+    limits (calibration.LIMITS)."""
+    from .calibration import format_calibration
     from .compare import CompareError, compare, format_comparison
 
     try:
-        print(format_comparison(compare(Path(ref), Path(new))))
+        c = compare(Path(ref), Path(new))
     except CompareError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return 0
+    print(format_comparison(c))
+    print()
+    print(format_calibration(c.calibration))
+    return 1 if check and c.calibration.failures() else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     comp = sub.add_parser("compare", help="compare a re-run's results with a reference run of the same profile")
     comp.add_argument("ref", help="the reference: a results folder (reference/cpu/results) or a profile folder")
     comp.add_argument("new", help="the re-run: a results folder or a profile folder of the same profile")
+    comp.add_argument("--check", action="store_true",
+                      help="exit 1 when the re-run is not consistent with the intervals (calibration.LIMITS)")
     sub.add_parser("reference", help="measure the cpu profile from a clean commit and publish it under reference/")
     args = parser.parse_args(argv)
     try:
@@ -117,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plan":
             return _plan(args.profile)
         if args.command == "compare":
-            return _compare(args.ref, args.new)
+            return _compare(args.ref, args.new, args.check)
         if args.command == "reference":
             from .reference import make_reference
 

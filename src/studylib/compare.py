@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from . import speedups
+from .calibration import Calibration, calibrate
 from .files import read_json
 from .results import ResultsTable
 from .roofline import peak_bandwidth, peak_gflops
@@ -73,6 +74,7 @@ class Comparison:
     only_new: list[str] = field(default_factory=list)  # notebooks only in NEW
     # what differs between the runs' env.json; None when either run has none (the machines were not compared)
     machine_differences: list[str] | None = None
+    calibration: Calibration | None = None  # the differences as a calibrated test (calibration.py)
 
 
 def verdict(lo: float, hi: float) -> str:
@@ -309,6 +311,7 @@ def compare(ref: Path, new: Path) -> Comparison:
         all_aa.append(aa)
     medians = pd.concat(all_medians, ignore_index=True)
     pairs = pd.concat(all_pairs, ignore_index=True)
+    by_key = [{(nb, row["config_key"]): row for nb in common for row in run.notebooks[nb]} for run in (r, n)]
     lines.append(summarize("all", medians, pairs, pd.concat(all_aa, ignore_index=True)))
     order = medians["delta_pct"].abs().sort_values(ascending=False, kind="stable").index
     return Comparison(
@@ -320,6 +323,7 @@ def compare(ref: Path, new: Path) -> Comparison:
         only_ref=[nb for nb in r.notebooks if nb not in n.notebooks],
         only_new=[nb for nb in n.notebooks if nb not in r.notebooks],
         machine_differences=machine_differences(r.env, n.env),
+        calibration=calibrate(medians, pairs, *by_key),
     )
 
 

@@ -1,0 +1,163 @@
+"""Is a re-run consistent with the reference's intervals? `compare --check` as a calibrated test.
+
+compare.py pairs the two runs' configurations and comparisons; this module asks whether the differences between
+them are as large as the reported intervals say they may be, and fails where they are not:
+
+- the common shift: the mean change of every median (log scale), with its z against the spread of the changes;
+- per configuration, z of its median's change after removing the common shift, against √(V_ref + V_new) from the
+  two reported CIs (their run-to-run term, `run_shift_pct`, taken out: the shift is removed instead);
+- per comparison (a pair of one group), z of the log speed-up difference against √(V_ref + V_new) from the two
+  speed-ups' CIs, and a reproduction verdict against a stated tolerance: reproduced when the 95% CI of the
+  difference lies inside ±tolerance, not reproduced when it lies wholly outside, else inconclusive;
+- summaries: mean z² (1 when the intervals are calibrated; far above 1 when they are too narrow, below 1 when
+  too wide), the share with |z| > 1.96 (5% expected), the share of re-run speed-ups inside the reference's CI,
+  and "same verdict" counted among the comparisons the reference decided.
+
+`check` holds the summaries to stated limits (LIMITS) and says which are outside; the command exits 1 then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as _st
+
+Z = float(_st.norm.ppf(0.975))
+TOLERANCE = 0.10  # two runs' speed-ups "agree" within ±10%: the difference of two speed-ups whose CIs are ±3–4%
+# wide has a CI of about ±5–6%, so a tighter tolerance could not be met by a calibrated run
+# What --check requires: (low, high) of each summary figure; None: no bound on that side.
+LIMITS = {
+    "speedup_mean_z2": (0.5, 1.5),
+    "speedup_share_z_over_1_96": (None, 0.10),
+    "reversed": (None, 0),
+    "reproduced_share_of_decided": (0.85, None),
+}
+
+
+def _log_se(lo, hi) -> np.ndarray:
+    """Standard error on the log scale of a 95% interval [lo, hi] (normal approximation)."""
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (np.log(hi) - np.log(lo)) / (2 * Z)
+
+
+def median_z(medians: pd.DataFrame, ref_rows: dict[str, dict], new_rows: dict[str, dict]) -> pd.DataFrame:
+    """Per configuration (compare.compare_medians' rows): the change of log median beyond the common shift, and its z
+    against the two reported CIs with their run-to-run term taken out."""
+    t = medians.copy()
+    d = np.log(t.new_median_s.astype(float) / t.ref_median_s.astype(float))
+    shift = float(d.mean()) if len(d) else 0.0
+
+    def var(rows, key):
+        r = rows[key]
+        se = float(_log_se(r.get("ci_low_s"), r.get("ci_high_s")))
+        run = np.log1p((r.get("run_shift_pct") or 0) / 100)
+        return max(se ** 2 - run ** 2, 1e-12)
+
+    v = np.array([var(ref_rows, k) + var(new_rows, k) for k in zip(t.notebook, t.config_key)])
+    t["d_log"] = d - shift
+    t["z"] = t.d_log / np.sqrt(v) if len(t) else []
+    t.attrs["shift_log"] = shift
+    t.attrs["shift_z"] = shift / (float(d.std(ddof=1)) / np.sqrt(len(d))) if len(d) > 1 and d.std(ddof=1) > 0 else 0.0
+    return t
+
+
+def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:
+    """Per comparison (compare.compare_pairs' rows): z of the log speed-up difference, whether the re-run's speed-up
+    lies inside the reference's CI, and the reproduction verdict within ±tolerance."""
+    t = pairs.copy()
+    diff = np.log(t.new_ratio.astype(float)) - np.log(t.ref_ratio.astype(float))
+    se = np.sqrt(_log_se(t.ref_ci_low, t.ref_ci_high) ** 2 + _log_se(t.new_ci_low, t.new_ci_high) ** 2)
+    t["d_log"], t["se_log"] = diff, se
+    t["z"] = diff / se
+    t["new_in_ref_ci"] = (t.ref_ci_low <= t.new_ratio) & (t.new_ratio <= t.ref_ci_high)
+    edge = np.log1p(tolerance)
+    lo, hi = diff - Z * se, diff + Z * se
+    t["reproduction"] = np.where((lo >= -edge) & (hi <= edge), "reproduced",
+                                 np.where((lo > edge) | (hi < -edge), "not reproduced", "inconclusive"))
+    return t
+
+
+def _mean_z2_ci(z: np.ndarray) -> tuple[float, float, float]:
+    """Mean z² with its 95% interval (chi-square with len(z) degrees of freedom, as for calibrated z)."""
+    z = z[np.isfinite(z)]
+    n = len(z)
+    if not n:
+        return np.nan, np.nan, np.nan
+    m = float(np.mean(z ** 2))
+    return m, m * n / _st.chi2.ppf(0.975, n), m * n / _st.chi2.ppf(0.025, n)
+
+
+@dataclass
+class Calibration:
+    """compare's figures as a calibrated test: per-configuration and per-comparison z, and their summaries."""
+
+    medians: pd.DataFrame
+    pairs: pd.DataFrame
+    summary: dict
+
+    def failures(self, limits: dict = LIMITS) -> list[str]:
+        """The summary figures outside `limits`, each as one line; [] when every figure is inside."""
+        out = []
+        for key, (lo, hi) in limits.items():
+            v = self.summary.get(key)
+            if v is None or (isinstance(v, float) and np.isnan(v)):
+                out.append(f"{key}: not measured (no comparison in both runs)")
+            elif (lo is not None and v < lo) or (hi is not None and v > hi):
+                out.append(f"{key} = {v:.3g}, outside [{'-' if lo is None else lo}, {'-' if hi is None else hi}]")
+        return out
+
+
+def calibrate(medians: pd.DataFrame, pairs: pd.DataFrame, ref_rows: dict, new_rows: dict,
+              tolerance: float = TOLERANCE) -> Calibration:
+    """The calibration of a compare: `medians` and `pairs` as compare.compare builds them, the two runs' rows by
+    (notebook, config_key)."""
+    m = median_z(medians, ref_rows, new_rows)
+    p = speedup_z(pairs, tolerance)
+    mz, mz_lo, mz_hi = _mean_z2_ci(m.z.to_numpy(dtype=float)) if len(m) else (np.nan,) * 3
+    sz, sz_lo, sz_hi = _mean_z2_ci(p.z.to_numpy(dtype=float)) if len(p) else (np.nan,) * 3
+    decided = p[p.ref_verdict != "unclear"] if len(p) else p
+    summary = {
+        "shift_pct": 100 * float(np.expm1(m.attrs.get("shift_log", 0.0))), "shift_z": m.attrs.get("shift_z", 0.0),
+        "median_mean_z2": mz, "median_mean_z2_ci": (mz_lo, mz_hi),
+        "median_share_z_over_1_96": float((m.z.abs() > Z).mean()) if len(m) else np.nan,
+        "speedup_mean_z2": sz, "speedup_mean_z2_ci": (sz_lo, sz_hi),
+        "speedup_share_z_over_1_96": float((p.z.abs() > Z).mean()) if len(p) else np.nan,
+        "new_speedup_in_ref_ci_share": float(p.new_in_ref_ci.mean()) if len(p) else np.nan,
+        "same_share_of_decided": float((decided.outcome == "same").mean()) if len(decided) else np.nan,
+        "reversed": int((p.outcome == "reversed").sum()) if len(p) else 0,
+        "reproduced_share_of_decided": float((decided.reproduction == "reproduced").mean()) if len(decided) else np.nan,
+        "comparisons": len(p), "decided": len(decided), "tolerance": tolerance,
+        **{f"reproduction_{k.replace(' ', '_')}": int((p.reproduction == k).sum())
+           for k in ("reproduced", "not reproduced", "inconclusive")},
+    }
+    return Calibration(m, p, summary)
+
+
+def format_calibration(c: Calibration, limits: dict = LIMITS) -> str:
+    """The calibration as text: what each figure means, its value, and (with --check) which are outside limits."""
+    s = c.summary
+
+    def ci(pair) -> str:
+        return "-" if any(np.isnan(pair)) else f"[{pair[0]:.2f}, {pair[1]:.2f}]"
+
+    lines = [
+        "calibration (z = difference / its standard error from the two runs' 95% CIs; calibrated intervals give",
+        "mean z² ≈ 1 and |z| > 1.96 in about 5%; mean z² far above 1: intervals too narrow; far below: too wide):",
+        f"  common shift of the medians {s['shift_pct']:+.1f}% (z {s['shift_z']:.1f}), removed before the per-configuration z",
+        f"  medians:   mean z² {s['median_mean_z2']:.2f} {ci(s['median_mean_z2_ci'])}, "
+        f"|z| > 1.96 in {100 * s['median_share_z_over_1_96']:.0f}%",
+        f"  speed-ups: mean z² {s['speedup_mean_z2']:.2f} {ci(s['speedup_mean_z2_ci'])}, "
+        f"|z| > 1.96 in {100 * s['speedup_share_z_over_1_96']:.0f}%, re-run inside the reference's CI in "
+        f"{100 * s['new_speedup_in_ref_ci_share']:.0f}%",
+        f"  of the {s['decided']} comparisons the reference decided: same verdict in "
+        f"{100 * s['same_share_of_decided']:.0f}%, reproduced within ±{100 * s['tolerance']:.0f}% in "
+        f"{100 * s['reproduced_share_of_decided']:.0f}%; reversed {s['reversed']}; over all {s['comparisons']}: "
+        f"reproduced {s['reproduction_reproduced']}, not reproduced {s['reproduction_not_reproduced']}, "
+        f"inconclusive {s['reproduction_inconclusive']}",
+    ]
+    bad = c.failures(limits)
+    lines.append("check: " + ("every figure inside its limits" if not bad else "OUTSIDE the limits: " + "; ".join(bad)))
+    return "\n".join(lines)
