@@ -41,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable
+from .ort_gpu import cuda_provider_options, session_inputs, tensorrt_options
 
 OPSET = 17  # first opset with LayerNormalization, which the exporter then emits as one node
 MODEL_FILE = "model.onnx"
@@ -359,9 +360,11 @@ class OnnxRuntime(Runtime):
         path, steps, key = self.model_path(workload)
         threads = torch.get_num_threads()
         cuda = workload.device == "cuda"
-        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
+        providers = ([("CUDAExecutionProvider", cuda_provider_options()), "CPUExecutionProvider"] if cuda
+                     else ["CPUExecutionProvider"])
         if self.variant == "tensorrt":
-            providers.insert(0, ("TensorrtExecutionProvider", {"trt_fp16_enable": workload.dtype == "fp16"}))
+            providers.insert(0, ("TensorrtExecutionProvider", tensorrt_options(workload, cache_root(workload).parent,
+                                                                               session_inputs(path))))
 
         def make_session(profile_prefix: str | None = None):
             options = ort.SessionOptions()
@@ -376,6 +379,7 @@ class OnnxRuntime(Runtime):
 
         session = make_session()
         first = providers[0] if isinstance(providers[0], str) else providers[0][0]
+        notes_ep = "; " + ", ".join(f"{p[0]} {p[1]}" for p in providers if not isinstance(p, str)) if cuda else ""
         if session.get_providers()[0] != first:
             raise RuntimeUnavailable(f"ONNX Runtime could not start {first} (providers: {session.get_providers()})")
 
@@ -391,7 +395,7 @@ class OnnxRuntime(Runtime):
             return tuple(arrays)
 
         notes = (f"cache key {key}; ORT intra_op_threads={threads} inter_op_threads=1 sequential"
-                 + ("; CUDA with IO binding (inputs and outputs on the GPU)" if cuda else ""))
+                 + ("; CUDA with IO binding (inputs and outputs on the GPU)" if cuda else "") + notes_ep)
         return Prepared(call, adapt(workload.inputs), call.sync if cuda else None, notes, adapt, steps=steps,
                         profile=call.profile)
 
