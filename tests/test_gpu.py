@@ -85,8 +85,18 @@ def test_apply_never_imports_tensorflow_for_a_process_without_it(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr("builtins.__import__", guarded)
-    gpu.apply(gpu.policy(False, "cpu"), ("torch",))
+    gpu.apply(gpu.policy(False, "cuda"), ("torch",))
     assert torch.get_float32_matmul_precision() == "highest"
+
+
+def test_on_a_cpu_the_policy_sets_torchs_defaults_and_nothing_else(monkeypatch):
+    calls = []
+    monkeypatch.setitem(sys.modules, "tensorflow", _fake_tf(calls))
+    monkeypatch.setitem(sys.modules, "jax", _fake_jax(calls))
+    torch.set_float32_matmul_precision("high")
+    env = gpu.apply(gpu.policy(True, "cpu"), ("torch", "tensorflow"))
+    assert torch.get_float32_matmul_precision() == "highest" and calls == []
+    assert env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"} and "JAX_DEFAULT_MATMUL_PRECISION" not in os.environ
 
 
 def test_the_replicates_processes_start_with_the_policy_and_no_jax_preallocation():

@@ -60,11 +60,11 @@ def tf32_label(on: bool, device: str) -> str:
 def process_vars(precision: dict | None, *, cudnn_benchmark: bool = False) -> dict[str, str]:
     """Environment variables a measuring process starts with (before any framework is imported)."""
     out = {"XLA_PYTHON_CLIENT_PREALLOCATE": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "false")}
-    if precision is not None:
+    if precision is not None and precision["device"] == "cuda":  # on a CPU nothing is set (the defaults are FP32)
         on = bool(precision["tf32"])
         out[PRECISION_VAR] = "1" if on else "0"
         out["JAX_DEFAULT_MATMUL_PRECISION"] = precision["settings"]["jax"]["jax_default_matmul_precision"]
-        if not on and precision["device"] == "cuda":
+        if not on:
             out["NVIDIA_TF32_OVERRIDE"] = "0"
     if cudnn_benchmark:
         out[CUDNN_BENCHMARK_VAR] = "1"
@@ -72,10 +72,10 @@ def process_vars(precision: dict | None, *, cudnn_benchmark: bool = False) -> di
 
 
 def apply(precision: dict, frameworks: Iterable[str] = ("torch",)) -> dict[str, str]:
-    """Apply the policy in this process: its variables (os.environ, for what loads later), torch's flags, and
-    TensorFlow's and JAX's where they run here (TensorFlow only when it is one of `frameworks` or already
-    imported: it is never imported just for this). Returns the variables set. Then cudnn.benchmark, where this
-    process was started for it (CUDNN_BENCHMARK_VAR)."""
+    """Apply the policy in this process: its variables (os.environ, for what loads later), torch's flags, and on a
+    GPU TensorFlow's and JAX's where they run here (TensorFlow only when it is one of `frameworks` or already
+    imported: it is never imported just for this). Returns the variables set. cudnn.benchmark is on only where
+    this process was started for it (CUDNN_BENCHMARK_VAR)."""
     frameworks = tuple(frameworks)
     env = process_vars(precision)
     os.environ.update(env)
@@ -86,6 +86,8 @@ def apply(precision: dict, frameworks: Iterable[str] = ("torch",)) -> dict[str, 
     torch.backends.cudnn.allow_tf32 = s["torch"]["backends.cudnn.allow_tf32"]
     torch.set_float32_matmul_precision(s["torch"]["float32_matmul_precision"])
     torch.backends.cudnn.benchmark = os.environ.get(CUDNN_BENCHMARK_VAR) == "1"
+    if precision["device"] != "cuda":  # torch's flags above are its CPU defaults; TensorFlow and JAX are left alone
+        return env
     if "tensorflow" in frameworks or "tensorflow" in sys.modules:
         from .threads import tensorflow_start_up_log
 
