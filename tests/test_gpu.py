@@ -172,6 +172,23 @@ def test_the_checks_say_why_from_each_frameworks_own_answer(monkeypatch):
         assert gpu.sees_gpu("torch").startswith("PyTorch ")
 
 
+def test_a_gpu_older_than_the_torch_build_supports_is_named(monkeypatch):
+    cuda = types.SimpleNamespace(is_available=lambda: True, get_device_capability=lambda i: (7, 0),
+                                 get_arch_list=lambda: ["sm_75", "sm_80", "sm_90", "sm_120"])
+    fake = types.SimpleNamespace(__version__="2.13.0", cuda=cuda, version=types.SimpleNamespace(cuda="13.0"))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert gpu.sees_gpu("torch").startswith("PyTorch 2.13.0 (CUDA 13.0) has no kernels for this GPU (sm_70")
+    for capability in ((7, 5), (8, 6), (12, 0)):  # a listed binary of the same major, or a newer minor of it
+        monkeypatch.setattr(gpu, "_seen", {})
+        cuda.get_device_capability = lambda i, c=capability: c
+        assert gpu.sees_gpu("torch") is None, capability
+    cuda.get_arch_list = lambda: ["sm_80", "compute_90"]
+    for capability, ok in (((7, 5), False), ((9, 0), True), ((10, 0), True)):  # PTX compiles for newer GPUs
+        monkeypatch.setattr(gpu, "_seen", {})
+        cuda.get_device_capability = lambda i, c=capability: c
+        assert (gpu.sees_gpu("torch") is None) is ok, capability
+
+
 def test_a_keras_row_on_a_gpu_jax_cannot_see_is_a_skipped_row_naming_jax(monkeypatch):
     monkeypatch.setattr(gpu, "_seen", {"torch": None, "jax": "JAX 0.10.2 sees no GPU (devices: cpu)"})
     c = sweep.Config("bert-tiny", "keras-jax-call", "fp32", 1, "cuda", 2, seq_len=8, backend="jax")

@@ -127,11 +127,28 @@ def _torch_sees() -> str | None:
     except ImportError:
         return "PyTorch is not installed"
     if torch.cuda.is_available():
-        return None
+        return _torch_arch_missing(torch)
     if torch.version.cuda is None:
         return f"PyTorch {torch.__version__} is a CPU-only build (install the CUDA build: make setup-gpu)"
     return (f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA GPU: no GPU, or the NVIDIA driver "
             f"is missing or older than CUDA {torch.version.cuda} needs")
+
+
+def _torch_arch_missing(torch) -> str | None:
+    """Why this PyTorch build has no kernels for GPU 0 (its compute capability is not among the build's binaries or
+    newer than a PTX it carries: a V100, sm_70, under a CUDA 13 build), or None."""
+    major, minor = torch.cuda.get_device_capability(0)
+    archs = torch.cuda.get_arch_list()
+    for arch in archs:
+        kind, _, digits = arch.partition("_")
+        if not digits.isdigit():
+            continue
+        a_major, a_minor = int(digits[:-1]), int(digits[-1])
+        if (kind == "sm" and a_major == major and a_minor <= minor) or (kind == "compute" and (a_major, a_minor) <= (
+                major, minor)):
+            return None
+    return (f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) has no kernels for this GPU (sm_{major}{minor}; "
+            f"built for {', '.join(archs)})")
 
 
 def _tensorflow_sees() -> str | None:
