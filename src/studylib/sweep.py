@@ -431,6 +431,7 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
                 row.update(workloads.rates(p.config, p.workload, row["median_s"]))
             except Exception as exc:  # noqa: BLE001 - rates never drop a measurement
                 row["notes"] = f"{row['notes']}; rates failed: {type(exc).__name__}: {exc}".strip("; ")
+        calls.clear()  # the rounds are over; `ready` keeps what the surprises' profiles call
         if any(p.row["status"] != "ok" for p in ready):  # a configuration that failed in the rounds: let go of it
             ready = [p for p in ready if p.row["status"] == "ok"]
             _release(configs[0].device)
