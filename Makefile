@@ -36,7 +36,7 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name studylib --display-name "Python (studylib)"
 	touch $@
 
-setup-gpu: $(GPU_STAMP)  ## on a CUDA machine: swap in the CUDA 13 builds of requirements-gpu.txt (onnxruntime-gpu, jax's plugin, TensorRT)
+setup-gpu: $(GPU_STAMP)  ## on a CUDA machine: swap in the CUDA 13 builds of requirements-gpu.txt (torch, onnxruntime-gpu, JAX's CUDA plugin)
 
 $(GPU_STAMP): $(STAMP) requirements-gpu.txt
 	$(GPU_OVERLAY)

@@ -396,3 +396,27 @@ def test_keras_direct_calls_wait_for_the_device_inside_the_timed_sample(backend,
     call = KerasRuntime(backend, "call")._direct(model, "cuda")
     prepared = runtimes.Prepared(call, (1,), None)  # the direct call waits itself (no separate sync)
     assert _samples(prepared, prepared.call, device) == pytest.approx([device.work] * 6)
+
+
+def test_study_start_applies_the_profiles_policy_and_records_it(outputs, monkeypatch):
+    """A notebook's parameters need not carry `tf32`: start takes it from the profile file; a value passed wins."""
+    import json
+
+    from studylib import paths, profiles, roofline, study
+
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "USE_TF"):
+        monkeypatch.setenv(var, os.environ.get(var, ""))
+    monkeypatch.setattr(roofline, "cached_peaks", lambda *args, **kwargs: None)
+    threads = torch.get_num_threads()
+    try:
+        params = profiles.notebook_parameters(profiles.load("gpu-smoke"), "01_eager_vs_compiled")
+        off = study.start("01_eager_vs_compiled", params)
+        assert off.env["precision"]["label"] == "off" and os.environ["NVIDIA_TF32_OVERRIDE"] == "0"
+        saved = json.loads((paths.results_dir("gpu-smoke") / "env.json").read_text())
+        assert saved["precision"] == off.env["precision"]
+        on = study.start("01_eager_vs_compiled", params | {"tf32": True})
+        assert on.env["precision"]["label"] == "on" and torch.backends.cuda.matmul.allow_tf32 is True
+        assert on.env["fingerprint"] != off.env["fingerprint"]  # measured again under the other policy
+        assert "fp32 matmuls in TF32 (precision policy)" in on.environment_table().data.index
+    finally:
+        torch.set_num_threads(threads)

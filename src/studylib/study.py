@@ -134,6 +134,7 @@ class StudyRun:
                 ("GPU", f"{e['gpu_name']} · CUDA {e['cuda']} · driver {e.get('gpu_driver')}" if e["gpu_name"] else "none"),
                 ("OS / Python", f"{e['os']} / {e['python']}"),
                 ("threads", ", ".join(f"{k}={v}" for k, v in e["threads"].items())),
+                ("fp32 matmuls in TF32 (precision policy)", (e.get("precision") or {}).get("label", "not recorded")),
                 ("libraries", ", ".join(f"{k} {v}" for k, v in e["libraries"].items() if v)),
                 ("git commit", e["git_commit"] or "unknown"),
                 ("machine limits (roofline)", roofline.describe_peaks(e.get("peaks"))),
