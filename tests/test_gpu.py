@@ -420,3 +420,65 @@ def test_study_start_applies_the_profiles_policy_and_records_it(outputs, monkeyp
         assert "fp32 matmuls in TF32 (precision policy)" in on.environment_table().data.index
     finally:
         torch.set_num_threads(threads)
+
+
+# -- a failed configuration lets go of what it held ---------------------------------------------------------------
+
+class _Session:
+    """Stands in for an ONNX Runtime session: what a failed configuration must not keep alive."""
+
+
+def test_failed_configurations_are_rows_and_let_go_of_their_sessions_before_the_group_ends(monkeypatch):
+    import weakref
+
+    from studylib.runtimes.pytorch import TorchEager
+
+    held: dict[str, weakref.ref] = {}
+    alive_at_release: list[tuple[str, bool, bool]] = []
+
+    class Failing(TorchEager):
+        def __init__(self, name: str, when: str):
+            self.name, self.when = name, when
+
+        def prepare(self, workload):
+            session = _Session()
+            held[self.name] = weakref.ref(session)
+            calls = [0]
+
+            def call(*xs):
+                calls[0] += 1
+                if calls[0] > 1:  # the first call (and parity) pass; the rounds fail
+                    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+                return workload.module(*xs) if session else None
+
+            if self.when == "prepare":
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return runtimes.Prepared(call, workload.inputs, None)
+
+    monkeypatch.setitem(runtimes.REGISTRY, "fails-in-prepare", Failing("fails-in-prepare", "prepare"))
+    monkeypatch.setitem(runtimes.REGISTRY, "fails-in-rounds", Failing("fails-in-rounds", "rounds"))
+    monkeypatch.setattr(sweep, "_release", lambda device: alive_at_release.append(
+        tuple((name, ref() is not None) for name, ref in sorted(held.items()))))
+    configs = [sweep.Config("bert-tiny", v, "fp32", 1, "cpu", 2, seq_len=8)
+               for v in ("eager", "fails-in-prepare", "fails-in-rounds")]
+    rows = sweep.measure_group(configs, study="s", profile="p", env={"fingerprint": "f", "git_commit": None},
+                               measure_settings={"warmup_calls": 1, "min_rounds": 6, "max_rounds": 6,
+                                                 "min_time_s": 0.0, "target_ci_pct": 50.0, "budget_s": 0.05,
+                                                 "block_s": 0.0},
+                               parity_tolerance={"fp32": 1e-3}, workloads=sweep.Workloads(0), group_key="g",
+                               group_id="i", replicate=0)
+    assert [r["status"] for r in rows] == ["ok", "oom", "error"] and "illegal memory access" in rows[2]["error"]
+    # released after each failure: the prepare's session is gone at once, the rounds' one once the rounds end
+    assert alive_at_release == [(("fails-in-prepare", False),), (("fails-in-prepare", False), ("fails-in-rounds", False))]
+
+
+def test_release_on_a_gpu_collects_and_empties_torchs_cache(monkeypatch):
+    import gc
+
+    emptied, collected = [], []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(1))
+    monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
+    sweep._release("cpu")
+    assert emptied == [] and collected == []
+    sweep._release("cuda")
+    assert emptied == [1] and collected == [1]

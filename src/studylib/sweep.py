@@ -434,6 +434,7 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
         calls.clear()  # the rounds are over; `ready` keeps what the surprises' profiles call
         if any(p.row["status"] != "ok" for p in ready):  # a configuration that failed in the rounds: let go of it
             ready = [p for p in ready if p.row["status"] == "ok"]
+            p = None  # the loop's last configuration, possibly a failed one
             _release(configs[0].device)
         _steady_recompilations(ready, graphs)
         surprises.profile_surprises(ready, rows, expectations, replicate)  # after the rounds: never in a sample
