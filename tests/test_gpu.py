@@ -238,8 +238,10 @@ def test_tensorrt_caches_live_under_the_profiles_cache_and_the_profile_spans_the
     assert options["trt_engine_cache_enable"] and options["trt_timing_cache_enable"] and options["trt_fp16_enable"]
     assert options["trt_profile_min_shapes"] == "input_ids:1x1,attention_mask:1x1"
     assert options["trt_profile_max_shapes"] == options["trt_profile_opt_shapes"] == "input_ids:32x128,attention_mask:32x128"
-    fixed = Workload("bert-tiny", "text", None, (), "fp32", "cuda", 4, 16)
-    assert tensorrt_options(fixed, tmp_path, [("input_ids", 2)])["trt_profile_max_shapes"] == "input_ids:4x16"
+    fixed = Workload("bert-tiny", "text", None, (), "fp32", "cuda", 4, 16, cache_dir=tmp_path / "p" / "cache")
+    options = tensorrt_options(fixed, tmp_path / "private", [("input_ids", 2)])
+    assert options["trt_profile_max_shapes"] == "input_ids:4x16" and not options["trt_fp16_enable"]
+    assert options["trt_engine_cache_path"] == str(tmp_path / "p" / "cache" / "tensorrt")  # the profile's cache
 
 
 # -- the preflight --------------------------------------------------------------------------------------------------

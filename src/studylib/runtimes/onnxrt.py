@@ -21,8 +21,8 @@ region (a plain `session.run` would time host<->device copies for ORT only; onnx
 fp16 follows ONNX Runtime's recommended path: export an fp32 copy of the (fp16) module, optimize it,
 then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int8 are not offered.
 `ort-tensorrt` runs the plain graph with the TensorrtExecutionProvider first (CUDA behind it for what
-TensorRT does not take), where the installed onnxruntime-gpu has it; TensorRT builds its engines on
-the first call (and again for a shape outside the ones it has seen, which the warm-up pass covers).
+TensorRT does not take), where the installed onnxruntime-gpu has it, with one optimization profile over the
+grid's shapes and engine and timing caches under the profile's cache (ort_gpu.py, also the CUDA provider's options).
 The CUDA branches have not been run yet (no GPU while this was written); reports say so (gpu_paths).
 """
 
@@ -363,7 +363,7 @@ class OnnxRuntime(Runtime):
         providers = ([("CUDAExecutionProvider", cuda_provider_options()), "CPUExecutionProvider"] if cuda
                      else ["CPUExecutionProvider"])
         if self.variant == "tensorrt":
-            providers.insert(0, ("TensorrtExecutionProvider", tensorrt_options(workload, cache_root(workload).parent,
+            providers.insert(0, ("TensorrtExecutionProvider", tensorrt_options(workload, cache_root(workload),
                                                                                session_inputs(path))))
 
         def make_session(profile_prefix: str | None = None):
@@ -379,7 +379,6 @@ class OnnxRuntime(Runtime):
 
         session = make_session()
         first = providers[0] if isinstance(providers[0], str) else providers[0][0]
-        notes_ep = "; " + ", ".join(f"{p[0]} {p[1]}" for p in providers if not isinstance(p, str)) if cuda else ""
         if session.get_providers()[0] != first:
             raise RuntimeUnavailable(f"ONNX Runtime could not start {first} (providers: {session.get_providers()})")
 
@@ -395,7 +394,8 @@ class OnnxRuntime(Runtime):
             return tuple(arrays)
 
         notes = (f"cache key {key}; ORT intra_op_threads={threads} inter_op_threads=1 sequential"
-                 + ("; CUDA with IO binding (inputs and outputs on the GPU)" if cuda else "") + notes_ep)
+                 + ("; CUDA with IO binding (inputs and outputs on the GPU); " + ", ".join(
+                     f"{p[0]} {p[1]}" for p in providers if not isinstance(p, str)) if cuda else ""))
         return Prepared(call, adapt(workload.inputs), call.sync if cuda else None, notes, adapt, steps=steps,
                         profile=call.profile)
 

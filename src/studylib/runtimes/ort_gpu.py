@@ -25,7 +25,7 @@ def session_inputs(path: Path) -> list[tuple[str, int]]:
     return [(i.name, len(i.type.tensor_type.shape.dim)) for i in graph.input if i.name not in initializers]
 
 
-def tensorrt_options(workload, cache_dir: Path, inputs: list[tuple[str, int]]) -> dict:
+def tensorrt_options(workload, cache_dir: Path | str, inputs: list[tuple[str, int]]) -> dict:
     """The TensorRT provider's options: fp16 where the configuration is, engine and timing caches under the
     profile's cache (outputs/<profile>/cache/tensorrt: a later session, replicate or run with the same graph and
     shapes loads its engine instead of building it), and one optimization profile from the grid's shape: batch and
@@ -33,7 +33,7 @@ def tensorrt_options(workload, cache_dir: Path, inputs: list[tuple[str, int]]) -
     data-set studies, Workload.max_shape), optimized for that largest shape. TF32 follows the precision policy
     through NVIDIA_TF32_OVERRIDE (gpu.py), which TensorRT honours."""
     batch, seq = workload.max_shape or (workload.batch_size, workload.seq_len)
-    trt_dir = Path(cache_dir) / "tensorrt"
+    trt_dir = Path(workload.cache_dir or cache_dir) / "tensorrt"  # outputs/<profile>/cache/tensorrt in a run
     trt_dir.mkdir(parents=True, exist_ok=True)
 
     def shape(b: int, s: int | None) -> str:
