@@ -73,6 +73,8 @@ def test_apply_sets_every_framework_alike(tf32, monkeypatch):
     assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and env[gpu.PRECISION_VAR] == str(int(tf32))
     # TensorRT (and cuBLAS) honour NVIDIA_TF32_OVERRIDE=0 only: set where TF32 is off, absent where it is on
     assert os.environ.get("NVIDIA_TF32_OVERRIDE") == (None if tf32 else "0")
+    gpu.apply(gpu.policy(not tf32, "cuda"))  # the kernel switched: the override follows the policy
+    assert os.environ.get("NVIDIA_TF32_OVERRIDE") == ("0" if tf32 else None)
     assert torch.backends.cudnn.benchmark is False  # not a process started for cudnn.benchmark
 
 

@@ -29,8 +29,6 @@ from collections.abc import Iterable
 
 PRECISION_VAR = "STUDYLIB_TF32"  # "1" / "0": the policy, as the replicates' processes inherit it
 CUDNN_BENCHMARK_VAR = "STUDYLIB_CUDNN_BENCHMARK"  # "1": torch.backends.cudnn.benchmark on from process start
-# The frameworks whose GPU view a runtime's rows depend on, by Runtime.framework / family / Keras backend.
-FRAMEWORKS = ("torch", "tensorflow", "jax", "onnxruntime")
 
 
 def policy(tf32: bool, device: str) -> dict:
@@ -57,7 +55,7 @@ def tf32_label(on: bool, device: str) -> str:
     return "on" if on else "off"
 
 
-def process_vars(precision: dict | None, *, cudnn_benchmark: bool = False) -> dict[str, str]:
+def process_vars(precision: dict | None) -> dict[str, str]:
     """Environment variables a measuring process starts with (before any framework is imported)."""
     out = {"XLA_PYTHON_CLIENT_PREALLOCATE": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "false")}
     if precision is not None and precision["device"] == "cuda":  # on a CPU nothing is set (the defaults are FP32)
@@ -66,8 +64,6 @@ def process_vars(precision: dict | None, *, cudnn_benchmark: bool = False) -> di
         out["JAX_DEFAULT_MATMUL_PRECISION"] = precision["settings"]["jax"]["jax_default_matmul_precision"]
         if not on:
             out["NVIDIA_TF32_OVERRIDE"] = "0"
-    if cudnn_benchmark:
-        out[CUDNN_BENCHMARK_VAR] = "1"
     return out
 
 
@@ -79,6 +75,8 @@ def apply(precision: dict, frameworks: Iterable[str] = ("torch",)) -> dict[str, 
     frameworks = tuple(frameworks)
     env = process_vars(precision)
     os.environ.update(env)
+    if env.get(PRECISION_VAR) == "1":  # a kernel that ran the policy off before must not pass the override on
+        os.environ.pop("NVIDIA_TF32_OVERRIDE", None)
     s = precision["settings"]
     import torch
 
