@@ -10,9 +10,10 @@ REF ?= reference/$(PROFILE)
 REPORT ?= outputs
 NEW ?=
 STAMP := $(VENV)/.studylib-installed
+GPU_STAMP := $(VENV)/.studylib-gpu
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup setup-gpu browser report reference run render plan compare check-report lint test lab clean distclean
+.PHONY: help setup setup-gpu gpu-check browser report reference run render plan compare check-report lint test lab clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -20,17 +21,29 @@ help:  ## list the targets
 
 setup: $(STAMP)  ## create the virtual environment from requirements.lock (only when missing or changed)
 
-# The environment is (re)built only when it is missing or the lock changed.
+# The environment is (re)built only when it is missing or the lock changed. Where `make setup-gpu` ran (its
+# stamp), the lock is installed without the CPU onnxruntime and the GPU overlay is put back after it (both
+# onnxruntime builds write the same files: one is removed before the other is installed).
+GPU_OVERLAY = $(PY) -m pip uninstall -q -y onnxruntime onnxruntime-gpu; \
+	$(PY) -m pip install -q -r requirements-gpu.txt 2> >(grep -v "^WARNING: Location" >&2)
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -r requirements.lock 2> >(grep -v "^WARNING: Location" >&2)
+	@if [ -f $(GPU_STAMP) ]; then grep -v '^onnxruntime==' requirements.lock > $(VENV)/requirements.lock.gpu; fi
+	$(PY) -m pip install -q -r $$([ -f $(GPU_STAMP) ] && echo $(VENV)/requirements.lock.gpu || echo requirements.lock) \
+	  2> >(grep -v "^WARNING: Location" >&2)
+	@if [ -f $(GPU_STAMP) ]; then echo "re-applying the GPU overlay (make setup-gpu ran here)"; $(GPU_OVERLAY); fi
 	$(PY) -m pip install -q --no-deps -e . 2> >(grep -v "^WARNING: Location" >&2)
 	$(PY) -m ipykernel install --sys-prefix --name studylib --display-name "Python (studylib)"
 	touch $@
 
-setup-gpu: $(STAMP)  ## on a CUDA machine: swap in the GPU builds of requirements-gpu.txt (onnxruntime-gpu, tensorflow[and-cuda])
-	$(PY) -m pip uninstall -q -y onnxruntime
-	$(PY) -m pip install -q -r requirements-gpu.txt 2> >(grep -v "^WARNING: Location" >&2)
+setup-gpu: $(GPU_STAMP)  ## on a CUDA machine: swap in the CUDA 13 builds of requirements-gpu.txt (torch, onnxruntime-gpu, JAX's CUDA plugin)
+
+$(GPU_STAMP): $(STAMP) requirements-gpu.txt
+	$(GPU_OVERLAY)
+	touch $@
+
+gpu-check: $(STAMP)  ## on a CUDA machine: which frameworks see the GPU, their CUDA/cuDNN and the precision policy (exit 2 without a GPU)
+	$(PY) -m studylib.gpu_check --profile $(PROFILE)
 
 report: $(STAMP)  ## run every notebook of PROFILE (default cpu) and render HTML + outputs/index.html
 	@$(PY) -m studylib run --profile $(PROFILE) $(if $(NOTEBOOK),--notebook $(NOTEBOOK)) $(if $(FORCE),--force); \

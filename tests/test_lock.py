@@ -30,22 +30,56 @@ def test_environment_yml_mirrors_the_lock():
     assert "python=3.11" in env["dependencies"]
 
 
+def _overlay():
+    return [Requirement(ln.strip()) for ln in (paths.ROOT / "requirements-gpu.txt").read_text().splitlines()
+            if ln.strip() and not ln.startswith("#")]
+
+
 def test_the_gpu_overlay_pins_the_cpu_locks_versions():
     """requirements-gpu.txt: exact pins, each of a locked package (or its -gpu build) at the locked version."""
     pins = {canonicalize_name(k): v for k, v in (line.split("==") for line in _lock())}
-    lines = [ln.strip() for ln in (paths.ROOT / "requirements-gpu.txt").read_text().splitlines()
-             if ln.strip() and not ln.startswith("#")]
-    assert lines
+    reqs = _overlay()
+    assert reqs
     names = set()
-    for line in lines:
-        req = Requirement(line)
+    for req in reqs:
         [spec] = req.specifier
         base = canonicalize_name(req.name).removesuffix("-gpu")
-        assert spec.operator == "==" and base in pins, line
-        assert spec.version == pins[base], f"{line}: the CPU lock has {base}=={pins[base]}"
+        assert spec.operator == "==" and base in pins, req
+        assert spec.version == pins[base], f"{req}: the CPU lock has {base}=={pins[base]}"
         names.add(base)
-    assert {"torch", "onnxruntime", "tensorflow"} <= names
+    assert {"torch", "onnxruntime", "jax"} <= names
     assert "requirements-gpu.txt" in (paths.ROOT / "Makefile").read_text()
+
+
+CUDA_SUFFIX = re.compile(r"-cu(\d+)(?:-|$)")
+
+
+def _resolved() -> dict[str, str]:
+    lines = (paths.ROOT / "requirements-gpu.resolved.txt").read_text().splitlines()
+    return {canonicalize_name(k): v for k, v in (ln.split("==") for ln in lines if ln.strip() and not ln.startswith("#"))}
+
+
+def test_the_resolved_gpu_overlay_is_on_one_cuda_major():
+    """What pip resolved for the overlay (requirements-gpu.resolved.txt, from `pip install --dry-run --report`): every
+    CUDA package of one major, the one the overlay's header names, for torch, ONNX Runtime and JAX alike."""
+    resolved = _resolved()
+    major = re.search(r"One CUDA major,[\s#]+(\d+)", (paths.ROOT / "requirements-gpu.txt").read_text()).group(1)
+    suffixed = {name: m.group(1) for name in resolved if (m := CUDA_SUFFIX.search(name))}
+    assert suffixed and set(suffixed.values()) == {major}, suffixed  # nvidia-cudnn-cu13, jax-cuda13-plugin, ...
+    jax_plugins = [n for n in resolved if n.startswith("jax-cuda")]
+    assert jax_plugins and all(n.startswith(f"jax-cuda{major}-") for n in jax_plugins), jax_plugins
+    # CUDA 13's own wheels have no suffix: the runtime's version is the CUDA version
+    runtime = resolved.get("nvidia-cuda-runtime") or resolved.get(f"nvidia-cuda-runtime-cu{major}")
+    assert runtime and runtime.split(".")[0] == major, runtime
+    for req in _overlay():  # the frameworks themselves resolved at the overlay's pins
+        assert resolved[canonicalize_name(req.name)] == next(iter(req.specifier)).version, req
+
+
+def test_a_second_cuda_major_would_be_caught():
+    """The check above on a resolution that mixes majors (tensorflow[and-cuda] 2.21 brings CUDA 12 wheels)."""
+    mixed = {"nvidia-cudnn-cu13": "9.20.0.48", "nvidia-cusparse-cu12": "12.5.10.65", "jax-cuda13-plugin": "0.10.2"}
+    majors = {m.group(1) for name in mixed if (m := CUDA_SUFFIX.search(name))}
+    assert majors == {"12", "13"}
 
 
 def _declared():

@@ -67,8 +67,22 @@ def test_a_text_model_has_no_layout_to_change_and_cudnn_benchmark_needs_cuda():
         runtimes.get("eager-cudnn-benchmark").prepare(cpu)
 
 
-def test_cudnn_benchmark_is_on_only_during_its_own_calls():
-    """The flag is set around the call and restored after it (a fake CUDA workload: the call runs on CPU)."""
+def test_cudnn_benchmark_is_on_from_its_own_process_start_not_around_its_calls(monkeypatch):
+    """A process started with the variant's environment (sweep.process_env) has the flag on once gpu.apply ran, as
+    replicates' processes do before any model is built; another process has it off. The prepared call is the module
+    itself: nothing is flipped around it (a fake CUDA workload: the call runs on CPU)."""
+    from studylib import gpu
+
+    c = sweep.Config("resnet-tiny", "eager-cudnn-benchmark", "fp32", 1, "cuda", 2, image_size=32)
+    probe = ("import torch; from studylib import gpu; gpu.apply(gpu.policy(False, 'cuda')); "
+             "print(torch.backends.cudnn.benchmark)")
+
+    def started_with(env: dict) -> str:
+        return subprocess.run([sys.executable, "-c", probe], env=os.environ | {"USE_TF": "0"} | env, text=True,
+                              capture_output=True, check=True, timeout=120).stdout.strip()
+
+    assert started_with(sweep.process_env([c])) == "True"
+    assert started_with({}) == "False"
     w = models.torch_workload("resnet-tiny", batch_size=1, image_size=32)
     seen = []
 
@@ -78,10 +92,14 @@ def test_cudnn_benchmark_is_on_only_during_its_own_calls():
             return x * 2
 
     fake = models.Workload(w.model_name, w.kind, Spy(), w.inputs, "fp32", "cuda", 1, image_size=32)
-    before = torch.backends.cudnn.benchmark
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
     prepared = runtimes.get("eager-cudnn-benchmark").prepare(fake)
     prepared.fn(*w.inputs)
-    assert seen == [True] and torch.backends.cudnn.benchmark == before
+    assert seen == [True] and torch.backends.cudnn.benchmark is True and prepared.fn is fake.module
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    with pytest.raises(runtimes.RuntimeUnavailable, match="from the process's start"):
+        runtimes.get("eager-cudnn-benchmark").prepare(fake)
+    assert gpu.CUDNN_BENCHMARK_VAR in sweep.process_env([c])
 
 
 # --- micro-ops --------------------------------------------------------------------------------------------------

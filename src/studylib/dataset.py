@@ -140,7 +140,7 @@ class DatasetWorkloads(Workloads):
         module = self._torch_module(c)
         example = self.example_inputs(c)
         return models.Workload(c.model, "text", module, example, c.dtype, c.device, int(example[0].shape[0]),
-                               int(example[0].shape[1]), cache_dir=self.cache_dir)
+                               int(example[0].shape[1]), cache_dir=self.cache_dir, max_shape=(c.batch_size, c.seq_len))
 
     def timed_call(self, prepared: runtimes.Prepared, c: Config, w: models.Workload):
         batches = [prepared.adapt(b) for b in self._pass(c).inputs]  # converted before timing

@@ -16,6 +16,12 @@ from . import paths
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "tensorflow", "tf-keras", "keras", "jax", "jaxlib", "onnx",
              "onnxruntime", "onnxscript", "numpy", "scipy", "pandas", "papermill", "nbconvert", "studylib")
+# GPU builds and CUDA libraries (requirements-gpu.txt): recorded where installed (`gpu_libraries`), so that env.json
+# says which onnxruntime, JAX plugin, TensorRT and CUDA runtime a GPU run had.
+GPU_LIBRARIES = ("onnxruntime-gpu", "jax-cuda13-plugin", "jax-cuda13-pjrt", "jax-cuda12-plugin", "jax-cuda12-pjrt",
+                 "tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu13-libs", "tensorrt-cu12-libs",
+                 "cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cudnn-cu13",
+                 "nvidia-cudnn-cu12", "nvidia-cublas", "nvidia-cublas-cu12", "nvidia-nccl-cu13", "triton")
 # The fields that decide whether an earlier measurement still stands (a re-run skips it).
 FINGERPRINT_KEYS = ("python", "os", "cpu_model", "logical_cpus", "gpu_name", "cuda", "libraries")
 
@@ -126,8 +132,9 @@ def detect_machine() -> Machine:
     return Machine(True, gpu["gpu_memory_gib"], cores, gpu["gpu_name"])
 
 
-def capture(profile: str | None = None) -> dict:
-    """Versions, Python, OS, CPU, cores, memory, thread settings, GPU, git commit and profile."""
+def capture(profile: str | None = None, precision: dict | None = None) -> dict:
+    """Versions, Python, OS, CPU, cores, memory, thread settings, GPU, git commit and profile; `precision` is the
+    precision policy the run applies (gpu.policy), recorded and, on a GPU, part of the fingerprint."""
     env = {
         "profile": profile,
         "captured_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -142,15 +149,24 @@ def capture(profile: str | None = None) -> dict:
         "threads": _threads(),
         "git_commit": git_commit(),
         "libraries": {lib: _version(lib) for lib in LIBRARIES},
+        "gpu_libraries": {lib: v for lib in GPU_LIBRARIES if (v := _version(lib))},
     }
     env.update(_gpu())
+    if precision is not None:
+        env["precision"] = precision
     env["fingerprint"] = fingerprint(env)
     return env
 
 
 def fingerprint(env: dict) -> str:
     """A short hash of the fields that make measurements comparable."""
-    key = json.dumps({k: env.get(k) for k in FINGERPRINT_KEYS}, sort_keys=True)
+    fields = {k: env.get(k) for k in FINGERPRINT_KEYS}
+    # GPU builds and the precision policy count where there are any (a CPU run's fingerprint stays as it was)
+    if env.get("gpu_libraries"):
+        fields["gpu_libraries"] = env["gpu_libraries"]
+    if (env.get("precision") or {}).get("device") == "cuda":
+        fields["tf32"] = env["precision"]["tf32"]
+    key = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 

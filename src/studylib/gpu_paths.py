@@ -35,8 +35,16 @@ BRANCHES = [
            lambda r: runtimes.family(str(r["variant"])) == "tensorflow"),
     Branch("ONNX Runtime CUDA provider", "CUDAExecutionProvider with IO binding (inputs and outputs on the GPU)",
            lambda r: r["variant"] in ("ort", "ort-optimized")),
-    Branch("ONNX Runtime TensorRT provider", "TensorrtExecutionProvider (where onnxruntime-gpu has it)",
-           lambda r: r["variant"] == "ort-tensorrt"),
+    Branch("ONNX Runtime TensorRT provider", "TensorrtExecutionProvider (where onnxruntime-gpu has it), engine and "
+           "timing caches under outputs/<profile>/cache/tensorrt", lambda r: r["variant"] == "ort-tensorrt"),
+    Branch("fp32 precision policy", "the profile's tf32 setting applied to torch, TensorFlow, JAX, ONNX Runtime and "
+           "TensorRT (gpu.py)", lambda r: r["dtype"] == "fp32"),
+    Branch("cuDNN autotuning process", "eager-cudnn-benchmark in a process started with cudnn.benchmark on",
+           lambda r: r["variant"] == "eager-cudnn-benchmark"),
+    Branch("CUDA graphs' memory", "reduce-overhead and max-autotune: peak memory through the graphs' recording",
+           lambda r: r["variant"] in ("compile-reduce-overhead", "compile-max-autotune")),
+    Branch("JAX on GPU", "Keras 3 on the JAX backend (CUDA plugin, no preallocation)",
+           lambda r: str(r["variant"]).startswith("keras-jax")),
 ]
 
 

@@ -140,6 +140,9 @@ class Workload:
     image_size: int | None = None
     framework: str = "torch"
     cache_dir: Path | None = None  # where runtimes keep exported models (outputs/<profile>/cache)
+    # the largest (batch, sequence) the runtime will be called with, where it exceeds the example inputs' (the
+    # data-set studies' passes): TensorRT's optimization profile covers it. None: the inputs' own shape.
+    max_shape: tuple[int, int | None] | None = None
 
     @property
     def tokens_per_call(self) -> int | None:

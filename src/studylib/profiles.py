@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from . import paths
 from .corpus import CorpusSettings
@@ -232,7 +232,20 @@ class Profile(_Strict):
         default_factory=lambda: {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02, "int8": 0.1},
         description="largest max-abs-difference to eager allowed, relative to max(1, max |eager output|)",
     )
+    # Default off: an fp32 row means IEEE FP32 in every framework (PyTorch's own default for matmuls), which the
+    # fp32 parity tolerance (0.001) assumes and which keeps a framework comparison from being a precision one;
+    # reduced precision is what the bf16 and fp16 rows measure. gpu.py applies it to every framework alike.
+    tf32: bool = Field(False, description="CUDA: let fp32 matmuls and convolutions run in TF32 (Ampere and later), "
+                                          "in torch, TensorFlow, JAX, ONNX Runtime and TensorRT alike; a cpu "
+                                          "profile leaves it false (TF32 is a GPU format)")
     notebooks: dict[str, dict[str, Any]]
+
+    @field_validator("tf32")
+    @classmethod
+    def _tf32_on_cuda(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and info.data.get("device") != "cuda":
+            raise ValueError("TF32 is a CUDA GPU format; a cpu profile must leave it false")
+        return v
 
     @field_validator("notebooks")
     @classmethod
@@ -439,6 +452,8 @@ def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
 
 # the profile-wide values every notebook takes as parameters (beside `profile`, `force` and its section's keys)
 COMMON_PARAMETERS = ("device", "threads", "seed", "run_shift_pct", "measure", "parity_tolerance")
+# profile-wide values a notebook may pass but need not (study.start takes them from the profile file otherwise)
+PROCESS_PARAMETERS = ("tf32",)
 
 
 def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:
@@ -456,6 +471,7 @@ def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:
 def check_parameters(notebook: str, params: dict[str, Any]) -> tuple[Profile, BaseModel]:
     """Validate a notebook's parameters (injected or edited by hand) with the profile schema."""
     common = {k: params[k] for k in COMMON_PARAMETERS if k in params}
+    common |= {k: params[k] for k in PROCESS_PARAMETERS if k in params}
     section = {k: v for k, v in params.items() if k not in common and k not in ("profile", "force")}
     where = f"{notebook} parameters"
     if not PLAIN_NAME.fullmatch(str(params.get("profile", ""))):

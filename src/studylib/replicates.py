@@ -107,6 +107,10 @@ def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], N
 
     if own_process:
         apply_threads(task.threads, _frameworks(task))
+        if task.env.get("precision"):  # the profile's precision policy, as the notebook's process applied it
+            from .gpu import apply
+
+            apply(task.env["precision"], _frameworks(task))
     parts_dir = Path(task.parts_dir)
     for group_key, group_id, configs in task.groups:
         write_json_atomic(_in_flight_path(parts_dir, task.replicate), {"group_key": group_key})
@@ -128,6 +132,14 @@ def _frameworks(task: Task) -> tuple[str, ...]:
     if backend is None:
         return tuple(task.frameworks)
     return tuple(f for f in task.frameworks if f != "tensorflow" or backend == "tensorflow")
+
+
+def _start_vars(task: Task) -> dict[str, str]:
+    """What the process starts with before any framework loads: the precision policy's variables and JAX's
+    no-preallocation (gpu.process_vars)."""
+    from .gpu import process_vars
+
+    return process_vars(task.env.get("precision"))
 
 
 def _died_rows(configs: list[sweep.Config], task: Task, group_key: str, group_id: str, rc: int) -> list[dict]:
@@ -156,7 +168,7 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
         pickle.dump(task, f)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "studylib.replicates", f.name],
-                                env=os.environ | (task.env_vars or {}))
+                                env=os.environ | _start_vars(task) | (task.env_vars or {}))
         try:
             while proc.poll() is None:
                 time.sleep(1.0)

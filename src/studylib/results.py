@@ -48,7 +48,8 @@ MEASURED_COLUMNS = {
     "profile_top_ops": _L, "profile_note": _S,
 }
 # the profile's SD of the shift between whole runs (%), which the reported CI adds (stats.with_reported_ci)
-RUN_COLUMNS = {"wall_s": _F, "timestamp": _S, "run_shift_pct": _F}
+RUN_COLUMNS = {"wall_s": _F, "timestamp": _S, "run_shift_pct": _F,
+               "tf32": _S}  # the precision policy (gpu.py): "on", "off" or "n/a (cpu)"
 COLUMNS = IDENTITY_COLUMNS | MEASURED_COLUMNS | RUN_COLUMNS
 # An 'ok' row has these measured, never None.
 OK_REQUIRES = ("n", "median_s", "ci_run_low_s", "ci_run_high_s", "first_call_s", "samples_s", "sample_rep",

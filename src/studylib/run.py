@@ -71,7 +71,10 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     study = STUDIES[notebook]
     configs = grid(loaded, notebook)
     table = ResultsTable(paths.results_dir(loaded.name) / f"{notebook}.jsonl")
-    groups = sweep.pending_groups(configs, table=table, env=environment.capture(loaded.name),
+    from .gpu import policy
+
+    env = environment.capture(loaded.name, policy(loaded.profile.tf32, loaded.profile.device))
+    groups = sweep.pending_groups(configs, table=table, env=env,
                                   measure_settings=params["measure"], parity_tolerance=params["parity_tolerance"],
                                   seed=params["seed"], force=force, group_by=study.group_by)
     keys = {c.key for g in groups.values() for c in g}

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import environment, paths, profiles, replicates, roofline, runlock, sweep
+from . import environment, gpu, paths, profiles, replicates, roofline, runlock, sweep
 from .files import read_json, write_json_atomic
 from .results import ResultsTable
 from .threads import apply_threads
@@ -134,6 +134,7 @@ class StudyRun:
                 ("GPU", f"{e['gpu_name']} · CUDA {e['cuda']} · driver {e.get('gpu_driver')}" if e["gpu_name"] else "none"),
                 ("OS / Python", f"{e['os']} / {e['python']}"),
                 ("threads", ", ".join(f"{k}={v}" for k, v in e["threads"].items())),
+                ("fp32 matmuls in TF32 (precision policy)", (e.get("precision") or {}).get("label", "not recorded")),
                 ("libraries", ", ".join(f"{k} {v}" for k, v in e["libraries"].items() if v)),
                 ("git commit", e["git_commit"] or "unknown"),
                 ("machine limits (roofline)", roofline.describe_peaks(e.get("peaks"))),
@@ -166,7 +167,9 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
         os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import TensorFlow too
     apply_threads(prof.threads, frameworks)
     profile = params["profile"]
-    env = environment.capture(profile)
+    precision = gpu.policy(prof.tf32 if "tf32" in params else _profile_tf32(profile), prof.device)
+    gpu.apply(precision, frameworks)  # the same TF32 policy for every framework, before any of them runs
+    env = environment.capture(profile, precision)
     env_path = paths.results_dir(profile) / "env.json"
     # the profile's run-to-run shift travels with the run (sweep.base_row stamps it on every row it measures)
     env["run_shift_pct"] = prof.run_shift_pct
@@ -176,6 +179,15 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
     return StudyRun(notebook, profile, prof, section, env, table, bool(params.get("force", False)), harness_overhead(),
                     prof.measure.model_dump(), tuple(frameworks), dict(params))
+
+
+def _profile_tf32(profile: str) -> bool:
+    """The profile file's precision policy (a notebook's parameters need not carry `tf32`); the default where the
+    name is no loadable profile (parameters edited by hand)."""
+    try:
+        return profiles.load(profile).profile.tf32
+    except profiles.ProfileError:
+        return profiles.Profile.model_fields["tf32"].default
 
 
 def measure_replicate(profile: str, notebook: str, replicate: int, *, force: bool = False) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import models, roofline, runtimes, surprises
+from . import gpu, models, roofline, runtimes, surprises
 from .config import (
     AA,  # noqa: F401 - re-exported: the studies name them through the sweep
     REFERENCE,
@@ -35,14 +35,24 @@ from .timing import first_call, measure_rounds, row_statistics
 def process_env(configs: list[Config]) -> dict[str, str]:
     """Environment variables the process measuring `configs` must start with: KERAS_BACKEND where they name a
     Keras backend (one per group: a study groups by backend), and USE_TF=0 where that backend is not TensorFlow
-    (transformers would import TensorFlow beside it). Configurations needing different ones raise."""
+    (transformers would import TensorFlow beside it); and what a runtime needs from process start
+    (Runtime.process_env: eager-cudnn-benchmark's cudnn.benchmark). Configurations needing different ones raise."""
     backends = {c.backend for c in configs if c.backend is not None}
     if len(backends) > 1:
         raise ValueError(f"one process cannot run Keras backends {sorted(backends)} (Keras fixes it at import)")
+    own = {tuple(sorted(_own_process_env(c).items())) for c in configs}
+    if len(own) > 1:
+        raise ValueError(f"one process cannot start with {sorted(own)} (settings fixed at process start)")
+    env = dict(own.pop()) if own else {}
     if not backends:
-        return {}
+        return env
     backend = backends.pop()
-    return {"KERAS_BACKEND": backend} | ({"USE_TF": "0"} if backend != "tensorflow" else {})
+    return env | {"KERAS_BACKEND": backend} | ({"USE_TF": "0"} if backend != "tensorflow" else {})
+
+
+def _own_process_env(c: Config) -> dict[str, str]:
+    runtime = runtimes.REGISTRY.get(c.variant)
+    return runtime.process_env(c.device) if runtime is not None else {}
 
 
 # Out-of-memory as PyTorch (CPU, CUDA), TensorFlow and ONNX Runtime word it.
@@ -82,15 +92,6 @@ def tolerance_key(c: Config) -> str:
     """Which parity tolerance applies: 'int8' for quantized runtimes, else the configuration's dtype."""
     runtime = runtimes.REGISTRY.get(c.variant)
     return (runtime.precision if runtime is not None else None) or c.dtype
-
-
-def _device_available(device: str) -> str | None:
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            return "CUDA is not available on this machine"
-    return None
 
 
 class Workloads:
@@ -211,6 +212,7 @@ def base_row(c: Config, *, study: str, profile: str, env: dict, settings: str, g
         "env_fingerprint": env["fingerprint"], "settings_hash": settings, "git_commit": env.get("git_commit"),
         "status": "ok", "error": "", **dict.fromkeys(MEASURED_COLUMNS), **dict.fromkeys(RUN_COLUMNS),
         "run_shift_pct": env.get("run_shift_pct"),
+        "tf32": (env.get("precision") or {}).get("label"),  # the precision policy (gpu.py) this row ran under
     }
 
 
@@ -245,7 +247,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     Memory is the configuration's own: the peak while it was prepared and first called, above the
     process's resident size just before (models and variants prepared earlier are not counted).
     """
-    missing = _device_available(c.device)
+    missing = gpu.unavailable(c.device, runtime)  # each framework the runtime needs must see the GPU itself
     if missing:
         raise runtimes.RuntimeUnavailable(missing)
     startup_s = runtime.warm_up()  # untimed, once per process
@@ -256,12 +258,15 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
         workloads.reference(c)  # computed now, outside this configuration's memory and timing
     stack.enter_context(runtime.context())  # held while the group is timed
     compiled = _dynamo_counts() if runtime.uses_dynamo else None
+    extra = runtime.memory_warmup_calls(c.device)
     with PeakMemory(c.device) as mem:
         t0 = time.perf_counter()
         prepared = runtime.prepare(w)
         call = _synced(workloads.timed_call(prepared, c, w), prepared.sync)
         row["prepare_s"] = time.perf_counter() - t0
         out, row["first_call_s"] = first_call(call)
+        for _ in range(extra):  # CUDA graphs are recorded in the calls after the first: their pool is counted too
+            call()
     array = workloads.as_array(out, runtime, c)
     del out
     if eager_is_reference:
@@ -273,6 +278,12 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
         now = _dynamo_counts()
         row["compilations"] = now["graphs"] - compiled["graphs"]
         row["graph_breaks"] = max(0, now["breaks"] - compiled["breaks"])
+        if now.get("cudagraph_skips", 0) > compiled.get("cudagraph_skips", 0):
+            prepared.notes = (f"{prepared.notes}; CUDA graphs skipped {now['cudagraph_skips'] - compiled['cudagraph_skips']}"
+                              f" time(s) (Inductor's cudagraph_skips: the graph ran without them)").strip("; ")
+    if extra:
+        prepared.notes = (f"{prepared.notes}; peak memory through {extra} warm-up call(s) after the first "
+                          f"(the CUDA graph pool is recorded there)").strip("; ")
     # On a GPU only PyTorch's allocator is read: TF and ONNX Runtime allocate outside it.
     torch_allocator = mem.kind != "cuda_max_allocated" or (runtime.framework == "torch"
                                                            and runtime.family != "onnxruntime")
@@ -315,11 +326,19 @@ def _steady_recompilations(ready: list[_Prepared], before: dict[str, int] | None
 
 def _fail(row: dict, exc: BaseException) -> dict:
     row["status"], row["error"] = classify_failure(exc)
-    if row["device"] == "cuda" and row["status"] == "oom":
+    return row
+
+
+def _release(device: str) -> None:
+    """After a failed configuration: collect what it held (an ONNX Runtime session and its arena, compiled graphs)
+    and, on a GPU, hand torch's cached blocks back, so that the next configuration starts from a clean allocator."""
+    if device == "cuda":
+        import gc
+
         import torch
 
-        torch.cuda.empty_cache()  # let the next configuration start from a clean allocator
-    return row
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def group_budget(measure_settings: dict, n_configs: int) -> dict:
@@ -360,6 +379,8 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
                 raise
             except Exception as exc:  # a failure is a result
                 _fail(row, exc)
+            if row["status"] != "ok":
+                _release(c.device)  # the failed configuration's sessions and buffers, before the next one
         calls = {p.config.key: p.call for p in ready}
         baseline = configs[0].key if configs[0].key in calls else None
         graphs = _dynamo_counts() if any(p.runtime.uses_dynamo for p in ready) else None
@@ -368,7 +389,7 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
         for p in ready:
             row, key = p.row, p.config.key
             if key in rounds.failed:
-                _fail(row, rounds.failed[key])
+                _fail(row, rounds.failed.pop(key))  # popped: its traceback holds the call (sessions, buffers)
                 continue
             xs = rounds.samples[key]
             row.update(row_statistics(xs), samples_s=xs, sample_rep=[replicate] * len(xs),
@@ -380,6 +401,11 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
                 row.update(workloads.rates(p.config, p.workload, row["median_s"]))
             except Exception as exc:  # noqa: BLE001 - rates never drop a measurement
                 row["notes"] = f"{row['notes']}; rates failed: {type(exc).__name__}: {exc}".strip("; ")
+        calls.clear()  # the rounds are over; `ready` keeps what the surprises' profiles call
+        if any(p.row["status"] != "ok" for p in ready):  # a configuration that failed in the rounds: let go of it
+            ready = [p for p in ready if p.row["status"] == "ok"]
+            p = None  # the loop's last configuration, possibly a failed one
+            _release(configs[0].device)
         _steady_recompilations(ready, graphs)
         surprises.profile_surprises(ready, rows, expectations, replicate)  # after the rounds: never in a sample
     elapsed = time.perf_counter() - started
@@ -457,8 +483,13 @@ def groups_to_measure(configs: list[Config], todo: list[Config],
 
     `group_by` names a configuration's group (a study's own `group_by`); by default its shape."""
     group_by = group_by or (lambda c: c.shape_key)
+
+    def name(c: Config) -> str:  # a runtime that needs a process of its own (Runtime.process_env) gets its own group
+        own = _own_process_env(c)
+        return group_name(group_by(c)) + "".join(f"|{k}={v}" for k, v in sorted(own.items()))
+
     groups: dict[str, list[Config]] = {}
     for c in configs:
-        groups.setdefault(group_name(group_by(c)), []).append(c)
-    wanted = {group_name(group_by(c)) for c in todo}
+        groups.setdefault(name(c), []).append(c)
+    wanted = {name(c) for c in todo}
     return {k: v for k, v in groups.items() if k in wanted}

@@ -63,6 +63,16 @@ class Runtime:
         """Whether its first call compiles with torch.compile (dynamo's graphs and breaks are counted into its row)."""
         return self.family == "compile"
 
+    def process_env(self, device: str) -> dict[str, str]:
+        """Environment variables its process must start with (a setting fixed before the first kernel runs, such as
+        cudnn.benchmark): a runtime that names any is measured in a process, and so a group, of its own, compared
+        with its baseline unpaired (sweep.groups_to_measure, sweep.process_env). None by default."""
+        return {}
+
+    def memory_warmup_calls(self, device: str) -> int:
+        """Calls after the first that its peak memory includes (CUDA graphs are recorded there); 0 by default."""
+        return 0
+
     def warm_up(self) -> float:
         """One-time, untimed start-up cost of the runtime in this process (seconds spent; 0 if none)."""
         return 0.0

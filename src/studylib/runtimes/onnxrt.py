@@ -21,8 +21,8 @@ region (a plain `session.run` would time host<->device copies for ORT only; onnx
 fp16 follows ONNX Runtime's recommended path: export an fp32 copy of the (fp16) module, optimize it,
 then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int8 are not offered.
 `ort-tensorrt` runs the plain graph with the TensorrtExecutionProvider first (CUDA behind it for what
-TensorRT does not take), where the installed onnxruntime-gpu has it; TensorRT builds its engines on
-the first call (and again for a shape outside the ones it has seen, which the warm-up pass covers).
+TensorRT does not take), where the installed onnxruntime-gpu has it, with one optimization profile over the
+grid's shapes and engine and timing caches under the profile's cache (ort_gpu.py, also the CUDA provider's options).
 The CUDA branches have not been run yet (no GPU while this was written); reports say so (gpu_paths).
 """
 
@@ -41,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable
+from .ort_gpu import cuda_provider_options, session_inputs, tensorrt_options
 
 OPSET = 17  # first opset with LayerNormalization, which the exporter then emits as one node
 MODEL_FILE = "model.onnx"
@@ -359,9 +360,11 @@ class OnnxRuntime(Runtime):
         path, steps, key = self.model_path(workload)
         threads = torch.get_num_threads()
         cuda = workload.device == "cuda"
-        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
+        providers = ([("CUDAExecutionProvider", cuda_provider_options()), "CPUExecutionProvider"] if cuda
+                     else ["CPUExecutionProvider"])
         if self.variant == "tensorrt":
-            providers.insert(0, ("TensorrtExecutionProvider", {"trt_fp16_enable": workload.dtype == "fp16"}))
+            providers.insert(0, ("TensorrtExecutionProvider", tensorrt_options(workload, cache_root(workload),
+                                                                               session_inputs(path))))
 
         def make_session(profile_prefix: str | None = None):
             options = ort.SessionOptions()
@@ -391,7 +394,8 @@ class OnnxRuntime(Runtime):
             return tuple(arrays)
 
         notes = (f"cache key {key}; ORT intra_op_threads={threads} inter_op_threads=1 sequential"
-                 + ("; CUDA with IO binding (inputs and outputs on the GPU)" if cuda else ""))
+                 + ("; CUDA with IO binding (inputs and outputs on the GPU); " + ", ".join(
+                     f"{p[0]} {p[1]}" for p in providers if not isinstance(p, str)) if cuda else ""))
         return Prepared(call, adapt(workload.inputs), call.sync if cuda else None, notes, adapt, steps=steps,
                         profile=call.profile)
 

@@ -79,7 +79,8 @@ def dynamo_counts() -> dict[str, int]:
     from torch._dynamo.utils import counters
 
     return {"graphs": int(counters["stats"]["unique_graphs"]),
-            "breaks": int(sum(counters["graph_break"].values()) + sum(counters["unimplemented"].values()))}
+            "breaks": int(sum(counters["graph_break"].values()) + sum(counters["unimplemented"].values())),
+            "cudagraph_skips": int(counters["inductor"]["cudagraph_skips"])}  # CUDA graphs Inductor gave up on
 
 
 def _fresh_inductor_cache():
@@ -121,6 +122,11 @@ class TorchCompiled(_Torch):
                 torch._dynamo.reset()
         TorchCompiled._warmed = True
         return time.perf_counter() - t0
+
+    def memory_warmup_calls(self, device: str) -> int:
+        """reduce-overhead and max-autotune record CUDA graphs (cudagraph trees) in the calls after the first: two
+        more calls inside the memory window count their pool."""
+        return 2 if device == "cuda" and self.mode in ("reduce-overhead", "max-autotune") else 0
 
     def context(self):
         stack = contextlib.ExitStack()
@@ -253,25 +259,28 @@ class TorchCompiledChannelsLast(TorchCompiled):
 
 
 class TorchEagerCudnnBenchmark(_Torch):
-    """Eager PyTorch with torch.backends.cudnn.benchmark on during its own calls only (restored after each), so
-    cuDNN times its convolution algorithms for each new input shape and keeps the fastest; CUDA only."""
+    """Eager PyTorch in a process started with torch.backends.cudnn.benchmark on (gpu.CUDNN_BENCHMARK_VAR, set by
+    gpu.apply before the process's first convolution): cuDNN times its convolution algorithms for each new input
+    shape and keeps the fastest; CUDA only. Flipping the flag around the variant's own calls, beside `eager` in one
+    process, measured nothing: cuDNN's plan cache does not key on the flag, and eager had already planned the
+    shape. So it runs in a process (and group) of its own, and its speed-up over eager is unpaired (a ratio of
+    medians measured in different processes, with a CI from both medians' CIs). The process's first
+    convolution is the untimed eager reference of its shape, so the autotuning lands there, not in first_call_s."""
 
     name = "eager-cudnn-benchmark"
+
+    def process_env(self, device: str) -> dict[str, str]:
+        from ..gpu import CUDNN_BENCHMARK_VAR
+
+        return {CUDNN_BENCHMARK_VAR: "1"} if device == "cuda" else {}
 
     def prepare(self, workload) -> Prepared:
         import torch
 
         if workload.device != "cuda":
             raise RuntimeUnavailable("cudnn.benchmark is a CUDA setting (cuDNN picks convolution algorithms)")
-        module, cudnn = workload.module, torch.backends.cudnn
-
-        def call(*inputs):
-            before = cudnn.benchmark
-            cudnn.benchmark = True
-            try:
-                return module(*inputs)
-            finally:
-                cudnn.benchmark = before
-
-        return Prepared(call, workload.inputs, torch_sync(workload.device),
-                        notes="cuDNN benchmarks algorithms in the first call, which is timed alone")
+        if not torch.backends.cudnn.benchmark:
+            raise RuntimeUnavailable("cudnn.benchmark must be on from the process's start: this process was not "
+                                     "started for it (a replicate process of its own sets it; in-process runs do not)")
+        return Prepared(workload.module, workload.inputs, torch_sync(workload.device),
+                        notes="own process with cudnn.benchmark on from its first convolution; unpaired with eager")

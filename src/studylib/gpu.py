@@ -1,0 +1,215 @@
+"""What every measuring process sets and checks on a GPU: the precision policy, process settings, device checks.
+
+Precision policy (a profile's `tf32`): whether float32 matrix multiplications and convolutions may run in TF32
+(a 10-bit mantissa on Ampere and later GPUs). Left alone, the frameworks disagree: PyTorch multiplies fp32
+matrices in full FP32 by default (its cuDNN convolutions in TF32), while TensorFlow, XLA/JAX, ONNX Runtime's CUDA
+provider and TensorRT use TF32. So one policy is applied identically, at the start of every process that
+measures (study.start, the replicates' processes), to all of them: torch (matmul and cuDNN flags,
+set_float32_matmul_precision), TensorFlow (enable_tensor_float_32_execution), JAX (jax_default_matmul_precision,
+set before JAX is imported), ONNX Runtime's CUDA provider (use_tf32, sessions.provider_options) and TensorRT
+(NVIDIA_TF32_OVERRIDE=0 in the environment where TF32 is off: TensorRT and cuBLAS honour it whatever their own
+flags say). The policy is recorded in env.json (`precision`) and every row (`tf32`). On a CPU it does not
+apply: recorded as "n/a (cpu)", and the flags set to full FP32 (their CPU defaults) change nothing.
+
+Process settings (`process_vars`): what a process must start with, before any framework loads: the policy's
+variables, XLA_PYTHON_CLIENT_PREALLOCATE=false (JAX would otherwise take 75% of the card at import, leaving
+PyTorch, the eager reference of every Keras row, out of memory), and, for a runtime that asks for it
+(`eager-cudnn-benchmark`), torch.backends.cudnn.benchmark on from the process's first convolution.
+
+Device checks (`unavailable`): on a `cuda` configuration, each runtime's framework must see the GPU itself, or
+the row is skipped with the framework and the likely cause named (a CPU-only build, a missing plugin or
+execution provider, the driver). Nothing here has run on a GPU yet: tests use fakes (tests/test_gpu.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+
+PRECISION_VAR = "STUDYLIB_TF32"  # "1" / "0": the policy, as the replicates' processes inherit it
+CUDNN_BENCHMARK_VAR = "STUDYLIB_CUDNN_BENCHMARK"  # "1": torch.backends.cudnn.benchmark on from process start
+
+
+def policy(tf32: bool, device: str) -> dict:
+    """The precision policy as env.json records it: what was asked, what holds on this device, what each
+    framework is told. On a CPU TF32 does not exist: the policy is off and labelled not applicable."""
+    on = bool(tf32) and device == "cuda"
+    return {
+        "tf32": on, "device": device, "label": tf32_label(on, device),
+        "settings": {
+            "torch": {"backends.cuda.matmul.allow_tf32": on, "backends.cudnn.allow_tf32": on,
+                      "float32_matmul_precision": "high" if on else "highest"},
+            "tensorflow": {"enable_tensor_float_32_execution": on},
+            "jax": {"jax_default_matmul_precision": "tensorfloat32" if on else "float32"},
+            "onnxruntime": {"CUDAExecutionProvider.use_tf32": int(on)},
+            "tensorrt": {"NVIDIA_TF32_OVERRIDE": None if on else "0"},
+        },
+    }
+
+
+def tf32_label(on: bool, device: str) -> str:
+    """The `tf32` column: "on", "off", or "n/a (cpu)"."""
+    if device != "cuda":
+        return "n/a (cpu)"
+    return "on" if on else "off"
+
+
+def process_vars(precision: dict | None) -> dict[str, str]:
+    """Environment variables a measuring process starts with (before any framework is imported)."""
+    out = {"XLA_PYTHON_CLIENT_PREALLOCATE": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "false")}
+    if precision is not None and precision["device"] == "cuda":  # on a CPU nothing is set (the defaults are FP32)
+        on = bool(precision["tf32"])
+        out[PRECISION_VAR] = "1" if on else "0"
+        out["JAX_DEFAULT_MATMUL_PRECISION"] = precision["settings"]["jax"]["jax_default_matmul_precision"]
+        if not on:
+            out["NVIDIA_TF32_OVERRIDE"] = "0"
+    return out
+
+
+def apply(precision: dict, frameworks: Iterable[str] = ("torch",)) -> dict[str, str]:
+    """Apply the policy in this process: its variables (os.environ, for what loads later), torch's flags, and on a
+    GPU TensorFlow's and JAX's where they run here (TensorFlow only when it is one of `frameworks` or already
+    imported: it is never imported just for this). Returns the variables set. cudnn.benchmark is on only where
+    this process was started for it (CUDNN_BENCHMARK_VAR)."""
+    frameworks = tuple(frameworks)
+    env = process_vars(precision)
+    os.environ.update(env)
+    if env.get(PRECISION_VAR) == "1":  # a kernel that ran the policy off before must not pass the override on
+        os.environ.pop("NVIDIA_TF32_OVERRIDE", None)
+    s = precision["settings"]
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = s["torch"]["backends.cuda.matmul.allow_tf32"]
+    torch.backends.cudnn.allow_tf32 = s["torch"]["backends.cudnn.allow_tf32"]
+    torch.set_float32_matmul_precision(s["torch"]["float32_matmul_precision"])
+    torch.backends.cudnn.benchmark = os.environ.get(CUDNN_BENCHMARK_VAR) == "1"
+    if precision["device"] != "cuda":  # torch's flags above are its CPU defaults; TensorFlow and JAX are left alone
+        return env
+    if "tensorflow" in frameworks or "tensorflow" in sys.modules:
+        from .threads import tensorflow_start_up_log
+
+        with tensorflow_start_up_log():
+            import tensorflow as tf
+        tf.config.experimental.enable_tensor_float_32_execution(s["tensorflow"]["enable_tensor_float_32_execution"])
+    if "jax" in sys.modules:  # imported already: the variable came too late, the config still applies
+        sys.modules["jax"].config.update("jax_default_matmul_precision", s["jax"]["jax_default_matmul_precision"])
+    return env
+
+
+def ort_cuda_options(precision: dict | None) -> dict[str, str]:
+    """CUDAExecutionProvider options: the policy's use_tf32, and an arena grown by what each call asks for (not
+    doubled), so ONNX Runtime holds about what its largest call needs beside PyTorch's allocator."""
+    on = bool(precision and precision["tf32"])
+    return {"use_tf32": "1" if on else "0", "arena_extend_strategy": "kSameAsRequested"}
+
+
+def current_precision() -> dict | None:
+    """The policy this process was started with (PRECISION_VAR), as a `policy` dict for the CUDA device."""
+    flag = os.environ.get(PRECISION_VAR)
+    return None if flag is None else policy(flag == "1", "cuda")
+
+
+def frameworks_of(runtime) -> tuple[str, ...]:
+    """The frameworks a runtime's rows need on the GPU: PyTorch always (every row's model and its eager
+    reference are PyTorch's), then the runtime's own (ONNX Runtime, TensorFlow, or its Keras backend)."""
+    own = {"onnxruntime": "onnxruntime", "tensorflow": "tensorflow"}.get(runtime.family)
+    if runtime.family == "keras":
+        own = {"torch": None}.get(runtime.backend, runtime.backend)
+    return ("torch",) + ((own,) if own else ())
+
+
+def _torch_sees() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed"
+    if torch.cuda.is_available():
+        return _torch_arch_missing(torch)
+    if torch.version.cuda is None:
+        return f"PyTorch {torch.__version__} is a CPU-only build (install the CUDA build: make setup-gpu)"
+    return (f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA GPU: no GPU, or the NVIDIA driver "
+            f"is missing or older than CUDA {torch.version.cuda} needs")
+
+
+def _torch_arch_missing(torch) -> str | None:
+    """Why this PyTorch build has no kernels for GPU 0 (its compute capability is not among the build's binaries or
+    newer than a PTX it carries: a V100, sm_70, under a CUDA 13 build), or None."""
+    major, minor = torch.cuda.get_device_capability(0)
+    archs = torch.cuda.get_arch_list()
+    for arch in archs:
+        kind, _, digits = arch.partition("_")
+        if not digits.isdigit():
+            continue
+        a_major, a_minor = int(digits[:-1]), int(digits[-1])
+        if (kind == "sm" and a_major == major and a_minor <= minor) or (kind == "compute" and (a_major, a_minor) <= (
+                major, minor)):
+            return None
+    return (f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) has no kernels for this GPU (sm_{major}{minor}; "
+            f"built for {', '.join(archs)})")
+
+
+def _tensorflow_sees() -> str | None:
+    try:
+        from .threads import tensorflow_start_up_log
+
+        with tensorflow_start_up_log():
+            import tensorflow as tf
+    except ImportError:
+        return "TensorFlow is not installed"
+    if tf.config.list_physical_devices("GPU"):
+        return None
+    built = tf.test.is_built_with_cuda()
+    return (f"TensorFlow {tf.__version__} sees no GPU: " + (
+        "its CUDA libraries are not there or did not load (its pip CUDA wheels, tensorflow[and-cuda], are CUDA 12; "
+        "requirements-gpu.txt is CUDA 13 and leaves TensorFlow on the CPU)"
+        if built else "a build without CUDA"))
+
+
+def _jax_sees() -> str | None:
+    try:
+        import jax
+    except ImportError:
+        return "JAX is not installed"
+    try:
+        platforms = {d.platform for d in jax.devices()}
+    except RuntimeError as e:
+        return f"JAX {jax.__version__} could not start: {str(e).splitlines()[0][:200]}"
+    if "gpu" in platforms or "cuda" in platforms:
+        return None
+    return (f"JAX {jax.__version__} sees no GPU (devices: {', '.join(sorted(platforms))}): the CUDA plugin "
+            f"(jax[cuda12]: make setup-gpu) is missing or could not load")
+
+
+def _onnxruntime_sees() -> str | None:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return "ONNX Runtime is not installed"
+    providers = ort.get_available_providers()
+    if "CUDAExecutionProvider" in providers:
+        return None
+    return (f"ONNX Runtime {ort.__version__} has no CUDAExecutionProvider (the CPU package onnxruntime is installed "
+            f"instead of onnxruntime-gpu: make setup-gpu); available: {', '.join(providers)}")
+
+
+SEES = {"torch": _torch_sees, "tensorflow": _tensorflow_sees, "jax": _jax_sees, "onnxruntime": _onnxruntime_sees}
+_seen: dict[str, str | None] = {}
+
+
+def sees_gpu(framework: str) -> str | None:
+    """None when `framework` sees a CUDA GPU in this process, else why not (one line naming it). Asked once."""
+    if framework not in _seen:
+        _seen[framework] = SEES[framework]()
+    return _seen[framework]
+
+
+def unavailable(device: str, runtime) -> str | None:
+    """Why `runtime` cannot run on `device` here (the first of its frameworks that sees no GPU), or None."""
+    if device != "cuda":
+        return None
+    for framework in frameworks_of(runtime):
+        reason = sees_gpu(framework)
+        if reason:
+            return reason
+    return None

@@ -1,0 +1,356 @@
+"""The GPU paths without a GPU: the precision policy, per-framework device checks, cuDNN autotuning in a process of
+its own, ONNX Runtime's provider options, the preflight, and what a failed row lets go of (each runtime's sync
+inside the timed sample: test_gpu_sync.py).
+
+Nothing here runs on a GPU: frameworks are the real CPU builds with their CUDA entry points replaced, or fake modules
+in sys.modules. What a GPU would change is said where a test stands in for it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+
+import pytest
+import torch
+
+from studylib import gpu, gpu_check, runtimes, sweep
+from studylib.models import Workload
+from studylib.runtimes.ort_gpu import tensorrt_options
+
+
+@pytest.fixture(autouse=True)
+def restore(monkeypatch):
+    """Every flag and variable gpu.apply touches comes back as it was; the device checks are asked afresh."""
+    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark,
+             torch.get_float32_matmul_precision())
+    for var in ("XLA_PYTHON_CLIENT_PREALLOCATE", "JAX_DEFAULT_MATMUL_PRECISION", "NVIDIA_TF32_OVERRIDE",
+                gpu.PRECISION_VAR, gpu.CUDNN_BENCHMARK_VAR):
+        monkeypatch.setenv(var, "sentinel")
+        monkeypatch.delenv(var)
+    monkeypatch.setattr(gpu, "_seen", {})
+    yield
+    (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+     torch.backends.cudnn.benchmark) = flags[:3]
+    torch.set_float32_matmul_precision(flags[3])
+
+
+# -- the precision policy -------------------------------------------------------------------------------------------
+
+def test_the_policy_is_off_on_a_cpu_whatever_is_asked_and_labelled_so():
+    assert gpu.policy(True, "cpu")["tf32"] is False and gpu.policy(True, "cpu")["label"] == "n/a (cpu)"
+    assert gpu.policy(True, "cuda")["label"] == "on" and gpu.policy(False, "cuda")["label"] == "off"
+    assert gpu.policy(False, "cuda")["settings"]["jax"]["jax_default_matmul_precision"] == "float32"
+    assert gpu.policy(True, "cuda")["settings"]["onnxruntime"]["CUDAExecutionProvider.use_tf32"] == 1
+
+
+def _fake_tf(calls: list):
+    tf = types.ModuleType("tensorflow")
+    tf.config = types.SimpleNamespace(experimental=types.SimpleNamespace(
+        enable_tensor_float_32_execution=lambda on: calls.append(("tf", on))))
+    return tf
+
+
+def _fake_jax(calls: list):
+    jax = types.ModuleType("jax")
+    jax.config = types.SimpleNamespace(update=lambda key, value: calls.append((key, value)))
+    return jax
+
+
+@pytest.mark.parametrize("tf32", [True, False])
+def test_apply_sets_every_framework_alike(tf32, monkeypatch):
+    calls = []
+    monkeypatch.setitem(sys.modules, "tensorflow", _fake_tf(calls))
+    monkeypatch.setitem(sys.modules, "jax", _fake_jax(calls))
+    env = gpu.apply(gpu.policy(tf32, "cuda"), ("torch", "tensorflow"))
+    assert torch.backends.cuda.matmul.allow_tf32 is tf32 and torch.backends.cudnn.allow_tf32 is tf32
+    assert torch.get_float32_matmul_precision() == ("high" if tf32 else "highest")
+    precision = "tensorfloat32" if tf32 else "float32"
+    assert calls == [("tf", tf32), ("jax_default_matmul_precision", precision)]
+    assert os.environ["JAX_DEFAULT_MATMUL_PRECISION"] == precision  # for a JAX imported later
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and env[gpu.PRECISION_VAR] == str(int(tf32))
+    # TensorRT (and cuBLAS) honour NVIDIA_TF32_OVERRIDE=0 only: set where TF32 is off, absent where it is on
+    assert os.environ.get("NVIDIA_TF32_OVERRIDE") == (None if tf32 else "0")
+    gpu.apply(gpu.policy(not tf32, "cuda"))  # the kernel switched: the override follows the policy
+    assert os.environ.get("NVIDIA_TF32_OVERRIDE") == ("0" if tf32 else None)
+    assert torch.backends.cudnn.benchmark is False  # not a process started for cudnn.benchmark
+
+
+def test_apply_never_imports_tensorflow_for_a_process_without_it(monkeypatch):
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
+    real_import = __import__
+
+    def guarded(name, *args, **kwargs):
+        assert name != "tensorflow", "gpu.apply imported TensorFlow"
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.__import__", guarded)
+    gpu.apply(gpu.policy(False, "cuda"), ("torch",))
+    assert torch.get_float32_matmul_precision() == "highest"
+
+
+def test_on_a_cpu_the_policy_sets_torchs_defaults_and_nothing_else(monkeypatch):
+    calls = []
+    monkeypatch.setitem(sys.modules, "tensorflow", _fake_tf(calls))
+    monkeypatch.setitem(sys.modules, "jax", _fake_jax(calls))
+    torch.set_float32_matmul_precision("high")
+    env = gpu.apply(gpu.policy(True, "cpu"), ("torch", "tensorflow"))
+    assert torch.get_float32_matmul_precision() == "highest" and calls == []
+    assert env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"} and "JAX_DEFAULT_MATMUL_PRECISION" not in os.environ
+
+
+def test_the_replicates_processes_start_with_the_policy_and_no_jax_preallocation():
+    from studylib import replicates
+
+    task = types.SimpleNamespace(env={"precision": gpu.policy(False, "cuda")})
+    start = replicates._start_vars(task)
+    assert start["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and start[gpu.PRECISION_VAR] == "0"
+    assert start["NVIDIA_TF32_OVERRIDE"] == "0" and start["JAX_DEFAULT_MATMUL_PRECISION"] == "float32"
+    assert gpu.CUDNN_BENCHMARK_VAR not in start  # only eager-cudnn-benchmark's own process gets it
+
+
+def test_rows_and_the_fingerprint_carry_the_policy():
+    from studylib import environment
+
+    c = sweep.Config("bert-tiny", "eager", "fp32", 1, "cuda", 2, seq_len=8)
+    base = {"python": "3.11", "libraries": {"torch": "2.13.0"}}
+    on, off = (base | {"precision": gpu.policy(t, "cuda")} for t in (True, False))
+    assert environment.fingerprint(on) != environment.fingerprint(off)
+    cpu = base | {"precision": gpu.policy(False, "cpu")}
+    assert environment.fingerprint(cpu) == environment.fingerprint(base)  # a CPU run's fingerprint is unchanged
+    row = sweep.base_row(c, study="s", profile="p", env=off | {"fingerprint": "f"}, settings="x", group_key="g",
+                         group_id="i")
+    assert row["tf32"] == "off"
+
+
+def test_ort_cuda_options_follow_the_policy_with_a_limited_arena(monkeypatch):
+    from studylib.runtimes.ort_gpu import cuda_provider_options
+
+    for flag, want in (("1", "1"), ("0", "0")):
+        monkeypatch.setenv(gpu.PRECISION_VAR, flag)
+        assert cuda_provider_options() == {"use_tf32": want, "arena_extend_strategy": "kSameAsRequested"}
+
+
+# -- device checks --------------------------------------------------------------------------------------------------
+
+def test_each_runtime_names_the_framework_that_sees_no_gpu(monkeypatch):
+    reasons = {"torch": None, "tensorflow": "TensorFlow X sees no GPU", "jax": "JAX X sees no GPU",
+               "onnxruntime": "ONNX Runtime X has no CUDAExecutionProvider"}
+    monkeypatch.setattr(gpu, "SEES", {k: (lambda v=v: v) for k, v in reasons.items()})
+    expect = {"eager": None, "compile-default": None, "tf-xla": "TensorFlow", "ort": "ONNX Runtime",
+              "ort-tensorrt": "ONNX Runtime", "keras-jax-call": "JAX", "keras-tensorflow": "TensorFlow",
+              "keras-torch-jit": None, "keras2-tensorflow": "TensorFlow"}
+    for name, framework in expect.items():
+        reason = gpu.unavailable("cuda", runtimes.get(name))
+        assert (reason is None) if framework is None else reason.startswith(framework), (name, reason)
+        assert gpu.unavailable("cpu", runtimes.get(name)) is None
+    monkeypatch.setattr(gpu, "_seen", {})
+    monkeypatch.setitem(gpu.SEES, "torch", lambda: "PyTorch X sees no CUDA GPU")
+    assert gpu.unavailable("cuda", runtimes.get("keras-jax")).startswith("PyTorch")  # the eager reference first
+
+
+def test_the_checks_say_why_from_each_frameworks_own_answer(monkeypatch):
+    ort = types.ModuleType("onnxruntime")
+    ort.__version__, ort.get_available_providers = "1.31.1", lambda: ["CPUExecutionProvider"]
+    jax = types.ModuleType("jax")
+    jax.__version__, jax.devices = "0.10.2", lambda: [types.SimpleNamespace(platform="cpu")]
+    tf = types.ModuleType("tensorflow")
+    tf.__version__ = "2.21.0"
+    tf.config = types.SimpleNamespace(list_physical_devices=lambda kind: [])
+    tf.test = types.SimpleNamespace(is_built_with_cuda=lambda: True)
+    for name, module in (("onnxruntime", ort), ("jax", jax), ("tensorflow", tf)):
+        monkeypatch.setitem(sys.modules, name, module)
+    assert "onnxruntime-gpu" in gpu.sees_gpu("onnxruntime") and "CPUExecutionProvider" in gpu.sees_gpu("onnxruntime")
+    assert gpu.sees_gpu("jax").startswith("JAX 0.10.2 sees no GPU (devices: cpu)")
+    assert gpu.sees_gpu("tensorflow").startswith("TensorFlow 2.21.0 sees no GPU") and "CUDA 12" in gpu.sees_gpu(
+        "tensorflow")
+    ort.get_available_providers = lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    jax.devices = lambda: [types.SimpleNamespace(platform="gpu")]
+    monkeypatch.setattr(gpu, "_seen", {})
+    assert gpu.sees_gpu("onnxruntime") is None and gpu.sees_gpu("jax") is None
+    if not torch.cuda.is_available():  # this machine's PyTorch: a CPU build, or no GPU
+        assert gpu.sees_gpu("torch").startswith("PyTorch ")
+
+
+def test_a_gpu_older_than_the_torch_build_supports_is_named(monkeypatch):
+    cuda = types.SimpleNamespace(is_available=lambda: True, get_device_capability=lambda i: (7, 0),
+                                 get_arch_list=lambda: ["sm_75", "sm_80", "sm_90", "sm_120"])
+    fake = types.SimpleNamespace(__version__="2.13.0", cuda=cuda, version=types.SimpleNamespace(cuda="13.0"))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert gpu.sees_gpu("torch").startswith("PyTorch 2.13.0 (CUDA 13.0) has no kernels for this GPU (sm_70")
+    for capability in ((7, 5), (8, 6), (12, 0)):  # a listed binary of the same major, or a newer minor of it
+        monkeypatch.setattr(gpu, "_seen", {})
+        cuda.get_device_capability = lambda i, c=capability: c
+        assert gpu.sees_gpu("torch") is None, capability
+    cuda.get_arch_list = lambda: ["sm_80", "compute_90"]
+    for capability, ok in (((7, 5), False), ((9, 0), True), ((10, 0), True)):  # PTX compiles for newer GPUs
+        monkeypatch.setattr(gpu, "_seen", {})
+        cuda.get_device_capability = lambda i, c=capability: c
+        assert (gpu.sees_gpu("torch") is None) is ok, capability
+
+
+def test_a_keras_row_on_a_gpu_jax_cannot_see_is_a_skipped_row_naming_jax(monkeypatch):
+    monkeypatch.setattr(gpu, "_seen", {"torch": None, "jax": "JAX 0.10.2 sees no GPU (devices: cpu)"})
+    c = sweep.Config("bert-tiny", "keras-jax-call", "fp32", 1, "cuda", 2, seq_len=8, backend="jax")
+    env = {"fingerprint": "f", "git_commit": None}
+    [row] = sweep.measure_group([c], study="s", profile="p", env=env, measure_settings={}, parity_tolerance={
+        "fp32": 1e-3}, workloads=sweep.Workloads(0), group_key="g", group_id="i", replicate=0)
+    assert row["status"] == "skipped" and row["error"] == "JAX 0.10.2 sees no GPU (devices: cpu)"
+
+
+# -- cuDNN autotuning in a process of its own -----------------------------------------------------------------------
+
+def _resnet(variant: str, device: str) -> sweep.Config:
+    return sweep.Config("resnet-tiny", variant, "fp32", 1, device, 2, image_size=32)
+
+
+def test_cudnn_benchmark_gets_a_process_and_a_group_of_its_own_on_cuda_only():
+    configs = [_resnet(v, "cuda") for v in ("eager", "eager-aa", "eager-cudnn-benchmark")]
+    groups = sweep.groups_to_measure(configs, configs)
+    assert sorted(map(len, groups.values())) == [1, 2]
+    [own] = [g for g in groups.values() if len(g) == 1]
+    assert own[0].variant == "eager-cudnn-benchmark" and sweep.process_env(own) == {gpu.CUDNN_BENCHMARK_VAR: "1"}
+    with pytest.raises(ValueError, match="fixed at process start"):
+        sweep.process_env(configs)
+    on_cpu = [_resnet(v, "cpu") for v in ("eager", "eager-cudnn-benchmark")]
+    assert len(sweep.groups_to_measure(on_cpu, on_cpu)) == 1  # a skipped row beside eager, no extra process
+
+
+def test_the_flag_is_on_from_process_start_and_the_variant_refuses_a_process_without_it(monkeypatch):
+    runtime = runtimes.get("eager-cudnn-benchmark")
+    w = Workload("resnet-tiny", "vision", lambda x: x, (torch.zeros(1, 3, 4, 4),), "fp32", "cuda", 1)
+    gpu.apply(gpu.policy(False, "cuda"))
+    with pytest.raises(runtimes.RuntimeUnavailable, match="from the process's start"):
+        runtime.prepare(w)
+    monkeypatch.setenv(gpu.CUDNN_BENCHMARK_VAR, "1")  # what its replicate process starts with
+    gpu.apply(gpu.policy(False, "cuda"))
+    assert torch.backends.cudnn.benchmark is True
+    prepared = runtime.prepare(w)
+    assert prepared.fn is w.module and prepared.sync is torch.cuda.synchronize  # no flag flipped around the calls
+
+
+# -- TensorRT's caches and profile -----------------------------------------------------------------------------------
+
+def test_tensorrt_caches_live_under_the_profiles_cache_and_the_profile_spans_the_grid(tmp_path):
+    w = Workload("roberta-tiny-classifier", "text", None, (), "fp16", "cuda", 2, 37, max_shape=(32, 128))
+    options = tensorrt_options(w, tmp_path, [("input_ids", 2), ("attention_mask", 2)])
+    assert options["trt_engine_cache_path"] == options["trt_timing_cache_path"] == str(tmp_path / "tensorrt")
+    assert options["trt_engine_cache_enable"] and options["trt_timing_cache_enable"] and options["trt_fp16_enable"]
+    assert options["trt_profile_min_shapes"] == "input_ids:1x1,attention_mask:1x1"
+    assert options["trt_profile_max_shapes"] == options["trt_profile_opt_shapes"] == "input_ids:32x128,attention_mask:32x128"
+    fixed = Workload("bert-tiny", "text", None, (), "fp32", "cuda", 4, 16, cache_dir=tmp_path / "p" / "cache")
+    options = tensorrt_options(fixed, tmp_path / "private", [("input_ids", 2)])
+    assert options["trt_profile_max_shapes"] == "input_ids:4x16" and not options["trt_fp16_enable"]
+    assert options["trt_engine_cache_path"] == str(tmp_path / "p" / "cache" / "tensorrt")  # the profile's cache
+
+
+# -- the preflight --------------------------------------------------------------------------------------------------
+
+def test_gpu_check_without_a_gpu_says_so_in_one_line_and_exits_2(monkeypatch, capsys):
+    monkeypatch.setattr(gpu_check, "_nvidia_smi", lambda: None)
+    monkeypatch.setattr(gpu, "_seen", {"torch": "PyTorch 2.13.0+cpu is a CPU-only build"})
+    assert gpu_check.main(["--profile", "gpu-smoke"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and len(out.err.strip().splitlines()) == 1 and "no NVIDIA GPU" in out.err
+
+
+def test_gpu_check_prints_one_table_and_fails_where_a_framework_sees_no_gpu(monkeypatch, capsys):
+    monkeypatch.setattr(gpu_check, "_nvidia_smi", lambda: "Fake GPU, 580.65")
+    seen = {"torch": None, "tensorflow": "TensorFlow 2.21.0 sees no GPU", "jax": None, "onnxruntime": None}
+    monkeypatch.setattr(gpu, "_seen", dict(seen))
+    monkeypatch.setattr(gpu_check, "CHECKS", tuple((label, sees if label != "ONNX Runtime (TensorRT EP)" else (
+        lambda: None), lambda: ("1.0", "13.0 / 9", "tf32 off")) for label, sees, _ in gpu_check.CHECKS))
+    monkeypatch.setitem(sys.modules, "tensorflow", _fake_tf([]))
+    assert gpu_check.main(["--profile", "gpu-smoke"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("yes") == 4 and "no: TensorFlow 2.21.0 sees no GPU" in out and "tf32 off" in out
+    assert all(label in out for label, _, _ in gpu_check.CHECKS)
+    monkeypatch.setattr(gpu, "_seen", seen | {"tensorflow": None})
+    assert gpu_check.main(["--profile", "gpu-smoke"]) == 0
+
+
+def test_study_start_applies_the_profiles_policy_and_records_it(outputs, monkeypatch):
+    """A notebook's parameters need not carry `tf32`: start takes it from the profile file; a value passed wins."""
+    import json
+
+    from studylib import paths, profiles, roofline, study
+
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "USE_TF"):
+        monkeypatch.setenv(var, os.environ.get(var, ""))
+    monkeypatch.setattr(roofline, "cached_peaks", lambda *args, **kwargs: None)
+    threads = torch.get_num_threads()
+    try:
+        params = profiles.notebook_parameters(profiles.load("gpu-smoke"), "01_eager_vs_compiled")
+        off = study.start("01_eager_vs_compiled", params)
+        assert off.env["precision"]["label"] == "off" and os.environ["NVIDIA_TF32_OVERRIDE"] == "0"
+        saved = json.loads((paths.results_dir("gpu-smoke") / "env.json").read_text())
+        assert saved["precision"] == off.env["precision"]
+        on = study.start("01_eager_vs_compiled", params | {"tf32": True})
+        assert on.env["precision"]["label"] == "on" and torch.backends.cuda.matmul.allow_tf32 is True
+        assert on.env["fingerprint"] != off.env["fingerprint"]  # measured again under the other policy
+        assert "fp32 matmuls in TF32 (precision policy)" in on.environment_table().data.index
+    finally:
+        torch.set_num_threads(threads)
+
+
+# -- a failed configuration lets go of what it held ---------------------------------------------------------------
+
+class _Session:
+    """Stands in for an ONNX Runtime session: what a failed configuration must not keep alive."""
+
+
+def test_failed_configurations_are_rows_and_let_go_of_their_sessions_before_the_group_ends(monkeypatch):
+    import weakref
+
+    from studylib.runtimes.pytorch import TorchEager
+
+    held: dict[str, weakref.ref] = {}
+    alive_at_release: list[tuple[str, bool, bool]] = []
+
+    class Failing(TorchEager):
+        def __init__(self, name: str, when: str):
+            self.name, self.when = name, when
+
+        def prepare(self, workload):
+            session = _Session()
+            held[self.name] = weakref.ref(session)
+            calls = [0]
+
+            def call(*xs):
+                calls[0] += 1
+                if calls[0] > 1:  # the first call (and parity) pass; the rounds fail
+                    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+                return workload.module(*xs) if session else None
+
+            if self.when == "prepare":
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return runtimes.Prepared(call, workload.inputs, None)
+
+    monkeypatch.setitem(runtimes.REGISTRY, "fails-in-prepare", Failing("fails-in-prepare", "prepare"))
+    monkeypatch.setitem(runtimes.REGISTRY, "fails-in-rounds", Failing("fails-in-rounds", "rounds"))
+    monkeypatch.setattr(sweep, "_release", lambda device: alive_at_release.append(
+        tuple((name, ref() is not None) for name, ref in sorted(held.items()))))
+    configs = [sweep.Config("bert-tiny", v, "fp32", 1, "cpu", 2, seq_len=8)
+               for v in ("eager", "fails-in-prepare", "fails-in-rounds")]
+    rows = sweep.measure_group(configs, study="s", profile="p", env={"fingerprint": "f", "git_commit": None},
+                               measure_settings={"warmup_calls": 1, "min_rounds": 6, "max_rounds": 6,
+                                                 "min_time_s": 0.0, "target_ci_pct": 50.0, "budget_s": 0.05,
+                                                 "block_s": 0.0},
+                               parity_tolerance={"fp32": 1e-3}, workloads=sweep.Workloads(0), group_key="g",
+                               group_id="i", replicate=0)
+    assert [r["status"] for r in rows] == ["ok", "oom", "error"] and "illegal memory access" in rows[2]["error"]
+    # released after each failure: the prepare's session is gone at once, the rounds' one once the rounds end
+    assert alive_at_release == [(("fails-in-prepare", False),), (("fails-in-prepare", False), ("fails-in-rounds", False))]
+
+
+def test_release_on_a_gpu_collects_and_empties_torchs_cache(monkeypatch):
+    import gc
+
+    emptied, collected = [], []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(1))
+    monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
+    sweep._release("cpu")
+    assert emptied == [] and collected == []
+    sweep._release("cuda")
+    assert emptied == [1] and collected == [1]
