@@ -139,3 +139,19 @@ def test_every_known_name_has_its_own_colour():
     known = [palette.PALETTE[n] for n in names - {"unsorted"}]  # study 04's baseline shares eager's near-black
     assert len(set(known)) == len(known)
     assert palette.colour("eager @jax") == palette.colour("eager") != palette.colour("eager-aa")
+
+
+def test_a_long_table_shows_its_first_rows_and_folds_the_rest_with_its_csv():
+    import base64
+    import re
+
+    from studylib import tables
+
+    long = pd.DataFrame({"variant": [f"v{i}" for i in range(98)], "median": range(98)})
+    page = tables.folded(long, "02_measurements").data
+    shown, rest = page.split("<details", 1)
+    assert shown.count("<tr") == 1 + tables.SHOWN_ROWS and rest.count("<tr") == 1 + 98
+    assert "All 98 rows" in rest and "rows ×" not in page and "..." not in page
+    csv = re.search(r'download="02_measurements.csv" href="data:text/csv;base64,([^"]+)"', page).group(1)
+    assert base64.b64decode(csv).decode().splitlines()[-1] == "v97,97"
+    assert "<details" not in tables.folded(long.head(5), "short").data
