@@ -4,6 +4,7 @@ articles named, the study's words explained, none of the harness's internal word
 import re
 
 import nbformat
+import pandas as pd
 import pytest
 
 from studylib import render, seeds
@@ -51,3 +52,30 @@ def test_every_seed_is_named_with_title_author_and_year_and_linked_where_it_has_
 def test_the_check_finds_prompts_and_internal_words():
     assert page_faults('<div class="jp-InputPrompt">In&nbsp;[3]:</div> see params/cpu.yaml') == [
         "In&nbsp;[3]:", "params/"]
+
+
+def test_the_summary_answers_first_and_its_verdict_matrix_is_compact(tmp_path, monkeypatch):
+    from studylib import summary_page
+    from studylib.studies import STUDIES
+
+    monkeypatch.setenv("STUDYLIB_OUTPUTS", str(tmp_path))
+    (tmp_path / "cpu" / "html").mkdir(parents=True)
+    (tmp_path / "cpu" / "html" / "02_torchscript_vs_xla.html").write_text("page")
+    claims = pd.DataFrame([
+        {"profile": "cpu", "study": "02", "id": "000-cpu-tf-slower", "claim": "On CPU, TF is slower.",
+         "judgement": "does not agree", "verdict": "does not agree: the direction differs (partly comparable)",
+         "comparable?": "partly: threads"},
+        {"profile": "cpu", "study": "02", "id": "000-gpu-tf-faster", "claim": "On GPU, TF is faster.",
+         "judgement": "not comparable on this profile",
+         "verdict": "not comparable on this profile (GPU claim); tested by gpu-a100", "comparable?": "no: a GPU claim"},
+    ])
+    opening = summary_page.opening(["cpu"])
+    assert f"the {len(STUDIES)} studies" in opening and all(nb[:2] + " · " in opening for nb in STUDIES)
+    answer = summary_page.answer(["cpu"], claims)
+    assert answer.startswith("**Answer.**") and "Only `cpu` has results here" in answer
+    [gpu] = [line for line in answer.splitlines() if "`gpu-a100`" in line]  # who would judge what cpu cannot
+    assert "000-gpu-tf-faster" in gpu or "seeds 000" in gpu
+    matrix = summary_page.verdict_matrix(claims)
+    assert matrix.count('<a href="../../cpu/html/02_torchscript_vs_xla.html">') == 2
+    assert ">does not agree</a>" in matrix and ">not comparable here</a>" in matrix
+    assert "(GPU claim); tested by gpu-a100" in matrix.split("title=")[2]  # in full on hover, not cut in the cell
