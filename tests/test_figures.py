@@ -155,3 +155,11 @@ def test_a_long_table_shows_its_first_rows_and_folds_the_rest_with_its_csv():
     csv = re.search(r'download="02_measurements.csv" href="data:text/csv;base64,([^"]+)"', page).group(1)
     assert base64.b64decode(csv).decode().splitlines()[-1] == "v97,97"
     assert "<details" not in tables.folded(long.head(5), "short").data
+
+
+def test_the_aa_control_gets_no_panel_of_its_own(results):
+    df = results.assign(strategy="unsorted", texts_s=100.0, lo=90.0, hi=110.0)
+    fig = plots.lines_with_ci(df, x="batch_size", y="texts_s", lo="lo", hi="hi", hue="strategy", row="model",
+                              col="variant")
+    titles = {ax.get_title() for ax in _data_axes(fig)}
+    assert "resnet-tiny · eager" in titles and not any("eager-aa" in t for t in titles)

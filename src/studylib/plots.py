@@ -18,6 +18,7 @@ from .plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _
 AA_LABEL = "A/A control (noise band)"
 
 sns.set_theme(style="whitegrid", context="notebook", font_scale=0.85, rc={"axes.titlesize": 10})
+pd.set_option("display.max_colwidth", None)  # a page never cuts a table cell's text ("… te...")
 
 
 # Up to this many distinct x values in a panel, a sweep is drawn as dots with CI bars, not lines: two points make
@@ -31,8 +32,13 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
     """One line per `hue` with a shaded 95% CI band, one panel per (`row`, `col`) that ran; where a panel's x takes
     at most DOTS_UP_TO values, dots with CI bars side by side instead. `caption`: one sentence, what to see.
 
-    Rows whose `status` is not 'ok' are drawn as labelled markers along the bottom of their facet.
+    Rows whose `status` is not 'ok' are drawn as labelled markers along the bottom of their facet. The A/A control
+    gets no panel of its own: where `row` or `col` is the variant, its rows are left out (its copy of the baseline
+    says nothing a reader can see there; speed-up figures draw it as the noise band).
     """
+    facet = [f for f in (row, col) if f]
+    if facet:
+        df = df[~df[facet].isin([AA]).any(axis=1)]
     fig, axes, cells = _facets(df, row, col)
     hues = list(dict.fromkeys(df[hue]))
     dodge = {h: 2 ** ((k - (len(hues) - 1) / 2) * 0.06) for k, h in enumerate(hues)}  # multiplicative: log x
