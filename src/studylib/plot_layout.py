@@ -47,12 +47,13 @@ def _title(r, c) -> str:
 
 
 def _log_ticks(axis, lo: float, hi: float) -> None:
-    """Plain-number ticks on a log axis spanning [lo, hi]: 1-2-5 per decade, or about five evenly spaced values
-    where the span is under a decade (where a 1-2-5 rule leaves one or two labels)."""
+    """Plain-number ticks on a log axis spanning [lo, hi]: 1-2-5 per decade where that labels three values or
+    more, else about five evenly spaced values (a short span, where 1-2-5 leaves one or two labels)."""
     if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0 or hi <= lo:
         return
-    if hi / lo < 10:
-        ticks = [t for t in MaxNLocator(5).tick_values(lo, hi) if lo <= t <= hi and t > 0]
+    decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    if sum(lo <= m * 10.0 ** d <= hi for d in decades for m in (1, 2, 5)) < 3:
+        ticks = [t for t in MaxNLocator(5, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi) if lo <= t <= hi and t > 0]
         if len(ticks) >= 3:
             axis.set_ticks(ticks)
             axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
