@@ -37,13 +37,14 @@ def chromium() -> str:
     return found
 
 
-def tiny_png(width: int = 4, height: int = 3) -> bytes:
-    """A valid RGB PNG, solid red, built by hand."""
+def tiny_png(width: int = 4, height: int = 3, *, blank: bool = False) -> bytes:
+    """A valid RGB PNG built by hand: red with a blue first row (a drawn figure), or solid red (`blank`)."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    rows = b"".join(b"\x00" + (b"\x00\x00\xff" if y == 0 and not blank else b"\xff\x00\x00") * width
+                    for y in range(height))
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return PNG_SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
@@ -152,6 +153,26 @@ def test_stderr_and_traceback_outputs_are_reported(tmp_path):
     marker, error = pages["p/html/error.html"].error_outputs
     assert marker == "Execution using papermill encountered an exception here"
     assert "ValueError" in error and "Traceback (most recent call last)" in error and "bad shape" in error
+
+
+def test_an_empty_figure_and_a_broken_link_on_a_page_are_reported(tmp_path):
+    """A page whose figure has nothing drawn, or which links a local file that is not there, fails the check;
+    its links to the web (a seed article) and to files that exist pass."""
+    (tmp_path / "p" / "results").mkdir(parents=True)
+    (tmp_path / "p" / "results" / "table.csv").write_text("a\n1\n")
+    index = write_report(
+        tmp_path,
+        {"p/html/page.html": page("page", f'<img src="{data_png(tiny_png(blank=True))}"><img src="{data_png(tiny_png())}">'
+                                          '<a href="../executed/page.ipynb">notebook</a><a href="../results/table.csv">csv</a>'
+                                          '<a href="https://example.com/seed">seed</a><a href="#top">top</a>')},
+        ["p/html/page.html"],
+    )
+    checks = by_name(check_report(index, None), tmp_path)
+    assert checks["p/html/page.html"].problems() == [
+        f"empty figure: {data_png(tiny_png(blank=True))[:60]}... ({len(data_png(tiny_png(blank=True)))} characters)",
+        "dead link: ../executed/page.ipynb (no such file)",
+    ]
+    assert checks["index.html"].problems() == []
 
 
 def test_dead_and_external_links_of_the_index_are_reported(tmp_path):

@@ -238,7 +238,7 @@ def test_index_links_the_notebook_with_status_and_environment(smoke):
     two = [nb for nb in NOTEBOOKS if SMOKE.measure_for(nb).replicates == 2]
     assert two and all(manifest[nb]["early_replicates_s"] > 0 for nb in two)
     assert "early_replicates_s" not in manifest[NB]
-    assert index.count(" s in early passes)") == len(two)
+    assert index.count(" s of it replicates measured before the page ran)") == len(two)
 
 
 def test_summary_sets_the_profile_beside_the_seed_claims(smoke):
@@ -278,7 +278,7 @@ def test_run_all_on_the_committed_notebook_reuses_the_measurements(smoke, monkey
     NotebookClient(nb, timeout=600, kernel_name=run.kernel_name(),
                    resources={"metadata": {"path": str(paths.NOTEBOOKS_DIR)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "0 configurations measured in this run (0 groups" in text and f"{len(_planned(NB))} taken from earlier runs" in text
+    assert "0 configurations measured in this run (0 groups" in text and f"{len(_planned(NB))} reused from earlier runs" in text
 
 
 def test_a_failing_notebook_is_marked_in_the_index(tmp_path, outputs, monkeypatch):
@@ -325,3 +325,16 @@ def test_the_index_opens_with_what_to_use_on_this_machine(smoke):
     for study in ("01", "02", "03", "04", "05"):
         assert f"<td>{study}</td>" in table, study
     assert "measured matmul GFLOP/s" in body and "says nothing about a GPU" in body
+
+
+def test_no_page_shows_a_prompt_or_an_internal_word(smoke):
+    """Every rendered page and the index read in a reader's words: no In/Out prompts, none of the harness's words
+    (params/…, early passes, cache paths, make commands, run_shift_pct …), no link to the executed notebooks."""
+    from test_pages import page_faults
+
+    outputs, _ = smoke
+    pages = [outputs / "index.html", *outputs.glob("*/html/*.html")]
+    assert len(pages) == 1 + len(NOTEBOOKS) + 1
+    faults = {p.name: page_faults(p.read_text()) for p in pages}
+    assert not any(faults.values()), faults
+    assert not any("../executed/" in p.read_text() for p in pages)

@@ -195,7 +195,7 @@ def test_each_page_says_whether_its_cis_include_a_shift_between_runs():
     from studylib.studies import common
 
     rng = np.random.default_rng(8)
-    for pct, says in ((3.3, "run_shift_pct, SD 3.3%"), (None, "the profile states no shift between whole runs")):
+    for pct, says in ((3.3, "SD 3.3%, from re-runs on the same machine"), (None, "the profile states no shift between whole runs")):
         frame = pd.DataFrame(stats.with_reported_ci(_run(rng, groups=4, run_shift_pct=pct))).assign(drift=False)
         text = common.drift_finding(frame)
         assert says in text, text

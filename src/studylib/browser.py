@@ -287,6 +287,21 @@ _INSPECT_JS = r"""
     return (shown || '(no src)') + (img.complete ? '' : ' (still loading)');
   };
   const broken = images.filter(img => !img.complete || img.naturalWidth === 0).map(describe);
+  const blank = [];  /* figures of one colour throughout: nothing was drawn */
+  for (const img of images.filter(img => img.complete && img.naturalWidth > 0)) {
+    try {
+      const canvas = document.createElement('canvas');
+      canvas.width = Math.min(img.naturalWidth, 128); canvas.height = Math.min(img.naturalHeight, 128);
+      const context = canvas.getContext('2d');
+      context.drawImage(img, 0, 0, canvas.width, canvas.height);
+      const px = context.getImageData(0, 0, canvas.width, canvas.height).data;
+      let uniform = true;
+      for (let i = 4; i < px.length && uniform; i += 4) {
+        uniform = px[i] === px[0] && px[i + 1] === px[1] && px[i + 2] === px[2] && px[i + 3] === px[3];
+      }
+      if (uniform) blank.push(describe(img));
+    } catch (e) { /* an image from a file taints the canvas: it cannot be read, so it is not judged */ }
+  }
   const errorSelector = [
     '[data-mime-type="application/vnd.jupyter.stderr"]',  /* nbconvert: stderr streams and tracebacks */
     '#papermill-error-cell',  /* papermill: where a failing notebook stopped */
@@ -295,7 +310,7 @@ _INSPECT_JS = r"""
     el => (el.innerText || el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 300));
   const links = Array.from(document.querySelectorAll('a[href]')).map(
     a => ({raw: a.getAttribute('href'), resolved: a.href}));
-  return JSON.stringify({title: document.title, n_images: images.length, broken, errors, links});
+  return JSON.stringify({title: document.title, n_images: images.length, broken, blank, errors, links});
 })()
 """
 
@@ -309,10 +324,12 @@ class PageCheck:
     title: str = ""
     n_images: int = 0
     broken_images: list[str] = field(default_factory=list)
+    empty_figures: list[str] = field(default_factory=list)
+    """Images of a single colour throughout (a figure with nothing drawn)."""
     error_outputs: list[str] = field(default_factory=list)
     external_requests: list[str] = field(default_factory=list)
     dead_links: list[str] = field(default_factory=list)
-    """Index only: links whose target file is missing or whose page did not load."""
+    """Local links whose target file is missing (on every page), or, on the index, whose page did not load."""
     external_links: list[str] = field(default_factory=list)
     """Index only: http(s) links; the report must read offline."""
     links: list[str] = field(default_factory=list)
@@ -326,6 +343,7 @@ class PageCheck:
         if self.load_error:
             out.append(f"did not load: {self.load_error}")
         out += [f"broken image: {src}" for src in self.broken_images]
+        out += [f"empty figure: {src}" for src in self.empty_figures]
         out += [f"error output: {text}" for text in self.error_outputs]
         out += [f"external request: {url}" for url in self.external_requests]
         out += [f"dead link: {href}" for href in self.dead_links]
@@ -374,6 +392,7 @@ def _visit(
     check.title = seen["title"]
     check.n_images = seen["n_images"]
     check.broken_images = seen["broken"]
+    check.empty_figures = seen["blank"]
     check.error_outputs = seen["errors"]
     if screenshot is not None:
         _screenshot(tools, screenshot)
@@ -416,6 +435,20 @@ def _local_target(link: dict[str, str]) -> Path | None:
     return Path(urllib.request.url2pathname(resolved.path))
 
 
+def _missing_local(links: list[dict[str, str]]) -> list[str]:
+    """A page's local links (not fragments, mail or web addresses) whose file does not exist."""
+    out = []
+    for link in links:
+        raw = (link["raw"] or "").strip()
+        if not raw or raw.startswith("#") or urllib.parse.urlsplit(raw).scheme.lower() in ("mailto", "javascript",
+                                                                                           "http", "https", "data"):
+            continue
+        target = _local_target(link)
+        if target is not None and not target.is_file():
+            out.append(f"{raw.split('#', 1)[0]} (no such file)")
+    return list(dict.fromkeys(out))
+
+
 def check_report(
     index: Path,
     screenshots: Path | None,
@@ -429,7 +462,8 @@ def check_report(
     Returns one `PageCheck` per page, the index first, then the linked pages in link order. Links
     that are only a fragment are ignored; http(s) links are reported on the index (the report must
     read offline) but not followed; other local links are followed, and a missing file or a page that
-    does not load is a dead link of the index. Full-page screenshots go to `screenshots` (None: none).
+    does not load is a dead link of the index. A linked page's own local links must reach a file too, and a
+    figure of one colour throughout (nothing drawn) is a problem of its page. Full-page screenshots go to `screenshots` (None: none).
     Raises BrowserUnavailable when there is no Chromium, FileNotFoundError when there is no index.
     """
     index = Path(index).resolve()
@@ -467,7 +501,8 @@ def check_report(
                 continue
             if target.suffix.lower() not in (".html", ".htm"):
                 continue  # a data file next to the report: existing is all it has to do
-            page, _ = _visit(tools, target, shot(target), load_timeout, image_timeout)
+            page, page_links = _visit(tools, target, shot(target), load_timeout, image_timeout)
+            page.dead_links = _missing_local(page_links)
             checks.append(page)
             if page.load_error:
                 index_check.dead_links.append(f"{href} ({page.load_error})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from . import paths
+from . import paths, seeds
 from .files import read_json, write_text_atomic
 from .profiles import RESERVED
 from .run import manifest_path
@@ -20,13 +20,14 @@ HIDDEN_TAGS = ("parameters", "injected-parameters")
 
 def notebook_html(executed: Path, out: Path) -> Path:
     """Render one executed notebook to a self-contained HTML file (figures embedded, readable offline), code
-    folded away (templates/offline) and the parameters cells left out."""
+    folded away (templates/offline), no In/Out prompts, and the parameters cells left out."""
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
 
-    exporter = HTMLExporter(template_name="offline", extra_template_basedirs=[str(TEMPLATES)], embed_images=True)
+    exporter = HTMLExporter(template_name="offline", extra_template_basedirs=[str(TEMPLATES)], embed_images=True,
+                            exclude_input_prompt=True, exclude_output_prompt=True)
     exporter.register_preprocessor(TagRemovePreprocessor(remove_cell_tags=HIDDEN_TAGS), enabled=True)
-    body, _ = exporter.from_filename(str(executed))
+    body, _ = exporter.from_filename(str(executed), resources={"seeds_html": seeds.html_list()})
     return write_text_atomic(out, body)
 
 
@@ -49,7 +50,8 @@ def _entry_row(entry: dict, name: str, href: str, page: Path, headline: str = ""
     detail = headline if status == "ok" else html.escape(f"failed at cell {entry.get('failed_cell')}: "
                                                          f"{entry.get('error')}")
     early = entry.get("early_replicates_s") or 0  # its earlier replicates, measured before the notebooks ran
-    took = f"{entry.get('duration_s', 0) + early:.0f} s" + (f" ({early:.0f} s in early passes)" if early else "")
+    took = f"{entry.get('duration_s', 0) + early:.0f} s" + (f" ({early:.0f} s of it replicates measured before the "
+                                                             f"page ran)" if early else "")
     return (f'<tr class="{status}"><td>{link}</td><td>{status.upper()}</td><td>{detail}</td>'
             f"<td>{took}</td><td>{html.escape(str(entry.get('started_at', '')))}</td></tr>")
 
@@ -124,11 +126,11 @@ def index() -> Path:
     root = paths.outputs_root()
     profiles = sorted(p for p in root.iterdir() if p.is_dir() and p.name not in RESERVED
                       and manifest_path(p.name).exists()) if root.exists() else []
-    sections = "\n".join(_profile_section(p) for p in profiles) or "<p>Nothing has run yet: try <code>make report</code>.</p>"
+    sections = "\n".join(_profile_section(p) for p in profiles) or "<p>No profile has results yet.</p>"
     sections = sections + _summary_section()
     page = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Inference-speed study</title>'
             f"<style>{INDEX_STYLE}</style></head><body><h1>Inference-speed study: results by profile</h1>"
-            f"<p>Each profile is one kind of machine (params/&lt;profile&gt;.yaml). Open a notebook for its "
+            f"<p>Each profile is one kind of machine and the grid of shapes measured on it. Open a notebook for its "
             f"question, figures and findings.</p>{sections}</body></html>")
     return write_text_atomic(root / "index.html", page)
 

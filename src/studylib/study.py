@@ -46,10 +46,10 @@ class StudyRun:
         df = self.table.frame(with_samples=True)
         order = {c.key: i for i, c in enumerate(configs)}
         df = df[df.config_key.isin(order)].sort_values("config_key", key=lambda k: k.map(order))
+        reused = len(df) - len(new)
         self.run_note = (f"{len(new)} configurations measured in this run ({groups} groups, "
-                         f"{self.measure_settings.get('replicates', 1)} replicate process(es) each), "
-                         f"{len(df) - len(new)} taken from earlier runs in the same environment; results in "
-                         f"{paths.display(self.table.path)}")
+                         f"{self.measure_settings.get('replicates', 1)} replicate process(es) each)"
+                         + (f", {reused} reused from earlier runs on the same machine and software" if reused else ""))
         return df.reset_index(drop=True)
 
     def _measure(self, configs: list[sweep.Config], workloads: sweep.Workloads | None = None,
@@ -114,7 +114,7 @@ class StudyRun:
                 return ", ".join(map(str, v)) or "—"
             return str(v)
 
-        rows = [(k, value(v)) for k, v in (self.params or {}).items()]
+        rows = [(PARAMETER_NAMES.get(k, k), value(v)) for k, v in (self.params or {}).items()]
         return (pd.DataFrame(rows, columns=["parameter", "value"]).set_index("parameter").style
                 .set_properties(**{"text-align": "left", "white-space": "normal"}))
 
@@ -142,9 +142,15 @@ class StudyRun:
                                               f"no-op calls; 95% CI {self.overhead.ci_low * 1e6:.2f}–"
                                               f"{self.overhead.ci_high * 1e6:.2f} µs)"),
                 ("measurement", ", ".join(f"{k}={v}" for k, v in self.measure_settings.items())),
-                ("environment fingerprint", e["fingerprint"])]
+                ("machine and software ID (equal IDs: same setup)", e["fingerprint"])]
         return (pd.DataFrame(rows, columns=["", "value"]).set_index("").style
                 .set_properties(**{"text-align": "left", "white-space": "normal"}))
+
+
+# Parameters whose names say little to a reader, in words.
+PARAMETER_NAMES = {"run_shift_pct": "shift between whole runs on this machine (SD, %)",
+                   "measure": "measurement settings", "parity_tolerance": "output tolerance vs eager, per dtype",
+                   "force": "re-measure stored configurations"}
 
 
 def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] | None = None) -> StudyRun:

@@ -192,8 +192,8 @@ def findings(table: pd.DataFrame, claims_table: pd.DataFrame) -> list[str]:
     for p, g in claims_table.groupby("profile", sort=False):
         lines.append(claims_registry.totals_line(g, p))
     if table.profile.nunique() < 2:
-        lines.append("Only one profile has results here, so nothing is compared across machines yet: run a GPU "
-                     "profile (`make report PROFILE=gpu-a100`, ...) and render this summary again.")
+        lines.append("Only one profile has results here, so nothing is compared across machines yet: the results "
+                     "of a GPU profile (gpu-a100, ...) would add that comparison.")
     return lines
 
 

@@ -72,10 +72,10 @@ def drift_finding(df: pd.DataFrame) -> str | None:
         shift = ok.run_shift_pct.dropna() if "run_shift_pct" in ok else pd.Series(dtype=float)
         stated = len(shift) and shift.max() > 0
         whole = (f" and the shift of every median between whole runs that the profile states for this machine "
-                 f"(run_shift_pct, SD {shift.max():g}%, from same-host re-runs)" if stated else "")
+                 f"(SD {shift.max():g}%, from re-runs on the same machine)" if stated else "")
         holds = ("so they hold for a re-run" if stated else
-                 "so they hold across this run's processes; the profile states no shift between whole runs "
-                 "(run_shift_pct), so a re-run in another phase of the machine can fall outside them")
+                 "so they hold across this run's processes; the profile states no shift between whole runs, "
+                 "so a re-run in another phase of the machine can fall outside them")
         line += (f" Between processes: a configuration's median moves by {spread.pct:.1f}% (SD over replicate "
                  f"processes, pooled over {spread.rows} configurations){common}. The medians' 95% CIs include it"
                  f"{whole} (upper half-widths {half.min():.0%}–{half.max():.0%}), {holds}.{paired}")

@@ -1,0 +1,81 @@
+"""A rendered page as a reader gets it: no In/Out prompts, no link to files the report does not carry, the seed
+articles named, the study's words explained, none of the harness's internal words."""
+
+import re
+
+import nbformat
+import pandas as pd
+import pytest
+
+from studylib import render, seeds
+
+# Words of the harness that a reader of a page should never meet (issue 33).
+INTERNAL = ("params/", "early pass", "/cache/", "make report", "taken from earlier runs", "environment fingerprint",
+            "run_shift_pct")
+PROMPTS = re.compile(r"\b(In|Out)\s*(&nbsp;|\s)*\[\s*\d*\s*\]:")
+
+
+def page_faults(text: str) -> list[str]:
+    """What a reader should not see on `text` (a rendered page): prompts and internal words."""
+    found = [m.group(0) for m in PROMPTS.finditer(text)]
+    return found + [w for w in INTERNAL if w in text]
+
+
+@pytest.fixture
+def page(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 01 · A study\nText."),
+                nbformat.v4.new_code_cell("profile = 'smoke'", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("1 + 1", execution_count=3, outputs=[nbformat.v4.new_output(
+                    "execute_result", {"text/plain": "2"}, execution_count=3)])]
+    src = tmp_path / "01_a.ipynb"
+    nbformat.write(nb, src)
+    return render.notebook_html(src, tmp_path / "01_a.html").read_text()
+
+
+def test_a_rendered_page_has_no_prompts_and_no_link_to_missing_files(page):
+    assert page_faults(page) == []
+    assert "profile = 'smoke'" not in page  # the parameters cell is left out
+    assert "../executed/" not in page and 'class="jp-InputPrompt' not in page
+    assert "A/A control</dt>" in page and "replicate</dt>" in page and "profile</dt>" in page
+
+
+def test_every_seed_is_named_with_title_author_and_year_and_linked_where_it_has_an_address(page):
+    for seed in seeds.SEEDS.values():
+        assert seed.title.split(";")[0].replace("&", "&amp;") in page or seed.title in page
+        assert seed.year and seed.author
+        if seed.url:
+            assert f'href="{seed.url}"' in page
+    assert page.count("<li><b>Seed ") == len(seeds.SEEDS)
+
+
+def test_the_check_finds_prompts_and_internal_words():
+    assert page_faults('<div class="jp-InputPrompt">In&nbsp;[3]:</div> see params/cpu.yaml') == [
+        "In&nbsp;[3]:", "params/"]
+
+
+def test_the_summary_answers_first_and_its_verdict_matrix_is_compact(tmp_path, monkeypatch):
+    from studylib import summary_page
+    from studylib.studies import STUDIES
+
+    monkeypatch.setenv("STUDYLIB_OUTPUTS", str(tmp_path))
+    (tmp_path / "cpu" / "html").mkdir(parents=True)
+    (tmp_path / "cpu" / "html" / "02_torchscript_vs_xla.html").write_text("page")
+    claims = pd.DataFrame([
+        {"profile": "cpu", "study": "02", "id": "000-cpu-tf-slower", "claim": "On CPU, TF is slower.",
+         "judgement": "does not agree", "verdict": "does not agree: the direction differs (partly comparable)",
+         "comparable?": "partly: threads"},
+        {"profile": "cpu", "study": "02", "id": "000-gpu-tf-faster", "claim": "On GPU, TF is faster.",
+         "judgement": "not comparable on this profile",
+         "verdict": "not comparable on this profile (GPU claim); tested by gpu-a100", "comparable?": "no: a GPU claim"},
+    ])
+    opening = summary_page.opening(["cpu"])
+    assert f"the {len(STUDIES)} studies" in opening and all(nb[:2] + " · " in opening for nb in STUDIES)
+    answer = summary_page.answer(["cpu"], claims)
+    assert answer.startswith("**Answer.**") and "Only `cpu` has results here" in answer
+    [gpu] = [line for line in answer.splitlines() if "`gpu-a100`" in line]  # who would judge what cpu cannot
+    assert "000-gpu-tf-faster" in gpu or "seeds 000" in gpu
+    matrix = summary_page.verdict_matrix(claims)
+    assert matrix.count('<a href="../../cpu/html/02_torchscript_vs_xla.html">') == 2
+    assert ">does not agree</a>" in matrix and ">not comparable here</a>" in matrix
+    assert "(GPU claim); tested by gpu-a100" in matrix.split("title=")[2]  # in full on hover, not cut in the cell
