@@ -315,7 +315,7 @@ def fastest_backend(df: pd.DataFrame, tables: dict, claim):
     shapes (counting shapes where its lead over the runner-up is outside the CI)."""
     b = tables["backends"]  # every model: the claim is that the winner changes with the model
     decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
-    if len(b) < 2 or not len(decided):
+    if len(decided) < 2:  # one decided shape cannot show the winner changing
         return seedclaims.NotAnswered(f"the fastest backend is decided in {len(decided)} of {len(b)} shape(s); "
                                       f"two decided shapes are needed")
     winners = decided.fastest.map(backend_of)
@@ -323,6 +323,31 @@ def fastest_backend(df: pd.DataFrame, tables: dict, claim):
     return seedclaims.Measurement(None, None, None, "fastest backend (decided shapes): " + "; ".join(
         f"{s}: {w}" for s, w in zip(decided["shape"], winners)), rows=seedclaims.matching(rows, claim),
         holds=winners.nunique() > 1)
+
+
+def jax_first(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'JAX first on 7 metrics': holds when JAX is the backend most often fastest over decided shapes."""
+    b = tables["backends"]
+    decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
+    if not len(decided):
+        return seedclaims.NotAnswered(f"the fastest backend is decided in none of {len(b)} shape(s)")
+    counts = decided.fastest.map(backend_of).value_counts()
+    return seedclaims.Measurement(None, None, None, "fastest backend over decided shapes: " + ", ".join(
+        f"{w} {n}" for w, n in counts.items()), rows=seedclaims.matching(df[df.status == "ok"], claim),
+        holds=bool(counts.index[0] == "jax" and (len(counts) == 1 or counts.iloc[0] > counts.iloc[1])))
+
+
+def share_above(df: pd.DataFrame, tables: dict, claim, at_least: str | float = 1.5, share: str | float = 0.5):
+    """Seed 002's 'more than 50% faster in 5 of 10 tasks': holds when, on at least `share` of the shapes, the fastest
+    Keras 3 variant's CI over native torch.compile'd PyTorch lies wholly above `at_least`."""
+    at_least, share = seedclaims.arithmetic(at_least), seedclaims.arithmetic(share)
+    n = tables["native"]
+    n = n[n.ratio.notna()] if len(n) else n
+    if not len(n):
+        return seedclaims.NotAnswered("no shape has Keras 3 beside native torch.compile'd PyTorch")
+    above = int((n.ci_low > at_least).sum())
+    return seedclaims.Measurement(None, None, None, f"above {at_least:.3g}× on {above} of {len(n)} shape(s)",
+                                  rows=seedclaims.matching(df[df.status == "ok"], claim), holds=above >= share * len(n))
 
 
 def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "compiled"):

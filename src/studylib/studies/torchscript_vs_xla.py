@@ -401,7 +401,8 @@ def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", 
                                   f"({best.model}; {where})", rows=cells, band=speedups_layer.band(df))
 
 
-def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: str = "largest"):
+def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: str = "largest",
+                 nonlinear: float | None = None):
     """Seed 003's 'time grows linearly with sequence length for large batches, not for single samples': the
     exponent k of time ∝ seq^k between the shortest and longest sequence at one batch size, per model, averaged
     (1 = linear), its CI from the time ratio's."""
@@ -424,8 +425,9 @@ def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
     point = k[:, 0].mean()
     lo = point - np.sqrt(((k[:, 0] - k[:, 1]) ** 2).sum()) / len(k)
     hi = point + np.sqrt(((k[:, 2] - k[:, 0]) ** 2).sum()) / len(k)
-    return seedclaims.Measurement(float(point), float(lo), float(hi), f"batch {b}; " + "; ".join(used),
-                                  rows=at, band=1.0, unit="")
+    holds = None if nonlinear is None else bool(lo > nonlinear or hi < 1 / nonlinear)  # 'not linear'
+    return seedclaims.Measurement(float(point), float(lo), float(hi), f"batch {b}; k CI {lo:.2f}–{hi:.2f}; " +
+                                  "; ".join(used), rows=at, band=1.0, unit="", holds=holds)
 
 
 def oom_count(df: pd.DataFrame, tables: dict, claim):
@@ -441,19 +443,110 @@ def oom_count(df: pd.DataFrame, tables: dict, claim):
                                   rows=df, holds=pt > tf)
 
 
-def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", baseline: str = "tf-function"):
-    """Seed 001's 'PyTorch is much slower on unusual ops': `candidate` (PyTorch) over `baseline` (TensorFlow) on the
-    single operations, geometric mean over operations and sizes, with each operation's own beside it."""
+def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", baseline: str = "tf-function",
+            op: str | None = None):
+    """Seed 001's 'PyTorch is much slower on unusual ops': `candidate` (PyTorch) over `baseline` (TensorFlow) on one
+    single operation (`op`, a model id such as op-argmax: each op is judged apart) or on all of them, geometric
+    mean over sizes (and operations), with each operation's own beside it."""
     rows = df[(df.status == "ok") & df.variant.isin([candidate, baseline])]
     rows = rows[is_op(rows)] if len(rows) else rows
+    if op is not None:
+        rows = rows[rows.model == op]
     s, n = _geo_rows(rows, candidate, baseline)
     if s is None:
-        return seedclaims.NotAnswered(f"no single operation ran in both {candidate} and {baseline} (the profile's "
-                                      f"micro_ops)")
+        return seedclaims.NotAnswered(f"no single operation{f' {op}' if op else ''} ran in both {candidate} and "
+                                      f"{baseline} (the profile's micro_ops)")
     per = [(m, _geo_rows(g, candidate, baseline)[0]) for m, g in rows.groupby("model", sort=False)]
     return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"{candidate} over {baseline} over {n} operation × size "
                                   "cell(s); " + "; ".join(f"{m} {s.ratio:.2f}×" for m, s in per if s is not None),
                                   rows=rows, band=speedups_layer.band(df))
+
+
+def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[tuple, object]]:
+    """(shape, paired speed-up of `cand` over `base`) at every shape both ran in `rows`."""
+    c = rows[rows.variant == cand].set_index(SHAPE_COLUMNS)
+    b = rows[rows.variant == base].set_index(SHAPE_COLUMNS)
+    return [(k, speedups_layer.speedup(b.loc[k], c.loc[k])) for k in c.index.intersection(b.index)]
+
+
+def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
+    """Seed 000's 'similar results in most cases': holds when more than half of the shapes are judged equal (the one
+    verdict rule, the A/A band)."""
+    rows = _rows(df, claim, (candidate, baseline))
+    cells, band = _cells(rows, candidate, baseline), speedups_layer.band(df)
+    if not cells:
+        return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
+    verdicts = pd.Series([speedups_layer.verdict(s.ci_low, s.ci_high, band) for _, s in cells])
+    counts = ", ".join(f"{n} {v}" for v, n in verdicts.value_counts().items())
+    return seedclaims.Measurement(None, None, None, f"{candidate} over {baseline} per shape: {counts} of "
+                                  f"{len(cells)} (band ±{band - 1:.0%})", rows=rows,
+                                  holds=bool((verdicts == "equal").sum() * 2 > len(cells)))
+
+
+def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
+    """Seed 001's 'sometimes even faster': holds when `candidate` is judged faster on at least one shape."""
+    rows = _rows(df, claim, (candidate, baseline))
+    cells, band = _cells(rows, candidate, baseline), speedups_layer.band(df)
+    if not cells:
+        return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
+    faster = [k for k, s in cells if speedups_layer.verdict(s.ci_low, s.ci_high, band) == "faster"]
+    return seedclaims.Measurement(None, None, None, f"{candidate} faster than {baseline} on {len(faster)} of "
+                                  f"{len(cells)} shape(s)", rows=rows, holds=bool(faster))
+
+
+def memory_lower(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
+    """Seed 000's 'XLA improved memory use': holds when `candidate`'s peak memory is below `baseline`'s on more than
+    half the shapes where both recorded one (one peak per shape: counted, no CI)."""
+    rows = _rows(df, claim, (candidate, baseline)).dropna(subset=["peak_mem_mb"])
+    c = rows[rows.variant == candidate].set_index(SHAPE_COLUMNS).peak_mem_mb
+    b = rows[rows.variant == baseline].set_index(SHAPE_COLUMNS).peak_mem_mb
+    both = c.index.intersection(b.index)
+    if not len(both):
+        return seedclaims.NotAnswered(f"no shape has peak memory of both {candidate} and {baseline}")
+    lower = int((c.loc[both] < b.loc[both]).sum())
+    return seedclaims.Measurement(None, None, None, f"{candidate}'s peak memory below {baseline}'s on {lower} of "
+                                  f"{len(both)} shape(s)", rows=rows, holds=lower * 2 > len(both))
+
+
+def input_weight(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", top: float = 0.25):
+    """Seed 000's 'the larger the input, the larger its influence on the averages': the share of the plain mean of
+    per-shape median times (the seed's metric) that the largest `top` of inputs (batch × sequence) contribute;
+    holds above one half."""
+    rows = _rows(df, claim, (variant,))
+    if len(rows) < 4:
+        return seedclaims.NotAnswered(f"{variant} ran on {len(rows)} shape(s); four are needed for a top quarter")
+    tokens = _tokens(rows)
+    big = tokens >= tokens.quantile(1 - top)
+    share = float(rows.median_s[big].sum() / rows.median_s.sum())
+    return seedclaims.Measurement(None, None, None, f"{variant}: the largest {int(big.sum())} of {len(rows)} inputs "
+                                  f"carry {share:.0%} of the summed per-shape medians", rows=rows, holds=share > 0.5)
+
+
+def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "eager"):
+    """Seed 003's 'long texts gain less from batching': batching's gain (time per sample at batch 1 over that at the
+    largest batch) at the longest sequence over that at the shortest, per model, geometric mean (below 1: less)."""
+    ok = df[(df.status == "ok") & (df.variant == variant)]
+    cells, used = [], []
+    for model, g in ok.groupby("model", sort=False):
+        big = int(g.batch_size.max())
+        ends = [g.seq_len.min(), g.seq_len.max()]
+        if big == 1 or ends[0] == ends[1]:
+            continue
+        gain = []
+        for s in ends:
+            one, many = g[(g.seq_len == s) & (g.batch_size == 1)], g[(g.seq_len == s) & (g.batch_size == big)]
+            if not (len(one) and len(many)):
+                break
+            per_call = speedups_layer.speedup(one.iloc[0], many.iloc[0])  # time(batch 1) / time(batch big)
+            gain.append(speedups_layer.ratio_of(per_call, (1 / big,) * 3))  # per sample: × big
+        if len(gain) == 2:
+            cells.append(speedups_layer.ratio_of(gain[1], gain[0]))
+            used.append(f"{model}: batch {big} gains {gain[0].ratio:.2f}× at seq {ends[0]}, {gain[1].ratio:.2f}× at "
+                        f"seq {ends[1]}")
+    if not cells:
+        return seedclaims.NotAnswered("no model ran batch 1 and a larger batch at two sequence lengths")
+    s = speedups_layer.combine(cells)
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "; ".join(used), rows=ok, band=speedups_layer.band(df))
 
 
 OP_EVALUATORS = ("op_gain",)  # claims judged on the micro-ops' rows; every other claim on the whole models'
