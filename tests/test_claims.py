@@ -249,3 +249,30 @@ def test_totals_count_only_claims_under_the_seeds_conditions_as_agreeing_or_not(
     assert line.startswith("Claims on cpu: 6 — 2 judged under the seed's conditions (except hardware, threads and "
                            "versions): 1 agree (number), 0 agree (direction), 1 do not agree, 0 inconclusive; 1 proxy")
     assert "2 not answerable here (1 for the other device, 1 without a defining model or size" in line
+
+
+# --- the seeds profile ------------------------------------------------------------------------------------------
+
+
+def test_the_seeds_profile_runs_the_seeds_own_sizes_within_two_hours_on_two_cores(outputs):
+    from conftest import cli
+    from studylib import paths, profiles
+
+    loaded = profiles.load("seeds")
+    assert loaded.profile.device == "cpu" and loaded.profile.threads == 2
+    makefile = (paths.PARAMS_DIR.parent / "Makefile").read_text()
+    assert re.search(r"^PROFILE \?= (\S+)", makefile, re.M).group(1) != "seeds"  # not the default profile
+    s02, s03, s04 = (loaded.sections[n] for n in ("02_torchscript_vs_xla", "03_onnx_batching",
+                                                  "04_sorted_length_batching"))
+    assert s02.batch_sizes == [1, 2, 4, 8] and set(s02.seq_lens) >= {8, 64, 128, 256, 512}  # seed 000's grid
+    assert s02.micro_ops.models == ["op-argmax", "op-gather"] and "tf-function" in s02.variants  # seed 001's ops
+    assert s03.batch_sizes == [1, 2, 4, 8, 16, 32, 64] and s04.batch_sizes == [16, 64]  # seed 003's
+    assert "XLNet" in s02.left_out  # the model registry builds no XLNet/XLM: said, not hidden
+    for c in claims.registry():  # every batch size a CPU-testable claim of studies 03/04 is defined by is run
+        if c.study in ("03_onnx_batching", "04_sorted_length_batching") and "batch_sizes" in c.conditions.defining \
+                and c.conditions.device != "cuda":
+            assert set(c.conditions.batch_sizes) <= set(loaded.sections[c.study].batch_sizes), c.id
+    r = cli("plan", "--profile", "seeds", outputs=outputs)
+    assert r.returncode == 0, r.stderr
+    minutes = float(re.search(r"estimated total: about ([\d.]+) min", r.stdout).group(1))
+    assert 0 < minutes <= 120
