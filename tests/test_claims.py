@@ -276,3 +276,32 @@ def test_the_seeds_profile_runs_the_seeds_own_sizes_within_two_hours_on_two_core
     assert r.returncode == 0, r.stderr
     minutes = float(re.search(r"estimated total: about ([\d.]+) min", r.stdout).group(1))
     assert 0 < minutes <= 120
+
+
+def _op_row(model, variant, batch, seq, median):
+    samples = list(rng.normal(median, median * 0.01, 20))
+    return {"model": model, "dtype": "fp32", "variant": variant, "batch_size": batch, "seq_len": seq, "device": "cpu",
+            "threads": 2, "status": "ok", "samples_s": samples, "median_s": float(np.median(samples))}
+
+
+def test_batching_gains_less_on_long_sequences_is_computed_per_sample():
+    from studylib.studies import torchscript_vs_xla as s02
+
+    claim = {c.id: c for c in claims.registry()}["003-long-seq-less-batching-gain"]
+    # seq 8: batch 8 costs what batch 1 does (8× per sample); seq 256: batch 8 costs 8× batch 1 (no gain)
+    df = pd.DataFrame([_op_row("bert-base", "eager", b, s, t) for b, s, t in
+                       ((1, 8, 1.0), (8, 8, 1.0), (1, 256, 1.0), (8, 256, 8.0))])
+    m = s02.batching_by_length(df, {}, claim)
+    assert m.value == pytest.approx(1 / 8, rel=0.05) and m.ci_high < 1
+    assert re.fullmatch(r"bert-base: batch 8 gains (7\.9\d|8\.0\d)× at seq 8, (0\.9\d|1\.0\d)× at seq 256", m.text)
+
+
+def test_large_inputs_dominate_the_seeds_plain_mean_only_where_their_times_do():
+    from studylib.studies import torchscript_vs_xla as s02
+
+    claim = {c.id: c for c in claims.registry()}["000-input-size-gap"]
+    shapes = ((1, 8), (1, 16), (1, 32), (4, 256))
+    grows = pd.DataFrame([_op_row("bert-base", "eager", b, s, 1e-3 * b * s) for b, s in shapes])
+    flat = pd.DataFrame([_op_row("bert-base", "eager", b, s, 1e-3) for b, s in shapes])
+    assert s02.input_weight(grows, {}, claim, **claim.args).holds is True
+    assert s02.input_weight(flat, {}, claim, **claim.args).holds is False

@@ -230,7 +230,8 @@ def judge(claim: Claim, m: Measurement, use_number: bool = True) -> tuple[str, s
     if claim.expect == "holds":
         if m.holds is None:
             return "inconclusive", "inconclusive"
-        return (AGREES_DIRECTION, f"{AGREES_DIRECTION}: it holds here") if m.holds else ("does not agree", "does not agree")
+        return ((AGREES_DIRECTION, f"{AGREES_DIRECTION}: it holds here") if m.holds
+                else ("does not agree", "does not agree: it does not hold here"))
     lo, hi = m.ci_low, m.ci_high
     band = max(m.band, claim.tolerance or 1.0)
     source = "the seed's tolerance" if (claim.tolerance or 0) >= m.band else "the A/A noise band"

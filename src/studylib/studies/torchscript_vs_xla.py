@@ -529,8 +529,9 @@ def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "ea
     cells, used = [], []
     for model, g in ok.groupby("model", sort=False):
         big = int(g.batch_size.max())
-        ends = [g.seq_len.min(), g.seq_len.max()]
-        if big == 1 or ends[0] == ends[1]:
+        both = sorted(set(g.seq_len[g.batch_size == 1]) & set(g.seq_len[g.batch_size == big]))
+        ends = [both[0], both[-1]] if both else []
+        if big == 1 or len(both) < 2:
             continue
         gain = []
         for s in ends:
