@@ -109,7 +109,10 @@ def test_a_malformed_registry_names_the_file_the_claim_and_the_field(tmp_path):
              (f"claims:\n- {{id: x-4, {BASE}, expect: equal, why_not: n, magnitude: {{words: 显著, at_least: 1.2, "
               f"why: w}}, {COND}}}}}\n", r"claims.0 \(x-4\): \(claim\): Value error, a magnitude word qualifies"),
              (f"claims:\n- {{id: x-5, {BASE}, expect: higher, why_not: n, basis: guessed, {COND}}}}}\n",
-              r"claims.0 \(x-5\): basis: Input should be")]
+              r"claims.0 \(x-5\): basis: Input should be"),
+             (f"claims:\n- {{id: x-6, {BASE}, expect: higher, study: 02_torchscript_vs_xla, evaluator: nope, {COND}}}}}\n",
+              r"x-6: studylib.studies.torchscript_vs_xla \(or studylib.studies.torchscript_vs_xla_claims\) has no "
+              r"evaluator 'nope'")]
     for text, message in cases:
         bad.write_text(text)
         with pytest.raises(claims.ClaimError, match=message):
@@ -178,7 +181,7 @@ def test_a_model_specific_number_is_compared_only_on_that_model(rows):
 
 
 def test_single_operations_are_judged_one_by_one():
-    from studylib.studies import torchscript_vs_xla as s02
+    from studylib.studies import torchscript_vs_xla_claims as s02
 
     def row(model, variant, median):
         samples = list(rng.normal(median, median * 0.01, 20))
@@ -197,7 +200,7 @@ def test_single_operations_are_judged_one_by_one():
 
 
 def test_the_fastest_backend_needs_two_decided_shapes():
-    from studylib.studies import keras_backends as s05
+    from studylib.studies import keras_backends_claims as s05
 
     claim = {c.id: c for c in claims.registry()}["002-no-best-backend"]
     df = pd.DataFrame({"status": ["ok"], "model": ["bert-base"], "dtype": ["fp32"]})
@@ -285,7 +288,7 @@ def _op_row(model, variant, batch, seq, median):
 
 
 def test_batching_gains_less_on_long_sequences_is_computed_per_sample():
-    from studylib.studies import torchscript_vs_xla as s02
+    from studylib.studies import torchscript_vs_xla_claims as s02
 
     claim = {c.id: c for c in claims.registry()}["003-long-seq-less-batching-gain"]
     # seq 8: batch 8 costs what batch 1 does (8× per sample); seq 256: batch 8 costs 8× batch 1 (no gain)
@@ -297,7 +300,7 @@ def test_batching_gains_less_on_long_sequences_is_computed_per_sample():
 
 
 def test_large_inputs_dominate_the_seeds_plain_mean_only_where_their_times_do():
-    from studylib.studies import torchscript_vs_xla as s02
+    from studylib.studies import torchscript_vs_xla_claims as s02
 
     claim = {c.id: c for c in claims.registry()}["000-input-size-gap"]
     shapes = ((1, 8), (1, 16), (1, 32), (4, 256))

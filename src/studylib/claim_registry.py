@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import importlib.util
 import operator
 from pathlib import Path
 from typing import Any, Literal
@@ -224,17 +225,27 @@ def cite(seed: str) -> str:
     return f"«{a.title}» ({a.title_en}), {a.author}, {a.date}"
 
 
+def _claims_module(name: str):
+    """The study's evaluators module `<study module>_claims`, where it has one, else None."""
+    if importlib.util.find_spec(f"{name}_claims") is None:
+        return None
+    return importlib.import_module(f"{name}_claims")
+
+
 def evaluator(claim: Claim):
-    """The claim's evaluator: `claim.evaluator` in the module of its study (built-in or plug-in)."""
+    """The claim's evaluator: `claim.evaluator` in the module of its study (built-in or plug-in), or in the module
+    beside it named `<study module>_claims` (where a study keeps its claim evaluators apart)."""
     from .studies import STUDIES
 
     if claim.study not in STUDIES:
         raise ClaimError(f"{REGISTRY_FILE.name}: {claim.id}: study {claim.study!r} is not registered")
-    module = importlib.import_module(STUDIES[claim.study].analyse.__module__)
-    fn = getattr(module, claim.evaluator, None)
-    if fn is None:
-        raise ClaimError(f"{REGISTRY_FILE.name}: {claim.id}: {module.__name__} has no evaluator {claim.evaluator!r}")
-    return fn
+    name = STUDIES[claim.study].analyse.__module__
+    for module in (importlib.import_module(name), _claims_module(name)):
+        fn = getattr(module, claim.evaluator, None) if module is not None else None
+        if fn is not None:
+            return fn
+    raise ClaimError(f"{REGISTRY_FILE.name}: {claim.id}: {name} (or {name}_claims) has no evaluator "
+                     f"{claim.evaluator!r}")
 
 
 
