@@ -247,7 +247,9 @@ def test_summary_sets_the_profile_beside_the_seed_claims(smoke):
     assert "Headline: the seeds" in html and "Headline speed-ups across machines" in html
     assert "torch.compile (default) over eager" in html and "sorted over unsorted batches" in html
     assert "TorchScript-traced model runs inference 20% faster" in html  # a seed 000 claim, from the registry
-    assert re.search(r"Claims on smoke: \d+ of \d+ judged", html)  # totals that count judged claims only
+    assert re.search(r"Claims on smoke: \d+ — \d+ judged under the seed&#x27;s conditions|Claims on smoke: \d+ — \d+ "
+                     r"judged under the seed's conditions", html)  # agree/disagree counted under the seed's only
+    assert re.search(r"\d+ proxy verdicts on substituted models or sizes", html)
     assert "Claims on smoke:" in html and "Only one profile has results here" in html
     assert "ONNX Runtime TensorRT provider" in html  # the GPU coverage table
     assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', html)) >= 1
