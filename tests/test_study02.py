@@ -123,19 +123,22 @@ def test_findings_and_claims_come_from_the_data(df):
     assert "recompiled 0 times" in text
     claims = s02.claims(df, sp).set_index("id")
     ts = claims.loc["000-torchscript-20pct"]  # 1.25× here, the seed's 1.20 outside a narrow CI
-    assert ts.judgement == "agrees in direction only" and "larger than the seed's 1.2" in ts.verdict
+    assert ts.judgement == "proxy: agrees (direction)" and "larger than the seed's 1.2" in ts.verdict
     cpu = claims.loc["000-cpu-tf-slower"]  # tf.function at 1/1.1 of eager's speed; the seed's 0.748 / 0.823
-    assert cpu.verdict.startswith("agrees: the seed's 0.909 lies inside our CI")
-    assert cpu["comparable?"].startswith("partly: model: seed the transformers library's models")
+    assert cpu.verdict.startswith("proxy — agrees (number): the seed's 0.909 lies inside our CI")
+    assert "substituted: model: seed the transformers library's models" in cpu["comparable?"]
+    assert "seed's sizes lacking here: batch 2, 8; sequence 128, 256, 512, 1024" in cpu["comparable?"]
     linear = claims.loc["003-seq-linear-large-batch"]  # time ∝ sequence in this data: exponent 1
-    assert linear.verdict.startswith("agrees: equal within ±25% (the seed's tolerance)")
-    assert "batch: seed 64, here 4" in linear["comparable?"]
+    assert linear.judgement == "not answerable on this profile"  # the seed's batch 64 is absent: no verdict
+    assert linear.verdict.endswith("batch: seed 64, here 4") and "(shown, not judged)" in linear[
+        "our measurement (95% CI)"]
     xla = claims.loc["000-xla-70pct"]
     assert xla.judgement == "not comparable on this profile" and "tested by gpu-h100, gpu-v100" in xla.verdict
     on_gpu = s02.claims(df.assign(device="cuda"), sp).set_index("id").loc["000-xla-70pct"]
     # both models gain 1.5x at the smallest input here, so either may be named
     assert re.search(r"\((bert|gpt2)-tiny; the smallest input\)", on_gpu["our measurement (95% CI)"])
-    assert on_gpu.verdict.startswith("direction agrees, size does not: our effect is smaller than the seed's 3.33")
+    assert on_gpu.verdict.startswith("proxy — agrees (direction)")  # an 'up to' number: not on substitute models
+    assert "not compared on other models" in on_gpu.verdict
 
 
 def test_heatmap_marks_failed_cells(df):

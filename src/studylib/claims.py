@@ -1,191 +1,82 @@
-"""The seeds' claims: one registry of every quantitative claim of seeds 000–004, and the rules that judge them.
-
-The registry is `claims.yaml` beside this module: data, not code, because it is what a reader checks line by
-line against the seeds (the seed's words, where they are, its number, its conditions), and because the
-profiles (params/*.yaml) are YAML validated by pydantic in the same way, so a mistake in either reads alike
-(`claims.yaml: claims.7.expect: Input should be ...`). Numbers may be written as the seed's own arithmetic
-("0.748 / 0.823", "1 - 0.20") so that a derived ratio is computed here, never typed.
+"""The seeds' claims judged on one profile's results (the registry itself: claim_registry.py and claims.yaml).
 
 Each claim names the study that tests it and an evaluator: a function of that study's module which turns the
 study's results (and the tables its `analyse` computed) into our measurement — a ratio with its 95% CI, on the
 scale of the seed's number — or says, computed from the data, why the data cannot answer it. A claim no study
 can test carries `why_not` instead.
 
-Judging a claim on one profile's results, in three steps:
+Judging a claim on one profile, in three steps:
 
-1. **Comparability** (`comparability`), from the claim's conditions against the rows the measurement used:
-   a claim about one device kind (cpu or cuda) is *not comparable* on a profile of the other kind, whatever
-   the numbers say; otherwise it is *same* when model, precision, batch and sequence sizes, text count and
-   threads all match the seed's, and *partly* with each difference listed (plus the claim's fixed caveats,
-   e.g. "eager PyTorch here, compiled in the seed"). Software versions are shown but not compared: no
-   profile pins the seeds' 2019–2023 versions, so every row would differ for the same reason.
-2. **Magnitude** (`judge`), only where comparable or partly: for a claimed direction, the seed's number
-   inside our CI → "agrees"; our CI on the same side of 1 but missing the number → "agrees in direction
-   only" (ours smaller/larger); our CI on the other side → "does not agree (direction differs)"; our CI
-   inside the noise band → "does not agree (equal within noise)"; a CI across 1 → "inconclusive". For a
-   claimed equality the band is the seed's own tolerance or the study's A/A noise band (studies/common.py
-   `noise_band`), whichever is wider: CI inside → agrees, CI outside → does not agree, else inconclusive.
-3. **Totals** (`totals`), which count only claims actually judged; the rest are counted by why not.
+1. **Coverage** (`coverage`): the claim's conditions (models, precision, batch and sequence sizes, text count,
+   device, threads, framework mode) against the rows our measurement used. A claim about one device kind is
+   *not comparable* on a profile of the other. Where a *defining* condition is absent (the model or the batch
+   size the claim is about: no row of it) the claim is *not answerable* on this profile. Otherwise each
+   condition holds, is substituted (another model, size or precision; a fixed caveat such as "tf.function here,
+   TF 1.x graphs in the seed"), or the seed's sizes are partly lacking; any substitution or lacking size makes
+   the verdict a **proxy**. Hardware, threads and software versions are never counted as substitutions: no
+   profile has the seeds' machines or pins their 2019–2023 versions, so a verdict without other differences is
+   "under the seed's conditions (except hardware, threads and versions)".
+2. **Verdict** (`judge`), on the one rule of speedups.verdict (CI wholly above the band: faster; wholly below:
+   slower; inside: equal; else unclear), in this order: (a) the seed's number inside our CI, with the CI not
+   reaching past the band on the other side → **agrees (number)**; (b) a magnitude word (显著 significant, 得多
+   much, …) sets the smallest ratio the claim holds at (`magnitude.at_least`, its reason in the registry): the
+   whole CI beyond it → agrees (direction), the effect wholly short of it → does not agree, else inconclusive;
+   (c) the claimed direction → **agrees (direction)** (the seed's number, where given, outside our CI);
+   the other direction → does not agree; equal within the band → does not agree (equal within noise);
+   else inconclusive. A model's or an "up to" number (`number_at`) is compared only where the measurement is
+   on that model; elsewhere only the direction is judged. A claimed equality: CI inside the wider of the
+   seed's tolerance and the A/A band → agrees (number where the seed gives a tolerance, else direction).
+3. **Totals** (`totals`): claims judged under the seed's conditions (except hardware) are counted by verdict; a
+   proxy, a claim not answerable here (device or defining condition absent, or the results lack what it
+   needs) and a claim not tested are counted apart, never among agree / disagree.
 
 Batch "small"/"large" is defined once per claim, from the seed's own sizes, in its `sizes` note.
 """
 
 from __future__ import annotations
 
-import ast
-import functools
-import importlib
 import math
-import operator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from . import paths
+from .claim_registry import (  # noqa: F401
+    BASES,
+    DEFINING,
+    REGISTRY_FILE,
+    SEEDS,
+    Article,
+    Claim,
+    ClaimError,
+    Conditions,
+    Magnitude,
+    arithmetic,
+    articles,
+    cite,
+    describe,
+    evaluator,
+    load,
+    load_articles,
+    registry,
+    sizes_text,
+    testing_profiles,
+)
 from .speedups import EQUIVALENCE, verdict
 
 # A claims table's columns (study_claims builds them from the registry of seed claims): the claim, the seed's
-# number and conditions, whether this profile can compare, our measurement with its CI, the verdict, and the
-# verdict's category (`judgement`, which the totals count).
+# number and conditions, the coverage of those conditions on this profile, our measurement with its CI, the
+# verdict, and the verdict's category (`judgement`, which the totals count).
 CLAIM_COLUMNS = ["id", "seed", "claim", "seed's number and conditions", "comparable?", "our measurement (95% CI)",
                  "verdict", "judgement"]
-
-REGISTRY_FILE = Path(__file__).with_name("claims.yaml")
-SEEDS = ("000", "001", "002", "003", "004")
 COLUMNS = CLAIM_COLUMNS  # every claims table's columns, a study's and the summary's
-JUDGED = ("agrees", "agrees in direction only", "does not agree", "inconclusive")
-NOT_JUDGED = ("not comparable on this profile", "not answerable from these results", "not tested by this study",
-              "not run on this profile")
-
-
-class ClaimError(ValueError):
-    """The registry is malformed: the message names the file, the claim and the field."""
-
-
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-
-
-def arithmetic(text: str | float | int) -> float:
-    """A number, or the seed's arithmetic on numbers ('0.748 / 0.823', '1 / (1 - 0.70)'), evaluated."""
-    if isinstance(text, int | float):
-        return float(text)
-
-    def ev(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-            return float(node.value)
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -ev(node.operand)
-        raise ValueError(f"only numbers and + - * / are allowed, not {ast.dump(node)[:40]}")
-
-    return ev(ast.parse(str(text), mode="eval").body)
-
-
-class Conditions(BaseModel):
-    """What the seed measured under: the device kind the claim is about (`any` for a host-side or general
-    claim), the machine, models (this study's ids of the same architecture; `models_text` in the seed's
-    words), precision, sizes and versions."""
-
-    model_config = ConfigDict(extra="forbid")
-    device: Literal["cpu", "cuda", "any"]
-    hardware: str
-    ran_on: list[Literal["cpu", "cuda"]] = Field(default_factory=list, description="device kinds the seed measured")
-    threads: int | None = None
-    models: list[str] = Field(default_factory=list)
-    models_text: str
-    precision: list[Literal["fp32", "fp16", "bf16", "int8"]]
-    batch_sizes: list[int] = Field(default_factory=list)
-    seq_lens: list[int] = Field(default_factory=list, description="token lengths (maximum length for data sets)")
-    texts: int | None = None
-    software: str
-
-
-class Claim(BaseModel):
-    """One quantitative claim of one seed, as the registry holds it (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid")
-    id: str
-    seed: Literal[SEEDS]
-    where: str
-    words: str
-    number: float | None = None
-    number_text: str = ""
-    expect: Literal["higher", "lower", "equal", "holds"]
-    tolerance: float | None = Field(None, gt=1, description="the seed's own 'within x%' band, as a ratio")
-    scale: str = Field(description="what our measurement is, on the scale of the seed's number")
-    sizes: str = Field("", description="batch 'small'/'large' (and the like) for this claim, from the seed's sizes")
-    conditions: Conditions
-    caveats: list[str] = Field(default_factory=list, description="differences no profile removes")
-    study: str | None = None
-    evaluator: str | None = None
-    args: dict[str, Any] = Field(default_factory=dict)
-    why_not: str | None = None
-
-    @field_validator("number", mode="before")
-    @classmethod
-    def _arithmetic(cls, v):
-        return None if v is None else arithmetic(v)
-
-    @model_validator(mode="after")
-    def _tested_or_why_not(self) -> Claim:
-        if not (self.evaluator and self.study) and not self.why_not:
-            raise ValueError("needs a study and an evaluator, or why_not")
-        if self.expect == "equal" and self.number not in (None, 1.0):
-            raise ValueError("an equality claim's number is its tolerance: give it as `tolerance`")
-        return self
-
-
-def _validation_message(e: ValidationError, path: Path, index: int, item) -> str:
-    """'claims.yaml: claims.7 (000-xla): conditions.device: Input should be ...', one line per error."""
-    name = item.get("id", "no id") if isinstance(item, dict) else "not a mapping"
-    return "\n".join(f"{path.name}: claims.{index} ({name}): {'.'.join(map(str, err['loc'])) or '(claim)'}: {err['msg']}"
-                     for err in e.errors())
-
-
-def load(path: Path | None = None) -> list[Claim]:
-    """The registry, validated: every field checked, ids unique, every evaluator present in its study module."""
-    path = path or REGISTRY_FILE
-    data = yaml.safe_load(path.read_text())
-    if not isinstance(data, list):
-        raise ClaimError(f"{path.name}: expected a list of claims")
-    out: list[Claim] = []
-    for i, item in enumerate(data):
-        try:
-            out.append(Claim.model_validate(item))
-        except ValidationError as e:
-            raise ClaimError(_validation_message(e, path, i, item)) from None
-    ids = [c.id for c in out]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
-    if dup:
-        raise ClaimError(f"{path.name}: duplicate claim ids {dup}")
-    for c in out:
-        if c.evaluator and c.study:
-            evaluator(c)  # raises ClaimError when missing
-    return out
-
-
-@functools.cache
-def registry() -> tuple[Claim, ...]:
-    """The package's registry, loaded once."""
-    return tuple(load())
-
-
-def evaluator(claim: Claim):
-    """The claim's evaluator: `claim.evaluator` in the module of its study (built-in or plug-in)."""
-    from .studies import STUDIES
-
-    if claim.study not in STUDIES:
-        raise ClaimError(f"{REGISTRY_FILE.name}: {claim.id}: study {claim.study!r} is not registered")
-    module = importlib.import_module(STUDIES[claim.study].analyse.__module__)
-    fn = getattr(module, claim.evaluator, None)
-    if fn is None:
-        raise ClaimError(f"{REGISTRY_FILE.name}: {claim.id}: {module.__name__} has no evaluator {claim.evaluator!r}")
-    return fn
+AGREES_NUMBER, AGREES_DIRECTION = "agrees (number)", "agrees (direction)"
+JUDGED = (AGREES_NUMBER, AGREES_DIRECTION, "does not agree", "inconclusive")
+PROXY = "proxy: "  # a proxy's judgement is this prefix and its verdict category, never counted with JUDGED
+NOT_ANSWERABLE = ("not comparable on this profile", "not answerable on this profile",
+                  "not answerable from these results")
+NOT_JUDGED = (*NOT_ANSWERABLE, "not tested by this study", "not run on this profile")
+SEED_CONDITIONS = "the seed's conditions (except hardware, threads and versions)"
 
 
 # ---------------------------------------------------------------------------------------------- measurements
@@ -246,124 +137,139 @@ def fmt_ci(value: float, lo: float, hi: float, unit: str = "×") -> str:
 # ---------------------------------------------------------------------------------------------- judging
 
 
-def _sizes(values) -> str:
-    v = sorted({int(x) for x in values if pd.notna(x)})
-    return ", ".join(map(str, v)) if v else "—"
-
-
 def _present(rows: pd.DataFrame, column: str) -> list:
     return sorted({x for x in rows[column].dropna()}) if column in rows and len(rows) else []
 
 
-def comparability(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> tuple[str, list[str]]:
-    """('same' | 'partly' | 'not comparable', the differences) of a claim on a profile of `device`.
+@dataclass(frozen=True)
+class Coverage:
+    """How far a profile's rows cover a claim's conditions: `level` is 'seed' (all hold but hardware, threads
+    and versions), 'proxy' (something substituted or lacking), 'not answerable' (a defining condition absent)
+    or 'not comparable' (the other device kind); the conditions that hold, those substituted, the seed's sizes
+    we lack, the defining ones absent, and notes that change no level (hardware, threads)."""
 
-    `rows` are the results rows our measurement used; without them (nothing measured) only the device and
-    the claim's caveats are compared."""
+    level: str
+    holds: list[str] = field(default_factory=list)
+    substituted: list[str] = field(default_factory=list)
+    lacking: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        head = {"seed": f"under {SEED_CONDITIONS}", "proxy": "proxy", "not answerable": "not answerable",
+                "not comparable": "not comparable"}[self.level]
+        parts = [(f"absent: {'; '.join(self.absent)}", self.absent), (f"holds: {'; '.join(self.holds)}", self.holds),
+                 (f"substituted: {'; '.join(self.substituted)}", self.substituted),
+                 (f"seed's sizes lacking here: {'; '.join(self.lacking)}", self.lacking),
+                 (f"not compared: {'; '.join(self.notes)}", self.notes)]
+        return head + "".join(f" — {t}" for t, present in parts if present)
+
+
+_LABELS = {"models": "model", "precision": "precision", "batch_sizes": "batch", "seq_lens": "sequence"}
+_COLUMNS = {"models": "model", "precision": "dtype", "batch_sizes": "batch_size", "seq_lens": "seq_len"}
+
+
+def coverage(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> Coverage:
+    """The claim's conditions on a profile of `device`, against the results rows our measurement used (without
+    them, only the device, the defining conditions and the claim's caveats are compared)."""
     c = claim.conditions
     if c.device != "any" and c.device != device:
-        return "not comparable", [f"device: seed {c.hardware}, here {device}"]
-    diffs = []
-    if c.device == "any" and device not in c.ran_on:
-        diffs.append(f"device: seed {c.hardware}, here {device} (the claim is read as holding on either)")
+        return Coverage("not comparable", absent=[f"device: seed {c.hardware}, here {device}"])
     rows = rows if rows is not None else pd.DataFrame()
+    holds, subs, lacking, absent, notes = [], [], [], [], [f"hardware: seed {c.hardware}, here {device}"]
     threads = _present(rows, "threads")
-    if device == "cpu" and c.threads and threads and threads != [c.threads]:  # a GPU run's host threads matter less
-        diffs.append(f"threads: seed {c.threads}, here {_sizes(threads)}")
-    models = _present(rows, "model")
-    if models and not set(models) <= set(c.models):
-        diffs.append(f"model: seed {c.models_text}, here {', '.join(models)}")
-    precision = _present(rows, "dtype")
-    if precision and not set(precision) <= set(c.precision):
-        diffs.append(f"precision: seed {', '.join(c.precision)}, here {', '.join(precision)}")
-    for column, label, seed in (("batch_size", "batch", c.batch_sizes), ("seq_len", "sequence", c.seq_lens)):
-        here = _present(rows, column)
-        if here and seed and not set(here) <= set(seed):
-            diffs.append(f"{label}: seed {_sizes(seed)}, here {_sizes(here)}")
+    if c.threads and threads and threads != [c.threads]:
+        notes.append(f"threads: seed {c.threads}, here {sizes_text(threads)}")
+    for key in DEFINING:
+        seed, here = getattr(c, key), _present(rows, _COLUMNS[key])
+        label = _LABELS[key]
+        show = sizes_text if key in ("batch_sizes", "seq_lens") else (lambda v: ", ".join(map(str, v)))
+        seed_text = c.models_text if key == "models" else show(seed)
+        if not seed:
+            continue
+        if not here:
+            (absent if key in c.defining else lacking).append(f"{label}: seed {seed_text}, none measured here")
+            continue
+        common, extra, missing = set(here) & set(seed), set(here) - set(seed), set(seed) - set(here)
+        if key in c.defining and (missing if key in ("batch_sizes", "seq_lens") else not common):
+            absent.append(f"{label}: seed {seed_text}, here {show(here)}")
+            continue
+        if common:
+            holds.append(f"{label} {show(sorted(common))}")
+        if extra:
+            subs.append(f"{label}: seed {seed_text}, here {show(sorted(extra))}")
+        if missing and key in ("batch_sizes", "seq_lens"):
+            lacking.append(f"{label} {show(sorted(missing))}")
     texts = _present(rows, "n_texts")
-    if c.texts and texts and texts != [c.texts]:
-        diffs.append(f"texts: seed {c.texts:,}, here {_sizes(texts)}")
-    diffs += claim.caveats
-    return ("partly" if diffs else "same"), diffs
+    if c.texts and texts:
+        (holds.append(f"{c.texts:,} texts") if texts == [c.texts] else
+         subs.append(f"texts: seed {c.texts:,}, here {sizes_text(texts)}"))
+    if c.mode:
+        notes.append(f"mode: seed {c.mode}")
+    subs += claim.caveats
+    level = "not answerable" if absent else "proxy" if (subs or lacking) else "seed"
+    return Coverage(level, holds, subs, lacking, absent, notes)
 
 
-def judge(claim: Claim, m: Measurement) -> tuple[str, str]:
-    """(judgement, verdict sentence) from our measurement, by the rules in the module docstring."""
+def comparability(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> tuple[str, list[str]]:
+    """(level, differences): `coverage` as a level and the substituted, lacking and absent conditions."""
+    cov = coverage(claim, device, rows)
+    return cov.level, cov.absent + cov.substituted + [f"lacking {x}" for x in cov.lacking]
+
+
+def _beyond(claim: Claim, lo: float, hi: float, at: float) -> str:
+    """'yes' when the CI lies wholly beyond ratio `at` in the claimed direction, 'no' when wholly short of it."""
+    if claim.expect == "higher":
+        return "yes" if lo >= at else "no" if hi < at else "unsure"
+    return "yes" if hi <= 1 / at else "no" if lo > 1 / at else "unsure"
+
+
+def judge(claim: Claim, m: Measurement, use_number: bool = True) -> tuple[str, str]:
+    """(judgement, verdict sentence) from our measurement, by the rules in the module docstring; `use_number`
+    False where the seed's number belongs to another model or shape than the one measured."""
     if claim.expect == "holds":
         if m.holds is None:
             return "inconclusive", "inconclusive"
-        return ("agrees", "agrees") if m.holds else ("does not agree", "does not agree")
+        return ((AGREES_DIRECTION, f"{AGREES_DIRECTION}: it holds here") if m.holds
+                else ("does not agree", "does not agree: it does not hold here"))
     lo, hi = m.ci_low, m.ci_high
     band = max(m.band, claim.tolerance or 1.0)
     source = "the seed's tolerance" if (claim.tolerance or 0) >= m.band else "the A/A noise band"
     within = f"±{band - 1:.0%} ({source})"
     if claim.expect == "equal":
+        kind = AGREES_NUMBER if claim.tolerance else AGREES_DIRECTION
         if 1 / band <= lo and hi <= band:
-            return "agrees", f"agrees: equal within {within}"
+            return kind, f"{kind}: equal within {within}"
         if lo > band or hi < 1 / band:
             return "does not agree", f"does not agree: differs by more than {within}"
         return "inconclusive", f"inconclusive: the CI crosses the edge of {within}"
     cls = verdict(lo, hi, band)
     want, other = ("faster", "slower") if claim.expect == "higher" else ("slower", "faster")
-    n = claim.number
-    inside = n is not None and lo <= n <= hi
+    n = claim.number if use_number else None
+    if n is not None and lo <= n <= hi:  # (a) the seed's number first, before 'equal within noise'
+        if (lo >= 1 / band) if claim.expect == "higher" else (hi <= band):
+            return AGREES_NUMBER, f"{AGREES_NUMBER}: the seed's {n:.3g} lies inside our CI"
+        return "inconclusive", f"inconclusive: our CI holds both the seed's {n:.3g} and the other direction"
+    mag = claim.magnitude
+    if mag and cls == want:  # (b) a magnitude word's threshold
+        at = _beyond(claim, lo, hi, mag.at_least)
+        if at == "yes":
+            return AGREES_DIRECTION, f"{AGREES_DIRECTION}: beyond the {mag.at_least:.3g}× that «{mag.words}» implies"
+        if at == "no":
+            return "does not agree", f"does not agree: {want}, but short of the {mag.at_least:.3g}× «{mag.words}» implies"
+        return "inconclusive", f"inconclusive: our CI crosses the {mag.at_least:.3g}× that «{mag.words}» implies"
     if cls == want:
+        if claim.number is None:
+            return AGREES_DIRECTION, f"{AGREES_DIRECTION}: the seed gives no number"
         if n is None:
-            return "agrees", "agrees in direction (the seed gives no size)"
-        if inside:
-            return "agrees", f"agrees: the seed's {n:.3g} lies inside our CI"
+            return AGREES_DIRECTION, AGREES_DIRECTION
         ours = "smaller" if (hi < n) == (claim.expect == "higher") else "larger"
-        return "agrees in direction only", f"direction agrees, size does not: our effect is {ours} than the seed's {n:.3g}"
+        return AGREES_DIRECTION, f"{AGREES_DIRECTION}, not the number: our effect is {ours} than the seed's {n:.3g}"
     if cls == other:
         return "does not agree", "does not agree: the direction differs"
     if cls == "equal":
         return "does not agree", f"does not agree: equal within noise ({within}) here"
-    if inside:
-        return "inconclusive", f"inconclusive: our CI holds both the seed's {n:.3g} and no difference"
     return "inconclusive", "inconclusive: our CI includes 1"
-
-
-@functools.cache
-def _profiles() -> tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]:
-    """(name, device, follows, study sections) of every params/*.yaml, read without validation."""
-    out = []
-    for p in sorted(paths.PARAMS_DIR.glob("*.yaml")):
-        try:
-            d = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError:
-            continue
-        out.append((p.stem, d.get("device", ""), tuple(d.get("follows") or ()), tuple(d.get("notebooks") or ())))
-    return tuple(out)
-
-
-def testing_profiles(claim: Claim) -> list[str]:
-    """Profiles whose device kind the claim is about and which run its study, those following its seed first."""
-    if not claim.study:
-        return []
-    fits = [(claim.seed not in follows, name) for name, device, follows, sections in _profiles()
-            if device == claim.conditions.device and claim.study in sections]
-    return [name for _, name in sorted(fits)]
-
-
-def describe(claim: Claim) -> str:
-    """The seed's number and its conditions in one cell."""
-    c = claim.conditions
-    parts = [claim.number_text or "no number"]
-    parts.append(f"{c.hardware}{f', {c.threads} threads' if c.threads else ''}; {c.models_text}; "
-                 f"{'/'.join(c.precision)}")
-    sizes = []
-    if c.batch_sizes:
-        sizes.append(f"batch {_sizes(c.batch_sizes)}")
-    if c.seq_lens:
-        sizes.append(f"seq {_sizes(c.seq_lens)}")
-    if c.texts:
-        sizes.append(f"{c.texts:,} texts")
-    if sizes:
-        parts.append(" × ".join(sizes))
-    if claim.sizes:
-        parts.append(claim.sizes)
-    parts.append(c.software)
-    return " · ".join(parts) + f" [{claim.where}]"
 
 
 def _row(claim: Claim, comparable: str, measured: str, verdict: str, judgement: str) -> dict:
@@ -378,6 +284,13 @@ def _measurement_text(m: Measurement, claim: Claim) -> str:
     return f"{fmt_ci(m.value, m.ci_low, m.ci_high, m.unit)} — {claim.scale}: {m.text}"
 
 
+def _number_applies(claim: Claim, rows: pd.DataFrame) -> bool:
+    """A mean's number applies to any measurement; a model's or an 'up to' number only to rows of that model."""
+    models = _present(rows, "model")
+    return claim.number_at == "mean" or bool(models and claim.conditions.models
+                                              and set(models) <= set(claim.conditions.models))
+
+
 def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> dict:
     """One claims-table row: the claim judged on one profile's results of its study (`df`, its `tables`)."""
     device = str(df.device.dropna().iloc[0]) if "device" in df and df.device.notna().any() else "cpu"
@@ -387,26 +300,32 @@ def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> d
         m = evaluator(claim)(df, tables, claim, **claim.args)
     except (KeyError, ValueError, IndexError) as e:  # a table without the rows an evaluator needs
         m = NotAnswered(f"the results lack what this needs ({type(e).__name__}: {e})")
-    rows = m.rows if isinstance(m, Measurement) else None
-    if rows is not None:  # analysis tables lack the run's threads and text count: take them from the results
-        rows = rows.assign(**{c: df[c].dropna().iloc[0] for c in ("threads", "n_texts")
-                              if c not in rows and c in df and df[c].notna().any()})
-    level, diffs = comparability(claim, device, rows)
-    comparable = level if level == "same" else f"{level}: " + "; ".join(diffs)
-    if level == "not comparable":
+    rows = m.rows if isinstance(m, Measurement) else df[df.status == "ok"] if "status" in df else df
+    # analysis tables lack the run's threads and text count: take them from the results
+    rows = rows.assign(**{c: df[c].dropna().iloc[0] for c in ("threads", "n_texts")
+                          if c not in rows and c in df and df[c].notna().any()})
+    cov = coverage(claim, device, rows)
+    measured = _measurement_text(m, claim) if isinstance(m, Measurement) else m.reason
+    if cov.level == "not comparable":
         where = testing_profiles(claim)
         kind = "GPU" if claim.conditions.device == "cuda" else "CPU"
         verdict = f"not comparable on this profile ({kind} claim)" + (
             f"; tested by {', '.join(where)}" if where else "; no profile here tests it")
-        measured = _measurement_text(m, claim) + " (shown, not judged)" if isinstance(m, Measurement) else m.reason
-        return _row(claim, comparable, measured, verdict, "not comparable on this profile")
+        return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, Measurement) else ""),
+                    verdict, "not comparable on this profile")
+    if cov.level == "not answerable":
+        return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, Measurement) else ""),
+                    f"not answerable on this profile: {'; '.join(cov.absent)}", "not answerable on this profile")
     if isinstance(m, NotAnswered):
         return _row(claim, "— (nothing measured to compare)", m.reason, f"not answerable here: {m.reason}",
                     "not answerable from these results")
-    judgement, verdict = judge(claim, m)
-    if level == "partly":
-        verdict += " (partly comparable)"
-    return _row(claim, comparable, _measurement_text(m, claim), verdict, judgement)
+    use = _number_applies(claim, m.rows)
+    judgement, verdict = judge(claim, m, use_number=use)
+    if claim.number is not None and not use:
+        verdict += f" (the seed's number is {claim.conditions.models_text}'s: not compared on other models)"
+    if cov.level == "proxy":
+        return _row(claim, cov.text(), measured, f"proxy — {verdict}", PROXY + judgement)
+    return _row(claim, cov.text(), measured, verdict, judgement)
 
 
 def study_claims(study: str, df: pd.DataFrame, tables: dict[str, pd.DataFrame],
@@ -428,14 +347,15 @@ def unassessed(claims: list[Claim], judgement: str, why) -> pd.DataFrame:
 
 
 def totals(table: pd.DataFrame) -> dict[str, int]:
-    """Counts of the table's judgements: `judged` counts only claims given a verdict (agree / agree in direction
-    only / do not agree / inconclusive), and of those `partly` the ones partly comparable; the rest by why not."""
+    """Counts of the table's judgements: `judged` counts only claims judged under the seed's conditions (except
+    hardware), by verdict; `proxy` those judged on substitutes (by verdict under 'proxy: …'); `not answerable`
+    the device or a defining condition absent or the results lacking; `not tested` and `not run` the rest."""
     j = table.judgement.value_counts() if len(table) else pd.Series(dtype=int)
     out = {k: int(j.get(k, 0)) for k in JUDGED + NOT_JUDGED}
-    judged = table[table.judgement.isin(JUDGED)] if len(table) else table
-    out["judged"] = len(judged)
-    out["partly"] = int(judged["comparable?"].str.startswith("partly").sum()) if len(judged) else 0
-    out["same"] = out["judged"] - out["partly"]
+    out |= {PROXY + k: int(j.get(PROXY + k, 0)) for k in JUDGED}
+    out["judged"] = sum(out[k] for k in JUDGED)
+    out["proxy"] = sum(out[PROXY + k] for k in JUDGED)
+    out["not answerable"] = sum(out[k] for k in NOT_ANSWERABLE)
     out["claims"] = len(table)
     return out
 
@@ -443,13 +363,15 @@ def totals(table: pd.DataFrame) -> dict[str, int]:
 def totals_line(table: pd.DataFrame, where: str = "") -> str:
     """The totals in one sentence, every number counted from the table."""
     t = totals(table)
-    return (f"Claims{f' on {where}' if where else ''}: {t['judged']} of {t['claims']} judged "
-            f"({t['same']} under the seed's conditions, {t['partly']} partly comparable) — {t['agrees']} agree, "
-            f"{t['agrees in direction only']} agree in direction only, {t['does not agree']} do not agree, "
-            f"{t['inconclusive']} inconclusive; not judged: {t['not comparable on this profile']} not comparable on "
-            f"this profile, {t['not answerable from these results']} not answerable from these results, "
-            f"{t['not tested by this study']} not tested by this study (why in the table), "
-            f"{t['not run on this profile']} whose study did not run.")
+    p = "; ".join(f"{t[PROXY + k]} {k}" for k in JUDGED if t[PROXY + k])
+    return (f"Claims{f' on {where}' if where else ''}: {t['claims']} — {t['judged']} judged under {SEED_CONDITIONS}: "
+            f"{t[AGREES_NUMBER]} agree (number), {t[AGREES_DIRECTION]} agree (direction), {t['does not agree']} do "
+            f"not agree, {t['inconclusive']} inconclusive; {t['proxy']} proxy verdicts on substituted models or sizes "
+            f"(not counted as agreeing or not{f': {p}' if p else ''}); {t['not answerable']} not answerable here "
+            f"({t['not comparable on this profile']} for the other device, {t['not answerable on this profile']} "
+            f"without a defining model or size, {t['not answerable from these results']} the results lack what they "
+            f"need); {t['not tested by this study']} not tested (why in the table); {t['not run on this profile']} "
+            f"whose study did not run.")
 
 
 def styled(table: pd.DataFrame):

@@ -310,52 +310,6 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
 
 
 
-def fastest_backend(df: pd.DataFrame, tables: dict, claim):
-    """Seed 002's 'no backend is consistently fastest': holds when the fastest Keras 3 backend differs between
-    shapes (counting shapes where its lead over the runner-up is outside the CI)."""
-    b = tables["backends"]  # every model: the claim is that the winner changes with the model
-    decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
-    if len(b) < 2 or not len(decided):
-        return seedclaims.NotAnswered(f"the fastest backend is decided in {len(decided)} of {len(b)} shape(s); "
-                                      f"two decided shapes are needed")
-    winners = decided.fastest.map(backend_of)
-    rows = df[df.status == "ok"]
-    return seedclaims.Measurement(None, None, None, "fastest backend (decided shapes): " + "; ".join(
-        f"{s}: {w}" for s, w in zip(decided["shape"], winners)), rows=seedclaims.matching(rows, claim),
-        holds=winners.nunique() > 1)
-
-
-def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "compiled"):
-    """Seed 002's 'Keras 3 beats native PyTorch, up to 3.9×': the largest per-shape speed-up of the fastest Keras 3
-    variant over native PyTorch (`compiled`, as the seed's torch.compile, or `eager`), with its CI."""
-    n = seedclaims.matching(tables["native"], claim)
-    col, lo_col, hi_col = ("ratio", "ci_low", "ci_high") if against == "compiled" else \
-        ("vs_eager", "vs_eager_low", "vs_eager_high")
-    n = n[n[col].notna()]
-    if not len(n):
-        return seedclaims.NotAnswered(f"no shape has both a Keras 3 variant and native {against} PyTorch")
-    best = n.loc[n[col].astype(float).idxmax()]
-    rows = seedclaims.matching(df[df.status == "ok"], claim)
-    return seedclaims.Measurement(float(best[col]), float(best[lo_col]), float(best[hi_col]),
-                                  f"largest over native {against} PyTorch: {best['best Keras 3']} at {best['shape']}; "
-                                  f"more than 1.5× in {int((n[col] > 1.5).sum())} of {len(n)} shapes",
-                                  rows=rows, band=speedups_layer.band(df))
-
-
-def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
-    """Seed 002's 'Keras 3 is always faster than Keras 2': the geometric mean over shapes of Keras 3 over Keras 2
-    on TensorFlow (predict_on_batch), with its CI."""
-    k = tables["keras 2"]
-    if not len(k):
-        return seedclaims.NotAnswered("Keras 2 and Keras 3 on TensorFlow were not both measured on any shape")
-    g, lo, hi = _geo(k)
-    rows = df[(df.status == "ok") & df.variant.isin([KERAS2, "keras-tensorflow"])]
-    return seedclaims.Measurement(g, lo, hi, f"keras-tensorflow over keras2-tensorflow, geometric mean over {len(k)} "
-                                  f"shape(s): " + "; ".join(f"{s} {r.speedup:.2f}×" for s, (_, r)
-                                                            in zip(k["shape"], k.iterrows())),
-                                  rows=rows, band=speedups_layer.band(df))
-
-
 def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     """Speed-ups over native eager per backend process, the fastest backend per shape, Keras 3 vs native and vs
     Keras 2, first-call costs, findings, seed claims; the roofline with `peaks` (the machine's limits)."""

@@ -1,0 +1,81 @@
+"""Study 05's claim evaluators (studylib.claims): seed 002's claims measured on the study's results and tables, or
+why they cannot be. claims.evaluator finds them here, beside the study module (keras_backends)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import claims as seedclaims
+from .. import speedups as speedups_layer
+from .keras_backends import KERAS2, _geo, backend_of
+
+
+def fastest_backend(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'no backend is consistently fastest': holds when the fastest Keras 3 backend differs between
+    shapes (counting shapes where its lead over the runner-up is outside the CI)."""
+    b = tables["backends"]  # every model: the claim is that the winner changes with the model
+    decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
+    if len(decided) < 2:  # one decided shape cannot show the winner changing
+        return seedclaims.NotAnswered(f"the fastest backend is decided in {len(decided)} of {len(b)} shape(s); "
+                                      f"two decided shapes are needed")
+    winners = decided.fastest.map(backend_of)
+    rows = df[df.status == "ok"]
+    return seedclaims.Measurement(None, None, None, "fastest backend (decided shapes): " + "; ".join(
+        f"{s}: {w}" for s, w in zip(decided["shape"], winners)), rows=seedclaims.matching(rows, claim),
+        holds=winners.nunique() > 1)
+
+
+def jax_first(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'JAX first on 7 metrics': holds when JAX is the backend most often fastest over decided shapes."""
+    b = tables["backends"]
+    decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
+    if not len(decided):
+        return seedclaims.NotAnswered(f"the fastest backend is decided in none of {len(b)} shape(s)")
+    counts = decided.fastest.map(backend_of).value_counts()
+    return seedclaims.Measurement(None, None, None, "fastest backend over decided shapes: " + ", ".join(
+        f"{w} {n}" for w, n in counts.items()), rows=seedclaims.matching(df[df.status == "ok"], claim),
+        holds=bool(counts.index[0] == "jax" and (len(counts) == 1 or counts.iloc[0] > counts.iloc[1])))
+
+
+def share_above(df: pd.DataFrame, tables: dict, claim, at_least: str | float = 1.5, share: str | float = 0.5):
+    """Seed 002's 'more than 50% faster in 5 of 10 tasks': holds when, on at least `share` of the shapes, the fastest
+    Keras 3 variant's CI over native torch.compile'd PyTorch lies wholly above `at_least`."""
+    at_least, share = seedclaims.arithmetic(at_least), seedclaims.arithmetic(share)
+    n = tables["native"]
+    n = n[n.ratio.notna()] if len(n) else n
+    if not len(n):
+        return seedclaims.NotAnswered("no shape has Keras 3 beside native torch.compile'd PyTorch")
+    above = int((n.ci_low > at_least).sum())
+    return seedclaims.Measurement(None, None, None, f"above {at_least:.3g}× on {above} of {len(n)} shape(s)",
+                                  rows=seedclaims.matching(df[df.status == "ok"], claim), holds=above >= share * len(n))
+
+
+def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "compiled"):
+    """Seed 002's 'Keras 3 beats native PyTorch, up to 3.9×': the largest per-shape speed-up of the fastest Keras 3
+    variant over native PyTorch (`compiled`, as the seed's torch.compile, or `eager`), with its CI."""
+    n = seedclaims.matching(tables["native"], claim)
+    col, lo_col, hi_col = ("ratio", "ci_low", "ci_high") if against == "compiled" else \
+        ("vs_eager", "vs_eager_low", "vs_eager_high")
+    n = n[n[col].notna()]
+    if not len(n):
+        return seedclaims.NotAnswered(f"no shape has both a Keras 3 variant and native {against} PyTorch")
+    best = n.loc[n[col].astype(float).idxmax()]
+    rows = seedclaims.matching(df[df.status == "ok"], claim)
+    return seedclaims.Measurement(float(best[col]), float(best[lo_col]), float(best[hi_col]),
+                                  f"largest over native {against} PyTorch: {best['best Keras 3']} at {best['shape']}; "
+                                  f"more than 1.5× in {int((n[col] > 1.5).sum())} of {len(n)} shapes",
+                                  rows=rows, band=speedups_layer.band(df))
+
+
+def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'Keras 3 is always faster than Keras 2': the geometric mean over shapes of Keras 3 over Keras 2
+    on TensorFlow (predict_on_batch), with its CI."""
+    k = tables["keras 2"]
+    if not len(k):
+        return seedclaims.NotAnswered("Keras 2 and Keras 3 on TensorFlow were not both measured on any shape")
+    g, lo, hi = _geo(k)
+    rows = df[(df.status == "ok") & df.variant.isin([KERAS2, "keras-tensorflow"])]
+    return seedclaims.Measurement(g, lo, hi, f"keras-tensorflow over keras2-tensorflow, geometric mean over {len(k)} "
+                                  f"shape(s): " + "; ".join(f"{s} {r.speedup:.2f}×" for s, (_, r)
+                                                            in zip(k["shape"], k.iterrows())),
+                                  rows=rows, band=speedups_layer.band(df))

@@ -1,0 +1,281 @@
+"""Study 02's claim evaluators (studylib.claims): each turns the study's results into our measurement of one seed
+claim (seeds 000, 001 and 003), or says from the data why they cannot answer it. claims.evaluator finds them here,
+beside the study module (torchscript_vs_xla)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import claims as seedclaims
+from .. import speedups as speedups_layer
+from .common import describe_ci
+from .torchscript_vs_xla import FRAMEWORK, SHAPE_COLUMNS, is_op
+
+
+def _mean_of_medians(df: pd.DataFrame, a: str, b: str) -> tuple[float, float, int]:
+    """Seed 000's metric (a plain mean of per-cell times), over the cells where both variants ran."""
+    ok = df[df.status == "ok"]
+    x = ok[ok.variant == a].set_index(SHAPE_COLUMNS).median_s
+    y = ok[ok.variant == b].set_index(SHAPE_COLUMNS).median_s
+    both = x.index.intersection(y.index)
+    return float(x[both].mean()), float(y[both].mean()), len(both)
+
+
+
+
+def _rows(df: pd.DataFrame, claim, variants) -> pd.DataFrame:
+    """The ok rows of `variants`, of the seed's models where these results have any."""
+    ok = df[(df.status == "ok") & df.variant.isin(list(variants))]
+    return seedclaims.matching(ok, claim)
+
+
+def _tokens(frame: pd.DataFrame) -> pd.Series:
+    return frame.batch_size * frame.seq_len
+
+
+def _at_input(frame: pd.DataFrame, which: str) -> pd.DataFrame:
+    """The rows at the smallest or largest input (batch × sequence) of the frame."""
+    t = _tokens(frame)
+    return frame[t == (t.min() if which == "smallest" else t.max())]
+
+
+def _geo_rows(rows: pd.DataFrame, cand: str, base: str):
+    """Geometric-mean speed-up of `cand` over `base` over the shapes both ran in `rows`, or None."""
+    c = rows[rows.variant == cand].set_index(SHAPE_COLUMNS)
+    b = rows[rows.variant == base].set_index(SHAPE_COLUMNS)
+    both = c.index.intersection(b.index)
+    return (speedups_layer.geomean_of([(b.loc[k], c.loc[k]) for k in both]), len(both)) if len(both) else (None, 0)
+
+
+def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, at: str = "all"):
+    """`candidate` over `baseline`, geometric mean over every shape both ran (`at: all`) or over those at the
+    smallest or largest input (batch × sequence) of the seed's models; with seed 000's own metric (the plain mean
+    of per-shape times) beside it."""
+    rows = _rows(df, claim, (candidate, baseline))
+    rows = rows if at == "all" else _at_input(rows[rows.variant == candidate], at).pipe(
+        lambda c: rows[rows.set_index(SHAPE_COLUMNS).index.isin(c.set_index(SHAPE_COLUMNS).index)])
+    s, n = _geo_rows(rows, candidate, baseline)
+    if s is None:
+        return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
+    pt, tf, _ = _mean_of_medians(rows, baseline, candidate)
+    where = "" if at == "all" else f" at the {at} input ({int(_tokens(rows).iloc[0])} tokens per call)"
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high,
+                                  f"{candidate} over {baseline}{where}, geometric mean over {n} shape(s); mean of "
+                                  f"per-shape medians {pt * 1e3:.3g} ms ({baseline}) vs {tf * 1e3:.3g} ms ({candidate})",
+                                  rows=rows, band=speedups_layer.band(df))
+
+
+def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, over: str = "small/large",
+                gap: bool = False):
+    """How `candidate` over `baseline` changes with the input: its geometric mean at the smallest input over that
+    at the largest (`over: small/large`) or the inverse; `gap: true` measures the distance from 1 instead
+    (seed 000's 'the larger the input, the larger the gap'), oriented by the large input's direction."""
+    rows = _rows(df, claim, (candidate, baseline))
+    ends = {}
+    for which in ("smallest", "largest"):
+        keep = _at_input(rows[rows.variant == candidate], which).set_index(SHAPE_COLUMNS).index
+        ends[which] = _geo_rows(rows[rows.set_index(SHAPE_COLUMNS).index.isin(keep)], candidate, baseline)[0]
+    if ends["smallest"] is None or ends["largest"] is None or _tokens(rows).nunique() < 2:
+        return seedclaims.NotAnswered(f"{candidate} over {baseline} was not measured at two input sizes")
+    small, large = tuple(ends["smallest"]), tuple(ends["largest"])
+    a, b = (small, large) if over == "small/large" else (large, small)
+    if gap and large[0] < 1:
+        a, b = b, a  # a gap in TensorFlow's disfavour widens as the ratio falls
+    v, lo, hi = speedups_layer.ratio_of(a, b)
+    t = _tokens(rows)
+    return seedclaims.Measurement(v, lo, hi, f"{candidate} over {baseline}: {small[0]:.2f}× at the smallest input "
+                                  f"({int(t.min())} tokens per call) vs {large[0]:.2f}× at the largest ({int(t.max())})",
+                                  rows=rows, band=speedups_layer.band(df))
+
+
+def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchscript", baseline: str = "eager"):
+    """Seed 000's 'TorchScript depends on the model': the largest per-model geometric-mean gain over the smallest."""
+    rows = _rows(df, claim, (candidate, baseline))
+    per = {m: _geo_rows(g, candidate, baseline)[0] for m, g in rows.groupby("model", sort=False)}
+    per = {m: s for m, s in per.items() if s is not None}
+    if len(per) < 2:
+        return seedclaims.NotAnswered(f"{candidate} was measured on fewer than two models")
+    hi_m, lo_m = max(per, key=lambda m: per[m].ratio), min(per, key=lambda m: per[m].ratio)
+    v, lo, hi = speedups_layer.ratio_of(tuple(per[hi_m]), tuple(per[lo_m]))
+    return seedclaims.Measurement(v, lo, hi, "; ".join(f"{m} {describe_ci(_as_row(s))}" for m, s in per.items()),
+                                  rows=rows, band=speedups_layer.band(df))
+
+
+def _as_row(s) -> dict:
+    return {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
+
+
+def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
+    """Seed 000's 'XLA improved every model': the smallest per-model geometric-mean gain."""
+    rows = _rows(df, claim, (candidate, baseline))
+    per = {m: _geo_rows(g, candidate, baseline)[0] for m, g in rows.groupby("model", sort=False)}
+    per = {m: s for m, s in per.items() if s is not None}
+    if not per:
+        return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured")
+    worst = min(per, key=lambda m: per[m].ratio)
+    return seedclaims.Measurement(*per[worst], f"least gain: {worst}; all: " + "; ".join(
+        f"{m} {s.ratio:.2f}×" for m, s in per.items()), rows=rows, band=speedups_layer.band(df))
+
+
+def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
+    """Seed 000's 'XLA cut time by up to 70%, mostly on small inputs': the largest per-shape gain (an extreme, as
+    the seed's was), and whether it is at the smallest input."""
+    sp = tables["speedups"]
+    cells = seedclaims.matching(sp[(sp.candidate == candidate) & (sp.baseline == baseline) & sp.speedup.notna()], claim)
+    if not len(cells):
+        return seedclaims.NotAnswered(f"{candidate} over {baseline} was not measured")
+    best = cells.loc[cells.speedup.idxmax()]
+    where = "the smallest input" if best.tokens == cells.tokens.min() else "not the smallest input"
+    return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high,
+                                  f"largest cut {1 - 1 / best.speedup:.0%} at b{best.batch_size} × s{best.seq_len} "
+                                  f"({best.model}; {where})", rows=cells, band=speedups_layer.band(df))
+
+
+def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: str = "largest",
+                 nonlinear: float | None = None):
+    """Seed 003's 'time grows linearly with sequence length for large batches, not for single samples': the
+    exponent k of time ∝ seq^k between the shortest and longest sequence at one batch size, per model, averaged
+    (1 = linear), its CI from the time ratio's."""
+    ok = df[(df.status == "ok") & (df.variant == variant)]
+    b = int(ok.batch_size.max()) if batch == "largest" else int(batch)
+    at = ok[ok.batch_size == b]
+    cells, used = [], []
+    for model, g in at.groupby("model", sort=False):
+        if g.seq_len.nunique() < 2:
+            continue
+        short, long = g.loc[g.seq_len.idxmin()], g.loc[g.seq_len.idxmax()]
+        r = speedups_layer.speedup(long, short)  # time(long) / time(short)
+        span = np.log(long.seq_len / short.seq_len)
+        k = tuple(float(np.log(x) / span) for x in r)
+        cells.append(k)
+        used.append(f"{model}: time ×{r.ratio:.2f} for seq {short.seq_len} → {long.seq_len}, k = {k[0]:.2f}")
+    if not cells:
+        return seedclaims.NotAnswered(f"no model has two sequence lengths at batch {b}")
+    k = np.asarray(cells)
+    point = k[:, 0].mean()
+    lo = point - np.sqrt(((k[:, 0] - k[:, 1]) ** 2).sum()) / len(k)
+    hi = point + np.sqrt(((k[:, 2] - k[:, 0]) ** 2).sum()) / len(k)
+    holds = None if nonlinear is None else bool(lo > nonlinear or hi < 1 / nonlinear)  # 'not linear'
+    return seedclaims.Measurement(float(point), float(lo), float(hi), f"batch {b}; k CI {lo:.2f}–{hi:.2f}; " +
+                                  "; ".join(used), rows=at, band=1.0, unit="", holds=holds)
+
+
+def oom_count(df: pd.DataFrame, tables: dict, claim):
+    """Seed 000's 'PyTorch runs out of memory more often than TensorFlow': out-of-memory cells per framework."""
+    oom = df[df.status == "oom"]
+    per = oom.variant.map(FRAMEWORK).value_counts()
+    pt, tf = int(per.get("PyTorch", 0)), int(per.get("TensorFlow", 0))
+    largest = df.loc[_tokens(df).idxmax()]
+    if pt == tf == 0:
+        return seedclaims.NotAnswered(f"neither framework ran out of memory (largest input here b{largest.batch_size} "
+                                      f"× s{largest.seq_len})")
+    return seedclaims.Measurement(None, None, None, f"out of memory: PyTorch in {pt} cells, TensorFlow in {tf}",
+                                  rows=df, holds=pt > tf)
+
+
+def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", baseline: str = "tf-function",
+            op: str | None = None):
+    """Seed 001's 'PyTorch is much slower on unusual ops': `candidate` (PyTorch) over `baseline` (TensorFlow) on one
+    single operation (`op`, a model id such as op-argmax: each op is judged apart) or on all of them, geometric
+    mean over sizes (and operations), with each operation's own beside it."""
+    rows = df[(df.status == "ok") & df.variant.isin([candidate, baseline])]
+    rows = rows[is_op(rows)] if len(rows) else rows
+    if op is not None:
+        rows = rows[rows.model == op]
+    s, n = _geo_rows(rows, candidate, baseline)
+    if s is None:
+        return seedclaims.NotAnswered(f"no single operation{f' {op}' if op else ''} ran in both {candidate} and "
+                                      f"{baseline} (the profile's micro_ops)")
+    per = [(m, _geo_rows(g, candidate, baseline)[0]) for m, g in rows.groupby("model", sort=False)]
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"{candidate} over {baseline} over {n} operation × size "
+                                  "cell(s); " + "; ".join(f"{m} {s.ratio:.2f}×" for m, s in per if s is not None),
+                                  rows=rows, band=speedups_layer.band(df))
+
+
+def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[tuple, object]]:
+    """(shape, paired speed-up of `cand` over `base`) at every shape both ran in `rows`."""
+    c = rows[rows.variant == cand].set_index(SHAPE_COLUMNS)
+    b = rows[rows.variant == base].set_index(SHAPE_COLUMNS)
+    return [(k, speedups_layer.speedup(b.loc[k], c.loc[k])) for k in c.index.intersection(b.index)]
+
+
+def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
+    """Seed 000's 'similar results in most cases': holds when more than half of the shapes are judged equal (the one
+    verdict rule, the A/A band)."""
+    rows = _rows(df, claim, (candidate, baseline))
+    cells, band = _cells(rows, candidate, baseline), speedups_layer.band(df)
+    if not cells:
+        return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
+    verdicts = pd.Series([speedups_layer.verdict(s.ci_low, s.ci_high, band) for _, s in cells])
+    counts = ", ".join(f"{n} {v}" for v, n in verdicts.value_counts().items())
+    return seedclaims.Measurement(None, None, None, f"{candidate} over {baseline} per shape: {counts} of "
+                                  f"{len(cells)} (band ±{band - 1:.0%})", rows=rows,
+                                  holds=bool((verdicts == "equal").sum() * 2 > len(cells)))
+
+
+def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
+    """Seed 001's 'sometimes even faster': holds when `candidate` is judged faster on at least one shape."""
+    rows = _rows(df, claim, (candidate, baseline))
+    cells, band = _cells(rows, candidate, baseline), speedups_layer.band(df)
+    if not cells:
+        return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
+    faster = [k for k, s in cells if speedups_layer.verdict(s.ci_low, s.ci_high, band) == "faster"]
+    return seedclaims.Measurement(None, None, None, f"{candidate} faster than {baseline} on {len(faster)} of "
+                                  f"{len(cells)} shape(s)", rows=rows, holds=bool(faster))
+
+
+def memory_lower(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
+    """Seed 000's 'XLA improved memory use': holds when `candidate`'s peak memory is below `baseline`'s on more than
+    half the shapes where both recorded one (one peak per shape: counted, no CI)."""
+    rows = _rows(df, claim, (candidate, baseline)).dropna(subset=["peak_mem_mb"])
+    c = rows[rows.variant == candidate].set_index(SHAPE_COLUMNS).peak_mem_mb
+    b = rows[rows.variant == baseline].set_index(SHAPE_COLUMNS).peak_mem_mb
+    both = c.index.intersection(b.index)
+    if not len(both):
+        return seedclaims.NotAnswered(f"no shape has peak memory of both {candidate} and {baseline}")
+    lower = int((c.loc[both] < b.loc[both]).sum())
+    return seedclaims.Measurement(None, None, None, f"{candidate}'s peak memory below {baseline}'s on {lower} of "
+                                  f"{len(both)} shape(s)", rows=rows, holds=lower * 2 > len(both))
+
+
+def input_weight(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", top: float = 0.25):
+    """Seed 000's 'the larger the input, the larger its influence on the averages': the share of the plain mean of
+    per-shape median times (the seed's metric) that the largest `top` of inputs (batch × sequence) contribute;
+    holds above one half."""
+    rows = _rows(df, claim, (variant,))
+    if len(rows) < 4:
+        return seedclaims.NotAnswered(f"{variant} ran on {len(rows)} shape(s); four are needed for a top quarter")
+    tokens = _tokens(rows)
+    big = tokens >= tokens.quantile(1 - top)
+    share = float(rows.median_s[big].sum() / rows.median_s.sum())
+    return seedclaims.Measurement(None, None, None, f"{variant}: the largest {int(big.sum())} of {len(rows)} inputs "
+                                  f"carry {share:.0%} of the summed per-shape medians", rows=rows, holds=share > 0.5)
+
+
+def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "eager"):
+    """Seed 003's 'long texts gain less from batching': batching's gain (time per sample at batch 1 over that at the
+    largest batch) at the longest sequence over that at the shortest, per model, geometric mean (below 1: less)."""
+    ok = df[(df.status == "ok") & (df.variant == variant)]
+    cells, used = [], []
+    for model, g in ok.groupby("model", sort=False):
+        big = int(g.batch_size.max())
+        both = sorted(set(g.seq_len[g.batch_size == 1]) & set(g.seq_len[g.batch_size == big]))
+        ends = [both[0], both[-1]] if both else []
+        if big == 1 or len(both) < 2:
+            continue
+        gain = []
+        for s in ends:
+            one, many = g[(g.seq_len == s) & (g.batch_size == 1)], g[(g.seq_len == s) & (g.batch_size == big)]
+            if not (len(one) and len(many)):
+                break
+            per_call = speedups_layer.speedup(one.iloc[0], many.iloc[0])  # time(batch 1) / time(batch big)
+            gain.append(speedups_layer.ratio_of(per_call, (1 / big,) * 3))  # per sample: × big
+        if len(gain) == 2:
+            cells.append(speedups_layer.ratio_of(gain[1], gain[0]))
+            used.append(f"{model}: batch {big} gains {gain[0].ratio:.2f}× at seq {ends[0]}, {gain[1].ratio:.2f}× at "
+                        f"seq {ends[1]}")
+    if not cells:
+        return seedclaims.NotAnswered("no model ran batch 1 and a larger batch at two sequence lengths")
+    s = speedups_layer.combine(cells)
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "; ".join(used), rows=ok, band=speedups_layer.band(df))
