@@ -10,6 +10,8 @@ import pytest
 # Before anything imports transformers: no TensorFlow import where a test does not need it.
 os.environ.setdefault("USE_TF", "0")
 
+import studylib.studies  # noqa: E402, F401 - the tests are the callers: they register the built-in studies
+
 
 @pytest.fixture
 def outputs(tmp_path, monkeypatch):

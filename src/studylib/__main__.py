@@ -91,6 +91,7 @@ def _compare(ref: str, new: str, check: bool = False) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import studies  # noqa: F401 - registers the built-in studies, which profiles and claims read
     parser = argparse.ArgumentParser(prog="studylib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute the profile's notebooks with papermill")

@@ -23,7 +23,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from . import paths
+from . import paths, study_registry
 
 REGISTRY_FILE = Path(__file__).with_name("claims.yaml")
 SEEDS = ("000", "001", "002", "003", "004")
@@ -235,11 +235,10 @@ def _claims_module(name: str):
 def evaluator(claim: Claim):
     """The claim's evaluator: `claim.evaluator` in the module of its study (built-in or plug-in), or in the module
     beside it named `<study module>_claims` (where a study keeps its claim evaluators apart)."""
-    from .studies import STUDIES
-
-    if claim.study not in STUDIES:
+    known = study_registry.studies()
+    if claim.study not in known:
         raise ClaimError(f"{REGISTRY_FILE.name}: {claim.id}: study {claim.study!r} is not registered")
-    name = STUDIES[claim.study].analyse.__module__
+    name = known[claim.study].analyse.__module__
     for module in (importlib.import_module(name), _claims_module(name)):
         fn = getattr(module, claim.evaluator, None) if module is not None else None
         if fn is not None:

@@ -114,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     from . import profiles
 
     try:
+        from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
+
         loaded = profiles.load(args.profile)
     except profiles.ProfileError as e:
         print(f"error: {e}", file=sys.stderr)

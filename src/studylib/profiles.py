@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from . import paths
+from . import paths, study_registry
 from .corpus import CorpusSettings
 from .models import MODELS
 
@@ -209,9 +209,7 @@ class DataGrid(_Strict):
 
 def sections() -> dict[str, type[BaseModel]]:
     """The schema of each study's profile section, by notebook id, from the study registry."""
-    from .studies import STUDIES
-
-    return {name: study.section for name, study in STUDIES.items()}
+    return {name: study.section for name, study in study_registry.studies().items()}
 
 
 class Profile(_Strict):
@@ -402,11 +400,9 @@ def load(profile: str, *, machine=None) -> LoadedProfile:
         prof = Profile.model_validate(raw)
     except ValidationError as e:
         raise ProfileError(f"{where}: {_describe(e)}") from None
-    from .studies import STUDIES
-
     sections = {}
     for name, section in prof.notebooks.items():
-        notebook = STUDIES[name].notebook_path
+        notebook = study_registry.studies()[name].notebook_path
         if not notebook.is_file():
             raise ProfileError(f"{where}: notebooks.{name}: notebook file {notebook.name} is missing")
         if not isinstance(section, dict):

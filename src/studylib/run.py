@@ -215,6 +215,8 @@ def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False
     """Execute the notebooks; return 0 when all succeeded, 1 otherwise. Bad input raises ProfileError first."""
     from tqdm import tqdm
 
+    from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
+
     loaded = profiles.load(profile)
     names = select_notebooks(loaded, notebooks)
     with runlock.hold(loaded.name, f"studylib run --profile {loaded.name}"), _run_id():

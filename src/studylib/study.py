@@ -202,6 +202,7 @@ def measure_replicate(profile: str, notebook: str, replicate: int, *, force: boo
     `studylib run` calls it (`python -m studylib.study PROFILE NOTEBOOK REPLICATE [--force]`) for replicates
     0 … k-2 of every notebook before it executes any, so that a group's replicates lie far apart in time
     (replicates.py); the notebook then measures its last replicate and combines the parts."""
+    from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
     from .run import grid
 
     loaded = profiles.load(profile)

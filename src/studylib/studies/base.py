@@ -19,6 +19,7 @@ import pandas as pd
 from .. import paths
 from ..claims import CLAIM_COLUMNS  # noqa: F401 - a study's claims table has these columns
 from ..speedups import Comparison
+from ..study_registry import REGISTRY, register, unregister  # noqa: F401 - the studies register through here
 from ..surprises import Expectation
 from ..sweep import Config, Workloads
 
@@ -65,20 +66,3 @@ class Study:
     @property
     def notebook_path(self) -> Path:
         return self.notebook_file or paths.notebook_path(self.notebook)
-
-
-REGISTRY: dict[str, Study] = {}
-
-
-def register(study: Study) -> Study:
-    """Add a study to the registry (a second one with the same id replaces the first); returns it.
-
-    The registry stays in reading order: notebook ids sort as the notebooks are numbered."""
-    REGISTRY[study.notebook] = study
-    for name in sorted(REGISTRY):
-        REGISTRY[name] = REGISTRY.pop(name)
-    return study
-
-
-def unregister(notebook: str) -> None:
-    REGISTRY.pop(notebook, None)
