@@ -22,7 +22,6 @@ Three parts, one place:
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -489,9 +488,6 @@ def plottable(rt: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return rt[ok], rt[~ok]
 
 
-def predicted_speedup(base_amount: float, cand_amount: float) -> float:
-    """The speed-up that doing `cand_amount` of work instead of `base_amount` gives if time follows the work."""
-    return base_amount / cand_amount if cand_amount and not math.isnan(cand_amount) else math.nan
 
 
 

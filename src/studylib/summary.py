@@ -108,10 +108,6 @@ def claims(profiles: list[str]) -> pd.DataFrame:
     return t.sort_values(["profile", "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
 
 
-def claim_totals(claims_table: pd.DataFrame) -> pd.DataFrame:
-    """Per profile, the claims table's counts (claims.totals): judged ones by verdict, the rest by why not."""
-    rows = [{"profile": p} | claims_registry.totals(g) for p, g in claims_table.groupby("profile", sort=False)]
-    return pd.DataFrame(rows)
 
 
 def comparisons() -> list[tuple[str, Comparison]]:
