@@ -86,6 +86,12 @@ def configs(section: EagerVsCompiled, *, device: str, threads: int) -> list[Conf
             for model, dtype, batch, seq in section.shapes() for v in section.variants_for(model, dtype, batch)]
 
 
+# max-autotune's compile over default's, per device: on a CPU it adds little (measured 1.3x); on CUDA it benchmarks
+# Triton kernel configurations and cuBLAS choices per matmul and convolution, which Inductor's own notes put at many
+# times default's compile. The CUDA figure is a guess until a GPU has run the study (plan says times are rough).
+_AUTOTUNE = {"cpu": 1.3, "cuda": 6.0}
+
+
 def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float = 1.0) -> float:
     """A rough wall-time guess for `plan`: per replicate, compile + first call, warm-up and the minimum rounds.
 
@@ -94,7 +100,8 @@ def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float 
     big = not c.model.endswith("tiny")
     vision = c.image_size is not None
     compiled = runtimes.get(c.variant).family == "compile"
-    compile_s = ((25.0 if vision else 14.0) if big else 4.0) * (1.3 if "autotune" in c.variant else 1) if compiled else 0.0
+    compile_s = ((25.0 if vision else 14.0) if big else 4.0) * _AUTOTUNE[c.device] ** ("autotune" in c.variant) \
+        if compiled else 0.0
     per_call = (0.1 if big else 0.002) * c.batch_size * (1 if c.image_size is None and c.seq_len is None
                                                            else ((c.seq_len or 128) / 128))
     if c.dtype == "bf16" and c.device == "cpu":  # no native bf16 on most CPUs: eager ResNet-50 runs ~30x slower
