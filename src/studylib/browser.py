@@ -25,10 +25,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from playwright.sync_api import Error as PlaywrightError
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, Request, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
@@ -227,7 +226,7 @@ def _visit(
     check = PageCheck(url=path.as_uri(), path=path)
     requests: list[str] = []
 
-    def record(request: Any) -> None:
+    def record(request: Request) -> None:
         requests.append(request.url)
 
     page.on("request", record)
