@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import http.server
+import os
 import struct
 import threading
 import time
@@ -296,6 +297,14 @@ def test_no_chromium_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(BrowserUnavailable, match="cannot run"):
         check_report(index, None)
     assert browser.main([str(tmp_path)]) == 2
+
+
+def test_chromium_named_without_a_path_is_found_on_path(tmp_path, monkeypatch, chromium):
+    """STUDYLIB_CHROMIUM may be a bare name: it is looked up on PATH before Playwright is given its path."""
+    monkeypatch.setenv("PATH", str(Path(chromium).parent) + os.pathsep + os.environ.get("PATH", ""))
+    monkeypatch.setenv("STUDYLIB_CHROMIUM", Path(chromium).name)
+    index = write_report(tmp_path, {"p/html/a.html": page("a", "<p>a</p>")}, ["p/html/a.html"])
+    assert [c.problems() for c in check_report(index, None)] == [[], []]
 
 
 def test_main_exit_status_and_one_line_per_page(tmp_path, outputs, capsys):

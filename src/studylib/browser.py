@@ -102,15 +102,16 @@ def launch(chromium: str | None = None, *, loopback: bool = False) -> Iterator[P
             "no Chromium found (looked for STUDYLIB_CHROMIUM, then " + ", ".join(CHROMIUM_NAMES) + " on PATH); "
             "install it (Debian: apt-get install chromium) or set STUDYLIB_CHROMIUM"
         )
-    if shutil.which(executable) is None:
+    resolved = shutil.which(executable)  # a name on PATH or a path; Playwright needs the path
+    if resolved is None:
         raise BrowserUnavailable(f"cannot run {executable}: no such executable")
     with sync_playwright() as playwright:
         try:
             chrome = playwright.chromium.launch(
-                executable_path=executable, args=_loopback_allowed(BROWSER_FLAGS) if loopback else list(BROWSER_FLAGS)
+                executable_path=resolved, args=_loopback_allowed(BROWSER_FLAGS) if loopback else list(BROWSER_FLAGS)
             )
         except PlaywrightError as exc:
-            raise BrowserUnavailable(f"cannot run {executable}: {exc.message.strip().splitlines()[0]}") from exc
+            raise BrowserUnavailable(f"cannot run {executable}: {_first_line(exc)}") from exc
         try:
             context = chrome.new_context(viewport=VIEWPORT)
             context.route(OFF_MACHINE_BUT_LOOPBACK if loopback else OFF_MACHINE,
