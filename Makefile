@@ -66,7 +66,8 @@ compare: $(STAMP)  ## compare a re-run with the committed reference: make compar
 	@if [ -z "$(NEW)" ]; then echo "error: NEW is empty: name the re-run's folder, e.g. make compare NEW=outputs/$(PROFILE) (REF defaults to reference/$(PROFILE))" >&2; exit 2; fi
 	$(PY) -m studylib compare "$(REF)" "$(NEW)" $(if $(CHECK),--check)
 
-# The browser test drives headless Chromium (Debian package `chromium`); installed here when missing.
+# The browser test drives the system's headless Chromium (Debian package `chromium`) through Playwright's
+# executable_path; installed here when missing. Playwright's own browser download (`playwright install`) is never used.
 browser:  ## install headless Chromium for the browser test (Debian/Ubuntu apt; root or sudo)
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  echo "installing chromium (Debian package) for the browser test"; \

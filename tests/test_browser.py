@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import http.server
+import os
 import struct
 import threading
 import time
@@ -250,6 +251,39 @@ def test_external_requests_are_reported_and_blocked(tmp_path, local_server):
     assert elapsed < 15, f"a page with external resources took {elapsed:.0f} s: the check waits on the network"
 
 
+def _probe_page(tmp_path: Path, address: str) -> str:
+    """A file page that asks the loopback server for a script by address and an image by name."""
+    probe = tmp_path / "probe.html"
+    port = address.rsplit(":", 1)[1]
+    probe.write_text(page("probe", f'<script src="http://{address}/by-address.js"></script>'
+                                   f'<img src="http://localhost:{port}/by-name.png">'))
+    return probe.as_uri()
+
+
+def test_the_flags_alone_keep_the_browser_offline(tmp_path, local_server):
+    """Without Playwright's routing (removed here), Chromium's own flags still refuse every request."""
+    address, hits = local_server
+    with browser.launch() as tab:
+        tab.context.unroute_all()
+        failed: list[str] = []
+        tab.on("requestfailed", lambda request: failed.append(request.failure or ""))
+        tab.goto(_probe_page(tmp_path, address))
+        assert tab.title() == "probe"  # the script never ran
+    assert hits == [], "the browser reached the network (a server on the loopback)"
+    assert len(failed) == 2 and all("BLOCKED_BY_CLIENT" not in f for f in failed), failed  # refused by Chromium
+
+
+def test_the_loopback_variant_reaches_127_0_0_1_only(tmp_path, local_server):
+    """launch(loopback=True), as the JupyterLab test uses it: a server on 127.0.0.1 answers; the same server by
+    the name localhost, and any other host, stay cut off."""
+    address, hits = local_server
+    with browser.launch(loopback=True) as tab:
+        tab.goto(_probe_page(tmp_path, address))
+        assert tab.title() == "fetched"  # the script from 127.0.0.1 ran
+        assert tab.evaluate("fetch('https://example.com/').then(() => 'reached', () => 'refused')") == "refused"
+    assert hits == ["/by-address.js"]
+
+
 def test_no_chromium_is_a_clear_error(tmp_path, monkeypatch):
     index = write_report(tmp_path, {}, [])
     monkeypatch.delenv("STUDYLIB_CHROMIUM", raising=False)
@@ -263,6 +297,14 @@ def test_no_chromium_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(BrowserUnavailable, match="cannot run"):
         check_report(index, None)
     assert browser.main([str(tmp_path)]) == 2
+
+
+def test_chromium_named_without_a_path_is_found_on_path(tmp_path, monkeypatch, chromium):
+    """STUDYLIB_CHROMIUM may be a bare name: it is looked up on PATH before Playwright is given its path."""
+    monkeypatch.setenv("PATH", str(Path(chromium).parent) + os.pathsep + os.environ.get("PATH", ""))
+    monkeypatch.setenv("STUDYLIB_CHROMIUM", Path(chromium).name)
+    index = write_report(tmp_path, {"p/html/a.html": page("a", "<p>a</p>")}, ["p/html/a.html"])
+    assert [c.problems() for c in check_report(index, None)] == [[], []]
 
 
 def test_main_exit_status_and_one_line_per_page(tmp_path, outputs, capsys):

@@ -1,9 +1,11 @@
 """The third use of the study, tested as used: JupyterLab started the way `make lab` starts it, study 01
-opened in headless Chromium (offline but for the local server), a parameter changed in its parameters
-cell, all cells run, and the new configuration's rows and figures appear on the page."""
+opened in headless Chromium driven by Playwright (offline but for the local server on 127.0.0.1), a parameter
+changed in its parameters cell by keyboard, Run All from the Run menu, and the new configuration's rows and
+figures appear on the page."""
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -13,7 +15,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
+from playwright.sync_api import expect
 
 from studylib import browser, paths
 from studylib.results import ResultsTable
@@ -75,79 +79,61 @@ def lab(tmp_path):
         log.close()
 
 
-def _js(tools, expression: str, timeout: float = 30):
-    """Evaluate (and await) an expression in the page; its JSON value."""
-    got = tools.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True},
-                     timeout=timeout)
-    if "exceptionDetails" in got:
-        raise AssertionError(f"page script failed: {got['exceptionDetails']}")
-    return got["result"].get("value")
+def _parameters_source(edits: dict[str, str]) -> str:
+    """The committed notebook's parameters cell with `edits` made (each must be there to be made)."""
+    nb = nbformat.read(paths.notebook_path(NB), as_version=4)
+    source = next(c.source for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    for old, new in edits.items():
+        assert old in source, f"not in the parameters cell: {old}"
+        source = source.replace(old, new)
+    return source
 
 
-def _wait_for(tools, expression: str, timeout: float, what: str):
+def _wait_for_run_all(page, timeout: float) -> None:
+    """Until every code cell shows an execution count ([n]:, not [*]: or [ ]:); fails on error output."""
+    prompts = page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputPrompt")
+    errors = page.locator('.jp-NotebookPanel .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = _js(tools, expression)
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-# The notebook's panel (found by its path: a headless page has no focus, so there is no "current" widget).
-NOTEBOOK = (f"(window.jupyterapp && Array.from(jupyterapp.shell.widgets('main'))"
-            f".find(w => w.context && w.context.path === '{NB}.ipynb'))")
-READY = f"""(() => {{ const w = {NOTEBOOK};
-  return !!(w && w.content && w.content.widgets && w.content.widgets.length > 0 && w.sessionContext &&
-            w.sessionContext.session && w.sessionContext.session.kernel &&
-            w.sessionContext.session.kernel.connectionStatus === 'connected'); }})()"""
-EDIT = """(() => { const w = %s;
-  const cell = w.content.widgets.find(c => (c.model.getMetadata('tags') || []).includes('parameters'));
-  let source = cell.model.sharedModel.getSource();
-  for (const [from, to] of Object.entries(%s)) {
-    if (!source.includes(from)) return 'not in the parameters cell: ' + from;
-    source = source.replace(from, to);
-  }
-  cell.model.sharedModel.setSource(source);
-  return 'ok'; })()"""
-PROGRESS = """(() => { const w = %s;
-  const code = w.content.widgets.filter(c => c.model.type === 'code');
-  const errors = w.node.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]');
-  return JSON.stringify({done: code.filter(c => c.model.executionCount !== null).length, of: code.length,
-    errors: Array.from(errors).map(e => e.innerText.slice(0, 300)),
-    idle: w.sessionContext.session.kernel.status === 'idle'}); })()"""
-PAGE = """(() => { const w = %s;
-  const rows = Array.from(w.node.querySelectorAll('.jp-OutputArea-output table tr'))
-    .map(r => Array.from(r.querySelectorAll('td, th')).map(c => c.innerText.trim()));
-  const images = Array.from(w.node.querySelectorAll('.jp-OutputArea-output img'));
-  const answer = w.node.querySelector('.jp-OutputArea-output .answer');
-  return JSON.stringify({rows, images: images.filter(i => i.complete && i.naturalWidth > 0).length,
-                         answer: answer ? answer.innerText : ''}); })()"""
+    while True:
+        assert errors.count() == 0, errors.all_inner_texts()
+        shown = [p.strip() for p in prompts.all_inner_texts()]
+        if shown and all(re.fullmatch(r"\[\d+\]:", p) for p in shown):
+            return
+        assert time.monotonic() < deadline, f"run all did not finish within {timeout:.0f} s: {shown}"
+        page.wait_for_timeout(2000)
 
 
 def test_change_a_parameter_in_jupyterlab_and_run_all(lab):
     url, outputs = lab
-    with browser.launch(loopback=True) as tools:
-        tools.send("Page.enable")
-        tools.send("Page.navigate", {"url": url})
-        _wait_for(tools, READY, 120, "JupyterLab to open the notebook with a connected kernel")
-        assert _js(tools, EDIT % (NOTEBOOK, json.dumps(EDITS))) == "ok"
-        _js(tools, f"jupyterapp.shell.activateById({NOTEBOOK}.id), void jupyterapp.commands.execute('notebook:run-all-cells')")
-        deadline = time.monotonic() + 400
-        while True:
-            progress = json.loads(_js(tools, PROGRESS % NOTEBOOK))
-            assert not progress["errors"], progress["errors"]
-            if progress["done"] == progress["of"] and progress["idle"]:
-                break
-            assert time.monotonic() < deadline, f"run all did not finish: {progress}"
-            time.sleep(2)
-        page = json.loads(_js(tools, PAGE % NOTEBOOK))
+    with browser.launch(loopback=True) as page:
+        page.goto(url)
+        # the notebook is open and its kernel idle (the status bar says so)
+        cells = page.locator(".jp-NotebookPanel .jp-CodeCell")
+        expect(cells.filter(has_text="batch_sizes = [1, 4]")).to_be_visible(timeout=120_000)
+        params = cells.nth(next(i for i, text in enumerate(cells.all_inner_texts()) if "batch_sizes = [1, 4]" in text))
+        expect(page.get_by_role("button", name=re.compile(r"\| Idle$"))).to_be_visible(timeout=120_000)
+        # a tinkerer's edit: select the parameters cell's text and put the new grid in its place
+        params.locator(".cm-content").click()
+        page.keyboard.press("ControlOrMeta+A")
+        page.keyboard.insert_text(_parameters_source(EDITS))
+        expect(params).to_contain_text("batch_sizes = [3]")
+        page.keyboard.press("Escape")  # command mode
+        # Run > Run All Cells
+        page.locator(".lm-MenuBar-item").get_by_text("Run", exact=True).click()
+        page.locator(".lm-Menu-item").get_by_text("Run All Cells", exact=True).click()
+        _wait_for_run_all(page, 400)
+        outputs_area = page.locator(".jp-NotebookPanel .jp-OutputArea-output")
+        answer = outputs_area.locator(".answer").first.inner_text()
+        shown_rows = outputs_area.locator("table tr").evaluate_all(
+            "rows => rows.map(r => Array.from(r.querySelectorAll('td, th')).map(c => c.innerText.trim()))")
+        images = outputs_area.locator("img").evaluate_all(
+            "images => images.filter(i => i.complete && i.naturalWidth > 0).length")
 
     rows = ResultsTable(outputs / "smoke" / "results" / f"{NB}.jsonl").rows()
     assert rows and {r["batch_size"] for r in rows} == {3} and {r["model"] for r in rows} == {"bert-tiny"}
     assert {"eager", "compile-default"} <= {r["variant"] for r in rows} and all(r["status"] == "ok" for r in rows)
     # the page shows them: the Answer, the measurements table's rows at batch 3, and the figures
-    assert "torch.compile (default) over eager" in page["answer"]
-    measured = [r for r in page["rows"] if "bert-tiny" in r and "3" in r]
-    assert len(measured) >= len(rows), page["rows"][:12]
-    assert page["images"] >= 2
+    assert "torch.compile (default) over eager" in answer
+    measured = [r for r in shown_rows if "bert-tiny" in r and "3" in r]
+    assert len(measured) >= len(rows), shown_rows[:12]
+    assert images >= 2
