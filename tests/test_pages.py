@@ -84,3 +84,12 @@ def test_the_summary_answers_first_and_its_verdict_matrix_is_compact(tmp_path, m
     assert matrix.count('<a href="../../cpu/html/02_torchscript_vs_xla.html">') == 2
     assert ">does not agree</a>" in matrix and ">not comparable here</a>" in matrix
     assert "(GPU claim); tested by gpu-a100" in matrix.split("title=")[2]  # in full on hover, not cut in the cell
+
+
+def test_no_committed_reference_page_shows_a_prompt_or_an_internal_word():
+    from studylib import paths
+
+    pages = sorted(paths.reference_root().rglob("*.html"))
+    assert len(pages) >= 7  # the index, five studies and the summary
+    faults = {p.name: page_faults(p.read_text()) for p in pages}
+    assert not any(faults.values()), faults
