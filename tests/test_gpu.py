@@ -15,7 +15,7 @@ import types
 import pytest
 import torch
 
-from studylib import gpu, gpu_check, runtimes, sweep
+from studylib import gpu, gpu_check, limits, runtimes, sweep
 from studylib.models import Workload
 from studylib.runtimes.ort_gpu import tensorrt_options
 
@@ -274,11 +274,11 @@ def test_study_start_applies_the_profiles_policy_and_records_it(outputs, monkeyp
     """A notebook's parameters need not carry `tf32`: start takes it from the profile file; a value passed wins."""
     import json
 
-    from studylib import paths, profiles, roofline, study
+    from studylib import paths, profiles, study
 
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "USE_TF"):
         monkeypatch.setenv(var, os.environ.get(var, ""))
-    monkeypatch.setattr(roofline, "cached_peaks", lambda *args, **kwargs: None)
+    monkeypatch.setattr(limits, "cached_peaks", lambda *args, **kwargs: None)
     threads = torch.get_num_threads()
     try:
         params = profiles.notebook_parameters(profiles.load("gpu-smoke"), "01_eager_vs_compiled")

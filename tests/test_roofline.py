@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib import environment, models, plots, replicates, roofline, sweep
+from studylib import environment, limits, models, plots, replicates, roofline, sweep
 from studylib.results import ResultsTable
 
 MEASURE = {"warmup_calls": 0, "min_rounds": 6, "max_rounds": 8, "min_time_s": 0.0, "target_ci_pct": 50.0,
            "budget_s": 0.05, "block_s": 0.0, "replicates": 1}
 TOLERANCE = {"fp32": 1e-3, "int8": 0.1}
-PEAKS = {"method": roofline.METHOD, "device": "cpu", "threads": 2, "seconds": 1.0, "measured_at": "now",
+PEAKS = {"method": limits.METHOD, "device": "cpu", "threads": 2, "seconds": 1.0, "measured_at": "now",
          "matmul": {"fp32": {"gflops": 100.0, "ci_low": 95.0, "ci_high": 105.0, "n": 10, "size": 1024,
                              "kernel": "torch.mm"},
                     "int8": {"skipped": "not in this test"}},
@@ -93,8 +93,8 @@ def test_peak_is_the_rate_of_a_direct_matmul():
     """Same order of magnitude as timing the same product directly (a sanity check, not a speed threshold)."""
     import torch
 
-    peak = roofline.matmul_peak("fp32", "cpu", 0.3)
-    assert peak["ci_low"] <= peak["gflops"] <= peak["ci_high"] and peak["n"] >= roofline.MIN_SAMPLES
+    peak = limits.matmul_peak("fp32", "cpu", 0.3)
+    assert peak["ci_low"] <= peak["gflops"] <= peak["ci_high"] and peak["n"] >= limits.MIN_SAMPLES
     n = peak["size"]
     a, b = torch.randn(n, n), torch.randn(n, n)
     torch.mm(a, b)
@@ -111,23 +111,23 @@ def test_limits_are_measured_once_per_environment(monkeypatch):
     import torch
 
     calls = []
-    monkeypatch.setattr(roofline, "measure_peaks", lambda device, budget: calls.append(device) or {"new": True})
+    monkeypatch.setattr(limits, "measure_peaks", lambda device, budget: calls.append(device) or {"new": True})
     env = {"fingerprint": "abc"}
     kept = PEAKS | {"threads": torch.get_num_threads()}
-    assert roofline.cached_peaks(env, {"fingerprint": "abc", "peaks": kept}, device="cpu", budget=1) is kept
+    assert limits.cached_peaks(env, {"fingerprint": "abc", "peaks": kept}, device="cpu", budget=1) is kept
     assert not calls
     for previous in ({"fingerprint": "other", "peaks": kept}, {"fingerprint": "abc", "peaks": kept | {"threads": 99}},
                      {"fingerprint": "abc", "peaks": kept | {"method": -1}}, None):
-        assert roofline.cached_peaks(env, previous, device="cpu", budget=1) == {"new": True}
+        assert limits.cached_peaks(env, previous, device="cpu", budget=1) == {"new": True}
     assert len(calls) == 4
 
 
 def test_measured_limits_have_every_dtype_and_a_bandwidth():
-    peaks = roofline.measure_peaks("cpu", budget=0.5)
-    assert set(peaks["matmul"]) == set(roofline.peak_dtypes("cpu"))
+    peaks = limits.measure_peaks("cpu", budget=0.5)
+    assert set(peaks["matmul"]) == set(limits.peak_dtypes("cpu"))
     assert peaks["bandwidth"]["ci_low"] <= peaks["bandwidth"]["gbs"] <= peaks["bandwidth"]["ci_high"]
     assert json.loads(json.dumps(peaks)) == peaks  # stored in env.json as it is
-    assert "memory bandwidth" in roofline.describe_peaks(peaks)
+    assert "memory bandwidth" in limits.describe_peaks(peaks)
 
 
 @pytest.mark.parametrize("achieved, intensity, expected", [

@@ -29,8 +29,8 @@ import pandas as pd
 from . import speedups
 from .calibration import Calibration, calibrate
 from .files import read_json
+from .limits import peak_bandwidth, peak_gflops
 from .results import ResultsTable
-from .roofline import peak_bandwidth, peak_gflops
 from .speedups import speedup
 
 # Columns that make a configuration's shape; rows agreeing on all of them form one comparison group

@@ -307,6 +307,7 @@ def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: ac
     marker per dtype, under the machine's roofs: the bandwidth slope and each dtype's matmul peak
     (roofline.roofline_table and measure_peaks). Rows that cannot be placed (failed, or no FLOP count) are
     listed in a note under the axes. Returns the figure."""
+    from . import limits
     from . import roofline as rf
 
     points, left_out = rf.plottable(rt)
@@ -317,11 +318,11 @@ def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: ac
         for key, g in points[points.variant == v].groupby("peak_of", sort=False):
             ax.scatter(g.intensity, g.gflops, color=colour(v), marker=markers[key], s=36, alpha=0.85,
                        label=f"{v}" + (f" ({key})" if len(markers) > 1 else ""))
-    bandwidth = rf.peak_bandwidth(peaks)
+    bandwidth = limits.peak_bandwidth(peaks)
     if bandwidth and len(points):
         lo, hi = points.intensity.min() / 3, points.intensity.max() * 3
         for key in dict.fromkeys(["fp32", *points.peak_of]):
-            peak = rf.peak_gflops(peaks, key)
+            peak = limits.peak_gflops(peaks, key)
             if not peak:
                 continue
             lo, hi = min(lo, peak / bandwidth / 3), max(hi, peak / bandwidth * 3)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import environment, gpu, paths, profiles, replicates, roofline, runlock, sweep
+from . import environment, gpu, limits, paths, profiles, replicates, runlock, sweep
 from .files import read_json, write_json_atomic
 from .results import ResultsTable
 from .threads import apply_threads
@@ -120,7 +120,7 @@ class StudyRun:
 
     @property
     def peaks(self) -> dict | None:
-        """The machine's limits measured for this run (roofline.measure_peaks), for `analyse` and the roofline."""
+        """The machine's limits measured for this run (limits.measure_peaks), for `analyse` and the roofline."""
         return self.env.get("peaks")
 
     def environment_table(self):
@@ -137,7 +137,7 @@ class StudyRun:
                 ("fp32 matmuls in TF32 (precision policy)", (e.get("precision") or {}).get("label", "not recorded")),
                 ("libraries", ", ".join(f"{k} {v}" for k, v in e["libraries"].items() if v)),
                 ("git commit", e["git_commit"] or "unknown"),
-                ("machine limits (roofline)", roofline.describe_peaks(e.get("peaks"))),
+                ("machine limits (roofline)", limits.describe_peaks(e.get("peaks"))),
                 ("harness overhead per call", f"{self.overhead.median * 1e6:.2f} µs (median of {self.overhead.n} "
                                               f"no-op calls; 95% CI {self.overhead.ci_low * 1e6:.2f}–"
                                               f"{self.overhead.ci_high * 1e6:.2f} µs)"),
@@ -179,8 +179,8 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     env_path = paths.results_dir(profile) / "env.json"
     # the profile's run-to-run shift travels with the run (sweep.base_row stamps it on every row it measures)
     env["run_shift_pct"] = prof.run_shift_pct
-    env["peaks"] = roofline.cached_peaks(env, read_json(env_path), device=prof.device,
-                                         budget=roofline.budget_s(prof.measure.model_dump()))
+    env["peaks"] = limits.cached_peaks(env, read_json(env_path), device=prof.device,
+                                         budget=limits.budget_s(prof.measure.model_dump()))
     write_json_atomic(env_path, env)
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
     return StudyRun(notebook, profile, prof, section, env, table, bool(params.get("force", False)), harness_overhead(),

@@ -11,7 +11,7 @@ import os
 
 import pandas as pd
 
-from . import advice, answer, environment, gpu_paths, paths, profiles, roofline
+from . import advice, answer, environment, gpu_paths, limits, paths, profiles
 from . import claims as claims_registry
 from .files import read_json
 from .profiles import RESERVED
@@ -207,12 +207,12 @@ def machine_line(profile: str) -> str:
     if not env:
         return "environment not captured"
     peaks = env.get("peaks") or {}
-    rates = ", ".join(f"{k} {roofline.peak_gflops(peaks, k):,.0f}" for k in ("fp32", "bf16", "int8")
-                      if roofline.peak_gflops(peaks, k))
-    bw = roofline.peak_bandwidth(peaks)
+    rates = ", ".join(f"{k} {limits.peak_gflops(peaks, k):,.0f}" for k in ("fp32", "bf16", "int8")
+                      if limits.peak_gflops(peaks, k))
+    bw = limits.peak_bandwidth(peaks)
     threads = (env.get("threads") or {}).get("torch_intra_op")
-    limits = (f"; measured matmul GFLOP/s {rates}" if rates else "") + (f", memory {bw:,.0f} GB/s" if bw else "")
-    return f"{environment.one_line(env)} · {threads} threads{limits}"
+    measured = (f"; measured matmul GFLOP/s {rates}" if rates else "") + (f", memory {bw:,.0f} GB/s" if bw else "")
+    return f"{environment.one_line(env)} · {threads} threads{measured}"
 
 
 def what_to_use(profile: str) -> pd.DataFrame:
