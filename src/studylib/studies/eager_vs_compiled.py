@@ -13,10 +13,11 @@ from pydantic import Field, model_validator
 from .. import claims as seedclaims
 from .. import roofline, runtimes, surprises
 from .. import speedups as speedups_layer
+from ..config import is_aa, original_of, with_aa
 from ..models import MODELS
 from ..profiles import SKIP_KEYS, Grid, Skip
 from ..speedups import Comparison
-from ..sweep import AA, REFERENCE, Config
+from ..sweep import REFERENCE, Config
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401
     aa_finding,
@@ -69,16 +70,17 @@ class EagerVsCompiled(Grid):
         return self
 
     def variants_for(self, model: str, dtype: str, batch_size: int) -> list[str]:
-        """The section's variants for one shape: eager and its A/A copy first; the image-only ones only for an image
-        model, and not where `vision_only_skip` leaves them out."""
-        variants = [REFERENCE, AA] + [v for v in self.variants if v not in (REFERENCE, AA)]
+        """The section's variants for one shape: eager first, each variant `aa` names followed by its A/A copy; the
+        image-only ones (and their copies) only for an image model, and not where `vision_only_skip` leaves them out."""
+        variants = with_aa([REFERENCE] + [v for v in self.variants if v != REFERENCE], self.aa)
         if MODELS[model].kind != "vision" or any(k.matches(model, dtype, batch_size) for k in self.vision_only_skip):
-            variants = [v for v in variants if v not in VISION_ONLY]
+            variants = [v for v in variants if original_of(v) not in VISION_ONLY]
         return variants
 
 
 def configs(section: EagerVsCompiled, *, device: str, threads: int) -> list[Config]:
-    """Every configuration, grouped by model and dtype, eager first within each shape, then its A/A copy.
+    """Every configuration, grouped by model and dtype, eager first within each shape, then its A/A copy (and each
+    other variant the section's `aa` names, followed by its copy).
 
     Shapes matching one of the section's `skip` entries are left out; the image-only variants (channels-last,
     cudnn-benchmark) run on image models only (EagerVsCompiled.variants_for)."""
@@ -107,7 +109,7 @@ def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float 
                                                            else ((c.seq_len or 128) / 128))
     if c.dtype == "bf16" and c.device == "cpu":  # no native bf16 on most CPUs: eager ResNet-50 runs ~30x slower
         per_call *= 10 if compiled or not vision else 30
-    if c.variant == "eager-cudnn-benchmark" and c.device != "cuda":
+    if original_of(c.variant) == "eager-cudnn-benchmark" and c.device != "cuda":
         return 0.0  # a skipped row
     calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
     return measure["replicates"] * (compile_s + max(per_call / speed, measure["block_s"]) * calls
@@ -137,7 +139,7 @@ def _where(row) -> str:
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     lines = [aa_finding(df)]
-    sp = sp[sp.variant != AA]
+    sp = sp[~sp.variant.map(is_aa)]
     ok = sp[sp.speedup.notna()]
     for variant, g in ok.groupby("variant", sort=False):
         faster, slower = int((g.ci_low > 1).sum()), int((g.ci_high < 1).sum())
@@ -254,14 +256,14 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
     """Compile cost, speed-up and break-even calls per compiled configuration; with the results `df`, also the
     graphs each cold compile built, its graph breaks and the graphs rebuilt in steady state (dynamo's
     counters; blank for rows measured before they were recorded)."""
-    t = sp[(sp.variant != AA) & (sp.variant.map(runtimes.family) == "compile")].copy()
+    t = sp[~sp.variant.map(is_aa) & (sp.variant.map(runtimes.family) == "compile")].copy()
     t["size"] = t.apply(size_label, axis=1) if len(t) else []
     t["compile (s)"] = fmt_or_blank(t.compile_s, ".1f")
     graphs = ["graphs", "graph breaks", "recompiled"]
     if df is not None and len(t):
         counts = df.reindex(columns=[*SHAPE_COLUMNS, "variant", "compilations", "graph_breaks", "recompilations"])
-        counts = counts[counts.variant.map(runtimes.family) == "compile"].rename(columns=dict(zip(
-            ["compilations", "graph_breaks", "recompilations"], graphs)))
+        counts = counts[~counts.variant.map(is_aa) & (counts.variant.map(runtimes.family) == "compile")]
+        counts = counts.rename(columns=dict(zip(["compilations", "graph_breaks", "recompilations"], graphs)))
         t = t.merge(counts, on=[*SHAPE_COLUMNS, "variant"], how="left")
         for col in graphs:
             t[col] = t[col].astype("Int64")
@@ -291,7 +293,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
 
 def roofline_pairs(df: pd.DataFrame) -> list[tuple[str, str]]:
     """Each compiled variant over eager, for the roofline's regime findings."""
-    return [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v not in (REFERENCE, AA)]
+    return [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
 
 
 STUDY = register(Study(

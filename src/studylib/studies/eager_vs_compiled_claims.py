@@ -9,6 +9,7 @@ import pandas as pd
 from .. import claims as seedclaims
 from .. import runtimes
 from .. import speedups as speedups_layer
+from ..config import is_aa
 from .eager_vs_compiled import SHAPE_COLUMNS, _where
 
 
@@ -105,7 +106,7 @@ def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-r
 def first_call_cost(df: pd.DataFrame, tables: dict, claim):
     """Seed 002's 'the first step includes compilation and costs extra': each compiled configuration's first call
     over its steady call (CI from the steady median's); the least of them."""
-    ok = df[(df.status == "ok") & (df.variant.map(lambda v: runtimes.get(v).family == "compile"))]
+    ok = df[(df.status == "ok") & ~df.variant.map(is_aa) & (df.variant.map(lambda v: runtimes.get(v).family == "compile"))]
     if not len(ok):
         return seedclaims.NotAnswered("no compiled configuration ran")
     cold = ok.prepare_s.fillna(0) + ok.first_call_s
