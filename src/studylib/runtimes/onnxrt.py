@@ -23,6 +23,7 @@ then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int
 `ort-tensorrt` runs the plain graph with the TensorrtExecutionProvider first (CUDA behind it for what
 TensorRT does not take), where the installed onnxruntime-gpu has it, with one optimization profile over the
 grid's shapes and engine and timing caches under the profile's cache (ort_gpu.py, also the CUDA provider's options).
+The session a runtime times, and ONNX Runtime's profiler on it, are ort_session.py's (OrtCall).
 The CUDA branches have not been run yet (no GPU while this was written); reports say so (gpu_paths).
 """
 
