@@ -99,6 +99,12 @@ BAD = {
                                                    f"notebooks.{NB2}: skip[0]: seq_len 512 is not in seq_lens"),
     "skip of every shape": (lambda d: _section(d).update(skip=[{"dtype": "fp32"}]),
                             f"notebooks.{NB}: skip leaves out every shape of the grid"),
+    "A/A copy of a variant the section does not run": (
+        lambda d: _section(d, NB3).update(aa=["eager", "tf-function"]),
+        f"notebooks.{NB3}: aa: 'tf-function' is not one of this section's variants"),
+    "A/A copy named twice": (lambda d: _section(d).update(aa=["eager", "eager"]),
+                             f"notebooks.{NB}: aa: lists a variant twice"),
+    "A/A setting not a list": (lambda d: _section(d, NB4).update(aa="ort"), f"notebooks.{NB4}.aa: Input should be"),
     "int8 without a tolerance": (lambda d: d.update(parity_tolerance={"fp32": 0.001}),
                                  f"parity_tolerance: has no tolerance for int8 (used by notebooks.{NB3}.variants)"),
 }

@@ -4,7 +4,7 @@ A workload is a study's shape less the columns that are choices (the runtime `va
 `strategy`; study 05's Keras `backend` process). Per workload: the option with the lowest median, its speed-up
 over the study's default (eager PyTorch, unsorted batches; paired in the same rounds where they shared them), the
 runner-up and whether the lead over it is decided (speedups.verdict against the page's band), and the one-time
-cost of the fastest option (its preparation and first call). The A/A copy is never an option.
+cost of the fastest option (its preparation and first call). No A/A copy (`<variant>-aa`, config.is_aa) is ever an option.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from . import speedups
-from .config import AA, REFERENCE
+from .config import REFERENCE, is_aa
 
 ADVICE_COLUMNS = ["study", "workload", "fastest", "median", "over default", "speedup", "ci_low", "ci_high",
                   "runner-up", "lead", "lead_low", "lead_high", "decided", "one-time cost", "note"]
@@ -45,7 +45,7 @@ def fastest(df: pd.DataFrame, *, options: tuple[str, ...] = ("variant",), defaul
             band: float | None = None, study: str = "") -> pd.DataFrame:
     """One row per workload of `df` (a study's results, raw samples included): the fastest option and its costs."""
     default = default or {"variant": REFERENCE}
-    ok = df[(df.status == "ok") & (df.variant != AA)] if len(df) else df
+    ok = df[(df.status == "ok") & ~df.variant.map(is_aa)] if len(df) else df
     if not len(ok):
         return pd.DataFrame(columns=ADVICE_COLUMNS)
     band = band if band is not None else speedups.band(df)

@@ -19,7 +19,6 @@ import pandas as pd
 import yaml
 
 from . import advice, paths, speedups, variance
-from .config import AA, REFERENCE
 from .speedups import Comparison
 from .studies import STUDIES
 
@@ -176,9 +175,10 @@ def aa_line(df: pd.DataFrame, band: float) -> str:
     aa = speedups.aa_pairs(df)
     if not len(aa):
         return ""
-    fp = int(aa.significant.sum())
-    return (f"**A/A control** ({AA} against {REFERENCE}, the same code twice): called different in {fp} of {len(aa)} "
-            f"shapes; its largest ratio sets the 'equal' band to ±{band - 1:.0%}. A shape counts as faster or slower "
+    cal = speedups.aa_calibration(df, pairs=aa)
+    copies = ", ".join(f"{r}-aa against {r}" for r in dict.fromkeys(aa.runtime))
+    return (f"**A/A control** ({copies}, the same code twice): {cal.sentence()}; its largest ratio sets the 'equal' "
+            f"band to ±{band - 1:.0%}. A shape counts as faster or slower "
             f"only where its whole CI lies outside that band and, over this page's comparisons, the "
             f"Benjamini–Hochberg adjusted p-value is below {speedups.FDR:.2f} (false-discovery rate "
             f"{speedups.FDR:.0%}). An undecided shape names the speed-up (or slow-down) it is 'detectable from': the "

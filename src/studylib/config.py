@@ -9,7 +9,36 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 REFERENCE = "eager"  # every variant's output is compared with eager PyTorch on the same inputs
-AA = "eager-aa"  # A/A control: a second, independently prepared copy of eager, timed like any variant
+# A/A controls: a variant named `<variant>-aa` is a second, independently prepared copy of `<variant>` (its own
+# model, trace, session or function built again), timed in the same group like any variant. It is never an option:
+# its speed-up over its original is noise, so the share of A/A pairs called different is the method's false-positive
+# rate (speedups.aa_pairs, speedups.aa_calibration).
+AA_SUFFIX = "-aa"
+
+
+def aa_of(variant: str) -> str:
+    """The A/A copy of `variant`: `<variant>-aa`."""
+    return variant + AA_SUFFIX
+
+
+def is_aa(variant) -> bool:
+    """Whether `variant` names an A/A copy (of any variant)."""
+    return isinstance(variant, str) and variant.endswith(AA_SUFFIX) and len(variant) > len(AA_SUFFIX)
+
+
+def original_of(variant: str) -> str:
+    """The variant an A/A copy copies (`variant` itself where it is no copy)."""
+    return variant[: -len(AA_SUFFIX)] if is_aa(variant) else variant
+
+
+def with_aa(variants, aa) -> list[str]:
+    """`variants` in order, each followed by its A/A copy where `aa` names it (copies of variants not listed are
+    left out)."""
+    copies = set(aa)
+    return [x for v in variants for x in ([v, aa_of(v)] if v in copies else [v])]
+
+
+AA = aa_of(REFERENCE)  # eager's A/A copy, the control every study has run since the start
 
 
 @dataclass(frozen=True)

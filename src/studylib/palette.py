@@ -13,10 +13,10 @@ import zlib
 
 import seaborn as sns
 
-from .config import AA
+from .config import AA, is_aa
 
 BASELINE = "#222222"
-NOISE = "0.55"  # the A/A control: its line in latency figures, its band in speed-up figures
+NOISE = "0.55"  # the A/A controls (every `<variant>-aa`): their line in latency figures, its band in speed-up figures
 
 # (seaborn palette, names in the family): darker shades go to later names.
 FAMILIES = (
@@ -55,10 +55,13 @@ _SPARE = sns.color_palette("husl", 16)
 def colour(name) -> tuple:
     """The report's colour for a variant, strategy, backend or profile; 'variant @backend' takes the variant's.
 
-    A name outside the table gets a fixed colour from its checksum, the same on every page."""
+    Every A/A copy (`<variant>-aa`) is the noise grey. A name outside the table gets a fixed colour from its checksum,
+    the same on every page."""
     name = str(name).split(" @")[0]
     if name in PALETTE:
         return PALETTE[name]
+    if is_aa(name):
+        return PALETTE[AA]
     if name in profile_colours():
         return profile_colours()[name]
     return _SPARE[zlib.crc32(name.encode()) % len(_SPARE)]

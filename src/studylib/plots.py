@@ -1,7 +1,7 @@
 """The few figure kinds the studies share. Failed configurations are drawn as marked cells, never gaps.
 
 Colours come from palette.py (one per variant for the whole report); facets are the shapes that ran, so no panel is
-empty; in speed-up figures the A/A control is the grey noise band, not a variant."""
+empty; in speed-up figures the A/A controls are the grey noise band, not variants."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import NullFormatter
 
-from .config import AA
+from .config import is_aa
 from .palette import NOISE, colour, marker
 from .plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title
 
@@ -32,13 +32,13 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
     """One line per `hue` with a shaded 95% CI band, one panel per (`row`, `col`) that ran; where a panel's x takes
     at most DOTS_UP_TO values, dots with CI bars side by side instead. `caption`: one sentence, what to see.
 
-    Rows whose `status` is not 'ok' are drawn as labelled markers along the bottom of their facet. The A/A control
-    gets no panel of its own: where `row` or `col` is the variant, its rows are left out (its copy of the baseline
+    Rows whose `status` is not 'ok' are drawn as labelled markers along the bottom of their facet. An A/A copy
+    gets no panel of its own: where `row` or `col` is the variant, its rows are left out (its copy of a variant
     says nothing a reader can see there; speed-up figures draw it as the noise band).
     """
     facet = [f for f in (row, col) if f]
     if facet:
-        df = df[~df[facet].isin([AA]).any(axis=1)]
+        df = df[~_aa_rows(df, facet)]
     fig, axes, cells = _facets(df, row, col)
     hues = list(dict.fromkeys(df[hue]))
     dodge = {h: 2 ** ((k - (len(hues) - 1) / 2) * 0.06) for k, h in enumerate(hues)}  # multiplicative: log x
@@ -87,6 +87,14 @@ def _noise_band(ax, xs, lows, highs, width: float) -> None:
                             label=AA_LABEL if k == 0 else None)
 
 
+def _aa_rows(df: pd.DataFrame, columns) -> pd.Series:
+    """Rows where any of `columns` names an A/A copy (config.is_aa)."""
+    mask = pd.Series(False, index=df.index)
+    for c in columns:
+        mask |= df[c].map(is_aa).astype(bool)
+    return mask
+
+
 SHAPE_KEYS = ("model", "dtype", "batch_size", "seq_len", "image_size", "backend", "data")
 
 
@@ -108,11 +116,11 @@ def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "varia
                    title: str = "", ylabel: str = "speed-up over eager (×)", logy: bool = False, caption: str = "",
                    control: pd.DataFrame | None = None):
     """Speed-up over the reference with 95% CI error bars, one panel per (`row`, `col`) that ran; 1 (no change)
-    dashed; failures marked. The A/A control (`control`, speedups.aa_pairs, or rows of `eager-aa` in `sp`) is the
-    grey noise band behind the points at each shape, and no panel or point of its own."""
-    control = _controls(control, sp[sp[hue] == AA])
+    dashed; failures marked. The A/A controls (`control`, speedups.aa_pairs, or rows of A/A copies in `sp`) are the
+    grey noise band behind the points at each shape (one per A/A pair there), and no panel or point of their own."""
+    control = _controls(control, sp[_aa_rows(sp, [hue])])
     facet = [f for f in (row, col) if f]
-    sp = sp[(sp[hue] != AA) & ~sp[facet].isin([AA]).any(axis=1)] if facet else sp[sp[hue] != AA]
+    sp = sp[~_aa_rows(sp, [hue, *facet])]
     fig, axes, cells = _facets(sp, row, col)
     hues = list(dict.fromkeys(sp[hue]))
     offsets = {h: (k - (len(hues) - 1) / 2) * 0.08 for k, h in enumerate(hues)}
@@ -151,9 +159,9 @@ def forest(sp: pd.DataFrame, *, label: str = "variant", color: str = "backend", 
            control: pd.DataFrame | None = None):
     """Speed-ups as a forest plot: one line per `label` with its 95% CI as a bar on a log axis, coloured by `color`,
     one panel per `col`; 1 (no change) dashed; a failed or skipped row is written at 1 with its status. The A/A
-    control (`control`, speedups.aa_pairs, or `eager-aa` rows) is the grey noise band, one per process."""
-    control = _controls(control, sp[sp[label] == AA])
-    sp = sp[sp[label] != AA]
+    controls (`control`, speedups.aa_pairs, or rows of A/A copies) are the grey noise band, one per process."""
+    control = _controls(control, sp[_aa_rows(sp, [label])])
+    sp = sp[~_aa_rows(sp, [label])]
     cols = list(dict.fromkeys(sp[col]))
     labels = list(dict.fromkeys(sp[label]))
     fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols) + 1.6, 0.32 * len(labels) + 1.6), squeeze=False,

@@ -95,6 +95,19 @@ class Skip(_Strict):
 
 SKIP_KEYS = ("model", "dtype", "batch_size", "seq_len")
 
+AA_DESCRIPTION = ("the variants whose A/A copy (`<variant>-aa`, an independently prepared second copy timed in the "
+                  "same groups; config.aa_of) this section runs: each a variant of the section")
+
+
+def _check_aa(section) -> None:
+    """`aa` lists variants of the section, each once ([] runs no A/A control)."""
+    if len(set(section.aa)) != len(section.aa):
+        raise ValueError("aa: lists a variant twice")
+    for v in section.aa:
+        if v not in section.variants:
+            raise ValueError(f"aa: {v!r} is not one of this section's variants ({', '.join(section.variants)}): "
+                             f"an A/A copy copies a variant the section runs")
+
 
 class Grid(_Strict):
     """What every grid section shares: models, dtypes, batch sizes, sequence lengths, measurement overrides."""
@@ -105,6 +118,7 @@ class Grid(_Strict):
     seq_lens: list[int]
     measure: MeasureSettings | None = None
     skip: list[Skip] = Field(default_factory=list, description="shapes of the grid left out (say why in left_out)")
+    aa: list[str] = Field(default_factory=lambda: ["eager"], description=AA_DESCRIPTION)
     left_out: str = ""
 
     @field_validator("models")
@@ -130,6 +144,7 @@ class Grid(_Strict):
     def _eager_included(self):
         if "eager" not in self.variants:
             raise ValueError("variants must include 'eager', the reference every speed-up is taken over")
+        _check_aa(self)
         return self
 
     def shapes(self) -> list[tuple[str, str, int, int | None]]:
@@ -161,6 +176,7 @@ class DataGrid(_Strict):
     max_length: int = Field(512, ge=8)
     corpus: CorpusSettings = CorpusSettings()
     measure: MeasureSettings | None = None
+    aa: list[str] = Field(default_factory=lambda: ["eager"], description=AA_DESCRIPTION)
     left_out: str = ""
 
     @field_validator("models")
@@ -186,6 +202,7 @@ class DataGrid(_Strict):
     def _fits(self):
         if "eager" not in self.variants:
             raise ValueError("variants must include 'eager', the reference every speed-up is taken over")
+        _check_aa(self)
         if self.measure is not None and self.measure.warmup_calls < 1:
             # a pass holds every batch shape; TorchScript and ONNX Runtime specialise on the first ones they see
             raise ValueError("measure.warmup_calls: passes over a data set need at least 1 untimed warm-up pass")

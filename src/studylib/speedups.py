@@ -7,7 +7,8 @@
 - Pooling: `geomean` over the shapes both sides ran (variance.geomean_speedup). It is shown only where the
   per-shape verdicts agree; otherwise an answer gives the range by regime (`conditional`).
 - Judging, one rule for every page, claim and comparison (`verdict`): the equality band is ±5%, widened to the
-  A/A control's largest ratio where the machine's noise is wider (`band`). A speed-up is **faster** only when its
+  largest ratio of the A/A controls (every `<x>-aa` over `<x>`) where the machine's noise is wider (`band`); how
+  well the CIs hold on those pairs is `aa_calibration`. A speed-up is **faster** only when its
   whole 95% CI lies above the band, **slower** only when it lies wholly below it, **equal** when the CI lies
   inside the band, else **unclear**. Where a page judges many shapes at once (`judge`), faster/slower also need
   the Benjamini–Hochberg adjusted p-value (false-discovery rate 5% over that family) below 0.05.
@@ -26,7 +27,7 @@ import pandas as pd
 from scipy import stats as _st
 
 from . import variance
-from .config import AA, FIELDS, REFERENCE, SHAPE
+from .config import FIELDS, REFERENCE, SHAPE, is_aa, original_of
 from .stats import Speedup
 
 EQUIVALENCE = 1.05  # the narrowest 'equal' band: ±5%
@@ -38,7 +39,7 @@ _Z = float(_st.norm.ppf(0.975))
 PAIR_COLUMNS = ["candidate", "baseline", "status", "error", "speedup", "ci_low", "ci_high", "paired",
                 "base_median_s", "median_s", "one_time_s", "break_even", "break_even_low", "break_even_high",
                 "peak_mem_mb", "base_peak_mem_mb", "max_abs_diff", "parity_ok", "label_agreement", "p", "verdict",
-                "detectable"]
+                "detectable", "se"]
 
 
 @dataclass(frozen=True)
@@ -89,24 +90,100 @@ def varying(table: pd.DataFrame, columns: Iterable[str]) -> list[str]:
 # --- the equality band and the verdict ---------------------------------------------------------------------------
 
 
+def without_aa(df: pd.DataFrame, column: str = "variant") -> pd.DataFrame:
+    """`df` without the rows of A/A copies (config.is_aa): what a page may offer as options or candidates."""
+    if not len(df) or column not in df:
+        return df
+    return df[~df[column].map(is_aa)]
+
+
 def aa_pairs(df: pd.DataFrame) -> pd.DataFrame:
-    """The A/A control at every shape: eager-aa (an independent copy of eager) over eager, with its CI. Both run the
-    same code, so a CI that excludes 1 is a false positive of the method."""
+    """Every A/A pair: at every shape, each A/A copy `<x>-aa` (an independent copy of `<x>`, config.is_aa) over its
+    original `<x>`, with its CI; `runtime` names `<x>`. Both run the same code, so a CI that excludes 1 is a false
+    positive of the method."""
+    columns = [*PAIR_COLUMNS, "runtime", "shape", "significant"]
     if not len(df) or "variant" not in df:
-        return pd.DataFrame(columns=[*PAIR_COLUMNS, "shape", "significant"])
-    t = pair_table(df, AA, REFERENCE, band=EQUIVALENCE)
+        return pd.DataFrame(columns=columns)
+    tables = [pair_table(df, v, original_of(v), band=EQUIVALENCE)
+              for v in dict.fromkeys(df.variant) if is_aa(v) and (df.variant == original_of(v)).any()]
+    t = pd.concat([x for x in tables if len(x)], ignore_index=True) if any(len(x) for x in tables) else None
+    if t is None or not (t.status == "ok").any():
+        return pd.DataFrame(columns=columns)
     t = t[t.status == "ok"].copy()
+    t["runtime"] = t.baseline
     t["shape"] = [shape_label(r, shape_columns(t)) for _, r in t.iterrows()]
     t["significant"] = (t.ci_low > 1) | (t.ci_high < 1)
-    return t
+    return t.reset_index(drop=True)
 
 
 def band(df: pd.DataFrame) -> float:
-    """The 'equal' band of a results table: ±5%, or the largest A/A ratio's distance from 1 where wider."""
+    """The 'equal' band of a results table: ±5%, or the largest A/A ratio's distance from 1 (over every A/A pair)
+    where wider."""
     aa = aa_pairs(df)
     if not len(aa):
         return EQUIVALENCE
     return max(EQUIVALENCE, float(np.exp(np.abs(np.log(aa.speedup.astype(float))).max())))
+
+
+@dataclass(frozen=True)
+class AACalibration:
+    """How well the method's CIs hold on its A/A pairs (`aa_calibration`).
+
+    `false_pos` of `n` pairs had a 95% CI excluding 1 (5% expected), `rate` with its exact (Clopper–Pearson) 95%
+    interval. `mean_z2` is the mean of z² over the `n_z` pairs with a finite CI, z = log ratio / SE and SE the CI's
+    half-width on the log scale over 1.96: about 1 where the CIs are as wide as the noise, above 1 where they are too
+    narrow; `z2_low`–`z2_high` is its 95% interval (n_z·mean/χ² quantiles with n_z degrees of freedom)."""
+
+    n: int
+    false_pos: int
+    rate: float
+    rate_low: float
+    rate_high: float
+    n_z: int
+    mean_z2: float
+    z2_low: float
+    z2_high: float
+
+    def sentence(self) -> str:
+        """The calibration in words, for a page."""
+        if not self.n:
+            return "no A/A pair ran"
+        z = (f"; mean z² of the A/A log ratios {self.mean_z2:.2f} (95% CI {self.z2_low:.2f}–{self.z2_high:.2f}; 1 "
+             f"where the CIs are as wide as the noise)" if self.n_z else "")
+        return (f"{self.false_pos} of {self.n} A/A pairs called different (false-positive rate {self.rate:.0%}, exact "
+                f"95% CI {self.rate_low:.0%}–{self.rate_high:.0%}; 5% expected){z}")
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) interval of a proportion k/n."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    a = 1 - level
+    low = float(_st.beta.ppf(a / 2, k, n - k + 1)) if k > 0 else 0.0
+    high = float(_st.beta.ppf(1 - a / 2, k + 1, n - k)) if k < n else 1.0
+    return low, high
+
+
+def aa_calibration(df: pd.DataFrame, *, pairs: pd.DataFrame | None = None) -> AACalibration:
+    """The A/A calibration of a results table (or of A/A `pairs` already made by `aa_pairs`): number of pairs,
+    false positives and their rate with its Clopper–Pearson 95% interval, and the mean z² with its χ² 95% interval."""
+    aa = aa_pairs(df) if pairs is None else pairs
+    n = len(aa)
+    k = int(aa.significant.sum()) if n else 0
+    low, high = clopper_pearson(k, n)
+    ratio, lo, hi = (aa[c].astype(float).to_numpy() for c in ("speedup", "ci_low", "ci_high")) if n else ([],) * 3
+    ses = aa["se"].astype(float).to_numpy() if n and "se" in aa else np.full(len(ratio), np.nan)
+    z2 = []
+    for r, a, b, se in zip(ratio, lo, hi, ses):
+        if r > 0 and a > 0 and b > a and np.isfinite([r, a, b]).all():
+            # the speed-up's own standard error (variance.py); from its CI where a table lacks it
+            se = se if np.isfinite(se) and se > 0 else (np.log(b) - np.log(a)) / 2 / _Z
+            z2.append((np.log(r) / se) ** 2)
+    m = len(z2)
+    mean = float(np.mean(z2)) if m else float("nan")
+    z_low = m * mean / float(_st.chi2.ppf(0.975, m)) if m else float("nan")
+    z_high = m * mean / float(_st.chi2.ppf(0.025, m)) if m else float("nan")
+    return AACalibration(n, k, k / n if n else float("nan"), low, high, m, mean, z_low, z_high)
 
 
 def verdict(ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> str:
@@ -176,12 +253,12 @@ def matched(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: s
             baseline_where: dict[str, Any] | None = None) -> list[tuple[Any, Any]]:
     """(candidate row, baseline row or None) for every candidate row of `df`: the baseline is the row whose `column`
     is `baseline` and whose shape columns equal the candidate's, except those `baseline_where` fixes (a value, or a
-    function of the candidate row). `candidate` None: every value of `column` but the baseline and the A/A copy."""
+    function of the candidate row). `candidate` None: every value of `column` but the baseline and the A/A copies."""
     if not len(df) or column not in df:
         return []
     on = match_columns(df, column)
     if candidate is None:
-        cands = df[~df[column].isin([baseline, AA])]
+        cands = df[(df[column] != baseline) & ~df[column].map(is_aa)]
     else:
         cands = df[df[column].isin([candidate] if isinstance(candidate, str) else list(candidate))]
     base = df[df[column] == baseline]
@@ -253,7 +330,7 @@ def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline
             one_time = (_get(cand, "prepare_s") or 0.0) + (_get(cand, "first_call_s") or median) - median
             n, n_lo, n_hi = break_even(one_time, base_median, s)
             rec |= {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high, "paired": s.paired,
-                    "detectable": variance.detectable(s.se, s.df, band),
+                    "detectable": variance.detectable(s.se, s.df, band), "se": s.se,
                     "base_median_s": base_median, "median_s": median, "one_time_s": one_time,
                     "break_even": n, "break_even_low": n_lo, "break_even_high": n_hi,
                     **{k: _get(cand, k) for k in ("peak_mem_mb", "max_abs_diff", "parity_ok", "label_agreement")},

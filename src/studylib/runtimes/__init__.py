@@ -1,11 +1,12 @@
 """Runtimes: each prepares a Workload once (compile, trace, export) and returns a ready call.
 
 Preparation is separate from the call, so timing code never needs to know which runtime it times.
-Adding a runtime is one class in a family file plus one line in REGISTRY.
+Adding a runtime is one class in a family file plus one line in _ORIGINALS; REGISTRY adds its A/A copy.
 """
 
 from __future__ import annotations
 
+from .aa import AACopy
 from .base import Prepared, Runtime, RuntimeUnavailable
 from .keras import all_runtimes as keras_runtimes
 from .onnxrt import OnnxRuntime
@@ -15,36 +16,33 @@ from .pytorch import (
     TorchDynamicInt8,
     TorchEager,
     TorchEagerChannelsLast,
-    TorchEagerCopy,
     TorchEagerCudnnBenchmark,
     TorchScript,
 )
 from .tensorflow import TFEager, TFFunction
 
-REGISTRY: dict[str, Runtime] = {
-    r.name: r
-    for r in [
-        TorchEager(),
-        TorchEagerCopy(),
-        TorchCompiled("default"),
-        TorchCompiled("reduce-overhead"),
-        TorchCompiled("max-autotune"),
-        TorchEagerChannelsLast(),
-        TorchCompiledChannelsLast("default"),
-        TorchEagerCudnnBenchmark(),
-        TorchScript(),
-        TorchScript(optimize=True),
-        TorchDynamicInt8(),
-        TFEager(),
-        TFFunction(jit_compile=False),
-        TFFunction(jit_compile=True),
-        OnnxRuntime("plain"),
-        OnnxRuntime("optimized"),
-        OnnxRuntime("int8"),
-        OnnxRuntime("tensorrt"),
-        *keras_runtimes(),
-    ]
-}
+_ORIGINALS: list[Runtime] = [
+    TorchEager(),
+    TorchCompiled("default"),
+    TorchCompiled("reduce-overhead"),
+    TorchCompiled("max-autotune"),
+    TorchEagerChannelsLast(),
+    TorchCompiledChannelsLast("default"),
+    TorchEagerCudnnBenchmark(),
+    TorchScript(),
+    TorchScript(optimize=True),
+    TorchDynamicInt8(),
+    TFEager(),
+    TFFunction(jit_compile=False),
+    TFFunction(jit_compile=True),
+    OnnxRuntime("plain"),
+    OnnxRuntime("optimized"),
+    OnnxRuntime("int8"),
+    OnnxRuntime("tensorrt"),
+    *keras_runtimes(),
+]
+# every runtime, and its A/A copy `<name>-aa` (runtimes/aa.py: the same runtime prepared again on its own copy)
+REGISTRY: dict[str, Runtime] = {r.name: r for o in _ORIGINALS for r in (o, AACopy(o))}
 
 
 def family(name: str) -> str | None:

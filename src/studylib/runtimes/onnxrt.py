@@ -23,6 +23,7 @@ then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int
 `ort-tensorrt` runs the plain graph with the TensorrtExecutionProvider first (CUDA behind it for what
 TensorRT does not take), where the installed onnxruntime-gpu has it, with one optimization profile over the
 grid's shapes and engine and timing caches under the profile's cache (ort_gpu.py, also the CUDA provider's options).
+The session a runtime times, and ONNX Runtime's profiler on it, are ort_session.py's (OrtCall).
 The CUDA branches have not been run yet (no GPU while this was written); reports say so (gpu_paths).
 """
 
@@ -42,10 +43,10 @@ from pathlib import Path
 
 from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable
 from .ort_gpu import cuda_provider_options, session_inputs, tensorrt_options
+from .ort_session import OUTPUT_NAME, OrtCall, profile_totals  # noqa: F401 - profile_totals re-exported (tests)
 
 OPSET = 17  # first opset with LayerNormalization, which the exporter then emits as one node
 MODEL_FILE = "model.onnx"
-OUTPUT_NAME = "output"
 # What each step does, hashed into its cache key: change a setting here and older files are not reused.
 EXPORT_SETTINGS = {"exporter": "torchscript", "opset": OPSET, "constant_folding": True, "dynamic": "batch,seq"}
 QUANTIZE_SETTINGS = {"weight_type": "QInt8", "per_channel": False, "reduce_range": False}
@@ -210,78 +211,6 @@ def _quantize(parent: Path, path: Path) -> None:
                          reduce_range=False, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     finally:
         root.setLevel(level)
-
-
-def profile_totals(events: list[dict], after_runs: int | None = None) -> tuple[dict[str, list[float]], int]:
-    """Kernel time per op type in an ONNX Runtime profile (its JSON events): ({op type: [self seconds, node runs]},
-    model runs counted). Only the model runs after the first `after_runs` count (default: the second half, when a
-    warm-up call made as many runs as the profiled one before it; every node where no run is recorded)."""
-    starts = sorted(e["ts"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run")
-    skip = len(starts) // 2 if after_runs is None else after_runs
-    since = starts[skip] if skip < len(starts) else float("-inf") if not starts else float("inf")
-    totals: dict[str, list[float]] = {}
-    for e in events:
-        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time") or e.get("ts", 0) < since:
-            continue
-        op = (e.get("args") or {}).get("op_name") or e["name"].removesuffix("_kernel_time")
-        t = totals.setdefault(op, [0.0, 0])
-        t[0] += e.get("dur", 0) / 1e6
-        t[1] += 1
-    return totals, len(starts) - skip
-
-
-class OrtCall:
-    """Runs an InferenceSession once on native inputs: numpy arrays on CPU, OrtValues bound on CUDA.
-
-    `make_session(profile_prefix)` makes another session of the same model file, options and providers, with
-    ONNX Runtime's profiler on when a prefix is given: `profile` swaps one in for a profiled call."""
-
-    def __init__(self, session, input_names: list[str], device: str, make_session: Callable | None = None):
-        self.session, self.input_names, self.device = session, input_names, device
-        self.binding = session.io_binding() if device == "cuda" else None
-        self.make_session = make_session
-
-    def profile(self, call: Callable[[], object], top: int = 10) -> tuple[list[dict] | None, str]:
-        """`call` (which runs this OrtCall, once or once per batch) profiled by ONNX Runtime: a session created with
-        enable_profiling (profiling is fixed when a session is made) replaces this one for one warm-up call and one
-        profiled call, then the timed session is back. The top op types by kernel time, and a note."""
-        from ..surprises import top_ops
-
-        if self.make_session is None:
-            return None, "not profiled: this session cannot be rebuilt with ONNX Runtime's profiler on"
-        tmp = Path(tempfile.mkdtemp(prefix="studylib-ort-profile-"))
-        try:
-            session = self.make_session(str(tmp / "ort"))
-            timed = self.session, self.binding
-            self.session, self.binding = session, session.io_binding() if self.device == "cuda" else None
-            try:
-                call()  # the new session's first run allocates its buffers: not what the timed session does
-                t0 = time.perf_counter()
-                call()
-                wall = time.perf_counter() - t0
-            finally:
-                self.session, self.binding = timed
-            events = json.loads(Path(session.end_profiling()).read_text())
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        totals, runs = profile_totals(events)
-        ops = top_ops(totals, top)
-        return ops, (f"ONNX Runtime's profiler (a session with enable_profiling on the same model file, options and "
-                     f"providers; one warm-up call, then the call profiled): one call took {wall * 1e3:.3g} ms under "
-                     f"the profiler, {sum(v[0] for v in totals.values()) * 1e3:.3g} ms of kernel time in {len(totals)} "
-                     f"op types over {runs} model run(s); the top {len(ops)} op types shown")
-
-    def __call__(self, *inputs):
-        if self.binding is None:
-            return self.session.run([OUTPUT_NAME], dict(zip(self.input_names, inputs)))[0]
-        for name, value in zip(self.input_names, inputs):
-            self.binding.bind_ortvalue_input(name, value)
-        self.binding.bind_output(OUTPUT_NAME, "cuda", 0)  # a fresh output on the GPU, as PyTorch allocates one
-        self.session.run_with_iobinding(self.binding)
-        return self.binding.get_outputs()[0]
-
-    def sync(self):
-        self.binding.synchronize_outputs()
 
 
 class OnnxRuntime(Runtime):

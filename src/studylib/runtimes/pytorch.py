@@ -35,37 +35,6 @@ class TorchEager(_Torch):
         return Prepared(workload.module, workload.inputs, torch_sync(workload.device))
 
 
-class TorchEagerCopy(TorchEager):
-    """The A/A control: eager PyTorch on a second, independently allocated copy of the model and inputs.
-
-    It runs the same code as `eager`; any difference the study reports between the two is noise, so
-    how often they come out "significantly different" is the study's false-positive rate.
-    """
-
-    name = "eager-aa"
-
-    def prepare(self, workload) -> Prepared:
-        import copy
-
-        import torch
-
-        # Made as the originals were (inference tensors or not): an inference tensor takes a faster path
-        # than a normal one, and the control would measure that, not noise.
-        def twin(x):
-            with torch.inference_mode(x.is_inference()):
-                return x.clone()
-
-        params = list(workload.module.parameters())
-        with torch.inference_mode(bool(params) and params[0].is_inference()):
-            module = copy.deepcopy(workload.module)
-        inputs = tuple(twin(x) for x in workload.inputs)
-
-        def adapt(batch: tuple) -> tuple:
-            return tuple(twin(x) for x in batch)
-
-        return Prepared(module, inputs, torch_sync(workload.device), adapt=adapt)
-
-
 def reset_compiled() -> None:
     """Forget every compiled graph (dynamo's caches): the next torch.compile of any module starts cold."""
     import torch

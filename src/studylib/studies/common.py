@@ -30,18 +30,29 @@ def describe_ci(row) -> str:
 
 
 def aa_finding(df: pd.DataFrame) -> str:
-    """The A/A control in one sentence: false-positive rate and the noise floor it implies."""
+    """The A/A controls in one sentence: what ran, false positives by runtime, the calibration of the CIs
+    (speedups.aa_calibration) and the noise floor they imply."""
     aa = speedups.aa_pairs(df)
     if not len(aa):
-        return "No A/A control was measured (eager-aa did not run), so this page cannot show its false-positive rate."
-    fp = int(aa.significant.sum())
+        return "No A/A control was measured (no A/A copy such as eager-aa ran), so this page cannot show its false-positive rate."
+    cal = speedups.aa_calibration(df, pairs=aa)
     band = speedups.band(df)
     floor = (f"the 'equal' band widens to ±{band - 1:.1%}" if band > EQUIVALENCE
              else f"within the fixed ±{EQUIVALENCE - 1:.0%} band used for 'equal'")
-    return (f"**A/A control** (eager-aa, an independently prepared copy of eager, timed like any variant): called "
-            f"different from eager in {fp} of {len(aa)} shapes (false-positive rate {fp / len(aa):.0%}; 5% expected); "
-            f"A/A ratios {aa.speedup.min():.3f}–{aa.speedup.max():.3f}×, CIs as wide as "
-            f"{aa.ci_low.min():.3f}–{aa.ci_high.max():.3f}× — the machine's noise floor, {floor}.")
+    runtimes = list(dict.fromkeys(aa.runtime))
+    if len(runtimes) == 1:
+        what = (f"**A/A control** ({runtimes[0]}-aa, an independently prepared copy of {runtimes[0]}, timed like any "
+                f"variant): called different from {runtimes[0]} in {cal.false_pos} of {cal.n} shapes")
+    else:
+        per = ", ".join(f"{r} {int(g.significant.sum())} of {len(g)}" for r, g in aa.groupby("runtime", sort=False))
+        what = (f"**A/A controls** ({', '.join(r + '-aa' for r in runtimes)}: each an independently prepared copy of "
+                f"its variant, timed like any variant): called different from their original in {cal.false_pos} of "
+                f"{cal.n} pairs ({per})")
+    return (f"{what} (false-positive rate {cal.rate:.0%}, exact 95% CI {cal.rate_low:.0%}–{cal.rate_high:.0%}; 5% "
+            f"expected); mean z² of the A/A log ratios {cal.mean_z2:.2f} (95% CI {cal.z2_low:.2f}–{cal.z2_high:.2f}; "
+            f"about 1 where the CIs are as wide as the noise, above 1 where they are too narrow); A/A ratios "
+            f"{aa.speedup.min():.3f}–{aa.speedup.max():.3f}×, CIs as wide as {aa.ci_low.min():.3f}–"
+            f"{aa.ci_high.max():.3f}× — the machine's noise floor, {floor}.")
 
 
 def rerun_line(ok: pd.DataFrame) -> str:

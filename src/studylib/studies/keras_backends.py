@@ -10,6 +10,7 @@ one Keras output per shape; the native model has its own random weights and is c
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 import pandas as pd
@@ -18,11 +19,12 @@ from pydantic import Field, field_validator
 from .. import claims as seedclaims
 from .. import roofline, runtimes, surprises
 from .. import speedups as speedups_layer
+from ..config import is_aa, original_of, with_aa
 from ..models import MODELS
 from ..profiles import Grid
 from ..runtimes.keras import BACKENDS
 from ..speedups import Comparison
-from ..sweep import AA, REFERENCE, Config
+from ..sweep import REFERENCE, Config
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401
     aa_finding,
@@ -55,7 +57,8 @@ def backend_of(variant: str) -> str | None:
 
 
 def is_keras3(variant: str) -> bool:
-    return runtimes.family(variant) == "keras" and variant != KERAS2
+    """A Keras 3 option: a Keras variant other than Keras 2, and no A/A copy."""
+    return runtimes.family(variant) == "keras" and variant != KERAS2 and not is_aa(variant)
 
 
 class KerasBackends(Grid):
@@ -83,13 +86,15 @@ class KerasBackends(Grid):
 def configs(section: KerasBackends, *, device: str, threads: int) -> list[Config]:
     """Every configuration, a backend's groups together (torch first: its process makes the shared Keras weights
     and references), and within a group native eager first (the baseline), its A/A copy, native torch.compile
-    (in the first backend's groups only: torch's when it has Keras variants), then the backend's Keras variants."""
+    (in the first backend's groups only: torch's when it has Keras variants), then the backend's Keras variants;
+    each variant the section's `aa` names is followed by its A/A copy (eager's in every backend's groups)."""
     backends = [b for b in BACKENDS if any(backend_of(v) == b for v in section.variants)]
     out = []
     for backend in backends:
-        native = [REFERENCE, AA] + ([NATIVE_COMPILED] if backend == backends[0] and NATIVE_COMPILED in section.variants
-                                    else [])
-        keras = [v for v in section.variants if backend_of(v) == backend]
+        native = [REFERENCE] + ([NATIVE_COMPILED] if backend == backends[0] and NATIVE_COMPILED in section.variants
+                                else [])
+        native, keras = (with_aa(vs, section.aa) for vs in (native, [v for v in section.variants
+                                                                    if backend_of(v) == backend]))
         for model, dtype, batch, seq in section.shapes():
             out += [Config(model, v, dtype, batch, device, threads, seq_len=seq,
                            image_size=None if seq is not None else section.image_size, backend=backend)
@@ -105,7 +110,9 @@ def group_by(c: Config) -> tuple:
 def estimate_s(c: Config, section: KerasBackends, measure: dict, speed: float = 1.0) -> float:
     """A rough wall-time guess for `plan`, per replicate: model build, compile, warm-up and the minimum rounds.
 
-    Calibrated on 2 CPU cores (ResNet-50 224² b1 fp32: native eager ~0.1 s, Keras op by op 2-5× that)."""
+    Calibrated on 2 CPU cores (ResNet-50 224² b1 fp32: native eager ~0.1 s, Keras op by op 2-5× that). An A/A copy
+    costs what its original does."""
+    c = dataclasses.replace(c, variant=original_of(c.variant))
     big = not c.model.endswith("tiny")
     vision = c.image_size is not None
     size = c.batch_size * ((c.image_size / 224) ** 2 if vision else (c.seq_len or 128) / 128)
@@ -210,8 +217,8 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     """What each variant costs before steady state: the first call (tracing, XLA or torch.compile), per model, as
     the range over shapes, and for torch.compile (native, and Keras's jit on torch) the graphs dynamo built and the
     places it stopped tracing (most over replicates). Building a Keras model and loading the shared weights come
-    before and are not counted."""
-    ok = df[df.status == "ok"]
+    before and are not counted. A/A copies left out."""
+    ok = speedups_layer.without_aa(df[df.status == "ok"])
     rows = []
     for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
         rows.append({"model": model, "variant": variant,
@@ -320,7 +327,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     analysis = Analysis(tables=tables, findings=findings(df, sp, tables["backends"], tables["native"],
                                                          tables["keras 2"]),
                         claims=seedclaims.study_claims(NOTEBOOK, df, tables))
-    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v not in (REFERENCE, AA)]
+    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
     analysis = roofline.attach(analysis, df, peaks, pairs, GROUP_COLUMNS, band=band)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 

@@ -9,9 +9,10 @@ import pandas as pd
 
 from .. import claims as seedclaims
 from .. import dataset, roofline, runtimes, speedups, surprises
+from ..config import is_aa, original_of, with_aa
 from ..profiles import DataGrid
 from ..speedups import Comparison
-from ..sweep import AA, REFERENCE, Config
+from ..sweep import REFERENCE, Config
 from .base import Analysis, Study, register
 from .common import (
     aa_finding,
@@ -41,8 +42,9 @@ class OnnxBatching(DataGrid):
 
 
 def configs(section: OnnxBatching, *, device: str, threads: int) -> list[Config]:
-    """Every configuration: model × dtype × batch size × variant, eager and its A/A copy first at each batch size."""
-    variants = [REFERENCE, AA] + [v for v in section.variants if v not in (REFERENCE, AA)]
+    """Every configuration: model × dtype × batch size × variant, eager and its A/A copy first at each batch size, each
+    variant the section's `aa` names followed by its A/A copy."""
+    variants = with_aa([REFERENCE] + [v for v in section.variants if v != REFERENCE], section.aa)
     tag = dataset.data_tag(section.corpus, section.max_length)
     return [Config(model, v, dtype, batch, device, threads, seq_len=section.max_length, strategy=STRATEGY, data=tag)
             for model in section.models for dtype in section.dtypes for batch in section.batch_sizes
@@ -65,9 +67,9 @@ def estimate_s(c: Config, section: DataGrid, measure: dict, speed: float = 1.0, 
     n = section.corpus.n_texts
     waste = waste if waste is not None else min(0.8, 0.25 * np.log2(c.batch_size)) if c.batch_size > 1 else 0.0
     per_token = _TOKEN_S.get(c.model, 1e-5) * {"torch-int8": 0.7, "ort-int8": 0.5, "ort": 0.8,
-                                              "ort-optimized": 0.7}.get(c.variant, 1.0)
+                                              "ort-optimized": 0.7}.get(original_of(c.variant), 1.0)
     per_pass = n * mean_tokens / (1 - waste) * per_token + n / c.batch_size * 0.005
-    export = 10.0 if _is_ort(c.variant) and c.model in _TOKEN_S else 0.0
+    export = 10.0 if _is_ort(c.variant) and c.model in _TOKEN_S and not is_aa(c.variant) else 0.0  # a copy: cached
     return measure["replicates"] * (export + per_pass / speed * (1 + measure["warmup_calls"] + measure["min_rounds"]))
 
 
@@ -99,14 +101,15 @@ def speedups_over_batch1(df: pd.DataFrame) -> pd.DataFrame:
     if not len(df):
         return speedups.pair_table(df, None)
     first = int(df.batch_size.min())
-    t = speedups.pair_table(df[df.variant != AA], df.variant.unique(), REFERENCE,
+    t = speedups.pair_table(speedups.without_aa(df), df.variant.unique(), REFERENCE,
                             baseline_where={"batch_size": first}, band=speedups.band(df))
     return t[~((t.variant == REFERENCE) & (t.batch_size == first))].reset_index(drop=True)
 
 
 def best_batches(df: pd.DataFrame) -> pd.DataFrame:
-    """Per variant: ms per text at the smallest batch, and the batch size with the lowest median ms per text."""
-    t = per_sample(df[df.status == "ok"])
+    """Per variant (A/A copies left out): ms per text at the smallest batch, and the batch size with the lowest median
+    ms per text."""
+    t = per_sample(speedups.without_aa(df[df.status == "ok"]))
     rows = []
     for (model, dtype, variant), g in t.groupby(["model", "dtype", "variant"], sort=False):
         first, best = g.loc[g.batch_size.idxmin()], g.loc[g.median_ms_per_sample.idxmin()]
@@ -123,9 +126,10 @@ def best_batches(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def preparation_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Export, optimization and quantization time, and whether this run made the model or found it cached."""
+    """Export, optimization and quantization time, and whether this run made the model or found it cached (A/A
+    copies left out)."""
     rows = []
-    for _, r in df[df.variant.map(_is_ort) & (df.status == "ok")].iterrows():
+    for _, r in df[df.variant.map(_is_ort) & ~df.variant.map(is_aa) & (df.status == "ok")].iterrows():
         steps = prepare_steps(r)
         rows.append({"model": r.model, "variant": r.variant, "batch_size": r.batch_size,
                      "prepare (s)": f"{r.prepare_s:.2f}",
@@ -155,7 +159,7 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
     band = speedups.band(df)
     lines = [aa_finding(df)]
     drift = drift_finding(df)
-    df, same = df[df.variant != AA], same[same.variant != AA]
+    df, same = speedups.without_aa(df), speedups.without_aa(same)
     ok = per_sample(df[df.status == "ok"])
     if len(ok):
         for (model, dtype), d in ok.groupby(["model", "dtype"], sort=False):
@@ -200,8 +204,8 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
 
 
 def _ok(df: pd.DataFrame, claim) -> pd.DataFrame:
-    """The ok rows (the A/A copy left out) of the seed's model and precision where these results have them."""
-    return seedclaims.matching(df[(df.status == "ok") & (df.variant != AA)], claim, one_group=True)
+    """The ok rows (the A/A copies left out) of the seed's model and precision where these results have them."""
+    return seedclaims.matching(speedups.without_aa(df[df.status == "ok"]), claim, one_group=True)
 
 
 def _batches(ok: pd.DataFrame, below: int | None = None, batch=None, at_least: int | None = None) -> list[int]:
@@ -309,7 +313,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     (StudyRun.peaks; None: the roofline says unknown)."""
     same, over1 = speedups_same_batch(df), speedups_over_batch1(df)
     shape = ["model", "dtype", "batch_size"]
-    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v not in (REFERENCE, AA)]
+    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
     band = speedups.band(df)
     analysis = roofline.attach(Analysis(tables={"same batch": same, "over batch 1": over1,
                                                 "best batches": best_batches(df), "preparation": preparation_table(df)},

@@ -10,9 +10,10 @@ from pydantic import Field, model_validator
 
 from .. import batching, dataset, roofline, speedups, surprises
 from .. import claims as seedclaims
+from ..config import with_aa
 from ..profiles import DataGrid
 from ..speedups import Comparison
-from ..sweep import AA, REFERENCE, Config
+from ..sweep import REFERENCE, Config
 from .base import Analysis, Study, register
 from .common import (
     aa_finding,
@@ -50,14 +51,15 @@ class SortedBatching(DataGrid):
 def configs(section: SortedBatching, *, device: str, threads: int) -> list[Config]:
     """model × dtype × runtime × strategy × batch size; eager PyTorch first on each batching (the reference).
 
-    The A/A control (eager-aa, an independent copy of eager) runs with the baseline strategy at every batch size.
+    The A/A controls (`<variant>-aa`, an independent copy of each variant the section's `aa` names, eager by default)
+    run with the baseline strategy at every batch size, each after its original.
     """
     variants = [REFERENCE] + [v for v in section.variants if v != REFERENCE]
     tag = f"{dataset.data_tag(section.corpus, section.max_length)}:buckets{section.bucket_batches}"
     return [Config(model, v, dtype, batch, device, threads, seq_len=section.max_length, strategy=strategy, data=tag)
             for model in section.models for dtype in section.dtypes for strategy in section.strategies
             for batch in section.batch_sizes
-            for v in (variants[:1] + [AA] + variants[1:] if strategy == BASELINE else variants)]
+            for v in (with_aa(variants, section.aa) if strategy == BASELINE else variants)]
 
 
 def group_by(c: Config) -> tuple:
@@ -136,7 +138,7 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
     band = speedups.band(df)
     lines = [aa_finding(df)]
     drift = drift_finding(df)
-    df = df[df.variant != AA]
+    df = speedups.without_aa(df)
     ok = g[g.speedup.notna()]
     for (model, dtype, variant, strategy), h in ok.groupby(["model", "dtype", "variant", "strategy"], sort=False):
         classes = [speedups.verdict(a, b, band) for a, b in zip(h.ci_low, h.ci_high)]

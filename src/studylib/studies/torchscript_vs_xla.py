@@ -11,10 +11,11 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from .. import claims as seedclaims
 from .. import roofline, surprises
 from .. import speedups as speedups_layer
+from ..config import aa_of, original_of, with_aa
 from ..models import MODELS
 from ..profiles import Grid
 from ..speedups import Comparison
-from ..sweep import AA, REFERENCE, Config
+from ..sweep import REFERENCE, Config
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401
     aa_finding,
@@ -26,8 +27,9 @@ from .common import (  # noqa: F401
 
 NOTEBOOK = "02_torchscript_vs_xla"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len"]
-FRAMEWORK = {"eager": "PyTorch", AA: "PyTorch", "torchscript": "PyTorch", "torchscript-optimized": "PyTorch",
+FRAMEWORK = {"eager": "PyTorch", "torchscript": "PyTorch", "torchscript-optimized": "PyTorch",
              "tf-eager": "TensorFlow", "tf-function": "TensorFlow", "tf-xla": "TensorFlow"}
+FRAMEWORK |= {aa_of(v): fw for v, fw in FRAMEWORK.items()}  # an A/A copy runs in its original's framework
 
 # (candidate, baseline): within each framework, the speed-up over its own eager (and XLA over the TF graph);
 # across frameworks, TensorFlow over eager PyTorch.
@@ -102,8 +104,9 @@ class TorchscriptVsXla(Grid):
 def configs(section: TorchscriptVsXla, *, device: str, threads: int) -> list[Config]:
     """Every configuration, grouped by model, eager PyTorch first within each shape (its output is the reference).
 
+    Each variant the section's `aa` names is followed by its A/A copy, on the whole models and the micro-ops alike.
     Shapes matching one of the section's `skip` entries are left out."""
-    variants = [REFERENCE, AA] + [v for v in section.variants if v not in (REFERENCE, AA)]
+    variants = with_aa([REFERENCE] + [v for v in section.variants if v != REFERENCE], section.aa)
     ops = section.micro_ops
     op_shapes = [(op, "fp32", b, s) for op in ops.models for s in ops.seq_lens for b in ops.batch_sizes] if ops else []
     return [Config(model, v, dtype, batch, device, threads, seq_len=seq)
@@ -117,17 +120,17 @@ def is_op(df: pd.DataFrame) -> pd.Series:
 
 def estimate_s(c: Config, section: TorchscriptVsXla, measure: dict, speed: float = 1.0) -> float:
     """A rough wall-time guess for `plan`, per replicate: graph build / XLA compile, warm-up, the minimum rounds."""
-    tokens = c.batch_size * c.seq_len
+    tokens, variant = c.batch_size * c.seq_len, original_of(c.variant)  # an A/A copy costs what its original does
     if MODELS[c.model].kind == "op":  # memory-bound: ~1 GB/s over the tensor on 2 cores, plus per-call overhead
-        per_call = (2e-4 if c.variant == "tf-eager" else 5e-5) + tokens * 768 * 4 / 1e9
-        build = {"tf-function": 0.3, "tf-xla": 0.5, "torchscript": 0.1, "torchscript-optimized": 0.2}.get(c.variant, 0)
+        per_call = (2e-4 if variant == "tf-eager" else 5e-5) + tokens * 768 * 4 / 1e9
+        build = {"tf-function": 0.3, "tf-xla": 0.5, "torchscript": 0.1, "torchscript-optimized": 0.2}.get(variant, 0)
         calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
         return measure["replicates"] * (build + max(per_call / speed, measure["block_s"]) * calls
                                         + measure["min_time_s"] / 7)
     big = not c.model.endswith("tiny")
     per_call = (0.015 + 0.0008 * tokens) if big else 0.002
-    per_call *= 2.5 if c.variant == "tf-eager" else 1.0
-    build = {"tf-function": 2.5, "tf-xla": 2.0, "torchscript": 0.5, "torchscript-optimized": 1.0}.get(c.variant, 0.0)
+    per_call *= 2.5 if variant == "tf-eager" else 1.0
+    build = {"tf-function": 2.5, "tf-xla": 2.0, "torchscript": 0.5, "torchscript-optimized": 1.0}.get(variant, 0.0)
     calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
     return measure["replicates"] * (build * (1 if big else 0.2) + max(per_call / speed, measure["block_s"]) * calls
                                     + measure["min_time_s"] / 7)
@@ -299,8 +302,8 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
 def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     """What each variant costs before steady state: preparation (trace and freeze; wrapping in tf.function)
     and the first call (graph build, XLA compile), per model, as the range over shapes. Building the
-    TensorFlow twin (copying the weights) happens once per model and is not part of either."""
-    ok = df[df.status == "ok"].copy()
+    TensorFlow twin (copying the weights) happens once per model and is not part of either. A/A copies left out."""
+    ok = speedups_layer.without_aa(df[df.status == "ok"]).copy()
     ok["cold_s"] = ok.prepare_s + ok.first_call_s
     rows = []
     for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
