@@ -83,10 +83,14 @@ def test_every_aa_copy_is_paired_with_its_own_original_and_widens_the_band():
     aa = speedups.aa_pairs(df)
     assert len(aa) == 12 and sorted(aa.runtime.unique()) == ["eager", "ort", "torchscript"]
     assert (aa.candidate == aa.runtime + "-aa").all() and (aa.baseline == aa.runtime).all()
-    assert aa[aa.runtime == "ort"].significant.all() and not aa[aa.runtime != "ort"].significant.any()
+    fp = aa.groupby("runtime").significant.sum()
+    # ort's copy is 12% off: always called different; the true copies at most once in 8 (95% CIs, random data)
+    assert fp["ort"] == 4 and fp["eager"] + fp["torchscript"] <= 1
     assert speedups.band(df) == pytest.approx(1.12, rel=0.02)  # ort's copy, not eager's, sets it
     text = common.aa_finding(df)
-    assert "eager-aa, torchscript-aa, ort-aa" in text and "in 4 of 12 pairs (eager 0 of 4, torchscript 0 of 4, ort 4 of 4)" in text
+    assert "eager-aa, torchscript-aa, ort-aa" in text
+    assert (f"in {fp.sum()} of 12 pairs (eager {fp['eager']} of 4, torchscript {fp['torchscript']} of 4, ort 4 of 4)"
+            in text)
 
 
 def test_no_aa_copy_is_a_candidate_or_an_option():

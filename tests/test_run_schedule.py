@@ -35,12 +35,13 @@ def _recording(monkeypatch, fail: set[str] = frozenset()):
 def test_every_notebooks_early_replicates_are_measured_before_any_notebook_runs(outputs, monkeypatch):
     events = _recording(monkeypatch)
     names = profiles.load("cpu").notebooks()
-    assert profiles.load("cpu").measure_for(names[0]).replicates == 2
+    k = profiles.load("cpu").measure_for(names[0]).replicates
+    assert k == 3
     assert run.run("cpu", force=True) == 0
     run_ids = {e[-1] for e in events}
     assert len(run_ids) == 1 and None not in run_ids  # one run id, inherited by every process of the run
     assert os.environ.get(replicates.RUN_ID_VAR) is None  # and gone when the run ends
-    assert [e[:-1] for e in events] == ([("early", nb, 0, True) for nb in names]
+    assert [e[:-1] for e in events] == ([("early", nb, r, True) for r in range(k - 1) for nb in names]
                                        + [("notebook", nb, True) for nb in names])
     manifest = json.loads((outputs / "cpu" / "run.json").read_text())
     assert all(manifest[nb]["early_replicates_s"] >= 0 for nb in names)

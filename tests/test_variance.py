@@ -109,6 +109,30 @@ def test_nothing_is_counted_twice_between_processes_is_estimated_beyond_sampling
     assert medians.df == 30 * 2  # a group's rows share their processes: (k - 1) per group
 
 
+def test_each_runtime_gets_its_own_between_process_spread_of_speed_ups():
+    """A runtime whose copy settles differently in each process (a batch-32 PyTorch pass) gets a wide interval; a
+    quiet one beside it keeps a narrow one, instead of one spread for the whole table."""
+    rng = np.random.default_rng(12)
+    rows = []
+    for g in range(20):
+        settle = {"eager": 0.0, "noisy": 0.06, "quiet": 0.0}
+        for v, sd in settle.items():
+            eff = rng.normal(0, sd, 3)
+            xs = (0.1 * np.exp(eff[:, None] + rng.normal(0, 0.01, (3, 8)))).ravel().tolist()
+            reps = np.repeat(np.arange(3), 8).tolist()
+            rows.append({"config_key": f"g{g}|{v}", "variant": v, "status": "ok", "group_id": f"g{g}",
+                         "samples_s": xs, "sample_rep": reps, "sample_round": list(range(8)) * 3,
+                         **timing.row_statistics(xs, reps)})
+    by = variance.ratios_between_by_runtime(rows)
+    assert set(by) == {"noisy", "quiet"} and by["noisy"].df == by["quiet"].df == 40
+    assert np.sqrt(by["noisy"].tau2) == pytest.approx(0.06, rel=0.35) and np.sqrt(by["quiet"].tau2) < 0.01
+    out = {r["config_key"]: r for r in variance.with_reported_ci(rows)}
+    noisy, quiet = (variance.speedup(out["g0|eager"], out[f"g0|{v}"]) for v in ("noisy", "quiet"))
+    assert noisy.se > 3 * quiet.se
+    both = variance.speedup(out["g0|noisy"], out["g0|quiet"])  # neither is the pairs' baseline: the two averaged
+    assert quiet.se < both.se < noisy.se
+
+
 def test_a_unit_whose_replicates_disagree_far_beyond_the_rest_keeps_its_own_spread():
     rng = np.random.default_rng(4)
     rows, _ = _run(rng)

@@ -8,11 +8,13 @@ row (its log samples) or a pair of rows of one group (the per-round log ratios),
   around their replicate's median (1.4826 × MAD, pooled over its replicates, corrected for the k medians fitted).
 
 Between processes y_r moves further, by τ² (the machine's phase while a process ran, memory placement, thread
-pinning): Var(y_r) = v_r + τ². τ² is the DerSimonian–Laird estimate pooled over a table's units (rows for medians,
-pairs for speed-ups), with as many degrees of freedom as the table's replicates less one per unit (for medians:
-per group, since a group's rows share their processes). Nothing is counted twice: v is what a process's rounds
-say, τ² what processes add beyond it. A unit whose replicates disagree far beyond v + τ² (Cochran's Q, p < 0.001)
-is flagged `heterogeneous` and uses its own between-replicate variance instead of the pooled one.
+pinning): Var(y_r) = v_r + τ². For medians τ² is the DerSimonian–Laird estimate pooled over a table's rows, with
+degrees of freedom counted per group (a group's rows share their processes and the machine's phase); a row whose
+replicates disagree far beyond v + τ² (Cochran's Q, p < 0.001) is flagged `heterogeneous` and keeps its own. For
+speed-ups the machine's phase cancels and what is left is a property of the runtime (its allocator, threads,
+graph: a PyTorch batch-32 pass can move 10% between processes where ONNX Runtime's moves 1%), so τ² is pooled per
+runtime over the table's shapes (the table's where a runtime has too few degrees of freedom). Nothing is counted
+twice: v is what a process's rounds say, τ² what processes add beyond it.
 
 The estimate is the median of all values; its variance Σ_r(v_r + τ²)/k²; its 95% CI the estimate × exp(± t·SE),
 t at Satterthwaite's degrees of freedom for the two parts. A median's re-run interval adds the shift between whole
@@ -31,7 +33,8 @@ from scipy import stats as _st
 
 from .stats import CONFIDENCE, Speedup, field, paired_log_ratios, present, row_samples
 
-HETEROGENEITY_P = 0.001  # a unit whose replicates' Q test gives p below this keeps its own between-process variance
+HETEROGENEITY_P = 0.001  # a median whose replicates' Q test gives p below this keeps its own between-process variance
+MIN_CLASS_DF = 4  # a runtime's own τ² of speed-ups needs this many degrees of freedom, else the table's is used
 POWER = 0.80  # the minimum detectable effect is the speed-up detected with this probability
 _MAD = 1.4826  # MAD × this is the SD of a normal distribution
 
@@ -78,14 +81,18 @@ class Between:
         return 100 * float(np.expm1(np.sqrt(self.tau2)))
 
 
+def _own(u: Unit) -> float:
+    """A unit's own between-process variance beyond its sampling noise (0 where the replicates agree better)."""
+    return max(0.0, float(np.var(u.y, ddof=1) - u.v.mean()))
+
+
 def pool(units: Iterable[Unit], df: int | None = None) -> Between | None:
     """DerSimonian–Laird τ² over units with ≥ 2 replicates (Q and its expectation summed); `df` overrides the
     degrees of freedom (replicates − 1 summed over units) where units share their processes."""
     q = c = 0.0
     k_df = n = 0
+    units = [u for u in units if u is not None and len(u.y) >= 2]
     for u in units:
-        if u is None or len(u.y) < 2:
-            continue
         w = 1 / u.v
         mean = float(np.sum(w * u.y) / np.sum(w))
         q += float(np.sum(w * (u.y - mean) ** 2))
@@ -124,14 +131,13 @@ def _satterthwaite(parts: list[tuple[float, float]]) -> float:
 
 
 def estimate(u: Unit, between: Between | None) -> Estimate:
-    """The unit's estimate with its SE: Σ(v_r + τ²)/k², τ² the table's (or the unit's own where it stands out)."""
+    """The unit's estimate with its SE: Σ(v_r + τ²)/k², τ² the one given (or the unit's own where it stands out)."""
     k = len(u.y)
     tau2, tau_df, odd = (between.tau2, between.df, False) if between is not None else (0.0, 1, False)
     if k >= 2:
         qu = float(np.sum((u.y - u.y.mean()) ** 2 / (u.v + tau2)))
         if _st.chi2.sf(qu, k - 1) < HETEROGENEITY_P:
-            own = float(np.var(u.y, ddof=1) - u.v.mean())
-            tau2, tau_df, odd = max(tau2, own), k - 1, True
+            tau2, tau_df, odd = max(tau2, _own(u)), k - 1, True
     parts = [(float(np.sum(u.v)) / k ** 2, u.df_within)] + ([(tau2 / k, tau_df)] if tau2 > 0 else [])
     return Estimate(u.estimate, float(np.sqrt(sum(a for a, _ in parts))), _satterthwaite(parts), odd)
 
@@ -169,13 +175,34 @@ def pair_unit(base: Any, cand: Any) -> Unit | None:
     return None if paired is None else unit_of(*paired)
 
 
-def ratios_between(rows: list[Any]) -> Between | None:
-    """τ² of paired speed-ups pooled over a table's pairs: every row of a group against the group's first."""
+def _groups(rows: list[Any]) -> dict[Any, list]:
     groups: dict[Any, list] = {}
     for row in rows:
         if field(row, "status") == "ok" and present(field(row, "samples_s")) and field(row, "group_id"):
             groups.setdefault(field(row, "group_id"), []).append(row)
-    return pool(pair_unit(m[0], c) for m in groups.values() for c in m[1:])
+    return groups
+
+
+def ratios_between(rows: list[Any]) -> Between | None:
+    """τ² of paired speed-ups pooled over a table's pairs: every row of a group against the group's first."""
+    return pool(pair_unit(m[0], c) for m in _groups(rows).values() for c in m[1:])
+
+
+def ratios_between_by_runtime(rows: list[Any]) -> dict[Any, Between]:
+    """τ² of paired speed-ups per runtime (a row's `variant`): its rows against their groups' first, pooled over the
+    table's shapes, where that gives at least MIN_CLASS_DF degrees of freedom. What moves between processes is a
+    property of the runtime (its allocator, threads, graph): a PyTorch batch-32 pass can move 10% where ONNX
+    Runtime's moves 1%, so one τ² for the whole table would be too wide for the one and too narrow for the other."""
+    by: dict[Any, list] = {}
+    for m in _groups(rows).values():
+        for c in m[1:]:
+            by.setdefault(field(c, "variant"), []).append(pair_unit(m[0], c))
+    out = {}
+    for variant, units in by.items():
+        b = pool(units)
+        if b is not None and b.df >= MIN_CLASS_DF:
+            out[variant] = b
+    return out
 
 
 def _stamped(row: Any, prefix: str) -> Between | None:
@@ -189,12 +216,15 @@ def with_reported_ci(rows: list[dict]) -> list[dict]:
     does not know it), `se_log`, `heterogeneous`, and the table's τ² of medians and of speed-ups (`process_tau2`,
     `ratio_tau2`, with `_df`) so that speed-ups between its rows can use them."""
     out = [dict(r) for r in rows]
-    medians, ratios = medians_between(out), ratios_between(out)
+    medians, ratios, by_runtime = medians_between(out), ratios_between(out), ratios_between_by_runtime(out)
+    firsts = {id(m[0]) for m in _groups(out).values()}
     for row in out:
         ok = row.get("status") == "ok"
         u = row_unit(row) if ok else None
         row["process_tau2"], row["process_df"] = (medians.tau2, medians.df) if medians and ok else (None, None)
-        row["ratio_tau2"], row["ratio_df"] = (ratios.tau2, ratios.df) if ratios and ok else (None, None)
+        own = by_runtime.get(row.get("variant"), ratios)  # its runtime's τ² of speed-ups, else the table's
+        row["ratio_tau2"], row["ratio_df"] = (own.tau2, own.df) if own and ok else (None, None)
+        row["ratio_first"] = id(row) in firsts  # the row its group's speed-ups were paired with
         row["process_spread_pct"] = medians.pct if medians and ok else None
         row["rerun_low_s"] = row["rerun_high_s"] = row["se_log"] = None
         row["heterogeneous"] = False
@@ -221,13 +251,24 @@ def _median_estimate(row: Any) -> Estimate | None:
     return None if u is None else estimate(u, _stamped(row, "process"))
 
 
+def _pair_between(base: Any, cand: Any) -> Between | None:
+    """The τ² of a pair's speed-up: the other row's runtime's where one side is its group's first row (what each
+    runtime's τ² was estimated against), else the mean of the two runtimes' (each holds the first row's share)."""
+    a, b = _stamped(base, "ratio"), _stamped(cand, "ratio")
+    if field(base, "ratio_first") or a is None:
+        return b
+    if field(cand, "ratio_first") or b is None:
+        return a
+    return Between((a.tau2 + b.tau2) / 2, min(a.df, b.df), 0)
+
+
 def speedup_estimate(base: Any, cand: Any) -> tuple[Estimate, bool, int] | None:
     """log(baseline/candidate) with its SE: paired where both rows shared rounds (the table's τ² of speed-ups
     added), else the difference of the two log medians (each with the table's τ² of medians: measured in different
     processes). (estimate, paired, n) or None where a side has too few samples."""
     u = pair_unit(base, cand)
     if u is not None:
-        return estimate(u, _stamped(base, "ratio")), True, len(row_samples(base)[0])
+        return estimate(u, _pair_between(base, cand)), True, len(row_samples(base)[0])
     b, c = _median_estimate(base), _median_estimate(cand)
     if b is None or c is None:
         return None
