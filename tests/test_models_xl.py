@@ -1,0 +1,108 @@
+"""Seed 000's XLNet and XLM in the registry: configs, PyTorch eager, TorchScript, the TensorFlow twin, work per call."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from studylib import models, runtimes
+
+TINY = ("xlnet-tiny", "xlm-tiny")
+
+TWIN_SCRIPT = r"""
+import json
+import numpy as np
+from studylib import models, runtimes
+from studylib.threads import apply_threads
+apply_threads(1, ("torch", "tensorflow"))
+import torch
+out = {}
+for name in ("xlnet-tiny", "xlm-tiny"):
+    w = models.torch_workload(name, batch_size=2, seq_len=12, seed=5)
+    with torch.inference_mode():
+        ref = w.module(*w.inputs).numpy()
+    twin = models.tf_workload(w, models.build_tf_from_torch(name, w.module))
+    graph = runtimes.get("tf-function").prepare(twin)
+    eager_tf = np.asarray(twin.module(*twin.inputs))
+    graph_out = np.asarray(graph.call())
+    out[name] = [list(eager_tf.shape), float(np.abs(eager_tf - ref).max()), float(np.abs(graph_out - ref).max()),
+                 float(np.abs(ref).max()), graph.compilations()]
+print("RESULT" + json.dumps(out))
+"""
+
+
+def test_registry_kind_family_and_sizes():
+    import transformers
+
+    for name, family in [("xlnet-base", "xlnet"), ("xlnet-tiny", "xlnet"), ("xlm-mlm-en-2048", "xlm"),
+                         ("xlm-tiny", "xlm")]:
+        s = models.spec(name)
+        assert (s.kind, s.family) == ("text", family), name
+    xlnet = transformers.XLNetConfig(**models.spec("xlnet-base").config)
+    assert (xlnet.d_model, xlnet.n_layer, xlnet.n_head, xlnet.d_inner, xlnet.vocab_size) == (768, 12, 12, 3072, 32000)
+    assert xlnet.use_mems_eval is False and xlnet.mem_len is None  # no recurrence memory: one output tensor
+    xlm = transformers.XLMConfig(**models.spec("xlm-mlm-en-2048").config)
+    assert (xlm.emb_dim, xlm.n_layers, xlm.n_heads, xlm.vocab_size) == (2048, 12, 16, 30145)
+    assert models.spec("xlm-mlm-en-2048").max_positions == 512 and models.spec("xlm-tiny").vocab_size == 1000
+    assert models.spec("xlnet-base").max_positions is None  # relative positions: no table to run out of
+    assert models.spec("xlnet-base").vocab_size == 32000
+
+
+def test_unknown_model_is_still_one_line():
+    with pytest.raises(models.UnknownModel, match="unknown model 'xlnet-huge'") as e:
+        models.spec("xlnet-huge")
+    assert "\n" not in str(e.value) and "xlnet-base" in str(e.value)
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_eager_and_torchscript_agree(name):
+    w = models.torch_workload(name, batch_size=2, seq_len=8, seed=3)
+    eager, script = runtimes.get("eager"), runtimes.get("torchscript")
+    with eager.context():
+        ref = eager.to_numpy(eager.prepare(w).call())
+        again = eager.to_numpy(models.torch_workload(name, batch_size=2, seq_len=8, seed=3).module(*w.inputs))
+        traced = script.to_numpy(script.prepare(w).call())
+    assert ref.shape == (2, 8, 64)  # the last hidden state alone (no XLNet mems)
+    assert np.abs(ref).max() > 0.1
+    np.testing.assert_array_equal(ref, again)  # fixed seed: the same weights
+    np.testing.assert_allclose(traced, ref, atol=1e-4)
+
+
+def test_sequence_limits():
+    with pytest.raises(ValueError, match="exceeds xlm-tiny's 512 positions"):
+        models.torch_workload("xlm-tiny", batch_size=1, seq_len=513)
+    w = models.torch_workload("xlnet-tiny", batch_size=1, seq_len=600)  # XLNet has no position table
+    assert w.tokens_per_call == 600
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_work_per_call_is_counted(name):
+    from studylib import roofline
+
+    def real():
+        w = models.torch_workload(name, batch_size=1, seq_len=16)
+        return w.module, w.inputs
+
+    work = roofline.work_per_call(name, dtype="fp32", batch_size=1, seq_len=16, real=real)
+    # at least the two layers' projections and feed-forward: 2 FLOPs per multiply-add, 16 tokens
+    hidden, inner = 64, 128
+    assert work.flops >= 2 * 16 * 2 * (4 * hidden * hidden + 2 * hidden * inner)
+    assert work.weight_bytes > 4 * 1000 * 64 and work.activation_bytes > 0
+
+
+def test_tensorflow_twin_holds_the_same_weights():
+    env = {k: v for k, v in os.environ.items() if k not in ("USE_TF", "USE_TORCH")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    done = subprocess.run([sys.executable, "-c", TWIN_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads([x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1][len("RESULT"):])
+    for name in TINY:
+        shape, eager_diff, graph_diff, scale, compilations = result[name]
+        assert shape == [2, 12, 64], name
+        assert scale > 0.1, name
+        assert eager_diff < 1e-4 * max(1, scale), name  # within the fp32 parity tolerance (1e-3) with room
+        assert graph_diff < 1e-4 * max(1, scale), name
+        assert compilations == 1, name
