@@ -106,3 +106,22 @@ def test_tensorflow_twin_holds_the_same_weights():
         assert eager_diff < 1e-4 * max(1, scale), name  # within the fp32 parity tolerance (1e-3) with room
         assert graph_diff < 1e-4 * max(1, scale), name
         assert compilations == 1, name
+
+
+def test_plan_costs_follow_the_models_work():
+    """The plan's per-call cost factor against the work counted on the meta device (XLNet) or from XLM's config."""
+    from studylib import roofline
+    from studylib.config import Config
+    from studylib.studies import torchscript_vs_xla as s02
+
+    bert, xlnet = (roofline.count(roofline._meta_model(n, "fp32"),
+                                  models.torch_inputs(n, batch_size=1, seq_len=128, device="meta"))
+                   for n in ("bert-base", "xlnet-base"))
+    assert models.spec("xlnet-base").cost == pytest.approx(xlnet.flops / bert.flops, rel=0.1)
+    # XLM-2048 per token: 12 layers of four 2048² projections and a 2048 × 8192 feed-forward, 2 FLOPs a multiply-add
+    xlm_flops = 2 * 12 * (4 * 2048**2 + 2 * 2048 * 8192) * 128
+    assert models.spec("xlm-mlm-en-2048").cost == pytest.approx(xlm_flops / bert.flops, rel=0.1)
+    measure = dict(replicates=1, warmup_calls=1, min_rounds=6, block_s=0.0, min_time_s=0.0)
+    est = {m: s02.estimate_s(Config(m, "eager", "fp32", 1, "cpu", 2, seq_len=128), None, measure)
+           for m in ("bert-base", "xlnet-base", "xlm-mlm-en-2048")}
+    assert est["bert-base"] < est["xlnet-base"] < 2 * est["bert-base"] and est["xlm-mlm-en-2048"] > 5 * est["bert-base"]

@@ -60,6 +60,10 @@ class ModelSpec:
     family: str  # key of FAMILIES: config and class names derive from it
     config: dict[str, Any] = field(default_factory=dict)
     mirrors: str = ""  # the public checkpoint whose shape this follows
+    # Work of a call relative to the models `plan`'s per-call costs were measured on (BERT-base-sized encoders):
+    # FLOPs per token and weight bytes per call, roughly (roofline counts: XLNet-base 1.2x BERT-base's FLOPs per
+    # token, 1.07x its weights; XLM-2048 7x its FLOPs per token, 6.1x its weights). Only time estimates use it.
+    cost: float = 1.0
 
     @property
     def max_positions(self) -> int | None:
@@ -100,9 +104,9 @@ MODELS: dict[str, ModelSpec] = {
         # Seed 000's XLNet and XLM. XLNetConfig's defaults are the large model's (24 layers, 1,024 hidden); XLMConfig's
         # are xlm-mlm-en-2048's (12 layers, 2,048 hidden, 16 heads, 30,145 tokens, 512 positions).
         ModelSpec("xlnet-base", "text", "xlnet", dict(d_model=768, n_layer=12, n_head=12, d_inner=3072) | _NO_MEMS,
-                  mirrors="xlnet-base-cased (117M parameters), without its recurrence memory"),
+                  mirrors="xlnet-base-cased (117M parameters), without its recurrence memory", cost=1.2),
         ModelSpec("xlnet-tiny", "text", "xlnet", _TINY["xlnet"], mirrors="a 2-layer XLNet for tests"),
-        ModelSpec("xlm-mlm-en-2048", "text", "xlm", {}, mirrors="xlm-mlm-en-2048 (about 665M parameters)"),
+        ModelSpec("xlm-mlm-en-2048", "text", "xlm", {}, mirrors="xlm-mlm-en-2048 (about 665M parameters)", cost=7.0),
         ModelSpec("xlm-tiny", "text", "xlm", _TINY["xlm"], mirrors="a 2-layer XLM for tests"),
         # Sentence classifiers for the data-set studies; the vocabulary matches the BPE tokenizer trained
         # on the corpus (a smaller embedding table than camembert-base's 32,005 rows barely changes speed).
