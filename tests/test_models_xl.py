@@ -125,3 +125,38 @@ def test_plan_costs_follow_the_models_work():
     est = {m: s02.estimate_s(Config(m, "eager", "fp32", 1, "cpu", 2, seq_len=128), None, measure)
            for m in ("bert-base", "xlnet-base", "xlm-mlm-en-2048")}
     assert est["bert-base"] < est["xlnet-base"] < 2 * est["bert-base"] and est["xlm-mlm-en-2048"] > 5 * est["bert-base"]
+
+
+GROUP_SCRIPT = r"""
+import json
+from studylib import sweep
+from studylib.threads import apply_threads
+apply_threads(1, ("torch", "tensorflow"))
+out = {}
+for model in ("xlnet-tiny", "xlm-tiny"):
+    configs = [sweep.Config(model, v, "fp32", 2, "cpu", 1, seq_len=8)
+               for v in ("eager", "eager-aa", "torchscript", "tf-eager", "tf-function")]
+    rows = sweep.measure_group(configs, study="02_torchscript_vs_xla", profile="p",
+                               env={"fingerprint": "f", "git_commit": None},
+                               measure_settings={"warmup_calls": 1, "min_rounds": 3, "max_rounds": 3, "min_time_s": 0.0,
+                                                 "target_ci_pct": 50.0, "budget_s": 0.05, "block_s": 0.0},
+                               parity_tolerance={"fp32": 1e-3}, workloads=sweep.Workloads(0), group_key="g",
+                               group_id="i", replicate=0)
+    out[model] = [[r["variant"], r["status"], r.get("error", ""), r.get("parity_ok"), r.get("flops_per_call")]
+                  for r in rows]
+print("RESULT" + json.dumps(out))
+"""
+
+
+def test_study02_group_runs_every_variant_on_xlnet_and_xlm():
+    """One study-02 group per tiny model, as a run measures it: every variant prepared, parity-checked against eager
+    PyTorch (TensorFlow on the twin's copied weights) and its work counted (XLM's on the real model)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("USE_TF", "USE_TORCH")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    done = subprocess.run([sys.executable, "-c", GROUP_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads([x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1][len("RESULT"):])
+    for model in TINY:
+        for variant, status, error, parity_ok, flops in result[model]:
+            assert (status, parity_ok) == ("ok", True), (model, variant, error)
+            assert flops and flops > 0, (model, variant)

@@ -106,7 +106,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("xlnet-base", "text", "xlnet", dict(d_model=768, n_layer=12, n_head=12, d_inner=3072) | _NO_MEMS,
                   mirrors="xlnet-base-cased (117M parameters), without its recurrence memory", cost=1.2),
         ModelSpec("xlnet-tiny", "text", "xlnet", _TINY["xlnet"], mirrors="a 2-layer XLNet for tests"),
-        ModelSpec("xlm-mlm-en-2048", "text", "xlm", {}, mirrors="xlm-mlm-en-2048 (about 665M parameters)", cost=7.0),
+        ModelSpec("xlm-mlm-en-2048", "text", "xlm", {}, mirrors="xlm-mlm-en-2048 (667M parameters)", cost=7.0),
         ModelSpec("xlm-tiny", "text", "xlm", _TINY["xlm"], mirrors="a 2-layer XLM for tests"),
         # Sentence classifiers for the data-set studies; the vocabulary matches the BPE tokenizer trained
         # on the corpus (a smaller embedding table than camembert-base's 32,005 rows barely changes speed).
