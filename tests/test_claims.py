@@ -269,7 +269,8 @@ def test_the_seeds_profile_runs_the_seeds_own_sizes_within_two_hours_on_two_core
     assert s02.batch_sizes == [1, 2, 4, 8] and set(s02.seq_lens) >= {8, 64, 128, 256, 512}  # seed 000's grid
     assert s02.micro_ops.models == ["op-argmax", "op-gather"] and "tf-function" in s02.variants  # seed 001's ops
     assert s03.batch_sizes == [1, 2, 4, 8, 16, 32, 64] and s04.batch_sizes == [16, 64]  # seed 003's
-    assert "XLNet" in s02.left_out  # the model registry builds no XLNet/XLM: said, not hidden
+    assert {"xlnet-base", "xlm-mlm-en-2048"} <= set(s02.models)  # seed 000's XLNet and XLM
+    assert "XLM at" in s02.left_out  # XLM's batch sizes and lengths left out: said, not hidden
     for c in claims.registry():  # every batch size a CPU-testable claim of studies 03/04 is defined by is run
         if c.study in ("03_onnx_batching", "04_sorted_length_batching") and "batch_sizes" in c.conditions.defining \
                 and c.conditions.device != "cuda":
@@ -278,6 +279,28 @@ def test_the_seeds_profile_runs_the_seeds_own_sizes_within_two_hours_on_two_core
     assert r.returncode == 0, r.stderr
     minutes = float(re.search(r"estimated total: about ([\d.]+) min", r.stdout).group(1))
     assert 0 < minutes <= 120
+
+
+XL_CLAIMS = ("000-torchscript-model-dependent", "000-torchscript-helps-small", "000-torchscript-hurts-large")
+
+
+@pytest.mark.parametrize("profile, answerable", [("seeds", True), ("cpu", False)])
+def test_xlnet_and_xlm_claims_are_answerable_where_the_profile_runs_them(profile, answerable):
+    """Coverage on the rows a profile's study 02 would measure: the seeds profile runs XLNet and XLM, cpu does not."""
+    from studylib import profiles
+
+    loaded = profiles.load(profile)
+    shapes = loaded.sections["02_torchscript_vs_xla"].shapes()
+    rows = pd.DataFrame(shapes, columns=["model", "dtype", "batch_size", "seq_len"]).assign(
+        device=loaded.profile.device, threads=loaded.profile.threads)
+    registry = {c.id: c for c in claims.registry()}
+    xl = [c for c in registry.values() if set(c.conditions.models) & {"xlnet-base", "xlm-mlm-en-2048"}]
+    assert set(XL_CLAIMS) <= {c.id for c in xl}
+    for c in xl:
+        cov = claims.coverage(c, loaded.profile.device, claims.matching(rows, c))  # the rows an evaluator takes
+        assert (cov.level != "not answerable") == answerable, (c.id, cov.text())
+        if answerable:
+            assert cov.level in ("seed", "proxy") and any(h.startswith("model ") for h in cov.holds), c.id
 
 
 def _op_row(model, variant, batch, seq, median):

@@ -23,7 +23,7 @@ class Family:
     torch_class: str
     tf_class: str
     inputs: tuple[str, ...] = ("input_ids", "attention_mask")
-    max_positions_key: str = "max_position_embeddings"
+    max_positions_key: str | None = "max_position_embeddings"  # None: relative positions, no length limit
     position_offset: int = 0  # RoBERTa reserves the first positions for padding
 
 
@@ -34,6 +34,10 @@ FAMILIES = {
     "roberta": Family("RobertaConfig", "RobertaModel", "TFRobertaModel", position_offset=2),
     "roberta-classifier": Family("RobertaConfig", "RobertaForSequenceClassification",
                                  "TFRobertaForSequenceClassification", position_offset=2),
+    # XLNet's positions are relative (no table, no length limit); its memory (`mems`) is switched off in the
+    # registry's configs (_NO_MEMS), so a call returns the hidden states alone, like BERT's.
+    "xlnet": Family("XLNetConfig", "XLNetModel", "TFXLNetModel", max_positions_key=None),
+    "xlm": Family("XLMConfig", "XLMModel", "TFXLMModel"),
     "resnet": Family("ResNetConfig", "ResNetForImageClassification", "TFResNetForImageClassification",
                      inputs=("pixel_values",)),
     # Seed 001's "unusual" operations, one per model: no transformers class (see OPS); inputs are made here.
@@ -41,8 +45,12 @@ FAMILIES = {
 }
 
 # Defaults of each config class that the registry relies on (no transformers import needed to validate).
-_DEFAULT_POSITIONS = {"bert": 512, "distilbert": 512, "gpt2": 1024, "roberta": 514, "roberta-classifier": 514}
-_DEFAULT_VOCAB = {"bert": 30522, "distilbert": 30522, "gpt2": 50257, "roberta": 50265, "roberta-classifier": 50265}
+_DEFAULT_POSITIONS = {"bert": 512, "distilbert": 512, "gpt2": 1024, "roberta": 514, "roberta-classifier": 514,
+                      "xlm": 512}
+_DEFAULT_VOCAB = {"bert": 30522, "distilbert": 30522, "gpt2": 50257, "roberta": 50265, "roberta-classifier": 50265,
+                  "xlnet": 32000, "xlm": 30145}
+# XLNet without its recurrence memory: no `mems` computed or returned in eval (use_mems_eval), none kept (mem_len)
+_NO_MEMS = dict(use_mems_eval=False, mem_len=None)
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,10 @@ class ModelSpec:
     family: str  # key of FAMILIES: config and class names derive from it
     config: dict[str, Any] = field(default_factory=dict)
     mirrors: str = ""  # the public checkpoint whose shape this follows
+    # Work of a call relative to the models `plan`'s per-call costs were measured on (BERT-base-sized encoders):
+    # FLOPs per token and weight bytes per call, roughly (roofline counts: XLNet-base 1.2x BERT-base's FLOPs per
+    # token, 1.07x its weights; XLM-2048 7x its FLOPs per token, 6.1x its weights). Only time estimates use it.
+    cost: float = 1.0
 
     @property
     def max_positions(self) -> int | None:
@@ -59,6 +71,8 @@ class ModelSpec:
         if self.kind != "text":
             return None
         fam = FAMILIES[self.family]
+        if fam.max_positions_key is None:
+            return None
         return self.config.get(fam.max_positions_key, _DEFAULT_POSITIONS[self.family]) - fam.position_offset
 
     @property
@@ -72,6 +86,8 @@ _TINY = {
     "distilbert": dict(dim=64, n_layers=2, n_heads=2, hidden_dim=128, vocab_size=1000),
     "gpt2": dict(n_embd=64, n_layer=2, n_head=2, vocab_size=1000),
     "roberta": _TINY_TEXT | dict(vocab_size=8000),
+    "xlnet": dict(d_model=64, n_layer=2, n_head=2, d_inner=128, vocab_size=1000) | _NO_MEMS,
+    "xlm": dict(emb_dim=64, n_layers=2, n_heads=2, vocab_size=1000),
 }
 
 MODELS: dict[str, ModelSpec] = {
@@ -85,6 +101,13 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("gpt2-tiny", "text", "gpt2", _TINY["gpt2"], mirrors="a 2-layer GPT-2 for tests"),
         ModelSpec("roberta-base", "text", "roberta", {}, mirrors="roberta-base (125M parameters)"),
         ModelSpec("roberta-tiny", "text", "roberta", _TINY["roberta"], mirrors="a 2-layer RoBERTa for tests"),
+        # Seed 000's XLNet and XLM. XLNetConfig's defaults are the large model's (24 layers, 1,024 hidden); XLMConfig's
+        # are xlm-mlm-en-2048's (12 layers, 2,048 hidden, 16 heads, 30,145 tokens, 512 positions).
+        ModelSpec("xlnet-base", "text", "xlnet", dict(d_model=768, n_layer=12, n_head=12, d_inner=3072) | _NO_MEMS,
+                  mirrors="xlnet-base-cased (117M parameters), without its recurrence memory", cost=1.2),
+        ModelSpec("xlnet-tiny", "text", "xlnet", _TINY["xlnet"], mirrors="a 2-layer XLNet for tests"),
+        ModelSpec("xlm-mlm-en-2048", "text", "xlm", {}, mirrors="xlm-mlm-en-2048 (667M parameters)", cost=7.0),
+        ModelSpec("xlm-tiny", "text", "xlm", _TINY["xlm"], mirrors="a 2-layer XLM for tests"),
         # Sentence classifiers for the data-set studies; the vocabulary matches the BPE tokenizer trained
         # on the corpus (a smaller embedding table than camembert-base's 32,005 rows barely changes speed).
         ModelSpec("roberta-base-classifier", "text", "roberta-classifier", dict(vocab_size=8000, num_labels=2),

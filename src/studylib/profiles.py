@@ -217,7 +217,7 @@ class DataGrid(_Strict):
                 raise ValueError(f"corpus: {e}") from None
         for name in self.models:
             limit = MODELS[name].max_positions
-            if self.max_length > limit:
+            if limit is not None and self.max_length > limit:  # None: relative positions (XLNet)
                 raise ValueError(f"max_length: {self.max_length} exceeds {name}'s {limit} positions")
             if vocab > MODELS[name].vocab_size:
                 raise ValueError(f"{where}: a vocabulary of {vocab} tokens does not fit {name}'s "

@@ -128,7 +128,7 @@ def estimate_s(c: Config, section: TorchscriptVsXla, measure: dict, speed: float
         return measure["replicates"] * (build + max(per_call / speed, measure["block_s"]) * calls
                                         + measure["min_time_s"] / 7)
     big = not c.model.endswith("tiny")
-    per_call = (0.015 + 0.0008 * tokens) if big else 0.002
+    per_call = (0.015 + 0.0008 * tokens) * MODELS[c.model].cost if big else 0.002  # cost: relative to BERT-base
     per_call *= 2.5 if variant == "tf-eager" else 1.0
     build = {"tf-function": 2.5, "tf-xla": 2.0, "torchscript": 0.5, "torchscript-optimized": 1.0}.get(variant, 0.0)
     calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
