@@ -24,7 +24,7 @@ from typing import Literal
 import pandas as pd
 
 from studylib import stats
-from studylib.profiles import Grid
+from studylib.schemas import Grid
 from studylib.studies import Analysis, Comparison, Study, register
 from studylib.studies.base import CLAIM_COLUMNS
 from studylib.sweep import AA, REFERENCE, Config

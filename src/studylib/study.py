@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import environment, gpu, limits, paths, profiles, replicates, runlock, sweep
+from . import environment, gpu, limits, paths, profiles, replicates, runlock, schemas, sweep
 from .files import read_json, write_json_atomic
 from .results import ResultsTable
 from .threads import apply_threads
@@ -21,7 +21,7 @@ class StudyRun:
 
     notebook: str
     profile: str
-    common: profiles.Profile
+    common: schemas.Profile
     section: Any
     env: dict
     table: ResultsTable
@@ -193,7 +193,7 @@ def _profile_tf32(profile: str) -> bool:
     try:
         return profiles.load(profile).profile.tf32
     except profiles.ProfileError:
-        return profiles.Profile.model_fields["tf32"].default
+        return schemas.Profile.model_fields["tf32"].default
 
 
 def measure_replicate(profile: str, notebook: str, replicate: int, *, force: bool = False) -> None:

@@ -13,7 +13,7 @@ from .. import claims as seedclaims
 from .. import roofline, runtimes, surprises
 from .. import speedups as speedups_layer
 from ..models import MODELS
-from ..profiles import SKIP_KEYS, Grid, Skip
+from ..schemas import SKIP_KEYS, Grid, Skip
 from ..speedups import Comparison
 from ..sweep import AA, REFERENCE, Config
 from .base import Analysis, Study, register

@@ -19,8 +19,8 @@ from .. import claims as seedclaims
 from .. import roofline, runtimes, surprises
 from .. import speedups as speedups_layer
 from ..models import MODELS
-from ..profiles import Grid
 from ..runtimes.keras import BACKENDS
+from ..schemas import Grid
 from ..speedups import Comparison
 from ..sweep import AA, REFERENCE, Config
 from .base import Analysis, Study, register

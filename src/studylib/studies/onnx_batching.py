@@ -9,7 +9,7 @@ import pandas as pd
 
 from .. import claims as seedclaims
 from .. import dataset, roofline, runtimes, speedups, surprises
-from ..profiles import DataGrid
+from ..schemas import DataGrid
 from ..speedups import Comparison
 from ..sweep import AA, REFERENCE, Config
 from .base import Analysis, Study, register

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 
 from .. import batching, dataset, roofline, speedups, surprises
 from .. import claims as seedclaims
-from ..profiles import DataGrid
+from ..schemas import DataGrid
 from ..speedups import Comparison
 from ..sweep import AA, REFERENCE, Config
 from .base import Analysis, Study, register

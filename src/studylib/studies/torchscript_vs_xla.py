@@ -12,7 +12,7 @@ from .. import claims as seedclaims
 from .. import roofline, surprises
 from .. import speedups as speedups_layer
 from ..models import MODELS
-from ..profiles import Grid
+from ..schemas import Grid
 from ..speedups import Comparison
 from ..sweep import AA, REFERENCE, Config
 from .base import Analysis, Study, register
