@@ -15,7 +15,7 @@ LAYER_ONLY_DEFS = {"classify", "noise_band", "_band", "aa_control", "pair_result
                    "bh_adjust", "break_even", "break_even_calls"}
 # Modules a study imports (directly or through them): none may import the studies package.
 BELOW_STUDIES = ["config", "stats", "speedups", "advice", "timing", "results", "surprises", "roofline", "sweep",
-                 "memory", "files", "paths", "claims", "claim_registry", "dataset", "batching", "corpus",
+                 "grouping", "workloads", "memory", "files", "paths", "claims", "claim_registry", "dataset", "batching", "corpus",
                  "tokenization", "models", "keras_models", "profiles", "schemas", "study_registry", "gpu", "threads", "environment"]
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from studylib import models, profiles, runtimes, sweep
+from studylib import grouping, models, profiles, runtimes, sweep
 from studylib.studies import eager_vs_compiled as s01
 from studylib.studies import torchscript_vs_xla as s02
 
@@ -68,7 +68,7 @@ def test_a_text_model_has_no_layout_to_change_and_cudnn_benchmark_needs_cuda():
 
 
 def test_cudnn_benchmark_is_on_from_its_own_process_start_not_around_its_calls(monkeypatch):
-    """A process started with the variant's environment (sweep.process_env) has the flag on once gpu.apply ran, as
+    """A process started with the variant's environment (grouping.process_env) has the flag on once gpu.apply ran, as
     replicates' processes do before any model is built; another process has it off. The prepared call is the module
     itself: nothing is flipped around it (a fake CUDA workload: the call runs on CPU)."""
     from studylib import gpu
@@ -81,7 +81,7 @@ def test_cudnn_benchmark_is_on_from_its_own_process_start_not_around_its_calls(m
         return subprocess.run([sys.executable, "-c", probe], env=os.environ | {"USE_TF": "0"} | env, text=True,
                               capture_output=True, check=True, timeout=120).stdout.strip()
 
-    assert started_with(sweep.process_env([c])) == "True"
+    assert started_with(grouping.process_env([c])) == "True"
     assert started_with({}) == "False"
     w = models.torch_workload("resnet-tiny", batch_size=1, image_size=32)
     seen = []
@@ -99,7 +99,7 @@ def test_cudnn_benchmark_is_on_from_its_own_process_start_not_around_its_calls(m
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
     with pytest.raises(runtimes.RuntimeUnavailable, match="from the process's start"):
         runtimes.get("eager-cudnn-benchmark").prepare(fake)
-    assert gpu.CUDNN_BENCHMARK_VAR in sweep.process_env([c])
+    assert gpu.CUDNN_BENCHMARK_VAR in grouping.process_env([c])
 
 
 # --- micro-ops --------------------------------------------------------------------------------------------------
