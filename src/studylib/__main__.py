@@ -77,7 +77,8 @@ def _compare(ref: str, new: str, check: bool = False) -> int:
     """Print the comparison and its calibration; with `check`, exit 1 when a calibration figure is outside its
     limits (calibration.LIMITS)."""
     from .calibration import format_calibration
-    from .compare import CompareError, compare, format_comparison
+    from .compare import CompareError, compare
+    from .compare_text import format_comparison
 
     try:
         c = compare(Path(ref), Path(new))
