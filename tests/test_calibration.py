@@ -77,7 +77,7 @@ def test_the_common_shift_is_removed_before_the_medians_z():
 
     medians = pd.DataFrame({"notebook": ["n"] * 3, "config_key": ["a", "b", "c"], "ref_median_s": [1.0, 2.0, 4.0],
                             "new_median_s": [1.1, 2.2, 4.4]})
-    rows = {("n", k): {"ci_low_s": 0.9, "ci_high_s": 1.1, "run_shift_pct": 0} for k in "abc"}
+    rows = {("n", k): {"ci_low_s": 0.9, "ci_high_s": 1.1} for k in "abc"}
     t = calibration.median_z(medians, rows, rows)
     assert np.allclose(t.z, 0) and t.attrs["shift_log"] == pytest.approx(np.log(1.1))
 

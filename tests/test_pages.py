@@ -11,7 +11,7 @@ from studylib import render, seeds
 
 # Words of the harness that a reader of a page should never meet (issue 33).
 INTERNAL = ("params/", "early pass", "/cache/", "make report", "taken from earlier runs", "environment fingerprint",
-            "run_shift_pct")
+            "run_shift_pct", "run_shift_sigma")
 PROMPTS = re.compile(r"\b(In|Out)\s*(&nbsp;|\s)*\[\s*\d*\s*\]:")
 
 

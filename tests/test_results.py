@@ -190,9 +190,9 @@ def test_a_group_is_timed_in_shared_rounds_and_replicates_pool(tmp_path, env):
     assert len(eager["samples_s"]) == len(eager["sample_rep"]) == len(eager["sample_round"]) == eager["n"]
     assert eager["sample_rep"] == aa["sample_rep"] and eager["sample_round"] == aa["sample_round"]
     assert aa["max_abs_diff"] == 0.0  # the A/A copy computes exactly what eager does
-    from studylib import stats
+    from studylib import variance
 
-    s = stats.speedup(eager, aa)
+    s = variance.speedup(eager, aa)
     assert s.paired and s.n == eager["n"] and s.ci_low <= s.ratio <= s.ci_high
     assert not list((tmp_path / "r.parts").glob("*.json"))  # combined: no part left behind
 

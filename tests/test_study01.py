@@ -107,10 +107,10 @@ def test_break_even_is_unset_when_the_gain_is_not_significant(df):
 def test_results_table_formats_ok_rows_and_blanks_failed_ones(df):
     t = s01.latency_table(df).set_index(["batch_size", "variant"])
     ok, failed = t.loc[(1, "compile-default")], t.loc[(8, "compile-max-autotune")]
-    assert ok["median"].endswith("ms") and "–" in ok["95% CI"] and ok["CV"] == "1.0%"
+    assert ok["median"].endswith("ms") and "–" in ok["95% CI (this run)"] and ok["CV"] == "1.0%"
     assert ok["n"] == 50 and ok["max |Δ|"] == "1.0e-07"
     assert failed["status"] == "oom" and failed["error"] == "MemoryError: x"
-    assert failed["95% CI"] == "" and failed["CV"] == "" and failed["max |Δ|"] == "" and pd.isna(failed["n"])
+    assert failed["95% CI (this run)"] == "" and failed["CV"] == "" and failed["max |Δ|"] == "" and pd.isna(failed["n"])
 
 
 def test_everything_skipped_still_renders(tmp_path):

@@ -23,7 +23,7 @@ from typing import Literal
 
 import pandas as pd
 
-from studylib import stats
+from studylib import speedups
 from studylib.schemas import Grid
 from studylib.studies import Analysis, Comparison, Study, register
 from studylib.studies.base import CLAIM_COLUMNS
@@ -47,7 +47,7 @@ def estimate_s(c, section, measure, speed=1.0):
 
 def analyse(df):
     ok = df[df.status == "ok"].set_index("variant")
-    sp = stats.speedup(ok.loc["eager"], ok.loc["torchscript"])
+    sp = speedups.speedup(ok.loc["eager"], ok.loc["torchscript"])
     claims = pd.DataFrame([{"seed": "toy", "claim": "TorchScript is faster than eager",
                             "this run": f"{sp.ratio:.2f}x", "verdict": "holds" if sp.ci_low > 1 else "not shown"}],
                           columns=CLAIM_COLUMNS)

@@ -18,14 +18,15 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from . import advice, paths, speedups
+from . import advice, paths, speedups, variance
 from .config import AA, REFERENCE
 from .speedups import Comparison
 from .studies import STUDIES
 
 WORDS = {"faster": "pays off at", "slower": "slower at", "equal": "no gain (equal within ±{band}) at",
          "unclear": "undecided at"}
-ANSWER_COLUMNS = ["comparison", "shape", "speed-up (95% CI)", "verdict", "one-time cost (s)", "paid back after (calls)"]
+ANSWER_COLUMNS = ["comparison", "shape", "speed-up (95% CI)", "verdict", "detectable from", "one-time cost (s)",
+                  "paid back after (calls)"]
 
 
 def whole_models(df: pd.DataFrame) -> pd.DataFrame:
@@ -47,6 +48,15 @@ def _calls(r) -> str:
         return ""
     n, lo, hi = (speedups.fmt_calls(v) for v in (r.break_even, r.break_even_low, r.break_even_high))
     return n if lo == hi else f"{n} ({lo}–{hi})"
+
+
+def _detectable(r) -> str:
+    """An undecided shape's minimum detectable effect (variance.detectable): the speed-up, or slow-down, this run's
+    interval would call decided 80% of the time; blank for a decided shape."""
+    mde = getattr(r, "detectable", np.nan)
+    if r.verdict != "unclear" or not np.isfinite(mde):
+        return ""
+    return f"{mde:.2f}× or {1 / mde:.2f}×"
 
 
 MIN_COST_S = 0.5  # one-time costs below this are in the answer table, not in the box's sentence
@@ -71,18 +81,20 @@ def conditional(t: pd.DataFrame, c: Comparison, band: float, df: pd.DataFrame) -
     """`c`'s answer by regime (markdown) and the answer-table rows behind its numbers."""
     ok = t[t.speedup.notna()]
     rows = [{"comparison": c.label, "shape": r.shape, "speed-up (95% CI)": speedups.fmt(r.speedup, r.ci_low, r.ci_high),
-             "verdict": r.verdict, "one-time cost (s)": f"{r.one_time_s:.1f}" if _calls(r) else "",
+             "verdict": r.verdict, "detectable from": _detectable(r),
+             "one-time cost (s)": f"{r.one_time_s:.1f}" if _calls(r) else "",
              "paid back after (calls)": _calls(r)} for r in ok.itertuples()]
     verdicts = list(dict.fromkeys(ok.verdict))
     words = {k: w.format(band=f"{band - 1:.0%}") for k, w in WORDS.items()}
 
     def listed(sel) -> str:
-        return ", ".join(f"{r.shape} {speedups.fmt(r.speedup, r.ci_low, r.ci_high)}" for r in sel.itertuples())
+        return ", ".join(f"{r.shape} {speedups.fmt(r.speedup, r.ci_low, r.ci_high)}"
+                         + (f" (detectable from {_detectable(r)})" if _detectable(r) else "") for r in sel.itertuples())
 
     if not len(ok):
         line = f"**{c.label}**:"
     elif len(verdicts) == 1 and len(ok) > 1:
-        g = speedups.geomean(df, c.candidate, c.baseline, column=c.column, n_resamples=1000)
+        g = speedups.geomean(df, c.candidate, c.baseline, column=c.column)
         text = speedups.fmt(*g)
         rows.append({"comparison": c.label, "shape": f"geometric mean over {len(ok)} shapes",
                      "speed-up (95% CI)": text, "verdict": verdicts[0]})
@@ -117,7 +129,7 @@ def headline(df: pd.DataFrame, c: Comparison) -> dict:
     ok = t[t.speedup.notna()]
     if not len(ok):
         return {"status": f"{t.status.iloc[0]}: {str(t.error.iloc[0])[:160]}", "n": 0, "of": len(t)}
-    g = speedups.geomean(df, c.candidate, c.baseline, column=c.column, n_resamples=1000)
+    g = speedups.geomean(df, c.candidate, c.baseline, column=c.column)
     counts = ok.verdict.value_counts()
     reading = counts.index[0] if len(counts) == 1 else "depends on the shape: " + ", ".join(
         f"{w} at {n}" for w, n in counts.items())
@@ -169,7 +181,8 @@ def aa_line(df: pd.DataFrame, band: float) -> str:
             f"shapes; its largest ratio sets the 'equal' band to ±{band - 1:.0%}. A shape counts as faster or slower "
             f"only where its whole CI lies outside that band and, over this page's comparisons, the "
             f"Benjamini–Hochberg adjusted p-value is below {speedups.FDR:.2f} (false-discovery rate "
-            f"{speedups.FDR:.0%}).")
+            f"{speedups.FDR:.0%}). An undecided shape names the speed-up (or slow-down) it is 'detectable from': the "
+            f"smallest effect this run's interval would have decided {variance.POWER:.0%} of the time.")
 
 
 def analyse(notebook: str, df: pd.DataFrame) -> tuple[list[str], pd.DataFrame, pd.DataFrame]:

@@ -5,7 +5,7 @@ them are as large as the reported intervals say they may be, and fails where the
 
 - the common shift: the mean change of every median (log scale), with its z against the spread of the changes;
 - per configuration, z of its median's change after removing the common shift, against √(V_ref + V_new) from the
-  two reported CIs (their run-to-run term, `run_shift_pct`, taken out: the shift is removed instead);
+  two reported within-run CIs (the shift between whole runs is removed instead of counted);
 - per comparison (a pair of one group), z of the log speed-up difference against √(V_ref + V_new) from the two
   speed-ups' CIs, and a reproduction verdict against a stated tolerance: reproduced when the 95% CI of the
   difference lies inside ±tolerance, not reproduced when it lies wholly outside, else inconclusive;
@@ -45,16 +45,14 @@ def _log_se(lo, hi) -> np.ndarray:
 
 def median_z(medians: pd.DataFrame, ref_rows: dict[str, dict], new_rows: dict[str, dict]) -> pd.DataFrame:
     """Per configuration (compare.compare_medians' rows): the change of log median beyond the common shift, and its z
-    against the two reported CIs with their run-to-run term taken out."""
+    against the two within-run CIs (variance.with_reported_ci's ci_low_s/ci_high_s)."""
     t = medians.copy()
     d = np.log(t.new_median_s.astype(float) / t.ref_median_s.astype(float))
     shift = float(d.mean()) if len(d) else 0.0
 
     def var(rows, key):
         r = rows[key]
-        se = float(_log_se(r.get("ci_low_s"), r.get("ci_high_s")))
-        run = np.log1p((r.get("run_shift_pct") or 0) / 100)
-        return max(se ** 2 - run ** 2, 1e-12)
+        return max(float(_log_se(r.get("ci_low_s"), r.get("ci_high_s"))) ** 2, 1e-12)
 
     v = np.array([var(ref_rows, k) + var(new_rows, k) for k in zip(t.notebook, t.config_key)])
     t["d_log"] = d - shift

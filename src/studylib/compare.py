@@ -6,7 +6,7 @@ REF and NEW are two results folders of the same profile (`outputs/cpu/results`, 
 - medians: how many of NEW's medians fall inside REF's 95% CI (and the other way round), and the
   median and worst |NEW/REF - 1| of the medians;
 - verdicts: within each comparison group of REF, every pair of configurations gets a verdict in each run
-  (faster / slower when the speed-up's CI excludes 1, else unclear, from `stats.speedup`); counted as
+  (faster / slower when the speed-up's CI excludes 1, else unclear, from `variance.speedup`); counted as
   the same, reversed (faster <-> slower) or decided <-> unclear;
 - the A/A control: a variant `X-aa` is a second copy of `X`; the share of A/A pairs whose speed-up CI
   excludes 1 is the false-positive rate of each run;
@@ -181,6 +181,13 @@ def _ok(row: dict[str, Any] | None) -> bool:
     return row is not None and row.get("status") == "ok"
 
 
+def _rerun_ci(row: dict) -> tuple:
+    """A row's re-run interval, or its within-run one where the profile does not know the shift between runs."""
+    if row.get("rerun_low_s") is not None and row.get("rerun_high_s") is not None:
+        return row["rerun_low_s"], row["rerun_high_s"]
+    return row.get("ci_low_s"), row.get("ci_high_s")
+
+
 def compare_medians(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dict]) -> pd.DataFrame:
     """One row per configuration ok in both runs: both medians, the change in %, and the CI checks."""
     out = []
@@ -192,10 +199,11 @@ def compare_medians(notebook: str, ref_rows: list[dict], new_by_key: dict[str, d
             "ref_median_s": r.get("median_s"),
             "new_median_s": n.get("median_s"),
             "delta_pct": _delta_pct(r.get("median_s"), n.get("median_s")),
-            "new_in_ref_ci": _inside(n.get("median_s"), r.get("ci_low_s"), r.get("ci_high_s")),
-            "ref_in_new_ci": _inside(r.get("median_s"), n.get("ci_low_s"), n.get("ci_high_s")),
-            # the reference's interval within its own run only, before the spread between processes is added
-            "new_in_ref_run_ci": _inside(n.get("median_s"), r.get("ci_run_low_s"), r.get("ci_run_high_s")),
+            # the re-run interval (this run's CI with the shift between whole runs) where the profile knows it
+            "new_in_ref_ci": _inside(n.get("median_s"), *_rerun_ci(r)),
+            "ref_in_new_ci": _inside(r.get("median_s"), *_rerun_ci(n)),
+            # the reference's interval within its own run only (its processes, not the shift between runs)
+            "new_in_ref_run_ci": _inside(n.get("median_s"), r.get("ci_low_s"), r.get("ci_high_s")),
         })
     return pd.DataFrame(out, columns=["notebook", "config_key", "ref_median_s", "new_median_s", "delta_pct",
                                       "new_in_ref_ci", "ref_in_new_ci", "new_in_ref_run_ci"])

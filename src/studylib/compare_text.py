@@ -74,8 +74,8 @@ def format_comparison(c: Comparison) -> str:
         out.append(f"only in REF (not compared): {', '.join(c.only_ref)}")
     if c.only_new:
         out.append(f"only in NEW (not compared): {', '.join(c.only_new)}")
-    out += ["", "configurations ok in both runs; a median's CI includes the spread between replicate processes and",
-            "the profile's shift between whole runs, run_shift_pct (the run-only CI includes neither); shift =",
+    out += ["", "configurations ok in both runs; 'in CI': the re-run CI (this run's CI, its processes included,",
+            "with the recorded shift between whole runs; this run's CI where the profile does not know it); shift =",
             "geometric mean of NEW / REF medians - 1, the machine's change between",
             "the runs; |Δ| = |NEW median / REF median - 1|; a pair's verdict is faster or",
             "slower when its speed-up's 95% CI excludes 1, else unclear; an A/A false positive is an A/A pair",

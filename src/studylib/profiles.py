@@ -151,12 +151,13 @@ def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
     threads = m.cores if auto.threads == "cores" else auto.threads
     description = (f"auto: picked {rule.use} for this machine ({m.describe()}), with {threads} threads. "
                    + chosen.profile.description)
-    prof = chosen.profile.model_copy(update={"threads": threads, "description": description})
+    # the shift between runs was recorded on the development machine, not on this one
+    prof = chosen.profile.model_copy(update={"threads": threads, "description": description, "run_shift": "unknown"})
     return LoadedProfile(path.stem, path, prof, chosen.sections, picked=rule.use)
 
 
 # the profile-wide values every notebook takes as parameters (beside `profile`, `force` and its section's keys)
-COMMON_PARAMETERS = ("device", "threads", "seed", "run_shift_pct", "measure", "parity_tolerance")
+COMMON_PARAMETERS = ("device", "threads", "seed", "run_shift", "measure", "parity_tolerance")
 # profile-wide values a notebook may pass but need not (study.start takes them from the profile file otherwise)
 PROCESS_PARAMETERS = ("tf32",)
 

@@ -7,7 +7,7 @@ starts only when replicate r has finished the whole grid: the replicates of a gr
 `studylib run` spreads them further: before any notebook runs, it measures replicates 0 … k-2 of every
 notebook it was asked for, pass by pass (`only_replicate`; study.measure_replicate), and each notebook then
 measures its last replicate and combines. A group's replicates then lie about a k-th of the whole run apart,
-so the spread between them (the reported CIs' between-process term, stats.between_process_spread) also
+so the spread between them (the reported CIs' between-process term, variance.medians_between) also
 sees the slower phases of a shared machine that come and go over tens of minutes.
 Groups that need a process environment of their own (grouping.process_env: study 05's Keras backend) run in
 one process per environment, one after another, within each replicate.

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import stats
+from . import variance
 from .files import write_text_atomic
 
 STATUSES = ("ok", "oom", "error", "skipped")
@@ -47,8 +47,9 @@ MEASURED_COLUMNS = {
     # and what was profiled and why (or why not); None where the configuration was not part of a surprise
     "profile_top_ops": _L, "profile_note": _S,
 }
-# the profile's SD of the shift between whole runs (%), which the reported CI adds (stats.with_reported_ci)
-RUN_COLUMNS = {"wall_s": _F, "timestamp": _S, "run_shift_pct": _F,
+# the SD (log scale) of the shift between whole runs and its degrees of freedom (run_shift.py), which a median's
+# re-run CI adds (variance.with_reported_ci); None where the profile does not know it
+RUN_COLUMNS = {"wall_s": _F, "timestamp": _S, "run_shift_sigma": _F, "run_shift_df": _I,
                "tf32": _S}  # the precision policy (gpu.py): "on", "off" or "n/a (cpu)"
 COLUMNS = IDENTITY_COLUMNS | MEASURED_COLUMNS | RUN_COLUMNS
 # An 'ok' row has these measured, never None.
@@ -111,10 +112,10 @@ class ResultsTable:
     def rows(self) -> list[dict[str, Any]]:
         """The newest row of each configuration as reported: medians with CIs that hold across processes.
 
-        The stored interval is the run's own (`ci_run_low_s`/`ci_run_high_s`); `ci_low_s`/`ci_high_s`
-        widen it by the spread between replicate processes pooled over this table (stats.with_reported_ci).
+        The stored interval is the run's own order-statistic one (`ci_run_low_s`/`ci_run_high_s`); `ci_low_s`/
+        `ci_high_s` and the re-run interval come from the table's variance model (variance.with_reported_ci).
         """
-        return stats.with_reported_ci(list(self.latest().values()))
+        return variance.with_reported_ci(list(self.latest().values()))
 
     def append(self, row: dict[str, Any]) -> None:
         """Store one row (checked by `validated`) as one whole line, fsync'd."""

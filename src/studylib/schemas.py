@@ -35,8 +35,9 @@ class MeasureSettings(_Strict):
     """How each group of configurations is timed: interleaved rounds, in `replicates` processes (see timing)."""
 
     warmup_calls: int = Field(2, ge=0, description="untimed calls per variant after its first call")
-    min_rounds: int = Field(10, ge=6, description="rounds at least (6 is the fewest with an exact 95% median CI)")
-    max_rounds: int = Field(500, ge=6)
+    min_rounds: int = Field(10, ge=3, description="rounds per replicate at least (3: the fewest whose spread gives a "
+                                                  "replicate median's sampling variance, see variance.py)")
+    max_rounds: int = Field(500, ge=3)
     min_time_s: float = Field(10.0, ge=0, description="rounds are spread over at least this many seconds per group")
     target_ci_pct: float = Field(2.0, gt=0, le=100, description="stop when every median and speed-up CI is this tight")
     budget_s: float = Field(5.0, gt=0, description="sampling seconds per configuration (a group gets the sum; "
@@ -214,11 +215,11 @@ class Profile(_Strict):
     threads: int = Field(ge=1)
     seed: int = 0
     measure: MeasureSettings = MeasureSettings()
-    run_shift_pct: float = Field(
-        0.0, ge=0, lt=100,
-        description="SD (%) of the shift common to every median between two whole runs of this profile on its "
-                    "machine (`studylib compare` of same-host re-runs measures it); every median's reported CI "
-                    "includes it. 0: the CIs hold across the processes of one run only")
+    run_shift: Literal["recorded", "unknown"] = Field(
+        "unknown",
+        description="the shift common to every median between two whole runs on this profile's machine: "
+                    "'recorded' (estimated from the development hosts' same-host re-run pairs, run_shifts.yaml; "
+                    "medians get a re-run CI) or 'unknown' (another machine: no re-run CI is given)")
     parity_tolerance: dict[Tolerance, float] = Field(
         default_factory=lambda: {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02, "int8": 0.1},
         description="largest max-abs-difference to eager allowed, relative to max(1, max |eager output|)",

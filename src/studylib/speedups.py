@@ -3,8 +3,8 @@
 - Pairing: a candidate row and its baseline row agree on every shape column (config.SHAPE, the configuration's
   fields that say what is computed) except the ones a comparison varies (`column`, and any the baseline is fixed
   at, e.g. eager at batch 1). `pair_table` gives one row per candidate shape: the paired speed-up with its 95% CI
-  (stats.speedup: per-round ratios where both sides shared rounds), or the failing side's status and message.
-- Pooling: `geomean` over the shapes both sides ran (stats.geomean_speedup). It is shown only where the
+  (variance.speedup: per-round ratios where both sides shared rounds), or the failing side's status and message.
+- Pooling: `geomean` over the shapes both sides ran (variance.geomean_speedup). It is shown only where the
   per-shape verdicts agree; otherwise an answer gives the range by regime (`conditional`).
 - Judging, one rule for every page, claim and comparison (`verdict`): the equality band is ±5%, widened to the
   A/A control's largest ratio where the machine's noise is wider (`band`). A speed-up is **faster** only when its
@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from . import stats
+from . import variance
 from .config import AA, FIELDS, REFERENCE, SHAPE
 from .stats import Speedup
 
@@ -37,7 +37,8 @@ _Z = float(_st.norm.ppf(0.975))
 # What a pair table holds per candidate shape (the shape columns come first, then these).
 PAIR_COLUMNS = ["candidate", "baseline", "status", "error", "speedup", "ci_low", "ci_high", "paired",
                 "base_median_s", "median_s", "one_time_s", "break_even", "break_even_low", "break_even_high",
-                "peak_mem_mb", "base_peak_mem_mb", "max_abs_diff", "parity_ok", "label_agreement", "p", "verdict"]
+                "peak_mem_mb", "base_peak_mem_mb", "max_abs_diff", "parity_ok", "label_agreement", "p", "verdict",
+                "detectable"]
 
 
 @dataclass(frozen=True)
@@ -203,8 +204,8 @@ def _key(v):
 
 
 def speedup(base, cand) -> Speedup:
-    """`cand` over `base` (two results rows): stats.speedup, paired by round where they shared rounds."""
-    return stats.speedup(base, cand)
+    """`cand` over `base` (two results rows): variance.speedup, paired by round where they shared rounds."""
+    return variance.speedup(base, cand)
 
 
 def break_even(one_time_s: float, base_median_s: float, s: Speedup) -> tuple[float, float, float]:
@@ -252,6 +253,7 @@ def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline
             one_time = (_get(cand, "prepare_s") or 0.0) + (_get(cand, "first_call_s") or median) - median
             n, n_lo, n_hi = break_even(one_time, base_median, s)
             rec |= {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high, "paired": s.paired,
+                    "detectable": variance.detectable(s.se, s.df, band),
                     "base_median_s": base_median, "median_s": median, "one_time_s": one_time,
                     "break_even": n, "break_even_low": n_lo, "break_even_high": n_hi,
                     **{k: _get(cand, k) for k in ("peak_mem_mb", "max_abs_diff", "parity_ok", "label_agreement")},
@@ -263,18 +265,18 @@ def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline
 
 
 def geomean(df: pd.DataFrame, candidate: str, baseline: str = REFERENCE, *, column: str = "variant",
-            where: pd.Series | None = None, n_resamples: int = stats.N_RESAMPLES) -> Speedup | None:
+            where: pd.Series | None = None) -> Speedup | None:
     """The geometric-mean speed-up of `candidate` over `baseline` over the shapes both ran ok (restricted to the rows
-    `where` selects), with its bootstrap CI over every shape's rounds; None where no shape has both."""
+    `where` selects), with its CI (variance.geomean_speedup); None where no shape has both."""
     d = df[where] if where is not None else df
     pairs = [(b, c) for c, b in matched(d, candidate, baseline, column=column)
              if b is not None and c.get("status", "ok") == "ok" and b.get("status", "ok") == "ok"]
-    return geomean_of(pairs, n_resamples=n_resamples) if pairs else None
+    return geomean_of(pairs) if pairs else None
 
 
-def geomean_of(pairs: Iterable[tuple[Any, Any]], *, n_resamples: int = stats.N_RESAMPLES) -> Speedup:
+def geomean_of(pairs: Iterable[tuple[Any, Any]]) -> Speedup:
     """The geometric-mean speed-up over (baseline row, candidate row) pairs already matched, with its CI."""
-    return stats.geomean_speedup(pairs, n_resamples=n_resamples)
+    return variance.geomean_speedup(pairs)
 
 
 def combine(cells: Iterable[Speedup | tuple[float, float, float]]) -> Speedup:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import environment, gpu, grouping, limits, paths, profiles, replicates, runlock, schemas, sweep
+from . import environment, gpu, grouping, limits, paths, profiles, replicates, run_shift, runlock, schemas, sweep
 from .files import read_json, write_json_atomic
 from .results import ResultsTable
 from .threads import apply_threads
@@ -149,7 +149,7 @@ class StudyRun:
 
 
 # Parameters whose names say little to a reader, in words.
-PARAMETER_NAMES = {"run_shift_pct": "shift between whole runs on this machine (SD, %)",
+PARAMETER_NAMES = {"run_shift": "shift between whole runs on this machine (recorded or unknown)",
                    "measure": "measurement settings", "parity_tolerance": "output tolerance vs eager, per dtype",
                    "force": "re-measure stored configurations"}
 
@@ -179,7 +179,8 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     env = environment.capture(profile, precision)
     env_path = paths.results_dir(profile) / "env.json"
     # the profile's run-to-run shift travels with the run (sweep.base_row stamps it on every row it measures)
-    env["run_shift_pct"] = prof.run_shift_pct
+    shift = run_shift.for_profile(prof.run_shift)
+    env["run_shift"] = None if shift is None else {"sigma": shift.sigma, "df": shift.df}
     env["peaks"] = limits.cached_peaks(env, read_json(env_path), device=prof.device,
                                          budget=limits.budget_s(prof.measure.model_dump()))
     write_json_atomic(env_path, env)

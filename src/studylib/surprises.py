@@ -3,7 +3,7 @@
 Each study states what it expects as data (`Study.expectations`: a candidate faster than, or equal to, its
 baseline, as values of one configuration column). While a group is measured (sweep.measure_group), each
 replicate checks every expectation whose two configurations ran in the group, on the speed-up paired over
-that replicate's rounds (stats.speedup). A surprise is
+that replicate's rounds (variance.speedup). A surprise is
 
 - expected faster, but the whole 95% CI of the speed-up is below 1 (it is slower), or
 - expected equal, but the whole CI lies outside the ±5% band (EQUIVALENCE) on one side.
@@ -249,7 +249,7 @@ def _profiled_for(row, e: Expectation) -> bool:
 
 def profiled_pairs(df, expectations: Iterable[Expectation], band: float = EQUIVALENCE) -> list[dict]:
     """Each expectation's (baseline, candidate) row pair in `df` (a results frame with samples) where either side
-    was profiled for it (a replicate found it contradicted), with the speed-up over all replicates (stats.speedup),
+    was profiled for it (a replicate found it contradicted), with the speed-up over all replicates (variance.speedup),
     whether it is a surprise there too, and both rows. Tables stored before profiling existed have no profile
     column: no pairs."""
     if df is None or not len(df) or "profile_note" not in df:

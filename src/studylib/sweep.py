@@ -75,7 +75,7 @@ def base_row(c: Config, *, study: str, profile: str, env: dict, settings: str, g
         "group_key": group_key, "group_id": group_id,
         "env_fingerprint": env["fingerprint"], "settings_hash": settings, "git_commit": env.get("git_commit"),
         "status": "ok", "error": "", **dict.fromkeys(MEASURED_COLUMNS), **dict.fromkeys(RUN_COLUMNS),
-        "run_shift_pct": env.get("run_shift_pct"),
+        "run_shift_sigma": (env.get("run_shift") or {}).get("sigma"), "run_shift_df": (env.get("run_shift") or {}).get("df"),
         "tf32": (env.get("precision") or {}).get("label"),  # the precision policy (gpu.py) this row ran under
     }
 

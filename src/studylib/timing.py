@@ -3,7 +3,7 @@
 Machines drift (neighbours, turbo, thermals) over tens of seconds. Timing all of A, then all of B
 confounds that drift with the difference between A and B. `measure_rounds` instead calls every variant
 once per round, in a fresh random order each round, so drift common to a round cancels in the
-per-round ratios that speed-ups are computed from (see stats.speedup).
+per-round ratios that speed-ups are computed from (see variance.speedup).
 
 - Only steady state is timed: the first call (compile, trace, XLA build) is timed on its own before
   (`first_call`), then `warmup_calls` untimed calls per variant.
@@ -183,7 +183,7 @@ def harness_overhead(budget_s: float = 0.2) -> Overhead:
 def row_statistics(samples, replicates=None) -> dict[str, Any]:
     """The statistics every results row stores, units in the names: median with its run's CI, spread, drift.
 
-    The CI a table reports (`ci_low_s`/`ci_high_s`) is derived when it is read (stats.with_reported_ci)."""
+    The CI a table reports (`ci_low_s`/`ci_high_s`) is derived when it is read (variance.with_reported_ci)."""
     s = stats.summarize(samples)
     lo, hi = stats.median_ci(samples, replicates)
     return {"n": len(samples), "median_s": s["median"], "mean_s": s["mean"], "p90_s": s["p90"], "p99_s": s["p99"],

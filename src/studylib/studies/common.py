@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from .. import speedups, stats
+from .. import run_shift, speedups, stats, variance
 from ..speedups import EQUIVALENCE
 
 
@@ -45,6 +44,16 @@ def aa_finding(df: pd.DataFrame) -> str:
             f"{aa.ci_low.min():.3f}–{aa.ci_high.max():.3f}× — the machine's noise floor, {floor}.")
 
 
+def rerun_line(ok: pd.DataFrame) -> str:
+    """What a re-run on this host may add to the medians' CIs: the recorded shift between whole runs, or unknown."""
+    sigma = ok.run_shift_sigma.dropna() if "run_shift_sigma" in ok else pd.Series(dtype=float)
+    if not len(sigma):
+        return run_shift.describe(None)
+    half = (ok.rerun_high_s / ok.median_s - 1) if "rerun_high_s" in ok else pd.Series(dtype=float)
+    return (run_shift.describe(run_shift.recorded()) + (f" Re-run CIs' upper half-widths: {half.min():.1%}–"
+                                                        f"{half.max():.1%}." if half.notna().any() else ""))
+
+
 def drift_finding(df: pd.DataFrame) -> str | None:
     """How the machine drifts: configurations whose samples trend over the rounds within a process, and how
     far medians move between replicate processes (the spread the medians' CIs include). None if no column."""
@@ -59,26 +68,21 @@ def drift_finding(df: pd.DataFrame) -> str | None:
                 f"p < {stats.DRIFT_P}; changes {flagged.drift_pct.min():+.0%} to {flagged.drift_pct.max():+.0%} over a "
                 f"replicate). Speed-ups pair rounds, so drift common to a round cancels; medians carry it in their CIs.")
     records = ok.to_dict("records") if "samples_s" in ok else []
-    spread = stats.between_process_spread(records) if records else None
-    if spread is not None:
-        half = ok.ci_high_s / ok.median_s - 1
-        common = (f"; {spread.common_share:.0%} of that movement is shared by all variants of a group (the machine's "
-                  f"phase while the process ran, not the code)")
-        ratios = stats.between_process_ratio_spread(records)
+    medians = variance.medians_between(records) if records else None
+    if medians is not None:
+        ratios = variance.ratios_between(records)
         paired = ("" if ratios is None else
-                  f" Speed-ups pair rounds within a process, so that phase cancels in them; what is left between "
-                  f"processes for a speed-up, beyond its sampling noise, is {100 * np.expm1(ratios.tau):.1f}% "
-                  f"(over {ratios.pairs} pairs), and their CIs include it too.")
-        shift = ok.run_shift_pct.dropna() if "run_shift_pct" in ok else pd.Series(dtype=float)
-        stated = len(shift) and shift.max() > 0
-        whole = (f" and the shift of every median between whole runs that the profile states for this machine "
-                 f"(SD {shift.max():g}%, from re-runs on the same machine)" if stated else "")
-        holds = ("so they hold for a re-run" if stated else
-                 "so they hold across this run's processes; the profile states no shift between whole runs, "
-                 "so a re-run in another phase of the machine can fall outside them")
-        line += (f" Between processes: a configuration's median moves by {spread.pct:.1f}% (SD over replicate "
-                 f"processes, pooled over {spread.rows} configurations){common}. The medians' 95% CIs include it"
-                 f"{whole} (upper half-widths {half.min():.0%}–{half.max():.0%}), {holds}.{paired}")
+                  f" Speed-ups pair rounds within a process, so the machine's phase cancels in them; what a speed-up "
+                  f"moves between processes beyond its sampling noise is {ratios.pct:.1f}% (over {ratios.units} pairs), "
+                  f"and their CIs include it too.")
+        odd = int(ok.heterogeneous.fillna(False).astype(bool).sum()) if "heterogeneous" in ok else 0
+        odd_line = (f" {odd} configuration(s) whose replicates disagree far beyond that (Q test, p < "
+                    f"{variance.HETEROGENEITY_P}) keep their own spread." if odd else "")
+        half = ok.ci_high_s / ok.median_s - 1
+        line += (f" Between processes: beyond its rounds' sampling noise a configuration's median moves by "
+                 f"{medians.pct:.1f}% (SD, pooled over {medians.units} configurations); the medians' 95% CIs (this "
+                 f"run) include it, upper half-widths {half.min():.1%}–{half.max():.1%}.{odd_line}{paired} "
+                 + rerun_line(ok))
     return line
 
 
@@ -107,11 +111,17 @@ def fmt_or_blank(series: pd.Series, spec: str) -> pd.Series:
 
 
 def add_timing_columns(df: pd.DataFrame, median_label: str = "median") -> pd.DataFrame:
-    """A copy of the results with the columns every results table shows, formatted: the median time,
-    its 95% CI (blank for a failed row), CV, the sample count and the max |Δ| against eager."""
+    """A copy of the results with the columns every results table shows, formatted: the median time, its 95% CI
+    within this run and for a re-run on this host ('unknown' where the profile does not know the shift between
+    whole runs; blank for a failed row), CV, the sample count and the max |Δ| against eager."""
     t = df.copy()
     t[median_label] = t.median_s.map(fmt_ms)
-    t["95% CI"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if s == "ok" else "" for lo, hi, s in zip(t.ci_low_s, t.ci_high_s, t.status)]
+    t["95% CI (this run)"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if s == "ok" else ""
+                              for lo, hi, s in zip(t.ci_low_s, t.ci_high_s, t.status)]
+    rerun = zip(t.get("rerun_low_s", pd.Series(dtype=float)).reindex(t.index),
+                t.get("rerun_high_s", pd.Series(dtype=float)).reindex(t.index), t.status)
+    t["95% CI (re-run here)"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if s == "ok" and pd.notna(lo) else
+                                 ("unknown" if s == "ok" else "") for lo, hi, s in rerun]
     t["CV"] = fmt_or_blank(t.cv, ".1%")
     t["n"] = t.n.astype("Int64")
     t["max |Δ|"] = fmt_or_blank(t.max_abs_diff, ".1e")
@@ -128,6 +138,7 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     t["first call"] = t.first_call_s.map(lambda v: (fmt_ms(v) if v < 1 else f"{v:.1f} s") if pd.notna(v) else "")
     t["samples/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
     t["peak MB"] = fmt_or_blank(t.peak_mem_mb, ",.0f")
-    cols = ["model", "dtype", "size", "batch_size", "variant", "status", "median", "95% CI", "CV", "n", "drift",
+    cols = ["model", "dtype", "size", "batch_size", "variant", "status", "median", "95% CI (this run)",
+            "95% CI (re-run here)", "CV", "n", "drift",
             "first call", "samples/s", "peak MB", "max |Δ|", "parity_ok", "error"]
     return t[[c for c in cols if c in t]]

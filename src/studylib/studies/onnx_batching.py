@@ -144,7 +144,8 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     t["tokens/s"] = fmt_or_blank(t.throughput_tokens_s, ",.0f")
     t["padding"] = fmt_or_blank(t.padding_waste, ".0%")
     t["labels agree"] = fmt_or_blank(t.label_agreement, ".1%")
-    cols = ["model", "dtype", "batch_size", "variant", "status", "pass median", "95% CI", "CV", "n", "ms/text",
+    cols = ["model", "dtype", "batch_size", "variant", "status", "pass median", "95% CI (this run)",
+            "95% CI (re-run here)", "CV", "n", "ms/text",
             "texts/s", "tokens/s", "padding", "max |Δ|", "parity_ok", "labels agree", "error"]
     return t[cols]
 

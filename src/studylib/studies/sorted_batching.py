@@ -116,7 +116,8 @@ def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
     t["texts/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
     t["real tokens/s"] = fmt_or_blank(t.throughput_tokens_s, ",.0f")
     t["padding waste"] = fmt_or_blank(t.padding_waste, ".1%")
-    cols = ["model", "variant", "strategy", "batch_size", "status", "pass median", "95% CI", "CV", "n", "texts/s",
+    cols = ["model", "variant", "strategy", "batch_size", "status", "pass median", "95% CI (this run)",
+            "95% CI (re-run here)", "CV", "n", "texts/s",
             "real tokens/s", "padding waste", "max |Δ|", "parity_ok", "error"]
     return t[cols]
 

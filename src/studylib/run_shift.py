@@ -1,0 +1,85 @@
+"""The shift of every median between two whole runs on one host, as the project's same-host re-run pairs measured it.
+
+A whole run can lie in a faster or slower phase of a shared machine than the next one, and every median of the run
+moves alike; no interval built from one run's processes sees that. Each same-host pair in run_shifts.yaml gives the
+common shift d between its two runs (`compare`: "common shift of the medians"). A pair's difference holds two runs'
+shifts, so with the shift's SD per run σ, d ~ N(0, 2σ²): σ² is estimated by Σ d² / (2n) with n degrees of freedom
+(the mean is 0 by symmetry: which run is first is arbitrary), and its 95% interval is the chi-square one. The
+estimate is applied with t at n degrees of freedom (variance.rerun_interval).
+
+A profile says `run_shift: recorded` where its runs are made on the hosts of this record (the `cpu` profile on the
+development machine); elsewhere (smoke, `auto`, a reader's machine) the shift is unknown and the pages say so
+instead of borrowing this machine's value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy import stats as _st
+
+RECORD = Path(__file__).with_name("run_shifts.yaml")
+RECORDED, UNKNOWN = "recorded", "unknown"
+CHOICES = (RECORDED, UNKNOWN)
+
+
+@dataclass(frozen=True)
+class RunShift:
+    """The SD of a whole run's common shift (log scale) with its degrees of freedom and 95% interval."""
+
+    sigma: float
+    df: int
+    low: float
+    high: float
+
+    @property
+    def pct(self) -> float:
+        return 100 * float(np.expm1(self.sigma))
+
+    @property
+    def interval_pct(self) -> tuple[float, float]:
+        return 100 * float(np.expm1(self.low)), 100 * float(np.expm1(self.high))
+
+
+def estimate(shifts_pct) -> RunShift:
+    """The per-run SD from same-host pairs' common shifts (%), with its chi-square 95% interval."""
+    d = np.log1p(np.asarray(shifts_pct, dtype=float) / 100)
+    n = len(d)
+    if n == 0:
+        raise ValueError("no same-host pair to estimate the shift between runs from")
+    var = float(np.sum(d ** 2) / (2 * n))
+    lo, hi = n * var / _st.chi2.ppf(0.975, n), n * var / _st.chi2.ppf(0.025, n)
+    return RunShift(float(np.sqrt(var)), n, float(np.sqrt(lo)), float(np.sqrt(hi)))
+
+
+def pairs(path: Path = RECORD) -> list[dict]:
+    """The recorded same-host pairs (first, second, host, hours_apart, studies, shift_pct, note)."""
+    return list(yaml.safe_load(path.read_text())["pairs"])
+
+
+@lru_cache(maxsize=1)
+def recorded() -> RunShift:
+    """The estimate from every pair in run_shifts.yaml."""
+    return estimate([p["shift_pct"] for p in pairs()])
+
+
+def for_profile(choice: str) -> RunShift | None:
+    """The run shift a profile's `run_shift` names: the record's estimate, or None (unknown)."""
+    if choice not in CHOICES:
+        raise ValueError(f"run_shift must be one of {', '.join(CHOICES)}, not {choice!r}")
+    return recorded() if choice == RECORDED else None
+
+
+def describe(shift: RunShift | None) -> str:
+    """One line for the pages: what the re-run interval adds, or that it is unknown."""
+    if shift is None:
+        return ("The shift of a whole run on this machine is unknown (no same-host re-run pairs recorded for this "
+                "profile), so no re-run interval is given: a re-run here may move every median alike by more than "
+                "the within-run CI.")
+    lo, hi = shift.interval_pct
+    return (f"A whole run on this host shifts every median alike by SD {shift.pct:.1f}% (95% CI {lo:.1f}–{hi:.1f}%, "
+            f"from {shift.df} same-host re-run pairs); the re-run CI adds it, with t at {shift.df} degrees of freedom.")

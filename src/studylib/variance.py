@@ -1,0 +1,275 @@
+"""One variance model for every interval the study reports: a median's, a paired speed-up's, a geometric mean's.
+
+A group's configurations are timed in k replicate processes, one after another, each in interleaved rounds. For a
+row (its log samples) or a pair of rows of one group (the per-round log ratios), replicate r gives
+
+- y_r, the median of its values, and
+- v_r = (π/2)·s²/n_r, that median's sampling variance from its own n_r rounds, s the unit's robust SD of values
+  around their replicate's median (1.4826 × MAD, pooled over its replicates, corrected for the k medians fitted).
+
+Between processes y_r moves further, by τ² (the machine's phase while a process ran, memory placement, thread
+pinning): Var(y_r) = v_r + τ². τ² is the DerSimonian–Laird estimate pooled over a table's units (rows for medians,
+pairs for speed-ups), with as many degrees of freedom as the table's replicates less one per unit (for medians:
+per group, since a group's rows share their processes). Nothing is counted twice: v is what a process's rounds
+say, τ² what processes add beyond it. A unit whose replicates disagree far beyond v + τ² (Cochran's Q, p < 0.001)
+is flagged `heterogeneous` and uses its own between-replicate variance instead of the pooled one.
+
+The estimate is the median of all values; its variance Σ_r(v_r + τ²)/k²; its 95% CI the estimate × exp(± t·SE),
+t at Satterthwaite's degrees of freedom for the two parts. A median's re-run interval adds the shift between whole
+runs (run_shift.py) the same way; ratios within a run leave it out (it cancels), and a ratio of rows measured in
+different processes adds their two medians' variances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats as _st
+
+from .stats import CONFIDENCE, Speedup, field, paired_log_ratios, present, row_samples
+
+HETEROGENEITY_P = 0.001  # a unit whose replicates' Q test gives p below this keeps its own between-process variance
+POWER = 0.80  # the minimum detectable effect is the speed-up detected with this probability
+_MAD = 1.4826  # MAD × this is the SD of a normal distribution
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One row's (or pair's) replicates: medians y, their sampling variances v, the rounds' degrees of freedom."""
+
+    y: np.ndarray
+    v: np.ndarray
+    df_within: int
+    estimate: float  # the median of all values (log scale)
+
+
+def unit_of(values, reps) -> Unit | None:
+    """The replicate medians and their sampling variances of log values `values` with replicate ids `reps`."""
+    values, reps = np.asarray(values, dtype=float), np.asarray(reps)
+    if len(values) < 2 or not np.all(np.isfinite(values)):
+        return None
+    ids = list(dict.fromkeys(reps.tolist()))
+    parts = [values[reps == r] for r in ids]
+    y = np.array([np.median(p) for p in parts])
+    n = np.array([len(p) for p in parts])
+    resid = np.concatenate([p - m for p, m in zip(parts, y)])
+    df = int(len(values) - len(parts))
+    if df < 1:
+        return None
+    s2 = (_MAD * np.median(np.abs(resid))) ** 2 * len(values) / df
+    if s2 <= 0:  # more than half the values tie with their medians (a coarse clock): fall back on the plain SD
+        s2 = float(np.sum(resid ** 2) / df)
+    return Unit(y, np.maximum(np.pi / 2 * s2 / n, 1e-14), df, float(np.median(values)))
+
+
+@dataclass(frozen=True)
+class Between:
+    """The variance between processes beyond sampling noise (τ², log scale) pooled over a table's units."""
+
+    tau2: float
+    df: int
+    units: int
+
+    @property
+    def pct(self) -> float:
+        return 100 * float(np.expm1(np.sqrt(self.tau2)))
+
+
+def pool(units: Iterable[Unit], df: int | None = None) -> Between | None:
+    """DerSimonian–Laird τ² over units with ≥ 2 replicates (Q and its expectation summed); `df` overrides the
+    degrees of freedom (replicates − 1 summed over units) where units share their processes."""
+    q = c = 0.0
+    k_df = n = 0
+    for u in units:
+        if u is None or len(u.y) < 2:
+            continue
+        w = 1 / u.v
+        mean = float(np.sum(w * u.y) / np.sum(w))
+        q += float(np.sum(w * (u.y - mean) ** 2))
+        c += float(np.sum(w) - np.sum(w ** 2) / np.sum(w))
+        k_df += len(u.y) - 1
+        n += 1
+    if not n:
+        return None
+    return Between(max(0.0, (q - k_df) / c) if c > 0 else 0.0, int(df if df is not None else k_df), n)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A log-scale estimate with its standard error and degrees of freedom."""
+
+    value: float
+    se: float
+    df: float
+    heterogeneous: bool = False
+
+    def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
+        h = float(_st.t.ppf((1 + confidence) / 2, max(self.df, 1.0))) * self.se
+        return self.value - h, self.value + h
+
+    def plus(self, sigma: float, df: float) -> Estimate:
+        """The estimate with an independent term of SD `sigma` (df degrees of freedom) added."""
+        se2 = self.se ** 2 + sigma ** 2
+        return Estimate(self.value, float(np.sqrt(se2)), _satterthwaite([(self.se ** 2, self.df), (sigma ** 2, df)]),
+                        self.heterogeneous)
+
+
+def _satterthwaite(parts: list[tuple[float, float]]) -> float:
+    total = sum(a for a, _ in parts)
+    denom = sum(a ** 2 / d for a, d in parts if d > 0 and a > 0)
+    return float(total ** 2 / denom) if denom > 0 else float(max((d for _, d in parts), default=1.0))
+
+
+def estimate(u: Unit, between: Between | None) -> Estimate:
+    """The unit's estimate with its SE: Σ(v_r + τ²)/k², τ² the table's (or the unit's own where it stands out)."""
+    k = len(u.y)
+    tau2, tau_df, odd = (between.tau2, between.df, False) if between is not None else (0.0, 1, False)
+    if k >= 2:
+        qu = float(np.sum((u.y - u.y.mean()) ** 2 / (u.v + tau2)))
+        if _st.chi2.sf(qu, k - 1) < HETEROGENEITY_P:
+            own = float(np.var(u.y, ddof=1) - u.v.mean())
+            tau2, tau_df, odd = max(tau2, own), k - 1, True
+    parts = [(float(np.sum(u.v)) / k ** 2, u.df_within)] + ([(tau2 / k, tau_df)] if tau2 > 0 else [])
+    return Estimate(u.estimate, float(np.sqrt(sum(a for a, _ in parts))), _satterthwaite(parts), odd)
+
+
+# --- a table's rows: medians -----------------------------------------------------------------------------------
+
+
+def row_unit(row: Any) -> Unit | None:
+    if field(row, "status") not in (None, "ok") or not present(field(row, "samples_s")):
+        return None
+    x, reps, _ = row_samples(row)
+    if len(x) < 2 or np.any(x <= 0):
+        return None
+    return unit_of(np.log(x), reps)
+
+
+def _group(row: Any):
+    return field(row, "group_id") or field(row, "config_key")
+
+
+def medians_between(rows: list[Any]) -> Between | None:
+    """τ² of medians pooled over a table's rows; degrees of freedom counted by groups (a group's rows share their
+    processes, so the machine's phase in a replicate is one draw for all of them)."""
+    units = {id(r): row_unit(r) for r in rows}
+    groups: dict[Any, int] = {}
+    for r in rows:
+        u = units[id(r)]
+        if u is not None and len(u.y) >= 2:
+            groups[_group(r)] = max(groups.get(_group(r), 0), len(u.y) - 1)
+    return pool(units.values(), df=sum(groups.values()) or None)
+
+
+def pair_unit(base: Any, cand: Any) -> Unit | None:
+    paired = paired_log_ratios(base, cand)
+    return None if paired is None else unit_of(*paired)
+
+
+def ratios_between(rows: list[Any]) -> Between | None:
+    """τ² of paired speed-ups pooled over a table's pairs: every row of a group against the group's first."""
+    groups: dict[Any, list] = {}
+    for row in rows:
+        if field(row, "status") == "ok" and present(field(row, "samples_s")) and field(row, "group_id"):
+            groups.setdefault(field(row, "group_id"), []).append(row)
+    return pool(pair_unit(m[0], c) for m in groups.values() for c in m[1:])
+
+
+def _stamped(row: Any, prefix: str) -> Between | None:
+    tau2, df = field(row, f"{prefix}_tau2"), field(row, f"{prefix}_df")
+    return Between(float(tau2), int(df), 0) if present(tau2) and present(df) else None
+
+
+def with_reported_ci(rows: list[dict]) -> list[dict]:
+    """Copies of a table's rows with their intervals: `ci_low_s`/`ci_high_s` (this run, its processes included),
+    `rerun_low_s`/`rerun_high_s` (a re-run on this host: the shift between whole runs added; blank where the profile
+    does not know it), `se_log`, `heterogeneous`, and the table's τ² of medians and of speed-ups (`process_tau2`,
+    `ratio_tau2`, with `_df`) so that speed-ups between its rows can use them."""
+    out = [dict(r) for r in rows]
+    medians, ratios = medians_between(out), ratios_between(out)
+    for row in out:
+        ok = row.get("status") == "ok"
+        u = row_unit(row) if ok else None
+        row["process_tau2"], row["process_df"] = (medians.tau2, medians.df) if medians and ok else (None, None)
+        row["ratio_tau2"], row["ratio_df"] = (ratios.tau2, ratios.df) if ratios and ok else (None, None)
+        row["process_spread_pct"] = medians.pct if medians and ok else None
+        row["rerun_low_s"] = row["rerun_high_s"] = row["se_log"] = None
+        row["heterogeneous"] = False
+        if u is None:
+            row["ci_low_s"], row["ci_high_s"] = row.get("ci_run_low_s"), row.get("ci_run_high_s")
+            continue
+        e = estimate(u, medians)
+        row["se_log"], row["heterogeneous"] = e.se, e.heterogeneous
+        median = float(row.get("median_s") or np.exp(e.value))
+        lo, hi = e.interval()
+        row["ci_low_s"], row["ci_high_s"] = median * np.exp(lo - e.value), median * np.exp(hi - e.value)
+        sigma, df = field(row, "run_shift_sigma"), field(row, "run_shift_df")
+        if present(sigma) and present(df):
+            lo, hi = e.plus(float(sigma), float(df)).interval()
+            row["rerun_low_s"], row["rerun_high_s"] = median * np.exp(lo - e.value), median * np.exp(hi - e.value)
+    return out
+
+
+# --- speed-ups -----------------------------------------------------------------------------------------------------
+
+
+def _median_estimate(row: Any) -> Estimate | None:
+    u = row_unit(row)
+    return None if u is None else estimate(u, _stamped(row, "process"))
+
+
+def speedup_estimate(base: Any, cand: Any) -> tuple[Estimate, bool, int] | None:
+    """log(baseline/candidate) with its SE: paired where both rows shared rounds (the table's τ² of speed-ups
+    added), else the difference of the two log medians (each with the table's τ² of medians: measured in different
+    processes). (estimate, paired, n) or None where a side has too few samples."""
+    u = pair_unit(base, cand)
+    if u is not None:
+        return estimate(u, _stamped(base, "ratio")), True, len(row_samples(base)[0])
+    b, c = _median_estimate(base), _median_estimate(cand)
+    if b is None or c is None:
+        return None
+    parts = [(b.se ** 2, b.df), (c.se ** 2, c.df)]
+    e = Estimate(b.value - c.value, float(np.hypot(b.se, c.se)), _satterthwaite(parts), b.heterogeneous or c.heterogeneous)
+    return e, False, min(len(row_samples(base)[0]), len(row_samples(cand)[0]))
+
+
+def to_speedup(e: Estimate, *, paired: bool = True, n: int = 0) -> Speedup:
+    lo, hi = e.interval()
+    return Speedup(float(np.exp(e.value)), float(np.exp(lo)), float(np.exp(hi)), paired=paired, n=n, se=e.se,
+                   df=e.df)
+
+
+def speedup(base: Any, cand: Any) -> Speedup:
+    """Speed-up of `cand` over `base` (two results rows) with its 95% CI; above 1 the candidate is faster."""
+    got = speedup_estimate(base, cand)
+    if got is None:
+        return Speedup(float("nan"), float("nan"), float("nan"), paired=False, n=0)
+    e, paired, n = got
+    return to_speedup(e, paired=paired, n=n)
+
+
+def geomean_speedup(pairs: Iterable[tuple[Any, Any]]) -> Speedup:
+    """Geometric mean over shapes of each shape's speed-up ((baseline, candidate) row pairs), with its 95% CI: the
+    mean log speed-up, its variance Σ SE²/n² (shapes are different groups, so independent). The set of shapes is
+    fixed: it is the grid, not a sample of one."""
+    got = [speedup_estimate(b, c) for b, c in pairs]
+    got = [g for g in got if g is not None]
+    if not got:
+        return Speedup(float("nan"), float("nan"), float("nan"), n=0)
+    n = len(got)
+    parts = [(g[0].se ** 2 / n ** 2, g[0].df) for g in got]
+    e = Estimate(float(np.mean([g[0].value for g in got])), float(np.sqrt(sum(a for a, _ in parts))),
+                 _satterthwaite(parts))
+    return to_speedup(e, paired=all(g[1] for g in got), n=n)
+
+
+def detectable(se: float, df: float, band: float) -> float:
+    """The minimum detectable effect: the speed-up (above 1) that a comparison with this SE calls 'faster' (its
+    whole 95% CI above the band) with probability POWER; its inverse is the slow-down detected as often."""
+    if not (np.isfinite(se) and se > 0):
+        return float("nan")
+    t = float(_st.t.ppf((1 + CONFIDENCE) / 2, max(df, 1.0)))
+    return float(band * np.exp((t + _st.norm.ppf(POWER)) * se))

@@ -1,0 +1,197 @@
+"""The variance model (variance.py) on a simulated machine: its intervals cover what they claim, no more, no less.
+
+A fake machine runs groups of variants in k replicate processes of interleaved rounds. A whole run lies in a phase of
+its own (every median alike); each process lands in a phase shared by its group's variants, and each variant settles
+in it with an effect of its own (memory placement); each round drifts alike for the group's variants; each call has
+lognormal noise with occasional slow outliers. Everything is synthetic: no real timing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import stored_row
+from studylib import run_shift, timing, variance
+from studylib.results import ResultsTable
+
+TRUE = {"eager": 0.100, "eager-aa": 0.100, "fast": 0.070}  # per-call medians in the machine's average phase
+RUN_SD, PHASE_SD, OWN_SD, ROUND_SD, NOISE_SD = 0.04, 0.05, 0.015, 0.03, 0.02
+
+
+def _run(rng, *, groups=30, replicates=3, rounds=8, run_sd=RUN_SD, shift: run_shift.RunShift | None = None,
+         own_sd=OWN_SD):
+    """One simulated run's rows; also returns the run's own phase (every median of it is shifted by exp(phase))."""
+    rows, whole = [], rng.normal(0, run_sd)
+    for g in range(groups):
+        phase = rng.normal(0, PHASE_SD, replicates)
+        own = {v: rng.normal(0, own_sd, replicates) for v in TRUE}
+        drift = rng.normal(0, ROUND_SD, (replicates, rounds))
+        for v, mu in TRUE.items():
+            noise = rng.normal(0, NOISE_SD, (replicates, rounds)) + np.where(
+                rng.random((replicates, rounds)) < 0.05, 0.3, 0.0)  # 5% of calls 35% slow (a neighbour's burst)
+            xs = (mu * np.exp(whole + phase[:, None] + own[v][:, None] + drift + noise)).ravel().tolist()
+            reps = np.repeat(np.arange(replicates), rounds).tolist()
+            rows.append({"config_key": f"g{g}|{v}", "variant": v, "status": "ok", "group_id": f"run-g{g}",
+                         "samples_s": xs, "sample_rep": reps, "sample_round": list(range(rounds)) * replicates,
+                         "run_shift_sigma": None if shift is None else shift.sigma,
+                         "run_shift_df": None if shift is None else shift.df, **timing.row_statistics(xs, reps)})
+    return rows, whole
+
+
+def _true_median(v: str, whole: float = 0.0) -> float:
+    """The median a variant's samples converge to in a run of phase `whole` (noise and outliers included)."""
+    rng = np.random.default_rng(0)
+    n = 400_000
+    x = np.exp(rng.normal(0, PHASE_SD, n) + rng.normal(0, OWN_SD, n) + rng.normal(0, ROUND_SD, n)
+               + rng.normal(0, NOISE_SD, n) + np.where(rng.random(n) < 0.05, 0.3, 0.0))
+    return TRUE[v] * float(np.exp(whole)) * float(np.median(x))
+
+
+def _inside(lo, hi, v) -> bool:
+    return lo <= v <= hi
+
+
+def test_medians_speedups_and_geomeans_cover_95_percent_and_a_a_is_calibrated():
+    rng = np.random.default_rng(5)
+    truth = {v: _true_median(v) for v in TRUE}
+    med, rerun, sp, aa_z, geo = [], [], [], [], []
+    shift = run_shift.estimate(rng.normal(0, RUN_SD * np.sqrt(2), 400) * 100)  # a long record of same-host pairs
+    for _ in range(12):
+        rows, whole = _run(rng, shift=shift)
+        rows = variance.with_reported_ci(rows)
+        by = {r["config_key"]: r for r in rows}
+        for r in rows:
+            med.append(_inside(r["ci_low_s"], r["ci_high_s"], truth[r["variant"]] * np.exp(whole)))
+            rerun.append(_inside(r["rerun_low_s"], r["rerun_high_s"], truth[r["variant"]]))
+        pairs = []
+        for g in range(30):
+            e, f, a = by[f"g{g}|eager"], by[f"g{g}|fast"], by[f"g{g}|eager-aa"]
+            s = variance.speedup(e, f)
+            sp.append(_inside(s.ci_low, s.ci_high, TRUE["eager"] / TRUE["fast"]))
+            z = variance.speedup(e, a)
+            aa_z.append(np.log(z.ratio) / z.se)
+            pairs.append((e, f))
+        g = variance.geomean_speedup(pairs[:10])
+        geo.append(_inside(g.ci_low, g.ci_high, TRUE["eager"] / TRUE["fast"]))
+    # 95% ± 3% over 1,080 medians and 360 speed-ups (a coverage's SE there is 0.7% and 1.1%)
+    assert 0.92 <= np.mean(med) <= 0.98, np.mean(med)
+    assert 0.92 <= np.mean(rerun) <= 0.98, np.mean(rerun)
+    assert 0.92 <= np.mean(sp) <= 0.98, np.mean(sp)
+    assert 0.7 <= np.mean(np.square(aa_z)) <= 1.3, np.mean(np.square(aa_z))
+    assert np.mean(geo) >= 0.8  # 12 geometric means: only a gross miss can show
+
+
+def test_a_re_run_falls_inside_the_re_run_interval_but_not_always_inside_this_runs():
+    """Pairs of runs on one host: the re-run's medians against the reference's two intervals."""
+    rng = np.random.default_rng(9)
+    shift = run_shift.estimate(rng.normal(0, RUN_SD * np.sqrt(2), 400) * 100)
+    within, rerun = [], []
+    for _ in range(10):
+        ref, new = (variance.with_reported_ci(_run(rng, shift=shift)[0]) for _ in range(2))
+        for r, n in zip(ref, new):
+            within.append(_inside(r["ci_low_s"], r["ci_high_s"], n["median_s"]))
+            rerun.append(_inside(r["rerun_low_s"], r["rerun_high_s"], n["median_s"]))
+    # a re-run's median is itself noisy: two calibrated intervals' centres fall inside each other ~83% of the time
+    assert np.mean(rerun) >= 0.78 and np.mean(within) < np.mean(rerun) - 0.1
+
+
+def test_nothing_is_counted_twice_between_processes_is_estimated_beyond_sampling_noise():
+    rng = np.random.default_rng(2)
+    quiet = variance.ratios_between(_run(rng, own_sd=0.0)[0])
+    settled = variance.ratios_between(_run(rng, own_sd=0.05)[0])
+    assert quiet.units == settled.units == 60
+    assert np.sqrt(quiet.tau2) < 0.012  # only sampling noise between processes: (nearly) nothing added
+    assert np.sqrt(settled.tau2) == pytest.approx(0.05 * np.sqrt(2), rel=0.3)  # both copies' own effects
+    medians = variance.medians_between(_run(rng)[0])
+    assert np.sqrt(medians.tau2) == pytest.approx(np.hypot(PHASE_SD, OWN_SD), rel=0.35)
+    assert medians.df == 30 * 2  # a group's rows share their processes: (k - 1) per group
+
+
+def test_a_unit_whose_replicates_disagree_far_beyond_the_rest_keeps_its_own_spread():
+    rng = np.random.default_rng(4)
+    rows, _ = _run(rng)
+    odd = rows[0]
+    reps = np.array(odd["sample_rep"])
+    odd["samples_s"] = [x * (1.6 if r == 2 else 1.0) for x, r in zip(odd["samples_s"], reps)]
+    out = variance.with_reported_ci(rows)
+    assert out[0]["heterogeneous"] and np.mean([r["heterogeneous"] for r in out[1:]]) <= 0.02
+    assert out[0]["ci_high_s"] / out[0]["ci_low_s"] > 2 * np.median([r["ci_high_s"] / r["ci_low_s"] for r in out[1:]])
+
+
+def test_one_replicate_gives_within_process_intervals_and_failures_stay_blank():
+    rng = np.random.default_rng(3)
+    single = variance.with_reported_ci(_run(rng, replicates=1)[0])
+    assert variance.medians_between(single) is None
+    assert all(r["ci_low_s"] < r["median_s"] < r["ci_high_s"] and r["process_spread_pct"] is None for r in single)
+    assert all(r["rerun_low_s"] is None for r in single)  # the shift between runs is unknown here
+
+    failed = {"config_key": "x", "status": "oom", "error": "out of memory", "ci_run_low_s": None,
+              "ci_run_high_s": None, "median_s": None}
+    rows = variance.with_reported_ci(_run(rng, groups=3)[0] + [failed])
+    assert rows[-1]["ci_low_s"] is None and rows[-1]["process_spread_pct"] is None
+    assert all(r["process_spread_pct"] > 0 for r in rows[:-1])
+
+
+def test_unpaired_speedups_add_both_medians_variances_and_leave_the_shift_between_runs_out():
+    rng = np.random.default_rng(6)
+    shift = run_shift.estimate([5.0, -5.0, 4.0])
+    rows = variance.with_reported_ci(_run(rng, groups=4, shift=shift)[0])
+    plain = variance.with_reported_ci([dict(r, run_shift_sigma=None, run_shift_df=None) for r in rows])
+    for table in (rows, plain):
+        by = {r["config_key"]: r for r in table}
+        s = variance.speedup(by["g0|eager"], dict(by["g1|fast"], group_id="elsewhere"))
+        assert not s.paired and s.se == pytest.approx(np.hypot(by["g0|eager"]["se_log"], by["g1|fast"]["se_log"]))
+    a = variance.speedup({**rows[0]}, dict(rows[5], group_id="x"))
+    b = variance.speedup({**plain[0]}, dict(plain[5], group_id="x"))
+    assert (a.ci_low, a.ci_high) == pytest.approx((b.ci_low, b.ci_high))
+
+
+def test_the_minimum_detectable_effect_grows_with_the_standard_error():
+    small, large = variance.detectable(0.01, 30, 1.05), variance.detectable(0.03, 30, 1.05)
+    assert 1.05 < small < large
+    # at that size, the CI's lower end lies above the band 80% of the time
+    rng = np.random.default_rng(1)
+    est = np.log(large) + rng.normal(0, 0.03, 20_000)
+    t = 2.042  # t(0.975, 30)
+    assert np.mean(np.exp(est - t * 0.03) > 1.05) == pytest.approx(0.80, abs=0.02)
+    assert np.isnan(variance.detectable(float("nan"), 3, 1.05))
+
+
+def test_the_run_shift_record_gives_an_sd_per_run_with_its_chi_square_interval():
+    est = run_shift.estimate([4.0, -4.0])
+    d = np.log1p([0.04, -0.04])
+    assert est.sigma == pytest.approx(np.sqrt(np.mean(d ** 2) / 2)) and est.df == 2
+    assert est.low < est.sigma < est.high
+    rec = run_shift.recorded()
+    assert rec.df == len(run_shift.pairs()) >= 8
+    assert all({"first", "second", "host", "hours_apart", "shift_pct"} <= set(p) for p in run_shift.pairs())
+    assert run_shift.for_profile("unknown") is None and run_shift.for_profile("recorded") == rec
+    with pytest.raises(ValueError, match="run_shift must be one of"):
+        run_shift.for_profile("3.3")
+    assert "unknown" in run_shift.describe(None) and f"{rec.pct:.1f}%" in run_shift.describe(rec)
+
+
+def test_each_page_says_whether_a_re_run_interval_is_known():
+    from studylib.studies import common
+
+    rng = np.random.default_rng(8)
+    for shift, says in ((run_shift.recorded(), "same-host re-run pairs"), (None, "is unknown")):
+        frame = pd.DataFrame(variance.with_reported_ci(_run(rng, groups=4, shift=shift)[0]))
+        frame = frame.assign(drift=False, max_abs_diff=0.0)
+        text = common.drift_finding(frame)
+        assert says in text, text
+        table = common.add_timing_columns(frame)
+        assert (table["95% CI (re-run here)"] == "unknown").all() == (shift is None)
+
+
+def test_the_table_stores_the_runs_interval_and_reports_the_models(tmp_path):
+    table = ResultsTable(tmp_path / "t.jsonl")
+    for row in _run(np.random.default_rng(5), groups=3)[0]:
+        table.append(stored_row(**row))
+    stored = next(iter(table.latest().values()))
+    assert "ci_low_s" not in stored and stored["ci_run_low_s"] is not None
+    frame = table.frame()
+    assert {"ci_low_s", "ci_high_s", "rerun_low_s", "rerun_high_s", "se_log", "heterogeneous",
+            "process_spread_pct"} <= set(frame.columns)
