@@ -80,10 +80,10 @@ check-report: $(STAMP) browser  ## open REPORT/index.html (outputs, or REPORT=re
 lint: $(STAMP)  ## ruff: lint and import order of src/ and tests/ (pyproject.toml's [tool.ruff])
 	$(PY) -m ruff check src tests
 
-test: $(STAMP) browser lint  ## run ruff, then the test suite (unit tests, the smoke-fast end-to-end report, the browser tests): ~6 min
+test: $(STAMP) browser lint  ## run ruff, then the test suite (unit tests, the smoke-fast end-to-end report, the browser tests); full ones are left out
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -m "not full" tests
 
-test-full: $(STAMP) browser lint  ## the tests marked full: the whole smoke profile end to end, and Run All on its notebook (~12 min)
+test-full: $(STAMP) browser lint  ## the tests marked full: the whole smoke profile end to end, and Run All on its notebook (~10 min)
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -m full tests
 
 # JupyterLab refuses to start as root (most containers) without --allow-root; it is added only then.

@@ -124,7 +124,7 @@ def test_it_is_planned_measured_and_summarised(toy, capsys):
     loaded = profiles.load(str(path))
     ctx = study.start(TOY, profiles.notebook_parameters(loaded, TOY) | {"profile": "toy"})
     df = ctx.run(run.grid(loaded, TOY))
-    assert list(df.status) == ["ok"] * 3 and set(df.variant) == {"eager", "eager-aa", "torchscript"}
+    assert list(df.status) == ["ok"] * 3 and set(df.variant) == {"eager", "eager-aa", "torchscript"}, list(df.error)
 
     claims = summary.claims(["toy"])
     assert list(claims[claims.study == "99"].claim) == ["TorchScript is faster than eager"]
