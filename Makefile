@@ -13,7 +13,7 @@ STAMP := $(VENV)/.studylib-installed
 GPU_STAMP := $(VENV)/.studylib-gpu
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup setup-gpu gpu-check browser report reference run render plan compare check-report lint test lab clean distclean
+.PHONY: help setup setup-gpu gpu-check browser report reference run render plan compare check-report lint test test-full lab clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -80,8 +80,11 @@ check-report: $(STAMP) browser  ## open REPORT/index.html (outputs, or REPORT=re
 lint: $(STAMP)  ## ruff: lint and import order of src/ and tests/ (pyproject.toml's [tool.ruff])
 	$(PY) -m ruff check src tests
 
-test: $(STAMP) browser lint  ## run ruff, then the whole test suite (unit tests, an end-to-end smoke report, the browser test)
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15 tests
+test: $(STAMP) browser lint  ## run ruff, then the test suite (unit tests, the smoke-fast end-to-end report, the browser tests); full ones are left out
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -m "not full" tests
+
+test-full: $(STAMP) browser lint  ## the tests marked full: the whole smoke profile end to end, and Run All on its notebook (~10 min)
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -m full tests
 
 # JupyterLab refuses to start as root (most containers) without --allow-root; it is added only then.
 # LAB_DIR and LAB_ARGS let the browser test start it exactly this way on a copy, on a port of its own.

@@ -39,6 +39,14 @@ class FakeClock:
         return self.calls
 
 
+@pytest.fixture(scope="session")
+def tensorflow_probe():
+    """The checks of tests/tensorflow_probe.py, run in one process with TensorFlow once per session: {check: result}."""
+    from tensorflow_probe import run_checks
+
+    return run_checks()
+
+
 @pytest.fixture
 def fake_clock():
     return FakeClock

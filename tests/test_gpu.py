@@ -15,9 +15,10 @@ import types
 import pytest
 import torch
 
-from studylib import gpu, gpu_check, limits, runtimes, sweep
+from studylib import gpu, gpu_check, grouping, limits, runtimes, sweep
 from studylib.models import Workload
 from studylib.runtimes.ort_gpu import tensorrt_options
+from studylib.workloads import Workloads
 
 
 @pytest.fixture(autouse=True)
@@ -195,7 +196,7 @@ def test_a_keras_row_on_a_gpu_jax_cannot_see_is_a_skipped_row_naming_jax(monkeyp
     c = sweep.Config("bert-tiny", "keras-jax-call", "fp32", 1, "cuda", 2, seq_len=8, backend="jax")
     env = {"fingerprint": "f", "git_commit": None}
     [row] = sweep.measure_group([c], study="s", profile="p", env=env, measure_settings={}, parity_tolerance={
-        "fp32": 1e-3}, workloads=sweep.Workloads(0), group_key="g", group_id="i", replicate=0)
+        "fp32": 1e-3}, workloads=Workloads(0), group_key="g", group_id="i", replicate=0)
     assert row["status"] == "skipped" and row["error"] == "JAX 0.10.2 sees no GPU (devices: cpu)"
 
 
@@ -207,14 +208,14 @@ def _resnet(variant: str, device: str) -> sweep.Config:
 
 def test_cudnn_benchmark_gets_a_process_and_a_group_of_its_own_on_cuda_only():
     configs = [_resnet(v, "cuda") for v in ("eager", "eager-aa", "eager-cudnn-benchmark")]
-    groups = sweep.groups_to_measure(configs, configs)
+    groups = grouping.groups_to_measure(configs, configs)
     assert sorted(map(len, groups.values())) == [1, 2]
     [own] = [g for g in groups.values() if len(g) == 1]
-    assert own[0].variant == "eager-cudnn-benchmark" and sweep.process_env(own) == {gpu.CUDNN_BENCHMARK_VAR: "1"}
+    assert own[0].variant == "eager-cudnn-benchmark" and grouping.process_env(own) == {gpu.CUDNN_BENCHMARK_VAR: "1"}
     with pytest.raises(ValueError, match="fixed at process start"):
-        sweep.process_env(configs)
+        grouping.process_env(configs)
     on_cpu = [_resnet(v, "cpu") for v in ("eager", "eager-cudnn-benchmark")]
-    assert len(sweep.groups_to_measure(on_cpu, on_cpu)) == 1  # a skipped row beside eager, no extra process
+    assert len(grouping.groups_to_measure(on_cpu, on_cpu)) == 1  # a skipped row beside eager, no extra process
 
 
 def test_the_flag_is_on_from_process_start_and_the_variant_refuses_a_process_without_it(monkeypatch):
@@ -337,7 +338,7 @@ def test_failed_configurations_are_rows_and_let_go_of_their_sessions_before_the_
                                measure_settings={"warmup_calls": 1, "min_rounds": 6, "max_rounds": 6,
                                                  "min_time_s": 0.0, "target_ci_pct": 50.0, "budget_s": 0.05,
                                                  "block_s": 0.0},
-                               parity_tolerance={"fp32": 1e-3}, workloads=sweep.Workloads(0), group_key="g",
+                               parity_tolerance={"fp32": 1e-3}, workloads=Workloads(0), group_key="g",
                                group_id="i", replicate=0)
     assert [r["status"] for r in rows] == ["ok", "oom", "error"] and "illegal memory access" in rows[2]["error"]
     # released after each failure: the prepare's session is gone at once, the rounds' one once the rounds end

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from conftest import cli
-from studylib import paths, profiles
+from studylib import paths, profiles, schemas
 from studylib.environment import Machine
 
 SEED_PROFILES = ["cpu-32", "gpu-t4", "gpu-v100", "gpu-a100", "gpu-3090ti", "gpu-h100"]
@@ -17,7 +17,7 @@ _cli = cli  # in-process: these tests check messages and exit statuses, which a 
 def test_each_seed_machine_has_a_profile_that_follows_a_seed(name):
     loaded = profiles.load(name)
     p = loaded.profile
-    assert p.follows and set(p.follows) <= set(profiles.SEEDS)
+    assert p.follows and set(p.follows) <= set(schemas.SEEDS)
     assert p.device == ("cuda" if name.startswith("gpu-") else "cpu")
     assert set(loaded.notebooks()) == {"01_eager_vs_compiled", "02_torchscript_vs_xla", "03_onnx_batching",
                                        "04_sorted_length_batching", "05_keras_backends"}

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from conftest import cli, cli_process
-from studylib import paths, profiles
+from studylib import paths, profiles, schemas
 
 SMOKE = yaml.safe_load((paths.PARAMS_DIR / "smoke.yaml").read_text())
 NB = "01_eager_vs_compiled"
@@ -160,7 +160,7 @@ def test_notebook_parameters_merge_common_and_section():
     p = profiles.notebook_parameters(profiles.load("smoke"), NB)
     assert p["profile"] == "smoke" and p["threads"] == SMOKE["threads"]
     expected = SMOKE["measure"] | _section(SMOKE).get("measure", {})  # a section overrides key by key
-    assert p["measure"] == profiles.MeasureSettings(**expected).model_dump()
+    assert p["measure"] == schemas.MeasureSettings(**expected).model_dump()
     assert p["batch_sizes"] == _section(SMOKE)["batch_sizes"]
     assert "left_out" not in p
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import stored_row
-from studylib import environment, replicates, sweep
+from studylib import environment, grouping, replicates, sweep
 from studylib.files import read_json, write_json_atomic
 from studylib.results import ResultsTable, measured_alike
 
@@ -172,7 +172,7 @@ def test_failed_rows_and_changed_settings_are_measured_again(tmp_path, env):
     table = ResultsTable(tmp_path / "r.jsonl")
     [c] = _configs(1)
     table.append(stored_row(c.key, "error", error="boom", env_fingerprint=env["fingerprint"],
-                            settings_hash=sweep.settings_hash(FAST, TOL["fp32"], 0)))
+                            settings_hash=grouping.settings_hash(FAST, TOL["fp32"], 0)))
     assert [r["status"] for r in _run(table, [c], env)] == ["ok"]  # a failure is retried
     assert _run(table, [c], env) == []  # now measured alike: skipped
     again = _run(table, [c], env, measure_settings=FAST | {"budget_s": 0.1})

@@ -1,7 +1,6 @@
 """Seed 001's questions: channels_last and cudnn.benchmark runtimes (study 01), PyTorch vs TensorFlow on single
 operations (study 02), their profile sections and their claims' evaluators on synthetic rows."""
 
-import json
 import os
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from studylib import models, profiles, runtimes, sweep
+from studylib import grouping, models, profiles, runtimes, sweep
 from studylib.studies import eager_vs_compiled as s01
 from studylib.studies import torchscript_vs_xla as s02
 
@@ -68,7 +67,7 @@ def test_a_text_model_has_no_layout_to_change_and_cudnn_benchmark_needs_cuda():
 
 
 def test_cudnn_benchmark_is_on_from_its_own_process_start_not_around_its_calls(monkeypatch):
-    """A process started with the variant's environment (sweep.process_env) has the flag on once gpu.apply ran, as
+    """A process started with the variant's environment (grouping.process_env) has the flag on once gpu.apply ran, as
     replicates' processes do before any model is built; another process has it off. The prepared call is the module
     itself: nothing is flipped around it (a fake CUDA workload: the call runs on CPU)."""
     from studylib import gpu
@@ -81,7 +80,7 @@ def test_cudnn_benchmark_is_on_from_its_own_process_start_not_around_its_calls(m
         return subprocess.run([sys.executable, "-c", probe], env=os.environ | {"USE_TF": "0"} | env, text=True,
                               capture_output=True, check=True, timeout=120).stdout.strip()
 
-    assert started_with(sweep.process_env([c])) == "True"
+    assert started_with(grouping.process_env([c])) == "True"
     assert started_with({}) == "False"
     w = models.torch_workload("resnet-tiny", batch_size=1, image_size=32)
     seen = []
@@ -99,7 +98,7 @@ def test_cudnn_benchmark_is_on_from_its_own_process_start_not_around_its_calls(m
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
     with pytest.raises(runtimes.RuntimeUnavailable, match="from the process's start"):
         runtimes.get("eager-cudnn-benchmark").prepare(fake)
-    assert gpu.CUDNN_BENCHMARK_VAR in sweep.process_env([c])
+    assert gpu.CUDNN_BENCHMARK_VAR in grouping.process_env([c])
 
 
 # --- micro-ops --------------------------------------------------------------------------------------------------
@@ -116,32 +115,8 @@ def test_micro_op_modules_compute_argmax_and_strided_gather():
     assert torch.equal(out, torch.stack([x[:, 2 * int(i)] for i in index], dim=1))
 
 
-OPS_SCRIPT = r"""
-import json
-import numpy as np
-from studylib import models, runtimes
-out = {}
-for name in ("op-argmax", "op-gather"):
-    w = models.torch_workload(name, batch_size=3, seq_len=10, seed=2)
-    ref = runtimes.get("eager").to_numpy(w.module(*w.inputs))
-    tfw = models.tf_workload(w, models.build_tf_from_torch(name, w.module))
-    outs = {}
-    for variant in ("tf-eager", "tf-function", "tf-xla"):
-        r = runtimes.get(variant)
-        outs[variant] = float(np.abs(r.to_numpy(r.prepare(tfw).call()) - ref).max())
-    ts = runtimes.get("torchscript")
-    with ts.context():
-        outs["torchscript"] = float(np.abs(ts.to_numpy(ts.prepare(w).call()) - ref).max())
-    out[name] = {"diffs": outs, "shape": list(ref.shape)}
-print("RESULT" + json.dumps(out))
-"""
-
-
-def test_micro_ops_agree_between_pytorch_and_tensorflow():
-    env = {k: v for k, v in os.environ.items() if k not in ("USE_TF", "USE_TORCH")} | {"TF_CPP_MIN_LOG_LEVEL": "3"}
-    done = subprocess.run([sys.executable, "-c", OPS_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads([x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1][len("RESULT"):])
+def test_micro_ops_agree_between_pytorch_and_tensorflow(tensorflow_probe):
+    out = tensorflow_probe["ops"]  # run in one process with TensorFlow (tests/tensorflow_probe.py)
     assert out["op-argmax"]["shape"] == [3, 10] and out["op-gather"]["shape"] == [3, 5, 768]
     for name, r in out.items():
         assert r["diffs"] == {"tf-eager": 0.0, "tf-function": 0.0, "tf-xla": 0.0, "torchscript": 0.0}, name

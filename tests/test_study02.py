@@ -1,10 +1,6 @@
 """Study 02: the same weights in PyTorch and TensorFlow, thread settings in both, and the analysis on synthetic rows."""
 
-import json
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -15,37 +11,9 @@ from studylib.studies import torchscript_vs_xla as s02
 
 rng = np.random.default_rng(1)
 
-TWIN_SCRIPT = r"""
-import json, sys
-import numpy as np
-from studylib import models, runtimes
-from studylib.threads import apply_threads
-apply_threads(1, ("torch", "tensorflow"))
-import tensorflow as tf, torch
-from studylib import environment
-out = {"threads": environment.capture()["threads"], "diffs": {}}
-for name in ("bert-tiny", "distilbert-tiny", "gpt2-tiny"):
-    w = models.torch_workload(name, batch_size=2, seq_len=12, seed=5)
-    with torch.inference_mode():
-        ref = w.module(*w.inputs).numpy()
-    twin = models.tf_workload(w, models.build_tf_from_torch(name, w.module))
-    xla = runtimes.get("tf-xla").prepare(twin)
-    eager_tf = np.asarray(twin.module(*twin.inputs))
-    xla_out = np.asarray(xla.call())
-    out["diffs"][name] = [float(np.abs(eager_tf - ref).max()), float(np.abs(xla_out - ref).max()),
-                          float(np.abs(ref).max()), xla.compilations()]
-print("RESULT" + json.dumps(out))
-"""
-
-
 @pytest.fixture(scope="module")
-def twin():
-    env = {k: v for k, v in os.environ.items() if k not in ("USE_TF", "USE_TORCH")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    done = subprocess.run([sys.executable, "-c", TWIN_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    line = [x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1]
-    return json.loads(line[len("RESULT"):])
+def twin(tensorflow_probe):
+    return tensorflow_probe["twin"]
 
 
 def test_tensorflow_twin_holds_the_same_weights(twin):

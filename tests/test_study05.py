@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib import profiles, replicates, sweep
+from studylib import grouping, profiles, replicates, sweep
 from studylib.results import ResultsTable
 from studylib.studies import keras_backends as s05
+from studylib.workloads import Workloads
 
 rng = np.random.default_rng(5)
 
@@ -24,14 +25,14 @@ SECTION = dict(models=["bert-tiny", "resnet-50"], dtypes=["fp32"], batch_sizes=[
 
 def test_the_grid_runs_each_backend_in_groups_of_its_own_with_native_eager_and_its_aa_copy():
     configs = s05.configs(s05.KerasBackends(**SECTION), device="cpu", threads=2)
-    groups = sweep.groups_to_measure(configs, configs, s05.group_by)
+    groups = grouping.groups_to_measure(configs, configs, s05.group_by)
     backends = [g[0].backend for g in groups.values()]
     assert backends == ["torch", "torch", "tensorflow", "tensorflow", "jax", "jax"]  # torch first: it makes the weights
     for g in groups.values():
         assert [c.variant for c in g[:2]] == ["eager", "eager-aa"]  # the baseline, then the A/A control
         assert {c.backend for c in g} == {g[0].backend}
-        assert sweep.process_env(g)["KERAS_BACKEND"] == g[0].backend
-        assert sweep.process_env(g).get("USE_TF") == (None if g[0].backend == "tensorflow" else "0")
+        assert grouping.process_env(g)["KERAS_BACKEND"] == g[0].backend
+        assert grouping.process_env(g).get("USE_TF") == (None if g[0].backend == "tensorflow" else "0")
         keras = [c.variant for c in g if c.variant.startswith("keras")]
         assert all(s05.backend_of(v) == g[0].backend for v in keras)
     compiled = [c for c in configs if c.variant == "compile-default"]
@@ -44,8 +45,8 @@ def test_one_process_cannot_mix_keras_backends():
     a = sweep.Config("bert-tiny", "keras-jax", "fp32", 1, "cpu", 2, seq_len=16, backend="jax")
     b = sweep.Config("bert-tiny", "keras-torch", "fp32", 1, "cpu", 2, seq_len=16, backend="torch")
     with pytest.raises(ValueError, match="one process cannot run Keras backends"):
-        sweep.process_env([a, b])
-    assert sweep.process_env([sweep.Config("bert-tiny", "eager", "fp32", 1, "cpu", 2, seq_len=16)]) == {}
+        grouping.process_env([a, b])
+    assert grouping.process_env([sweep.Config("bert-tiny", "eager", "fp32", 1, "cpu", 2, seq_len=16)]) == {}
 
 
 @pytest.mark.parametrize("change, message", [
@@ -63,7 +64,7 @@ def test_replicates_start_one_process_per_backend_with_its_environment(tmp_path,
     """Each replicate runs the torch groups in one process, then tensorflow's, then jax's, each process started
     with its KERAS_BACKEND; a process that dies leaves error rows for its group and the next backend still runs."""
     configs = s05.configs(s05.KerasBackends(**SECTION), device="cpu", threads=2)
-    groups = sweep.groups_to_measure(configs, configs, s05.group_by)
+    groups = grouping.groups_to_measure(configs, configs, s05.group_by)
     seen = []
 
     def fake_process(task, poll, in_process=False):
@@ -77,7 +78,7 @@ def test_replicates_start_one_process_per_backend_with_its_environment(tmp_path,
     env = {"fingerprint": "f", "git_commit": "c"}
     rows = replicates.run(groups, study=s05.NOTEBOOK, profile="smoke", env=env, table=table,
                           measure_settings={"replicates": 2}, parity_tolerance={"fp32": 1e-3}, seed=0,
-                          workloads=sweep.Workloads(0), threads=2, frameworks=("torch", "tensorflow"),
+                          workloads=Workloads(0), threads=2, frameworks=("torch", "tensorflow"),
                           parts_dir=tmp_path / "parts")
     order = [(r, e["KERAS_BACKEND"]) for r, e, _ in seen]
     assert order[0] == (0, "torch") and order[-1] == (1, "jax")

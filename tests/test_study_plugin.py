@@ -24,7 +24,7 @@ from typing import Literal
 import pandas as pd
 
 from studylib import speedups
-from studylib.profiles import Grid
+from studylib.schemas import Grid
 from studylib.studies import Analysis, Comparison, Study, register
 from studylib.studies.base import CLAIM_COLUMNS
 from studylib.sweep import AA, REFERENCE, Config
@@ -124,7 +124,7 @@ def test_it_is_planned_measured_and_summarised(toy, capsys):
     loaded = profiles.load(str(path))
     ctx = study.start(TOY, profiles.notebook_parameters(loaded, TOY) | {"profile": "toy"})
     df = ctx.run(run.grid(loaded, TOY))
-    assert list(df.status) == ["ok"] * 3 and set(df.variant) == {"eager", "eager-aa", "torchscript"}
+    assert list(df.status) == ["ok"] * 3 and set(df.variant) == {"eager", "eager-aa", "torchscript"}, list(df.error)
 
     claims = summary.claims(["toy"])
     assert list(claims[claims.study == "99"].claim) == ["TorchScript is faster than eager"]

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import paths, profiles, runlock
+from . import paths, profiles, runlock, schemas
 
 BUSY = 3  # exit status: another run holds the profile's lock (see runlock)
 
@@ -34,7 +34,7 @@ def _plan(profile: str) -> int:
     p = loaded.profile
     print(f"profile {loaded.name}: {' '.join(p.description.split())}")
     if p.follows:
-        print("follows: " + "; ".join(f"seed {s} ({profiles.SEEDS[s]})" for s in p.follows))
+        print("follows: " + "; ".join(f"seed {s} ({schemas.SEEDS[s]})" for s in p.follows))
     print(f"device {p.device}, {p.threads} threads for every framework")
     if p.device == "cuda" and not detect_machine().cuda:
         print("note: this machine has no CUDA GPU, so a run here records every configuration as skipped; "
@@ -77,7 +77,8 @@ def _compare(ref: str, new: str, check: bool = False) -> int:
     """Print the comparison and its calibration; with `check`, exit 1 when a calibration figure is outside its
     limits (calibration.LIMITS)."""
     from .calibration import format_calibration
-    from .compare import CompareError, compare, format_comparison
+    from .compare import CompareError, compare
+    from .compare_text import format_comparison
 
     try:
         c = compare(Path(ref), Path(new))

@@ -165,7 +165,7 @@ def not_run_line(notebook: str, df: pd.DataFrame, profile: str | None = None) ->
         return ""
     parts = []
     for value in missing:
-        who = [p for p in running_profiles(notebook, value) if p != profile and p != "smoke"]
+        who = [p for p in running_profiles(notebook, value) if p not in (profile, "smoke", paths.FAST_SMOKE)]
         parts.append(value + (f" (the {', '.join(who)} profile{'s' * (len(who) > 1)} run it)" if who else ""))
     return ("**Not run here**, so the comparisons that need them are not answered on this page: " + "; ".join(parts)
             + ".")

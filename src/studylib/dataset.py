@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from . import batching, corpus, models, roofline, runtimes, tokenization
-from .sweep import REFERENCE, Config, Workloads
+from .config import REFERENCE, Config
+from .workloads import Workloads
 
 UNBATCHED_CHECK_TEXTS = 16  # texts run one by one to check that batching does not change their output
 

@@ -8,7 +8,7 @@
   is the last hidden state, as the native model's first output. There is no Keras 2 build of it here.
 
 Keras fixes its backend when it is imported (KERAS_BACKEND), so every backend runs in a process of its own
-(sweep.process_env). Weights are random from the profile's seed, made once, in fp32, and saved as
+(grouping.process_env). Weights are random from the profile's seed, made once, in fp32, and saved as
 backend-neutral numpy arrays (`<cache>/keras/<model>.weights.npz`): every other backend and Keras 2 load them,
 so all compute the same function, and a bf16 model gets the same values rounded. The first Keras output of a
 shape is saved beside them (`<cache>/keras/<shape>.reference.npz`, with the backend that computed it) as the
@@ -28,6 +28,7 @@ import numpy as np
 from . import models, runtimes, sweep
 from .runtimes.base import RuntimeUnavailable
 from .runtimes.keras import BACKENDS  # noqa: F401 - the backends, in their processes' order
+from .workloads import Workloads
 
 KERAS_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -219,7 +220,7 @@ def _is_keras(c: sweep.Config) -> bool:
     return runtimes.family(c.variant) == "keras"
 
 
-class KerasWorkloads(sweep.Workloads):
+class KerasWorkloads(Workloads):
     """Study 05's workloads: Keras variants get the Keras model of their flavour (Keras 3 or 2) and numpy inputs,
     and their parity reference is the shape's shared Keras output (see the module's docstring); native PyTorch
     variants are built and checked against eager PyTorch as in every study."""

@@ -66,6 +66,9 @@ def notebook_path(notebook: str) -> Path:
 
 
 SUMMARY_NOTEBOOK = "06_summary"
+# The smoke profile cut to one shape per study, which `make test` runs (smoke itself runs in `make test-full`): a
+# tool of the tests, never named to a reader as a profile that runs something or tests a claim.
+FAST_SMOKE = "smoke-fast"
 
 
 def profile_path(profile: str) -> Path:

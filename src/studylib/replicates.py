@@ -9,7 +9,7 @@ notebook it was asked for, pass by pass (`only_replicate`; study.measure_replica
 measures its last replicate and combines. A group's replicates then lie about a k-th of the whole run apart,
 so the spread between them (the reported CIs' between-process term, variance.medians_between) also
 sees the slower phases of a shared machine that come and go over tens of minutes.
-Groups that need a process environment of their own (sweep.process_env: study 05's Keras backend) run in
+Groups that need a process environment of their own (grouping.process_env: study 05's Keras backend) run in
 one process per environment, one after another, within each replicate.
 
 Each replicate writes one part file per group as the group finishes (`<notebook>.parts/`, atomically).
@@ -37,9 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import paths, sweep
+from . import grouping, paths, sweep
 from .files import read_json, write_json_atomic
 from .results import ResultsTable
+from .workloads import Workloads
 
 RUN_ID_VAR = "STUDYLIB_RUN_ID"  # set by `studylib run` for the whole run; its processes inherit it
 
@@ -56,12 +57,12 @@ class Task:
     measure_settings: dict
     parity_tolerance: dict[str, float]
     seed: int
-    workloads: sweep.Workloads
+    workloads: Workloads
     threads: int
     frameworks: tuple[str, ...]
     parts_dir: str
     expectations: tuple = ()  # the study's (surprises.Expectation): a contradicted one profiles both sides
-    env_vars: dict | None = None  # what the process starts with (sweep.process_env: study 05's Keras backend)
+    env_vars: dict | None = None  # what the process starts with (grouping.process_env: study 05's Keras backend)
 
 
 def _part_path(parts_dir: Path, group_key: str, replicate: int) -> Path:
@@ -145,9 +146,9 @@ def _start_vars(task: Task) -> dict[str, str]:
 def _died_rows(configs: list[sweep.Config], task: Task, group_key: str, group_id: str, rc: int) -> list[dict]:
     rows = []
     for c in configs:
-        tol = task.parity_tolerance[sweep.tolerance_key(c)]
+        tol = task.parity_tolerance[grouping.tolerance_key(c)]
         row = sweep.base_row(c, study=task.study, profile=task.profile, env=task.env, group_key=group_key,
-                             group_id=group_id, settings=sweep.settings_hash(task.measure_settings, tol, task.seed))
+                             group_id=group_id, settings=grouping.settings_hash(task.measure_settings, tol, task.seed))
         signal = f" (signal {-rc})" if rc < 0 else ""
         row.update(status="oom" if rc in (-9, 137) else "error", wall_s=0.0, timestamp="",
                    error=f"the replicate's process died with exit code {rc}{signal} while measuring this group"
@@ -186,7 +187,7 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
 
 
 def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env: dict, table: ResultsTable,
-        measure_settings: dict, parity_tolerance: dict[str, float], seed: int, workloads: sweep.Workloads,
+        measure_settings: dict, parity_tolerance: dict[str, float], seed: int, workloads: Workloads,
         threads: int, frameworks: tuple[str, ...], parts_dir: Path, force: bool = False,
         on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False,
         expectations: tuple = (), only_replicate: int | None = None) -> list[dict]:
@@ -201,7 +202,7 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
     parts_dir.mkdir(parents=True, exist_ok=True)
 
     def settings_of(configs):
-        return {sweep.settings_hash(measure_settings, parity_tolerance[sweep.tolerance_key(c)], seed) for c in configs}
+        return {grouping.settings_hash(measure_settings, parity_tolerance[grouping.tolerance_key(c)], seed) for c in configs}
 
     parts: dict[str, dict[int, dict]] = {}
     for key, configs in groups.items():
@@ -236,8 +237,8 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
             if not need:
                 break
             # one process per environment (study 05: per Keras backend), in the order the groups come
-            env_vars = sweep.process_env(need[0][2])
-            need = [g for g in need if sweep.process_env(g[2]) == env_vars]
+            env_vars = grouping.process_env(need[0][2])
+            need = [g for g in need if grouping.process_env(g[2]) == env_vars]
             task = Task(need, r, study, profile, env, measure_settings, parity_tolerance, seed, workloads, threads,
                         frameworks, str(parts_dir), tuple(expectations), env_vars)
             rc = _run_process(task, finalize, in_process)
@@ -256,7 +257,7 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
 
 def measure(configs: list[sweep.Config], *, study: str, profile: str, env: dict, table: ResultsTable,
             measure_settings: dict, parity_tolerance: dict[str, float], seed: int = 0, force: bool = False,
-            workloads: sweep.Workloads | None = None, group_by: Callable[[sweep.Config], tuple] | None = None,
+            workloads: Workloads | None = None, group_by: Callable[[sweep.Config], tuple] | None = None,
             threads: int = 1, frameworks: tuple[str, ...] = ("torch",), parts_dir: Path | None = None,
             on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False,
             expectations: tuple = (), only_replicate: int | None = None) -> list[dict]:
@@ -265,9 +266,9 @@ def measure(configs: list[sweep.Config], *, study: str, profile: str, env: dict,
     A configuration counts as measured when the table holds an 'ok' row for it from the same environment
     and the same measurement settings; failed rows are tried again, with their whole group.
     """
-    groups = sweep.pending_groups(configs, table=table, env=env, measure_settings=measure_settings,
+    groups = grouping.pending_groups(configs, table=table, env=env, measure_settings=measure_settings,
                                   parity_tolerance=parity_tolerance, seed=seed, force=force, group_by=group_by)
-    workloads = workloads or sweep.Workloads(seed, cache_dir=paths.cache_dir(profile))
+    workloads = workloads or Workloads(seed, cache_dir=paths.cache_dir(profile))
     parts_dir = parts_dir or Path(table.path).with_suffix(".parts")
     return run(groups, study=study, profile=profile, env=env, table=table, measure_settings=measure_settings,
                parity_tolerance=parity_tolerance, seed=seed, workloads=workloads, threads=threads,

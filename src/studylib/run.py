@@ -63,7 +63,7 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     """(all configurations of a notebook, those a run would measure now) — what `plan` and the bar show.
 
     A configuration left to measure brings its whole group with it (its variants are timed together)."""
-    from . import environment, sweep
+    from . import environment, grouping
     from .results import ResultsTable
     from .studies import STUDIES
 
@@ -74,7 +74,7 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     from .gpu import policy
 
     env = environment.capture(loaded.name, policy(loaded.profile.tf32, loaded.profile.device))
-    groups = sweep.pending_groups(configs, table=table, env=env,
+    groups = grouping.pending_groups(configs, table=table, env=env,
                                   measure_settings=params["measure"], parity_tolerance=params["parity_tolerance"],
                                   seed=params["seed"], force=force, group_by=study.group_by)
     keys = {c.key for g in groups.values() for c in g}

@@ -8,11 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import environment, gpu, limits, paths, profiles, replicates, run_shift, runlock, sweep
+from . import environment, gpu, grouping, limits, paths, profiles, replicates, run_shift, runlock, schemas, sweep
 from .files import read_json, write_json_atomic
 from .results import ResultsTable
 from .threads import apply_threads
 from .timing import Overhead, harness_overhead
+from .workloads import Workloads
 
 
 @dataclass
@@ -21,7 +22,7 @@ class StudyRun:
 
     notebook: str
     profile: str
-    common: profiles.Profile
+    common: schemas.Profile
     section: Any
     env: dict
     table: ResultsTable
@@ -32,7 +33,7 @@ class StudyRun:
     params: dict | None = None  # the parameters the notebook ran with (papermill's injected values)
     run_note: str = "nothing measured yet"  # what the last `run` measured and reused (the page's "What ran")
 
-    def run(self, configs: list[sweep.Config], workloads: sweep.Workloads | None = None,
+    def run(self, configs: list[sweep.Config], workloads: Workloads | None = None,
             group_by: Callable[[sweep.Config], tuple] | None = None):
         """Measure what is not measured yet; return these configurations' rows (raw samples included).
 
@@ -52,7 +53,7 @@ class StudyRun:
                          + (f", {reused} reused from earlier runs on the same machine and software" if reused else ""))
         return df.reset_index(drop=True)
 
-    def _measure(self, configs: list[sweep.Config], workloads: sweep.Workloads | None = None,
+    def _measure(self, configs: list[sweep.Config], workloads: Workloads | None = None,
                  group_by: Callable[[sweep.Config], tuple] | None = None,
                  only_replicate: int | None = None) -> tuple[list[dict], int]:
         """What `run` measures (and measure_replicate, `only_replicate` alone): the rows it added, and its groups."""
@@ -64,9 +65,9 @@ class StudyRun:
         expectations = study.expectations
         if workloads is None:
             workloads = (study.workloads(self) if study.workloads else
-                         sweep.Workloads(self.common.seed, cache_dir=paths.cache_dir(self.profile)))
+                         Workloads(self.common.seed, cache_dir=paths.cache_dir(self.profile)))
         tolerance = dict(self.common.parity_tolerance)
-        groups = sweep.pending_groups(configs, table=self.table, env=self.env, measure_settings=self.measure_settings,
+        groups = grouping.pending_groups(configs, table=self.table, env=self.env, measure_settings=self.measure_settings,
                                       parity_tolerance=tolerance, seed=self.common.seed, force=self.force,
                                       group_by=group_by)
         with runlock.hold(self.profile, f"{self.notebook} (notebook kernel)"), \
@@ -194,7 +195,7 @@ def _profile_tf32(profile: str) -> bool:
     try:
         return profiles.load(profile).profile.tf32
     except profiles.ProfileError:
-        return profiles.Profile.model_fields["tf32"].default
+        return schemas.Profile.model_fields["tf32"].default
 
 
 def measure_replicate(profile: str, notebook: str, replicate: int, *, force: bool = False) -> None:

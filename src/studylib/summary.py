@@ -23,11 +23,12 @@ os.environ.setdefault("USE_TF", "0")  # the analyses need no TensorFlow; transfo
 
 
 def present_profiles(root=None) -> list[str]:
-    """Profiles with at least one results table under outputs/ (smoke last: its numbers are not real models')."""
+    """Profiles with at least one results table under outputs/ (smoke and smoke-fast last: their numbers are not
+    real models')."""
     root = root or paths.outputs_root()
     found = [p.name for p in root.iterdir()
              if p.is_dir() and p.name not in RESERVED and any((p / "results").glob("*.jsonl"))] if root.exists() else []
-    return sorted(found, key=lambda name: (name == "smoke", name))
+    return sorted(found, key=lambda name: (name in ("smoke", paths.FAST_SMOKE), name))
 
 
 def _grid_keys(profile: str, notebook: str) -> set[str] | None:

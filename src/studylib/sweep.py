@@ -5,15 +5,14 @@ runtime, strategy and batch size over the same texts). Its configurations are pr
 (preparation and first call timed on their own), then timed together in rounds (timing.measure_rounds),
 so their speed-ups pair round by round. A failure (out of memory, compile or export error, missing
 runtime) is a row with its status and message. `replicates` runs groups in separate processes and
-`combine`s their rows.
+`combine`s their rows. What each configuration runs is workloads.py's; which configurations form a group, and
+which still need measuring, grouping.py's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import hashlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -21,39 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from . import gpu, models, roofline, runtimes, surprises
+from . import gpu, models, runtimes, surprises
 from .config import (
     AA,  # noqa: F401 - re-exported: the studies name them through the sweep
     REFERENCE,
     Config,
 )
+from .grouping import settings_hash, tolerance_key
 from .memory import PeakMemory
-from .results import MEASURED_COLUMNS, RUN_COLUMNS, ResultsTable, measured_alike
+from .results import MEASURED_COLUMNS, RUN_COLUMNS
 from .timing import first_call, measure_rounds, row_statistics
-
-
-def process_env(configs: list[Config]) -> dict[str, str]:
-    """Environment variables the process measuring `configs` must start with: KERAS_BACKEND where they name a
-    Keras backend (one per group: a study groups by backend), and USE_TF=0 where that backend is not TensorFlow
-    (transformers would import TensorFlow beside it); and what a runtime needs from process start
-    (Runtime.process_env: eager-cudnn-benchmark's cudnn.benchmark). Configurations needing different ones raise."""
-    backends = {c.backend for c in configs if c.backend is not None}
-    if len(backends) > 1:
-        raise ValueError(f"one process cannot run Keras backends {sorted(backends)} (Keras fixes it at import)")
-    own = {tuple(sorted(_own_process_env(c).items())) for c in configs}
-    if len(own) > 1:
-        raise ValueError(f"one process cannot start with {sorted(own)} (settings fixed at process start)")
-    env = dict(own.pop()) if own else {}
-    if not backends:
-        return env
-    backend = backends.pop()
-    return env | {"KERAS_BACKEND": backend} | ({"USE_TF": "0"} if backend != "tensorflow" else {})
-
-
-def _own_process_env(c: Config) -> dict[str, str]:
-    runtime = runtimes.REGISTRY.get(c.variant)
-    return runtime.process_env(c.device) if runtime is not None else {}
-
+from .workloads import Workloads
 
 # Out-of-memory as PyTorch (CPU, CUDA), TensorFlow and ONNX Runtime word it.
 OOM_PATTERNS = ("out of memory", "can't allocate memory", "oom when allocating", "failed to allocate memory")
@@ -86,119 +63,6 @@ def parity(output: np.ndarray, reference: np.ndarray, rel_tolerance: float) -> d
     labels = float(np.mean(output.argmax(-1) == reference.argmax(-1))) if output.ndim == 2 and output.size else None
     return {"max_abs_diff": diff, "parity_tol": tol, "parity_ok": bool(np.isfinite(diff) and diff <= tol),
             "label_agreement": labels}
-
-
-def tolerance_key(c: Config) -> str:
-    """Which parity tolerance applies: 'int8' for quantized runtimes, else the configuration's dtype."""
-    runtime = runtimes.REGISTRY.get(c.variant)
-    return (runtime.precision if runtime is not None else None) or c.dtype
-
-
-class Workloads:
-    """Builds each model once per dtype (and its TensorFlow twin when asked) and each eager reference once per shape."""
-
-    def __init__(self, seed: int, cache_dir=None):
-        self.seed = seed
-        self.cache_dir = cache_dir
-        self._modules: dict[tuple, Any] = {}
-        self._tf_modules: dict[tuple, Any] = {}
-        self._references: dict[tuple, np.ndarray] = {}
-
-    def __getstate__(self) -> dict:
-        """Pickled (for a replicate's process) without built models or cached outputs."""
-        state = self.__dict__.copy()
-        for k, v in state.items():
-            if isinstance(v, dict) and k.startswith("_"):
-                state[k] = {}
-        return state
-
-    def _torch_module(self, c: Config):
-        mkey = (c.model, c.dtype, c.device)
-        if mkey not in self._modules:
-            self._release()  # one model in memory at a time
-            self._modules[mkey] = models.build_torch(c.model, seed=self.seed, dtype=c.dtype, device=c.device)
-        return self._modules[mkey]
-
-    def _release(self) -> None:
-        self._modules.clear()
-        self._references.clear()
-        if self._tf_modules:
-            self._tf_modules.clear()
-            import tensorflow as tf
-
-            tf.keras.backend.clear_session()
-
-    def workload(self, c: Config, framework: str = "torch") -> models.Workload:
-        """The configuration's model and inputs, as the runtime's framework takes them."""
-        spec = models.spec(c.model)
-        if c.seq_len is not None and spec.max_positions and c.seq_len > spec.max_positions:
-            raise runtimes.RuntimeUnavailable(f"sequence length {c.seq_len} exceeds {c.model}'s "
-                                              f"{spec.max_positions} positions")
-        w = models.torch_workload(c.model, batch_size=c.batch_size, seq_len=c.seq_len, image_size=c.image_size,
-                                  dtype=c.dtype, device=c.device, seed=self.seed, module=self._torch_module(c))
-        w.cache_dir = self.cache_dir
-        if framework == "torch":
-            return w
-        if framework != "tensorflow":
-            raise ValueError(f"unknown framework {framework!r}")
-        if c.dtype != "fp32":
-            raise runtimes.RuntimeUnavailable(f"TensorFlow variants run in fp32 only in this study (asked {c.dtype})")
-        try:
-            import tensorflow  # noqa: F401
-        except ImportError:
-            raise runtimes.RuntimeUnavailable("tensorflow is not installed") from None
-        mkey = (c.model, c.dtype, c.device)
-        if mkey not in self._tf_modules:
-            self._tf_modules[mkey] = models.build_tf_from_torch(c.model, w.module)
-        return models.tf_workload(w, self._tf_modules[mkey])
-
-    def timed_call(self, prepared: runtimes.Prepared, c: Config, w: models.Workload):
-        """What `measure` times: one call on the workload's inputs."""
-        return prepared.call
-
-    def as_array(self, output: Any, runtime: runtimes.Runtime, c: Config) -> np.ndarray:
-        return runtime.to_numpy(output)
-
-    def rates(self, c: Config, w: models.Workload, median_s: float) -> dict[str, Any]:
-        return {"throughput_samples_s": c.batch_size / median_s,
-                "throughput_tokens_s": (w.tokens_per_call / median_s) if w.tokens_per_call else None}
-
-    def work(self, c: Config) -> dict[str, Any]:
-        """FLOPs and bytes of one timed call (roofline.work_per_call), counted once per shape; a model that
-        cannot run on the meta device is counted on this configuration's real model and inputs."""
-        def real():
-            w = self.workload(c)
-            return w.module, w.inputs
-
-        w = roofline.work_per_call(c.model, dtype=c.dtype, batch_size=c.batch_size, seq_len=c.seq_len,
-                                   image_size=c.image_size, real=real)
-        return {"flops_per_call": w.flops, "bytes_per_call": w.bytes}
-
-    def has_reference(self, c: Config) -> bool:
-        return c.shape_key in self._references
-
-    def set_reference(self, c: Config, output: np.ndarray) -> None:
-        self._references[c.shape_key] = output
-
-    def reference(self, c: Config) -> np.ndarray:
-        """Eager PyTorch output on the configuration's inputs, in its dtype."""
-        if c.shape_key not in self._references:
-            w = self.workload(c)
-            eager = runtimes.get(REFERENCE)
-            with eager.context():
-                self._references[c.shape_key] = eager.to_numpy(w.module(*w.inputs))
-        return self._references[c.shape_key]
-
-
-def settings_hash(measure_settings: dict, parity_tolerance: float, seed: int) -> str:
-    """Identifies how a configuration was measured: a re-run with other settings measures it again."""
-    key = json.dumps({"measure": measure_settings, "tolerance": parity_tolerance, "seed": seed}, sort_keys=True)
-    return hashlib.sha256(key.encode()).hexdigest()[:10]
-
-
-def group_name(key: tuple) -> str:
-    """A group's key as text (results rows carry it; configurations with the same one are compared)."""
-    return "|".join("" if v is None else str(v) for v in key)
 
 
 def base_row(c: Config, *, study: str, profile: str, env: dict, settings: str, group_key: str,
@@ -456,40 +320,3 @@ def combine(replicate_rows: list[list[dict]]) -> list[dict]:
                 row[rate] = reps[0][rate] * reps[0]["median_s"] / median
         out.append(row)
     return out
-
-
-def pending_groups(configs: list[Config], *, table: ResultsTable, env: dict, measure_settings: dict,
-                   parity_tolerance: dict[str, float], seed: int, force: bool = False,
-                   group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
-    """The groups a run would measure: those with a configuration not yet measured alike (all when forced)."""
-    todo = pending(configs, table=table, env=env, measure_settings=measure_settings,
-                   parity_tolerance=parity_tolerance, seed=seed, force=force)
-    return groups_to_measure(configs, todo, group_by)
-
-
-def pending(configs: list[Config], *, table: ResultsTable, env: dict, measure_settings: dict,
-            parity_tolerance: dict[str, float], seed: int, force: bool = False) -> list[Config]:
-    """The configurations a run would measure: all when forced, else those without a matching 'ok' row."""
-    if force:
-        return list(configs)
-    latest = table.latest()
-    return [c for c in configs if not measured_alike(
-        latest.get(c.key), env["fingerprint"], settings_hash(measure_settings, parity_tolerance[tolerance_key(c)], seed))]
-
-
-def groups_to_measure(configs: list[Config], todo: list[Config],
-                      group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
-    """Every group with a configuration to measure, whole: its variants are only compared in shared rounds.
-
-    `group_by` names a configuration's group (a study's own `group_by`); by default its shape."""
-    group_by = group_by or (lambda c: c.shape_key)
-
-    def name(c: Config) -> str:  # a runtime that needs a process of its own (Runtime.process_env) gets its own group
-        own = _own_process_env(c)
-        return group_name(group_by(c)) + "".join(f"|{k}={v}" for k, v in sorted(own.items()))
-
-    groups: dict[str, list[Config]] = {}
-    for c in configs:
-        groups.setdefault(name(c), []).append(c)
-    wanted = {name(c) for c in todo}
-    return {k: v for k, v in groups.items() if k in wanted}

@@ -66,7 +66,7 @@ class Runtime:
     def process_env(self, device: str) -> dict[str, str]:
         """Environment variables its process must start with (a setting fixed before the first kernel runs, such as
         cudnn.benchmark): a runtime that names any is measured in a process, and so a group, of its own, compared
-        with its baseline unpaired (sweep.groups_to_measure, sweep.process_env). None by default."""
+        with its baseline unpaired (grouping.groups_to_measure, grouping.process_env). None by default."""
         return {}
 
     def memory_warmup_calls(self, device: str) -> int:

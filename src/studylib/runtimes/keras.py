@@ -12,7 +12,7 @@ Three ways to run a Keras model, per backend:
 predict_on_batch takes numpy and returns numpy: the host copies (and, on a GPU, the transfers) are inside the
 timed call, as a Keras user gets them; the direct call waits for the device (JAX's block_until_ready, CUDA
 synchronize) without copying the output back. The Keras model is handed over by the workload (keras_models.build
-in the configuration's process); its backend is the process's (KERAS_BACKEND, sweep.process_env).
+in the configuration's process); its backend is the process's (KERAS_BACKEND, grouping.process_env).
 """
 
 from __future__ import annotations

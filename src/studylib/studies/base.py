@@ -21,7 +21,8 @@ from ..claims import CLAIM_COLUMNS  # noqa: F401 - a study's claims table has th
 from ..speedups import Comparison
 from ..study_registry import REGISTRY, register, unregister  # noqa: F401 - the studies register through here
 from ..surprises import Expectation
-from ..sweep import Config, Workloads
+from ..sweep import Config
+from ..workloads import Workloads
 
 
 @dataclass

@@ -15,7 +15,7 @@ from .. import roofline, runtimes, surprises
 from .. import speedups as speedups_layer
 from ..config import is_aa, original_of, with_aa
 from ..models import MODELS
-from ..profiles import SKIP_KEYS, Grid, Skip
+from ..schemas import SKIP_KEYS, Grid, Skip
 from ..speedups import Comparison
 from ..sweep import REFERENCE, Config
 from .base import Analysis, Study, register

@@ -21,8 +21,8 @@ from .. import roofline, runtimes, surprises
 from .. import speedups as speedups_layer
 from ..config import is_aa, original_of, with_aa
 from ..models import MODELS
-from ..profiles import Grid
 from ..runtimes.keras import BACKENDS
+from ..schemas import Grid
 from ..speedups import Comparison
 from ..sweep import REFERENCE, Config
 from .base import Analysis, Study, register

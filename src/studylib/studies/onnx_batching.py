@@ -10,7 +10,7 @@ import pandas as pd
 from .. import claims as seedclaims
 from .. import dataset, roofline, runtimes, speedups, surprises
 from ..config import is_aa, original_of, with_aa
-from ..profiles import DataGrid
+from ..schemas import DataGrid
 from ..speedups import Comparison
 from ..sweep import REFERENCE, Config
 from .base import Analysis, Study, register

@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from .. import batching, dataset, roofline, speedups, surprises
 from .. import claims as seedclaims
 from ..config import with_aa
-from ..profiles import DataGrid
+from ..schemas import DataGrid
 from ..speedups import Comparison
 from ..sweep import REFERENCE, Config
 from .base import Analysis, Study, register

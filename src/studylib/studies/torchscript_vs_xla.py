@@ -13,7 +13,7 @@ from .. import roofline, surprises
 from .. import speedups as speedups_layer
 from ..config import aa_of, original_of, with_aa
 from ..models import MODELS
-from ..profiles import Grid
+from ..schemas import Grid
 from ..speedups import Comparison
 from ..sweep import REFERENCE, Config
 from .base import Analysis, Study, register

@@ -1,0 +1,94 @@
+"""Groups: which configurations are measured together, in which process, and which still need measuring.
+
+A group is what a study compares (by default the variants of one shape, or a study's own `group_by`); a runtime
+that needs a process environment of its own (a Keras backend, cuDNN's benchmark flag) gets a group of its own.
+A configuration counts as measured when the results table has an 'ok' row from the same environment and the
+same settings (settings_hash); a group is measured again whole when any of its configurations is not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+
+from . import runtimes
+from .config import Config
+from .results import ResultsTable, measured_alike
+
+
+def process_env(configs: list[Config]) -> dict[str, str]:
+    """Environment variables the process measuring `configs` must start with: KERAS_BACKEND where they name a
+    Keras backend (one per group: a study groups by backend), and USE_TF=0 where that backend is not TensorFlow
+    (transformers would import TensorFlow beside it); and what a runtime needs from process start
+    (Runtime.process_env: eager-cudnn-benchmark's cudnn.benchmark). Configurations needing different ones raise."""
+    backends = {c.backend for c in configs if c.backend is not None}
+    if len(backends) > 1:
+        raise ValueError(f"one process cannot run Keras backends {sorted(backends)} (Keras fixes it at import)")
+    own = {tuple(sorted(_own_process_env(c).items())) for c in configs}
+    if len(own) > 1:
+        raise ValueError(f"one process cannot start with {sorted(own)} (settings fixed at process start)")
+    env = dict(own.pop()) if own else {}
+    if not backends:
+        return env
+    backend = backends.pop()
+    return env | {"KERAS_BACKEND": backend} | ({"USE_TF": "0"} if backend != "tensorflow" else {})
+
+
+def _own_process_env(c: Config) -> dict[str, str]:
+    runtime = runtimes.REGISTRY.get(c.variant)
+    return runtime.process_env(c.device) if runtime is not None else {}
+
+
+def tolerance_key(c: Config) -> str:
+    """Which parity tolerance applies: 'int8' for quantized runtimes, else the configuration's dtype."""
+    runtime = runtimes.REGISTRY.get(c.variant)
+    return (runtime.precision if runtime is not None else None) or c.dtype
+
+
+def settings_hash(measure_settings: dict, parity_tolerance: float, seed: int) -> str:
+    """Identifies how a configuration was measured: a re-run with other settings measures it again."""
+    key = json.dumps({"measure": measure_settings, "tolerance": parity_tolerance, "seed": seed}, sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:10]
+
+
+def group_name(key: tuple) -> str:
+    """A group's key as text (results rows carry it; configurations with the same one are compared)."""
+    return "|".join("" if v is None else str(v) for v in key)
+
+
+def pending_groups(configs: list[Config], *, table: ResultsTable, env: dict, measure_settings: dict,
+                   parity_tolerance: dict[str, float], seed: int, force: bool = False,
+                   group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
+    """The groups a run would measure: those with a configuration not yet measured alike (all when forced)."""
+    todo = pending(configs, table=table, env=env, measure_settings=measure_settings,
+                   parity_tolerance=parity_tolerance, seed=seed, force=force)
+    return groups_to_measure(configs, todo, group_by)
+
+
+def pending(configs: list[Config], *, table: ResultsTable, env: dict, measure_settings: dict,
+            parity_tolerance: dict[str, float], seed: int, force: bool = False) -> list[Config]:
+    """The configurations a run would measure: all when forced, else those without a matching 'ok' row."""
+    if force:
+        return list(configs)
+    latest = table.latest()
+    return [c for c in configs if not measured_alike(
+        latest.get(c.key), env["fingerprint"], settings_hash(measure_settings, parity_tolerance[tolerance_key(c)], seed))]
+
+
+def groups_to_measure(configs: list[Config], todo: list[Config],
+                      group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
+    """Every group with a configuration to measure, whole: its variants are only compared in shared rounds.
+
+    `group_by` names a configuration's group (a study's own `group_by`); by default its shape."""
+    group_by = group_by or (lambda c: c.shape_key)
+
+    def name(c: Config) -> str:  # a runtime that needs a process of its own (Runtime.process_env) gets its own group
+        own = _own_process_env(c)
+        return group_name(group_by(c)) + "".join(f"|{k}={v}" for k, v in sorted(own.items()))
+
+    groups: dict[str, list[Config]] = {}
+    for c in configs:
+        groups.setdefault(name(c), []).append(c)
+    wanted = {name(c) for c in todo}
+    return {k: v for k, v in groups.items() if k in wanted}

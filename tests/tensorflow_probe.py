@@ -1,0 +1,63 @@
+"""One process with TensorFlow for every test that checks it against PyTorch (study 02's twin, seed 001's micro-ops):
+importing TensorFlow and PyTorch together costs seconds, paid once per test session (conftest's `tensorflow_probe`).
+
+Each check is a script that leaves its result in `out`; the process prints them all as one JSON line."""
+
+import json
+import os
+import subprocess
+import sys
+
+# Study 02: the TensorFlow twins hold the PyTorch weights (eager and XLA), and thread settings reach both frameworks.
+TWIN = r"""
+from studylib import models, runtimes
+from studylib.threads import apply_threads
+apply_threads(1, ("torch", "tensorflow"))
+import tensorflow as tf, torch
+from studylib import environment
+out = {"threads": environment.capture()["threads"], "diffs": {}}
+for name in ("bert-tiny", "distilbert-tiny", "gpt2-tiny"):
+    w = models.torch_workload(name, batch_size=2, seq_len=12, seed=5)
+    with torch.inference_mode():
+        ref = w.module(*w.inputs).numpy()
+    twin = models.tf_workload(w, models.build_tf_from_torch(name, w.module))
+    xla = runtimes.get("tf-xla").prepare(twin)
+    eager_tf = np.asarray(twin.module(*twin.inputs))
+    xla_out = np.asarray(xla.call())
+    out["diffs"][name] = [float(np.abs(eager_tf - ref).max()), float(np.abs(xla_out - ref).max()),
+                          float(np.abs(ref).max()), xla.compilations()]
+"""
+
+# Seed 001: the micro-ops (argmax, strided gather) agree exactly between PyTorch, TorchScript and TensorFlow.
+OPS = r"""
+from studylib import models, runtimes
+out = {}
+for name in ("op-argmax", "op-gather"):
+    w = models.torch_workload(name, batch_size=3, seq_len=10, seed=2)
+    ref = runtimes.get("eager").to_numpy(w.module(*w.inputs))
+    tfw = models.tf_workload(w, models.build_tf_from_torch(name, w.module))
+    outs = {}
+    for variant in ("tf-eager", "tf-function", "tf-xla"):
+        r = runtimes.get(variant)
+        outs[variant] = float(np.abs(r.to_numpy(r.prepare(tfw).call()) - ref).max())
+    ts = runtimes.get("torchscript")
+    with ts.context():
+        outs["torchscript"] = float(np.abs(ts.to_numpy(ts.prepare(w).call()) - ref).max())
+    out[name] = {"diffs": outs, "shape": list(ref.shape)}
+"""
+
+CHECKS = {"twin": TWIN, "ops": OPS}
+
+
+def run_checks() -> dict:
+    """Every check of CHECKS in one new process with TensorFlow importable: {check: its `out`}."""
+    parts = ["import json", "import numpy as np", "results = {}"]
+    for name, script in CHECKS.items():
+        parts += [f"def _{name}():", *("    " + line for line in script.strip().splitlines()), "    return out",
+                  f"results[{name!r}] = _{name}()"]
+    parts.append('print("RESULT" + json.dumps(results))')
+    env = {k: v for k, v in os.environ.items() if k not in ("USE_TF", "USE_TORCH")} | {"TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run([sys.executable, "-c", "\n".join(parts)], capture_output=True, text=True, env=env,
+                          timeout=400)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads([x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1][len("RESULT"):])
