@@ -181,14 +181,14 @@ def test_an_aa_copy_is_its_variant_prepared_again_on_its_own_model():
 def test_the_profiles_aa_setting_decides_which_copies_each_study_runs():
     from collections import Counter
 
-    from studylib import profiles, run
+    from studylib import profiles, study_registry
     from studylib.config import is_aa, original_of
 
     def copies(name):
         loaded = profiles.load(name)
         out = Counter()
         for nb in loaded.notebooks():
-            grid = run.grid(loaded, nb)
+            grid = study_registry.grid(loaded, nb)
             keys = {c.key for c in grid}
             for i, c in enumerate(grid):
                 if is_aa(c.variant):

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from answer_numbers import answer_numbers_missing
-from studylib import paths, profiles, run
+from studylib import paths, profiles, run, study_registry
 from studylib.results import ResultsTable
 from studylib.studies import STUDIES
 
@@ -61,7 +61,7 @@ class Report:
 
     def planned(self, notebook: str) -> set[str]:
         """The configuration keys the profile asks of a notebook (what its results table must hold)."""
-        return {c.key for c in run.grid(self.loaded, notebook)}
+        return {c.key for c in study_registry.grid(self.loaded, notebook)}
 
     def section(self, notebook: str):
         return self.loaded.sections[notebook]

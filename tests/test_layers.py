@@ -80,3 +80,49 @@ def test_no_module_is_over_400_lines():
     lengths = {p.relative_to(SRC).as_posix(): len(p.read_text().splitlines()) for p in _modules()}
     too_long = {name: n for name, n in lengths.items() if n > MAX_LINES}
     assert not too_long, too_long
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the studylib modules it imports, at the top or inside a function (a deferred import that works
+    around a circle is still a circle)."""
+    def name(p: Path) -> str:
+        parts = list(p.relative_to(SRC.parent).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    mods = {name(p): p for p in _modules()}
+    graph = {}
+    for m, p in mods.items():
+        package = m.split(".") if p.name == "__init__.py" else m.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(_tree(p)):
+            if isinstance(node, ast.ImportFrom):
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else [])) \
+                    if node.level else (node.module or "")
+                for alias in node.names:
+                    deps.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in mods else base)
+            elif isinstance(node, ast.Import):
+                deps.update(alias.name for alias in node.names)
+        graph[m] = {d for d in deps if d in mods and d != m}
+    return graph
+
+
+def test_the_import_graph_has_no_circle():
+    """No module reaches itself through imports, deferred ones included (issue 31: a circle of 18 modules and
+    57 imports inside functions working around it)."""
+    graph, circles = _import_graph(), []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                circles.append(path[path.index(d):] + [d] if d in path else [m, d])
+            elif d not in state:
+                visit(d, [*path, d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not circles, " ; ".join(" -> ".join(c) for c in circles)
+    assert len(graph) > 50 and graph["studylib.speedups"] >= {"studylib.variance", "studylib.config"}

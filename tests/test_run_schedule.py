@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from studylib import profiles, replicates, run
+from studylib import profiles, replicates, run, study_registry
 from studylib.files import read_json
 
 
@@ -75,6 +75,6 @@ def test_an_early_pass_process_leaves_one_replicate_in_parts_and_the_table_empty
     assert parts and all(p.name.endswith(".r0.json") for p in parts)
     loaded = profiles.load("smoke")
     rows = [row for p in parts for row in read_json(p)["rows"]]
-    assert {r["config_key"] for r in rows} == {c.key for c in run.grid(loaded, notebook)}
+    assert {r["config_key"] for r in rows} == {c.key for c in study_registry.grid(loaded, notebook)}
     assert all(read_json(p)["run_id"] == "run-x" for p in parts) and all(r["status"] == "ok" for r in rows)
     assert not (outputs / "smoke" / "results" / f"{notebook}.jsonl").exists()  # combined only with both replicates

@@ -95,9 +95,10 @@ BACKEND_SCRIPT = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     from studylib import keras_models, runtimes, sweep
+    from studylib.runtimes import keras_process
     cache = Path(sys.argv[1])
     w = keras_models.KerasWorkloads(0, cache_dir=cache)
-    out = {"backend": keras_models.backend()}
+    out = {"backend": keras_process.backend()}
     for variant, model, seq, image in ((f"keras-{out['backend']}", "bert-tiny", 16, None),
                                        (f"keras-{out['backend']}-call", "resnet-50", None, 32)):
         c = sweep.Config(model, variant, "fp32", 2, "cpu", 2, seq_len=seq, image_size=image, backend=out["backend"])

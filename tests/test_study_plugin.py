@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from studylib import profiles, run, summary
+from studylib import profiles, study_registry, summary
 from studylib.studies import STUDIES, unregister
 
 TOY = "99_toy_study"
@@ -104,7 +104,7 @@ def test_its_profile_section_is_validated_by_its_own_schema(toy, tmp_path):
     _, path = toy
     loaded = profiles.load(str(path))
     assert type(loaded.sections[TOY]).__name__ == "ToySection"
-    assert [(c.variant, c.batch_size) for c in run.grid(loaded, TOY)] == [("eager", 1), ("eager-aa", 1),
+    assert [(c.variant, c.batch_size) for c in study_registry.grid(loaded, TOY)] == [("eager", 1), ("eager-aa", 1),
                                                                         ("torchscript", 1)]
     bad = tmp_path / "bad.yaml"
     bad.write_text(PROFILE.replace("variants: [eager, torchscript]", "variants: [eager, tf-xla]"))
@@ -123,7 +123,7 @@ def test_it_is_planned_measured_and_summarised(toy, capsys):
 
     loaded = profiles.load(str(path))
     ctx = study.start(TOY, profiles.notebook_parameters(loaded, TOY) | {"profile": "toy"})
-    df = ctx.run(run.grid(loaded, TOY))
+    df = ctx.run(study_registry.grid(loaded, TOY))
     assert list(df.status) == ["ok"] * 3 and set(df.variant) == {"eager", "eager-aa", "torchscript"}, list(df.error)
 
     claims = summary.claims(["toy"])

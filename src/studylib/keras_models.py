@@ -28,46 +28,10 @@ import numpy as np
 from . import models, runtimes, sweep
 from .runtimes.base import RuntimeUnavailable
 from .runtimes.keras import BACKENDS  # noqa: F401 - the backends, in their processes' order
+from .runtimes.keras_process import backend, check_backend, keras_module, to_numpy
 from .workloads import Workloads
 
 KERAS_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-
-
-def keras_module(flavour: str = "keras"):
-    """Keras 3 (`keras`, on this process's backend) or Keras 2 (`keras2`: tf-keras, TensorFlow only)."""
-    if flavour == "keras2":
-        try:
-            import tf_keras
-        except ImportError:
-            raise RuntimeUnavailable("tf-keras (Keras 2) is not installed") from None
-        return tf_keras
-    from .threads import tensorflow_start_up_log
-
-    try:
-        with tensorflow_start_up_log():  # Keras imports TensorFlow where it is installed, whatever the backend
-            import keras
-    except ImportError:
-        raise RuntimeUnavailable("keras 3 is not installed") from None
-    return keras
-
-
-def backend() -> str:
-    """The Keras 3 backend this process runs (importing Keras fixes it)."""
-    return keras_module().backend.backend()
-
-
-def check_backend(wanted: str) -> None:
-    """Raise RuntimeUnavailable unless this process's Keras runs `wanted` (a process runs one backend)."""
-    if wanted == "jax":
-        try:
-            import jax  # noqa: F401
-        except ImportError:
-            raise RuntimeUnavailable("jax is not installed (pip install jax; the lock pins it)") from None
-    os.environ.setdefault("KERAS_BACKEND", wanted)  # takes effect only if Keras is not imported yet
-    found = backend()
-    if found != wanted:
-        raise RuntimeUnavailable(f"this process's Keras runs the {found} backend; {wanted} needs a process of its own "
-                                 f"(KERAS_BACKEND={wanted})")
 
 
 @contextlib.contextmanager
@@ -207,13 +171,6 @@ def save_reference(cache_dir: Path, key: str, output: np.ndarray, made_by: str) 
     tmp = path.with_name(path.name + ".tmp.npz")
     np.savez(tmp, output=output, backend=np.asarray(made_by))
     os.replace(tmp, path)
-
-
-def to_numpy(output: Any) -> np.ndarray:
-    """A Keras output (numpy from predict_on_batch, or a backend tensor) as float64 numpy."""
-    if not isinstance(output, np.ndarray):
-        output = keras_module().ops.convert_to_numpy(output)
-    return np.asarray(output).astype("float64")
 
 
 def _is_keras(c: sweep.Config) -> bool:

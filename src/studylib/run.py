@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from . import paths, profiles, runlock
+from . import paths, profiles, runlock, study_registry
 from .files import read_json, write_json_atomic
 from .threads import OMP_WAIT_POLICY
 
@@ -51,14 +51,6 @@ def select_notebooks(loaded: profiles.LoadedProfile, wanted: list[str] | None) -
     return list(wanted)
 
 
-def grid(loaded: profiles.LoadedProfile, notebook: str) -> list:
-    """Every configuration of a notebook's section in the profile, in the study's order."""
-    from .studies import STUDIES
-
-    p = loaded.profile
-    return STUDIES[notebook].configs(loaded.sections[notebook], device=p.device, threads=p.threads)
-
-
 def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False):
     """(all configurations of a notebook, those a run would measure now) — what `plan` and the bar show.
 
@@ -69,7 +61,7 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
 
     params = profiles.notebook_parameters(loaded, notebook)
     study = STUDIES[notebook]
-    configs = grid(loaded, notebook)
+    configs = study_registry.grid(loaded, notebook)
     table = ResultsTable(paths.results_dir(loaded.name) / f"{notebook}.jsonl")
     from .gpu import policy
 
@@ -241,7 +233,7 @@ def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False
 
 def run_summary() -> int:
     """Execute the cross-hardware summary over every profile with results; 0 when it ran, 1 otherwise."""
-    from .summary import NOTEBOOK
+    NOTEBOOK = paths.SUMMARY_NOTEBOOK  # noqa: N806 - the summary notebook's id
 
     entry = _papermill(NOTEBOOK, paths.summary_dir() / "executed", {})
     write_json_atomic(paths.summary_dir() / "run.json", {NOTEBOOK: entry})

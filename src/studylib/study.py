@@ -8,7 +8,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import environment, gpu, grouping, limits, paths, profiles, replicates, run_shift, runlock, schemas, sweep
+from . import (
+    environment,
+    gpu,
+    grouping,
+    limits,
+    paths,
+    profiles,
+    replicates,
+    run_shift,
+    runlock,
+    schemas,
+    study_registry,
+    sweep,
+)
 from .files import read_json, write_json_atomic
 from .results import ResultsTable
 from .threads import apply_threads
@@ -205,11 +218,10 @@ def measure_replicate(profile: str, notebook: str, replicate: int, *, force: boo
     0 … k-2 of every notebook before it executes any, so that a group's replicates lie far apart in time
     (replicates.py); the notebook then measures its last replicate and combines the parts."""
     from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
-    from .run import grid
 
     loaded = profiles.load(profile)
     ctx = start(notebook, profiles.notebook_parameters(loaded, notebook) | {"force": force})
-    ctx._measure(grid(loaded, notebook), only_replicate=replicate)
+    ctx._measure(study_registry.grid(loaded, notebook), only_replicate=replicate)
 
 
 if __name__ == "__main__":

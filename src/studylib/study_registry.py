@@ -28,6 +28,12 @@ def unregister(notebook: str) -> None:
     REGISTRY.pop(notebook, None)
 
 
+def grid(loaded: Any, notebook: str) -> list:
+    """Every configuration of a notebook's section in a loaded profile (profiles.LoadedProfile), in the study's order."""
+    p = loaded.profile
+    return studies()[notebook].configs(loaded.sections[notebook], device=p.device, threads=p.threads)
+
+
 def studies() -> dict[str, Any]:
     """The registered studies; a clear error where none is (the caller has not imported `studylib.studies`)."""
     if not REGISTRY:

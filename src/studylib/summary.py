@@ -11,7 +11,7 @@ import os
 
 import pandas as pd
 
-from . import advice, answer, environment, gpu_paths, limits, paths, profiles
+from . import advice, answer, environment, gpu_paths, limits, paths, profiles, study_registry
 from . import claims as claims_registry
 from .files import read_json
 from .profiles import RESERVED
@@ -37,9 +37,7 @@ def _grid_keys(profile: str, notebook: str) -> set[str] | None:
         loaded = profiles.load(profile)
     except profiles.ProfileError:
         return None
-    from .run import grid
-
-    return {c.key for c in grid(loaded, notebook)} if notebook in loaded.sections else None
+    return {c.key for c in study_registry.grid(loaded, notebook)} if notebook in loaded.sections else None
 
 
 def results(profile: str, notebook: str) -> pd.DataFrame:

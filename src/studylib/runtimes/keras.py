@@ -18,6 +18,7 @@ in the configuration's process); its backend is the process's (KERAS_BACKEND, gr
 from __future__ import annotations
 
 from .base import Prepared, Runtime, RuntimeUnavailable
+from .keras_process import check_backend, keras_module, to_numpy
 
 BACKENDS = ("torch", "tensorflow", "jax")  # Keras 3's, in the order study 05 runs their processes
 CALLS = {"predict": "", "jit": "-jit", "call": "-call"}
@@ -36,8 +37,6 @@ class KerasRuntime(Runtime):
         return self.backend == "torch" and self.call == "jit"  # Keras's jit_compile on torch is torch.compile
 
     def warm_up(self) -> float:
-        from ..keras_models import check_backend
-
         check_backend(self.backend)
         if self.uses_dynamo:  # Keras's layers make dynamo warn per graph break and recompile; the row counts them
             import logging
@@ -50,8 +49,6 @@ class KerasRuntime(Runtime):
         return 0.0
 
     def prepare(self, workload) -> Prepared:
-        from ..keras_models import check_backend
-
         check_backend(self.backend)
         model = workload.module
         if self.call == "call":
@@ -104,8 +101,6 @@ class KerasRuntime(Runtime):
 
     @staticmethod
     def to_numpy(output):
-        from ..keras_models import to_numpy
-
         return to_numpy(output)
 
 
@@ -118,8 +113,6 @@ class Keras2Runtime(Runtime):
     backend = "tensorflow"
 
     def warm_up(self) -> float:
-        from ..keras_models import keras_module
-
         keras_module("keras2")
         return 0.0
 
