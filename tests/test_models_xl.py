@@ -80,13 +80,13 @@ def test_sequence_limits():
 
 @pytest.mark.parametrize("name", TINY)
 def test_work_per_call_is_counted(name):
-    from studylib import roofline
+    from studylib import work as counting
 
     def real():
         w = models.torch_workload(name, batch_size=1, seq_len=16)
         return w.module, w.inputs
 
-    work = roofline.work_per_call(name, dtype="fp32", batch_size=1, seq_len=16, real=real)
+    work = counting.work_per_call(name, dtype="fp32", batch_size=1, seq_len=16, real=real)
     # at least the two layers' projections and feed-forward: 2 FLOPs per multiply-add, 16 tokens
     hidden, inner = 64, 128
     assert work.flops >= 2 * 16 * 2 * (4 * hidden * hidden + 2 * hidden * inner)
@@ -110,11 +110,11 @@ def test_tensorflow_twin_holds_the_same_weights():
 
 def test_plan_costs_follow_the_models_work():
     """The plan's per-call cost factor against the work counted on the meta device (XLNet) or from XLM's config."""
-    from studylib import roofline
+    from studylib import work as counting
     from studylib.config import Config
     from studylib.studies import torchscript_vs_xla as s02
 
-    bert, xlnet = (roofline.count(roofline._meta_model(n, "fp32"),
+    bert, xlnet = (counting.count(counting._meta_model(n, "fp32"),
                                   models.torch_inputs(n, batch_size=1, seq_len=128, device="meta"))
                    for n in ("bert-base", "xlnet-base"))
     assert models.spec("xlnet-base").cost == pytest.approx(xlnet.flops / bert.flops, rel=0.1)

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from studylib import environment, limits, models, plots, replicates, roofline, sweep
+from studylib import work as counting
 from studylib.results import ResultsTable
 
 MEASURE = {"warmup_calls": 0, "min_rounds": 6, "max_rounds": 8, "min_time_s": 0.0, "target_ci_pct": 50.0,
@@ -55,7 +56,7 @@ def _resnet_basic_hand_count(config: dict, image: int) -> int:
 def test_bert_flops_match_the_hand_count():
     config = models.spec("bert-tiny").config
     for batch, seq in ((1, 8), (2, 16), (3, 64)):
-        work = roofline.work_per_call("bert-tiny", dtype="fp32", batch_size=batch, seq_len=seq)
+        work = counting.work_per_call("bert-tiny", dtype="fp32", batch_size=batch, seq_len=seq)
         assert work.flops == pytest.approx(_bert_hand_count(config, batch, seq), rel=0.02)
         params = sum(p.numel() for p in models.build_torch("bert-tiny").parameters())
         assert work.weight_bytes >= 4 * params and work.activation_bytes > 0
@@ -63,7 +64,7 @@ def test_bert_flops_match_the_hand_count():
 
 def test_resnet_flops_match_the_hand_count():
     config = models.spec("resnet-tiny").config
-    work = roofline.work_per_call("resnet-tiny", dtype="fp32", batch_size=2, image_size=32)
+    work = counting.work_per_call("resnet-tiny", dtype="fp32", batch_size=2, image_size=32)
     assert work.flops == pytest.approx(2 * _resnet_basic_hand_count(config, 32), rel=0.02)
 
 
@@ -71,19 +72,19 @@ def test_a_model_meta_cannot_run_is_counted_on_the_real_one():
     """DistilBERT's attention cannot run on the meta device: its count comes from the real model, the same."""
     module = models.build_torch("distilbert-tiny")
     inputs = models.torch_inputs("distilbert-tiny", batch_size=2, seq_len=8)
-    work = roofline.work_per_call("distilbert-tiny", dtype="fp32", batch_size=2, seq_len=8,
+    work = counting.work_per_call("distilbert-tiny", dtype="fp32", batch_size=2, seq_len=8,
                                   real=lambda: (module, inputs))
-    assert work == roofline.count(module, inputs) and work.flops > 0
+    assert work == counting.count(module, inputs) and work.flops > 0
 
 
 def test_pass_work_counts_padding_and_the_useful_part():
     """Per-text counts come from a quadratic fitted on four lengths: they equal direct counts."""
     lengths = [3, 5, 9, 12, 17, 20, 31]
-    works = roofline.per_text("bert-tiny", "fp32", lengths)
+    works = counting.per_text("bert-tiny", "fp32", lengths)
     for n in (5, 20):
-        assert works[n] == roofline.work_per_call("bert-tiny", dtype="fp32", batch_size=1, seq_len=n)
+        assert works[n] == counting.work_per_call("bert-tiny", dtype="fp32", batch_size=1, seq_len=n)
     batches = [(2, 5), (3, 20), (2, 31)]  # (texts, padded length)
-    work = roofline.pass_work("bert-tiny", "fp32", batches, lengths)
+    work = counting.pass_work("bert-tiny", "fp32", batches, lengths)
     assert work["flops_per_call"] == sum(b * works[n].flops for b, n in batches)
     assert work["useful_flops_per_call"] == sum(works[n].flops for n in lengths)
     assert work["bytes_per_call"] > 3 * works[5].weight_bytes  # weights read once per batch
@@ -216,7 +217,7 @@ def test_measured_rows_carry_their_work(tmp_path):
     rows = replicates.measure(configs, study="t", profile="t", env=environment.capture("t"),
                               table=ResultsTable(tmp_path / "t.jsonl"), measure_settings=MEASURE,
                               parity_tolerance=TOLERANCE, in_process=True)
-    expected = roofline.work_per_call("bert-tiny", dtype="fp32", batch_size=2, seq_len=8)
+    expected = counting.work_per_call("bert-tiny", dtype="fp32", batch_size=2, seq_len=8)
     for r in rows:
         assert r["status"] == "ok", r["error"]
         assert (r["flops_per_call"], r["bytes_per_call"]) == (expected.flops, expected.bytes)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import stored_row
-from studylib import environment, models, replicates, runtimes, surprises, sweep
+from studylib import environment, models, profiling, replicates, runtimes, surprises, sweep
 from studylib.results import ResultsTable, validated
 from studylib.runtimes.pytorch import TorchEager
 from studylib.studies import STUDIES, Analysis
@@ -99,8 +99,8 @@ def test_torch_profile_of_one_call():
     w = models.torch_workload("bert-tiny", batch_size=2, seq_len=8)
     with torch.inference_mode():
         w.module(*w.inputs)
-        ops, note = surprises.torch_profile(lambda: w.module(*w.inputs))
-    assert 0 < len(ops) <= surprises.TOP
+        ops, note = profiling.torch_profile(lambda: w.module(*w.inputs))
+    assert 0 < len(ops) <= profiling.TOP
     assert all(isinstance(o["op"], str) and o["op"] and o["self_ms"] >= 0 and o["calls"] >= 1 for o in ops)
     assert [o["self_ms"] for o in ops] == sorted((o["self_ms"] for o in ops), reverse=True)
     assert any("addmm" in o["op"] or "linear" in o["op"] or "matmul" in o["op"] for o in ops), ops
@@ -118,7 +118,7 @@ def test_ort_profile_totals_keep_the_profiled_call():
               {"cat": "Node", "name": "b_kernel_time", "ts": 240, "dur": 10, "args": {"op_name": "Gelu"}}]
     totals, runs = runtimes.onnxrt.profile_totals(events)
     assert runs == 1 and totals == {"MatMul": [30e-6, 1], "Gelu": [10e-6, 1]}
-    ops = surprises.top_ops(totals)
+    ops = profiling.top_ops(totals)
     assert [o["op"] for o in ops] == ["MatMul", "Gelu"] and ops[0]["self_pct"] == pytest.approx(75)
 
 
@@ -131,16 +131,16 @@ def test_ort_profile_of_one_call(tmp_path):
     runtime = runtimes.get("ort")
     prepared = runtime.prepare(w)
     session = prepared.fn.session
-    ops, note = surprises.profile_prepared(runtime, prepared, prepared.call, "cpu")
+    ops, note = profiling.profile_prepared(runtime, prepared, prepared.call, "cpu")
     assert prepared.fn.session is session
-    assert 0 < len(ops) <= surprises.TOP and any(o["op"] == "MatMul" for o in ops), ops
+    assert 0 < len(ops) <= profiling.TOP and any(o["op"] == "MatMul" for o in ops), ops
     assert all(o["calls"] >= 1 and o["self_ms"] >= 0 for o in ops)
     assert "ONNX Runtime's profiler" in note and "1 model run(s)" in note
     assert not list(Path.cwd().glob("ort_*.json"))  # the profile was written to a temporary directory, removed
 
 
 def test_tensorflow_is_noted_not_profiled():
-    ops, note = surprises.profile_prepared(runtimes.get("tf-eager"), runtimes.Prepared(lambda: None, (), None),
+    ops, note = profiling.profile_prepared(runtimes.get("tf-eager"), runtimes.Prepared(lambda: None, (), None),
                                            lambda: None, "cpu")
     assert ops is None and note.startswith("not profiled")
 
@@ -174,7 +174,7 @@ def test_a_measured_surprise_stores_both_profiles(tmp_path, monkeypatch):
     by = {r["variant"]: r for r in rows}
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
     for v in ("eager", "slow-eager"):
-        assert 0 < len(by[v]["profile_top_ops"]) <= surprises.TOP
+        assert 0 < len(by[v]["profile_top_ops"]) <= profiling.TOP
         assert "slow-eager over eager was expected faster" in by[v]["profile_note"]
         assert "torch.profiler" in by[v]["profile_note"]
     assert by["eager-aa"]["profile_top_ops"] is None and by["eager-aa"]["profile_note"] is None

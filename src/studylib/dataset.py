@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import batching, corpus, models, roofline, runtimes, tokenization
+from . import batching, corpus, models, runtimes, tokenization, work
 from .config import REFERENCE, Config
 from .workloads import Workloads
 
@@ -182,14 +182,14 @@ class DatasetWorkloads(Workloads):
         return self._unbatched[key]
 
     def work(self, c: Config) -> dict[str, Any]:
-        """FLOPs and bytes of one pass (roofline.pass_work): every batch at its padded length, and the useful
+        """FLOPs and bytes of one pass (work.pass_work): every batch at its padded length, and the useful
         FLOPs of each text at its own length."""
         def real(length: int):
             return self._torch_module(c), models.torch_inputs(c.model, batch_size=1, seq_len=length, dtype=c.dtype,
                                                               device=c.device, seed=self.seed)
 
         p = self._pass(c)
-        return roofline.pass_work(c.model, c.dtype, [(len(b.indices), b.length) for b in p.plan],
+        return work.pass_work(c.model, c.dtype, [(len(b.indices), b.length) for b in p.plan],
                                   self.data.lengths.tolist(), real)
 
     def rates(self, c: Config, w: models.Workload, median_s: float) -> dict[str, Any]:

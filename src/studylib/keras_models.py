@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from . import models, runtimes, sweep
+from . import models, runtimes
+from .config import Config
 from .runtimes.base import RuntimeUnavailable
 from .runtimes.keras import BACKENDS  # noqa: F401 - the backends, in their processes' order
 from .runtimes.keras_process import backend, check_backend, keras_module, to_numpy
@@ -173,7 +174,7 @@ def save_reference(cache_dir: Path, key: str, output: np.ndarray, made_by: str) 
     os.replace(tmp, path)
 
 
-def _is_keras(c: sweep.Config) -> bool:
+def _is_keras(c: Config) -> bool:
     return runtimes.family(c.variant) == "keras"
 
 
@@ -192,7 +193,7 @@ class KerasWorkloads(Workloads):
             keras_module().backend.clear_session()
         super()._release()
 
-    def workload(self, c: sweep.Config, framework: str = "torch") -> models.Workload:
+    def workload(self, c: Config, framework: str = "torch") -> models.Workload:
         if framework not in ("keras", "keras2"):
             return super().workload(c, framework)
         s = models.spec(c.model)
@@ -212,20 +213,20 @@ class KerasWorkloads(Workloads):
                                c.seq_len if s.kind == "text" else None, c.image_size if s.kind == "vision" else None,
                                framework=framework, cache_dir=self.cache_dir)
 
-    def _reference_key(self, c: sweep.Config) -> str:
+    def _reference_key(self, c: Config) -> str:
         size = f"s{c.seq_len}" if c.seq_len is not None else f"i{c.image_size}"
         return f"{c.model}-{c.dtype}-{c.device}-b{c.batch_size}-{size}-seed{self.seed}"
 
-    def has_reference(self, c: sweep.Config) -> bool:
+    def has_reference(self, c: Config) -> bool:
         return (c.shape_key, "keras") in self._references if _is_keras(c) else super().has_reference(c)
 
-    def set_reference(self, c: sweep.Config, output: np.ndarray) -> None:
+    def set_reference(self, c: Config, output: np.ndarray) -> None:
         if _is_keras(c):
             self._references[(c.shape_key, "keras")] = output
         else:
             super().set_reference(c, output)
 
-    def reference(self, c: sweep.Config) -> np.ndarray:
+    def reference(self, c: Config) -> np.ndarray:
         """Keras variants: the shape's saved Keras output; the first process to need it makes it (a direct call
         on its backend, in the configuration's dtype) and saves it for the others."""
         if not _is_keras(c):

@@ -34,6 +34,11 @@ def profile_dir(profile: str) -> Path:
     return outputs_root() / profile
 
 
+def manifest_path(profile: str) -> Path:
+    """A profile's run manifest: per notebook, its status, time, failing cell and error (written by `run`)."""
+    return profile_dir(profile) / "run.json"
+
+
 def executed_dir(profile: str) -> Path:
     return profile_dir(profile) / "executed"
 

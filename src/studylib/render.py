@@ -8,7 +8,6 @@ from pathlib import Path
 from . import paths, seeds
 from .files import read_json, write_text_atomic
 from .profiles import RESERVED
-from .run import manifest_path
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -84,7 +83,7 @@ def _summary_section() -> str:
 
 def _profile_section(profile_dir: Path) -> str:
     profile = profile_dir.name
-    manifest = read_json(manifest_path(profile), {}) or {}
+    manifest = read_json(paths.manifest_path(profile), {}) or {}
     env = read_json(paths.results_dir(profile) / "env.json")
     rows = [_entry_row(e, name, f"{profile}/html/{name}.html", paths.html_dir(profile) / f"{name}.html",
                        _headline(profile, name) if e.get("status") == "ok" else "")
@@ -125,7 +124,7 @@ def index() -> Path:
     """outputs/index.html: every profile found under outputs/, its notebooks, status, run time, environment."""
     root = paths.outputs_root()
     profiles = sorted(p for p in root.iterdir() if p.is_dir() and p.name not in RESERVED
-                      and manifest_path(p.name).exists()) if root.exists() else []
+                      and paths.manifest_path(p.name).exists()) if root.exists() else []
     sections = "\n".join(_profile_section(p) for p in profiles) or "<p>No profile has results yet.</p>"
     sections = sections + _summary_section()
     page = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Inference-speed study</title>'

@@ -25,10 +25,6 @@ from .threads import OMP_WAIT_POLICY
 KERNEL = "studylib"
 
 
-def manifest_path(profile: str):
-    return paths.profile_dir(profile) / "run.json"
-
-
 def kernel_name() -> str:
     """The project's registered kernel, or the current interpreter's own when it is not registered."""
     from jupyter_client.kernelspec import find_kernel_specs
@@ -213,14 +209,14 @@ def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False
     names = select_notebooks(loaded, notebooks)
     with runlock.hold(loaded.name, f"studylib run --profile {loaded.name}"), _run_id():
         early = early_replicates(profile, loaded, names, force=force)
-        manifest = read_json(manifest_path(loaded.name), {}) or {}
+        manifest = read_json(paths.manifest_path(loaded.name), {}) or {}
         failed = 0
         for nb in tqdm(names, desc=f"notebooks [{loaded.name}]", unit="nb", file=sys.stderr, ascii=True):
             entry = execute(loaded, nb, force=force)
             if nb in early:  # the seconds its earlier replicates took, before the notebooks ran
                 entry["early_replicates_s"] = early[nb]
             manifest[nb] = entry
-            write_json_atomic(manifest_path(loaded.name), manifest)
+            write_json_atomic(paths.manifest_path(loaded.name), manifest)
             if entry["status"] != "ok":
                 failed += 1
                 print(f"{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}", file=sys.stderr)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from . import models, roofline, runtimes
+from . import models, runtimes, work
 from .config import REFERENCE, Config
 
 
@@ -85,13 +85,13 @@ class Workloads:
                 "throughput_tokens_s": (w.tokens_per_call / median_s) if w.tokens_per_call else None}
 
     def work(self, c: Config) -> dict[str, Any]:
-        """FLOPs and bytes of one timed call (roofline.work_per_call), counted once per shape; a model that
+        """FLOPs and bytes of one timed call (work.work_per_call), counted once per shape; a model that
         cannot run on the meta device is counted on this configuration's real model and inputs."""
         def real():
             w = self.workload(c)
             return w.module, w.inputs
 
-        w = roofline.work_per_call(c.model, dtype=c.dtype, batch_size=c.batch_size, seq_len=c.seq_len,
+        w = work.work_per_call(c.model, dtype=c.dtype, batch_size=c.batch_size, seq_len=c.seq_len,
                                    image_size=c.image_size, real=real)
         return {"flops_per_call": w.flops, "bytes_per_call": w.bytes}
 

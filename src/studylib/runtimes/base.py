@@ -45,7 +45,7 @@ class Prepared:
     compilations: Callable[[], int] | None = None  # graphs compiled so far (XLA counts one per input shape)
     steps: list[PrepareStep] = field(default_factory=list)  # how the model was made (ONNX: export, ...)
     # the runtime's own profiler: (timed call, top n) -> (top operators, note), where torch.profiler would not see
-    # inside the call (ONNX Runtime); None: surprises.profile_prepared picks by framework
+    # inside the call (ONNX Runtime); None: profiling.profile_prepared picks by framework
     profile: Callable[[Callable[[], Any], int], tuple[list[dict] | None, str]] | None = None
 
     def call(self) -> Any:

@@ -1,0 +1,75 @@
+"""Profiling one steady-state call: its top operators by self time, with each runtime's own profiler.
+
+PyTorch runtimes with torch.profiler (CPU activity; CUDA activity on a GPU), ONNX Runtime with its session
+profiler (its `Prepared.profile`, runtimes/ort_session.py); TensorFlow and JAX are recorded as not profiled. The
+surprises (surprises.py) profile both sides of an expectation that failed, after the timed rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+TOP = 10  # operators kept per profiled call
+
+
+def top_ops(totals: dict[str, list[float]], top: int = TOP) -> list[dict]:
+    """{op: [self seconds, calls]} → the `top` operators by self time, as rows store them (self_pct: share of the
+    self time of every operator in `totals`)."""
+    whole = sum(v[0] for v in totals.values())
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+    return [{"op": op, "self_ms": 1e3 * s, "calls": int(n), "self_pct": 100 * s / whole if whole > 0 else 0.0}
+            for op, (s, n) in ranked]
+
+
+def torch_profile(call: Callable[[], Any], device: str = "cpu", top: int = TOP, family: str = "") -> tuple[list[dict], str]:
+    """One call under torch.profiler (CPU activity; CUDA too on a GPU): its `top` operators by self time (device
+    time on a GPU) and a note on what was profiled."""
+    import time
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from .threads import PROFILER_NOISE, filtered_stderr
+
+    cuda = device == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with filtered_stderr(PROFILER_NOISE), profile(activities=activities) as prof:  # its start/stop markers kept out
+        t0 = time.perf_counter()
+        call()
+        wall = time.perf_counter() - t0
+    totals: dict[str, list[float]] = {}
+    for ev in prof.key_averages():
+        if ev.key.startswith("[memory]"):
+            continue
+        us = (getattr(ev, "self_device_time_total", None) or getattr(ev, "self_cuda_time_total", 0.0)) if cuda \
+            else ev.self_cpu_time_total
+        if us > 0:
+            totals[ev.key] = [us / 1e6, ev.count]
+    ops = top_ops(totals, top)
+    what = "CPU and CUDA activity; operators by self CUDA time" if cuda else "CPU activity; operators by self CPU time"
+    note = (f"torch.profiler ({what}): "
+            f"one call took {wall * 1e3:.3g} ms under the profiler, {sum(v[0] for v in totals.values()) * 1e3:.3g} ms "
+            f"of self time in {len(totals)} operators; the top {len(ops)} shown")
+    if family == "compile":
+        note += ("; Inductor's generated kernels carry no profiler names unless compiled with "
+                 "torch._inductor.config.cpp.enable_kernel_profile, so their time is the compiled region's self time")
+    return ops, note
+
+
+JAX_NOTE = ("not profiled: JAX's profiler writes a TensorBoard trace rather than per-operator totals of one call, "
+            "which this harness does not read")
+TF_NOTE = ("not profiled: TensorFlow's profiler writes a TensorBoard trace per session rather than per-operator totals "
+           "of one call, which this harness does not read")
+
+
+def profile_prepared(runtime, prepared, call: Callable[[], Any], device: str, top: int = TOP) -> tuple[list[dict] | None, str]:
+    """Profile one steady-state call of a prepared configuration (its runtime's own profiler where it has one,
+    Prepared.profile; torch.profiler for PyTorch runtimes); (None, why) where it cannot be profiled."""
+    if prepared.profile is not None:
+        return prepared.profile(call, top)
+    backend = getattr(runtime, "backend", None)  # Keras runtimes (study 05)
+    if runtime.framework == "torch" or backend == "torch":
+        return torch_profile(call, device, top, "compile" if runtime.uses_dynamo else runtime.family)
+    if backend == "jax":
+        return None, JAX_NOTE
+    return None, TF_NOTE

@@ -1,0 +1,145 @@
+"""The work one call does: FLOPs and the bytes it moves at least, counted once per shape on eager PyTorch.
+
+FLOPs are counted with torch.utils.flop_counter.FlopCounterMode (matmuls, linears, bmm, convolutions: the
+arithmetic every runtime has to do for the same function); bytes are every weight read once, plus every tensor an
+operator writes (views excluded) — activations written once, their re-reads assumed to hit the cache. Counting runs
+on a `meta` copy of the model (shapes only, no arithmetic); a model that cannot run on meta is counted once on the
+real one. The roofline analysis (roofline.py) holds the counts against the machine's limits (limits.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one call computes: FLOPs, and bytes moved at least (weights read once, outputs written once)."""
+
+    flops: int
+    weight_bytes: int
+    activation_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        return self.weight_bytes + self.activation_bytes
+
+
+def _traffic_mode():
+    """A dispatch mode summing the bytes every operator writes (outputs that are views of inputs excluded)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class Traffic(TorchDispatchMode):
+        written = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if not any(r.alias_info is not None for r in func._schema.returns):
+                self.written += sum(t.numel() * t.element_size() for t in tree_leaves(out)
+                                    if isinstance(t, torch.Tensor))
+            return out
+
+    return Traffic()
+
+
+def count(module, inputs: tuple) -> Work:
+    """Run `module(*inputs)` once, counting its FLOPs (FlopCounterMode) and the bytes its operators write."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    weights = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
+    flops = FlopCounterMode(display=False)
+    traffic = _traffic_mode()
+    with torch.inference_mode(), flops, traffic:
+        module(*inputs)
+    return Work(int(flops.get_total_flops()), int(weights), int(traffic.written))
+
+
+_META: dict[tuple, object] = {}
+
+
+def _meta_model(name: str, dtype: str):
+    """The model on the meta device (shapes only). Text models use transformers' eager attention there: its
+    two matmuls are the FLOPs scaled-dot-product attention counts, and its mask code runs on meta."""
+    import torch
+
+    from . import models
+
+    key = (name, dtype)
+    if key not in _META:
+        _META.clear()  # one model at a time
+        attention = "eager" if models.spec(name).kind == "text" else None
+        with torch.device("meta"):
+            _META[key] = models.build_torch(name, dtype=dtype, device="meta", attention=attention)
+    return _META[key]
+
+
+_WORK: dict[tuple, Work] = {}
+
+
+def work_per_call(name: str, *, dtype: str, batch_size: int, seq_len: int | None = None,
+                  image_size: int | None = None, real: Callable[[], tuple] | None = None) -> Work:
+    """The work of one call of model `name` on a batch of that shape, counted once per shape and cached.
+
+    Counted on the meta device; where the model cannot run there, `real()` gives (module, inputs) of the real
+    model to count on once (its values do not change the count)."""
+    from . import models
+
+    key = (name, dtype, batch_size, seq_len, image_size)
+    if key not in _WORK:
+        inputs = models.torch_inputs(name, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+                                     dtype=dtype, device="meta")
+        try:
+            _WORK[key] = count(_meta_model(name, dtype), inputs)
+        except Exception:
+            if real is None:
+                raise
+            module, real_inputs = real()
+            _WORK[key] = count(module, real_inputs)
+    return _WORK[key]
+
+
+def per_text(name: str, dtype: str, lengths: Iterable[int], real: Callable[[int], tuple] | None = None
+             ) -> dict[int, Work]:
+    """Work of one text of each length (batch 1). A transformer's FLOPs and activation bytes are quadratic in
+    the length (projections and feed-forward grow with it, attention with its square, the head is
+    constant): three counts fix the polynomial and a fourth checks it; where the check fails every length
+    is counted. `real(length)` gives (module, inputs) for models that do not run on meta."""
+    lengths = sorted(set(int(n) for n in lengths))
+
+    def at(n: int) -> Work:
+        return work_per_call(name, dtype=dtype, batch_size=1, seq_len=n, real=real and (lambda: real(n)))
+
+    if len(lengths) <= 4:
+        return {n: at(n) for n in lengths}
+    probes = [lengths[0], lengths[len(lengths) // 2], lengths[-1]]
+    check = lengths[len(lengths) // 4] if lengths[len(lengths) // 4] not in probes else lengths[1]
+    works = [at(n) for n in probes]
+    fits = [np.polyfit(probes, [getattr(w, f) for w in works], 2) for f in ("flops", "activation_bytes")]
+
+    def fitted(n: int) -> Work:
+        return Work(*(int(round(np.polyval(fits[0], n))), works[0].weight_bytes,
+                      int(round(np.polyval(fits[1], n)))))
+
+    truth = at(check)
+    if fitted(check) != truth:
+        return {n: at(n) for n in lengths}
+    return {n: fitted(n) for n in lengths}
+
+
+def pass_work(name: str, dtype: str, batches: Iterable[tuple[int, int]], text_lengths: Iterable[int],
+              real: Callable[[int], tuple] | None = None) -> dict[str, int]:
+    """Work of one pass over a data set: `batches` as (texts, padded length) pairs, `text_lengths` each
+    text's own length. FLOPs and activations of a batch are its texts' (each text is computed on its own,
+    padding included); weights are read once per batch. Useful FLOPs count each text at its own length."""
+    batches, text_lengths = list(batches), list(text_lengths)
+    works = per_text(name, dtype, [n for _, n in batches] + text_lengths, real)
+    computed = sum(b * works[n].flops for b, n in batches)
+    moved = sum(b * works[n].activation_bytes + works[n].weight_bytes for b, n in batches)
+    return {"flops_per_call": computed, "bytes_per_call": moved,
+            "useful_flops_per_call": sum(works[n].flops for n in text_lengths)}
