@@ -49,3 +49,24 @@ def test_the_summary_takes_only_which_profiles_to_show():
     assert len(tagged) == 1
     tree = ast.parse("".join(tagged[0]["source"]))
     assert [(n.targets[0].id, ast.literal_eval(n.value)) for n in tree.body] == [("profiles", None)]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_study_notebook_hands_its_globals_to_study_start_and_shares_the_common_cells(name):
+    """The notebook contract (issue 31): study.start reads the parameters from the notebook's globals (no hand-written
+    dict to forget one in), and the cells every page ends with are StudyRun methods, called once each."""
+    code = ["".join(c["source"]) for c in _cells(name) if c["cell_type"] == "code"]
+    starts = [c for c in code if "study.start(" in c]
+    assert len(starts) == 1 and "globals()" in starts[0] and "dict(" not in starts[0]
+    for call in ("ctx.what_ran()", "ctx.findings(", "ctx.surprises(df)", "ctx.claims(", "ctx.gpu_note(df)"):
+        assert sum(call in c for c in code) == 1, call
+    assert not any("seed_claims" in c or "gpu_paths." in c or "surprises.html" in c for c in code)
+
+
+def test_study_start_picks_the_parameters_out_of_a_notebooks_globals():
+    from studylib import study
+
+    name = NOTEBOOKS[2]
+    params = profiles.notebook_parameters(profiles.load("smoke"), name) | {"force": False}
+    namespace = {"__name__": "__main__", "plots": object(), "ctx": None, "display": print, **params}
+    assert study.parameters_in(name, namespace) == params

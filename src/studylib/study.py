@@ -161,18 +161,74 @@ class StudyRun:
                 .set_properties(**{"text-align": "left", "white-space": "normal"}))
 
 
+    # The cells every study page ends with, one method each (the notebook holds what differs between studies).
+    def what_ran(self):
+        """The page's "What ran": the parameters, what this run measured and reused, and the environment."""
+        from IPython.display import display
+
+        display(self.parameters_table())
+        print(self.run_note)
+        return self.environment_table()
+
+    @staticmethod
+    def findings(analysis):
+        """The study's findings, computed from the data, as a list."""
+        from IPython.display import Markdown
+
+        return Markdown("\n".join(f"- {line}" for line in analysis.findings))
+
+    def surprises(self, df):
+        """Where an expectation failed, and what the profiler says (surprises.html)."""
+        from IPython.display import HTML
+
+        from . import surprises
+
+        return HTML(surprises.html(df, study_registry.studies()[self.notebook]))
+
+    @staticmethod
+    def claims(analysis):
+        """The seeds' claims beside this run: the totals line, then the table."""
+        from IPython.display import Markdown, display
+
+        from . import claims
+
+        display(Markdown(claims.totals_line(analysis.claims)))
+        return claims.styled(analysis.claims)
+
+    @staticmethod
+    def gpu_note(df):
+        """What this run's rows did not exercise of the CUDA paths (gpu_paths)."""
+        from IPython.display import Markdown
+
+        from . import gpu_paths
+
+        return Markdown(gpu_paths.not_exercised_note(df))
+
+
 # Parameters whose names say little to a reader, in words.
 PARAMETER_NAMES = {"run_shift": "shift between whole runs on this machine (recorded or unknown)",
                    "measure": "measurement settings", "parity_tolerance": "output tolerance vs eager, per dtype",
                    "force": "re-measure stored configurations"}
 
 
+def parameters_in(notebook: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    """A notebook's parameters among its globals: `profile`, `force`, the common settings and its section's fields
+    (what papermill injects, or the parameters cell defines)."""
+    names = {"profile", "force", *profiles.COMMON_PARAMETERS, *profiles.PROCESS_PARAMETERS,
+             *(set(study_registry.studies()[notebook].section.model_fields) - {"left_out", "measure"})}
+    return {k: v for k, v in namespace.items() if k in names}
+
+
 def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] | None = None) -> StudyRun:
     """Validate a notebook's parameters, fix threads, capture and save the environment.
 
-    `frameworks` whose threads are set: the study's own (its registry entry) unless given."""
+    `params`: the notebook's `globals()` (its parameters are picked out, `parameters_in`), or the parameters
+    themselves (every key must then be one: an unknown one is an error). `frameworks` whose threads are set: the
+    study's own (its registry entry) unless given."""
     from .studies import STUDIES
 
+    if "__name__" in params:  # a notebook's globals
+        params = parameters_in(notebook, params)
     frameworks = frameworks or STUDIES[notebook].frameworks
     prof, section = profiles.check_parameters(notebook, params)
     # transformers imports tqdm.auto, which warns in kernels without ipywidgets; the bars work without them.
