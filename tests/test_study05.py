@@ -99,8 +99,7 @@ BACKEND_SCRIPT = textwrap.dedent("""
     cache = Path(sys.argv[1])
     w = keras_models.KerasWorkloads(0, cache_dir=cache)
     out = {"backend": keras_process.backend()}
-    for variant, model, seq, image in ((f"keras-{out['backend']}", "bert-tiny", 16, None),
-                                       (f"keras-{out['backend']}-call", "resnet-50", None, 32)):
+    for variant, model, seq, image in ((f"keras-{out['backend']}", "bert-tiny", 16, None),):
         c = sweep.Config(model, variant, "fp32", 2, "cpu", 2, seq_len=seq, image_size=image, backend=out["backend"])
         rt = runtimes.get(variant)
         rt.warm_up()
@@ -124,16 +123,16 @@ def _in_backend(backend: str, cache) -> dict:
 
 def test_every_backend_loads_the_same_weights_and_matches_the_shared_reference(tmp_path):
     """The torch process makes the weights and the references; the jax process loads both and computes the same
-    outputs (on other inputs it would differ: this is what parity checks)."""
+    outputs (on other inputs it would differ: this is what parity checks). The text encoder here; ResNet-50 goes
+    through every backend and call mode in the end-to-end smoke-fast report."""
     first = _in_backend("torch", tmp_path)
     assert first["backend"] == "torch"
-    assert "bert-tiny.weights.npz" in first["files"] and "resnet-50.weights.npz" in first["files"]
-    assert sum(f.endswith(".reference.npz") for f in first["files"]) == 2
+    assert "bert-tiny.weights.npz" in first["files"]
+    assert sum(f.endswith(".reference.npz") for f in first["files"]) == 1
     second = _in_backend("jax", tmp_path)
     assert second["backend"] == "jax" and second["files"] == first["files"]  # nothing new made
-    assert second["bert-tiny"]["shape"] == [2, 16, 64] and second["resnet-50"]["shape"] == [2, 1000]
-    for model in ("bert-tiny", "resnet-50"):
-        assert second[model]["diff"] < 1e-4, model  # same function from the shared weights
+    assert second["bert-tiny"]["shape"] == [2, 16, 64]
+    assert second["bert-tiny"]["diff"] < 1e-4  # same function from the shared weights
 
 
 def _row(model, variant, backend, median, *, group, status="ok", error=""):
