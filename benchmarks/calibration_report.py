@@ -50,8 +50,8 @@ def main() -> int:
         df = study_rows(folder, notebook)
         if not len(df):
             continue
-        df = df[df.task != "op"] if "task" in df else df
-        aa, hw = speedups.aa_pairs(df), half_widths(df, notebook)
+        aa = speedups.aa_pairs(df)  # single operations (study 02's micro-ops) included: their A/A copies count too
+        hw = half_widths(df[df.task != "op"] if "task" in df else df, notebook)
         all_aa.append(aa)
         all_hw += hw
         lines.append((notebook, speedups.aa_calibration(df, pairs=aa), hw))
