@@ -35,7 +35,7 @@ class StudyRun:
 
     notebook: str
     profile: str
-    common: schemas.Profile
+    settings: schemas.Profile  # the profile's common settings, validated (threads, seed, tolerances, measurement)
     section: Any
     env: dict
     table: ResultsTable
@@ -78,17 +78,17 @@ class StudyRun:
         expectations = study.expectations
         if workloads is None:
             workloads = (study.workloads(self) if study.workloads else
-                         Workloads(self.common.seed, cache_dir=paths.cache_dir(self.profile)))
-        tolerance = dict(self.common.parity_tolerance)
+                         Workloads(self.settings.seed, cache_dir=paths.cache_dir(self.profile)))
+        tolerance = dict(self.settings.parity_tolerance)
         groups = grouping.pending_groups(configs, table=self.table, env=self.env, measure_settings=self.measure_settings,
-                                      parity_tolerance=tolerance, seed=self.common.seed, force=self.force,
+                                      parity_tolerance=tolerance, seed=self.settings.seed, force=self.force,
                                       group_by=group_by)
         with runlock.hold(self.profile, f"{self.notebook} (notebook kernel)"), \
                 group_progress(sum(map(len, groups.values())), f"{self.notebook} [{self.profile}]") as advance:
             new = replicates.run(groups, study=self.notebook, profile=self.profile, env=self.env, table=self.table,
                                  measure_settings=self.measure_settings, parity_tolerance=tolerance,
-                                 seed=self.common.seed, force=self.force, workloads=workloads,
-                                 threads=self.common.threads, frameworks=self.frameworks, on_group=advance,
+                                 seed=self.settings.seed, force=self.force, workloads=workloads,
+                                 threads=self.settings.threads, frameworks=self.frameworks, on_group=advance,
                                  parts_dir=paths.parts_dir(self.profile, self.notebook), expectations=expectations,
                                  only_replicate=only_replicate)
         commits = {str(c) for r in new for c in str(r.get("git_commit")).split(",")}
@@ -105,9 +105,9 @@ class StudyRun:
         cache = paths.cache_dir(self.profile)
         data = None
         for model in s.models:  # checks every model's vocabulary against the tokenizer
-            data = dataset.load(s.corpus, max_length=s.max_length, seed=self.common.seed, cache_dir=cache, model=model)
+            data = dataset.load(s.corpus, max_length=s.max_length, seed=self.settings.seed, cache_dir=cache, model=model)
         buckets = getattr(s, "bucket_batches", batching.BUCKET_BATCHES)
-        return data, dataset.DatasetWorkloads(data, self.common.seed, cache, bucket_batches=buckets)
+        return data, dataset.DatasetWorkloads(data, self.settings.seed, cache, bucket_batches=buckets)
 
     def answer(self, df):
         """The page's opening Answer box (answer.py): headline findings with CIs, the machine, what a GPU changes."""

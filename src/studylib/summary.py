@@ -12,7 +12,7 @@ import os
 import pandas as pd
 
 from . import advice, answer, environment, gpu_paths, limits, paths, profiles, study_registry
-from . import claims as claims_registry
+from . import claims as seedclaims
 from .files import read_json
 from .profiles import RESERVED
 from .results import ResultsTable
@@ -74,14 +74,14 @@ def machines(profiles: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-SUMMARY_CLAIM_COLUMNS = ["profile", "study", *claims_registry.COLUMNS]
+SUMMARY_CLAIM_COLUMNS = ["profile", "study", *seedclaims.COLUMNS]
 
 
 def claims(profiles: list[str]) -> pd.DataFrame:
     """Every claim of the registry (studylib.claims) on every profile, one row per claim and profile: judged by its
     study's analysis where that study has results here, else marked as not run or, with why, as not testable.
     A plug-in study's own claim rows come along."""
-    registry = claims_registry.registry()
+    registry = seedclaims.registry()
     order = {c.id: i for i, c in enumerate(registry)}
     out = []
     for p in profiles:
@@ -93,11 +93,11 @@ def claims(profiles: list[str]) -> pd.DataFrame:
             ran.add(nb)
             judged.append(study.analyse(df).claims.assign(study=nb[:2]))
         rest = [c for c in registry if c.study not in ran]
-        judged.append(claims_registry.unassessed(
+        judged.append(seedclaims.unassessed(
             rest, "not run on this profile",
             lambda c: f"not run on this profile: study {c.study[:2]} has no results here"
-                      + (f" (tested by {', '.join(claims_registry.testing_profiles(c))})"
-                         if claims_registry.testing_profiles(c) else "")
+                      + (f" (tested by {', '.join(seedclaims.testing_profiles(c))})"
+                         if seedclaims.testing_profiles(c) else "")
         ).assign(study=[c.study[:2] if c.study else "—" for c in rest]))
         out.append(pd.concat(judged, ignore_index=True).assign(profile=p))
     if not out:
@@ -185,7 +185,7 @@ def findings(table: pd.DataFrame, claims_table: pd.DataFrame) -> list[str]:
     for r in missing.itertuples():
         lines.append(f"{r.comparison} on {r.profile}: no speed-up ({r.status}).")
     for p, g in claims_table.groupby("profile", sort=False):
-        lines.append(claims_registry.totals_line(g, p))
+        lines.append(seedclaims.totals_line(g, p))
     if table.profile.nunique() < 2:
         lines.append("Only one profile has results here, so nothing is compared across machines yet: the results "
                      "of a GPU profile (gpu-a100, ...) would add that comparison.")

@@ -7,7 +7,7 @@ import html
 
 import pandas as pd
 
-from . import claims as claims_registry
+from . import claims as seedclaims
 from . import paths
 from .studies import STUDIES
 
@@ -39,7 +39,7 @@ def answer(names: list[str], claims_table: pd.DataFrame) -> str:
     two profiles, that nothing is compared yet and which profiles would add which claims."""
     if not names:
         return "**Answer.** No profile has results yet, so there is nothing to summarise."
-    lines = [claims_registry.totals_line(claims_table[claims_table.profile == p], p) for p in names]
+    lines = [seedclaims.totals_line(claims_table[claims_table.profile == p], p) for p in names]
     if len(names) < 2:
         lines.append(f"Only `{names[0]}` has results here, so nothing is compared across machines yet.")
     for who, ids in _would_add(names, claims_table).items():
@@ -54,8 +54,8 @@ def _would_add(names: list[str], claims_table: pd.DataFrame) -> dict[tuple[str, 
     """The claims no present profile judged, grouped by the profiles without results that would test them."""
     judged = set(claims_table[~claims_table.judgement.astype(str).str.startswith("not ")].id)
     out: dict[tuple[str, ...], list[str]] = {}
-    for claim in claims_registry.registry():
-        who = tuple(sorted(p for p in claims_registry.testing_profiles(claim) if p not in names))
+    for claim in seedclaims.registry():
+        who = tuple(sorted(p for p in seedclaims.testing_profiles(claim) if p not in names))
         if claim.id not in judged and who:
             out.setdefault(who, []).append(claim.id)
     return out

@@ -337,7 +337,7 @@ def keras_workloads(run):
     process, or native PyTorch."""
     from .. import keras_models, paths
 
-    return keras_models.KerasWorkloads(run.common.seed, cache_dir=paths.cache_dir(run.profile))
+    return keras_models.KerasWorkloads(run.settings.seed, cache_dir=paths.cache_dir(run.profile))
 
 
 STUDY = register(Study(
