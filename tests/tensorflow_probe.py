@@ -1,4 +1,5 @@
-"""One process with TensorFlow for every test that checks it against PyTorch (study 02's twin, seed 001's micro-ops):
+"""One process with TensorFlow for every test that checks it against PyTorch (study 02's twin, seed 001's micro-ops,
+seed 000's XLNet and XLM):
 importing TensorFlow and PyTorch together costs seconds, paid once per test session (conftest's `tensorflow_probe`).
 
 Each check is a script that leaves its result in `out`; the process prints them all as one JSON line."""
@@ -46,7 +47,42 @@ for name in ("op-argmax", "op-gather"):
     out[name] = {"diffs": outs, "shape": list(ref.shape)}
 """
 
-CHECKS = {"twin": TWIN, "ops": OPS}
+# Seed 000's XLNet and XLM: their TensorFlow twins hold the PyTorch weights (eager and tf.function, one trace).
+XL = r"""
+import torch
+from studylib import models, runtimes
+out = {}
+for name in ("xlnet-tiny", "xlm-tiny"):
+    w = models.torch_workload(name, batch_size=2, seq_len=12, seed=5)
+    with torch.inference_mode():
+        ref = w.module(*w.inputs).numpy()
+    twin = models.tf_workload(w, models.build_tf_from_torch(name, w.module))
+    graph = runtimes.get("tf-function").prepare(twin)
+    eager_tf = np.asarray(twin.module(*twin.inputs))
+    graph_out = np.asarray(graph.call())
+    out[name] = [list(eager_tf.shape), float(np.abs(eager_tf - ref).max()), float(np.abs(graph_out - ref).max()),
+                 float(np.abs(ref).max()), graph.compilations()]
+"""
+
+# One study-02 group per tiny XLNet and XLM, measured as a run does: every variant ok, parity, work counted.
+XL_GROUP = r"""
+from studylib import sweep
+from studylib.workloads import Workloads
+out = {}
+for model in ("xlnet-tiny", "xlm-tiny"):
+    configs = [sweep.Config(model, v, "fp32", 2, "cpu", 1, seq_len=8)
+               for v in ("eager", "eager-aa", "torchscript", "tf-eager", "tf-function")]
+    rows = sweep.measure_group(configs, study="02_torchscript_vs_xla", profile="p",
+                               env={"fingerprint": "f", "git_commit": None},
+                               measure_settings={"warmup_calls": 1, "min_rounds": 3, "max_rounds": 3, "min_time_s": 0.0,
+                                                 "target_ci_pct": 50.0, "budget_s": 0.05, "block_s": 0.0},
+                               parity_tolerance={"fp32": 1e-3}, workloads=Workloads(0), group_key="g",
+                               group_id="i", replicate=0)
+    out[model] = [[r["variant"], r["status"], r.get("error", ""), r.get("parity_ok"), r.get("flops_per_call")]
+                  for r in rows]
+"""
+
+CHECKS = {"twin": TWIN, "ops": OPS, "xl": XL, "xl_group": XL_GROUP}
 
 
 def run_checks() -> dict:

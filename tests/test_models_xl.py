@@ -1,37 +1,11 @@
 """Seed 000's XLNet and XLM in the registry: configs, PyTorch eager, TorchScript, the TensorFlow twin, work per call."""
 
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from studylib import models, runtimes
 
 TINY = ("xlnet-tiny", "xlm-tiny")
-
-TWIN_SCRIPT = r"""
-import json
-import numpy as np
-from studylib import models, runtimes
-from studylib.threads import apply_threads
-apply_threads(1, ("torch", "tensorflow"))
-import torch
-out = {}
-for name in ("xlnet-tiny", "xlm-tiny"):
-    w = models.torch_workload(name, batch_size=2, seq_len=12, seed=5)
-    with torch.inference_mode():
-        ref = w.module(*w.inputs).numpy()
-    twin = models.tf_workload(w, models.build_tf_from_torch(name, w.module))
-    graph = runtimes.get("tf-function").prepare(twin)
-    eager_tf = np.asarray(twin.module(*twin.inputs))
-    graph_out = np.asarray(graph.call())
-    out[name] = [list(eager_tf.shape), float(np.abs(eager_tf - ref).max()), float(np.abs(graph_out - ref).max()),
-                 float(np.abs(ref).max()), graph.compilations()]
-print("RESULT" + json.dumps(out))
-"""
 
 
 def test_registry_kind_family_and_sizes():
@@ -93,12 +67,8 @@ def test_work_per_call_is_counted(name):
     assert work.weight_bytes > 4 * 1000 * 64 and work.activation_bytes > 0
 
 
-def test_tensorflow_twin_holds_the_same_weights():
-    env = {k: v for k, v in os.environ.items() if k not in ("USE_TF", "USE_TORCH")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    done = subprocess.run([sys.executable, "-c", TWIN_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads([x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1][len("RESULT"):])
+def test_tensorflow_twin_holds_the_same_weights(tensorflow_probe):
+    result = tensorflow_probe["xl"]  # run in the session's one process with TensorFlow (tests/tensorflow_probe.py)
     for name in TINY:
         shape, eager_diff, graph_diff, scale, compilations = result[name]
         assert shape == [2, 12, 64], name
@@ -127,35 +97,13 @@ def test_plan_costs_follow_the_models_work():
     assert est["bert-base"] < est["xlnet-base"] < 2 * est["bert-base"] and est["xlm-mlm-en-2048"] > 5 * est["bert-base"]
 
 
-GROUP_SCRIPT = r"""
-import json
-from studylib import sweep
-from studylib.threads import apply_threads
-apply_threads(1, ("torch", "tensorflow"))
-out = {}
-for model in ("xlnet-tiny", "xlm-tiny"):
-    configs = [sweep.Config(model, v, "fp32", 2, "cpu", 1, seq_len=8)
-               for v in ("eager", "eager-aa", "torchscript", "tf-eager", "tf-function")]
-    rows = sweep.measure_group(configs, study="02_torchscript_vs_xla", profile="p",
-                               env={"fingerprint": "f", "git_commit": None},
-                               measure_settings={"warmup_calls": 1, "min_rounds": 3, "max_rounds": 3, "min_time_s": 0.0,
-                                                 "target_ci_pct": 50.0, "budget_s": 0.05, "block_s": 0.0},
-                               parity_tolerance={"fp32": 1e-3}, workloads=sweep.Workloads(0), group_key="g",
-                               group_id="i", replicate=0)
-    out[model] = [[r["variant"], r["status"], r.get("error", ""), r.get("parity_ok"), r.get("flops_per_call")]
-                  for r in rows]
-print("RESULT" + json.dumps(out))
-"""
 
 
-def test_study02_group_runs_every_variant_on_xlnet_and_xlm():
+def test_study02_group_runs_every_variant_on_xlnet_and_xlm(tensorflow_probe):
     """One study-02 group per tiny model, as a run measures it: every variant prepared, parity-checked against eager
-    PyTorch (TensorFlow on the twin's copied weights) and its work counted (XLM's on the real model)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("USE_TF", "USE_TORCH")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    done = subprocess.run([sys.executable, "-c", GROUP_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads([x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1][len("RESULT"):])
+    PyTorch (TensorFlow on the twin's copied weights) and its work counted (XLM's on the real model); in the session's
+    one process with TensorFlow (tests/tensorflow_probe.py)."""
+    result = tensorflow_probe["xl_group"]
     for model in TINY:
         for variant, status, error, parity_ok, flops in result[model]:
             assert (status, parity_ok) == ("ok", True), (model, variant, error)
