@@ -171,8 +171,8 @@ def not_run_line(notebook: str, df: pd.DataFrame, profile: str | None = None) ->
             + ".")
 
 
-def aa_line(df: pd.DataFrame, band: float) -> str:
-    aa = speedups.aa_pairs(df)
+def aa_line(df: pd.DataFrame, band: float, aa: pd.DataFrame) -> str:
+    """The A/A controls (`aa`, speedups.aa_pairs of `df`) and the verdict rule in one paragraph."""
     if not len(aa):
         return ""
     cal = speedups.aa_calibration(df, pairs=aa)
@@ -191,7 +191,8 @@ def analyse(notebook: str, df: pd.DataFrame) -> tuple[list[str], pd.DataFrame, p
     df = whole_models(df)
     if not len(df) or not (df.status == "ok").any():
         return [], pd.DataFrame(columns=ANSWER_COLUMNS), pd.DataFrame(columns=advice.ADVICE_COLUMNS)
-    band = speedups.band(df)
+    aa = speedups.aa_pairs(df)
+    band = speedups.band(df, pairs=aa)
     best = advice.fastest(df, options=study.options, default=dict(study.default), band=band)
     lines = [fastest_line(best)]
     rows: list[dict] = []
@@ -201,7 +202,7 @@ def analyse(notebook: str, df: pd.DataFrame) -> tuple[list[str], pd.DataFrame, p
         line, r = conditional(comparison_table(df, c, band), c, band, df)
         lines.append(line)
         rows += r
-    lines += [x for x in (aa_line(df, band), not_run_line(notebook, df, _profile(df))) if x]
+    lines += [x for x in (aa_line(df, band, aa), not_run_line(notebook, df, _profile(df))) if x]
     return lines, pd.DataFrame(rows, columns=ANSWER_COLUMNS).fillna(""), best
 
 

@@ -78,7 +78,7 @@ def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
     return t
 
 
-def _mean_z2_ci(z: np.ndarray) -> tuple[float, float, float]:
+def mean_z2_ci(z: np.ndarray) -> tuple[float, float, float]:
     """Mean z² with its 95% interval (chi-square with len(z) degrees of freedom, as for calibrated z)."""
     z = z[np.isfinite(z)]
     n = len(z)
@@ -114,8 +114,8 @@ def calibrate(medians: pd.DataFrame, pairs: pd.DataFrame, ref_rows: dict, new_ro
     (notebook, config_key)."""
     m = median_z(medians, ref_rows, new_rows)
     p = speedup_z(pairs, tolerance)
-    mz, mz_lo, mz_hi = _mean_z2_ci(m.z.to_numpy(dtype=float)) if len(m) else (np.nan,) * 3
-    sz, sz_lo, sz_hi = _mean_z2_ci(p.z.to_numpy(dtype=float)) if len(p) else (np.nan,) * 3
+    mz, mz_lo, mz_hi = mean_z2_ci(m.z.to_numpy(dtype=float)) if len(m) else (np.nan,) * 3
+    sz, sz_lo, sz_hi = mean_z2_ci(p.z.to_numpy(dtype=float)) if len(p) else (np.nan,) * 3
     decided = p[p.ref_verdict != "unclear"] if len(p) else p
     summary = {
         "shift_pct": 100 * float(np.expm1(m.attrs.get("shift_log", 0.0))), "shift_z": m.attrs.get("shift_z", 0.0),

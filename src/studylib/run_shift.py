@@ -45,15 +45,20 @@ class RunShift:
         return 100 * float(np.expm1(self.low)), 100 * float(np.expm1(self.high))
 
 
+def of(sigma: float, df: int) -> RunShift:
+    """The run shift an SD (log scale) estimated with `df` degrees of freedom stands for, with its chi-square 95%
+    interval (what rows carry: `run_shift_sigma`, `run_shift_df`)."""
+    df = int(df)
+    return RunShift(float(sigma), df, float(sigma * np.sqrt(df / _st.chi2.ppf(0.975, df))),
+                    float(sigma * np.sqrt(df / _st.chi2.ppf(0.025, df))))
+
+
 def estimate(shifts_pct) -> RunShift:
     """The per-run SD from same-host pairs' common shifts (%), with its chi-square 95% interval."""
     d = np.log1p(np.asarray(shifts_pct, dtype=float) / 100)
-    n = len(d)
-    if n == 0:
+    if len(d) == 0:
         raise ValueError("no same-host pair to estimate the shift between runs from")
-    var = float(np.sum(d ** 2) / (2 * n))
-    lo, hi = n * var / _st.chi2.ppf(0.975, n), n * var / _st.chi2.ppf(0.025, n)
-    return RunShift(float(np.sqrt(var)), n, float(np.sqrt(lo)), float(np.sqrt(hi)))
+    return of(float(np.sqrt(np.sum(d ** 2) / (2 * len(d)))), len(d))
 
 
 def pairs(path: Path = RECORD) -> list[dict]:

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from . import variance
+from . import calibration, variance
 from .config import FIELDS, REFERENCE, SHAPE, is_aa, original_of
 from .stats import Speedup
 
@@ -116,10 +116,10 @@ def aa_pairs(df: pd.DataFrame) -> pd.DataFrame:
     return t.reset_index(drop=True)
 
 
-def band(df: pd.DataFrame) -> float:
+def band(df: pd.DataFrame, *, pairs: pd.DataFrame | None = None) -> float:
     """The 'equal' band of a results table: ±5%, or the largest A/A ratio's distance from 1 (over every A/A pair)
-    where wider."""
-    aa = aa_pairs(df)
+    where wider; `pairs`: the table's A/A pairs where `aa_pairs` already made them."""
+    aa = aa_pairs(df) if pairs is None else pairs
     if not len(aa):
         return EQUIVALENCE
     return max(EQUIVALENCE, float(np.exp(np.abs(np.log(aa.speedup.astype(float))).max())))
@@ -130,9 +130,9 @@ class AACalibration:
     """How well the method's CIs hold on its A/A pairs (`aa_calibration`).
 
     `false_pos` of `n` pairs had a 95% CI excluding 1 (5% expected), `rate` with its exact (Clopper–Pearson) 95%
-    interval. `mean_z2` is the mean of z² over the `n_z` pairs with a finite CI, z = log ratio / SE and SE the CI's
-    half-width on the log scale over 1.96: about 1 where the CIs are as wide as the noise, above 1 where they are too
-    narrow; `z2_low`–`z2_high` is its 95% interval (n_z·mean/χ² quantiles with n_z degrees of freedom)."""
+    interval. `mean_z2` is the mean of z² over the `n_z` pairs with a finite CI, z = log ratio / SE and SE the
+    speed-up's own (variance.py; from its CI where a table lacks it): about 1 where the CIs are as wide as the noise,
+    above 1 where they are too narrow; `z2_low`–`z2_high` is its 95% interval (n_z·mean/χ² quantiles with n_z degrees of freedom)."""
 
     n: int
     false_pos: int
@@ -179,11 +179,8 @@ def aa_calibration(df: pd.DataFrame, *, pairs: pd.DataFrame | None = None) -> AA
             # the speed-up's own standard error (variance.py); from its CI where a table lacks it
             se = se if np.isfinite(se) and se > 0 else (np.log(b) - np.log(a)) / 2 / _Z
             z2.append((np.log(r) / se) ** 2)
-    m = len(z2)
-    mean = float(np.mean(z2)) if m else float("nan")
-    z_low = m * mean / float(_st.chi2.ppf(0.975, m)) if m else float("nan")
-    z_high = m * mean / float(_st.chi2.ppf(0.025, m)) if m else float("nan")
-    return AACalibration(n, k, k / n if n else float("nan"), low, high, m, mean, z_low, z_high)
+    mean, z_low, z_high = calibration.mean_z2_ci(np.sqrt(np.asarray(z2, dtype=float)))
+    return AACalibration(n, k, k / n if n else float("nan"), low, high, len(z2), mean, z_low, z_high)
 
 
 def verdict(ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> str:

@@ -158,10 +158,11 @@ def _group(row: Any):
     return field(row, "group_id") or field(row, "config_key")
 
 
-def medians_between(rows: list[Any]) -> Between | None:
+def medians_between(rows: list[Any], units: dict[int, Unit | None] | None = None) -> Between | None:
     """τ² of medians pooled over a table's rows; degrees of freedom counted by groups (a group's rows share their
-    processes, so the machine's phase in a replicate is one draw for all of them)."""
-    units = {id(r): row_unit(r) for r in rows}
+    processes, so the machine's phase in a replicate is one draw for all of them). `units`: the rows' units by id,
+    where the caller made them already."""
+    units = units if units is not None else {id(r): row_unit(r) for r in rows}
     groups: dict[Any, int] = {}
     for r in rows:
         u = units[id(r)]
@@ -183,20 +184,20 @@ def _groups(rows: list[Any]) -> dict[Any, list]:
     return groups
 
 
+def _pair_units(groups: dict[Any, list]) -> list[tuple[Any, Unit | None]]:
+    """(the candidate's variant, its pair's unit) for every row of a group against the group's first."""
+    return [(field(c, "variant"), pair_unit(m[0], c)) for m in groups.values() for c in m[1:]]
+
+
 def ratios_between(rows: list[Any]) -> Between | None:
     """τ² of paired speed-ups pooled over a table's pairs: every row of a group against the group's first."""
-    return pool(pair_unit(m[0], c) for m in _groups(rows).values() for c in m[1:])
+    return pool(u for _, u in _pair_units(_groups(rows)))
 
 
-def ratios_between_by_runtime(rows: list[Any]) -> dict[Any, Between]:
-    """τ² of paired speed-ups per runtime (a row's `variant`): its rows against their groups' first, pooled over the
-    table's shapes, where that gives at least MIN_CLASS_DF degrees of freedom. What moves between processes is a
-    property of the runtime (its allocator, threads, graph): a PyTorch batch-32 pass can move 10% where ONNX
-    Runtime's moves 1%, so one τ² for the whole table would be too wide for the one and too narrow for the other."""
+def _by_runtime(pairs: list[tuple[Any, Unit | None]]) -> dict[Any, Between]:
     by: dict[Any, list] = {}
-    for m in _groups(rows).values():
-        for c in m[1:]:
-            by.setdefault(field(c, "variant"), []).append(pair_unit(m[0], c))
+    for variant, unit in pairs:
+        by.setdefault(variant, []).append(unit)
     out = {}
     for variant, units in by.items():
         b = pool(units)
@@ -205,9 +206,23 @@ def ratios_between_by_runtime(rows: list[Any]) -> dict[Any, Between]:
     return out
 
 
+def ratios_between_by_runtime(rows: list[Any]) -> dict[Any, Between]:
+    """τ² of paired speed-ups per runtime (a row's `variant`): its rows against their groups' first, pooled over the
+    table's shapes, where that gives at least MIN_CLASS_DF degrees of freedom. What moves between processes is a
+    property of the runtime (its allocator, threads, graph): a PyTorch batch-32 pass can move 10% where ONNX
+    Runtime's moves 1%, so one τ² for the whole table would be too wide for the one and too narrow for the other."""
+    return _by_runtime(_pair_units(_groups(rows)))
+
+
 def _stamped(row: Any, prefix: str) -> Between | None:
     tau2, df = field(row, f"{prefix}_tau2"), field(row, f"{prefix}_df")
     return Between(float(tau2), int(df), 0) if present(tau2) and present(df) else None
+
+
+def _around(median: float, e: Estimate) -> tuple[float, float]:
+    """The 95% interval of `e` (log scale) as seconds around the row's `median`."""
+    lo, hi = e.interval()
+    return median * float(np.exp(lo - e.value)), median * float(np.exp(hi - e.value))
 
 
 def with_reported_ci(rows: list[dict]) -> list[dict]:
@@ -216,11 +231,14 @@ def with_reported_ci(rows: list[dict]) -> list[dict]:
     does not know it), `se_log`, `heterogeneous`, and the table's τ² of medians and of speed-ups (`process_tau2`,
     `ratio_tau2`, with `_df`) so that speed-ups between its rows can use them."""
     out = [dict(r) for r in rows]
-    medians, ratios, by_runtime = medians_between(out), ratios_between(out), ratios_between_by_runtime(out)
-    firsts = {id(m[0]) for m in _groups(out).values()}
+    units = {id(r): row_unit(r) for r in out}  # each row's and each pair's unit made once
+    groups = _groups(out)
+    pairs = _pair_units(groups)
+    medians, ratios, by_runtime = medians_between(out, units), pool(u for _, u in pairs), _by_runtime(pairs)
+    firsts = {id(m[0]) for m in groups.values()}
     for row in out:
         ok = row.get("status") == "ok"
-        u = row_unit(row) if ok else None
+        u = units[id(row)] if ok else None
         row["process_tau2"], row["process_df"] = (medians.tau2, medians.df) if medians and ok else (None, None)
         own = by_runtime.get(row.get("variant"), ratios)  # its runtime's τ² of speed-ups, else the table's
         row["ratio_tau2"], row["ratio_df"] = (own.tau2, own.df) if own and ok else (None, None)
@@ -234,12 +252,10 @@ def with_reported_ci(rows: list[dict]) -> list[dict]:
         e = estimate(u, medians)
         row["se_log"], row["heterogeneous"] = e.se, e.heterogeneous
         median = float(row.get("median_s") or np.exp(e.value))
-        lo, hi = e.interval()
-        row["ci_low_s"], row["ci_high_s"] = median * np.exp(lo - e.value), median * np.exp(hi - e.value)
+        row["ci_low_s"], row["ci_high_s"] = _around(median, e)
         sigma, df = field(row, "run_shift_sigma"), field(row, "run_shift_df")
         if present(sigma) and present(df):
-            lo, hi = e.plus(float(sigma), float(df)).interval()
-            row["rerun_low_s"], row["rerun_high_s"] = median * np.exp(lo - e.value), median * np.exp(hi - e.value)
+            row["rerun_low_s"], row["rerun_high_s"] = _around(median, e.plus(float(sigma), float(df)))
     return out
 
 

@@ -36,7 +36,7 @@ def aa_finding(df: pd.DataFrame) -> str:
     if not len(aa):
         return "No A/A control was measured (no A/A copy such as eager-aa ran), so this page cannot show its false-positive rate."
     cal = speedups.aa_calibration(df, pairs=aa)
-    band = speedups.band(df)
+    band = speedups.band(df, pairs=aa)
     floor = (f"the 'equal' band widens to ±{band - 1:.1%}" if band > EQUIVALENCE
              else f"within the fixed ±{EQUIVALENCE - 1:.0%} band used for 'equal'")
     runtimes = list(dict.fromkeys(aa.runtime))
@@ -57,12 +57,14 @@ def aa_finding(df: pd.DataFrame) -> str:
 
 def rerun_line(ok: pd.DataFrame) -> str:
     """What a re-run on this host may add to the medians' CIs: the recorded shift between whole runs, or unknown."""
-    sigma = ok.run_shift_sigma.dropna() if "run_shift_sigma" in ok else pd.Series(dtype=float)
-    if not len(sigma):
+    stamped = ok[["run_shift_sigma", "run_shift_df"]].dropna() if "run_shift_df" in ok else pd.DataFrame()
+    if not len(stamped):
         return run_shift.describe(None)
+    # the shift these rows were measured with (the record may have grown since)
+    shift = run_shift.of(*stamped.iloc[-1])
     half = (ok.rerun_high_s / ok.median_s - 1) if "rerun_high_s" in ok else pd.Series(dtype=float)
-    return (run_shift.describe(run_shift.recorded()) + (f" Re-run CIs' upper half-widths: {half.min():.1%}–"
-                                                        f"{half.max():.1%}." if half.notna().any() else ""))
+    return (run_shift.describe(shift) + (f" Re-run CIs' upper half-widths: {half.min():.1%}–{half.max():.1%}."
+                                         if half.notna().any() else ""))
 
 
 def drift_finding(df: pd.DataFrame) -> str | None:
