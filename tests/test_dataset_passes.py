@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from studylib import batching, dataset, environment, replicates, sweep
+import measuring
+from studylib import batching, dataset, sweep
 from studylib.corpus import CorpusSettings
 from studylib.results import ResultsTable
 
@@ -29,9 +30,8 @@ def run(data, tmp_path_factory):
     workloads = dataset.DatasetWorkloads(data, seed=0, cache_dir=out / "cache")
     configs = [sweep.Config("roberta-tiny-classifier", v, "fp32", 4, "cpu", 2, seq_len=32, strategy=s, data="test")
                for s in ("unsorted", "sorted") for v in ("eager", "torchscript", "ort", "ort-int8", "torch-int8")]
-    rows = replicates.measure(configs, study="t", profile="t", env=environment.capture("t"),
-                              table=ResultsTable(out / "t.jsonl"), measure_settings=MEASURE,
-                              parity_tolerance=TOLERANCE, workloads=workloads, in_process=True)
+    rows = measuring.measure(configs, table=ResultsTable(out / "t.jsonl"), measure=MEASURE, tolerance=TOLERANCE,
+                             workloads=workloads)
     return {(r["strategy"], r["variant"]): r for r in rows}, workloads
 
 

@@ -15,6 +15,7 @@ import types
 import pytest
 import torch
 
+import measuring
 from studylib import gpu, gpu_check, grouping, limits, runtimes, sweep
 from studylib.models import Workload
 from studylib.runtimes.ort_gpu import tensorrt_options
@@ -104,7 +105,7 @@ def test_on_a_cpu_the_policy_sets_torchs_defaults_and_nothing_else(monkeypatch):
 def test_the_replicates_processes_start_with_the_policy_and_no_jax_preallocation():
     from studylib import replicates
 
-    task = types.SimpleNamespace(env={"precision": gpu.policy(False, "cuda")})
+    task = types.SimpleNamespace(plan=types.SimpleNamespace(env={"precision": gpu.policy(False, "cuda")}))
     start = replicates._start_vars(task)
     assert start["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and start[gpu.PRECISION_VAR] == "0"
     assert start["NVIDIA_TF32_OVERRIDE"] == "0" and start["JAX_DEFAULT_MATMUL_PRECISION"] == "float32"
@@ -120,8 +121,7 @@ def test_rows_and_the_fingerprint_carry_the_policy():
     assert environment.fingerprint(on) != environment.fingerprint(off)
     cpu = base | {"precision": gpu.policy(False, "cpu")}
     assert environment.fingerprint(cpu) == environment.fingerprint(base)  # a CPU run's fingerprint is unchanged
-    row = sweep.base_row(c, study="s", profile="p", env=off | {"fingerprint": "f"}, settings="x", group_key="g",
-                         group_id="i")
+    row = sweep.base_row(c, measuring.plan(env=off | {"fingerprint": "f"}), group_key="g", group_id="i")
     assert row["tf32"] == "off"
 
 
@@ -195,8 +195,8 @@ def test_a_keras_row_on_a_gpu_jax_cannot_see_is_a_skipped_row_naming_jax(monkeyp
     monkeypatch.setattr(gpu, "_seen", {"torch": None, "jax": "JAX 0.10.2 sees no GPU (devices: cpu)"})
     c = sweep.Config("bert-tiny", "keras-jax-call", "fp32", 1, "cuda", 2, seq_len=8, backend="jax")
     env = {"fingerprint": "f", "git_commit": None}
-    [row] = sweep.measure_group([c], study="s", profile="p", env=env, measure_settings={}, parity_tolerance={
-        "fp32": 1e-3}, workloads=Workloads(0), group_key="g", group_id="i", replicate=0)
+    [row] = sweep.measure_group([c], measuring.plan(env=env), workloads=Workloads(0), group_key="g", group_id="i",
+                                replicate=0)
     assert row["status"] == "skipped" and row["error"] == "JAX 0.10.2 sees no GPU (devices: cpu)"
 
 
@@ -334,12 +334,8 @@ def test_failed_configurations_are_rows_and_let_go_of_their_sessions_before_the_
         tuple((name, ref() is not None) for name, ref in sorted(held.items()))))
     configs = [sweep.Config("bert-tiny", v, "fp32", 1, "cpu", 2, seq_len=8)
                for v in ("eager", "fails-in-prepare", "fails-in-rounds")]
-    rows = sweep.measure_group(configs, study="s", profile="p", env={"fingerprint": "f", "git_commit": None},
-                               measure_settings={"warmup_calls": 1, "min_rounds": 6, "max_rounds": 6,
-                                                 "min_time_s": 0.0, "target_ci_pct": 50.0, "budget_s": 0.05,
-                                                 "block_s": 0.0},
-                               parity_tolerance={"fp32": 1e-3}, workloads=Workloads(0), group_key="g",
-                               group_id="i", replicate=0)
+    plan = measuring.plan(measuring.FAST | {"max_rounds": 6}, env={"fingerprint": "f", "git_commit": None})
+    rows = sweep.measure_group(configs, plan, workloads=Workloads(0), group_key="g", group_id="i", replicate=0)
     assert [r["status"] for r in rows] == ["ok", "oom", "error"] and "illegal memory access" in rows[2]["error"]
     # released after each failure: the prepare's session is gone at once, the rounds' one once the rounds end
     assert alive_at_release == [(("fails-in-prepare", False),), (("fails-in-prepare", False), ("fails-in-rounds", False))]

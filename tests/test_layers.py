@@ -113,7 +113,7 @@ LAYERS = [
     ("workloads", {"models", "corpus", "tokenization", "batching", "work"}),
     ("runtimes", {"runtimes"}),
     ("workload building", {"workloads", "dataset", "keras_models"}),
-    ("measurement", {"schemas", "profiles", "grouping", "surprises", "sweep", "replicates", "claims",
+    ("measurement", {"schemas", "profiles", "plan", "grouping", "surprises", "sweep", "replicates", "claims",
                      "claim_registry"}),
     ("analysis", {"roofline"}),  # where each call sits against the machine's limits: the studies attach it
     ("studies", {"studies"}),

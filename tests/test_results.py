@@ -5,13 +5,13 @@ import json
 import numpy as np
 import pytest
 
+import measuring
 from conftest import stored_row
-from studylib import environment, grouping, replicates, sweep
+from studylib import environment, replicates, sweep
 from studylib.files import read_json, write_json_atomic
 from studylib.results import ResultsTable, measured_alike
 
-FAST = {"warmup_calls": 1, "min_rounds": 6, "max_rounds": 20, "min_time_s": 0.0, "target_ci_pct": 50.0,
-        "budget_s": 0.05, "block_s": 0.0, "replicates": 1}
+FAST = measuring.FAST
 TOL = {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02}
 
 
@@ -85,8 +85,8 @@ def env():
 
 
 def _run(table, configs, env, measure_settings=FAST, **kw):
-    return replicates.measure(configs, study="test", profile="test", env=env, table=table,
-                              measure_settings=measure_settings, parity_tolerance=TOL, in_process=True, **kw)
+    return measuring.measure(configs, table=table, env=env, study="test", profile="test", measure=measure_settings,
+                             tolerance=TOL, **kw)
 
 
 def test_resume_after_a_crash_between_rows(tmp_path, env):
@@ -172,7 +172,7 @@ def test_failed_rows_and_changed_settings_are_measured_again(tmp_path, env):
     table = ResultsTable(tmp_path / "r.jsonl")
     [c] = _configs(1)
     table.append(stored_row(c.key, "error", error="boom", env_fingerprint=env["fingerprint"],
-                            settings_hash=grouping.settings_hash(FAST, TOL["fp32"], 0)))
+                            settings_hash=measuring.plan(FAST, TOL, env=env).settings_hash(c)))
     assert [r["status"] for r in _run(table, [c], env)] == ["ok"]  # a failure is retried
     assert _run(table, [c], env) == []  # now measured alike: skipped
     again = _run(table, [c], env, measure_settings=FAST | {"budget_s": 0.1})
@@ -205,11 +205,11 @@ def test_an_interrupted_replicate_resumes_from_its_parts(tmp_path, env):
     calls = []
     real = sweep.measure_group
 
-    def interrupted(cfgs, **kw):
+    def interrupted(cfgs, plan, **kw):
         calls.append((cfgs[0].batch_size, kw["replicate"]))
         if kw["replicate"] == 1 and cfgs[0].batch_size == 2:
             raise KeyboardInterrupt
-        return real(cfgs, **kw)
+        return real(cfgs, plan, **kw)
 
     sweep.measure_group = interrupted
     try:
@@ -217,8 +217,8 @@ def test_an_interrupted_replicate_resumes_from_its_parts(tmp_path, env):
             _run(table, configs, env, measure_settings=settings)
         assert [r["config_key"] for r in table.rows()] == [configs[0].key]  # batch 1 had both replicates
         calls.clear()
-        sweep.measure_group = lambda cfgs, **kw: (calls.append((cfgs[0].batch_size, kw["replicate"])),
-                                                  real(cfgs, **kw))[1]
+        sweep.measure_group = lambda cfgs, plan, **kw: (calls.append((cfgs[0].batch_size, kw["replicate"])),
+                                                        real(cfgs, plan, **kw))[1]
         new = _run(table, configs, env, measure_settings=settings)
     finally:
         sweep.measure_group = real
@@ -228,7 +228,7 @@ def test_an_interrupted_replicate_resumes_from_its_parts(tmp_path, env):
 
 def _counting(calls):
     real = sweep.measure_group
-    return lambda cfgs, **kw: (calls.append((cfgs[0].batch_size, kw["replicate"])), real(cfgs, **kw))[1]
+    return lambda cfgs, plan, **kw: (calls.append((cfgs[0].batch_size, kw["replicate"])), real(cfgs, plan, **kw))[1]
 
 
 def test_an_early_pass_measures_one_replicate_and_the_notebook_the_rest(tmp_path, env, monkeypatch):

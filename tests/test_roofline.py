@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib import environment, limits, models, plots, replicates, roofline, sweep
+import measuring
+from studylib import limits, models, plots, roofline, sweep
 from studylib import work as counting
 from studylib.results import ResultsTable
 
@@ -214,9 +215,7 @@ def test_old_tables_without_work_columns_still_analyse(tmp_path):
 def test_measured_rows_carry_their_work(tmp_path):
     """A real (tiny) measurement stores FLOPs and bytes per call, the same as counted directly."""
     configs = [sweep.Config("bert-tiny", v, "fp32", 2, "cpu", 2, seq_len=8) for v in ("eager", "torchscript")]
-    rows = replicates.measure(configs, study="t", profile="t", env=environment.capture("t"),
-                              table=ResultsTable(tmp_path / "t.jsonl"), measure_settings=MEASURE,
-                              parity_tolerance=TOLERANCE, in_process=True)
+    rows = measuring.measure(configs, table=ResultsTable(tmp_path / "t.jsonl"), measure=MEASURE, tolerance=TOLERANCE)
     expected = counting.work_per_call("bert-tiny", dtype="fp32", batch_size=2, seq_len=8)
     for r in rows:
         assert r["status"] == "ok", r["error"]

@@ -115,15 +115,15 @@ def test_results_table_formats_ok_rows_and_blanks_failed_ones(df):
 
 def test_everything_skipped_still_renders(tmp_path):
     """A cuda profile on a machine without a GPU: every row skipped, and every table and figure still works."""
-    from studylib import environment, replicates, sweep
+    import measuring
+    from studylib import sweep
     from studylib.results import ResultsTable
 
     table = ResultsTable(tmp_path / "r.jsonl")
     configs = [sweep.Config("resnet-tiny", v, "fp32", 1, "cuda", 2, image_size=32) for v in ("eager", "compile-default")]
-    replicates.measure(configs, study="t", profile="t", env=environment.capture("t"), table=table, in_process=True,
-                       measure_settings={"warmup_calls": 0, "min_rounds": 6, "max_rounds": 6, "min_time_s": 0.0,
-                                         "target_ci_pct": 5.0, "budget_s": 0.1, "block_s": 0.0, "replicates": 1},
-                       parity_tolerance={"fp32": 1e-3})
+    measuring.measure(configs, table=table, measure={"warmup_calls": 0, "min_rounds": 6, "max_rounds": 6,
+                                                     "min_time_s": 0.0, "target_ci_pct": 5.0, "budget_s": 0.1,
+                                                     "block_s": 0.0, "replicates": 1}, tolerance={"fp32": 1e-3})
     df = table.frame(with_samples=True)
     if (df.status == "ok").any():
         pytest.skip("this machine has a GPU")

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import measuring
 from studylib import grouping, profiles, replicates, sweep
 from studylib.results import ResultsTable
 from studylib.studies import keras_backends as s05
@@ -75,11 +76,9 @@ def test_replicates_start_one_process_per_backend_with_its_environment(tmp_path,
 
     monkeypatch.setattr(replicates, "_run_process", fake_process)
     table = ResultsTable(tmp_path / "05.jsonl")
-    env = {"fingerprint": "f", "git_commit": "c"}
-    rows = replicates.run(groups, study=s05.NOTEBOOK, profile="smoke", env=env, table=table,
-                          measure_settings={"replicates": 2}, parity_tolerance={"fp32": 1e-3}, seed=0,
-                          workloads=Workloads(0), threads=2, frameworks=("torch", "tensorflow"),
-                          parts_dir=tmp_path / "parts")
+    plan = measuring.plan(measuring.FAST | {"replicates": 2}, env={"fingerprint": "f", "git_commit": "c"},
+                          study=s05.NOTEBOOK, profile="smoke", threads=2, frameworks=("torch", "tensorflow"))
+    rows = replicates.run(groups, plan, table=table, workloads=Workloads(0), parts_dir=tmp_path / "parts")
     order = [(r, e["KERAS_BACKEND"]) for r, e, _ in seen]
     assert order[0] == (0, "torch") and order[-1] == (1, "jax")
     firsts = [b for r, b in dict.fromkeys(order)]

@@ -3,17 +3,16 @@
 A group is what a study compares (by default the variants of one shape, or a study's own `group_by`); a runtime
 that needs a process environment of its own (a Keras backend, cuDNN's benchmark flag) gets a group of its own.
 A configuration counts as measured when the results table has an 'ok' row from the same environment and the
-same settings (settings_hash); a group is measured again whole when any of its configurations is not.
+same settings (Plan.settings_hash); a group is measured again whole when any of its configurations is not.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 
 from . import runtimes
 from .config import Config
+from .plan import Plan
 from .results import ResultsTable, measured_alike
 
 
@@ -40,40 +39,23 @@ def _own_process_env(c: Config) -> dict[str, str]:
     return runtime.process_env(c.device) if runtime is not None else {}
 
 
-def tolerance_key(c: Config) -> str:
-    """Which parity tolerance applies: 'int8' for quantized runtimes, else the configuration's dtype."""
-    runtime = runtimes.REGISTRY.get(c.variant)
-    return (runtime.precision if runtime is not None else None) or c.dtype
-
-
-def settings_hash(measure_settings: dict, parity_tolerance: float, seed: int) -> str:
-    """Identifies how a configuration was measured: a re-run with other settings measures it again."""
-    key = json.dumps({"measure": measure_settings, "tolerance": parity_tolerance, "seed": seed}, sort_keys=True)
-    return hashlib.sha256(key.encode()).hexdigest()[:10]
-
-
 def group_name(key: tuple) -> str:
     """A group's key as text (results rows carry it; configurations with the same one are compared)."""
     return "|".join("" if v is None else str(v) for v in key)
 
 
-def pending_groups(configs: list[Config], *, table: ResultsTable, env: dict, measure_settings: dict,
-                   parity_tolerance: dict[str, float], seed: int, force: bool = False,
+def pending_groups(configs: list[Config], plan: Plan, *, table: ResultsTable, force: bool = False,
                    group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
     """The groups a run would measure: those with a configuration not yet measured alike (all when forced)."""
-    todo = pending(configs, table=table, env=env, measure_settings=measure_settings,
-                   parity_tolerance=parity_tolerance, seed=seed, force=force)
-    return groups_to_measure(configs, todo, group_by)
+    return groups_to_measure(configs, pending(configs, plan, table=table, force=force), group_by)
 
 
-def pending(configs: list[Config], *, table: ResultsTable, env: dict, measure_settings: dict,
-            parity_tolerance: dict[str, float], seed: int, force: bool = False) -> list[Config]:
+def pending(configs: list[Config], plan: Plan, *, table: ResultsTable, force: bool = False) -> list[Config]:
     """The configurations a run would measure: all when forced, else those without a matching 'ok' row."""
     if force:
         return list(configs)
     latest = table.latest()
-    return [c for c in configs if not measured_alike(
-        latest.get(c.key), env["fingerprint"], settings_hash(measure_settings, parity_tolerance[tolerance_key(c)], seed))]
+    return [c for c in configs if not measured_alike(latest.get(c.key), plan.fingerprint, plan.settings_hash(c))]
 
 
 def groups_to_measure(configs: list[Config], todo: list[Config],

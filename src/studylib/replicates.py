@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import grouping, paths, sweep
+from . import grouping, sweep
 from .files import read_json, write_json_atomic
+from .plan import Plan
 from .results import ResultsTable
 from .workloads import Workloads
 
@@ -49,19 +50,11 @@ RUN_ID_VAR = "STUDYLIB_RUN_ID"  # set by `studylib run` for the whole run; its p
 class Task:
     """What one replicate process measures (pickled to a file the process reads)."""
 
+    plan: Plan
     groups: list[tuple[str, str, list[sweep.Config]]]  # (group key, group id, configurations)
     replicate: int
-    study: str
-    profile: str
-    env: dict
-    measure_settings: dict
-    parity_tolerance: dict[str, float]
-    seed: int
     workloads: Workloads
-    threads: int
-    frameworks: tuple[str, ...]
     parts_dir: str
-    expectations: tuple = ()  # the study's (surprises.Expectation): a contradicted one profiles both sides
     env_vars: dict | None = None  # what the process starts with (grouping.process_env: study 05's Keras backend)
 
 
@@ -74,12 +67,12 @@ def _in_flight_path(parts_dir: Path, replicate: int) -> Path:
     return Path(parts_dir) / f"in-flight.r{replicate}.json"
 
 
-def read_parts(parts_dir: Path, group_key: str, k: int, *, env: dict, settings: set[str]) -> dict[int, dict]:
+def read_parts(parts_dir: Path, group_key: str, k: int, *, fingerprint: str, settings: set[str]) -> dict[int, dict]:
     """The usable parts of a group: replicate → part (same environment, same settings, same group id)."""
     parts = {}
     for r in range(k):
         part = read_json(_part_path(parts_dir, group_key, r))
-        if part and part.get("env_fingerprint") == env["fingerprint"] and set(part.get("settings", [])) == settings:
+        if part and part.get("env_fingerprint") == fingerprint and set(part.get("settings", [])) == settings:
             parts[r] = part
     ids = {p["group_id"] for p in parts.values()}
     if len(ids) > 1:  # parts of two runs: keep the newest run's
@@ -88,9 +81,10 @@ def read_parts(parts_dir: Path, group_key: str, k: int, *, env: dict, settings: 
     return parts
 
 
-def _write_part(parts_dir: Path, group_key: str, group_id: str, replicate: int, rows: list[dict], env: dict) -> None:
+def _write_part(parts_dir: Path, group_key: str, group_id: str, replicate: int, rows: list[dict],
+                fingerprint: str) -> None:
     write_json_atomic(_part_path(parts_dir, group_key, replicate), {
-        "group_key": group_key, "group_id": group_id, "replicate": replicate, "env_fingerprint": env["fingerprint"],
+        "group_key": group_key, "group_id": group_id, "replicate": replicate, "env_fingerprint": fingerprint,
         "settings": sorted({r["settings_hash"] for r in rows}), "written_at": time.time(),
         "run_id": os.environ.get(RUN_ID_VAR), "rows": rows})
 
@@ -106,21 +100,19 @@ def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], N
     from .environment import git_commit
     from .threads import apply_threads
 
+    plan = task.plan
     if own_process:
-        apply_threads(task.threads, _frameworks(task))
-        if task.env.get("precision"):  # the profile's precision policy, as the notebook's process applied it
+        apply_threads(plan.threads, _frameworks(task))
+        if plan.env.get("precision"):  # the profile's precision policy, as the notebook's process applied it
             from .gpu import apply
 
-            apply(task.env["precision"], _frameworks(task))
+            apply(plan.env["precision"], _frameworks(task))
     parts_dir = Path(task.parts_dir)
     for group_key, group_id, configs in task.groups:
         write_json_atomic(_in_flight_path(parts_dir, task.replicate), {"group_key": group_key})
-        env = task.env | {"git_commit": git_commit()}  # each row records the commit it was measured at
-        rows = sweep.measure_group(configs, study=task.study, profile=task.profile, env=env,
-                                   measure_settings=task.measure_settings, parity_tolerance=task.parity_tolerance,
-                                   workloads=task.workloads, group_key=group_key, group_id=group_id,
-                                   replicate=task.replicate, seed=task.seed, expectations=task.expectations)
-        _write_part(parts_dir, group_key, group_id, task.replicate, rows, task.env)
+        rows = sweep.measure_group(configs, plan, workloads=task.workloads, group_key=group_key, group_id=group_id,
+                                   replicate=task.replicate, commit=git_commit())  # the commit it is measured at
+        _write_part(parts_dir, group_key, group_id, task.replicate, rows, plan.fingerprint)
         if after_group:
             after_group()
     _in_flight_path(parts_dir, task.replicate).unlink(missing_ok=True)
@@ -131,8 +123,8 @@ def _frameworks(task: Task) -> tuple[str, ...]:
     backend would import it just to set its threads)."""
     backend = (task.env_vars or {}).get("KERAS_BACKEND")
     if backend is None:
-        return tuple(task.frameworks)
-    return tuple(f for f in task.frameworks if f != "tensorflow" or backend == "tensorflow")
+        return tuple(task.plan.frameworks)
+    return tuple(f for f in task.plan.frameworks if f != "tensorflow" or backend == "tensorflow")
 
 
 def _start_vars(task: Task) -> dict[str, str]:
@@ -140,15 +132,13 @@ def _start_vars(task: Task) -> dict[str, str]:
     no-preallocation (gpu.process_vars)."""
     from .gpu import process_vars
 
-    return process_vars(task.env.get("precision"))
+    return process_vars(task.plan.env.get("precision"))
 
 
 def _died_rows(configs: list[sweep.Config], task: Task, group_key: str, group_id: str, rc: int) -> list[dict]:
     rows = []
     for c in configs:
-        tol = task.parity_tolerance[grouping.tolerance_key(c)]
-        row = sweep.base_row(c, study=task.study, profile=task.profile, env=task.env, group_key=group_key,
-                             group_id=group_id, settings=grouping.settings_hash(task.measure_settings, tol, task.seed))
+        row = sweep.base_row(c, task.plan, group_key=group_key, group_id=group_id)
         signal = f" (signal {-rc})" if rc < 0 else ""
         row.update(status="oom" if rc in (-9, 137) else "error", wall_s=0.0, timestamp="",
                    error=f"the replicate's process died with exit code {rc}{signal} while measuring this group"
@@ -186,27 +176,26 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
         os.unlink(f.name)
 
 
-def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env: dict, table: ResultsTable,
-        measure_settings: dict, parity_tolerance: dict[str, float], seed: int, workloads: Workloads,
-        threads: int, frameworks: tuple[str, ...], parts_dir: Path, force: bool = False,
-        on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False,
-        expectations: tuple = (), only_replicate: int | None = None) -> list[dict]:
-    """Measure `groups` in `replicates` processes (from measure_settings) and append their combined rows.
+def run(groups: dict[str, list[sweep.Config]], plan: Plan, *, table: ResultsTable, workloads: Workloads,
+        parts_dir: Path, force: bool = False, on_group: Callable[[list[dict]], None] | None = None,
+        in_process: bool = False, only_replicate: int | None = None) -> list[dict]:
+    """Measure `groups` in the plan's `replicates` processes and append their combined rows.
 
     `only_replicate` measures that replicate only (an early pass of `studylib run`): its parts wait for the
     others, and a group is combined once all k are there. `force` drops the parts of earlier runs, not those
-    of this one. `expectations` (the study's, surprises.Expectation) are checked on each replicate's rounds;
-    see measure_group."""
-    k = int(measure_settings.get("replicates", 1))
+    of this one. The plan's `expectations` (the study's, surprises.Expectation) are checked on each replicate's
+    rounds; see measure_group."""
+    k = plan.replicates
     parts_dir = Path(parts_dir)
     parts_dir.mkdir(parents=True, exist_ok=True)
 
-    def settings_of(configs):
-        return {grouping.settings_hash(measure_settings, parity_tolerance[grouping.tolerance_key(c)], seed) for c in configs}
+    def parts_of(key: str) -> dict[int, dict]:
+        return read_parts(parts_dir, key, k, fingerprint=plan.fingerprint,
+                          settings={plan.settings_hash(c) for c in groups[key]})
 
     parts: dict[str, dict[int, dict]] = {}
-    for key, configs in groups.items():
-        parts[key] = read_parts(parts_dir, key, k, env=env, settings=settings_of(configs))
+    for key in groups:
+        parts[key] = parts_of(key)
         if force:
             parts[key] = {r: p for r, p in parts[key].items() if _of_this_run(p)}
             for r in set(range(k)) - set(parts[key]):
@@ -215,9 +204,9 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
     new_rows: list[dict] = []
 
     def finalize() -> None:
-        for key, configs in groups.items():
+        for key in groups:
             if key in parts and len(parts[key]) < k:
-                parts[key] = read_parts(parts_dir, key, k, env=env, settings=settings_of(configs))
+                parts[key] = parts_of(key)
             if key in parts and len(parts[key]) == k:
                 rows = sweep.combine([parts[key][r]["rows"] for r in range(k)])
                 for row in rows:
@@ -239,8 +228,7 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
             # one process per environment (study 05: per Keras backend), in the order the groups come
             env_vars = grouping.process_env(need[0][2])
             need = [g for g in need if grouping.process_env(g[2]) == env_vars]
-            task = Task(need, r, study, profile, env, measure_settings, parity_tolerance, seed, workloads, threads,
-                        frameworks, str(parts_dir), tuple(expectations), env_vars)
+            task = Task(plan, need, r, workloads, str(parts_dir), env_vars)
             rc = _run_process(task, finalize, in_process)
             finalize()
             if rc != 0:
@@ -250,30 +238,10 @@ def run(groups: dict[str, list[sweep.Config]], *, study: str, profile: str, env:
                     key = next((key for key, _, _ in need if key in parts and r not in parts[key]), None)
                 if key is None:
                     break
-                _write_part(parts_dir, key, ids[key], r, _died_rows(groups[key], task, key, ids[key], rc), env)
+                _write_part(parts_dir, key, ids[key], r, _died_rows(groups[key], task, key, ids[key], rc),
+                            plan.fingerprint)
                 finalize()
     return new_rows
-
-
-def measure(configs: list[sweep.Config], *, study: str, profile: str, env: dict, table: ResultsTable,
-            measure_settings: dict, parity_tolerance: dict[str, float], seed: int = 0, force: bool = False,
-            workloads: Workloads | None = None, group_by: Callable[[sweep.Config], tuple] | None = None,
-            threads: int = 1, frameworks: tuple[str, ...] = ("torch",), parts_dir: Path | None = None,
-            on_group: Callable[[list[dict]], None] | None = None, in_process: bool = False,
-            expectations: tuple = (), only_replicate: int | None = None) -> list[dict]:
-    """Measure every configuration not yet measured alike (all when forced), group by group; the new rows.
-
-    A configuration counts as measured when the table holds an 'ok' row for it from the same environment
-    and the same measurement settings; failed rows are tried again, with their whole group.
-    """
-    groups = grouping.pending_groups(configs, table=table, env=env, measure_settings=measure_settings,
-                                  parity_tolerance=parity_tolerance, seed=seed, force=force, group_by=group_by)
-    workloads = workloads or Workloads(seed, cache_dir=paths.cache_dir(profile))
-    parts_dir = parts_dir or Path(table.path).with_suffix(".parts")
-    return run(groups, study=study, profile=profile, env=env, table=table, measure_settings=measure_settings,
-               parity_tolerance=parity_tolerance, seed=seed, workloads=workloads, threads=threads,
-               frameworks=frameworks, parts_dir=parts_dir, force=force, on_group=on_group, in_process=in_process,
-               expectations=expectations, only_replicate=only_replicate)
 
 
 def pending_parts(parts_dir: Path) -> int:

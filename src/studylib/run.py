@@ -51,20 +51,18 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     """(all configurations of a notebook, those a run would measure now) — what `plan` and the bar show.
 
     A configuration left to measure brings its whole group with it (its variants are timed together)."""
-    from . import environment, grouping
+    from . import environment, grouping, plan
+    from .gpu import policy
     from .results import ResultsTable
     from .studies import STUDIES
 
-    params = profiles.notebook_parameters(loaded, notebook)
     study = STUDIES[notebook]
+    prof, _ = profiles.check_parameters(notebook, profiles.notebook_parameters(loaded, notebook))
     configs = study_registry.grid(loaded, notebook)
     table = ResultsTable(paths.results_dir(loaded.name) / f"{notebook}.jsonl")
-    from .gpu import policy
-
     env = environment.capture(loaded.name, policy(loaded.profile.tf32, loaded.profile.device))
-    groups = grouping.pending_groups(configs, table=table, env=env,
-                                  measure_settings=params["measure"], parity_tolerance=params["parity_tolerance"],
-                                  seed=params["seed"], force=force, group_by=study.group_by)
+    groups = grouping.pending_groups(configs, plan.build(notebook, loaded.name, prof, env), table=table, force=force,
+                                     group_by=study.group_by)
     keys = {c.key for g in groups.values() for c in g}
     return configs, [c for c in configs if c.key in keys]
 

@@ -14,15 +14,16 @@ from . import (
     grouping,
     limits,
     paths,
+    plan,
     profiles,
     replicates,
-    run_shift,
     runlock,
     schemas,
     study_registry,
     sweep,
 )
 from .files import read_json, write_json_atomic
+from .plan import Plan
 from .results import ResultsTable
 from .threads import apply_threads
 from .timing import Overhead, harness_overhead
@@ -37,14 +38,17 @@ class StudyRun:
     profile: str
     settings: schemas.Profile  # the profile's common settings, validated (threads, seed, tolerances, measurement)
     section: Any
-    env: dict
+    plan: Plan  # what every measurement of this notebook depends on, built once (plan.py)
     table: ResultsTable
     force: bool
     overhead: Overhead
-    measure_settings: dict
-    frameworks: tuple[str, ...] = ("torch",)
     params: dict | None = None  # the parameters the notebook ran with (papermill's injected values)
     run_note: str = "nothing measured yet"  # what the last `run` measured and reused (the page's "What ran")
+
+    @property
+    def env(self) -> dict:
+        """The captured environment (machine, software, precision policy, fingerprint)."""
+        return self.plan.env
 
     def run(self, configs: list[sweep.Config], workloads: Workloads | None = None,
             group_by: Callable[[sweep.Config], tuple] | None = None):
@@ -62,7 +66,7 @@ class StudyRun:
         df = df[df.config_key.isin(order)].sort_values("config_key", key=lambda k: k.map(order))
         reused = len(df) - len(new)
         self.run_note = (f"{len(new)} configurations measured in this run ({groups} groups, "
-                         f"{self.measure_settings.get('replicates', 1)} replicate process(es) each)"
+                         f"{self.plan.replicates} replicate process(es) each)"
                          + (f", {reused} reused from earlier runs on the same machine and software" if reused else ""))
         return df.reset_index(drop=True)
 
@@ -75,21 +79,14 @@ class StudyRun:
 
         study = STUDIES[self.notebook]
         group_by = group_by or study.group_by
-        expectations = study.expectations
         if workloads is None:
             workloads = (study.workloads(self) if study.workloads else
-                         Workloads(self.settings.seed, cache_dir=paths.cache_dir(self.profile)))
-        tolerance = dict(self.settings.parity_tolerance)
-        groups = grouping.pending_groups(configs, table=self.table, env=self.env, measure_settings=self.measure_settings,
-                                      parity_tolerance=tolerance, seed=self.settings.seed, force=self.force,
-                                      group_by=group_by)
+                         Workloads(self.plan.seed, cache_dir=paths.cache_dir(self.profile)))
+        groups = grouping.pending_groups(configs, self.plan, table=self.table, force=self.force, group_by=group_by)
         with runlock.hold(self.profile, f"{self.notebook} (notebook kernel)"), \
                 group_progress(sum(map(len, groups.values())), f"{self.notebook} [{self.profile}]") as advance:
-            new = replicates.run(groups, study=self.notebook, profile=self.profile, env=self.env, table=self.table,
-                                 measure_settings=self.measure_settings, parity_tolerance=tolerance,
-                                 seed=self.settings.seed, force=self.force, workloads=workloads,
-                                 threads=self.settings.threads, frameworks=self.frameworks, on_group=advance,
-                                 parts_dir=paths.parts_dir(self.profile, self.notebook), expectations=expectations,
+            new = replicates.run(groups, self.plan, table=self.table, workloads=workloads, force=self.force,
+                                 on_group=advance, parts_dir=paths.parts_dir(self.profile, self.notebook),
                                  only_replicate=only_replicate)
         commits = {str(c) for r in new for c in str(r.get("git_commit")).split(",")}
         if len(commits | {str(self.env["git_commit"])}) > 1:
@@ -135,7 +132,7 @@ class StudyRun:
     @property
     def peaks(self) -> dict | None:
         """The machine's limits measured for this run (limits.measure_peaks), for `analyse` and the roofline."""
-        return self.env.get("peaks")
+        return self.plan.peaks
 
     def environment_table(self):
         """Environment as a two-column table, for the top of the notebook."""
@@ -151,11 +148,11 @@ class StudyRun:
                 ("fp32 matmuls in TF32 (precision policy)", (e.get("precision") or {}).get("label", "not recorded")),
                 ("libraries", ", ".join(f"{k} {v}" for k, v in e["libraries"].items() if v)),
                 ("git commit", e["git_commit"] or "unknown"),
-                ("machine limits (roofline)", limits.describe_peaks(e.get("peaks"))),
+                ("machine limits (roofline)", limits.describe_peaks(self.plan.peaks)),
                 ("harness overhead per call", f"{self.overhead.median * 1e6:.2f} µs (median of {self.overhead.n} "
                                               f"no-op calls; 95% CI {self.overhead.ci_low * 1e6:.2f}–"
                                               f"{self.overhead.ci_high * 1e6:.2f} µs)"),
-                ("measurement", ", ".join(f"{k}={v}" for k, v in self.measure_settings.items())),
+                ("measurement", ", ".join(f"{k}={v}" for k, v in self.plan.measure.model_dump().items())),
                 ("machine and software ID (equal IDs: same setup)", e["fingerprint"])]
         return (pd.DataFrame(rows, columns=["", "value"]).set_index("").style
                 .set_properties(**{"text-align": "left", "white-space": "normal"}))
@@ -247,15 +244,14 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     gpu.apply(precision, frameworks)  # the same TF32 policy for every framework, before any of them runs
     env = environment.capture(profile, precision)
     env_path = paths.results_dir(profile) / "env.json"
-    # the profile's run-to-run shift travels with the run (sweep.base_row stamps it on every row it measures)
-    shift = run_shift.for_profile(prof.run_shift)
-    env["run_shift"] = None if shift is None else {"sigma": shift.sigma, "df": shift.df}
-    env["peaks"] = limits.cached_peaks(env, read_json(env_path), device=prof.device,
-                                         budget=limits.budget_s(prof.measure.model_dump()))
-    write_json_atomic(env_path, env)
+    peaks = limits.cached_peaks(env, read_json(env_path), device=prof.device,
+                                budget=limits.budget_s(prof.measure.model_dump()))
+    write_json_atomic(env_path, env | {"peaks": peaks})  # the record: the environment and its measured limits
+    run_plan = plan.build(notebook, profile, prof, env, frameworks=tuple(frameworks),
+                          expectations=STUDIES[notebook].expectations, peaks=peaks)
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
-    return StudyRun(notebook, profile, prof, section, env, table, bool(params.get("force", False)), harness_overhead(),
-                    prof.measure.model_dump(), tuple(frameworks), dict(params))
+    return StudyRun(notebook, profile, prof, section, run_plan, table, bool(params.get("force", False)),
+                    harness_overhead(), dict(params))
 
 
 def _profile_tf32(profile: str) -> bool:

@@ -26,8 +26,8 @@ from .config import (
     REFERENCE,
     Config,
 )
-from .grouping import settings_hash, tolerance_key
 from .memory import PeakMemory
+from .plan import Plan
 from .results import MEASURED_COLUMNS, RUN_COLUMNS
 from .timing import first_call, measure_rounds, row_statistics
 from .workloads import Workloads
@@ -65,18 +65,17 @@ def parity(output: np.ndarray, reference: np.ndarray, rel_tolerance: float) -> d
             "label_agreement": labels}
 
 
-def base_row(c: Config, *, study: str, profile: str, env: dict, settings: str, group_key: str,
-             group_id: str) -> dict[str, Any]:
+def base_row(c: Config, plan: Plan, *, group_key: str, group_id: str, commit: str | None = None) -> dict[str, Any]:
     """A row with every column of results.COLUMNS, the measured ones None until measured (so a failed row
-    still has them all, and tables and figures never miss a column)."""
+    still has them all, and tables and figures never miss a column). `commit`: the code it is measured at
+    (default: the plan's environment's)."""
     spec = models.spec(c.model)
     return {
-        "study": study, "profile": profile, "config_key": c.key, **asdict(c), "task": spec.kind,
-        "group_key": group_key, "group_id": group_id,
-        "env_fingerprint": env["fingerprint"], "settings_hash": settings, "git_commit": env.get("git_commit"),
+        "study": plan.study, "profile": plan.profile, "config_key": c.key, **asdict(c), "task": spec.kind,
+        "group_key": group_key, "group_id": group_id, "settings_hash": plan.settings_hash(c),
+        "git_commit": commit or plan.env.get("git_commit"),
         "status": "ok", "error": "", **dict.fromkeys(MEASURED_COLUMNS), **dict.fromkeys(RUN_COLUMNS),
-        "run_shift_sigma": (env.get("run_shift") or {}).get("sigma"), "run_shift_df": (env.get("run_shift") or {}).get("df"),
-        "tf32": (env.get("precision") or {}).get("label"),  # the precision policy (gpu.py) this row ran under
+        **plan.row_stamp(),
     }
 
 
@@ -205,22 +204,13 @@ def _release(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def group_budget(measure_settings: dict, n_configs: int) -> dict:
-    """The rounds' settings for a group of `n_configs`: the sampling budget is per configuration."""
-    m = dict(measure_settings)
-    m.pop("replicates", None)
-    m["budget_s"] = m["budget_s"] * n_configs
-    return m
-
-
-def measure_group(configs: list[Config], *, study: str, profile: str, env: dict, measure_settings: dict,
-                  parity_tolerance: dict[str, float], workloads: Workloads, group_key: str, group_id: str,
-                  replicate: int, seed: int = 0, expectations: tuple[surprises.Expectation, ...] = ()) -> list[dict]:
+def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, group_key: str, group_id: str,
+                  replicate: int, commit: str | None = None) -> list[dict]:
     """Prepare every configuration of a group, then time them together in interleaved rounds.
 
     Returns one row per configuration for this replicate (never raises for a failed configuration: a
     failure is a row with its status and message). The first configuration is the group's baseline.
-    After the rounds, each of the study's `expectations` that this replicate's paired speed-up contradicts
+    After the rounds, each of the plan's `expectations` that this replicate's paired speed-up contradicts
     has one steady-state call of both its configurations profiled into their rows (surprises.profile_surprises).
     """
     started = time.perf_counter()
@@ -232,13 +222,11 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
         reset_compiled()  # every group compiles cold; variants within it share the (reset) dynamo cache
     with contextlib.ExitStack() as stack:
         for c in configs:
-            tolerance = parity_tolerance[tolerance_key(c)]
-            row = base_row(c, study=study, profile=profile, env=env, group_key=group_key, group_id=group_id,
-                           settings=settings_hash(measure_settings, tolerance, workloads.seed))
+            row = base_row(c, plan, group_key=group_key, group_id=group_id, commit=commit)
             rows[c.key] = row
             try:
                 ready.append(_prepare(c, row, runtime=runtimes.get(c.variant), workloads=workloads,
-                                      tolerance=tolerance, stack=stack))
+                                      tolerance=plan.tolerance(c), stack=stack))
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # a failure is a result
@@ -248,8 +236,8 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
         calls = {p.config.key: p.call for p in ready}
         baseline = configs[0].key if configs[0].key in calls else None
         graphs = _dynamo_counts() if any(p.runtime.uses_dynamo for p in ready) else None
-        rounds = measure_rounds(calls, baseline=baseline, seed=seed * 1000 + replicate,
-                                **group_budget(measure_settings, len(calls))) if calls else None
+        rounds = measure_rounds(calls, baseline=baseline, seed=plan.seed * 1000 + replicate,
+                                **plan.rounds(len(calls))) if calls else None
         for p in ready:
             row, key = p.row, p.config.key
             if key in rounds.failed:
@@ -271,7 +259,7 @@ def measure_group(configs: list[Config], *, study: str, profile: str, env: dict,
             p = None  # the loop's last configuration, possibly a failed one
             _release(configs[0].device)
         _steady_recompilations(ready, graphs)
-        surprises.profile_surprises(ready, rows, expectations, replicate)  # after the rounds: never in a sample
+        surprises.profile_surprises(ready, rows, plan.expectations, replicate)  # after the rounds: never in a sample
     elapsed = time.perf_counter() - started
     stamp = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     for row in rows.values():

@@ -1,0 +1,96 @@
+"""The measurement plan (issue 31): built once per notebook, frozen, passed whole; nothing rides in the environment."""
+
+import dataclasses
+import json
+import os
+import pickle
+
+import pytest
+import torch
+
+import measuring
+from studylib import config, limits, paths, profiles, replicates, run_shift, study, sweep
+from studylib.plan import Plan
+from studylib.workloads import Workloads
+
+PEAKS = {"method": 0, "device": "cpu", "matmul": {"fp32": {"gflops": 100.0}}}
+
+
+@pytest.fixture
+def started(outputs, monkeypatch):
+    """study.start on a profile's parameters, with the machine's limits stubbed (measuring them takes seconds)."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "USE_TF"):
+        monkeypatch.setenv(var, os.environ.get(var, ""))
+    monkeypatch.setattr(limits, "cached_peaks", lambda *args, **kwargs: PEAKS)
+    threads = torch.get_num_threads()
+
+    def start(profile: str, notebook: str = "01_eager_vs_compiled"):
+        return study.start(notebook, profiles.notebook_parameters(profiles.load(profile), notebook))
+
+    yield start
+    torch.set_num_threads(threads)
+
+
+def test_start_builds_one_frozen_plan_and_the_environment_holds_the_machine_only(started):
+    ctx = started("cpu")
+    plan = ctx.plan
+    assert plan.study == "01_eager_vs_compiled" and plan.profile == "cpu" and plan.peaks == PEAKS == ctx.peaks
+    assert plan.run_shift == run_shift.recorded()  # the cpu profile's: recorded
+    assert plan.measure == profiles.load("cpu").measure_for("01_eager_vs_compiled")
+    assert plan.expectations and plan.frameworks == ("torch",)
+    assert "run_shift" not in plan.env and "peaks" not in plan.env
+    saved = json.loads((paths.results_dir("cpu") / "env.json").read_text())
+    assert saved == plan.env | {"peaks": PEAKS}  # the record: the environment and the limits measured on it
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.seed = 1
+    assert started("smoke").plan.run_shift is None  # smoke: unknown
+
+
+def test_rows_are_stamped_from_the_plan():
+    c = config.Config("bert-tiny", "eager", "fp32", 1, "cpu", 2, seq_len=8)
+    plan = measuring.plan(env={"fingerprint": "f", "git_commit": "abc", "precision": {"label": "off"}},
+                          run_shift=run_shift.of(0.04, 8), study="s", profile="p")
+    row = sweep.base_row(c, plan, group_key="g", group_id="i")
+    assert (row["study"], row["profile"], row["env_fingerprint"], row["git_commit"], row["tf32"]) == (
+        "s", "p", "f", "abc", "off")
+    assert (row["run_shift_sigma"], row["run_shift_df"]) == (0.04, 8) and row["settings_hash"] == plan.settings_hash(c)
+    assert sweep.base_row(c, plan, group_key="g", group_id="i", commit="def")["git_commit"] == "def"
+    unknown = sweep.base_row(c, dataclasses.replace(plan, run_shift=None), group_key="g", group_id="i")
+    assert unknown["run_shift_sigma"] is None and unknown["run_shift_df"] is None
+
+
+def test_the_settings_hash_is_what_measured_alike_means():
+    """Measurement settings, the configuration's tolerance (int8 for quantized runtimes) and the seed change it;
+    the threads and the machine do not (the fingerprint says the machine)."""
+    fp32 = config.Config("bert-tiny", "eager", "fp32", 1, "cpu", 2, seq_len=8)
+    int8 = dataclasses.replace(fp32, variant="ort-int8")
+    plan = measuring.plan(env={"fingerprint": "f"})
+    h = plan.settings_hash(fp32)
+    assert h == measuring.plan(env={"fingerprint": "g"}, threads=4).settings_hash(fp32)
+    assert h != measuring.plan(measuring.FAST | {"budget_s": 0.1}, env={}).settings_hash(fp32)
+    assert h != measuring.plan(env={}, seed=1).settings_hash(fp32)
+    assert h != measuring.plan(tolerance=measuring.TOLERANCE | {"fp32": 1e-4}, env={}).settings_hash(fp32)
+    assert plan.settings_hash(int8) != h == measuring.plan(
+        tolerance=measuring.TOLERANCE | {"int8": 0.5}, env={}).settings_hash(fp32)
+    assert plan.rounds(3)["budget_s"] == 3 * measuring.FAST["budget_s"] and "replicates" not in plan.rounds(3)
+
+
+@pytest.mark.parametrize("notebook", ["01_eager_vs_compiled", "03_onnx_batching"])
+def test_the_committed_reference_counts_as_measured_alike_under_todays_plan(notebook):
+    """The hash is computed as the reference's rows were: a resumed or compared run matches them."""
+    rows = [json.loads(line) for line in (paths.ROOT / "reference/cpu/results" / f"{notebook}.jsonl").open()]
+    prof, _ = profiles.check_parameters(notebook, profiles.notebook_parameters(profiles.load("cpu"), notebook))
+    plan = Plan(notebook, "cpu", {"fingerprint": "f"}, prof.measure, dict(prof.parity_tolerance), prof.seed,
+                prof.threads)
+    for row in rows[:20]:
+        c = config.Config(**{f: row[f] for f in config.FIELDS})
+        assert plan.settings_hash(c) == row["settings_hash"], c.key
+
+
+def test_a_replicate_process_receives_the_plan_whole(tmp_path):
+    plan = measuring.plan(env={"fingerprint": "f", "precision": {"label": "off"}}, run_shift=run_shift.of(0.04, 8),
+                          peaks=PEAKS, frameworks=("torch", "tensorflow"))
+    task = replicates.Task(plan, [], 0, Workloads(0), str(tmp_path))
+    again = pickle.loads(pickle.dumps(task))
+    assert again.plan == plan and replicates._frameworks(again) == ("torch", "tensorflow")
+    assert not {f.name for f in dataclasses.fields(replicates.Task)} & {"env", "measure_settings", "seed", "threads"}
