@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 import studylib.studies  # noqa: F401 - registers the studies
-from studylib import speedups
-from studylib.results import ResultsTable
-from studylib.study_registry import studies
+from studylib.core import speedups
+from studylib.core.results import ResultsTable
+from studylib.core.study_registry import studies
 
 
 def study_rows(folder: Path, notebook: str) -> pd.DataFrame:

@@ -29,9 +29,11 @@ import sys
 
 
 def _child(model: str, seq_lens: list[int], seconds: float, threads: int) -> None:
-    from studylib import runtimes, stats, sweep
-    from studylib.threads import apply_threads
-    from studylib.timing import measure_rounds
+    from studylib import runtimes
+    from studylib.core import stats
+    from studylib.core.timing import measure_rounds
+    from studylib.machine.threads import apply_threads
+    from studylib.measurement import sweep
 
     apply_threads(threads, ("torch", "tensorflow"))
     import torch

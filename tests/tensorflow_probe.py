@@ -11,11 +11,12 @@ import sys
 
 # Study 02: the TensorFlow twins hold the PyTorch weights (eager and XLA), and thread settings reach both frameworks.
 TWIN = r"""
-from studylib import models, runtimes
-from studylib.threads import apply_threads
+from studylib.workloads import models
+from studylib import runtimes
+from studylib.machine.threads import apply_threads
 apply_threads(1, ("torch", "tensorflow"))
 import tensorflow as tf, torch
-from studylib import environment
+from studylib.machine import environment
 out = {"threads": environment.capture()["threads"], "diffs": {}}
 for name in ("bert-tiny", "distilbert-tiny", "gpt2-tiny"):
     w = models.torch_workload(name, batch_size=2, seq_len=12, seed=5)
@@ -31,7 +32,8 @@ for name in ("bert-tiny", "distilbert-tiny", "gpt2-tiny"):
 
 # Seed 001: the micro-ops (argmax, strided gather) agree exactly between PyTorch, TorchScript and TensorFlow.
 OPS = r"""
-from studylib import models, runtimes
+from studylib.workloads import models
+from studylib import runtimes
 out = {}
 for name in ("op-argmax", "op-gather"):
     w = models.torch_workload(name, batch_size=3, seq_len=10, seed=2)
@@ -50,7 +52,8 @@ for name in ("op-argmax", "op-gather"):
 # Seed 000's XLNet and XLM: their TensorFlow twins hold the PyTorch weights (eager and tf.function, one trace).
 XL = r"""
 import torch
-from studylib import models, runtimes
+from studylib.workloads import models
+from studylib import runtimes
 out = {}
 for name in ("xlnet-tiny", "xlm-tiny"):
     w = models.torch_workload(name, batch_size=2, seq_len=12, seed=5)
@@ -66,10 +69,10 @@ for name in ("xlnet-tiny", "xlm-tiny"):
 
 # One study-02 group per tiny XLNet and XLM, measured as a run does: every variant ok, parity, work counted.
 XL_GROUP = r"""
-from studylib import sweep
-from studylib.plan import Plan
-from studylib.schemas import MeasureSettings
-from studylib.workloads import Workloads
+from studylib.measurement import sweep
+from studylib.measurement.plan import Plan
+from studylib.measurement.schemas import MeasureSettings
+from studylib.measurement.builder import Workloads
 out = {}
 plan = Plan("02_torchscript_vs_xla", "p", {"fingerprint": "f", "git_commit": None},
             MeasureSettings(warmup_calls=1, min_rounds=3, max_rounds=3, min_time_s=0.0, target_ci_pct=50.0,

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib import speedups
+from studylib.core import speedups
 from studylib.studies import common
 
 
@@ -94,7 +94,7 @@ def test_every_aa_copy_is_paired_with_its_own_original_and_widens_the_band():
 
 
 def test_no_aa_copy_is_a_candidate_or_an_option():
-    from studylib import advice
+    from studylib.report import advice
 
     df = pd.DataFrame(_copies(np.random.default_rng(4), {"eager": 1.0, "ort": 0.5}))  # ort-aa would be fastest
     assert not speedups.pair_table(df, None).candidate.str.endswith("-aa").any()
@@ -150,7 +150,8 @@ def test_the_mean_z2_and_its_chi_square_interval():
 def test_an_aa_copy_is_its_variant_prepared_again_on_its_own_model():
     import torch
 
-    from studylib import models, runtimes
+    from studylib import runtimes
+    from studylib.workloads import models
 
     w = models.torch_workload("bert-tiny", batch_size=2, seq_len=8, seed=0)
     for name in ("eager", "torchscript"):
@@ -181,8 +182,9 @@ def test_an_aa_copy_is_its_variant_prepared_again_on_its_own_model():
 def test_the_profiles_aa_setting_decides_which_copies_each_study_runs():
     from collections import Counter
 
-    from studylib import profiles, study_registry
-    from studylib.config import is_aa, original_of
+    from studylib.core import study_registry
+    from studylib.core.config import is_aa, original_of
+    from studylib.measurement import profiles
 
     def copies(name):
         loaded = profiles.load(name)

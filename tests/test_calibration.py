@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from studylib import calibration, stats
 from studylib.__main__ import main
-from studylib.compare import compare
+from studylib.core import calibration, stats
+from studylib.report.compare import compare
 
 NB = "01_eager_vs_compiled"
 ROUNDS = 40

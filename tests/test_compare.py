@@ -6,8 +6,8 @@ import math
 import pytest
 
 from studylib.__main__ import main
-from studylib.compare import CompareError, compare, verdict
-from studylib.compare_text import format_comparison
+from studylib.report.compare import CompareError, compare, verdict
+from studylib.report.compare_text import format_comparison
 
 NB = "01_eager_vs_compiled"
 ROUNDS = 12

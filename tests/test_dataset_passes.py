@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 import measuring
-from studylib import batching, dataset, sweep
-from studylib.corpus import CorpusSettings
-from studylib.results import ResultsTable
+from studylib.core.results import ResultsTable
+from studylib.measurement import dataset, sweep
+from studylib.workloads import batching
+from studylib.workloads.corpus import CorpusSettings
 
 WORDS = "the model reads every text once and returns one label for each of them in order".split()
 MEASURE = {"warmup_calls": 0, "min_rounds": 6, "max_rounds": 8, "min_time_s": 0.0, "target_ci_pct": 50.0,

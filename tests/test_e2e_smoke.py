@@ -18,8 +18,10 @@ import nbformat
 import pytest
 
 from answer_numbers import answer_numbers_missing
-from studylib import paths, profiles, run, study_registry
-from studylib.results import ResultsTable
+from studylib import run
+from studylib.core import paths, study_registry
+from studylib.core.results import ResultsTable
+from studylib.measurement import profiles
 from studylib.studies import STUDIES
 
 pytestmark = pytest.mark.e2e
@@ -278,7 +280,7 @@ def test_summary_sets_the_profile_beside_the_seed_claims(smoke):
 
 def test_the_report_reads_in_a_browser(smoke):
     """Headless Chromium opens the index and every page it links, offline: figures load, no error output."""
-    from studylib import browser
+    from studylib.report import browser
 
     outputs = smoke.outputs
     pages = browser.check_report(outputs / "index.html", outputs / "screenshots")
@@ -318,7 +320,7 @@ def test_a_failing_notebook_is_marked_in_the_index(tmp_path, outputs, monkeypatc
     entry = json.loads((outputs / "smoke" / "run.json").read_text())[NB]
     assert entry["status"] == "failed" and entry["error"] == "RuntimeError: boom" and entry["failed_cell"]
 
-    from studylib.render import report
+    from studylib.report.render import report
 
     index = report("smoke").read_text()
     assert ">FAILED<" in index and "RuntimeError: boom" in index

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from studylib import environment
-from studylib.memory import PeakMemory
+from studylib.core.memory import PeakMemory
+from studylib.machine import environment
 
 
 def test_capture_records_what_produced_a_result():
@@ -44,7 +44,8 @@ def test_peak_memory_sees_a_temporary_allocation():
 def test_the_commit_is_dirty_for_changed_code_but_not_for_changed_outputs(tmp_path, monkeypatch):
     import subprocess
 
-    from studylib import environment, paths
+    from studylib.core import paths
+    from studylib.machine import environment
 
     def git(*args):
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)

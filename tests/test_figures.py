@@ -10,7 +10,8 @@ import pytest
 
 matplotlib.use("Agg")
 
-from studylib import palette, plots, speedups  # noqa: E402
+from studylib.core import speedups  # noqa: E402
+from studylib.report import palette, plots  # noqa: E402
 from studylib.studies import STUDIES  # noqa: E402
 from studylib.studies import eager_vs_compiled as s01  # noqa: E402
 
@@ -126,7 +127,7 @@ def test_heatmap_text_contrasts_and_missing_cells_are_hatched():
 
 
 def test_every_known_name_has_its_own_colour():
-    from studylib.config import AA, is_aa
+    from studylib.core.config import AA, is_aa
     from studylib.runtimes import REGISTRY
 
     copies = {n for n in REGISTRY if is_aa(n)}  # every A/A copy is the noise grey, eager-aa's colour
@@ -148,7 +149,7 @@ def test_a_long_table_shows_its_first_rows_and_folds_the_rest_with_its_csv():
     import base64
     import re
 
-    from studylib import tables
+    from studylib.core import tables
 
     long = pd.DataFrame({"variant": [f"v{i}" for i in range(98)], "median": range(98)})
     page = tables.folded(long, "02_measurements").data

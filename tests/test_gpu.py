@@ -16,10 +16,12 @@ import pytest
 import torch
 
 import measuring
-from studylib import gpu, gpu_check, grouping, limits, runtimes, sweep
-from studylib.models import Workload
+from studylib import gpu_check, runtimes
+from studylib.machine import gpu, limits
+from studylib.measurement import grouping, sweep
+from studylib.measurement.builder import Workloads
 from studylib.runtimes.ort_gpu import tensorrt_options
-from studylib.workloads import Workloads
+from studylib.workloads.models import Workload
 
 
 @pytest.fixture(autouse=True)
@@ -103,7 +105,7 @@ def test_on_a_cpu_the_policy_sets_torchs_defaults_and_nothing_else(monkeypatch):
 
 
 def test_the_replicates_processes_start_with_the_policy_and_no_jax_preallocation():
-    from studylib import replicates
+    from studylib.measurement import replicates
 
     task = types.SimpleNamespace(plan=types.SimpleNamespace(env={"precision": gpu.policy(False, "cuda")}))
     start = replicates._start_vars(task)
@@ -113,7 +115,7 @@ def test_the_replicates_processes_start_with_the_policy_and_no_jax_preallocation
 
 
 def test_rows_and_the_fingerprint_carry_the_policy():
-    from studylib import environment
+    from studylib.machine import environment
 
     c = sweep.Config("bert-tiny", "eager", "fp32", 1, "cuda", 2, seq_len=8)
     base = {"python": "3.11", "libraries": {"torch": "2.13.0"}}
@@ -275,7 +277,9 @@ def test_study_start_applies_the_profiles_policy_and_records_it(outputs, monkeyp
     """A notebook's parameters need not carry `tf32`: start takes it from the profile file; a value passed wins."""
     import json
 
-    from studylib import paths, profiles, study
+    from studylib import study
+    from studylib.core import paths
+    from studylib.measurement import profiles
 
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "USE_TF"):
         monkeypatch.setenv(var, os.environ.get(var, ""))

@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from studylib import environment, paths
+from studylib.core import paths
+from studylib.machine import environment
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 

@@ -14,10 +14,12 @@ import types
 import pytest
 import torch
 
-from studylib import runtimes, sweep, timing
-from studylib.models import Workload
+from studylib import runtimes
+from studylib.core import timing
+from studylib.measurement import sweep
 from studylib.runtimes.keras import KerasRuntime
 from studylib.runtimes.onnxrt import OrtCall
+from studylib.workloads.models import Workload
 
 
 class FakeDevice:

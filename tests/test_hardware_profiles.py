@@ -4,8 +4,9 @@ import pytest
 import yaml
 
 from conftest import cli
-from studylib import paths, profiles, schemas
-from studylib.environment import Machine
+from studylib.core import paths
+from studylib.machine.environment import Machine
+from studylib.measurement import profiles, schemas
 
 SEED_PROFILES = ["cpu-32", "gpu-t4", "gpu-v100", "gpu-a100", "gpu-3090ti", "gpu-h100"]
 
@@ -37,7 +38,7 @@ def test_a_gpu_profile_plans_on_a_machine_without_one_and_says_so(outputs):
     assert r.returncode == 0, r.stderr
     assert "follows: seed 002" in r.stdout and "device cuda, 12 threads" in r.stdout
     assert "estimated total: about" in r.stdout
-    from studylib.environment import detect_machine
+    from studylib.machine.environment import detect_machine
 
     if not detect_machine().cuda:
         assert "this machine has no CUDA GPU, so a run here records every configuration as skipped" in r.stdout

@@ -19,8 +19,9 @@ import nbformat
 import pytest
 from playwright.sync_api import expect
 
-from studylib import browser, paths
-from studylib.results import ResultsTable
+from studylib.core import paths
+from studylib.core.results import ResultsTable
+from studylib.report import browser
 
 pytestmark = pytest.mark.e2e
 NB = "01_eager_vs_compiled"

@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 import studylib
-from studylib import speedups
+from studylib.core import speedups
 from studylib.studies import STUDIES
 
 SRC = Path(studylib.__file__).parent
@@ -101,37 +101,32 @@ def test_the_import_graph_has_no_circle():
         if m not in state:
             visit(m, [m])
     assert not circles, " ; ".join(" -> ".join(c) for c in circles)
-    assert len(graph) > 50 and graph["studylib.speedups"] >= {"studylib.variance", "studylib.config"}
+    assert len(graph) > 50 and graph["studylib.core.speedups"] >= {"studylib.core.variance", "studylib.core.config"}
 
 
-# The layers, lowest first: a module imports only from its own layer or lower ones (issue 31). The claims the studies
-# judge sit with the measurement, below the studies that import them; the report reads the studies' registry.
-LAYERS = [
-    ("core", {"config", "stats", "variance", "run_shift", "speedups", "results", "files", "paths", "timing",
-              "study_registry", "calibration", "tables", "plot_layout", "progress", "memory"}),
-    ("machine", {"threads", "environment", "gpu", "limits", "runlock", "profiling"}),
-    ("workloads", {"models", "corpus", "tokenization", "batching", "work"}),
-    ("runtimes", {"runtimes"}),
-    ("workload building", {"workloads", "dataset", "keras_models"}),
-    ("measurement", {"schemas", "profiles", "plan", "grouping", "surprises", "sweep", "replicates", "claims",
-                     "claim_registry"}),
-    ("analysis", {"roofline"}),  # where each call sits against the machine's limits: the studies attach it
-    ("studies", {"studies"}),
-    ("report", {"advice", "answer", "plots", "palette", "seeds", "render", "summary", "summary_page",
-                "compare", "compare_text", "gpu_paths", "browser"}),
-    ("command line", {"__main__", "run", "study", "reference", "gpu_check"}),
-]
+# The layers, lowest first, one folder each (issue 31): a module imports only from its own layer or lower ones. The
+# claims the studies judge and the surprises a group checks sit with the measurement, below the studies that import
+# them; the report reads the studies' registry. The command line is what stays at the top of the package.
+LAYERS = ["core", "machine", "workloads", "runtimes", "measurement", "analysis", "studies", "report", "command line"]
+COMMAND_LINE = {"__main__", "run", "study", "reference", "gpu_check"}
 
 
 def _layer(module: str) -> int:
     name = module.removeprefix("studylib.").split(".")[0]
-    found = [i for i, (_, members) in enumerate(LAYERS) if name in members]
-    assert len(found) == 1, f"{module} is in {len(found)} layers: add it to exactly one of LAYERS"
-    return found[0]
+    if name in COMMAND_LINE:
+        return LAYERS.index("command line")
+    assert name in LAYERS, f"{module} is in no layer: move it into one of the folders {LAYERS[:-1]}"
+    return LAYERS.index(name)
+
+
+def test_every_module_sits_in_a_layer_folder():
+    top = {p.stem for p in SRC.glob("*.py")} - {"__init__"}
+    assert top == COMMAND_LINE, top ^ COMMAND_LINE
+    assert {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == set(LAYERS[:-1])
 
 
 def test_no_module_imports_from_a_higher_layer():
     graph = _import_graph()
-    upward = [f"{m} ({LAYERS[_layer(m)][0]}) imports {d} ({LAYERS[_layer(d)][0]})"
+    upward = [f"{m} ({LAYERS[_layer(m)]}) imports {d} ({LAYERS[_layer(d)]})"
               for m, deps in graph.items() if m != "studylib" for d in sorted(deps) if _layer(d) > _layer(m)]
     assert not upward, "\n".join(upward)

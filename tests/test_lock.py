@@ -10,7 +10,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from studylib import paths
+from studylib.core import paths
 
 
 def _lock():

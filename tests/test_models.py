@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from studylib import models, runtimes
+from studylib import runtimes
+from studylib.workloads import models
 
 
 def test_same_seed_same_weights_and_outputs():

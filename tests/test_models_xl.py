@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from studylib import models, runtimes
+from studylib import runtimes
+from studylib.workloads import models
 
 TINY = ("xlnet-tiny", "xlm-tiny")
 
@@ -54,7 +55,7 @@ def test_sequence_limits():
 
 @pytest.mark.parametrize("name", TINY)
 def test_work_per_call_is_counted(name):
-    from studylib import work as counting
+    from studylib.workloads import work as counting
 
     def real():
         w = models.torch_workload(name, batch_size=1, seq_len=16)
@@ -80,9 +81,9 @@ def test_tensorflow_twin_holds_the_same_weights(tensorflow_probe):
 
 def test_plan_costs_follow_the_models_work():
     """The plan's per-call cost factor against the work counted on the meta device (XLNet) or from XLM's config."""
-    from studylib import work as counting
-    from studylib.config import Config
+    from studylib.core.config import Config
     from studylib.studies import torchscript_vs_xla as s02
+    from studylib.workloads import work as counting
 
     bert, xlnet = (counting.count(counting._meta_model(n, "fp32"),
                                   models.torch_inputs(n, batch_size=1, seq_len=128, device="meta"))

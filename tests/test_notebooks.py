@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from studylib import paths, profiles
+from studylib.core import paths
+from studylib.measurement import profiles
 from studylib.studies import STUDIES
 
 NOTEBOOKS = list(STUDIES)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from studylib import models
 from studylib.runtimes import REGISTRY, RuntimeUnavailable, onnxrt
+from studylib.workloads import models
 
 pytest.importorskip("onnxruntime")
 

@@ -7,7 +7,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from studylib import render, seeds
+from studylib.report import render, seeds
 
 # Words of the harness that a reader of a page should never meet (issue 33).
 INTERNAL = ("params/", "early pass", "/cache/", "make report", "taken from earlier runs", "environment fingerprint",
@@ -60,7 +60,7 @@ def test_the_check_finds_prompts_and_internal_words():
 
 
 def test_the_summary_answers_first_and_its_verdict_matrix_is_compact(tmp_path, monkeypatch):
-    from studylib import summary_page
+    from studylib.report import summary_page
     from studylib.studies import STUDIES
 
     monkeypatch.setenv("STUDYLIB_OUTPUTS", str(tmp_path))
@@ -87,7 +87,7 @@ def test_the_summary_answers_first_and_its_verdict_matrix_is_compact(tmp_path, m
 
 
 def test_no_committed_reference_page_shows_a_prompt_or_an_internal_word():
-    from studylib import paths
+    from studylib.core import paths
 
     pages = sorted(paths.reference_root().rglob("*.html"))
     assert len(pages) >= 7  # the index, five studies and the summary

@@ -9,9 +9,12 @@ import pytest
 import torch
 
 import measuring
-from studylib import config, limits, paths, profiles, replicates, run_shift, study, sweep
-from studylib.plan import Plan
-from studylib.workloads import Workloads
+from studylib import study
+from studylib.core import config, paths, run_shift
+from studylib.machine import limits
+from studylib.measurement import profiles, replicates, sweep
+from studylib.measurement.builder import Workloads
+from studylib.measurement.plan import Plan
 
 PEAKS = {"method": 0, "device": "cpu", "matmul": {"fp32": {"gflops": 100.0}}}
 

@@ -6,8 +6,9 @@ import subprocess
 import pytest
 
 from conftest import cli, stored_row
-from studylib import paths, reference
-from studylib.results import ResultsTable
+from studylib import reference
+from studylib.core import paths
+from studylib.core.results import ResultsTable
 
 
 def _git(repo, *args):

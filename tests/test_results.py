@@ -7,9 +7,10 @@ import pytest
 
 import measuring
 from conftest import stored_row
-from studylib import environment, replicates, sweep
-from studylib.files import read_json, write_json_atomic
-from studylib.results import ResultsTable, measured_alike
+from studylib.core.files import read_json, write_json_atomic
+from studylib.core.results import ResultsTable, measured_alike
+from studylib.machine import environment
+from studylib.measurement import replicates, sweep
 
 FAST = measuring.FAST
 TOL = {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02}
@@ -190,7 +191,7 @@ def test_a_group_is_timed_in_shared_rounds_and_replicates_pool(tmp_path, env):
     assert len(eager["samples_s"]) == len(eager["sample_rep"]) == len(eager["sample_round"]) == eager["n"]
     assert eager["sample_rep"] == aa["sample_rep"] and eager["sample_round"] == aa["sample_round"]
     assert aa["max_abs_diff"] == 0.0  # the A/A copy computes exactly what eager does
-    from studylib import variance
+    from studylib.core import variance
 
     s = variance.speedup(eager, aa)
     assert s.paired and s.n == eager["n"] and s.ci_low <= s.ratio <= s.ci_high

@@ -9,9 +9,13 @@ import pandas as pd
 import pytest
 
 import measuring
-from studylib import limits, models, plots, roofline, sweep
-from studylib import work as counting
-from studylib.results import ResultsTable
+from studylib.analysis import roofline
+from studylib.core.results import ResultsTable
+from studylib.machine import limits
+from studylib.measurement import sweep
+from studylib.report import plots
+from studylib.workloads import models
+from studylib.workloads import work as counting
 
 MEASURE = {"warmup_calls": 0, "min_rounds": 6, "max_rounds": 8, "min_time_s": 0.0, "target_ci_pct": 50.0,
            "budget_s": 0.05, "block_s": 0.0, "replicates": 1}
@@ -185,7 +189,7 @@ def test_roofline_table_and_regime_findings_on_synthetic_rows():
 def test_old_tables_without_work_columns_still_analyse(tmp_path):
     """Rows stored before work was counted lack the new columns: they load, and every study page still
     renders its roofline table, saying the rows have no FLOP count."""
-    from studylib.results import MEASURED_COLUMNS
+    from studylib.core.results import MEASURED_COLUMNS
     from studylib.studies import eager_vs_compiled as s01
 
     new = {"flops_per_call", "bytes_per_call", "useful_flops_per_call", "graph_breaks"}

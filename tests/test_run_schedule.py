@@ -8,8 +8,10 @@ import os
 import subprocess
 import sys
 
-from studylib import profiles, replicates, run, study_registry
-from studylib.files import read_json
+from studylib import run
+from studylib.core import study_registry
+from studylib.core.files import read_json
+from studylib.measurement import profiles, replicates
 
 
 def _recording(monkeypatch, fail: set[str] = frozenset()):

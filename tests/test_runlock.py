@@ -8,12 +8,12 @@ import textwrap
 
 import pytest
 
-from studylib import runlock
 from studylib.__main__ import BUSY, main
+from studylib.machine import runlock
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from studylib import runlock
+    from studylib.machine import runlock
     with runlock.hold(sys.argv[1], "holder under test"):
         print("held", flush=True)
         time.sleep(120)
@@ -73,7 +73,7 @@ def test_a_run_of_another_profile_warns_that_the_cpu_is_shared(holder, capsys):
 
 
 def test_processes_started_by_the_holder_do_not_take_the_lock_again(outputs):
-    child = "from studylib import runlock\nwith runlock.hold('smoke'):\n    print('measured')"
+    child = "from studylib.machine import runlock\nwith runlock.hold('smoke'):\n    print('measured')"
     with runlock.hold("smoke"):
         r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=dict(os.environ),
                            timeout=60)
@@ -86,7 +86,7 @@ def test_processes_started_by_the_holder_do_not_take_the_lock_again(outputs):
 
 
 def test_a_notebook_measuring_by_hand_is_refused_while_a_run_holds_the_profile(holder, outputs):
-    from studylib import sweep
+    from studylib.measurement import sweep
     from studylib.study import start
 
     holder("smoke")

@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
-from studylib import grouping, models, profiles, runtimes, sweep
+from studylib import runtimes
+from studylib.measurement import grouping, profiles, sweep
 from studylib.studies import eager_vs_compiled as s01
 from studylib.studies import torchscript_vs_xla as s02
+from studylib.workloads import models
 
 rng = np.random.default_rng(7)
 
@@ -70,10 +72,10 @@ def test_cudnn_benchmark_is_on_from_its_own_process_start_not_around_its_calls(m
     """A process started with the variant's environment (grouping.process_env) has the flag on once gpu.apply ran, as
     replicates' processes do before any model is built; another process has it off. The prepared call is the module
     itself: nothing is flipped around it (a fake CUDA workload: the call runs on CPU)."""
-    from studylib import gpu
+    from studylib.machine import gpu
 
     c = sweep.Config("resnet-tiny", "eager-cudnn-benchmark", "fp32", 1, "cuda", 2, image_size=32)
-    probe = ("import torch; from studylib import gpu; gpu.apply(gpu.policy(False, 'cuda')); "
+    probe = ("import torch; from studylib.machine import gpu; gpu.apply(gpu.policy(False, 'cuda')); "
              "print(torch.backends.cudnn.benchmark)")
 
     def started_with(env: dict) -> str:
@@ -123,7 +125,7 @@ def test_micro_ops_agree_between_pytorch_and_tensorflow(tensorflow_probe):
 
 
 def test_the_work_of_a_micro_op_is_counted_without_flops():
-    from studylib import work as counting
+    from studylib.workloads import work as counting
 
     w = counting.work_per_call("op-gather", dtype="fp32", batch_size=2, seq_len=16)
     assert w.flops == 0 and w.weight_bytes == 0 and w.activation_bytes >= 2 * 8 * 768 * 4  # the gathered copy

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib import plots
+from studylib.report import plots
 from studylib.studies import eager_vs_compiled as s01
 from studylib.studies.eager_vs_compiled import EagerVsCompiled
 
@@ -116,8 +116,8 @@ def test_results_table_formats_ok_rows_and_blanks_failed_ones(df):
 def test_everything_skipped_still_renders(tmp_path):
     """A cuda profile on a machine without a GPU: every row skipped, and every table and figure still works."""
     import measuring
-    from studylib import sweep
-    from studylib.results import ResultsTable
+    from studylib.core.results import ResultsTable
+    from studylib.measurement import sweep
 
     table = ResultsTable(tmp_path / "r.jsonl")
     configs = [sweep.Config("resnet-tiny", v, "fp32", 1, "cuda", 2, image_size=32) for v in ("eager", "compile-default")]

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib import plots, variance
+from studylib.core import variance
+from studylib.report import plots
 from studylib.studies import torchscript_vs_xla as s02
 
 rng = np.random.default_rng(1)

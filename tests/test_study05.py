@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 import measuring
-from studylib import grouping, profiles, replicates, sweep
-from studylib.results import ResultsTable
+from studylib.core.results import ResultsTable
+from studylib.measurement import grouping, profiles, replicates, sweep
+from studylib.measurement.builder import Workloads
 from studylib.studies import keras_backends as s05
-from studylib.workloads import Workloads
 
 rng = np.random.default_rng(5)
 
@@ -93,7 +93,8 @@ BACKEND_SCRIPT = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     import numpy as np
-    from studylib import keras_models, runtimes, sweep
+    from studylib.measurement import keras_models, sweep
+    from studylib import runtimes
     from studylib.runtimes import keras_process
     cache = Path(sys.argv[1])
     w = keras_models.KerasWorkloads(0, cache_dir=cache)

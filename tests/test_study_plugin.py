@@ -10,7 +10,9 @@ import textwrap
 
 import pytest
 
-from studylib import profiles, study_registry, summary
+from studylib.core import study_registry
+from studylib.measurement import profiles
+from studylib.report import summary
 from studylib.studies import STUDIES, unregister
 
 TOY = "99_toy_study"
@@ -23,11 +25,11 @@ from typing import Literal
 
 import pandas as pd
 
-from studylib import speedups
-from studylib.schemas import Grid
+from studylib.core import speedups
+from studylib.measurement.schemas import Grid
 from studylib.studies import Analysis, Comparison, Study, register
 from studylib.studies.base import CLAIM_COLUMNS
-from studylib.sweep import AA, REFERENCE, Config
+from studylib.measurement.sweep import AA, REFERENCE, Config
 
 NOTEBOOK = "99_toy_study"
 

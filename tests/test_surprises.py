@@ -13,11 +13,14 @@ import pytest
 
 import measuring
 from conftest import stored_row
-from studylib import models, profiling, runtimes, surprises, sweep
-from studylib.results import ResultsTable, validated
+from studylib import runtimes
+from studylib.core.results import ResultsTable, validated
+from studylib.machine import profiling
+from studylib.measurement import surprises, sweep
+from studylib.measurement.surprises import Expectation
 from studylib.runtimes.pytorch import TorchEager
 from studylib.studies import STUDIES, Analysis
-from studylib.surprises import Expectation
+from studylib.workloads import models
 
 MEASURE = {"warmup_calls": 0, "min_rounds": 6, "max_rounds": 8, "min_time_s": 0.0, "target_ci_pct": 50.0,
            "budget_s": 0.05, "block_s": 0.0, "replicates": 2}
@@ -38,7 +41,7 @@ def _rows(times: dict[str, float], spread=0.01, n=12, seed=0):
 
 
 def test_band_is_the_layers_band():
-    from studylib import speedups
+    from studylib.core import speedups
 
     assert surprises.EQUIVALENCE is speedups.EQUIVALENCE
 

@@ -7,8 +7,9 @@ import pytest
 from pydantic import ValidationError
 from tokenizers import Tokenizer, models
 
-from studylib import batching, corpus, paths, tokenization
-from studylib.corpus import Corpus, CorpusError, CorpusSettings
+from studylib.core import paths
+from studylib.workloads import batching, corpus, tokenization
+from studylib.workloads.corpus import Corpus, CorpusError, CorpusSettings
 
 # ---------------------------------------------------------------- corpora
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy import stats as sst
 
-from studylib import stats, timing, variance
-from studylib.timing import STOP_BUDGET, STOP_MAX_ROUNDS, STOP_PRECISION
+from studylib.core import stats, timing, variance
+from studylib.core.timing import STOP_BUDGET, STOP_MAX_ROUNDS, STOP_PRECISION
 
 # ---------------------------------------------------------------------------------------------------
 # A fake machine: a clock that moves only when a variant is called, with an optional drifting speed.

@@ -11,7 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import paths, profiles, runlock, schemas
+from .core import paths
+from .machine import runlock
+from .measurement import profiles, schemas
 
 BUSY = 3  # exit status: another run holds the profile's lock (see runlock)
 
@@ -26,7 +28,7 @@ def machine_speed(device: str, threads: int) -> float:
 
 
 def _plan(profile: str) -> int:
-    from .environment import detect_machine
+    from .machine.environment import detect_machine
     from .run import planned, select_notebooks
     from .studies import STUDIES
 
@@ -76,9 +78,9 @@ def _profiles() -> int:
 def _compare(ref: str, new: str, check: bool = False) -> int:
     """Print the comparison and its calibration; with `check`, exit 1 when a calibration figure is outside its
     limits (calibration.LIMITS)."""
-    from .calibration import format_calibration
-    from .compare import CompareError, compare
-    from .compare_text import format_comparison
+    from .core.calibration import format_calibration
+    from .report.compare import CompareError, compare
+    from .report.compare_text import format_comparison
 
     try:
         c = compare(Path(ref), Path(new))
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_notebooks(args.profile, args.notebook, force=args.force)
         if args.command == "report":
-            from .render import report
+            from .report.render import report
 
             name = profiles.load(args.profile).name
             with runlock.hold(name, f"studylib report --profile {name}"):
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return make_reference()
         if args.command == "summary":
-            from .render import index, render_summary
+            from .report.render import index, render_summary
             from .run import run_summary
 
             rc = run_summary()

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 
-from . import gpu
+from .machine import gpu
 
 COLUMNS = ("framework", "sees GPU", "version", "CUDA / cuDNN", "precision (read back)")
 
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m studylib.gpu_check", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="gpu-smoke", help="whose precision policy to apply (a cuda profile)")
     args = parser.parse_args(argv)
-    from . import profiles
+    from .measurement import profiles
 
     try:
         from . import studies  # noqa: F401 - registers the studies the profile's sections are read by

@@ -18,9 +18,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import paths, profiles
-from .files import read_json, write_json_atomic
-from .results import ResultsTable
+from .core import paths
+from .core.files import read_json, write_json_atomic
+from .core.results import ResultsTable
+from .measurement import profiles
 
 PROFILE = "cpu"
 RECORD = "REFERENCE.json"
@@ -77,7 +78,7 @@ def publish(staging: Path, target: Path, record: dict) -> list[Path]:
 
 def make_reference() -> int:
     """Measure the `cpu` profile from a clean commit and publish it under reference/; the run's exit status."""
-    from .render import report
+    from .report.render import report
     from .run import run
 
     commit = clean_head()

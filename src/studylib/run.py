@@ -18,9 +18,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from . import paths, profiles, runlock, study_registry
-from .files import read_json, write_json_atomic
-from .threads import OMP_WAIT_POLICY
+from .core import paths, study_registry
+from .core.files import read_json, write_json_atomic
+from .machine import runlock
+from .machine.threads import OMP_WAIT_POLICY
+from .measurement import profiles
 
 KERNEL = "studylib"
 
@@ -51,9 +53,10 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     """(all configurations of a notebook, those a run would measure now) — what `plan` and the bar show.
 
     A configuration left to measure brings its whole group with it (its variants are timed together)."""
-    from . import environment, grouping, plan
-    from .gpu import policy
-    from .results import ResultsTable
+    from .core.results import ResultsTable
+    from .machine import environment
+    from .machine.gpu import policy
+    from .measurement import grouping, plan
     from .studies import STUDIES
 
     study = STUDIES[notebook]
@@ -82,7 +85,7 @@ def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool,
     where the caller has counted them (planned)."""
     from tqdm import tqdm
 
-    from .replicates import pending_parts
+    from .measurement.replicates import pending_parts
 
     table = paths.results_dir(loaded.name) / f"{notebook}.jsonl"
     parts = paths.parts_dir(loaded.name, notebook)
@@ -156,7 +159,7 @@ def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: li
 @contextmanager
 def _run_id() -> Iterator[str]:
     """An id for this run, inherited by every process it starts (a forced run keeps its own early passes' parts)."""
-    from .replicates import RUN_ID_VAR
+    from .measurement.replicates import RUN_ID_VAR
 
     previous, run_id = os.environ.get(RUN_ID_VAR), uuid.uuid4().hex[:12]
     os.environ[RUN_ID_VAR] = run_id

@@ -8,26 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import (
-    environment,
-    gpu,
-    grouping,
-    limits,
-    paths,
-    plan,
-    profiles,
-    replicates,
-    runlock,
-    schemas,
-    study_registry,
-    sweep,
-)
-from .files import read_json, write_json_atomic
-from .plan import Plan
-from .results import ResultsTable
-from .threads import apply_threads
-from .timing import Overhead, harness_overhead
-from .workloads import Workloads
+from .core import paths, study_registry
+from .core.files import read_json, write_json_atomic
+from .core.results import ResultsTable
+from .core.timing import Overhead, harness_overhead
+from .machine import environment, gpu, limits, runlock
+from .machine.threads import apply_threads
+from .measurement import grouping, plan, profiles, replicates, schemas, sweep
+from .measurement.builder import Workloads
+from .measurement.plan import Plan
 
 
 @dataclass
@@ -74,7 +63,7 @@ class StudyRun:
                  group_by: Callable[[sweep.Config], tuple] | None = None,
                  only_replicate: int | None = None) -> tuple[list[dict], int]:
         """What `run` measures (and measure_replicate, `only_replicate` alone): the rows it added, and its groups."""
-        from .progress import group_progress
+        from .core.progress import group_progress
         from .studies import STUDIES
 
         study = STUDIES[self.notebook]
@@ -96,7 +85,8 @@ class StudyRun:
 
     def text_data(self):
         """The data-set studies' tokenized sample and the workloads that time passes over it."""
-        from . import batching, dataset
+        from .measurement import dataset
+        from .workloads import batching
 
         s = self.section
         cache = paths.cache_dir(self.profile)
@@ -110,7 +100,7 @@ class StudyRun:
         """The page's opening Answer box (answer.py): headline findings with CIs, the machine, what a GPU changes."""
         from IPython.display import HTML
 
-        from . import answer
+        from .report import answer
 
         return HTML(answer.box_html(self.notebook, df, environment.one_line(self.env)))
 
@@ -178,7 +168,7 @@ class StudyRun:
         """Where an expectation failed, and what the profiler says (surprises.html)."""
         from IPython.display import HTML
 
-        from . import surprises
+        from .measurement import surprises
 
         return HTML(surprises.html(df, study_registry.studies()[self.notebook]))
 
@@ -187,7 +177,7 @@ class StudyRun:
         """The seeds' claims beside this run: the totals line, then the table."""
         from IPython.display import Markdown, display
 
-        from . import claims
+        from .measurement import claims
 
         display(Markdown(claims.totals_line(analysis.claims)))
         return claims.styled(analysis.claims)
@@ -197,7 +187,7 @@ class StudyRun:
         """What this run's rows did not exercise of the CUDA paths (gpu_paths)."""
         from IPython.display import Markdown
 
-        from . import gpu_paths
+        from .report import gpu_paths
 
         return Markdown(gpu_paths.not_exercised_note(df))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from ..config import aa_of
+from ..core.config import aa_of
 from .base import Prepared, Runtime
 
 

@@ -22,7 +22,7 @@ def keras_module(flavour: str = "keras"):
         except ImportError:
             raise RuntimeUnavailable("tf-keras (Keras 2) is not installed") from None
         return tf_keras
-    from ..threads import tensorflow_start_up_log
+    from ..machine.threads import tensorflow_start_up_log
 
     try:
         with tensorflow_start_up_log():  # Keras imports TensorFlow where it is installed, whatever the backend

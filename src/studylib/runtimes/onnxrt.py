@@ -146,7 +146,7 @@ def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict)
 
 
 def _input_names(workload) -> tuple[str, ...]:
-    from ..models import FAMILIES, spec
+    from ..workloads.models import FAMILIES, spec
 
     return FAMILIES[spec(workload.model_name).family].inputs
 
@@ -171,7 +171,7 @@ def _export(workload, path: Path) -> None:
 
 
 def _optimizer_settings(workload) -> dict:
-    from ..models import spec
+    from ..workloads.models import spec
 
     config = workload.module.inner.config
     return {"model_type": "gpt2" if spec(workload.model_name).family == "gpt2" else "bert",  # "bert" covers RoBERTa

@@ -11,7 +11,7 @@ from pathlib import Path
 def cuda_provider_options() -> dict[str, str]:
     """The CUDA provider's options: the process's precision policy (use_tf32) and an arena grown by what a call
     asks for (gpu.ort_cuda_options)."""
-    from ..gpu import current_precision, ort_cuda_options
+    from ..machine.gpu import current_precision, ort_cuda_options
 
     return ort_cuda_options(current_precision())
 

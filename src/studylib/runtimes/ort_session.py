@@ -47,7 +47,7 @@ class OrtCall:
         """`call` (which runs this OrtCall, once or once per batch) profiled by ONNX Runtime: a session created with
         enable_profiling (profiling is fixed when a session is made) replaces this one for one warm-up call and one
         profiled call, then the timed session is back. The top op types by kernel time, and a note."""
-        from ..profiling import top_ops
+        from ..machine.profiling import top_ops
 
         if self.make_session is None:
             return None, "not profiled: this session cannot be rebuilt with ONNX Runtime's profiler on"

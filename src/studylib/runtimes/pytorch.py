@@ -239,7 +239,7 @@ class TorchEagerCudnnBenchmark(_Torch):
     name = "eager-cudnn-benchmark"
 
     def process_env(self, device: str) -> dict[str, str]:
-        from ..gpu import CUDNN_BENCHMARK_VAR
+        from ..machine.gpu import CUDNN_BENCHMARK_VAR
 
         return {CUDNN_BENCHMARK_VAR: "1"} if device == "cuda" else {}
 

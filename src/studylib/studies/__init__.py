@@ -5,7 +5,13 @@ Each module registers a `Study` (see base); STUDIES is the registry, by notebook
 
 from __future__ import annotations
 
-from . import eager_vs_compiled, keras_backends, onnx_batching, sorted_batching, torchscript_vs_xla  # noqa: F401 - each registers itself
+from . import (  # noqa: F401 - each registers itself
+    eager_vs_compiled,
+    keras_backends,
+    onnx_batching,
+    sorted_batching,
+    torchscript_vs_xla,
+)
 from .base import REGISTRY as STUDIES
 from .base import Analysis, Comparison, Study, register, unregister
 

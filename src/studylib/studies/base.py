@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import paths
-from ..claims import CLAIM_COLUMNS  # noqa: F401 - a study's claims table has these columns
-from ..speedups import Comparison
-from ..study_registry import REGISTRY, register, unregister  # noqa: F401 - the studies register through here
-from ..surprises import Expectation
-from ..sweep import Config
-from ..workloads import Workloads
+from ..core import paths
+from ..core.speedups import Comparison
+from ..core.study_registry import REGISTRY, register, unregister  # noqa: F401 - the studies register through here
+from ..measurement.builder import Workloads
+from ..measurement.claims import CLAIM_COLUMNS  # noqa: F401 - a study's claims table has these columns
+from ..measurement.surprises import Expectation
+from ..measurement.sweep import Config
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Analysis:
 
     tables: named tables its notebook shows (speed-ups, gains, preparation, …); findings: the sentences
     of its "answer first" section, computed from the data; claims: one row per registry claim it tests
-    (CLAIM_COLUMNS, built by studylib.claims.study_claims), and any columns of its own."""
+    (CLAIM_COLUMNS, built by studylib.measurement.claims.study_claims), and any columns of its own."""
 
     tables: dict[str, pd.DataFrame]
     findings: list[str]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import run_shift, speedups, stats, variance
-from ..speedups import EQUIVALENCE
+from ..core import run_shift, speedups, stats, variance
+from ..core.speedups import EQUIVALENCE
 
 
 def text_workloads(run):

@@ -10,24 +10,18 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from .. import claims as seedclaims
-from .. import roofline, runtimes, surprises
-from .. import speedups as speedups_layer
-from ..config import is_aa, original_of, with_aa
-from ..models import MODELS
-from ..schemas import SKIP_KEYS, Grid, Skip
-from ..speedups import Comparison
-from ..sweep import REFERENCE, Config
+from .. import runtimes
+from ..analysis import roofline
+from ..core import speedups as speedups_layer
+from ..core.config import is_aa, original_of, with_aa
+from ..core.speedups import Comparison
+from ..measurement import claims as seedclaims
+from ..measurement import surprises
+from ..measurement.schemas import SKIP_KEYS, Grid, Skip
+from ..measurement.sweep import REFERENCE, Config
+from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import (  # noqa: F401
-    aa_finding,
-    describe_ci,
-    drift_finding,
-    fmt_or_blank,
-    fmt_x,
-    latency_table,
-    size_label,
-)
+from .common import aa_finding, describe_ci, drift_finding, fmt_or_blank, fmt_x, latency_table, size_label  # noqa: F401
 
 NOTEBOOK = "01_eager_vs_compiled"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
@@ -248,7 +242,7 @@ def _geo_pairs(df: pd.DataFrame, cand: str, base: str) -> dict | None:
 
 
 def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 001, 002 and 004), judged on these results (see studylib.claims)."""
+    """The registry's claims this study tests (seeds 001, 002 and 004), judged on these results (see studylib.measurement.claims)."""
     return seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp})
 
 

@@ -1,4 +1,4 @@
-"""Study 01's claim evaluators (studylib.claims): each turns the study's results into our measurement of one seed
+"""Study 01's claim evaluators (studylib.measurement.claims): each turns the study's results into our measurement of one seed
 claim (seeds 001, 002 and 004), or says from the data why they cannot answer it. claims.evaluator finds them here,
 beside the study module (eager_vs_compiled)."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import claims as seedclaims
 from .. import runtimes
-from .. import speedups as speedups_layer
-from ..config import is_aa
+from ..core import speedups as speedups_layer
+from ..core.config import is_aa
+from ..measurement import claims as seedclaims
 from .eager_vs_compiled import SHAPE_COLUMNS, _where
 
 

@@ -16,23 +16,19 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field, field_validator
 
-from .. import claims as seedclaims
-from .. import roofline, runtimes, surprises
-from .. import speedups as speedups_layer
-from ..config import is_aa, original_of, with_aa
-from ..models import MODELS
+from .. import runtimes
+from ..analysis import roofline
+from ..core import speedups as speedups_layer
+from ..core.config import is_aa, original_of, with_aa
+from ..core.speedups import Comparison
+from ..measurement import claims as seedclaims
+from ..measurement import surprises
+from ..measurement.schemas import Grid
+from ..measurement.sweep import REFERENCE, Config
 from ..runtimes.keras import BACKENDS
-from ..schemas import Grid
-from ..speedups import Comparison
-from ..sweep import REFERENCE, Config
+from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import (  # noqa: F401
-    aa_finding,
-    describe_ci,
-    drift_finding,
-    fmt_x,
-    latency_table,
-)
+from .common import aa_finding, describe_ci, drift_finding, fmt_x, latency_table  # noqa: F401
 
 NOTEBOOK = "05_keras_backends"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
@@ -335,7 +331,8 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
 def keras_workloads(run):
     """What each configuration runs (StudyRun -> keras_models.KerasWorkloads): a Keras model on the backend of its
     process, or native PyTorch."""
-    from .. import keras_models, paths
+    from ..core import paths
+    from ..measurement import keras_models
 
     return keras_models.KerasWorkloads(run.settings.seed, cache_dir=paths.cache_dir(run.profile))
 

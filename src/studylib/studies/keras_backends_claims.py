@@ -1,12 +1,12 @@
-"""Study 05's claim evaluators (studylib.claims): seed 002's claims measured on the study's results and tables, or
+"""Study 05's claim evaluators (studylib.measurement.claims): seed 002's claims measured on the study's results and tables, or
 why they cannot be. claims.evaluator finds them here, beside the study module (keras_backends)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from .. import claims as seedclaims
-from .. import speedups as speedups_layer
+from ..core import speedups as speedups_layer
+from ..measurement import claims as seedclaims
 from .keras_backends import KERAS2, _geo, backend_of
 
 

@@ -7,12 +7,15 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from .. import claims as seedclaims
-from .. import dataset, roofline, runtimes, speedups, surprises
-from ..config import is_aa, original_of, with_aa
-from ..schemas import DataGrid
-from ..speedups import Comparison
-from ..sweep import REFERENCE, Config
+from .. import runtimes
+from ..analysis import roofline
+from ..core import speedups
+from ..core.config import is_aa, original_of, with_aa
+from ..core.speedups import Comparison
+from ..measurement import claims as seedclaims
+from ..measurement import dataset, surprises
+from ..measurement.schemas import DataGrid
+from ..measurement.sweep import REFERENCE, Config
 from .base import Analysis, Study, register
 from .common import (
     aa_finding,
@@ -303,7 +306,7 @@ def int8_accuracy(df: pd.DataFrame, tables: dict, claim):
 
 
 def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 003 and 004), judged on these results (studylib.claims)."""
+    """The registry's claims this study tests (seeds 003 and 004), judged on these results (studylib.measurement.claims)."""
     return seedclaims.study_claims(NOTEBOOK, df, {"same batch": same, "over batch 1": over1})
 
 

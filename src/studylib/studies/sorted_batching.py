@@ -8,12 +8,15 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from .. import batching, dataset, roofline, speedups, surprises
-from .. import claims as seedclaims
-from ..config import with_aa
-from ..schemas import DataGrid
-from ..speedups import Comparison
-from ..sweep import REFERENCE, Config
+from ..analysis import roofline
+from ..core import speedups
+from ..core.config import with_aa
+from ..core.speedups import Comparison
+from ..measurement import claims as seedclaims
+from ..measurement import dataset, surprises
+from ..measurement.schemas import DataGrid
+from ..measurement.sweep import REFERENCE, Config
+from ..workloads import batching
 from .base import Analysis, Study, register
 from .common import (
     aa_finding,
@@ -202,7 +205,7 @@ def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted
 
 
 def claims(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
-    """The registry's claims this study tests (seed 003's batching), judged on these results (studylib.claims)."""
+    """The registry's claims this study tests (seed 003's batching), judged on these results (studylib.measurement.claims)."""
     return seedclaims.study_claims(NOTEBOOK, df, {"gains": g})
 
 

@@ -8,22 +8,17 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from .. import claims as seedclaims
-from .. import roofline, surprises
-from .. import speedups as speedups_layer
-from ..config import aa_of, original_of, with_aa
-from ..models import MODELS
-from ..schemas import Grid
-from ..speedups import Comparison
-from ..sweep import REFERENCE, Config
+from ..analysis import roofline
+from ..core import speedups as speedups_layer
+from ..core.config import aa_of, original_of, with_aa
+from ..core.speedups import Comparison
+from ..measurement import claims as seedclaims
+from ..measurement import surprises
+from ..measurement.schemas import Grid
+from ..measurement.sweep import REFERENCE, Config
+from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import (  # noqa: F401
-    aa_finding,
-    describe_ci,
-    drift_finding,
-    fmt_x,
-    latency_table,
-)
+from .common import aa_finding, describe_ci, drift_finding, fmt_x, latency_table  # noqa: F401
 
 NOTEBOOK = "02_torchscript_vs_xla"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len"]
@@ -289,7 +284,7 @@ OP_EVALUATORS = ("op_gain",)  # claims judged on the micro-ops' rows; every othe
 
 
 def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 000, 001 and 003), judged on these results (studylib.claims):
+    """The registry's claims this study tests (seeds 000, 001 and 003), judged on these results (studylib.measurement.claims):
     seed 001's single-operation claim on the micro-ops' rows, every other claim on the whole models'."""
     mine = [c for c in seedclaims.registry() if c.study == NOTEBOOK]
     ops = is_op(df) if len(df) else pd.Series(False, index=df.index)

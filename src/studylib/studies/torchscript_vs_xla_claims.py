@@ -1,4 +1,4 @@
-"""Study 02's claim evaluators (studylib.claims): each turns the study's results into our measurement of one seed
+"""Study 02's claim evaluators (studylib.measurement.claims): each turns the study's results into our measurement of one seed
 claim (seeds 000, 001 and 003), or says from the data why they cannot answer it. claims.evaluator finds them here,
 beside the study module (torchscript_vs_xla)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import claims as seedclaims
-from .. import speedups as speedups_layer
+from ..core import speedups as speedups_layer
+from ..measurement import claims as seedclaims
 from .common import describe_ci
 from .torchscript_vs_xla import FRAMEWORK, SHAPE_COLUMNS, is_op
 

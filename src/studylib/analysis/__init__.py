@@ -1,0 +1,1 @@
+"""Analysis the studies attach to their tables: where each call sits against the machine's limits."""

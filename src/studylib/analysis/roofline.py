@@ -1,0 +1,181 @@
+"""Why a variant is fast or slow: the work a call does against the machine's limits, and where each call sits.
+
+Three parts:
+
+- **Limits** (limits.py): the matmul rate per dtype and the memory bandwidth the machine reaches.
+- **Work** (work.py): FLOPs of one call and the bytes it moves at least, counted on the eager PyTorch model
+  when the configuration is measured; rows carry them (`flops_per_call`, `bytes_per_call`).
+- **Regime** (`regime`, `roofline_table`): the roofline's attainable rate is min(peak, AI × bandwidth),
+  with AI the arithmetic intensity (FLOPs per byte). A call reaching less than OVERHEAD_SHARE of what is
+  attainable at its intensity is *overhead-bound* (dispatch, Python, synchronisation, small kernels: the
+  time is not spent on arithmetic or on memory traffic); otherwise it is *memory-bound* where AI ×
+  bandwidth is below the compute peak, else *compute-bound*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from ..core import speedups
+from ..machine.limits import peak_bandwidth, peak_gflops
+
+OVERHEAD_SHARE = 0.25  # below this share of the attainable rate a call is overhead-bound
+REGIMES = ("overhead-bound", "memory-bound", "compute-bound")
+UNKNOWN = "unknown"
+
+
+# --- regimes -------------------------------------------------------------------------------------------------
+
+def regime(achieved: float, intensity: float, peak: float | None, bandwidth: float | None) -> str:
+    """Overhead-, memory- or compute-bound (see the module's docstring); 'unknown' without the limits or work.
+
+    achieved and peak in GFLOP/s, intensity in FLOPs per byte, bandwidth in GB/s."""
+    if not all(v is not None and np.isfinite(v) and v > 0 for v in (achieved, intensity, peak, bandwidth)):
+        return UNKNOWN
+    memory_roof = intensity * bandwidth
+    if achieved < OVERHEAD_SHARE * min(peak, memory_roof):
+        return "overhead-bound"
+    return "memory-bound" if memory_roof < peak else "compute-bound"
+
+
+ROOFLINE_COLUMNS = ["config_key", "model", "variant", "dtype", "batch_size", "seq_len", "image_size", "strategy",
+                    "status", "median_s", "flops_per_call", "useful_flops_per_call", "bytes_per_call", "gflops",
+                    "peak_of", "peak_gflops", "share_of_peak", "intensity", "attainable_gflops",
+                    "share_of_attainable", "regime"]
+
+
+def peak_key(variant: str, dtype: str) -> str:
+    """Whose peak a row is held against: its runtime's precision (int8) where it has one, else its dtype."""
+    from .. import runtimes
+
+    runtime = runtimes.REGISTRY.get(variant)
+    return (runtime.precision if runtime is not None else None) or dtype
+
+
+def _column(df: pd.DataFrame, name: str) -> pd.Series:
+    return df[name] if name in df else pd.Series([None] * len(df), index=df.index, dtype=object)
+
+
+def roofline_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
+    """Per configuration: achieved GFLOP/s, its share of the row's peak, arithmetic intensity, the attainable
+    rate at that intensity and the regime. Failed rows, rows without a FLOP count (measured before work was
+    counted) and rows whose peak is unknown keep their place with the regime 'unknown'."""
+    t = pd.DataFrame({c: _column(df, c) for c in ROOFLINE_COLUMNS[:ROOFLINE_COLUMNS.index("gflops")]}, index=df.index)
+    flops = pd.to_numeric(t.flops_per_call, errors="coerce").astype(float)
+    moved = pd.to_numeric(t.bytes_per_call, errors="coerce").astype(float)
+    seconds = pd.to_numeric(t.median_s, errors="coerce").astype(float).where(t.status == "ok")
+    t["gflops"] = flops / seconds / 1e9
+    t["peak_of"] = [peak_key(v, d) for v, d in zip(t.variant, t["dtype"])]
+    t["peak_gflops"] = [peak_gflops(peaks, k) for k in t.peak_of]
+    t["peak_gflops"] = pd.to_numeric(t.peak_gflops, errors="coerce").astype(float)
+    t["share_of_peak"] = t.gflops / t.peak_gflops
+    t["intensity"] = flops / moved
+    bandwidth = peak_bandwidth(peaks)
+    t["attainable_gflops"] = np.minimum(t.peak_gflops, t.intensity * bandwidth) if bandwidth else np.nan
+    t["share_of_attainable"] = t.gflops / t.attainable_gflops
+    t["regime"] = [regime(a, i, p, bandwidth) for a, i, p in zip(t.gflops, t.intensity, t.peak_gflops)]
+    return t[ROOFLINE_COLUMNS].reset_index(drop=True)
+
+
+def rule_text(peaks: dict | None) -> str:
+    """How a regime is read off the roofline, in one sentence (with the limits, when known)."""
+    bw = peak_bandwidth(peaks)
+    fp32 = peak_gflops(peaks, "fp32")
+    limits = (f" Here the fp32 peak is {fp32:,.1f} GFLOP/s and the bandwidth {bw:,.1f} GB/s, so the ridge lies at "
+              f"{fp32 / bw:,.1f} FLOPs per byte." if bw and fp32 else "")
+    return (f"Regimes come from the roofline: attainable = min(peak of the row's dtype, arithmetic intensity × "
+            f"memory bandwidth); a call below {OVERHEAD_SHARE:.0%} of its attainable rate is overhead-bound, "
+            f"otherwise memory-bound where intensity × bandwidth is below the peak, else compute-bound.{limits}")
+
+
+def summary_finding(rt: pd.DataFrame, peaks: dict | None) -> str:
+    """Where the configurations sit: how many in each regime, and the best share of peak."""
+    ok = rt[rt.status == "ok"]
+    if not peaks:
+        return ("**Roofline**: the machine's limits were not given to this analysis (peaks unknown), so no "
+                "configuration is placed on the roofline; "
+                f"{int(ok.gflops.notna().sum())} of {len(ok)} measured configurations have a FLOP count.")
+    counted = ok[ok.gflops.notna()]
+    if not len(counted):
+        return (f"**Roofline**: none of the {len(ok)} measured configurations has a FLOP count (rows measured "
+                f"before work per call was counted), so none is placed on the roofline.")
+    known = counted[counted.regime != UNKNOWN]
+    counts = ", ".join(f"{int((known.regime == r).sum())} {r}" for r in REGIMES)
+    line = f"**Roofline** ({len(counted)} of {len(ok)} measured configurations with a FLOP count): {counts}"
+    if len(known):
+        best = known.loc[known.share_of_peak.idxmax()]
+        line += (f"; highest share of peak {_pct(best.share_of_peak)} of {best.peak_of} ({best.gflops:,.1f} GFLOP/s, "
+                 f"{best.variant} {_shape(best)}), lowest {_pct(known.share_of_peak.min())}")
+    return line + ". " + rule_text(peaks)
+
+
+def _pct(share: float) -> str:
+    """A share as a percentage: two significant digits below 10% (0.55%, 8.1%), whole percents above (12%, 104%)."""
+    pct = 100 * share
+    return f"{pct:.2g}%" if pct < 10 else f"{pct:.0f}%"
+
+
+def _shape(row) -> str:
+    parts = [f"{row['model']}", f"b{int(row['batch_size'])}"]
+    if pd.notna(row.get("seq_len")):
+        parts.append(f"s{int(row['seq_len'])}")
+    if pd.notna(row.get("image_size")):
+        parts.append(f"{int(row['image_size'])}px")
+    if isinstance(row.get("strategy"), str):
+        parts.append(row["strategy"])
+    return " ".join(parts)
+
+
+def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[str, str]], shape: list[str], *,
+                    column: str = "variant", band: float | None = None) -> list[str]:
+    """For each (candidate, baseline) pair of `column` values: in how many shapes of each regime (the
+    baseline's, where the shape runs as the baseline runs it) the candidate is faster, slower or equal
+    (speed-up CIs, speedups.verdict), matched on the `shape` columns. `rt` is roofline_table(df, …), row for
+    row; `df` needs raw samples."""
+    band = band or speedups.EQUIVALENCE
+    ok = df.assign(_regime=list(rt.regime))
+    ok = ok[ok.status == "ok"]
+    keys = [c for c in shape if c in ok]
+    lines = []
+    for cand, base in pairs:
+        c_rows = ok[ok[column] == cand].set_index(keys)
+        b_rows = ok[ok[column] == base].set_index(keys)
+        tally: dict[str, list[str]] = {}
+        for key in c_rows.index.intersection(b_rows.index):
+            b, c = b_rows.loc[key], c_rows.loc[key]
+            if isinstance(b, pd.DataFrame) or isinstance(c, pd.DataFrame):
+                continue  # not one row per shape: not a pair
+            s = speedups.speedup(b, c)
+            tally.setdefault(b["_regime"], []).append(speedups.verdict(s.ci_low, s.ci_high, band))
+        if not tally or set(tally) == {UNKNOWN}:
+            continue
+        parts = [f"faster in {v.count('faster')} of {len(v)} {r} shapes"
+                 + (f" (slower in {v.count('slower')}, equal in {v.count('equal')})" if len(v) > v.count("faster")
+                    else "")
+                 for r, v in sorted(tally.items(), key=lambda kv: (REGIMES + (UNKNOWN,)).index(kv[0]))]
+        lines.append(f"**{cand} over {base} by regime** (the regime of {base}'s call): " + "; ".join(parts) + ".")
+    return lines
+
+
+def plottable(rt: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows with an achieved rate and an intensity, the others)."""
+    ok = (rt.status == "ok") & rt.gflops.notna() & rt.intensity.notna() & (rt.gflops > 0)
+    return rt[ok], rt[~ok]
+
+
+
+
+
+def attach(analysis, df: pd.DataFrame, peaks: dict | None, pairs: Iterable[tuple[str, str]], shape: list[str], *,
+           column: str = "variant", band: float | None = None):
+    """A study's Analysis with the roofline added: tables["roofline"] (roofline_table) and findings on where the
+    configurations sit and in which regime each candidate beats its baseline (regime_findings)."""
+    rt = roofline_table(df, peaks)
+    analysis.tables["roofline"] = rt
+    analysis.findings.append(summary_finding(rt, peaks))
+    if peaks:
+        analysis.findings.extend(regime_findings(df, rt, pairs, shape, column=column, band=band))
+    return analysis

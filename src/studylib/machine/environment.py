@@ -1,0 +1,178 @@
+"""What machine and software produced a result: captured once per run, saved beside the results."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+
+from ..core import paths
+
+LIBRARIES = ("torch", "transformers", "tokenizers", "tensorflow", "tf-keras", "keras", "jax", "jaxlib", "onnx",
+             "onnxruntime", "onnxscript", "numpy", "scipy", "pandas", "papermill", "nbconvert", "studylib")
+# GPU builds and CUDA libraries (requirements-gpu.txt): recorded where installed (`gpu_libraries`), so that env.json
+# says which onnxruntime, JAX plugin, TensorRT and CUDA runtime a GPU run had.
+GPU_LIBRARIES = ("onnxruntime-gpu", "jax-cuda13-plugin", "jax-cuda13-pjrt", "jax-cuda12-plugin", "jax-cuda12-pjrt",
+                 "tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu13-libs", "tensorrt-cu12-libs",
+                 "cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cudnn-cu13",
+                 "nvidia-cudnn-cu12", "nvidia-cublas", "nvidia-cublas-cu12", "nvidia-nccl-cu13", "triton")
+# The fields that decide whether an earlier measurement still stands (a re-run skips it).
+FINGERPRINT_KEYS = ("python", "os", "cpu_model", "logical_cpus", "gpu_name", "cuda", "libraries")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float | None:
+    try:
+        import psutil
+
+        return round(psutil.virtual_memory().total / 2**30, 1)
+    except ImportError:
+        return None
+
+
+def git_commit() -> str | None:
+    """The checkout's commit (12 hex digits), with "-dirty" when tracked files outside outputs/ are changed
+    (a run rewrites the committed reference under outputs/ itself); None outside git."""
+    try:
+        out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        if out.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(paths.ROOT), "status", "--porcelain", "--untracked-files=no",
+                                "--", ".", ":(exclude)outputs"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _torch():
+    """torch if installed (imported here so the fingerprint never depends on what ran before)."""
+    try:
+        import torch
+
+        return torch
+    except ImportError:
+        return None
+
+
+def _gpu() -> dict:
+    torch = _torch()
+    if torch is None:
+        return {}
+
+    if not torch.cuda.is_available():
+        return {}
+    info = {"gpu_name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(),
+            "gpu_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        info["gpu_driver"] = out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, IndexError):
+        info["gpu_driver"] = None
+    return info
+
+
+def _threads() -> dict:
+    t = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")}
+    torch = _torch()
+    if torch is not None:
+        t.update(torch_intra_op=torch.get_num_threads(), torch_inter_op=torch.get_num_interop_threads())
+    if "tensorflow" in sys.modules:  # only studies that run TensorFlow import it
+        tf = sys.modules["tensorflow"]
+        t.update(tf_intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
+                 tf_inter_op=tf.config.threading.get_inter_op_parallelism_threads())
+    return t
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the `auto` profile looks at: a CUDA GPU and its memory, and the usable CPU cores."""
+
+    cuda: bool
+    gpu_memory_gib: float
+    cores: int
+    gpu_name: str | None = None
+
+    def describe(self) -> str:
+        gpu = f"{self.gpu_name or 'a CUDA GPU'} with {self.gpu_memory_gib:g} GiB" if self.cuda else "no CUDA GPU"
+        return f"{gpu}, {self.cores} CPU cores"
+
+
+def detect_machine() -> Machine:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    gpu = _gpu()
+    if not gpu:
+        return Machine(False, 0.0, cores)
+    return Machine(True, gpu["gpu_memory_gib"], cores, gpu["gpu_name"])
+
+
+def capture(profile: str | None = None, precision: dict | None = None) -> dict:
+    """Versions, Python, OS, CPU, cores, memory, thread settings, GPU, git commit and profile; `precision` is the
+    precision policy the run applies (gpu.policy), recorded and, on a GPU, part of the fingerprint."""
+    env = {
+        "profile": profile,
+        "captured_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "cpu_model": _cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "gpu_name": None,
+        "cuda": None,
+        "threads": _threads(),
+        "git_commit": git_commit(),
+        "libraries": {lib: _version(lib) for lib in LIBRARIES},
+        "gpu_libraries": {lib: v for lib in GPU_LIBRARIES if (v := _version(lib))},
+    }
+    env.update(_gpu())
+    if precision is not None:
+        env["precision"] = precision
+    env["fingerprint"] = fingerprint(env)
+    return env
+
+
+def fingerprint(env: dict) -> str:
+    """A short hash of the fields that make measurements comparable."""
+    fields = {k: env.get(k) for k in FINGERPRINT_KEYS}
+    # GPU builds and the precision policy count where there are any (a CPU run's fingerprint stays as it was)
+    if env.get("gpu_libraries"):
+        fields["gpu_libraries"] = env["gpu_libraries"]
+    if (env.get("precision") or {}).get("device") == "cuda":
+        fields["tf32"] = env["precision"]["tf32"]
+    key = json.dumps(fields, sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def one_line(env: dict) -> str:
+    """The environment in one line, for the index page and notebook headers."""
+    libs = env.get("libraries", {})
+    gpu = f"{env['gpu_name']} (CUDA {env.get('cuda')})" if env.get("gpu_name") else "no GPU"
+    return (f"{env.get('cpu_model')} · {env.get('usable_cpus')} CPUs · {gpu} · Python {env.get('python')} · "
+            f"torch {libs.get('torch')} · commit {env.get('git_commit') or 'unknown'}")

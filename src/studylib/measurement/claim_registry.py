@@ -1,0 +1,302 @@
+"""The seed-claims registry (`claims.yaml`): its schema, loading and validation; claims.py judges what it holds.
+
+The file is a mapping of two keys. `articles`: each seed article by its title (original and English), author and
+date, as the pages name it. `claims`: every quantitative claim, each with the seed's own words (`original`, in the
+article's language), an English translation (`words`), whether the author measured it, expected it, inferred it
+or reported it from experience (`basis`), its number (the seed's arithmetic written out, computed here), the
+magnitude its words imply (`magnitude`: the seed's word, the smallest ratio it is read as, and why), the
+conditions it was measured under with those that define it (`conditions.defining`: without them on a profile
+the claim is not answerable there), and the study evaluator that tests it or why nothing does.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import importlib.util
+import operator
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..core import paths, study_registry
+
+REGISTRY_FILE = Path(__file__).with_name("claims.yaml")
+SEEDS = ("000", "001", "002", "003", "004")
+# What a claim rests on in its seed: a measurement the article reports, what the author expected before measuring,
+# what the author inferred (explained) from measurements, or a reader's report of experience without numbers.
+BASES = ("measured", "expected", "inferred", "reported")
+# The conditions a claim can be defined by (Conditions' fields that a profile's rows show).
+DEFINING = ("models", "batch_sizes", "seq_lens", "precision")
+
+
+class ClaimError(ValueError):
+    """The registry is malformed: the message names the file, the claim and the field."""
+
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+def arithmetic(text: str | float | int) -> float:
+    """A number, or the seed's arithmetic on numbers ('0.748 / 0.823', '1 / (1 - 0.70)'), evaluated."""
+    if isinstance(text, int | float):
+        return float(text)
+
+    def ev(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+            return float(node.value)
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        raise ValueError(f"only numbers and + - * / are allowed, not {ast.dump(node)[:40]}")
+
+    return ev(ast.parse(str(text), mode="eval").body)
+
+
+class Conditions(BaseModel):
+    """What the seed measured under: the device kind the claim is about (`any` for a host-side or general
+    claim), the machine, models (this study's ids of the same architecture; `models_text` in the seed's
+    words), precision, sizes and versions."""
+
+    model_config = ConfigDict(extra="forbid")
+    device: Literal["cpu", "cuda", "any"]
+    hardware: str
+    ran_on: list[Literal["cpu", "cuda"]] = Field(default_factory=list, description="device kinds the seed measured")
+    threads: int | None = None
+    models: list[str] = Field(default_factory=list)
+    models_text: str
+    precision: list[Literal["fp32", "fp16", "bf16", "int8"]]
+    batch_sizes: list[int] = Field(default_factory=list)
+    seq_lens: list[int] = Field(default_factory=list, description="token lengths (maximum length for data sets)")
+    texts: int | None = None
+    software: str
+    mode: str = Field("", description="the framework mode the seed ran (graph, eager, compiled), in its words")
+    defining: list[Literal[DEFINING]] = Field(
+        default_factory=list, description="the conditions the claim is about: a profile without them cannot answer it "
+                                          "(every listed model or size absent from its rows); other conditions may be "
+                                          "substituted, which makes a verdict a proxy")
+
+    @model_validator(mode="after")
+    def _defined(self) -> Conditions:
+        empty = [d for d in self.defining if not getattr(self, d)]
+        if empty:
+            raise ValueError(f"defining conditions {empty} are empty: list the seed's values")
+        return self
+
+
+class Magnitude(BaseModel):
+    """The size a claim's words imply ('显著' significant, '得多' much): the smallest ratio (or its inverse, for a
+    'lower' claim) the word is read as, and why that threshold."""
+
+    model_config = ConfigDict(extra="forbid")
+    words: str
+    at_least: float = Field(gt=1)
+    why: str
+
+
+class Article(BaseModel):
+    """A seed article as the pages name it."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str
+    title_en: str
+    author: str
+    date: str
+    source: str
+
+
+class Claim(BaseModel):
+    """One quantitative claim of one seed, as the registry holds it (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    seed: Literal[SEEDS]
+    where: str
+    original: str = Field(min_length=4, description="the seed's own words, in the article's language")
+    words: str = Field(description="an English translation of `original`")
+    basis: Literal[BASES]
+    number: float | None = None
+    number_text: str = ""
+    expect: Literal["higher", "lower", "equal", "holds"]
+    tolerance: float | None = Field(None, gt=1, description="the seed's own 'within x%' band, as a ratio")
+    magnitude: Magnitude | None = None
+    number_at: Literal["mean", "model", "up to"] = Field(
+        "mean", description="what the seed's number is: a mean over its grid, one model's, or its largest ('up to'); "
+                            "a model's or an 'up to' number is compared only at the matching model")
+    scale: str = Field(description="what our measurement is, on the scale of the seed's number")
+    sizes: str = Field("", description="batch 'small'/'large' (and the like) for this claim, from the seed's sizes")
+    conditions: Conditions
+    caveats: list[str] = Field(default_factory=list, description="differences no profile removes")
+    study: str | None = None
+    evaluator: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    why_not: str | None = None
+
+    @field_validator("number", mode="before")
+    @classmethod
+    def _arithmetic(cls, v):
+        return None if v is None else arithmetic(v)
+
+    @model_validator(mode="after")
+    def _tested_or_why_not(self) -> Claim:
+        if not (self.evaluator and self.study) and not self.why_not:
+            raise ValueError("needs a study and an evaluator, or why_not")
+        if self.magnitude and self.expect not in ("higher", "lower"):
+            raise ValueError("a magnitude word qualifies a direction: expect must be higher or lower")
+        if self.expect == "equal" and self.number not in (None, 1.0):
+            raise ValueError("an equality claim's number is its tolerance: give it as `tolerance`")
+        return self
+
+
+def _validation_message(e: ValidationError, path: Path, index: int, item) -> str:
+    """'claims.yaml: claims.7 (000-xla): conditions.device: Input should be ...', one line per error."""
+    name = item.get("id", "no id") if isinstance(item, dict) else "not a mapping"
+    return "\n".join(f"{path.name}: claims.{index} ({name}): {'.'.join(map(str, err['loc'])) or '(claim)'}: {err['msg']}"
+                     for err in e.errors())
+
+
+def _document(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ClaimError(f"{path.name}: not valid YAML: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
+        raise ClaimError(f"{path.name}: expected a mapping with `articles` and a list of `claims`")
+    return data
+
+
+def load_articles(path: Path | None = None) -> dict[str, Article]:
+    """The seed articles by seed number, validated; every seed must be named."""
+    path = path or REGISTRY_FILE
+    raw = _document(path).get("articles") or {}
+    out = {}
+    for seed, item in raw.items():
+        try:
+            out[str(seed)] = Article.model_validate(item)
+        except ValidationError as e:
+            raise ClaimError("\n".join(f"{path.name}: articles.{seed}: {'.'.join(map(str, err['loc']))}: {err['msg']}"
+                                       for err in e.errors())) from None
+    missing = sorted(set(SEEDS) - set(out))
+    if missing:
+        raise ClaimError(f"{path.name}: articles: no entry for seed(s) {missing}")
+    return out
+
+
+def load(path: Path | None = None) -> list[Claim]:
+    """The registry, validated: every field checked, ids unique, every evaluator present in its study module."""
+    path = path or REGISTRY_FILE
+    data = _document(path)["claims"]
+    out: list[Claim] = []
+    for i, item in enumerate(data):
+        try:
+            out.append(Claim.model_validate(item))
+        except ValidationError as e:
+            raise ClaimError(_validation_message(e, path, i, item)) from None
+    ids = [c.id for c in out]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ClaimError(f"{path.name}: duplicate claim ids {dup}")
+    for c in out:
+        if c.evaluator and c.study:
+            evaluator(c)  # raises ClaimError when missing
+    return out
+
+
+@functools.cache
+def registry() -> tuple[Claim, ...]:
+    """The package's registry, loaded once."""
+    return tuple(load())
+
+
+@functools.cache
+def articles() -> dict[str, Article]:
+    """The package's seed articles by seed number ('000' …), loaded once: what pages cite a seed by."""
+    return load_articles()
+
+
+def cite(seed: str) -> str:
+    """'«title» (English title), author, date' of a seed article."""
+    a = articles()[seed]
+    return f"«{a.title}» ({a.title_en}), {a.author}, {a.date}"
+
+
+def _claims_module(name: str):
+    """The study's evaluators module `<study module>_claims`, where it has one, else None."""
+    if importlib.util.find_spec(f"{name}_claims") is None:
+        return None
+    return importlib.import_module(f"{name}_claims")
+
+
+def evaluator(claim: Claim):
+    """The claim's evaluator: `claim.evaluator` in the module of its study (built-in or plug-in), or in the module
+    beside it named `<study module>_claims` (where a study keeps its claim evaluators apart)."""
+    known = study_registry.studies()
+    if claim.study not in known:
+        raise ClaimError(f"{REGISTRY_FILE.name}: {claim.id}: study {claim.study!r} is not registered")
+    name = known[claim.study].analyse.__module__
+    for module in (importlib.import_module(name), _claims_module(name)):
+        fn = getattr(module, claim.evaluator, None) if module is not None else None
+        if fn is not None:
+            return fn
+    raise ClaimError(f"{REGISTRY_FILE.name}: {claim.id}: {name} (or {name}_claims) has no evaluator "
+                     f"{claim.evaluator!r}")
+
+
+
+
+def sizes_text(values) -> str:
+    """'1, 8, 64' (sorted, unique, integers) or '—'."""
+    v = sorted({int(x) for x in values if pd.notna(x)})
+    return ", ".join(map(str, v)) if v else "—"
+
+
+@functools.cache
+def _profiles() -> tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]:
+    """(name, device, follows, study sections) of every params/*.yaml, read without validation."""
+    out = []
+    for p in sorted(paths.PARAMS_DIR.glob("*.yaml")):
+        if p.stem == paths.FAST_SMOKE:  # a tool of the tests: smoke stands for it
+            continue
+        try:
+            d = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError:
+            continue
+        out.append((p.stem, d.get("device", ""), tuple(d.get("follows") or ()), tuple(d.get("notebooks") or ())))
+    return tuple(out)
+
+
+def testing_profiles(claim: Claim) -> list[str]:
+    """Profiles whose device kind the claim is about and which run its study, those following its seed first."""
+    if not claim.study:
+        return []
+    fits = [(claim.seed not in follows, name) for name, device, follows, sections in _profiles()
+            if device == claim.conditions.device and claim.study in sections]
+    return [name for _, name in sorted(fits)]
+
+
+def describe(claim: Claim) -> str:
+    """The seed's number and its conditions in one cell."""
+    c = claim.conditions
+    parts = [claim.number_text or "no number"]
+    parts.append(f"{c.hardware}{f', {c.threads} threads' if c.threads else ''}; {c.models_text}; "
+                 f"{'/'.join(c.precision)}")
+    sizes = []
+    if c.batch_sizes:
+        sizes.append(f"batch {sizes_text(c.batch_sizes)}")
+    if c.seq_lens:
+        sizes.append(f"seq {sizes_text(c.seq_lens)}")
+    if c.texts:
+        sizes.append(f"{c.texts:,} texts")
+    if sizes:
+        parts.append(" × ".join(sizes))
+    if claim.sizes:
+        parts.append(claim.sizes)
+    parts.append(c.software)
+    return " · ".join(parts) + f" [{claim.where}]"
+
+

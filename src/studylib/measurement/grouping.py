@@ -1,0 +1,76 @@
+"""Groups: which configurations are measured together, in which process, and which still need measuring.
+
+A group is what a study compares (by default the variants of one shape, or a study's own `group_by`); a runtime
+that needs a process environment of its own (a Keras backend, cuDNN's benchmark flag) gets a group of its own.
+A configuration counts as measured when the results table has an 'ok' row from the same environment and the
+same settings (Plan.settings_hash); a group is measured again whole when any of its configurations is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import runtimes
+from ..core.config import Config
+from ..core.results import ResultsTable, measured_alike
+from .plan import Plan
+
+
+def process_env(configs: list[Config]) -> dict[str, str]:
+    """Environment variables the process measuring `configs` must start with: KERAS_BACKEND where they name a
+    Keras backend (one per group: a study groups by backend), and USE_TF=0 where that backend is not TensorFlow
+    (transformers would import TensorFlow beside it); and what a runtime needs from process start
+    (Runtime.process_env: eager-cudnn-benchmark's cudnn.benchmark). Configurations needing different ones raise."""
+    backends = {c.backend for c in configs if c.backend is not None}
+    if len(backends) > 1:
+        raise ValueError(f"one process cannot run Keras backends {sorted(backends)} (Keras fixes it at import)")
+    own = {tuple(sorted(_own_process_env(c).items())) for c in configs}
+    if len(own) > 1:
+        raise ValueError(f"one process cannot start with {sorted(own)} (settings fixed at process start)")
+    env = dict(own.pop()) if own else {}
+    if not backends:
+        return env
+    backend = backends.pop()
+    return env | {"KERAS_BACKEND": backend} | ({"USE_TF": "0"} if backend != "tensorflow" else {})
+
+
+def _own_process_env(c: Config) -> dict[str, str]:
+    runtime = runtimes.REGISTRY.get(c.variant)
+    return runtime.process_env(c.device) if runtime is not None else {}
+
+
+def group_name(key: tuple) -> str:
+    """A group's key as text (results rows carry it; configurations with the same one are compared)."""
+    return "|".join("" if v is None else str(v) for v in key)
+
+
+def pending_groups(configs: list[Config], plan: Plan, *, table: ResultsTable, force: bool = False,
+                   group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
+    """The groups a run would measure: those with a configuration not yet measured alike (all when forced)."""
+    return groups_to_measure(configs, pending(configs, plan, table=table, force=force), group_by)
+
+
+def pending(configs: list[Config], plan: Plan, *, table: ResultsTable, force: bool = False) -> list[Config]:
+    """The configurations a run would measure: all when forced, else those without a matching 'ok' row."""
+    if force:
+        return list(configs)
+    latest = table.latest()
+    return [c for c in configs if not measured_alike(latest.get(c.key), plan.fingerprint, plan.settings_hash(c))]
+
+
+def groups_to_measure(configs: list[Config], todo: list[Config],
+                      group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
+    """Every group with a configuration to measure, whole: its variants are only compared in shared rounds.
+
+    `group_by` names a configuration's group (a study's own `group_by`); by default its shape."""
+    group_by = group_by or (lambda c: c.shape_key)
+
+    def name(c: Config) -> str:  # a runtime that needs a process of its own (Runtime.process_env) gets its own group
+        own = _own_process_env(c)
+        return group_name(group_by(c)) + "".join(f"|{k}={v}" for k, v in sorted(own.items()))
+
+    groups: dict[str, list[Config]] = {}
+    for c in configs:
+        groups.setdefault(name(c), []).append(c)
+    wanted = {name(c) for c in todo}
+    return {k: v for k, v in groups.items() if k in wanted}

@@ -1,0 +1,84 @@
+"""The measurement plan: everything a study's measurement depends on, built once per notebook and passed whole.
+
+study.start builds one `Plan` from the notebook's validated parameters and the captured environment; grouping
+asks it which configurations are measured alike (`settings_hash`), a replicate process receives it pickled,
+sweep stamps its rows from it (the run shift, the precision policy, the environment's fingerprint) and times a
+group with its `rounds` settings. Nothing travels beside it: the environment record holds the machine and its
+software only, the run shift and the machine's measured limits are fields of their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .. import runtimes
+from ..core import run_shift
+from ..core.config import Config
+from ..core.run_shift import RunShift
+from .schemas import MeasureSettings, Profile
+
+
+def tolerance_key(c: Config) -> str:
+    """Which parity tolerance applies: 'int8' for quantized runtimes, else the configuration's dtype."""
+    runtime = runtimes.REGISTRY.get(c.variant)
+    return (runtime.precision if runtime is not None else None) or c.dtype
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a study measures with (frozen: built once by study.start, never edited on the way)."""
+
+    study: str  # the notebook's name
+    profile: str
+    env: dict  # the captured environment (environment.capture): machine, software, precision policy, fingerprint
+    measure: MeasureSettings  # rounds, budgets, replicates
+    parity_tolerance: dict[str, float]  # relative tolerance vs eager PyTorch, per dtype and 'int8'
+    seed: int
+    threads: int
+    frameworks: tuple[str, ...] = ("torch",)  # those whose thread pools and precision policy are set
+    run_shift: RunShift | None = None  # the profile's shift between whole runs (None: unknown)
+    peaks: dict | None = None  # the machine's measured limits (limits.measure_peaks), for the roofline
+    expectations: tuple = ()  # the study's (surprises.Expectation): a contradicted one profiles both sides
+
+    @property
+    def fingerprint(self) -> str:
+        return self.env["fingerprint"]
+
+    @property
+    def replicates(self) -> int:
+        return self.measure.replicates
+
+    def tolerance(self, c: Config) -> float:
+        return self.parity_tolerance[tolerance_key(c)]
+
+    def settings_hash(self, c: Config) -> str:
+        """Identifies how `c` is measured: a re-run with other settings, tolerance or seed measures it again."""
+        key = json.dumps({"measure": self.measure.model_dump(), "tolerance": self.tolerance(c), "seed": self.seed},
+                         sort_keys=True)
+        return hashlib.sha256(key.encode()).hexdigest()[:10]
+
+    def rounds(self, n_configs: int) -> dict[str, Any]:
+        """timing.measure_rounds' settings for a group of `n_configs`: the sampling budget is per configuration."""
+        m = self.measure.model_dump(exclude={"replicates"})
+        m["budget_s"] *= n_configs
+        return m
+
+    def row_stamp(self) -> dict[str, Any]:
+        """What every row measured under this plan records of it besides its settings hash."""
+        shift = self.run_shift
+        return {"env_fingerprint": self.fingerprint, "run_shift_sigma": shift.sigma if shift else None,
+                "run_shift_df": shift.df if shift else None,
+                "tf32": (self.env.get("precision") or {}).get("label")}  # the precision policy (gpu.py) it ran under
+
+
+
+def build(study: str, profile: str, settings: Profile, env: dict, *, frameworks: tuple[str, ...] = ("torch",),
+          expectations: tuple = (), peaks: dict | None = None) -> Plan:
+    """The plan of a study's notebook from its validated parameters (`settings`: profiles.check_parameters'
+    profile, whose `measure` is the notebook's) and the captured environment."""
+    return Plan(study, profile, env, settings.measure, dict(settings.parity_tolerance), settings.seed,
+                settings.threads, tuple(frameworks), run_shift.for_profile(settings.run_shift), peaks,
+                tuple(expectations))

@@ -1,0 +1,81 @@
+"""The study's CUDA code paths, and which of them a set of results actually exercised.
+
+A report made on a machine without a GPU (or with a CPU profile) measures none of these branches; the
+notebooks and the summary say so from the rows themselves, so a reader never mistakes an untested
+branch for a tested one. A branch counts as exercised when at least one configuration that goes
+through it finished with status `ok`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .. import runtimes
+
+
+@dataclass(frozen=True)
+class Branch:
+    name: str
+    what: str
+    uses: Callable[[pd.Series], bool]  # does this configuration go through the branch?
+
+
+BRANCHES = [
+    Branch("CUDA sync in the timed region", "torch.cuda.synchronize, TensorFlow sync_devices and ONNX Runtime "
+           "IO-binding synchronisation inside every timed call", lambda r: True),
+    Branch("CUDA allocator peak", "peak memory from torch's CUDA allocator per configuration", lambda r: True),
+    Branch("fp16 on CUDA", "half-precision modules, inputs and ONNX graphs", lambda r: r["dtype"] == "fp16"),
+    Branch("bf16 on CUDA", "bfloat16 modules and inputs", lambda r: r["dtype"] == "bf16"),
+    Branch("torch.compile on CUDA", "Inductor/Triton kernels; reduce-overhead adds CUDA graphs",
+           lambda r: runtimes.family(str(r["variant"])) == "compile"),
+    Branch("TensorFlow on GPU", "TF eager, tf.function and XLA on the GPU, memory growth on",
+           lambda r: runtimes.family(str(r["variant"])) == "tensorflow"),
+    Branch("ONNX Runtime CUDA provider", "CUDAExecutionProvider with IO binding (inputs and outputs on the GPU)",
+           lambda r: r["variant"] in ("ort", "ort-optimized")),
+    Branch("ONNX Runtime TensorRT provider", "TensorrtExecutionProvider (where onnxruntime-gpu has it), engine and "
+           "timing caches under outputs/<profile>/cache/tensorrt", lambda r: r["variant"] == "ort-tensorrt"),
+    Branch("fp32 precision policy", "the profile's tf32 setting applied to torch, TensorFlow, JAX, ONNX Runtime and "
+           "TensorRT (gpu.py)", lambda r: r["dtype"] == "fp32"),
+    Branch("cuDNN autotuning process", "eager-cudnn-benchmark in a process started with cudnn.benchmark on",
+           lambda r: r["variant"] == "eager-cudnn-benchmark"),
+    Branch("CUDA graphs' memory", "reduce-overhead and max-autotune: peak memory through the graphs' recording",
+           lambda r: r["variant"] in ("compile-reduce-overhead", "compile-max-autotune")),
+    Branch("JAX on GPU", "Keras 3 on the JAX backend (CUDA plugin, no preallocation)",
+           lambda r: str(r["variant"]).startswith("keras-jax")),
+]
+
+
+def coverage(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per CUDA branch: configurations that would use it, those run on CUDA, those that ran ok there."""
+    rows = []
+    for b in BRANCHES:
+        mine = df[df.apply(b.uses, axis=1)] if len(df) else df
+        cuda = mine[mine["device"] == "cuda"] if len(mine) else mine
+        ok = int((cuda["status"] == "ok").sum()) if len(cuda) else 0
+        if ok:
+            state = f"exercised ({ok} configuration{'s' * (ok > 1)} ran on CUDA)"
+        elif len(cuda):
+            state = f"not exercised: {len(cuda)} CUDA configuration(s) did not run ({cuda['status'].iloc[0]})"
+        elif len(mine):
+            state = "not exercised: these configurations ran on the CPU"
+        else:
+            state = "not used by these configurations"
+        rows.append({"branch": b.name, "what": b.what, "configs": len(mine), "cuda_configs": len(cuda), "ok": ok,
+                     "state": state})
+    return pd.DataFrame(rows)
+
+
+def not_exercised_note(df: pd.DataFrame) -> str:
+    """One sentence for a notebook: the CUDA branches its configurations use that these results did not run."""
+    cov = coverage(df)
+    used = cov[cov.configs > 0]
+    missing = used[used.ok == 0]
+    if not len(missing):
+        return "**GPU code paths:** every CUDA branch these configurations use ran at least once here."
+    on_cpu = not (len(df) and (df["device"] == "cuda").any())
+    why = "these results were measured on the CPU" if on_cpu else "their CUDA configurations did not run"
+    return (f"**GPU code paths not exercised by these results** ({why}): {', '.join(missing.branch)}. "
+            "Their numbers have to come from a run on a GPU profile.")

@@ -1,0 +1,82 @@
+"""One colour per variant, strategy, backend and profile for the whole report (every page and the summary).
+
+Names of one family (torch.compile modes, ONNX Runtime builds, one Keras backend's variants) are shades of one
+seaborn palette, so kinship reads at a glance; the baselines are near-black and the A/A control grey, the colour of
+the noise band it is drawn as in speed-up figures. The table is fixed, not built from what a page happened to run,
+so a name has the same colour everywhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+
+import seaborn as sns
+
+from ..core.config import AA, is_aa
+
+BASELINE = "#222222"
+NOISE = "0.55"  # the A/A controls (every `<variant>-aa`): their line in latency figures, its band in speed-up figures
+
+# (seaborn palette, names in the family): darker shades go to later names.
+FAMILIES = (
+    ("Blues", ("compile-default", "compile-reduce-overhead", "compile-max-autotune", "compile-default-channels-last")),
+    ("Purples", ("eager-channels-last", "eager-cudnn-benchmark", "torch-int8")),
+    ("RdPu", ("torchscript", "torchscript-optimized")),
+    ("Oranges", ("tf-eager", "tf-function", "tf-xla")),
+    ("Greens", ("ort", "ort-optimized", "ort-int8", "ort-tensorrt")),
+    ("Reds", ("keras-torch", "keras-torch-jit", "keras-torch-call")),
+    ("YlOrBr", ("keras-tensorflow", "keras-tensorflow-jit", "keras-tensorflow-call", "keras2-tensorflow")),
+    ("BuPu", ("keras-jax", "keras-jax-jit", "keras-jax-call")),
+)
+# Study 04's batching strategies; 'unsorted' is its baseline.
+STRATEGIES = ("sorted", "bucketed", "pad-to-max")
+# Study 05's backend processes, each the middle shade of its Keras family.
+BACKENDS = {"torch": "Reds", "tensorflow": "YlOrBr", "jax": "BuPu"}
+# Markers for the backend process a label names ("eager @jax"): one colour per variant, one marker per process.
+BACKEND_MARKERS = {"torch": "o", "tensorflow": "s", "jax": "D"}
+
+
+def _table() -> dict[str, tuple]:
+    colours: dict[str, tuple] = {"eager": sns.color_palette([BASELINE])[0], "unsorted": sns.color_palette([BASELINE])[0],
+                                 AA: sns.color_palette([NOISE])[0]}
+    for name, members in FAMILIES:
+        shades = sns.color_palette(name, len(members) + 3)[3:]
+        colours.update(zip(members, shades))
+    colours.update(zip(STRATEGIES, sns.color_palette("colorblind")[0:3]))
+    colours.update({b: sns.color_palette(p, 5)[3] for b, p in BACKENDS.items()})
+    return colours
+
+
+PALETTE = _table()
+_SPARE = sns.color_palette("husl", 16)
+
+
+def colour(name) -> tuple:
+    """The report's colour for a variant, strategy, backend or profile; 'variant @backend' takes the variant's.
+
+    Every A/A copy (`<variant>-aa`) is the noise grey. A name outside the table gets a fixed colour from its checksum,
+    the same on every page."""
+    name = str(name).split(" @")[0]
+    if name in PALETTE:
+        return PALETTE[name]
+    if is_aa(name):
+        return PALETTE[AA]
+    if name in profile_colours():
+        return profile_colours()[name]
+    return _SPARE[zlib.crc32(name.encode()) % len(_SPARE)]
+
+
+def marker(name, default: str = "o") -> str:
+    """The marker of the backend process a 'variant @backend' label names; `default` otherwise."""
+    _, _, backend = str(name).partition(" @")
+    return BACKEND_MARKERS.get(backend, default)
+
+
+@functools.cache
+def profile_colours() -> dict[str, tuple]:
+    """One colour per profile under params/, in name order, so a profile keeps its colour as others are added."""
+    from ..core import paths
+
+    names = sorted(p.stem for p in (paths.ROOT / "params").glob("*.yaml"))
+    return dict(zip(names, sns.color_palette("colorblind", len(names))))

@@ -1,0 +1,364 @@
+"""The few figure kinds the studies share. Failed configurations are drawn as marked cells, never gaps.
+
+Colours come from palette.py (one per variant for the whole report); facets are the shapes that ran, so no panel is
+empty; in speed-up figures the A/A controls are the grey noise band, not variants."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import NullFormatter
+
+from ..core.config import is_aa
+from ..core.plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title
+from .palette import NOISE, colour, marker
+
+AA_LABEL = "A/A control (noise band)"
+
+sns.set_theme(style="whitegrid", context="notebook", font_scale=0.85, rc={"axes.titlesize": 10})
+pd.set_option("display.max_colwidth", None)  # a page never cuts a table cell's text ("… te...")
+
+
+# Up to this many distinct x values in a panel, a sweep is drawn as dots with CI bars, not lines: two points make
+# no curve.
+DOTS_UP_TO = 2
+
+
+def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: str, row: str = "", col: str = "",
+                  ylabel: str = "", xlabel: str = "", logx: bool = True, logy: bool = False,
+                  reference: float | None = None, title: str = "", scale: float = 1.0, caption: str = ""):
+    """One line per `hue` with a shaded 95% CI band, one panel per (`row`, `col`) that ran; where a panel's x takes
+    at most DOTS_UP_TO values, dots with CI bars side by side instead. `caption`: one sentence, what to see.
+
+    Rows whose `status` is not 'ok' are drawn as labelled markers along the bottom of their facet. An A/A copy
+    gets no panel of its own: where `row` or `col` is the variant, its rows are left out (its copy of a variant
+    says nothing a reader can see there; speed-up figures draw it as the noise band).
+    """
+    facet = [f for f in (row, col) if f]
+    if facet:
+        df = df[~_aa_rows(df, facet)]
+    fig, axes, cells = _facets(df, row, col)
+    hues = list(dict.fromkeys(df[hue]))
+    dodge = {h: 2 ** ((k - (len(hues) - 1) / 2) * 0.06) for k, h in enumerate(hues)}  # multiplicative: log x
+    for ax, r, c in cells:
+        sel = _select(df, row, r, col, c)
+        ok = sel[sel.status == "ok"]
+        dots = sel[x].nunique() <= DOTS_UP_TO
+        for h in hues:
+            g = ok[ok[hue] == h].sort_values(x)
+            if len(g) and dots:
+                mid = g[y] * scale
+                ax.errorbar(g[x] * (dodge[h] if logx else 1), mid, yerr=[mid - g[lo] * scale, g[hi] * scale - mid],
+                            fmt=marker(h), ms=5, capsize=3, label=str(h), color=colour(h))
+            elif len(g):
+                ax.plot(g[x], g[y] * scale, marker=marker(h), ms=4, label=str(h), color=colour(h))
+                ax.fill_between(g[x], g[lo] * scale, g[hi] * scale, alpha=0.2, color=colour(h))
+        failed = sel[sel.status != "ok"]
+        for k, f in enumerate(failed.itertuples()):
+            _mark_failed(ax, getattr(f, x), 0.02 + 0.06 * (k % 3), f.status, colour(getattr(f, hue)),
+                         f"{getattr(f, hue)} ({f.status})")
+        if reference is not None:
+            ax.axhline(reference, color="grey", lw=1, ls="--")
+        xs = sorted(sel[x].dropna().unique())
+        if logx:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(xs, [str(int(v)) for v in xs])
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        if dots and logx and xs:
+            ax.set_xlim(xs[0] / 1.6, xs[-1] * 1.6)
+        if logy and len(ok):
+            ax.set_yscale("log")
+            _log_ticks(ax.yaxis, *ax.get_ylim())
+            ax.tick_params(axis="y", which="minor", labelsize=7)
+        ax.set_title(_title(r, c))
+        ax.set_xlabel(xlabel or x)
+        ax.set_ylabel(ylabel or y)
+        ax.grid(alpha=0.3, which="both")
+    return _finish(fig, axes, title, caption)
+
+
+def _noise_band(ax, xs, lows, highs, width: float) -> None:
+    """The A/A control's 95% CI at each x as a grey band `width` wide: speed-ups inside it are within noise."""
+    for k, (xv, lo, hi) in enumerate(zip(xs, lows, highs)):
+        if pd.notna(lo) and pd.notna(hi):
+            ax.fill_between([xv - width / 2, xv + width / 2], lo, hi, color=NOISE, alpha=0.3, lw=0, zorder=0,
+                            label=AA_LABEL if k == 0 else None)
+
+
+def _aa_rows(df: pd.DataFrame, columns) -> pd.Series:
+    """Rows where any of `columns` names an A/A copy (config.is_aa)."""
+    mask = pd.Series(False, index=df.index)
+    for c in columns:
+        mask |= df[c].map(is_aa).astype(bool)
+    return mask
+
+
+SHAPE_KEYS = ("model", "dtype", "batch_size", "seq_len", "image_size", "backend", "data")
+
+
+def _controls(given: pd.DataFrame | None, own: pd.DataFrame) -> pd.DataFrame:
+    """The A/A rows: those passed in and those among a figure's own rows."""
+    parts = [c for c in (given, own) if c is not None and len(c)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["ci_low", "ci_high"])
+
+
+def _control_for(sel: pd.DataFrame, control: pd.DataFrame) -> pd.DataFrame:
+    """The A/A rows of `control` at the shapes of `sel` (matched on the shape columns both have)."""
+    keys = [k for k in SHAPE_KEYS if k in sel and k in control]
+    if not len(control) or not keys:
+        return pd.DataFrame(columns=[*keys, "ci_low", "ci_high"])
+    return sel[keys].drop_duplicates().merge(control[[*keys, "ci_low", "ci_high"]], on=keys)
+
+
+def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "variant", row: str = "", col: str = "",
+                   title: str = "", ylabel: str = "speed-up over eager (×)", logy: bool = False, caption: str = "",
+                   control: pd.DataFrame | None = None):
+    """Speed-up over the reference with 95% CI error bars, one panel per (`row`, `col`) that ran; 1 (no change)
+    dashed; failures marked. The A/A controls (`control`, speedups.aa_pairs, or rows of A/A copies in `sp`) are the
+    grey noise band behind the points at each shape (one per A/A pair there), and no panel or point of their own."""
+    control = _controls(control, sp[_aa_rows(sp, [hue])])
+    facet = [f for f in (row, col) if f]
+    sp = sp[~_aa_rows(sp, [hue, *facet])]
+    fig, axes, cells = _facets(sp, row, col)
+    hues = list(dict.fromkeys(sp[hue]))
+    offsets = {h: (k - (len(hues) - 1) / 2) * 0.08 for k, h in enumerate(hues)}
+    for ax, r, c in cells:
+        sel = _select(sp, row, r, col, c)
+        aa = _control_for(sel, control)
+        if x in aa:
+            _noise_band(ax, np.log2(aa[x].astype(float)), aa.ci_low, aa.ci_high, 0.16 * max(len(hues), 2))
+        for h in hues:
+            g = sel[sel[hue] == h]
+            ok = g[g.speedup.notna()]
+            xs = np.log2(ok[x].astype(float)) + offsets[h]
+            ax.errorbar(xs, ok.speedup, yerr=[ok.speedup - ok.ci_low, ok.ci_high - ok.speedup], fmt="o",
+                        capsize=3, color=colour(h), label=str(h))
+            for f in g[g.speedup.isna()].itertuples():
+                _mark_failed(ax, np.log2(float(getattr(f, x))) + offsets[h], 0.05, str(f.status), colour(h),
+                             f"{h} (failed)")
+        ax.axhline(1.0, color="grey", lw=1, ls="--")
+        xs = sorted(sel[x].dropna().unique())
+        ax.set_xticks(np.log2(np.asarray(xs, dtype=float)), [str(int(v)) for v in xs])
+        if len(xs) == 1:
+            ax.set_xlim(np.log2(float(xs[0])) - 0.5, np.log2(float(xs[0])) + 0.5)
+        ax.set_title(_title(r, c))
+        ax.set_xlabel(x.replace("_", " "))
+        ax.set_ylabel(ylabel)
+        if logy:
+            ax.set_yscale("log")
+            _log_ticks(ax.yaxis, *ax.get_ylim())
+            ax.tick_params(axis="y", which="minor", labelsize=7)
+        ax.grid(alpha=0.3)
+    return _finish(fig, axes, title, caption)
+
+
+def forest(sp: pd.DataFrame, *, label: str = "variant", color: str = "backend", col: str = "workload",
+           title: str = "", xlabel: str = "speed-up over eager (×, log scale)", caption: str = "",
+           control: pd.DataFrame | None = None):
+    """Speed-ups as a forest plot: one line per `label` with its 95% CI as a bar on a log axis, coloured by `color`,
+    one panel per `col`; 1 (no change) dashed; a failed or skipped row is written at 1 with its status. The A/A
+    controls (`control`, speedups.aa_pairs, or rows of A/A copies) are the grey noise band, one per process."""
+    control = _controls(control, sp[_aa_rows(sp, [label])])
+    sp = sp[~_aa_rows(sp, [label])]
+    cols = list(dict.fromkeys(sp[col]))
+    labels = list(dict.fromkeys(sp[label]))
+    fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols) + 1.6, 0.32 * len(labels) + 1.6), squeeze=False,
+                             sharey=True)
+    for j, c in enumerate(cols):
+        ax = axes[0][j]
+        sel = sp[sp[col] == c]
+        for k, t in enumerate(_control_for(sel, control).itertuples()):
+            ax.axvspan(t.ci_low, t.ci_high, color=NOISE, alpha=0.2, lw=0, label=AA_LABEL if k == 0 else None)
+        for t in sel.itertuples():
+            y = labels.index(getattr(t, label))
+            if pd.notna(t.speedup):
+                ax.errorbar([t.speedup], [y], xerr=[[t.speedup - t.ci_low], [t.ci_high - t.speedup]], fmt="o",
+                            color=colour(getattr(t, color)), capsize=3, label=str(getattr(t, color)))
+            else:
+                ax.text(1.0, y, f" {t.status}", va="center", fontsize=7, color="crimson")
+        ax.axvline(1.0, color="grey", lw=1, ls="--")
+        ax.set_xscale("log")
+        _log_ticks(ax.xaxis, *ax.get_xlim())
+        ax.set_yticks(range(len(labels)), labels)
+        ax.set_ylim(-0.7, len(labels) - 0.3)
+        ax.invert_yaxis()
+        ax.set_title(str(c), fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3, axis="x")
+    return _finish(fig, axes, title, caption)
+
+
+def _ink(rgba) -> str:
+    """Black or white text, whichever reads on a cell of colour `rgba` (relative luminance)."""
+    r, g, b = rgba[:3]
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.45 else "white"
+
+
+def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row: str = "model", col: str = "pair",
+            title: str = "", caption: str = ""):
+    """Speed-up per cell of a y × x grid, one panel per `row` × `col` that ran; annotated with ratio and 95% CI in
+    black or white, whichever contrasts with the cell.
+
+    Colour is log2 of the speed-up, blue faster and red slower, on one scale for all panels. A cell with no
+    speed-up is grey hatched and says why: the run's status, or 'not run' where the grid left the shape out.
+    """
+    from matplotlib.colors import TwoSlopeNorm
+
+    fig, axes, cells = _facets(sp, row, col)
+    fig.set_layout_engine("constrained")
+    ok = sp[sp.speedup.notna()]
+    span = float(np.nanmax(np.abs(np.log2(ok.speedup)))) if len(ok) else 1.0
+    norm = TwoSlopeNorm(0.0, -max(span, 0.1), max(span, 0.1))
+    cmap = plt.get_cmap("RdBu")
+    xs, ys = sorted(sp[x].unique()), sorted(sp[y].unique())
+    image = None
+    for ax, r, c in cells:
+        sel = _select(sp, row, r, col, c)
+        grid = np.full((len(ys), len(xs)), np.nan)
+        status = {}
+        for t in sel.itertuples():
+            yi, xi = ys.index(getattr(t, y)), xs.index(getattr(t, x))
+            if pd.notna(t.speedup):
+                grid[yi, xi] = np.log2(t.speedup)
+                ax.text(xi, yi, f"{t.speedup:.2f}×\n({t.ci_low:.2f}–{t.ci_high:.2f})", ha="center", va="center",
+                        fontsize=7, color=_ink(cmap(norm(grid[yi, xi]))))
+            else:
+                status[(yi, xi)] = str(t.status)
+        image = ax.imshow(grid, cmap=cmap, norm=norm, origin="lower", aspect="auto")
+        for yi, xi in zip(*np.nonzero(np.isnan(grid))):
+            ax.add_patch(plt.Rectangle((xi - 0.5, yi - 0.5), 1, 1, facecolor="0.88", edgecolor="0.6", hatch="//",
+                                       lw=0))
+            ax.text(xi, yi, status.get((yi, xi), "not run"), ha="center", va="center", fontsize=7,
+                    color="crimson" if (yi, xi) in status else "0.3",
+                    bbox={"facecolor": "0.88", "edgecolor": "none", "pad": 1})
+        ax.set_xticks(range(len(xs)), [str(int(v)) for v in xs])
+        ax.set_yticks(range(len(ys)), [str(int(v)) for v in ys])
+        ax.set_xlabel(x.replace("_", " "))
+        ax.set_ylabel(y.replace("_", " "))
+        ax.set_title(_title(r, c), fontsize=9)
+        ax.grid(False)
+    if image is not None:
+        bar = fig.colorbar(image, ax=[ax for ax, _, _ in cells], shrink=0.6, pad=0.02)
+        ticks = [t for t in (-3, -2, -1, -0.5, 0, 0.5, 1, 2, 3) if abs(t) <= max(span, 0.1)]
+        bar.set_ticks(ticks, labels=[f"{2 ** t:.2g}×" for t in ticks])
+        bar.set_label("speed-up (log scale)")
+    if title:
+        fig.suptitle(title)
+    return _caption(fig, caption)
+
+
+def length_histogram(lengths, *, max_length: int, title: str = "", caption: str = ""):
+    """Distribution of token lengths (log count), with the median, p90 and the truncation length marked."""
+    lengths = np.asarray(lengths)
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    ax.hist(lengths, bins=np.unique(np.geomspace(1, max(max_length, lengths.max()) + 1, 40).astype(int)),
+            color="steelblue", alpha=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for q, style in ((50, "--"), (90, ":")):
+        v = np.percentile(lengths, q)
+        ax.axvline(v, color="k", ls=style, lw=1, label=f"p{q} = {v:.0f} tokens")
+    ax.axvline(max_length, color="crimson", lw=1, label=f"max_length = {max_length}")
+    _plain_log_axis(ax.xaxis)
+    _plain_log_axis(ax.yaxis)
+    ax.set_xlabel("tokens per text (with special tokens)")
+    ax.set_ylabel("texts")
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return _caption(fig, caption)
+
+
+def speedups_by_profile(table: pd.DataFrame, *, title: str = "", caption: str = ""):
+    """Headline speed-ups, one row per comparison, one marker per profile with its 95% CI (log scale).
+
+    A comparison a profile could not measure gets a failure marker at the left edge, labelled with why; one that no
+    profile measured gets no row (it would be empty) and is named in a note under the axes.
+    """
+    ran = set(table[table.status == "ok"].comparison)
+    unmeasured = list(dict.fromkeys(table[~table.comparison.isin(ran)].comparison))
+    table = table[table.comparison.isin(ran)]
+    comps = list(dict.fromkeys(table.comparison))
+    profiles = list(dict.fromkeys(table.profile))
+    fig, ax = plt.subplots(figsize=(9.5, 0.45 * len(comps) + 1.6))
+    offsets = {p: (k - (len(profiles) - 1) / 2) * 0.8 / max(len(profiles), 1) for k, p in enumerate(profiles)}
+    for p in profiles:
+        g = table[table.profile == p]
+        ok = g[g.status == "ok"]
+        ys = np.array([comps.index(c) for c in ok.comparison]) + offsets[p]
+        ax.errorbar(ok.speedup, ys, xerr=[ok.speedup - ok.ci_low, ok.ci_high - ok.speedup], fmt="o", capsize=3,
+                    color=colour(p), label=p)
+        for f in g[(g.status != "ok") & (g.status != "not in this profile")].itertuples():
+            y = comps.index(f.comparison) + offsets[p]
+            ax.plot(0.02, y, transform=ax.get_yaxis_transform(), marker="x", color=colour(p), ms=8,
+                    ls="none", label=f"{p} (did not run)")
+            ax.annotate(str(f.status).split(":")[0], (0.02, y), xycoords=("axes fraction", "data"), xytext=(6, 0),
+                        textcoords="offset points", fontsize=7, color="crimson", va="center")
+    ax.axvline(1.0, color="grey", lw=1, ls="--")
+    ax.set_yticks(range(len(comps)), comps)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    _plain_log_axis(ax.xaxis)
+    ax.tick_params(axis="x", which="minor", labelsize=7)
+    ax.set_xlabel("speed-up (×, geometric mean over shapes, 95% CI)")
+    ax.grid(alpha=0.3, axis="x")
+    if unmeasured:
+        caption = (caption + " " if caption else "") + "Measured by no profile: " + "; ".join(unmeasured) + "."
+    return _finish(fig, np.array([ax]), title, caption)
+
+
+def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: achieved rate against arithmetic intensity",
+             caption: str = ""):
+    """Achieved GFLOP/s against arithmetic intensity (FLOPs per byte), log-log, one colour per variant and one
+    marker per dtype, under the machine's roofs: the bandwidth slope and each dtype's matmul peak
+    (roofline.roofline_table and measure_peaks). Rows that cannot be placed (failed, or no FLOP count) are
+    listed in a note under the axes. Returns the figure."""
+    from ..analysis import roofline as rf
+    from ..machine import limits
+
+    points, left_out = rf.plottable(rt)
+    fig, ax = plt.subplots(figsize=(9, 5.4))
+    variants = list(dict.fromkeys(points.variant))
+    markers = dict(zip(dict.fromkeys(points.peak_of), "os^DvP*"))
+    for v in variants:
+        for key, g in points[points.variant == v].groupby("peak_of", sort=False):
+            ax.scatter(g.intensity, g.gflops, color=colour(v), marker=markers[key], s=36, alpha=0.85,
+                       label=f"{v}" + (f" ({key})" if len(markers) > 1 else ""))
+    bandwidth = limits.peak_bandwidth(peaks)
+    if bandwidth and len(points):
+        lo, hi = points.intensity.min() / 3, points.intensity.max() * 3
+        for key in dict.fromkeys(["fp32", *points.peak_of]):
+            peak = limits.peak_gflops(peaks, key)
+            if not peak:
+                continue
+            lo, hi = min(lo, peak / bandwidth / 3), max(hi, peak / bandwidth * 3)
+            xs = np.geomspace(lo, hi, 200)
+            roof = np.minimum(peak, bandwidth * xs)
+            ax.plot(xs, roof, color="0.35", lw=1.2, ls="-" if key == "fp32" else "--")
+            if key == "fp32":  # below this line a call is overhead-bound (roofline.regime)
+                ax.plot(xs, rf.OVERHEAD_SHARE * roof, color="0.6", lw=0.8, ls=":",
+                        label=f"{rf.OVERHEAD_SHARE:.0%} of the fp32 roof (overhead-bound below)")
+            ax.annotate(f"{key} peak {peak:,.0f} GFLOP/s", (hi, peak), xytext=(-4, 4), textcoords="offset points",
+                        ha="right", fontsize=8, color="0.3")
+        ax.annotate(f"{bandwidth:,.1f} GB/s", (lo, bandwidth * lo), xytext=(4, 6), textcoords="offset points",
+                    fontsize=8, color="0.3", rotation=30)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_log_axis(ax.xaxis)
+    _plain_log_axis(ax.yaxis)
+    ax.set_xlabel("arithmetic intensity (FLOPs per byte moved)")
+    ax.set_ylabel("achieved GFLOP/s")
+    ax.grid(alpha=0.3, which="both")
+    notes = [] if peaks else ["machine limits unknown: no roofs drawn"]
+    if len(left_out):
+        why = left_out.apply(lambda r: r["status"] if r["status"] != "ok" else "no FLOP count", axis=1)
+        notes.append(f"not plotted, {len(left_out)} configuration(s): "
+                     + "; ".join(f"{n} {w}" for w, n in why.value_counts().items()))
+    if notes:
+        ax.text(0.0, -0.16, " · ".join(notes), transform=ax.transAxes, fontsize=8, color="crimson", va="top")
+    ax.set_title(title, fontsize=11)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return _caption(fig, caption)

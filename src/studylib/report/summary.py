@@ -1,0 +1,245 @@
+"""Across machines: every profile's results under outputs/, the seeds' claims and headline speed-ups side by side.
+
+The summary notebook calls these. It works with whatever profiles have results: each study's own
+analysis (its claims table) runs on each profile's rows, and the headline comparisons each study names are
+summarised per profile as a geometric-mean speed-up over the shapes both sides ran, with a bootstrap CI over every shape's rounds.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from ..core import paths, study_registry
+from ..core.files import read_json
+from ..core.results import ResultsTable
+from ..machine import environment, limits
+from ..measurement import claims as seedclaims
+from ..measurement import profiles
+from ..measurement.profiles import RESERVED
+from ..studies import STUDIES, Comparison
+from . import advice, answer, gpu_paths
+
+NOTEBOOK = paths.SUMMARY_NOTEBOOK
+os.environ.setdefault("USE_TF", "0")  # the analyses need no TensorFlow; transformers would import it
+
+
+def present_profiles(root=None) -> list[str]:
+    """Profiles with at least one results table under outputs/ (smoke and smoke-fast last: their numbers are not
+    real models')."""
+    root = root or paths.outputs_root()
+    found = [p.name for p in root.iterdir()
+             if p.is_dir() and p.name not in RESERVED and any((p / "results").glob("*.jsonl"))] if root.exists() else []
+    return sorted(found, key=lambda name: (name in ("smoke", paths.FAST_SMOKE), name))
+
+
+def _grid_keys(profile: str, notebook: str) -> set[str] | None:
+    """The configuration keys of the profile's grid today, or None when params/<profile>.yaml cannot say."""
+    try:
+        loaded = profiles.load(profile)
+    except profiles.ProfileError:
+        return None
+    return {c.key for c in study_registry.grid(loaded, notebook)} if notebook in loaded.sections else None
+
+
+def results(profile: str, notebook: str) -> pd.DataFrame:
+    """A profile's rows for one notebook, raw samples included (empty when it has not run).
+
+    A results table keeps rows of configurations the profile no longer runs (its grid or corpus changed);
+    only those of today's grid count, and of rows for one workload the newest."""
+    table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
+    if not table.path.exists():
+        return pd.DataFrame()
+    df = table.frame(with_samples=True)
+    keys = _grid_keys(profile, notebook)
+    if keys is not None:
+        df = df[df.config_key.isin(keys)]
+    workload = [c for c in ("model", "variant", "dtype", "batch_size", "device", "seq_len", "image_size", "strategy",
+                            "backend") if c in df]
+    if len(df) and "timestamp" in df:
+        df = df.sort_values("timestamp", kind="stable").drop_duplicates(workload, keep="last")
+    return df.reset_index(drop=True)
+
+
+def machines(profiles: list[str]) -> pd.DataFrame:
+    """Which machine and software produced each profile's results, and how many configurations ran."""
+    rows = []
+    for p in profiles:
+        env = read_json(paths.results_dir(p) / "env.json") or {}
+        counts = {nb: results(p, nb) for nb in STUDIES}
+        n = sum(len(df) for df in counts.values())
+        ok = sum(int((df.status == "ok").sum()) for df in counts.values() if len(df))
+        rows.append({"profile": p, "machine": environment.one_line(env) if env else "environment not captured",
+                     "threads": env.get("threads", {}).get("torch_intra_op"),
+                     "notebooks": ", ".join(nb[:2] for nb, df in counts.items() if len(df)),
+                     "configurations": n, "ran ok": ok, "measured (UTC)": env.get("captured_at", "")})
+    return pd.DataFrame(rows)
+
+
+SUMMARY_CLAIM_COLUMNS = ["profile", "study", *seedclaims.COLUMNS]
+
+
+def claims(profiles: list[str]) -> pd.DataFrame:
+    """Every claim of the registry (studylib.measurement.claims) on every profile, one row per claim and profile: judged by its
+    study's analysis where that study has results here, else marked as not run or, with why, as not testable.
+    A plug-in study's own claim rows come along."""
+    registry = seedclaims.registry()
+    order = {c.id: i for i, c in enumerate(registry)}
+    out = []
+    for p in profiles:
+        judged, ran = [], set()
+        for nb, study in STUDIES.items():
+            df = results(p, nb)
+            if not len(df):
+                continue
+            ran.add(nb)
+            judged.append(study.analyse(df).claims.assign(study=nb[:2]))
+        rest = [c for c in registry if c.study not in ran]
+        judged.append(seedclaims.unassessed(
+            rest, "not run on this profile",
+            lambda c: f"not run on this profile: study {c.study[:2]} has no results here"
+                      + (f" (tested by {', '.join(seedclaims.testing_profiles(c))})"
+                         if seedclaims.testing_profiles(c) else "")
+        ).assign(study=[c.study[:2] if c.study else "—" for c in rest]))
+        out.append(pd.concat(judged, ignore_index=True).assign(profile=p))
+    if not out:
+        return pd.DataFrame(columns=SUMMARY_CLAIM_COLUMNS)
+    t = pd.concat(out, ignore_index=True).reindex(columns=SUMMARY_CLAIM_COLUMNS)
+    t["_order"] = t["id"].map(order).fillna(len(order))
+    return t.sort_values(["profile", "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
+
+
+def comparisons() -> list[tuple[str, Comparison]]:
+    """(notebook, comparison) for every headline speed-up the registered studies name."""
+    return [(nb, c) for nb, study in STUDIES.items() for c in study.comparisons]
+
+
+def headline_speedups(profiles: list[str]) -> pd.DataFrame:
+    """One row per comparison and profile: geometric-mean speed-up, its 95% CI, shapes used, or why none."""
+    rows, frames = [], {}
+    for p in profiles:
+        for nb, c in comparisons():
+            if (p, nb) not in frames:
+                frames[p, nb] = results(p, nb)
+            rows.append({"study": nb[:2], "comparison": c.label, "profile": p}
+                        | answer.headline(answer.whole_models(frames[p, nb]), c))
+    cols = ["study", "comparison", "profile", "status", "speedup", "ci_low", "ci_high", "n", "of", "reading", "lowest",
+            "highest"]
+    return pd.DataFrame(rows).reindex(columns=cols)
+
+
+def speedup_matrix(table: pd.DataFrame) -> pd.DataFrame:
+    """The headline table as a reader scans it: comparisons down, profiles across, 'g× (lo–hi) · n shapes'."""
+    def cell(r) -> str:
+        if r["status"] != "ok":
+            return f"— ({r['status']})"
+        if str(r["reading"]).startswith("depends"):  # verdicts differ by shape: the range, never a mean
+            return f"{r['lowest']:.2f}–{r['highest']:.2f}× by shape ({r['reading'][len('depends on the shape: '):]})"
+        return f"{r['speedup']:.2f}× ({r['ci_low']:.2f}–{r['ci_high']:.2f}) · {int(r['n'])}/{int(r['of'])} shapes"
+
+    if not len(table):
+        return pd.DataFrame()
+    t = table.assign(cell=table.apply(cell, axis=1))
+    order = list(dict.fromkeys(table.profile))
+    m = t.pivot_table(index=["study", "comparison"], columns="profile", values="cell", aggfunc="first", sort=False)
+    return m.reindex(columns=order)
+
+
+def gpu_coverage(profiles: list[str]) -> pd.DataFrame:
+    """Per profile, which CUDA branches its results exercised (see gpu_paths)."""
+    out = []
+    for p in profiles:
+        rows = [results(p, nb) for nb in STUDIES]
+        df = pd.concat([r for r in rows if len(r)], ignore_index=True) if any(len(r) for r in rows) else pd.DataFrame()
+        if not len(df):
+            continue
+        cov = gpu_paths.coverage(df)
+        out.append(cov.assign(profile=p)[["branch", "profile", "state"]])
+    if not out:
+        return pd.DataFrame()
+    t = pd.concat(out, ignore_index=True)
+    return t.pivot_table(index="branch", columns="profile", values="state", aggfunc="first", sort=False)
+
+
+def verdict_matrix(claims_table: pd.DataFrame) -> pd.DataFrame:
+    """The headline: each seed claim down, each profile across, its verdict with the qualifiers kept (partly
+    comparable, equal within noise, direction only, not comparable here and which profile tests it)."""
+    if not len(claims_table):
+        return pd.DataFrame()
+    m = claims_table.pivot_table(index=["seed", "id", "claim"], columns="profile", values="verdict",
+                                 aggfunc=lambda v: " / ".join(dict.fromkeys(v)), sort=False)
+    return m.reindex(columns=list(dict.fromkeys(claims_table.profile))).fillna("not run")
+
+
+def findings(table: pd.DataFrame, claims_table: pd.DataFrame) -> list[str]:
+    """Sentences computed from the headline speed-ups and the claims, for the summary notebook."""
+    lines = []
+    ok = table[table.status == "ok"]
+    for comp, g in ok.groupby("comparison", sort=False):
+        parts = [f"{r.profile} {r.lowest:.2f}–{r.highest:.2f}× by shape" if str(r.reading).startswith("depends")
+                 else f"{r.profile} {r.speedup:.2f}× ({r.ci_low:.2f}–{r.ci_high:.2f})" for r in g.itertuples()]
+        readings = g.reading.value_counts()
+        where = ", ".join(f"{word} on {n}" for word, n in readings.items())
+        lines.append(f"**{comp}**: {'; '.join(parts)} — {where} of {len(g)} profile(s) measured.")
+    missing = table[(table.status != "ok") & (table.status != "not in this profile")]
+    for r in missing.itertuples():
+        lines.append(f"{r.comparison} on {r.profile}: no speed-up ({r.status}).")
+    for p, g in claims_table.groupby("profile", sort=False):
+        lines.append(seedclaims.totals_line(g, p))
+    if table.profile.nunique() < 2:
+        lines.append("Only one profile has results here, so nothing is compared across machines yet: the results "
+                     "of a GPU profile (gpu-a100, ...) would add that comparison.")
+    return lines
+
+
+GPU_CAVEAT = {
+    "cpu": ("A CPU run says nothing about a GPU's ranking: launch overhead, TF32 and tensor cores, asynchronous "
+            "execution and memory bandwidth all change it (re-run a gpu-… profile there)."),
+    "cuda": ("A GPU run holds for this card and driver; another generation (tensor cores, memory bandwidth) can "
+             "rank the options differently."),
+}
+
+
+def machine_line(profile: str) -> str:
+    """The machine in one line: CPU or GPU, threads, and the limits measured at the run's start."""
+    env = read_json(paths.results_dir(profile) / "env.json") or {}
+    if not env:
+        return "environment not captured"
+    peaks = env.get("peaks") or {}
+    rates = ", ".join(f"{k} {limits.peak_gflops(peaks, k):,.0f}" for k in ("fp32", "bf16", "int8")
+                      if limits.peak_gflops(peaks, k))
+    bw = limits.peak_bandwidth(peaks)
+    threads = (env.get("threads") or {}).get("torch_intra_op")
+    measured = (f"; measured matmul GFLOP/s {rates}" if rates else "") + (f", memory {bw:,.0f} GB/s" if bw else "")
+    return f"{environment.one_line(env)} · {threads} threads{measured}"
+
+
+def what_to_use(profile: str) -> pd.DataFrame:
+    """Every workload the profile measured, across studies: the fastest option, its speed-up over the study's default
+    with CI, the runner-up and whether the lead is decided, and its one-time cost (advice.fastest)."""
+    parts = []
+    for nb, study in STUDIES.items():
+        df = answer.whole_models(results(profile, nb))
+        if len(df):
+            parts.append(advice.fastest(df, options=study.options, default=dict(study.default), study=nb[:2]))
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=advice.ADVICE_COLUMNS)
+
+
+def what_to_use_by_profile(profiles: list[str]) -> pd.DataFrame:
+    """what_to_use for each profile, side by side: one row per study and workload, a column per profile naming the
+    fastest option and its speed-up over the default."""
+    rows = []
+    for p in profiles:
+        t = what_to_use(p)
+        for _, r in t.iterrows():
+            rows.append({"study": r["study"], "workload": r["workload"], "profile": p,
+                         "cell": f"{r['fastest']}: {r['over default']}"})
+    if not rows:
+        return pd.DataFrame()
+    t = pd.DataFrame(rows)
+    m = t.pivot_table(index=["study", "workload"], columns="profile", values="cell", aggfunc="first", sort=False)
+    return m.reindex(columns=profiles).fillna("not run")
