@@ -1,4 +1,4 @@
-"""Measuring in a test as a notebook does (a plan, its pending groups, replicates.run), in this process by default."""
+"""Measuring in a test as a notebook does (a plan, its pending groups, replicates.measure), in this process by default."""
 
 from pathlib import Path
 
@@ -27,6 +27,7 @@ def measure(configs, *, table, workloads=None, group_by=None, force=False, in_pr
     """Measure what `table` lacks of `configs` (all when forced) under plan(**plan_kw); the new rows."""
     p = plan(**plan_kw)
     groups = grouping.pending_groups(configs, p, table=table, force=force, group_by=group_by)
-    return replicates.run(groups, p, table=table, workloads=workloads or Workloads(p.seed, paths.cache_dir(p.profile)),
-                          parts_dir=parts_dir or Path(table.path).with_suffix(".parts"), force=force,
-                          in_process=in_process, only_replicate=only_replicate, on_group=on_group)
+    return replicates.measure(groups, p, table=table,
+                              workloads=workloads or Workloads(p.seed, paths.cache_dir(p.profile)),
+                              parts_dir=parts_dir or Path(table.path).with_suffix(".parts"), force=force,
+                              in_process=in_process, only_replicate=only_replicate, on_group=on_group)

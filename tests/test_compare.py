@@ -30,8 +30,7 @@ def _samples(base: float, variant: str) -> list[float]:
     return out
 
 
-def _row(batch: int, variant: str, *, profile: str = "cpu", scale: float = 1.0, status: str = "ok",
-         group_fields: bool = True) -> dict:
+def _row(batch: int, variant: str, *, profile: str = "cpu", scale: float = 1.0, status: str = "ok") -> dict:
     samples = [s * scale for s in _samples(TIMES[(batch, variant)], variant)]
     ordered = sorted(samples)
     row = {
@@ -40,11 +39,9 @@ def _row(batch: int, variant: str, *, profile: str = "cpu", scale: float = 1.0, 
         "strategy": None, "data": None, "status": status,
         # the CI here is a plain [3rd, 10th] order statistic: what matters is that it is a fixed interval
         "median_s": (ordered[5] + ordered[6]) / 2, "ci_low_s": ordered[2], "ci_high_s": ordered[9],
-        "samples_s": samples,
+        "samples_s": samples, "sample_rep": [0] * ROUNDS, "sample_round": list(range(ROUNDS)),
+        "group_id": f"run-b{batch}", "group_key": f"bert|fp32|b{batch}",
     }
-    if group_fields:
-        row |= {"sample_rep": [0] * ROUNDS, "sample_round": list(range(ROUNDS)), "group_id": f"run-b{batch}",
-                "group_key": f"bert|fp32|b{batch}"}
     return row
 
 
@@ -142,18 +139,6 @@ def test_a_torn_last_line_is_ignored(tmp_path):
     new = _write(tmp_path / "new", _rows(), tail=torn)
     line = _line(compare(ref, new))
     assert line["configs"] == 6 and line["worst_abs_delta_pct"] == 0.0 and line["reversed"] == 0
-
-
-def test_old_files_without_group_key_are_grouped_by_shape(tmp_path):
-    ref = _write(tmp_path / "ref", _rows(group_fields=False))
-    new = _write(tmp_path / "new", _rows(group_fields=False))
-    c = compare(ref, new)
-    line = _line(c)
-    assert line["comparisons"] == 3 and line["same"] == 3 and line["aa_pairs"] == 2
-    shape = "model=bert|dtype=fp32|batch_size=1|seq_len=128|image_size=None|strategy=None|data=None"
-    assert set(c.pairs["group"]) == {shape}
-    # unpaired speed-ups (ratio of medians) still decide 1.25x and 2x with a fixed 1% wiggle
-    assert (c.pairs["ref_verdict"] == "faster").all()
 
 
 def test_different_profiles_are_refused_naming_both(tmp_path):

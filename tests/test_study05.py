@@ -78,7 +78,7 @@ def test_replicates_start_one_process_per_backend_with_its_environment(tmp_path,
     table = ResultsTable(tmp_path / "05.jsonl")
     plan = measuring.plan(measuring.FAST | {"replicates": 2}, env={"fingerprint": "f", "git_commit": "c"},
                           study=s05.NOTEBOOK, profile="smoke", threads=2, frameworks=("torch", "tensorflow"))
-    rows = replicates.run(groups, plan, table=table, workloads=Workloads(0), parts_dir=tmp_path / "parts")
+    rows = replicates.measure(groups, plan, table=table, workloads=Workloads(0), parts_dir=tmp_path / "parts")
     order = [(r, e["KERAS_BACKEND"]) for r, e, _ in seen]
     assert order[0] == (0, "torch") and order[-1] == (1, "jax")
     firsts = [b for r, b in dict.fromkeys(order)]
@@ -124,7 +124,7 @@ def _in_backend(backend: str, cache) -> dict:
 def test_every_backend_loads_the_same_weights_and_matches_the_shared_reference(tmp_path):
     """The torch process makes the weights and the references; the jax process loads both and computes the same
     outputs (on other inputs it would differ: this is what parity checks). The text encoder here; ResNet-50 goes
-    through every backend and call mode in the end-to-end smoke-fast report."""
+    through every backend and call mode in the end-to-end smoke-fast report (torch's jit in make test-full)."""
     first = _in_backend("torch", tmp_path)
     assert first["backend"] == "torch"
     assert "bert-tiny.weights.npz" in first["files"]

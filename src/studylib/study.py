@@ -74,9 +74,9 @@ class StudyRun:
         groups = grouping.pending_groups(configs, self.plan, table=self.table, force=self.force, group_by=group_by)
         with runlock.hold(self.profile, f"{self.notebook} (notebook kernel)"), \
                 group_progress(sum(map(len, groups.values())), f"{self.notebook} [{self.profile}]") as advance:
-            new = replicates.run(groups, self.plan, table=self.table, workloads=workloads, force=self.force,
-                                 on_group=advance, parts_dir=paths.parts_dir(self.profile, self.notebook),
-                                 only_replicate=only_replicate)
+            new = replicates.measure(groups, self.plan, table=self.table, workloads=workloads, force=self.force,
+                                     on_group=advance, parts_dir=paths.parts_dir(self.profile, self.notebook),
+                                     only_replicate=only_replicate)
         commits = {str(c) for r in new for c in str(r.get("git_commit")).split(",")}
         if len(commits | {str(self.env["git_commit"])}) > 1:
             print(f"warning: the code changed while this study ran (commits {', '.join(sorted(commits))}, started at "

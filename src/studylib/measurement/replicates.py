@@ -176,7 +176,7 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
         os.unlink(f.name)
 
 
-def run(groups: dict[str, list[sweep.Config]], plan: Plan, *, table: ResultsTable, workloads: Workloads,
+def measure(groups: dict[str, list[sweep.Config]], plan: Plan, *, table: ResultsTable, workloads: Workloads,
         parts_dir: Path, force: bool = False, on_group: Callable[[list[dict]], None] | None = None,
         in_process: bool = False, only_replicate: int | None = None) -> list[dict]:
     """Measure `groups` in the plan's `replicates` processes and append their combined rows.

@@ -29,15 +29,12 @@ import pandas as pd
 
 from ..core import speedups
 from ..core.calibration import Calibration, calibrate
+from ..core.config import SHAPE, is_aa, original_of
 from ..core.files import read_json
 from ..core.results import ResultsTable
 from ..core.speedups import speedup
 from ..machine.limits import peak_bandwidth, peak_gflops
 
-# Columns that make a configuration's shape; rows agreeing on all of them form one comparison group
-# when the rows carry no `group_key` (files written before it existed).
-SHAPE_COLUMNS = ("model", "dtype", "batch_size", "seq_len", "image_size", "strategy", "data")
-AA_SUFFIX = "-aa"
 WORST_SHOWN = 10
 # Fields of env.json compared as they are; the machine's measured limits are compared with PEAK_TOLERANCE.
 MACHINE_FIELDS = ("cpu_model", "usable_cpus", "gpu_name", "cuda")
@@ -152,15 +149,13 @@ def machine_differences(ref_env: dict[str, Any], new_env: dict[str, Any]) -> lis
 
 
 def group_key(row: dict[str, Any]) -> str:
-    """The comparison group of a row: its `group_key`, or else its shape (every SHAPE_COLUMNS field it has)."""
-    if row.get("group_key"):
-        return str(row["group_key"])
-    return "|".join(f"{c}={row[c]}" for c in SHAPE_COLUMNS if c in row)
+    """The comparison group of a row (sweep.base_row writes it on every row): its variants were timed together."""
+    return str(row["group_key"])
 
 
 def shape(row: dict[str, Any]) -> tuple:
-    """The row's values of the SHAPE_COLUMNS it has (pairs an A/A copy with its original)."""
-    return tuple((c, row[c]) for c in SHAPE_COLUMNS if c in row)
+    """The row's shape (config.SHAPE): pairs an A/A copy with its original."""
+    return tuple((c, row.get(c)) for c in SHAPE)
 
 
 def _inside(value: float | None, lo: float | None, hi: float | None) -> bool:
@@ -222,7 +217,7 @@ def compare_pairs(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dic
     """
     groups: dict[str, list[dict]] = {}
     for r in ref_rows:
-        if not str(r.get("variant", "")).endswith(AA_SUFFIX):
+        if not is_aa(r.get("variant")):
             groups.setdefault(group_key(r), []).append(r)
     out = []
     for g, rows in groups.items():
@@ -251,10 +246,9 @@ def compare_aa(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dict])
     originals = {(group_key(r), shape(r), r.get("variant")): r for r in ref_rows}
     out = []
     for r in ref_rows:
-        variant = str(r.get("variant", ""))
-        if not variant.endswith(AA_SUFFIX):
+        if not is_aa(r.get("variant")):
             continue
-        base = originals.get((group_key(r), shape(r), variant[:-len(AA_SUFFIX)]))
+        base = originals.get((group_key(r), shape(r), original_of(r["variant"])))
         if base is None:
             continue
         row = {"notebook": notebook, "a": base["config_key"], "b": r["config_key"]}

@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import NullFormatter
 
-from ..core.config import is_aa
+from ..core.config import SHAPE, is_aa
 from ..core.plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title
 from .palette import NOISE, colour, marker
 
@@ -95,7 +95,8 @@ def _aa_rows(df: pd.DataFrame, columns) -> pd.Series:
     return mask
 
 
-SHAPE_KEYS = ("model", "dtype", "batch_size", "seq_len", "image_size", "backend", "data")
+# An A/A copy runs at one batching strategy of its shape (studies 03/04: unsorted); its band holds for every strategy.
+SHAPE_KEYS = tuple(c for c in SHAPE if c != "strategy")
 
 
 def _controls(given: pd.DataFrame | None, own: pd.DataFrame) -> pd.DataFrame:
