@@ -31,19 +31,20 @@ import sys
 def _child(model: str, seq_lens: list[int], seconds: float, threads: int) -> None:
     from studylib import runtimes
     from studylib.core import stats
+    from studylib.core.config import Config
     from studylib.core.timing import measure_rounds
     from studylib.machine.threads import apply_threads
-    from studylib.measurement import sweep
+    from studylib.measurement.builder import Workloads
 
     apply_threads(threads, ("torch", "tensorflow"))
     import torch
 
     out = []
     for seq in seq_lens:
-        workloads = sweep.Workloads(seed=0)
+        workloads = Workloads(seed=0)
         calls = {}
         for variant in ("eager", "eager-aa", "tf-function", "ort"):
-            c = sweep.Config(model, variant, "fp32", 1, "cpu", threads, seq_len=seq)
+            c = Config(model, variant, "fp32", 1, "cpu", threads, seq_len=seq)
             rt = runtimes.get(variant)
             w = workloads.workload(c, rt.framework)
             p = rt.prepare(w)

@@ -69,6 +69,7 @@ for name in ("xlnet-tiny", "xlm-tiny"):
 
 # One study-02 group per tiny XLNet and XLM, measured as a run does: every variant ok, parity, work counted.
 XL_GROUP = r"""
+from studylib.core.config import Config
 from studylib.measurement import sweep
 from studylib.measurement.plan import Plan
 from studylib.measurement.schemas import MeasureSettings
@@ -78,7 +79,7 @@ plan = Plan("02_torchscript_vs_xla", "p", {"fingerprint": "f", "git_commit": Non
             MeasureSettings(warmup_calls=1, min_rounds=3, max_rounds=3, min_time_s=0.0, target_ci_pct=50.0,
                             budget_s=0.05, block_s=0.0), {"fp32": 1e-3}, seed=0, threads=1)
 for model in ("xlnet-tiny", "xlm-tiny"):
-    configs = [sweep.Config(model, v, "fp32", 2, "cpu", 1, seq_len=8)
+    configs = [Config(model, v, "fp32", 2, "cpu", 1, seq_len=8)
                for v in ("eager", "eager-aa", "torchscript", "tf-eager", "tf-function")]
     rows = sweep.measure_group(configs, plan, workloads=Workloads(0), group_key="g", group_id="i", replicate=0)
     out[model] = [[r["variant"], r["status"], r.get("error", ""), r.get("parity_ok"), r.get("flops_per_call")]

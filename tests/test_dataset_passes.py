@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import measuring
+from studylib.core.config import Config
 from studylib.core.results import ResultsTable
-from studylib.measurement import dataset, sweep
+from studylib.measurement import dataset
 from studylib.workloads import batching
 from studylib.workloads.corpus import CorpusSettings
 
@@ -29,7 +30,7 @@ def data(tmp_path_factory):
 def run(data, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     workloads = dataset.DatasetWorkloads(data, seed=0, cache_dir=out / "cache")
-    configs = [sweep.Config("roberta-tiny-classifier", v, "fp32", 4, "cpu", 2, seq_len=32, strategy=s, data="test")
+    configs = [Config("roberta-tiny-classifier", v, "fp32", 4, "cpu", 2, seq_len=32, strategy=s, data="test")
                for s in ("unsorted", "sorted") for v in ("eager", "torchscript", "ort", "ort-int8", "torch-int8")]
     rows = measuring.measure(configs, table=ResultsTable(out / "t.jsonl"), measure=MEASURE, tolerance=TOLERANCE,
                              workloads=workloads)
@@ -62,7 +63,7 @@ def test_padding_and_throughput_are_accounted_exactly(run, data):
 
 def test_outputs_come_back_in_the_given_order(run):
     _, workloads = run
-    config = lambda s: sweep.Config("roberta-tiny-classifier", "eager", "fp32", 4, "cpu", 2, seq_len=32,  # noqa: E731
+    config = lambda s: Config("roberta-tiny-classifier", "eager", "fp32", 4, "cpu", 2, seq_len=32,  # noqa: E731
                                     strategy=s, data="test")
     unsorted, sorted_ = workloads.reference(config("unsorted")), workloads.reference(config("sorted"))
     assert unsorted.shape == (20, 2)

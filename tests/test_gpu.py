@@ -17,6 +17,7 @@ import torch
 
 import measuring
 from studylib import gpu_check, runtimes
+from studylib.core.config import Config
 from studylib.machine import gpu, limits
 from studylib.measurement import grouping, sweep
 from studylib.measurement.builder import Workloads
@@ -117,7 +118,7 @@ def test_the_replicates_processes_start_with_the_policy_and_no_jax_preallocation
 def test_rows_and_the_fingerprint_carry_the_policy():
     from studylib.machine import environment
 
-    c = sweep.Config("bert-tiny", "eager", "fp32", 1, "cuda", 2, seq_len=8)
+    c = Config("bert-tiny", "eager", "fp32", 1, "cuda", 2, seq_len=8)
     base = {"python": "3.11", "libraries": {"torch": "2.13.0"}}
     on, off = (base | {"precision": gpu.policy(t, "cuda")} for t in (True, False))
     assert environment.fingerprint(on) != environment.fingerprint(off)
@@ -195,7 +196,7 @@ def test_a_gpu_older_than_the_torch_build_supports_is_named(monkeypatch):
 
 def test_a_keras_row_on_a_gpu_jax_cannot_see_is_a_skipped_row_naming_jax(monkeypatch):
     monkeypatch.setattr(gpu, "_seen", {"torch": None, "jax": "JAX 0.10.2 sees no GPU (devices: cpu)"})
-    c = sweep.Config("bert-tiny", "keras-jax-call", "fp32", 1, "cuda", 2, seq_len=8, backend="jax")
+    c = Config("bert-tiny", "keras-jax-call", "fp32", 1, "cuda", 2, seq_len=8, backend="jax")
     env = {"fingerprint": "f", "git_commit": None}
     [row] = sweep.measure_group([c], measuring.plan(env=env), workloads=Workloads(0), group_key="g", group_id="i",
                                 replicate=0)
@@ -204,8 +205,8 @@ def test_a_keras_row_on_a_gpu_jax_cannot_see_is_a_skipped_row_naming_jax(monkeyp
 
 # -- cuDNN autotuning in a process of its own -----------------------------------------------------------------------
 
-def _resnet(variant: str, device: str) -> sweep.Config:
-    return sweep.Config("resnet-tiny", variant, "fp32", 1, device, 2, image_size=32)
+def _resnet(variant: str, device: str) -> Config:
+    return Config("resnet-tiny", variant, "fp32", 1, device, 2, image_size=32)
 
 
 def test_cudnn_benchmark_gets_a_process_and_a_group_of_its_own_on_cuda_only():
@@ -336,7 +337,7 @@ def test_failed_configurations_are_rows_and_let_go_of_their_sessions_before_the_
     monkeypatch.setitem(runtimes.REGISTRY, "fails-in-rounds", Failing("fails-in-rounds", "rounds"))
     monkeypatch.setattr(sweep, "_release", lambda device: alive_at_release.append(
         tuple((name, ref() is not None) for name, ref in sorted(held.items()))))
-    configs = [sweep.Config("bert-tiny", v, "fp32", 1, "cpu", 2, seq_len=8)
+    configs = [Config("bert-tiny", v, "fp32", 1, "cpu", 2, seq_len=8)
                for v in ("eager", "fails-in-prepare", "fails-in-rounds")]
     plan = measuring.plan(measuring.FAST | {"max_rounds": 6}, env={"fingerprint": "f", "git_commit": None})
     rows = sweep.measure_group(configs, plan, workloads=Workloads(0), group_key="g", group_id="i", replicate=0)

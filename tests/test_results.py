@@ -7,6 +7,7 @@ import pytest
 
 import measuring
 from conftest import stored_row
+from studylib.core.config import Config
 from studylib.core.files import read_json, write_json_atomic
 from studylib.core.results import ResultsTable, measured_alike
 from studylib.machine import environment
@@ -77,7 +78,7 @@ def test_csv_has_no_raw_samples(tmp_path):
 
 
 def _configs(*batches, device="cpu", seq_len=16, variant="eager"):
-    return [sweep.Config("bert-tiny", variant, "fp32", b, device, 2, seq_len=seq_len) for b in batches]
+    return [Config("bert-tiny", variant, "fp32", b, device, 2, seq_len=seq_len) for b in batches]
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +129,7 @@ def test_a_measured_row_holds_statistics_samples_and_parity(tmp_path, env):
 
 def test_failures_are_rows_and_the_sweep_goes_on(tmp_path, env):
     table = ResultsTable(tmp_path / "r.jsonl")
-    gpt2_traced = sweep.Config("gpt2-tiny", "torchscript", "fp32", 1, "cpu", 2, seq_len=8)  # tracing fails
+    gpt2_traced = Config("gpt2-tiny", "torchscript", "fp32", 1, "cpu", 2, seq_len=8)  # tracing fails
     configs = [*_configs(1, seq_len=4096), *_configs(1, device="cuda"), gpt2_traced, *_configs(1)]
     rows = _run(table, configs, env)
     assert [r["status"] for r in rows] == ["skipped", "skipped" if not _cuda() else "ok", "error", "ok"]
@@ -183,7 +184,7 @@ def test_failed_rows_and_changed_settings_are_measured_again(tmp_path, env):
 def test_a_group_is_timed_in_shared_rounds_and_replicates_pool(tmp_path, env):
     """Variants of one shape share rounds (paired speed-ups); two replicates pool their samples with ids."""
     table = ResultsTable(tmp_path / "r.jsonl")
-    configs = [sweep.Config("bert-tiny", v, "fp32", 1, "cpu", 2, seq_len=16) for v in ("eager", "eager-aa")]
+    configs = [Config("bert-tiny", v, "fp32", 1, "cpu", 2, seq_len=16) for v in ("eager", "eager-aa")]
     rows = _run(table, configs, env, measure_settings=FAST | {"replicates": 2})
     eager, aa = rows
     assert eager["group_id"] == aa["group_id"] and eager["group_key"] == aa["group_key"]

@@ -10,9 +10,9 @@ import pytest
 
 import measuring
 from studylib.analysis import roofline
+from studylib.core.config import Config
 from studylib.core.results import ResultsTable
 from studylib.machine import limits
-from studylib.measurement import sweep
 from studylib.report import plots
 from studylib.workloads import models
 from studylib.workloads import work as counting
@@ -218,7 +218,7 @@ def test_old_tables_without_work_columns_still_analyse(tmp_path):
 
 def test_measured_rows_carry_their_work(tmp_path):
     """A real (tiny) measurement stores FLOPs and bytes per call, the same as counted directly."""
-    configs = [sweep.Config("bert-tiny", v, "fp32", 2, "cpu", 2, seq_len=8) for v in ("eager", "torchscript")]
+    configs = [Config("bert-tiny", v, "fp32", 2, "cpu", 2, seq_len=8) for v in ("eager", "torchscript")]
     rows = measuring.measure(configs, table=ResultsTable(tmp_path / "t.jsonl"), measure=MEASURE, tolerance=TOLERANCE)
     expected = counting.work_per_call("bert-tiny", dtype="fp32", batch_size=2, seq_len=8)
     for r in rows:

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from studylib.__main__ import BUSY, main
+from studylib.core.config import Config
 from studylib.machine import runlock
 
 HOLD = textwrap.dedent("""
@@ -86,7 +87,6 @@ def test_processes_started_by_the_holder_do_not_take_the_lock_again(outputs):
 
 
 def test_a_notebook_measuring_by_hand_is_refused_while_a_run_holds_the_profile(holder, outputs):
-    from studylib.measurement import sweep
     from studylib.study import start
 
     holder("smoke")
@@ -98,5 +98,5 @@ def test_a_notebook_measuring_by_hand_is_refused_while_a_run_holds_the_profile(h
               "seq_lens": [8], "image_size": 32}
     ctx = start("01_eager_vs_compiled", params)
     with pytest.raises(runlock.Busy):
-        ctx.run([sweep.Config("bert-tiny", "eager", "fp32", 1, "cpu", 1, seq_len=8)])
+        ctx.run([Config("bert-tiny", "eager", "fp32", 1, "cpu", 1, seq_len=8)])
     assert not (outputs / "smoke" / "results" / "01_eager_vs_compiled.jsonl").exists()

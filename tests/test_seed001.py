@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from studylib import runtimes
+from studylib.core.config import Config
 from studylib.measurement import grouping, profiles, sweep
 from studylib.studies import eager_vs_compiled as s01
 from studylib.studies import torchscript_vs_xla as s02
@@ -74,7 +75,7 @@ def test_cudnn_benchmark_is_on_from_its_own_process_start_not_around_its_calls(m
     itself: nothing is flipped around it (a fake CUDA workload: the call runs on CPU)."""
     from studylib.machine import gpu
 
-    c = sweep.Config("resnet-tiny", "eager-cudnn-benchmark", "fp32", 1, "cuda", 2, image_size=32)
+    c = Config("resnet-tiny", "eager-cudnn-benchmark", "fp32", 1, "cuda", 2, image_size=32)
     probe = ("import torch; from studylib.machine import gpu; gpu.apply(gpu.policy(False, 'cuda')); "
              "print(torch.backends.cudnn.benchmark)")
 

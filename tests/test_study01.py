@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from studylib.core.config import Config
 from studylib.report import plots
 from studylib.studies import eager_vs_compiled as s01
 from studylib.studies.eager_vs_compiled import EagerVsCompiled
@@ -117,10 +118,9 @@ def test_everything_skipped_still_renders(tmp_path):
     """A cuda profile on a machine without a GPU: every row skipped, and every table and figure still works."""
     import measuring
     from studylib.core.results import ResultsTable
-    from studylib.measurement import sweep
 
     table = ResultsTable(tmp_path / "r.jsonl")
-    configs = [sweep.Config("resnet-tiny", v, "fp32", 1, "cuda", 2, image_size=32) for v in ("eager", "compile-default")]
+    configs = [Config("resnet-tiny", v, "fp32", 1, "cuda", 2, image_size=32) for v in ("eager", "compile-default")]
     measuring.measure(configs, table=table, measure={"warmup_calls": 0, "min_rounds": 6, "max_rounds": 6,
                                                      "min_time_s": 0.0, "target_ci_pct": 5.0, "budget_s": 0.1,
                                                      "block_s": 0.0, "replicates": 1}, tolerance={"fp32": 1e-3})

@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 
 import measuring
+from studylib.core.config import Config
 from studylib.core.results import ResultsTable
-from studylib.measurement import grouping, profiles, replicates, sweep
+from studylib.measurement import grouping, profiles, replicates
 from studylib.measurement.builder import Workloads
 from studylib.studies import keras_backends as s05
 
@@ -43,11 +44,11 @@ def test_the_grid_runs_each_backend_in_groups_of_its_own_with_native_eager_and_i
 
 
 def test_one_process_cannot_mix_keras_backends():
-    a = sweep.Config("bert-tiny", "keras-jax", "fp32", 1, "cpu", 2, seq_len=16, backend="jax")
-    b = sweep.Config("bert-tiny", "keras-torch", "fp32", 1, "cpu", 2, seq_len=16, backend="torch")
+    a = Config("bert-tiny", "keras-jax", "fp32", 1, "cpu", 2, seq_len=16, backend="jax")
+    b = Config("bert-tiny", "keras-torch", "fp32", 1, "cpu", 2, seq_len=16, backend="torch")
     with pytest.raises(ValueError, match="one process cannot run Keras backends"):
         grouping.process_env([a, b])
-    assert grouping.process_env([sweep.Config("bert-tiny", "eager", "fp32", 1, "cpu", 2, seq_len=16)]) == {}
+    assert grouping.process_env([Config("bert-tiny", "eager", "fp32", 1, "cpu", 2, seq_len=16)]) == {}
 
 
 @pytest.mark.parametrize("change, message", [
@@ -100,7 +101,7 @@ BACKEND_SCRIPT = textwrap.dedent("""
     w = keras_models.KerasWorkloads(0, cache_dir=cache)
     out = {"backend": keras_process.backend()}
     for variant, model, seq, image in ((f"keras-{out['backend']}", "bert-tiny", 16, None),):
-        c = sweep.Config(model, variant, "fp32", 2, "cpu", 2, seq_len=seq, image_size=image, backend=out["backend"])
+        c = Config(model, variant, "fp32", 2, "cpu", 2, seq_len=seq, image_size=image, backend=out["backend"])
         rt = runtimes.get(variant)
         rt.warm_up()
         wl = w.workload(c, rt.framework)

@@ -29,7 +29,7 @@ from studylib.core import speedups
 from studylib.measurement.schemas import Grid
 from studylib.studies import Analysis, Comparison, Study, register
 from studylib.studies.base import CLAIM_COLUMNS
-from studylib.measurement.sweep import AA, REFERENCE, Config
+from studylib.core.config import AA, REFERENCE, Config
 
 NOTEBOOK = "99_toy_study"
 

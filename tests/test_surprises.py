@@ -14,9 +14,10 @@ import pytest
 import measuring
 from conftest import stored_row
 from studylib import runtimes
+from studylib.core.config import Config
 from studylib.core.results import ResultsTable, validated
 from studylib.machine import profiling
-from studylib.measurement import surprises, sweep
+from studylib.measurement import surprises
 from studylib.measurement.surprises import Expectation
 from studylib.runtimes.pytorch import TorchEager
 from studylib.studies import STUDIES, Analysis
@@ -28,7 +29,7 @@ TOLERANCE = {"fp32": 1e-3, "int8": 0.1}
 
 
 def _config(variant, batch=4, strategy=None):
-    return sweep.Config("roberta-tiny-classifier", variant, "fp32", batch, "cpu", 2, seq_len=32, strategy=strategy)
+    return Config("roberta-tiny-classifier", variant, "fp32", batch, "cpu", 2, seq_len=32, strategy=strategy)
 
 
 def _rows(times: dict[str, float], spread=0.01, n=12, seed=0):
@@ -169,7 +170,7 @@ def test_a_measured_surprise_stores_both_profiles(tmp_path, monkeypatch):
     """A real (tiny) group where the candidate is slower than expected: both rows carry a profile and its reason,
     two replicates combine into one profile, the rows load, and the page shows them side by side."""
     monkeypatch.setitem(runtimes.REGISTRY, "slow-eager", _SlowEager())
-    configs = [sweep.Config("bert-tiny", v, "fp32", 2, "cpu", 2, seq_len=8) for v in ("eager", "slow-eager", "eager-aa")]
+    configs = [Config("bert-tiny", v, "fp32", 2, "cpu", 2, seq_len=8) for v in ("eager", "slow-eager", "eager-aa")]
     table = ResultsTable(tmp_path / "t.jsonl")
     expect = (Expectation("slow-eager", "eager"),)
     rows = measuring.measure(configs, table=table, measure=MEASURE, tolerance=TOLERANCE, expectations=expect)

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core import paths, study_registry
+from .core.config import Config
 from .core.files import read_json, write_json_atomic
 from .core.results import ResultsTable
 from .core.timing import Overhead, harness_overhead
 from .machine import environment, gpu, limits, runlock
 from .machine.threads import apply_threads
-from .measurement import grouping, plan, profiles, replicates, schemas, sweep
+from .measurement import grouping, plan, profiles, replicates, schemas
 from .measurement.builder import Workloads
 from .measurement.plan import Plan
 
@@ -39,8 +40,8 @@ class StudyRun:
         """The captured environment (machine, software, precision policy, fingerprint)."""
         return self.plan.env
 
-    def run(self, configs: list[sweep.Config], workloads: Workloads | None = None,
-            group_by: Callable[[sweep.Config], tuple] | None = None):
+    def run(self, configs: list[Config], workloads: Workloads | None = None,
+            group_by: Callable[[Config], tuple] | None = None):
         """Measure what is not measured yet; return these configurations' rows (raw samples included).
 
         Configurations are measured in groups (`group_by`, default: the study's own `group_by`, else the
@@ -59,8 +60,8 @@ class StudyRun:
                          + (f", {reused} reused from earlier runs on the same machine and software" if reused else ""))
         return df.reset_index(drop=True)
 
-    def _measure(self, configs: list[sweep.Config], workloads: Workloads | None = None,
-                 group_by: Callable[[sweep.Config], tuple] | None = None,
+    def _measure(self, configs: list[Config], workloads: Workloads | None = None,
+                 group_by: Callable[[Config], tuple] | None = None,
                  only_replicate: int | None = None) -> tuple[list[dict], int]:
         """What `run` measures (and measure_replicate, `only_replicate` alone): the rows it added, and its groups."""
         from .core.progress import group_progress

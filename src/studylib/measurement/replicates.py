@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.config import Config
 from ..core.files import read_json, write_json_atomic
 from ..core.results import ResultsTable
 from . import grouping, sweep
@@ -51,7 +52,7 @@ class Task:
     """What one replicate process measures (pickled to a file the process reads)."""
 
     plan: Plan
-    groups: list[tuple[str, str, list[sweep.Config]]]  # (group key, group id, configurations)
+    groups: list[tuple[str, str, list[Config]]]  # (group key, group id, configurations)
     replicate: int
     workloads: Workloads
     parts_dir: str
@@ -135,7 +136,7 @@ def _start_vars(task: Task) -> dict[str, str]:
     return process_vars(task.plan.env.get("precision"))
 
 
-def _died_rows(configs: list[sweep.Config], task: Task, group_key: str, group_id: str, rc: int) -> list[dict]:
+def _died_rows(configs: list[Config], task: Task, group_key: str, group_id: str, rc: int) -> list[dict]:
     rows = []
     for c in configs:
         row = sweep.base_row(c, task.plan, group_key=group_key, group_id=group_id)
@@ -176,7 +177,7 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
         os.unlink(f.name)
 
 
-def measure(groups: dict[str, list[sweep.Config]], plan: Plan, *, table: ResultsTable, workloads: Workloads,
+def measure(groups: dict[str, list[Config]], plan: Plan, *, table: ResultsTable, workloads: Workloads,
         parts_dir: Path, force: bool = False, on_group: Callable[[list[dict]], None] | None = None,
         in_process: bool = False, only_replicate: int | None = None) -> list[dict]:
     """Measure `groups` in the plan's `replicates` processes and append their combined rows.

@@ -71,7 +71,7 @@ def is_surprise(expect: str, ci_low: float, ci_high: float, band: float = EQUIVA
 
 
 def config_pairs(expectations: Iterable[Expectation], configs: Iterable) -> list[tuple[Expectation, Any, Any]]:
-    """(expectation, baseline config, candidate config) for each expectation whose two configurations (sweep.Config,
+    """(expectation, baseline config, candidate config) for each expectation whose two configurations (config.Config,
     alike but for the expectation's column) are both among `configs`."""
     configs = list(configs)
     keys = {c.key for c in configs}

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import runtimes
-from ..core.config import AA, REFERENCE, Config  # noqa: F401 - re-exported: the studies name them through the sweep
+from ..core.config import REFERENCE, Config
 from ..core.memory import PeakMemory
 from ..core.results import MEASURED_COLUMNS, RUN_COLUMNS
 from ..core.timing import first_call, measure_rounds, row_statistics

@@ -17,12 +17,12 @@ from pathlib import Path
 import pandas as pd
 
 from ..core import paths
+from ..core.config import Config
 from ..core.speedups import Comparison
 from ..core.study_registry import REGISTRY, register, unregister  # noqa: F401 - the studies register through here
 from ..measurement.builder import Workloads
 from ..measurement.claims import CLAIM_COLUMNS  # noqa: F401 - a study's claims table has these columns
 from ..measurement.surprises import Expectation
-from ..measurement.sweep import Config
 
 
 @dataclass

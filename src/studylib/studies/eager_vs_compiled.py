@@ -13,12 +13,11 @@ from pydantic import Field, model_validator
 from .. import runtimes
 from ..analysis import roofline
 from ..core import speedups as speedups_layer
-from ..core.config import is_aa, original_of, with_aa
+from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import surprises
 from ..measurement.schemas import SKIP_KEYS, Grid, Skip
-from ..measurement.sweep import REFERENCE, Config
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import aa_finding, describe_ci, drift_finding, fmt_or_blank, fmt_x, latency_table, size_label  # noqa: F401

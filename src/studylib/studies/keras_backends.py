@@ -19,12 +19,11 @@ from pydantic import Field, field_validator
 from .. import runtimes
 from ..analysis import roofline
 from ..core import speedups as speedups_layer
-from ..core.config import is_aa, original_of, with_aa
+from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import surprises
 from ..measurement.schemas import Grid
-from ..measurement.sweep import REFERENCE, Config
 from ..runtimes.keras import BACKENDS
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register

@@ -10,12 +10,11 @@ import pandas as pd
 from .. import runtimes
 from ..analysis import roofline
 from ..core import speedups
-from ..core.config import is_aa, original_of, with_aa
+from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import dataset, surprises
 from ..measurement.schemas import DataGrid
-from ..measurement.sweep import REFERENCE, Config
 from .base import Analysis, Study, register
 from .common import (
     aa_finding,

@@ -10,12 +10,11 @@ from pydantic import Field, model_validator
 
 from ..analysis import roofline
 from ..core import speedups
-from ..core.config import with_aa
+from ..core.config import REFERENCE, Config, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import dataset, surprises
 from ..measurement.schemas import DataGrid
-from ..measurement.sweep import REFERENCE, Config
 from ..workloads import batching
 from .base import Analysis, Study, register
 from .common import (

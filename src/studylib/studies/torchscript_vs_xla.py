@@ -10,12 +10,11 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from ..analysis import roofline
 from ..core import speedups as speedups_layer
-from ..core.config import aa_of, original_of, with_aa
+from ..core.config import REFERENCE, Config, aa_of, original_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import surprises
 from ..measurement.schemas import Grid
-from ..measurement.sweep import REFERENCE, Config
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import aa_finding, describe_ci, drift_finding, fmt_x, latency_table  # noqa: F401
