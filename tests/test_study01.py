@@ -54,7 +54,7 @@ def test_findings_are_computed_from_the_data(df):
     sp = s01.speedups(df)
     text = "\n".join(s01.findings(df, sp))
     assert "**compile-default** vs eager over 2 configurations: faster in 2, slower in 0" in text
-    assert "**compile-max-autotune** vs eager over 1 configurations: faster in 0, slower in 1" in text
+    assert "**compile-max-autotune** vs eager over 1 configuration: faster in 0, slower in 1" in text
     assert "never does" in text
     assert "{'oom': 1}" in text and "MemoryError: x" in text
     assert "every configuration is within tolerance" in text

@@ -20,6 +20,11 @@ def fmt_ms(seconds: float) -> str:
     return f"{ms:.3g} ms" if ms < 100 else f"{ms:,.0f} ms"
 
 
+def counted(n: int, noun: str) -> str:
+    """'1 shape', '3 shapes': a count with its noun in the number it needs."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def fmt_x(ratio: float) -> str:
     return f"{ratio:.2f}×"
 
@@ -86,14 +91,14 @@ def drift_finding(df: pd.DataFrame) -> str | None:
         ratios = variance.ratios_between(records)
         paired = ("" if ratios is None else
                   f" Speed-ups pair rounds within a process, so the machine's phase cancels in them; what a speed-up "
-                  f"moves between processes beyond its sampling noise is {ratios.pct:.1f}% (over {ratios.units} pairs), "
+                  f"moves between processes beyond its sampling noise is {ratios.pct:.1f}% (over {counted(ratios.units, 'pair')}), "
                   f"and their CIs include it too.")
         odd = int(ok.heterogeneous.fillna(False).astype(bool).sum()) if "heterogeneous" in ok else 0
         odd_line = (f" {odd} configuration(s) whose replicates disagree far beyond that (Q test, p < "
                     f"{variance.HETEROGENEITY_P}) keep their own spread." if odd else "")
         half = ok.ci_high_s / ok.median_s - 1
         line += (f" Between processes: beyond its rounds' sampling noise a configuration's median moves by "
-                 f"{medians.pct:.1f}% (SD, pooled over {medians.units} configurations); the medians' 95% CIs (this "
+                 f"{medians.pct:.1f}% (SD, pooled over {counted(medians.units, 'configuration')}); the medians' 95% CIs (this "
                  f"run) include it, upper half-widths {half.min():.1%}–{half.max():.1%}.{odd_line}{paired} "
                  + rerun_line(ok))
     return line

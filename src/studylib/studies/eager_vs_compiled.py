@@ -20,7 +20,7 @@ from ..measurement import surprises
 from ..measurement.schemas import SKIP_KEYS, Grid, Skip
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import aa_finding, describe_ci, drift_finding, fmt_or_blank, fmt_x, latency_table, size_label  # noqa: F401
+from .common import aa_finding, counted, describe_ci, drift_finding, fmt_or_blank, fmt_x, latency_table, size_label  # noqa: F401
 
 NOTEBOOK = "01_eager_vs_compiled"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
@@ -139,7 +139,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         geo = float(np.exp(np.log(g.speedup).mean()))
         best, worst = g.loc[g.speedup.idxmax()], g.loc[g.speedup.idxmin()]
         lines.append(
-            f"**{variant}** vs eager over {len(g)} configurations: faster in {faster}, slower in {slower}, "
+            f"**{variant}** vs eager over {counted(len(g), 'configuration')}: faster in {faster}, slower in {slower}, "
             f"no detectable difference in {len(g) - faster - slower} (95% CI includes 1). Geometric-mean speed-up "
             f"{fmt_x(geo)}; best {describe_ci(best)} ({_where(best)}), worst {describe_ci(worst)} ({_where(worst)})."
         )
@@ -228,7 +228,7 @@ def layout_findings(df: pd.DataFrame) -> list[str]:
             continue
         geo = _geo_pairs(df, cand, base)
         classes = [speedups_layer.verdict(lo, hi, band) for lo, hi in zip(ok.ci_low, ok.ci_high)]
-        lines.append(f"**{cand} over {base}**: geometric mean {describe_ci(geo)} over {geo['n']} shape(s); faster in "
+        lines.append(f"**{cand} over {base}**: geometric mean {describe_ci(geo)} over {counted(geo['n'], 'shape')}; faster in "
                      f"{classes.count('faster')}, slower in {classes.count('slower')}, within ±{band - 1:.0%} in "
                      f"{classes.count('equal')}, unclear in {classes.count('unclear')}.")
     return lines
