@@ -207,7 +207,7 @@ def test_html_shows_figures_findings_and_claims(smoke):
     assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', html)) >= 2  # embedded: readable offline
     assert not re.search(r'<script[^>]+src="https?:', html)  # no CDN script to wait for offline
     assert re.search(r"<h2[^>]*>Findings", html)
-    assert f"compile-default</strong> vs eager over {shapes} configurations: faster in" in html
+    assert f"compile-default</strong> vs eager over {shapes} configuration{'s' * (shapes != 1)}: faster in" in html
     assert "Parity with eager: largest max-abs difference" in html
     assert re.search(r"<strong>A/A control</strong> \(eager-aa, .*called different from eager in \d+ of "
                      rf"{shapes} shapes", html)

@@ -94,7 +94,8 @@ BACKEND_SCRIPT = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     import numpy as np
-    from studylib.measurement import keras_models, sweep
+    from studylib.core.config import Config
+    from studylib.measurement import keras_models
     from studylib import runtimes
     from studylib.runtimes import keras_process
     cache = Path(sys.argv[1])
