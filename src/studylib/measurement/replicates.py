@@ -190,9 +190,10 @@ def measure(groups: dict[str, list[Config]], plan: Plan, *, table: ResultsTable,
     parts_dir = Path(parts_dir)
     parts_dir.mkdir(parents=True, exist_ok=True)
 
+    settings = {key: {plan.settings_hash(c) for c in configs} for key, configs in groups.items()}  # once, not per poll
+
     def parts_of(key: str) -> dict[int, dict]:
-        return read_parts(parts_dir, key, k, fingerprint=plan.fingerprint,
-                          settings={plan.settings_hash(c) for c in groups[key]})
+        return read_parts(parts_dir, key, k, fingerprint=plan.fingerprint, settings=settings[key])
 
     parts: dict[str, dict[int, dict]] = {}
     for key in groups:
