@@ -174,11 +174,47 @@ def test_short_calls_are_timed_in_blocks():
     assert r.block == {"tiny": 64, "big": 1}
     assert r.samples["tiny"] == pytest.approx([tiny] * 5)
     assert r.samples["big"] == pytest.approx([big] * 5)
-    names = m.names()
-    assert names.count("tiny") == 2 + 5 * 64 and names.count("big") == 2 + 5
+    names = m.names()  # a block of more than one call starts with one untimed lead-in call
+    assert names.count("tiny") == 2 + 5 * (1 + 64) and names.count("big") == 2 + 5
     timed = names[4:]  # a block runs within its turn: the tiny calls of a round are contiguous
     runs = [(k, len(list(g))) for k, g in itertools.groupby(timed)]
-    assert all(n == 64 for k, n in runs if k == "tiny")
+    assert all(n == 1 + 64 for k, n in runs if k == "tiny")
+
+
+def cold_machine(cold: float) -> FakeMachine:
+    """A machine whose caches the other variants evict: a call right after another variant's costs `cold` times more."""
+    m = FakeMachine()
+
+    def variant(name, cost):
+        def cost_of(i):
+            return cost * (cold if m.log and m.log[-1][0] != name else 1.0)
+        return m.variant(name, cost_of)
+
+    m.cold_variant = variant
+    return m
+
+
+def test_a_block_is_timed_warm_whatever_its_size():
+    """Two copies of one call and a slower call, on a machine where the first call after a switch runs 50% slower:
+    every sample is the warm cost, whether a block holds 16, 8 or 4 calls (without the lead-in the copy timed in
+    smaller blocks would come out slower, an A/A difference made by the harness)."""
+    m = cold_machine(1.5)
+    fast, slow = 2.0 ** -10, 2.0 ** -8
+    calls = {"A": m.cold_variant("A", fast), "A-aa": m.cold_variant("A-aa", fast), "B": m.cold_variant("B", slow)}
+    r = timing.measure_rounds(calls, warmup_calls=3, min_rounds=6, max_rounds=6, target_ci_pct=0.0,
+                              block_s=2.0 ** -6, budget_s=1e9, clock=m)
+    assert r.block == {"A": 16, "A-aa": 16, "B": 4}
+    assert r.samples["A"] == pytest.approx([fast] * 6) and r.samples["A-aa"] == pytest.approx([fast] * 6)
+    assert r.samples["B"] == pytest.approx([slow] * 6)
+
+
+def test_the_block_is_sized_by_the_fastest_warmup_call():
+    """A cold first warm-up call (10× slower) does not shrink the block: the fastest warm-up call sizes it."""
+    m = FakeMachine()
+    cost = 2.0 ** -10
+    r = timing.measure_rounds({"A": m.variant("A", [10 * cost] + [cost] * 10_000)}, warmup_calls=2, min_rounds=2,
+                              max_rounds=2, block_s=2.0 ** -6, budget_s=1e9, clock=m)
+    assert r.block == {"A": 16}
 
 
 def test_block_calibration_needs_no_warmup_and_is_capped():
@@ -187,7 +223,7 @@ def test_block_calibration_needs_no_warmup_and_is_capped():
     r = timing.measure_rounds({"A": m.variant("A", 1e-9)}, warmup_calls=0, min_rounds=2, max_rounds=2,
                               block_s=1.0, budget_s=1e9, clock=m)
     assert r.block == {"A": timing.MAX_BLOCK}
-    assert len(m.log) == 1 + r.rounds * timing.MAX_BLOCK
+    assert len(m.log) == 1 + r.rounds * (1 + timing.MAX_BLOCK)  # each block after its untimed lead-in call
 
 
 def test_stops_on_precision_with_steady_times():

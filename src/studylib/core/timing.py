@@ -11,6 +11,11 @@ per-round ratios that speed-ups are computed from (see variance.speedup).
   is inside the timed region.
 - A call shorter than `block_s` is repeated in a block within its turn; the sample is the block's time
   per call, so the clock's resolution and the harness's overhead stay small against what is measured.
+  The block's size comes from the fastest of the warm-up calls (the last one alone is as noisy as any call),
+  and a block of more than one call starts with one untimed lead-in call: the variants before it in the
+  round evicted its weights and inputs from the caches, and a short call timed cold would charge that to
+  whichever variant happened to get the smaller block (an A/A copy timed 5 calls a block came out 16% slower
+  than its original timed 12 a block). Steady state is the warm loop; the lead-in costs under one block_s.
 - Python's garbage collector is off while rounds run (young objects are collected between rounds).
 - Rounds go on for at least `min_rounds` and `min_time_s`, then stop when every median and every
   speed-up over the baseline is within `target_ci_pct` (checked at growing round counts), when
@@ -34,6 +39,8 @@ STOP_PRECISION = "precision"  # every median's and every speed-up's CI half-widt
 STOP_BUDGET = "budget"  # the group's time budget was spent
 STOP_MAX_ROUNDS = "max_rounds"
 MAX_BLOCK = 10_000
+METHOD = 2  # how a sample is taken (2: blocks sized by the fastest warm-up call, each after an untimed lead-in call);
+# part of every row's settings hash, so rows timed the older way are measured again rather than resumed or mixed
 
 
 @dataclass
@@ -100,12 +107,12 @@ def measure_rounds(
     names = list(calls)
     failed: dict[str, BaseException] = {}
     per_call: dict[str, float] = {}
-    for name in names:  # untimed warm-up; the last call calibrates the block size
+    for name in names:  # untimed warm-up; the fastest call calibrates the block size
         try:
             for _ in range(max(warmup_calls, 1 if block_s > 0 else 0)):
                 t0 = clock()
                 calls[name]()
-                per_call[name] = clock() - t0
+                per_call[name] = min(clock() - t0, per_call.get(name, math.inf))
         except Exception as exc:  # noqa: BLE001 - a failure is a result
             failed[name] = exc
     live = [n for n in names if n not in failed]
@@ -125,6 +132,8 @@ def measure_rounds(
                 name = live[i]
                 fn, b = calls[name], block[name]
                 try:
+                    if b > 1:
+                        fn()  # the untimed lead-in: the block is timed warm
                     t0 = clock()
                     for _ in range(b):
                         fn()

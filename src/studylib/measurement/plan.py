@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import runtimes
-from ..core import run_shift
+from ..core import run_shift, timing
 from ..core.config import Config
 from ..core.run_shift import RunShift
 from .schemas import MeasureSettings, Profile
@@ -55,9 +55,10 @@ class Plan:
         return self.parity_tolerance[tolerance_key(c)]
 
     def settings_hash(self, c: Config) -> str:
-        """Identifies how `c` is measured: a re-run with other settings, tolerance or seed measures it again."""
-        key = json.dumps({"measure": self.measure.model_dump(), "tolerance": self.tolerance(c), "seed": self.seed},
-                         sort_keys=True)
+        """Identifies how `c` is measured: a re-run with other settings, tolerance, seed or timing method (timing.METHOD)
+        measures it again."""
+        key = json.dumps({"measure": self.measure.model_dump(), "tolerance": self.tolerance(c), "seed": self.seed,
+                          "method": timing.METHOD}, sort_keys=True)
         return hashlib.sha256(key.encode()).hexdigest()[:10]
 
     def rounds(self, n_configs: int) -> dict[str, Any]:
