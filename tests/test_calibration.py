@@ -90,3 +90,23 @@ def test_reproduction_is_judged_against_the_tolerance():
                           "new_ci_low": [1.51, 1.98, 1.3], "new_ci_high": [1.53, 2.02, 2.0]})
     t = calibration.speedup_z(pairs)
     assert list(t.reproduction) == ["reproduced", "not reproduced", "inconclusive"]
+
+
+def test_reproduction_is_the_two_one_sided_tests():
+    """Equivalence at 5% is two one-sided tests: the difference's 90% CI inside ±tolerance. Two speed-ups 5% apart
+    with a difference SE of 2.5% are reproduced within ±10% (90% CI 0.9–9.1%), though the 95% CI (to 9.9% on the log
+    scale, 10.4% as a ratio) would reach past the tolerance."""
+    import pandas as pd
+
+    se = 0.025 / np.sqrt(2)  # each run's log SE: the difference's is 2.5%
+    h = calibration.Z * se
+
+    def side(ratio):
+        return ratio, ratio * np.exp(-h), ratio * np.exp(h)
+
+    (r, rl, rh), (n, nl, nh) = side(1.5), side(1.5 * np.exp(0.05))
+    t = calibration.speedup_z(pd.DataFrame({"ref_ratio": [r], "ref_ci_low": [rl], "ref_ci_high": [rh],
+                                            "new_ratio": [n], "new_ci_low": [nl], "new_ci_high": [nh]}))
+    assert t.se_log.iloc[0] == pytest.approx(0.025)
+    assert 0.05 + calibration.Z * 0.025 > np.log1p(calibration.TOLERANCE)  # the 95% CI would not fit
+    assert list(t.reproduction) == ["reproduced"]

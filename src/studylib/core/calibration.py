@@ -7,8 +7,9 @@ them are as large as the reported intervals say they may be, and fails where the
 - per configuration, z of its median's change after removing the common shift, against √(V_ref + V_new) from the
   two reported within-run CIs (the shift between whole runs is removed instead of counted);
 - per comparison (a pair of one group), z of the log speed-up difference against √(V_ref + V_new) from the two
-  speed-ups' CIs, and a reproduction verdict against a stated tolerance: reproduced when the 95% CI of the
-  difference lies inside ±tolerance, not reproduced when it lies wholly outside, else inconclusive;
+  speed-ups' CIs, and a reproduction verdict against a stated tolerance by the two one-sided tests (TOST, each
+  at 5%, the standard equivalence test): reproduced when the 90% CI of the difference lies inside ±tolerance,
+  not reproduced when it lies wholly outside (the difference beyond the tolerance at 5%), else inconclusive;
 - summaries: mean z² (1 when the intervals are calibrated; far above 1 when they are too narrow, below 1 when
   too wide), the share with |z| > 1.96 (5% expected), the share of re-run speed-ups inside the reference's CI,
   and "same verdict" counted among the comparisons the reference decided.
@@ -25,6 +26,7 @@ import pandas as pd
 from scipy import stats as _st
 
 Z = float(_st.norm.ppf(0.975))
+Z_TOST = float(_st.norm.ppf(0.95))  # each of the two one-sided tests at 5%: the 90% CI of the difference
 TOLERANCE = 0.10  # two runs' speed-ups "agree" within ±10%: the difference of two speed-ups whose CIs are ±3–4%
 # wide has a CI of about ±5–6%, so a tighter tolerance could not be met by a calibrated run
 # What --check requires: (low, high) of each summary figure; None: no bound on that side.
@@ -64,7 +66,7 @@ def median_z(medians: pd.DataFrame, ref_rows: dict[str, dict], new_rows: dict[st
 
 def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:
     """Per comparison (compare.compare_pairs' rows): z of the log speed-up difference, whether the re-run's speed-up
-    lies inside the reference's CI, and the reproduction verdict within ±tolerance."""
+    lies inside the reference's CI, and the reproduction verdict within ±tolerance (TOST: the difference's 90% CI)."""
     t = pairs.copy()
     diff = np.log(t.new_ratio.astype(float)) - np.log(t.ref_ratio.astype(float))
     se = np.sqrt(_log_se(t.ref_ci_low, t.ref_ci_high) ** 2 + _log_se(t.new_ci_low, t.new_ci_high) ** 2)
@@ -72,7 +74,7 @@ def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
     t["z"] = diff / se
     t["new_in_ref_ci"] = (t.ref_ci_low <= t.new_ratio) & (t.new_ratio <= t.ref_ci_high)
     edge = np.log1p(tolerance)
-    lo, hi = diff - Z * se, diff + Z * se
+    lo, hi = diff - Z_TOST * se, diff + Z_TOST * se
     t["reproduction"] = np.where((lo >= -edge) & (hi <= edge), "reproduced",
                                  np.where((lo > edge) | (hi < -edge), "not reproduced", "inconclusive"))
     return t

@@ -11,9 +11,10 @@ Between processes y_r moves further, by τ² (the machine's phase while a proces
 pinning): Var(y_r) = v_r + τ². For medians τ² is the DerSimonian–Laird estimate pooled over a table's rows, with
 degrees of freedom counted per group (a group's rows share their processes and the machine's phase); a row whose
 replicates disagree far beyond v + τ² (Cochran's Q, p < 0.001) is flagged `heterogeneous` and keeps its own. For
-speed-ups the machine's phase cancels and what is left is a property of the runtime (its allocator, threads,
-graph: a PyTorch batch-32 pass can move 10% between processes where ONNX Runtime's moves 1%), so τ² is pooled per
-runtime over the table's shapes (the table's where a runtime has too few degrees of freedom). Nothing is counted
+speed-ups the machine's phase cancels and what is left is a property of the runtime and of what it computes (its
+allocator, threads, graph: a PyTorch batch-32 pass can move 10% between processes where ONNX Runtime's moves 1%, and
+a TorchScript copy of a single 12 MB gather 10% where its copy of BERT moves 1%), so τ² is pooled per runtime and task
+(a model, a single operation) over the table's shapes (the table's where a class has too few degrees of freedom). Nothing is counted
 twice: v is what a process's rounds say, τ² what processes add beyond it.
 
 The estimate is the median of all values; its variance Σ_r(v_r + τ²)/k²; its 95% CI the estimate × exp(± t·SE),
@@ -184,9 +185,14 @@ def _groups(rows: list[Any]) -> dict[Any, list]:
     return groups
 
 
+def runtime_class(row: Any) -> tuple[Any, Any]:
+    """What a row's τ² of speed-ups is pooled over: its runtime (`variant`) and its task (a model, an operation)."""
+    return field(row, "variant"), field(row, "task")
+
+
 def _pair_units(groups: dict[Any, list]) -> list[tuple[Any, Unit | None]]:
-    """(the candidate's variant, its pair's unit) for every row of a group against the group's first."""
-    return [(field(c, "variant"), pair_unit(m[0], c)) for m in groups.values() for c in m[1:]]
+    """(the candidate's runtime class, its pair's unit) for every row of a group against the group's first."""
+    return [(runtime_class(c), pair_unit(m[0], c)) for m in groups.values() for c in m[1:]]
 
 
 def ratios_between(rows: list[Any]) -> Between | None:
@@ -196,21 +202,22 @@ def ratios_between(rows: list[Any]) -> Between | None:
 
 def _by_runtime(pairs: list[tuple[Any, Unit | None]]) -> dict[Any, Between]:
     by: dict[Any, list] = {}
-    for variant, unit in pairs:
-        by.setdefault(variant, []).append(unit)
+    for key, unit in pairs:
+        by.setdefault(key, []).append(unit)
     out = {}
-    for variant, units in by.items():
+    for key, units in by.items():
         b = pool(units)
         if b is not None and b.df >= MIN_CLASS_DF:
-            out[variant] = b
+            out[key] = b
     return out
 
 
 def ratios_between_by_runtime(rows: list[Any]) -> dict[Any, Between]:
-    """τ² of paired speed-ups per runtime (a row's `variant`): its rows against their groups' first, pooled over the
-    table's shapes, where that gives at least MIN_CLASS_DF degrees of freedom. What moves between processes is a
-    property of the runtime (its allocator, threads, graph): a PyTorch batch-32 pass can move 10% where ONNX
-    Runtime's moves 1%, so one τ² for the whole table would be too wide for the one and too narrow for the other."""
+    """τ² of paired speed-ups per runtime class (runtime_class: a row's `variant` and `task`): its rows against their
+    groups' first, pooled over the table's shapes, where that gives at least MIN_CLASS_DF degrees of freedom. What
+    moves between processes is a property of the runtime and what it computes (its allocator, threads, graph): a
+    PyTorch batch-32 pass can move 10% where ONNX Runtime's moves 1%, so one τ² for the whole table would be too wide
+    for the one and too narrow for the other."""
     return _by_runtime(_pair_units(_groups(rows)))
 
 
@@ -240,7 +247,7 @@ def with_reported_ci(rows: list[dict]) -> list[dict]:
         ok = row.get("status") == "ok"
         u = units[id(row)] if ok else None
         row["process_tau2"], row["process_df"] = (medians.tau2, medians.df) if medians and ok else (None, None)
-        own = by_runtime.get(row.get("variant"), ratios)  # its runtime's τ² of speed-ups, else the table's
+        own = by_runtime.get(runtime_class(row), ratios)  # its runtime class's τ² of speed-ups, else the table's
         row["ratio_tau2"], row["ratio_df"] = (own.tau2, own.df) if own and ok else (None, None)
         row["ratio_first"] = id(row) in firsts  # the row its group's speed-ups were paired with
         row["process_spread_pct"] = medians.pct if medians and ok else None
