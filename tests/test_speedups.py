@@ -112,3 +112,16 @@ def test_the_answer_number_check_fails_on_a_number_no_table_prints():
     assert checked >= 4 and "1.03× (95% CI 0.98–1.05)" in missing and "1.03×" in missing
     table += "<table><tr><td>1.03× (95% CI 0.98–1.05)</td></tr></table>"
     assert answer_numbers_missing(box + table)[0] == []
+
+
+def test_a_break_even_is_counted_in_the_number_it_needs():
+    from types import SimpleNamespace
+
+    from studylib.report.answer import paid_back
+
+    def row(n, lo, hi):
+        return SimpleNamespace(verdict="faster", one_time_s=2.0, break_even=n, break_even_low=lo, break_even_high=hi)
+
+    assert paid_back(row(1.0, 1.0, 1.0)) == "paid back after 1 call"
+    assert paid_back(row(4.0, 3.0, 6.0)).startswith("paid back after 4 (") and paid_back(row(4.0, 3.0, 6.0)).endswith(
+        " calls")

@@ -50,6 +50,12 @@ def _calls(r) -> str:
     return n if lo == hi else f"{n} ({lo}–{hi})"
 
 
+def paid_back(r) -> str:
+    """'paid back after 1 call', 'paid back after 4 (3–6) calls': the break-even in the number it needs."""
+    calls = _calls(r)
+    return f"paid back after {calls} {'call' if calls == '1' else 'calls'}"
+
+
 def _detectable(r) -> str:
     """An undecided shape's minimum detectable effect (variance.detectable): the speed-up, or slow-down, this run's
     interval would call decided 80% of the time; blank for a decided shape."""
@@ -107,7 +113,7 @@ def conditional(t: pd.DataFrame, c: Comparison, band: float, df: pd.DataFrame) -
         line = f"**{c.label}**: " + "; ".join(parts) + "."
     paid = ok[[bool(_calls(r)) and r.one_time_s >= MIN_COST_S for r in ok.itertuples()]]
     if len(paid):
-        line += (" One-time cost " + ", ".join(f"{r.one_time_s:.1f} s at {r.shape} (paid back after {_calls(r)} calls)"
+        line += (" One-time cost " + ", ".join(f"{r.one_time_s:.1f} s at {r.shape} ({paid_back(r)})"
                                                for r in paid.itertuples()) + ".")
     line += _costs(ok, c)
     failed = t[t.speedup.isna()]
