@@ -16,6 +16,9 @@ per-round ratios that speed-ups are computed from (see variance.speedup).
   round evicted its weights and inputs from the caches, and a short call timed cold would charge that to
   whichever variant happened to get the smaller block (an A/A copy timed 5 calls a block came out 16% slower
   than its original timed 12 a block). Steady state is the warm loop; the lead-in costs under one block_s.
+  It does not remove all of it: after a switch the calls settle over more than one call, so a block sized
+  from slow warm-up calls (TorchScript's profiling runs) still comes out slower per call (in the reference
+  of 2e16ef4 a copy sized at 9 calls, 6-17% slower than its original at 31 in every process).
 - Python's garbage collector is off while rounds run (young objects are collected between rounds).
 - Rounds go on for at least `min_rounds` and `min_time_s`, then stop when every median and every
   speed-up over the baseline is within `target_ci_pct` (checked at growing round counts), when

@@ -13,9 +13,9 @@ degrees of freedom counted per group (a group's rows share their processes and t
 replicates disagree far beyond v + τ² (Cochran's Q, p < 0.001) is flagged `heterogeneous` and keeps its own. For
 speed-ups the machine's phase cancels and what is left is a property of the runtime and of what it computes (its
 allocator, threads, graph: a PyTorch batch-32 pass can move 10% between processes where ONNX Runtime's moves 1%, and
-a TorchScript copy of a single 12 MB gather 10% where its copy of BERT moves 1%), so τ² is pooled per runtime and task
-(a model, a single operation) over the table's shapes (the table's where a class has too few degrees of freedom). Nothing is counted
-twice: v is what a process's rounds say, τ² what processes add beyond it.
+a TorchScript copy of a single 12 MB gather 10% where its copy of BERT moves 1%), so τ² is pooled per runtime and
+task (a model, a single operation) over the table's shapes (the table's where a class has too few degrees of
+freedom). Nothing is counted twice: v is what a process's rounds say, τ² what processes add beyond it.
 
 The estimate is the median of all values; its variance Σ_r(v_r + τ²)/k²; its 95% CI the estimate × exp(± t·SE),
 t at Satterthwaite's degrees of freedom for the two parts. A median's re-run interval adds the shift between whole
