@@ -181,26 +181,19 @@ def test_short_calls_are_timed_in_blocks():
     assert all(n == 1 + 64 for k, n in runs if k == "tiny")
 
 
-def cold_machine(cold: float) -> FakeMachine:
-    """A machine whose caches the other variants evict: a call right after another variant's costs `cold` times more."""
-    m = FakeMachine()
-
-    def variant(name, cost):
-        def cost_of(i):
-            return cost * (cold if m.log and m.log[-1][0] != name else 1.0)
-        return m.variant(name, cost_of)
-
-    m.cold_variant = variant
-    return m
+def cold_variant(m: FakeMachine, name: str, cost: float, cold: float):
+    """A variant on `m` whose data the other variants evict: a call right after another variant's costs `cold` times
+    more."""
+    return m.variant(name, lambda i: cost * (cold if m.log and m.log[-1][0] != name else 1.0))
 
 
 def test_a_block_is_timed_warm_whatever_its_size():
     """Two copies of one call and a slower call, on a machine where the first call after a switch runs 50% slower:
-    every sample is the warm cost, whether a block holds 16, 8 or 4 calls (without the lead-in the copy timed in
-    smaller blocks would come out slower, an A/A difference made by the harness)."""
-    m = cold_machine(1.5)
+    every sample is the warm cost, whether a block holds 16 or 4 calls (without the lead-in each block's first call
+    would be charged the 50%, more per call the smaller the block)."""
+    m = FakeMachine()
     fast, slow = 2.0 ** -10, 2.0 ** -8
-    calls = {"A": m.cold_variant("A", fast), "A-aa": m.cold_variant("A-aa", fast), "B": m.cold_variant("B", slow)}
+    calls = {name: cold_variant(m, name, cost, 1.5) for name, cost in (("A", fast), ("A-aa", fast), ("B", slow))}
     r = timing.measure_rounds(calls, warmup_calls=3, min_rounds=6, max_rounds=6, target_ci_pct=0.0,
                               block_s=2.0 ** -6, budget_s=1e9, clock=m)
     assert r.block == {"A": 16, "A-aa": 16, "B": 4}
