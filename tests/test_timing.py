@@ -174,8 +174,8 @@ def test_short_calls_are_timed_in_blocks():
     assert r.block == {"tiny": 64, "big": 1}
     assert r.samples["tiny"] == pytest.approx([tiny] * 5)
     assert r.samples["big"] == pytest.approx([big] * 5)
-    names = m.names()  # a block of more than one call starts with one untimed lead-in call
-    assert names.count("tiny") == 2 + 5 * (1 + 64) and names.count("big") == 2 + 5
+    names = m.names()  # a block of more than one call starts with one untimed lead-in call; the first block of each
+    assert names.count("tiny") == 2 + 6 * (1 + 64) and names.count("big") == 2 + 1 + 5  # variant sizes it again
     timed = names[4:]  # a block runs within its turn: the tiny calls of a round are contiguous
     runs = [(k, len(list(g))) for k, g in itertools.groupby(timed)]
     assert all(n == 1 + 64 for k, n in runs if k == "tiny")
@@ -216,7 +216,40 @@ def test_block_calibration_needs_no_warmup_and_is_capped():
     r = timing.measure_rounds({"A": m.variant("A", 1e-9)}, warmup_calls=0, min_rounds=2, max_rounds=2,
                               block_s=1.0, budget_s=1e9, clock=m)
     assert r.block == {"A": timing.MAX_BLOCK}
-    assert len(m.log) == 1 + r.rounds * (1 + timing.MAX_BLOCK)  # each block after its untimed lead-in call
+    # the untimed steady-state block and each timed one, each after its untimed lead-in call
+    assert len(m.log) == 1 + (1 + r.rounds) * (1 + timing.MAX_BLOCK)
+
+
+def test_the_block_is_sized_again_at_steady_state():
+    """Warm-up calls 4× slower than steady state (TorchScript's profiling runs) would size a block of 4 calls that
+    lasts a quarter of block_s; the untimed steady-state block sizes it again at 16, and no sample holds a slow
+    call."""
+    m = FakeMachine()
+    cost = 2.0 ** -10
+    r = timing.measure_rounds({"A": m.variant("A", [4 * cost] * 3 + [cost] * 10_000)}, warmup_calls=3,
+                              min_rounds=3, max_rounds=3, block_s=2.0 ** -6, budget_s=1e9, clock=m)
+    assert r.block == {"A": 16}
+    assert r.samples["A"] == pytest.approx([cost] * 3)
+    assert len(m.log) == 3 + (1 + 4) + 3 * (1 + 16)
+
+
+def test_a_variant_failing_in_the_steady_state_block_is_a_result():
+    """A call that raises while the blocks are sized again drops its variant from the rounds, reported in
+    `failed`, and the other variants are timed as usual."""
+    m = FakeMachine()
+    cost = 2.0 ** -10
+    good = m.variant("A", cost)
+    seen = []
+
+    def flaky():
+        seen.append(1)
+        if len(seen) > 2:  # the warm-up passes; the steady-state block raises
+            raise RuntimeError("out of memory")
+
+    r = timing.measure_rounds({"A": good, "B": flaky}, warmup_calls=2, min_rounds=3, max_rounds=3,
+                              block_s=2.0 ** -6, budget_s=1e9, clock=m)
+    assert set(r.failed) == {"B"} and "out of memory" in str(r.failed["B"])
+    assert list(r.samples) == ["A"] and r.samples["A"] == pytest.approx([cost] * 3)
 
 
 def test_stops_on_precision_with_steady_times():

@@ -17,8 +17,10 @@ per-round ratios that speed-ups are computed from (see variance.speedup).
   whichever variant happened to get the smaller block (an A/A copy timed 5 calls a block came out 16% slower
   than its original timed 12 a block). Steady state is the warm loop; the lead-in costs under one block_s.
   It does not remove all of it: after a switch the calls settle over more than one call, so a block sized
-  from slow warm-up calls (TorchScript's profiling runs) still comes out slower per call (in the reference
-  of 2e16ef4 a copy sized at 9 calls, 6-17% slower than its original at 31 in every process).
+  from slow warm-up calls (TorchScript's profiling runs) still came out slower per call (in the reference
+  of 2e16ef4 a copy sized at 9 calls, 6-17% slower than its original at 31 in every process). So the blocks
+  are sized again from one untimed block per variant at steady state (`_steady_blocks`), after the warm-up:
+  every variant's block then holds about `block_s` of its warm calls, whatever its warm-up calls cost.
 - Python's garbage collector is off while rounds run (young objects are collected between rounds).
 - Rounds go on for at least `min_rounds` and `min_time_s`, then stop when every median and every
   speed-up over the baseline is within `target_ci_pct` (checked at growing round counts), when
@@ -42,8 +44,9 @@ STOP_PRECISION = "precision"  # every median's and every speed-up's CI half-widt
 STOP_BUDGET = "budget"  # the group's time budget was spent
 STOP_MAX_ROUNDS = "max_rounds"
 MAX_BLOCK = 10_000
-METHOD = 2  # how a sample is taken (2: blocks sized by the fastest warm-up call, each after an untimed lead-in call);
-# part of every row's settings hash, so rows timed the older way are measured again rather than resumed or mixed
+METHOD = 3  # how a sample is taken (3: blocks sized from an untimed steady-state block, each timed after an untimed
+# lead-in call; 2 sized them by the fastest warm-up call); part of every row's settings hash, so rows timed the older
+# way are measured again rather than resumed or mixed
 
 
 @dataclass
@@ -88,6 +91,38 @@ def precise_enough(samples: dict[str, list[float]], baseline: str | None, target
     return True
 
 
+def _block_size(block_s: float, per_call_s: float) -> int:
+    """Calls a block needs to last `block_s` at `per_call_s` a call (1 where no block is asked for)."""
+    if block_s <= 0 or per_call_s <= 0:
+        return 1
+    return min(MAX_BLOCK, max(1, math.ceil(block_s / per_call_s)))
+
+
+def _time_block(fn: Callable[[], Any], calls: int, clock: Callable[[], float]) -> float:
+    """Seconds per call of `calls` calls of `fn` timed together, after one untimed lead-in call where calls > 1
+    (the variants before it in the round evicted its data: the block is timed warm)."""
+    if calls > 1:
+        fn()
+    t0 = clock()
+    for _ in range(calls):
+        fn()
+    return (clock() - t0) / calls
+
+
+def _steady_blocks(calls: dict[str, Callable[[], Any]], block: dict[str, int], block_s: float,
+                   failed: dict[str, BaseException], clock: Callable[[], float]) -> dict[str, int]:
+    """The blocks sized again from one untimed block per variant (its warm-up's size, timed the way a sample is):
+    warm-up calls can be far slower than steady state (TorchScript's profiling runs, a cold cache), and a block
+    sized from them holds too few calls to settle. A variant that raises here goes to `failed`."""
+    out = {}
+    for name, fn in calls.items():
+        try:
+            out[name] = _block_size(block_s, _time_block(fn, block[name], clock))
+        except Exception as exc:  # noqa: BLE001 - a failure is a result
+            failed[name] = exc
+    return out
+
+
 def measure_rounds(
     calls: dict[str, Callable[[], Any]],
     *,
@@ -119,8 +154,10 @@ def measure_rounds(
         except Exception as exc:  # noqa: BLE001 - a failure is a result
             failed[name] = exc
     live = [n for n in names if n not in failed]
-    block = {n: min(MAX_BLOCK, max(1, math.ceil(block_s / per_call[n]))) if block_s > 0 and per_call.get(n, 0) > 0
-             else 1 for n in live}
+    block = {n: _block_size(block_s, per_call.get(n, 0.0)) for n in live}
+    if block_s > 0:
+        block = _steady_blocks({n: calls[n] for n in live}, block, block_s, failed, clock)
+        live = [n for n in live if n not in failed]
     samples: dict[str, list[float]] = {n: [] for n in live}
     rng = np.random.default_rng(seed)
     reason = STOP_MAX_ROUNDS
@@ -133,14 +170,8 @@ def measure_rounds(
         while live:
             for i in rng.permutation(len(live)):
                 name = live[i]
-                fn, b = calls[name], block[name]
                 try:
-                    if b > 1:
-                        fn()  # the untimed lead-in: the block is timed warm
-                    t0 = clock()
-                    for _ in range(b):
-                        fn()
-                    samples[name].append((clock() - t0) / b)
+                    samples[name].append(_time_block(calls[name], block[name], clock))
                 except Exception as exc:  # noqa: BLE001
                     failed[name] = exc
             if any(n in failed for n in live):
