@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from scipy import stats as _st
 
 from studylib.__main__ import main
 from studylib.core import calibration, stats
@@ -77,18 +78,28 @@ def test_the_common_shift_is_removed_before_the_medians_z():
 
     medians = pd.DataFrame({"notebook": ["n"] * 3, "config_key": ["a", "b", "c"], "ref_median_s": [1.0, 2.0, 4.0],
                             "new_median_s": [1.1, 2.2, 4.4]})
-    rows = {("n", k): {"ci_low_s": 0.9, "ci_high_s": 1.1} for k in "abc"}
+    rows = {("n", k): {"se_log": 0.05, "df_log": 10.0} for k in "abc"}
     t = calibration.median_z(medians, rows, rows)
     assert np.allclose(t.z, 0) and t.attrs["shift_log"] == pytest.approx(np.log(1.1))
 
 
-def test_reproduction_is_judged_against_the_tolerance():
+def pairs_of(ref, new, se, df=1e6):
+    """compare_pairs' columns for speed-ups `ref` and `new` (lists), each with log SE `se` at `df` degrees of freedom and
+    its 95% CI."""
     import pandas as pd
 
-    pairs = pd.DataFrame({"ref_ratio": [1.5, 1.5, 1.5], "ref_ci_low": [1.49, 1.49, 1.2],
-                          "ref_ci_high": [1.51, 1.51, 1.9], "new_ratio": [1.52, 2.0, 1.6],
-                          "new_ci_low": [1.51, 1.98, 1.3], "new_ci_high": [1.53, 2.02, 2.0]})
-    t = calibration.speedup_z(pairs)
+    q = float(_st.t.ppf(0.975, df))
+    cols = {}
+    for run, ratios in (("ref", ref), ("new", new)):
+        r = np.asarray(ratios, dtype=float)
+        e = np.broadcast_to(np.asarray(se, dtype=float), r.shape)
+        cols |= {f"{run}_ratio": r, f"{run}_ci_low": r * np.exp(-q * e), f"{run}_ci_high": r * np.exp(q * e),
+                 f"{run}_se": e, f"{run}_df": np.full(r.shape, float(df))}
+    return pd.DataFrame(cols)
+
+
+def test_reproduction_is_judged_against_the_tolerance():
+    t = calibration.speedup_z(pairs_of([1.5, 1.5, 1.5], [1.52, 2.0, 1.6], [0.005, 0.005, 0.08]))
     assert list(t.reproduction) == ["reproduced", "not reproduced", "inconclusive"]
 
 
@@ -96,17 +107,30 @@ def test_reproduction_is_the_two_one_sided_tests():
     """Equivalence at 5% is two one-sided tests: the difference's 90% CI inside ±tolerance. Two speed-ups 5% apart
     with a difference SE of 2.5% are reproduced within ±10% (90% CI 0.9–9.1%), though the 95% CI (to 9.9% on the log
     scale, 10.4% as a ratio) would reach past the tolerance."""
-    import pandas as pd
-
     se = 0.025 / np.sqrt(2)  # each run's log SE: the difference's is 2.5%
-    h = calibration.Z * se
-
-    def side(ratio):
-        return ratio, ratio * np.exp(-h), ratio * np.exp(h)
-
-    (r, rl, rh), (n, nl, nh) = side(1.5), side(1.5 * np.exp(0.05))
-    t = calibration.speedup_z(pd.DataFrame({"ref_ratio": [r], "ref_ci_low": [rl], "ref_ci_high": [rh],
-                                            "new_ratio": [n], "new_ci_low": [nl], "new_ci_high": [nh]}))
+    t = calibration.speedup_z(pairs_of([1.5], [1.5 * np.exp(0.05)], se))
     assert t.se_log.iloc[0] == pytest.approx(0.025)
     assert 0.05 + calibration.Z * 0.025 > np.log1p(calibration.TOLERANCE)  # the 95% CI would not fit
     assert list(t.reproduction) == ["reproduced"]
+
+
+def test_few_degrees_of_freedom_widen_the_tost_and_keep_z_calibrated():
+    """The same difference and SEs at 3 degrees of freedom each: the 90% CI uses t (Satterthwaite's 6 for the
+    difference), too wide for ±10%, so the pair is inconclusive; z is the normal quantile of the t statistic's
+    probability, smaller than the t statistic itself."""
+    se = 0.025 / np.sqrt(2)
+    t = calibration.speedup_z(pairs_of([1.5], [1.5 * np.exp(0.05)], se, df=3))
+    assert t.df.iloc[0] == pytest.approx(6.0)
+    assert list(t.reproduction) == ["inconclusive"]
+    assert t.z.iloc[0] == pytest.approx(_st.norm.isf(_st.t.sf(2.0, 6)))
+    assert 0 < t.z.iloc[0] < 2.0
+
+
+def test_z_of_a_t_statistic_is_standard_normal_under_calibration():
+    """Differences drawn at their stated SE and t(4) noise: the t statistics' mean square is 4/(4-2) = 2, the
+    transformed z's is 1."""
+    rng = np.random.default_rng(0)
+    t = rng.standard_t(4, 200_000)
+    z = calibration.z_of(t, 4)
+    assert np.mean(t ** 2) == pytest.approx(2.0, rel=0.1)
+    assert np.mean(z ** 2) == pytest.approx(1.0, abs=0.02)

@@ -218,5 +218,5 @@ def test_the_table_stores_the_runs_interval_and_reports_the_models(tmp_path):
     stored = next(iter(table.latest().values()))
     assert "ci_low_s" not in stored and stored["ci_run_low_s"] is not None
     frame = table.frame()
-    assert {"ci_low_s", "ci_high_s", "rerun_low_s", "rerun_high_s", "se_log", "heterogeneous",
+    assert {"ci_low_s", "ci_high_s", "rerun_low_s", "rerun_high_s", "se_log", "df_log", "heterogeneous",
             "process_spread_pct"} <= set(frame.columns)

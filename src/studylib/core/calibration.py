@@ -5,11 +5,16 @@ them are as large as the reported intervals say they may be, and fails where the
 
 - the common shift: the mean change of every median (log scale), with its z against the spread of the changes;
 - per configuration, z of its median's change after removing the common shift, against √(V_ref + V_new) from the
-  two reported within-run CIs (the shift between whole runs is removed instead of counted);
+  two medians' standard errors (the shift between whole runs is removed instead of counted);
 - per comparison (a pair of one group), z of the log speed-up difference against √(V_ref + V_new) from the two
-  speed-ups' CIs, and a reproduction verdict against a stated tolerance by the two one-sided tests (TOST, each
-  at 5%, the standard equivalence test): reproduced when the 90% CI of the difference lies inside ±tolerance,
-  not reproduced when it lies wholly outside (the difference beyond the tolerance at 5%), else inconclusive;
+  speed-ups' standard errors, and a reproduction verdict against a stated tolerance by the two one-sided tests
+  (TOST, each at 5%, the standard equivalence test): reproduced when the 90% CI of the difference lies inside
+  ±tolerance, not reproduced when it lies wholly outside (the difference beyond the tolerance at 5%), else
+  inconclusive;
+- each interval is the one the pages report: its standard error with its degrees of freedom (Satterthwaite's for
+  a difference), so a difference over its SE is a t statistic; z is the normal quantile of its probability, which
+  is standard normal where the intervals are calibrated, whatever the degrees of freedom (an SE read back from a
+  95% CI with 1.96 would be too large by t/1.96, 13% at 10 degrees of freedom);
 - summaries: mean z² (1 when the intervals are calibrated; far above 1 when they are too narrow, below 1 when
   too wide), the share with |z| > 1.96 (5% expected), the share of re-run speed-ups inside the reference's CI,
   and "same verdict" counted among the comparisons the reference decided.
@@ -26,7 +31,7 @@ import pandas as pd
 from scipy import stats as _st
 
 Z = float(_st.norm.ppf(0.975))
-Z_TOST = float(_st.norm.ppf(0.95))  # each of the two one-sided tests at 5%: the 90% CI of the difference
+TOST_ALPHA = 0.05  # each of the two one-sided tests at 5%: the 90% CI of the difference
 TOLERANCE = 0.10  # two runs' speed-ups "agree" within ±10%: the difference of two speed-ups whose CIs are ±3–4%
 # wide has a CI of about ±5–6%, so a tighter tolerance could not be met by a calibrated run
 # What --check requires: (low, high) of each summary figure; None: no bound on that side.
@@ -38,43 +43,54 @@ LIMITS = {
 }
 
 
-def _log_se(lo, hi) -> np.ndarray:
-    """Standard error on the log scale of a 95% interval [lo, hi] (normal approximation)."""
-    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+def _combined(se_a, df_a, se_b, df_b) -> tuple[np.ndarray, np.ndarray]:
+    """The SE of a difference of two independent estimates and its Satterthwaite degrees of freedom."""
+    va, vb = np.asarray(se_a, dtype=float) ** 2, np.asarray(se_b, dtype=float) ** 2
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (np.log(hi) - np.log(lo)) / (2 * Z)
+        df = (va + vb) ** 2 / (va ** 2 / np.asarray(df_a, dtype=float) + vb ** 2 / np.asarray(df_b, dtype=float))
+    return np.sqrt(va + vb), df
+
+
+def z_of(t, df) -> np.ndarray:
+    """The standard normal quantile of a t statistic's probability at `df` degrees of freedom (|t| large: no 1 − p
+    rounding, the tail's own function)."""
+    t, df = np.asarray(t, dtype=float), np.maximum(np.asarray(df, dtype=float), 1.0)
+    return np.sign(t) * _st.norm.isf(_st.t.sf(np.abs(t), df))
 
 
 def median_z(medians: pd.DataFrame, ref_rows: dict[str, dict], new_rows: dict[str, dict]) -> pd.DataFrame:
     """Per configuration (compare.compare_medians' rows): the change of log median beyond the common shift, and its z
-    against the two within-run CIs (variance.with_reported_ci's ci_low_s/ci_high_s)."""
+    against the two medians' standard errors (variance.with_reported_ci's se_log and df_log)."""
     t = medians.copy()
     d = np.log(t.new_median_s.astype(float) / t.ref_median_s.astype(float))
     shift = float(d.mean()) if len(d) else 0.0
 
-    def var(rows, key):
-        r = rows[key]
-        return max(float(_log_se(r.get("ci_low_s"), r.get("ci_high_s"))) ** 2, 1e-12)
+    def se_df(rows, keys):
+        got = [(rows[k].get("se_log"), rows[k].get("df_log")) for k in keys]
+        return ([np.nan if s is None else float(s) for s, _ in got], [np.nan if f is None else float(f) for _, f in got])
 
-    v = np.array([var(ref_rows, k) + var(new_rows, k) for k in zip(t.notebook, t.config_key)])
+    keys = list(zip(t.notebook, t.config_key))
+    se, df = _combined(*se_df(ref_rows, keys), *se_df(new_rows, keys))
     t["d_log"] = d - shift
-    t["z"] = t.d_log / np.sqrt(v) if len(t) else []
+    t["z"] = z_of(t.d_log / se, df) if len(t) else []
     t.attrs["shift_log"] = shift
     t.attrs["shift_z"] = shift / (float(d.std(ddof=1)) / np.sqrt(len(d))) if len(d) > 1 and d.std(ddof=1) > 0 else 0.0
     return t
 
 
 def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:
-    """Per comparison (compare.compare_pairs' rows): z of the log speed-up difference, whether the re-run's speed-up
-    lies inside the reference's CI, and the reproduction verdict within ±tolerance (TOST: the difference's 90% CI)."""
+    """Per comparison (compare.compare_pairs' rows, with each run's speed-up, SE and degrees of freedom): z of the log
+    speed-up difference, whether the re-run's speed-up lies inside the reference's CI, and the reproduction verdict
+    within ±tolerance (TOST: the difference's 90% CI, t at its degrees of freedom)."""
     t = pairs.copy()
     diff = np.log(t.new_ratio.astype(float)) - np.log(t.ref_ratio.astype(float))
-    se = np.sqrt(_log_se(t.ref_ci_low, t.ref_ci_high) ** 2 + _log_se(t.new_ci_low, t.new_ci_high) ** 2)
-    t["d_log"], t["se_log"] = diff, se
-    t["z"] = diff / se
+    se, df = _combined(t.ref_se, t.ref_df, t.new_se, t.new_df)
+    t["d_log"], t["se_log"], t["df"] = diff, se, df
+    t["z"] = z_of(diff / se, df)
     t["new_in_ref_ci"] = (t.ref_ci_low <= t.new_ratio) & (t.new_ratio <= t.ref_ci_high)
     edge = np.log1p(tolerance)
-    lo, hi = diff - Z_TOST * se, diff + Z_TOST * se
+    h = _st.t.ppf(1 - TOST_ALPHA, np.maximum(df, 1.0)) * se
+    lo, hi = diff - h, diff + h
     t["reproduction"] = np.where((lo >= -edge) & (hi <= edge), "reproduced",
                                  np.where((lo > edge) | (hi < -edge), "not reproduced", "inconclusive"))
     return t
@@ -144,8 +160,9 @@ def format_calibration(c: Calibration, limits: dict = LIMITS) -> str:
         return "-" if any(np.isnan(pair)) else f"[{pair[0]:.2f}, {pair[1]:.2f}]"
 
     lines = [
-        "calibration (z = difference / its standard error from the two runs' 95% CIs; calibrated intervals give",
-        "mean z² ≈ 1 and |z| > 1.96 in about 5%; mean z² far above 1: intervals too narrow; far below: too wide):",
+        "calibration (z = difference / its standard error from the two runs' intervals, as a normal quantile at its",
+        "degrees of freedom; calibrated intervals give mean z² ≈ 1 and |z| > 1.96 in about 5%; mean z² far above 1:",
+        "intervals too narrow; far below: too wide):",
         f"  common shift of the medians {s['shift_pct']:+.1f}% (z {s['shift_z']:.1f}), removed before the per-configuration z",
         f"  medians:   mean z² {s['median_mean_z2']:.2f} {ci(s['median_mean_z2_ci'])}, "
         f"|z| > 1.96 in {100 * s['median_share_z_over_1_96']:.0f}%",

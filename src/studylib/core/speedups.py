@@ -39,7 +39,7 @@ _Z = float(_st.norm.ppf(0.975))
 PAIR_COLUMNS = ["candidate", "baseline", "status", "error", "speedup", "ci_low", "ci_high", "paired",
                 "base_median_s", "median_s", "one_time_s", "break_even", "break_even_low", "break_even_high",
                 "peak_mem_mb", "base_peak_mem_mb", "max_abs_diff", "parity_ok", "label_agreement", "p", "verdict",
-                "detectable", "se"]
+                "detectable", "se", "df"]
 
 
 @dataclass(frozen=True)
@@ -130,8 +130,9 @@ class AACalibration:
     """How well the method's CIs hold on its A/A pairs (`aa_calibration`).
 
     `false_pos` of `n` pairs had a 95% CI excluding 1 (5% expected), `rate` with its exact (Clopper–Pearson) 95%
-    interval. `mean_z2` is the mean of z² over the `n_z` pairs with a finite CI, z = log ratio / SE and SE the
-    speed-up's own (variance.py; from its CI where a table lacks it): about 1 where the CIs are as wide as the noise,
+    interval. `mean_z2` is the mean of z² over the `n_z` pairs with a finite CI, z the normal quantile of the t
+    statistic log ratio / SE at its degrees of freedom (calibration.z_of), SE the speed-up's own (variance.py; from
+    its CI where a table lacks it): about 1 where the CIs are as wide as the noise,
     above 1 where they are too narrow; `z2_low`–`z2_high` is its 95% interval (n_z·mean/χ² quantiles with n_z degrees of freedom)."""
 
     n: int
@@ -172,15 +173,17 @@ def aa_calibration(df: pd.DataFrame, *, pairs: pd.DataFrame | None = None) -> AA
     k = int(aa.significant.sum()) if n else 0
     low, high = clopper_pearson(k, n)
     ratio, lo, hi = (aa[c].astype(float).to_numpy() for c in ("speedup", "ci_low", "ci_high")) if n else ([],) * 3
-    ses = aa["se"].astype(float).to_numpy() if n and "se" in aa else np.full(len(ratio), np.nan)
-    z2 = []
-    for r, a, b, se in zip(ratio, lo, hi, ses):
+    ses, dfs = (aa[c].astype(float).to_numpy() if n and c in aa else np.full(len(ratio), np.nan) for c in ("se", "df"))
+    z = []
+    for r, a, b, se, df in zip(ratio, lo, hi, ses, dfs):
         if r > 0 and a > 0 and b > a and np.isfinite([r, a, b]).all():
-            # the speed-up's own standard error (variance.py); from its CI where a table lacks it
-            se = se if np.isfinite(se) and se > 0 else (np.log(b) - np.log(a)) / 2 / _Z
-            z2.append((np.log(r) / se) ** 2)
-    mean, z_low, z_high = calibration.mean_z2_ci(np.sqrt(np.asarray(z2, dtype=float)))
-    return AACalibration(n, k, k / n if n else float("nan"), low, high, len(z2), mean, z_low, z_high)
+            # the speed-up's own standard error and degrees of freedom (variance.py); from its CI where a table
+            # lacks them; z is the normal quantile of the t statistic's probability (calibration.z_of)
+            if not (np.isfinite(se) and se > 0 and np.isfinite(df)):
+                se, df = (np.log(b) - np.log(a)) / 2 / _Z, np.inf
+            z.append(float(calibration.z_of(np.log(r) / se, df)))
+    mean, z_low, z_high = calibration.mean_z2_ci(np.asarray(z, dtype=float))
+    return AACalibration(n, k, k / n if n else float("nan"), low, high, len(z), mean, z_low, z_high)
 
 
 def verdict(ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> str:
@@ -327,7 +330,7 @@ def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline
             one_time = (_get(cand, "prepare_s") or 0.0) + (_get(cand, "first_call_s") or median) - median
             n, n_lo, n_hi = break_even(one_time, base_median, s)
             rec |= {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high, "paired": s.paired,
-                    "detectable": variance.detectable(s.se, s.df, band), "se": s.se,
+                    "detectable": variance.detectable(s.se, s.df, band), "se": s.se, "df": s.df,
                     "base_median_s": base_median, "median_s": median, "one_time_s": one_time,
                     "break_even": n, "break_even_low": n_lo, "break_even_high": n_hi,
                     **{k: _get(cand, k) for k in ("peak_mem_mb", "max_abs_diff", "parity_ok", "label_agreement")},

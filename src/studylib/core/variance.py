@@ -235,8 +235,8 @@ def _around(median: float, e: Estimate) -> tuple[float, float]:
 def with_reported_ci(rows: list[dict]) -> list[dict]:
     """Copies of a table's rows with their intervals: `ci_low_s`/`ci_high_s` (this run, its processes included),
     `rerun_low_s`/`rerun_high_s` (a re-run on this host: the shift between whole runs added; blank where the profile
-    does not know it), `se_log`, `heterogeneous`, and the table's τ² of medians and of speed-ups (`process_tau2`,
-    `ratio_tau2`, with `_df`) so that speed-ups between its rows can use them."""
+    does not know it), `se_log` with its degrees of freedom `df_log`, `heterogeneous`, and the table's τ² of medians
+    and of speed-ups (`process_tau2`, `ratio_tau2`, with `_df`) so that speed-ups between its rows can use them."""
     out = [dict(r) for r in rows]
     units = {id(r): row_unit(r) for r in out}  # each row's and each pair's unit made once
     groups = _groups(out)
@@ -251,13 +251,13 @@ def with_reported_ci(rows: list[dict]) -> list[dict]:
         row["ratio_tau2"], row["ratio_df"] = (own.tau2, own.df) if own and ok else (None, None)
         row["ratio_first"] = id(row) in firsts  # the row its group's speed-ups were paired with
         row["process_spread_pct"] = medians.pct if medians and ok else None
-        row["rerun_low_s"] = row["rerun_high_s"] = row["se_log"] = None
+        row["rerun_low_s"] = row["rerun_high_s"] = row["se_log"] = row["df_log"] = None
         row["heterogeneous"] = False
         if u is None:
             row["ci_low_s"], row["ci_high_s"] = row.get("ci_run_low_s"), row.get("ci_run_high_s")
             continue
         e = estimate(u, medians)
-        row["se_log"], row["heterogeneous"] = e.se, e.heterogeneous
+        row["se_log"], row["df_log"], row["heterogeneous"] = e.se, e.df, e.heterogeneous
         median = float(row.get("median_s") or np.exp(e.value))
         row["ci_low_s"], row["ci_high_s"] = _around(median, e)
         sigma, df = field(row, "run_shift_sigma"), field(row, "run_shift_df")

@@ -207,7 +207,7 @@ def compare_medians(notebook: str, ref_rows: list[dict], new_by_key: dict[str, d
 def _speedup_fields(prefix: str, a: dict, b: dict) -> dict[str, Any]:
     s = speedup(a, b)
     return {f"{prefix}_ratio": s.ratio, f"{prefix}_ci_low": s.ci_low, f"{prefix}_ci_high": s.ci_high,
-            f"{prefix}_verdict": verdict(s.ci_low, s.ci_high)}
+            f"{prefix}_se": s.se, f"{prefix}_df": s.df, f"{prefix}_verdict": verdict(s.ci_low, s.ci_high)}
 
 
 def compare_pairs(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dict]) -> pd.DataFrame:
@@ -227,7 +227,7 @@ def compare_pairs(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dic
                 out.append({"notebook": notebook, "group": g, "a": a["config_key"], "b": b["config_key"],
                             **_speedup_fields("ref", a, b), **_speedup_fields("new", na, nb)})
     df = pd.DataFrame(out, columns=["notebook", "group", "a", "b"] + [
-        f"{p}_{c}" for p in ("ref", "new") for c in ("ratio", "ci_low", "ci_high", "verdict")])
+        f"{p}_{c}" for p in ("ref", "new") for c in ("ratio", "ci_low", "ci_high", "se", "df", "verdict")])
     df["outcome"] = [_outcome(r, n) for r, n in zip(df["ref_verdict"], df["new_verdict"])]
     return df
 
