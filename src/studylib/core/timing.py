@@ -45,8 +45,9 @@ STOP_BUDGET = "budget"  # the group's time budget was spent
 STOP_MAX_ROUNDS = "max_rounds"
 MAX_BLOCK = 10_000
 METHOD = 3  # how a sample is taken (3: blocks sized from an untimed steady-state block, each timed after an untimed
-# lead-in call; 2 sized them by the fastest warm-up call); part of every row's settings hash, so rows timed the older
-# way are measured again rather than resumed or mixed
+# lead-in call, and the rounds run with freed memory kept for reuse, machine/allocator.py; 2 sized blocks by the
+# fastest warm-up call and left glibc's defaults); part of every row's settings hash, so rows timed the older way are
+# measured again rather than resumed or mixed
 
 
 @dataclass

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from ..core import paths
+from . import allocator
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "tensorflow", "tf-keras", "keras", "jax", "jaxlib", "onnx",
              "onnxruntime", "onnxscript", "numpy", "scipy", "pandas", "papermill", "nbconvert", "studylib")
@@ -147,6 +148,7 @@ def capture(profile: str | None = None, precision: dict | None = None) -> dict:
         "gpu_name": None,
         "cuda": None,
         "threads": _threads(),
+        "allocator": allocator.policy(),
         "git_commit": git_commit(),
         "libraries": {lib: _version(lib) for lib in LIBRARIES},
         "gpu_libraries": {lib: v for lib in GPU_LIBRARIES if (v := _version(lib))},
