@@ -15,7 +15,10 @@ speed-ups the machine's phase cancels and what is left is a property of the runt
 allocator, threads, graph: a PyTorch batch-32 pass can move 10% between processes where ONNX Runtime's moves 1%, and
 a TorchScript copy of a single 12 MB gather 10% where its copy of BERT moves 1%), so τ² is pooled per runtime and
 task (a model, a single operation) over the table's shapes (the table's where a class has too few degrees of
-freedom). Nothing is counted twice: v is what a process's rounds say, τ² what processes add beyond it.
+freedom). Each row's speed-ups are estimated against its shape's first row in the group (its anchor; an anchor
+against the group's first row), so a group that holds several shapes (study 03's batch sizes) does not charge one
+shape's unsteady baseline (eager at batch 1 moving 15% between processes) to every other shape's comparisons.
+Nothing is counted twice: v is what a process's rounds say, τ² what processes add beyond it.
 
 The estimate is the median of all values; its variance Σ_r(v_r + τ²)/k²; its 95% CI the estimate × exp(± t·SE),
 t at Satterthwaite's degrees of freedom for the two parts. A median's re-run interval adds the shift between whole
@@ -32,6 +35,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as _st
 
+from .config import SHAPE
 from .stats import CONFIDENCE, Speedup, field, paired_log_ratios, present, row_samples
 
 HETEROGENEITY_P = 0.001  # a median whose replicates' Q test gives p below this keeps its own between-process variance
@@ -190,9 +194,30 @@ def runtime_class(row: Any) -> tuple[Any, Any]:
     return field(row, "variant"), field(row, "task")
 
 
+def shape_of(row: Any) -> tuple:
+    """What a row computes (config.SHAPE: model, precision, batch, sizes, strategy, data, backend); a missing field is
+    None whether the row is a dict or a pandas row (NaN there, and NaN equals nothing)."""
+    return tuple(v if present(v := field(row, name)) else None for name in SHAPE)
+
+
+def _anchors(rows: list[Any]) -> dict[tuple, Any]:
+    """Each shape's first row in a group's order: what the shape's speed-ups are estimated against."""
+    out: dict[tuple, Any] = {}
+    for r in rows:
+        out.setdefault(shape_of(r), r)
+    return out
+
+
 def _pair_units(groups: dict[Any, list]) -> list[tuple[Any, Unit | None]]:
-    """(the candidate's runtime class, its pair's unit) for every row of a group against the group's first."""
-    return [(runtime_class(c), pair_unit(m[0], c)) for m in groups.values() for c in m[1:]]
+    """(the candidate's runtime class, its pair's unit) for every row of a group against its shape's anchor, and
+    for every anchor but the group's first against the group's first."""
+    out = []
+    for m in groups.values():
+        anchors = _anchors(m)
+        for c in m[1:]:
+            a = anchors[shape_of(c)]
+            out.append((runtime_class(c), pair_unit(m[0] if a is c else a, c)))
+    return out
 
 
 def ratios_between(rows: list[Any]) -> Between | None:
@@ -242,14 +267,14 @@ def with_reported_ci(rows: list[dict]) -> list[dict]:
     groups = _groups(out)
     pairs = _pair_units(groups)
     medians, ratios, by_runtime = medians_between(out, units), pool(u for _, u in pairs), _by_runtime(pairs)
-    firsts = {id(m[0]) for m in groups.values()}
+    anchors = {id(a) for m in groups.values() for a in _anchors(m).values()}
     for row in out:
         ok = row.get("status") == "ok"
         u = units[id(row)] if ok else None
         row["process_tau2"], row["process_df"] = (medians.tau2, medians.df) if medians and ok else (None, None)
         own = by_runtime.get(runtime_class(row), ratios)  # its runtime class's τ² of speed-ups, else the table's
         row["ratio_tau2"], row["ratio_df"] = (own.tau2, own.df) if own and ok else (None, None)
-        row["ratio_first"] = id(row) in firsts  # the row its group's speed-ups were paired with
+        row["ratio_anchor"] = id(row) in anchors  # the row its shape's speed-ups were paired with
         row["process_spread_pct"] = medians.pct if medians and ok else None
         row["rerun_low_s"] = row["rerun_high_s"] = row["se_log"] = row["df_log"] = None
         row["heterogeneous"] = False
@@ -275,12 +300,13 @@ def _median_estimate(row: Any) -> Estimate | None:
 
 
 def _pair_between(base: Any, cand: Any) -> Between | None:
-    """The τ² of a pair's speed-up: the other row's runtime's where one side is its group's first row (what each
-    runtime's τ² was estimated against), else the mean of the two runtimes' (each holds the first row's share)."""
+    """The τ² of a pair's speed-up: the other row's runtime's where one side is the anchor of the other's shape (what
+    each runtime's τ² was estimated against), else the mean of the two runtimes' (each holds its anchor's share)."""
     a, b = _stamped(base, "ratio"), _stamped(cand, "ratio")
-    if field(base, "ratio_first") or a is None:
+    same = shape_of(base) == shape_of(cand)
+    if (same and field(base, "ratio_anchor")) or a is None:
         return b
-    if field(cand, "ratio_first") or b is None:
+    if (same and field(cand, "ratio_anchor")) or b is None:
         return a
     return Between((a.tau2 + b.tau2) / 2, min(a.df, b.df), 0)
 
