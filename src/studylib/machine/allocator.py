@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -32,8 +33,9 @@ POLICY = "glibc: freed memory kept for reuse while timing (mmap and trim thresho
 UNCHANGED = "the C library's own (no glibc mallopt): freed memory may be returned and faulted in again each call"
 
 
+@functools.cache
 def _glibc():
-    """The C library when it has glibc's mallopt and malloc_trim, else None."""
+    """The C library when it has glibc's mallopt and malloc_trim, else None (looked up once per process)."""
     try:
         lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         lib.mallopt, lib.malloc_trim  # noqa: B018 - glibc only

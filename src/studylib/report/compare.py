@@ -29,10 +29,11 @@ import pandas as pd
 
 from ..core import speedups
 from ..core.calibration import Calibration, calibrate
-from ..core.config import SHAPE, is_aa, original_of
+from ..core.config import is_aa, original_of
 from ..core.files import read_json
 from ..core.results import ResultsTable
 from ..core.speedups import speedup
+from ..core.variance import shape_of
 from ..machine.limits import peak_bandwidth, peak_gflops
 
 WORST_SHOWN = 10
@@ -153,11 +154,6 @@ def group_key(row: dict[str, Any]) -> str:
     return str(row["group_key"])
 
 
-def shape(row: dict[str, Any]) -> tuple:
-    """The row's shape (config.SHAPE): pairs an A/A copy with its original."""
-    return tuple((c, row.get(c)) for c in SHAPE)
-
-
 def _inside(value: float | None, lo: float | None, hi: float | None) -> bool:
     """Whether value lies in [lo, hi]; False when any of them is missing."""
     if value is None or lo is None or hi is None:
@@ -243,12 +239,12 @@ def _outcome(ref_verdict: str, new_verdict: str) -> str:
 
 def compare_aa(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dict]) -> pd.DataFrame:
     """Each A/A pair (variant X and X-aa, same REF group and shape): its speed-up and significance in each run."""
-    originals = {(group_key(r), shape(r), r.get("variant")): r for r in ref_rows}
+    originals = {(group_key(r), shape_of(r), r.get("variant")): r for r in ref_rows}  # A/A copy -> original
     out = []
     for r in ref_rows:
         if not is_aa(r.get("variant")):
             continue
-        base = originals.get((group_key(r), shape(r), original_of(r["variant"])))
+        base = originals.get((group_key(r), shape_of(r), original_of(r["variant"])))
         if base is None:
             continue
         row = {"notebook": notebook, "a": base["config_key"], "b": r["config_key"]}
