@@ -19,12 +19,12 @@ ROUNDS = 40
 TRUE = {"eager": 0.100, "compiled": 0.080, "fast": 0.050}
 
 
-def _run(rng, *, shrink: float = 1.0, groups: int = 40) -> list[dict]:
+def _run(rng, *, shrink: float = 1.0, groups: int = 40, noise: float = 0.02) -> list[dict]:
     rows = []
     for g in range(groups):
         drift = np.exp(rng.normal(0, 0.05, ROUNDS))  # the machine's phase, common to a round
         for variant, t in TRUE.items():
-            x = t * (1 + g / 100) * drift * np.exp(rng.normal(0, 0.02, ROUNDS))
+            x = t * (1 + g / 100) * drift * np.exp(rng.normal(0, noise, ROUNDS))
             med = float(np.median(x))
             x = med * (x / med) ** shrink
             lo, hi = stats.median_ci(x)
@@ -134,3 +134,31 @@ def test_z_of_a_t_statistic_is_standard_normal_under_calibration():
     z = calibration.z_of(t, 4)
     assert np.mean(t ** 2) == pytest.approx(2.0, rel=0.1)
     assert np.mean(z ** 2) == pytest.approx(1.0, abs=0.02)
+
+
+def test_the_expected_reproduction_share_is_what_the_tost_gives_when_nothing_changed():
+    """Re-run speed-ups drawn at their stated SEs around an unchanged truth: the share the TOST calls reproduced is the
+    expected one, for narrow intervals (nearly all), wide ones (few) and intervals so wide the TOST cannot pass."""
+    rng = np.random.default_rng(3)
+    for se, lo, hi in ((0.01, 0.99, 1.0), (0.03, 0.3, 0.9), (0.06, 0.0, 0.0)):
+        ref = np.full(20_000, 1.5)
+        new = ref * np.exp(rng.normal(0, se * np.sqrt(2), ref.size))  # both runs' noise: the difference's SE √2·se
+        t = calibration.speedup_z(pairs_of(ref, new, se, df=30))
+        expected = float(t.reproduction_expected.iloc[0])
+        assert lo <= expected <= hi
+        assert (t.reproduction == "reproduced").mean() == pytest.approx(expected, abs=0.015)
+
+
+def test_compare_says_how_much_reproduction_the_intervals_widths_allow(tmp_path, capsys):
+    """Calls five times noisier than the other tests' (speed-up CIs about ±5%): about half the comparisons can be
+    shown to agree within ±10%, and on an honest pair the observed share is near the share the widths predict. compare
+    prints both, so a shortfall reads as intervals too wide (the expected share low too) or runs that disagree (the
+    observed share below it)."""
+    rng = np.random.default_rng(11)
+    ref, new = (_write(tmp_path / name, _run(rng, noise=0.10)) for name in ("ref", "new"))
+    s = compare(ref, new).calibration.summary
+    n = s["decided"]
+    assert n >= 100 and 0.3 < s["reproduced_expected_of_decided"] < 0.8
+    assert abs(s["reproduced_share_of_decided"] - s["reproduced_expected_of_decided"]) < 3 * np.sqrt(0.25 / n)
+    main(["compare", str(ref), str(new)])
+    assert "expected from the intervals' widths alone" in capsys.readouterr().out

@@ -93,7 +93,19 @@ def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
     lo, hi = diff - h, diff + h
     t["reproduction"] = np.where((lo >= -edge) & (hi <= edge), "reproduced",
                                  np.where((lo > edge) | (hi < -edge), "not reproduced", "inconclusive"))
+    t["reproduction_expected"] = reproduction_probability(se, df, tolerance)
     return t
+
+
+def reproduction_probability(se, df, tolerance: float = TOLERANCE) -> np.ndarray:
+    """The probability that a comparison is called reproduced within ±tolerance when nothing changed between the
+    runs and the intervals are calibrated: the difference d ~ N(0, se²) (se: the difference's SE, both runs' parts)
+    passes the TOST when |d| + t·se < log(1 + tolerance). So "not reproduced enough" splits in two: intervals too
+    wide to show agreement (this probability low), or runs that disagree (the observed share below it)."""
+    se, df = np.asarray(se, dtype=float), np.maximum(np.asarray(df, dtype=float), 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = np.maximum(np.log1p(tolerance) - _st.t.ppf(1 - TOST_ALPHA, df) * se, 0.0) / se
+        return np.where(np.isfinite(room), 2 * _st.norm.cdf(room) - 1, np.nan)
 
 
 def mean_z2_ci(z: np.ndarray) -> tuple[float, float, float]:
@@ -145,6 +157,7 @@ def calibrate(medians: pd.DataFrame, pairs: pd.DataFrame, ref_rows: dict, new_ro
         "same_share_of_decided": float((decided.outcome == "same").mean()) if len(decided) else np.nan,
         "reversed": int((p.outcome == "reversed").sum()) if len(p) else 0,
         "reproduced_share_of_decided": float((decided.reproduction == "reproduced").mean()) if len(decided) else np.nan,
+        "reproduced_expected_of_decided": float(decided.reproduction_expected.mean()) if len(decided) else np.nan,
         "comparisons": len(p), "decided": len(decided), "tolerance": tolerance,
         **{f"reproduction_{k.replace(' ', '_')}": int((p.reproduction == k).sum())
            for k in ("reproduced", "not reproduced", "inconclusive")},
@@ -171,7 +184,8 @@ def format_calibration(c: Calibration, limits: dict = LIMITS) -> str:
         f"{100 * s['new_speedup_in_ref_ci_share']:.0f}%",
         f"  of the {s['decided']} comparisons the reference decided: same verdict in "
         f"{100 * s['same_share_of_decided']:.0f}%, reproduced within ±{100 * s['tolerance']:.0f}% in "
-        f"{100 * s['reproduced_share_of_decided']:.0f}%; reversed {s['reversed']}; over all {s['comparisons']}: "
+        f"{100 * s['reproduced_share_of_decided']:.0f}% ({100 * s['reproduced_expected_of_decided']:.0f}% expected from "
+        f"the intervals' widths alone, had nothing changed); reversed {s['reversed']}; over all {s['comparisons']}: "
         f"reproduced {s['reproduction_reproduced']}, not reproduced {s['reproduction_not_reproduced']}, "
         f"inconclusive {s['reproduction_inconclusive']}",
     ]
