@@ -6,6 +6,15 @@ chi-square 95% interval; about 1 when the intervals are as wide as the noise), a
 CIs of every comparison a study's Answer gives (its `Comparison`s at every shape), their median and quartiles.
 Compare two runs with `python -m studylib compare REF NEW --check` for the re-run side of the same question.
 
+Then what a longer or wider design would give, from the run's own variance parts: each paired speed-up's
+SE² = (v̄ + τ²)/k (variance.speedup_parts), v̄ shrinking with more rounds per process and τ² only with more
+processes. For k' processes of m times the rounds: SE'² = (v̄/m + τ²)/k'; the Answers' median CI half-width, the
+share of the comparisons `compare` counts (every pair of a group, decided in this run) that a same-host re-run of
+that design would reproduce within ±10% had nothing changed (calibration.reproduction_probability; for the design
+measured it predicts what `compare` observes), and the report's time: each study's time outside its groups
+(processes starting, the notebook) as measured, its groups' untimed part (preparation, first calls, warm-up) × k'/k
+and its timed rounds × m·k'/k.
+
     .venv/bin/python benchmarks/calibration_report.py reference/cpu
     .venv/bin/python benchmarks/calibration_report.py outputs/cpu
 """
@@ -19,9 +28,13 @@ import numpy as np
 import pandas as pd
 
 import studylib.studies  # noqa: F401 - registers the studies
-from studylib.core import speedups
+from studylib.core import calibration, speedups, variance
+from studylib.core.files import read_json
 from studylib.core.results import ResultsTable
 from studylib.core.study_registry import studies
+from studylib.report import compare
+
+DESIGNS = [(3, 1.0), (3, 2.0), (4, 1.0), (4, 1.5), (5, 1.0), (6, 1.0)]  # (processes, rounds × the measured ones)
 
 
 def study_rows(folder: Path, notebook: str) -> pd.DataFrame:
@@ -39,6 +52,88 @@ def half_widths(df: pd.DataFrame, notebook: str) -> list[float]:
         ok = t[t.speedup.notna()]
         out += list(100 * np.expm1((np.log(ok.ci_high.astype(float)) - np.log(ok.ci_low.astype(float))) / 2))
     return out
+
+
+def answer_parts(df: pd.DataFrame, notebook: str) -> list[tuple[float, float, int, float]]:
+    """(v̄, τ², k, df) of every paired speed-up the study's Answer gives (single operations left out)."""
+    out = []
+    for c in studies()[notebook].comparisons:
+        if c.column not in df or not (df[c.column] == c.candidate).any():
+            continue
+        for cand, base in speedups.matched(df, c.candidate, c.baseline, column=c.column):
+            if base is None or cand.get("status", "ok") != "ok" or base.get("status", "ok") != "ok":
+                continue
+            parts, got = variance.speedup_parts(base, cand), variance.speedup_estimate(base, cand)
+            if parts is not None and got is not None:
+                out.append((*parts, got[0].df))
+    return out
+
+
+def compared_parts(rows: list[dict], notebook: str) -> list[tuple[float, float, int, float]]:
+    """(v̄, τ², k, df) of every pair `compare` counts among the decided ones (this run's verdict not unclear)."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    pairs = compare.compare_pairs(notebook, ok, {r["config_key"]: r for r in ok})
+    by_key = {r["config_key"]: r for r in ok}
+    out = []
+    for p in pairs[pairs.ref_verdict != "unclear"].itertuples():
+        parts = variance.speedup_parts(by_key[p.a], by_key[p.b])
+        if parts is not None:
+            out.append((*parts, p.ref_df))
+    return out
+
+
+def projected_se(parts: list[tuple[float, float, int, float]], k: int, m: float) -> tuple[np.ndarray, np.ndarray]:
+    a = np.array(parts, dtype=float).reshape(-1, 4)
+    return np.sqrt((a[:, 0] / m + a[:, 1]) / k), a[:, 3]
+
+
+def study_seconds(folder: Path, notebook: str, rows: list[dict]) -> tuple[float, float, float]:
+    """(the study's whole time, its groups' time, its timed rounds' time) in seconds."""
+    run = (read_json(folder / "run.json", default={}) or {}).get(notebook, {})
+    whole = float(run.get("duration_s") or 0) + float(run.get("early_replicates_s") or 0)
+    groups = sum(float(r.get("wall_s") or 0) for r in rows)
+    timed = sum(float(np.sum(r["samples_s"])) * float(r.get("block_calls") or 1)
+                for r in rows if r.get("status") == "ok" and r.get("samples_s"))
+    return whole, groups, timed
+
+
+def projection(folder: Path) -> str:
+    answers, compared, seconds, ks = [], [], [], []
+    for notebook in studies():
+        path = folder / "results" / f"{notebook}.jsonl"
+        if not path.exists():
+            continue
+        rows = ResultsTable(path).rows()
+        df = pd.DataFrame(rows)
+        answers += answer_parts(df[df.task != "op"] if "task" in df else df, notebook)
+        compared += compared_parts(rows, notebook)
+        seconds.append(study_seconds(folder, notebook, rows))
+        ks += [int(r["replicates"]) for r in rows if r.get("status") == "ok" and r.get("replicates")]
+    if not answers or not ks:
+        return "no paired speed-ups to project"
+    k0 = max(set(ks), key=ks.count)
+    a = np.array(answers).reshape(-1, 4)
+    lines = [f"variance parts of the Answers' {len(a)} speed-ups (this run: {k0} processes): a process's median "
+             f"{100 * np.median(np.sqrt(a[:, 0])):.1f}% (median SD), between processes "
+             f"{100 * np.median(np.sqrt(a[:, 1])):.1f}%; the report's groups spent "
+             f"{100 * sum(t for *_, t in seconds) / max(sum(g for _, g, _ in seconds), 1e-9):.0f}% of their time in "
+             f"timed rounds",
+             f"{'processes':>9} {'rounds ×':>8} {'report min':>10} {'Answers: median CI half-width %':>32} "
+             f"{'reproduced within ±10% (expected)':>34}"]
+    for k, m in DESIGNS:
+        se, df = projected_se(answers, k, m)
+        hw = 100 * np.median(np.expm1(_t975(df) * se))
+        se_c, df_c = projected_se(compared, k, m)
+        expected = float(np.mean(calibration.reproduction_probability(np.sqrt(2) * se_c, df_c)))
+        minutes = sum(w - g + (g - t) * k / k0 + t * m * k / k0 for w, g, t in seconds) / 60
+        lines.append(f"{k:9d} {m:8.1f} {minutes:10.0f} {hw:32.1f} {100 * expected:33.0f}%")
+    return "\n".join(lines)
+
+
+def _t975(df: np.ndarray) -> np.ndarray:
+    from scipy import stats
+
+    return stats.t.ppf(0.975, np.maximum(df, 1.0))
 
 
 def main() -> int:
@@ -63,6 +158,8 @@ def main() -> int:
         fp = f"{cal.false_pos} ({100 * cal.rate:.1f}%, {100 * cal.rate_low:.1f}–{100 * cal.rate_high:.1f}%)"
         z2 = f"{cal.mean_z2:.2f} [{cal.z2_low:.2f}, {cal.z2_high:.2f}]"
         print(f"{name:28} {cal.n:9d} {fp:>22} {z2:>22} {len(hw):11d} {f'{q[1]:.1f} [{q[0]:.1f}, {q[2]:.1f}]':>36}")
+    print()
+    print(projection(folder))
     return 0
 
 

@@ -252,3 +252,16 @@ def test_the_table_stores_the_runs_interval_and_reports_the_models(tmp_path):
     frame = table.frame()
     assert {"ci_low_s", "ci_high_s", "rerun_low_s", "rerun_high_s", "se_log", "df_log", "heterogeneous",
             "process_spread_pct"} <= set(frame.columns)
+
+
+def test_a_speedups_variance_parts_add_up_to_its_standard_error():
+    """speedup_parts splits what speedup_estimate uses: SE² = (v̄ + τ²)/k, v̄ from the rounds, τ² beyond them."""
+    rng = np.random.default_rng(6)
+    rows = variance.with_reported_ci(_run(rng, own_sd=0.03)[0])
+    for base, cand in ((rows[0], rows[1]), (rows[3], rows[5])):
+        v, tau2, k = variance.speedup_parts(base, cand)
+        e, paired, _ = variance.speedup_estimate(base, cand)
+        assert paired and k == 3 and v > 0 and tau2 > 0
+        assert e.se ** 2 == pytest.approx((v + tau2) / k)
+    other = dict(rows[1], group_id="another")  # not timed in the same rounds: no paired parts
+    assert variance.speedup_parts(rows[0], other) is None

@@ -135,14 +135,22 @@ def _satterthwaite(parts: list[tuple[float, float]]) -> float:
     return float(total ** 2 / denom) if denom > 0 else float(max((d for _, d in parts), default=1.0))
 
 
-def estimate(u: Unit, between: Between | None) -> Estimate:
-    """The unit's estimate with its SE: Σ(v_r + τ²)/k², τ² the one given (or the unit's own where it stands out)."""
+def _tau2(u: Unit, between: Between | None) -> tuple[float, float, bool]:
+    """The τ² a unit's estimate uses, its degrees of freedom, and whether it is the unit's own: the one given, or
+    the unit's own where its replicates disagree far beyond v + τ² (Cochran's Q, p < HETEROGENEITY_P)."""
     k = len(u.y)
     tau2, tau_df, odd = (between.tau2, between.df, False) if between is not None else (0.0, 1, False)
     if k >= 2:
         qu = float(np.sum((u.y - u.y.mean()) ** 2 / (u.v + tau2)))
         if _st.chi2.sf(qu, k - 1) < HETEROGENEITY_P:
             tau2, tau_df, odd = max(tau2, _own(u)), k - 1, True
+    return tau2, tau_df, odd
+
+
+def estimate(u: Unit, between: Between | None) -> Estimate:
+    """The unit's estimate with its SE: Σ(v_r + τ²)/k², τ² the one given (or the unit's own where it stands out)."""
+    k = len(u.y)
+    tau2, tau_df, odd = _tau2(u, between)
     parts = [(float(np.sum(u.v)) / k ** 2, u.df_within)] + ([(tau2 / k, tau_df)] if tau2 > 0 else [])
     return Estimate(u.estimate, float(np.sqrt(sum(a for a, _ in parts))), _satterthwaite(parts), odd)
 
@@ -324,6 +332,17 @@ def speedup_estimate(base: Any, cand: Any) -> tuple[Estimate, bool, int] | None:
     parts = [(b.se ** 2, b.df), (c.se ** 2, c.df)]
     e = Estimate(b.value - c.value, float(np.hypot(b.se, c.se)), _satterthwaite(parts), b.heterogeneous or c.heterogeneous)
     return e, False, min(len(row_samples(base)[0]), len(row_samples(cand)[0]))
+
+
+def speedup_parts(base: Any, cand: Any) -> tuple[float, float, int] | None:
+    """A paired speed-up's variance as its estimate splits it: (v̄, τ², k) with SE² = (v̄ + τ²)/k, v̄ a process's
+    median's mean sampling variance (shrinks with more rounds per process), τ² what processes add beyond it
+    (shrinks only with more processes); None where the rows did not share rounds. What a longer or wider design
+    would give (benchmarks/calibration_report.py)."""
+    u = pair_unit(base, cand)
+    if u is None:
+        return None
+    return float(np.mean(u.v)), _tau2(u, _pair_between(base, cand))[0], len(u.y)
 
 
 def to_speedup(e: Estimate, *, paired: bool = True, n: int = 0) -> Speedup:
