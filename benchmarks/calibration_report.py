@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats as _st
 
 import studylib.studies  # noqa: F401 - registers the studies
 from studylib.core import calibration, speedups, variance
@@ -72,8 +73,8 @@ def answer_parts(df: pd.DataFrame, notebook: str) -> list[tuple[float, float, in
 def compared_parts(rows: list[dict], notebook: str) -> list[tuple[float, float, int, float]]:
     """(v̄, τ², k, df) of every pair `compare` counts among the decided ones (this run's verdict not unclear)."""
     ok = [r for r in rows if r.get("status") == "ok"]
-    pairs = compare.compare_pairs(notebook, ok, {r["config_key"]: r for r in ok})
     by_key = {r["config_key"]: r for r in ok}
+    pairs = compare.compare_pairs(notebook, ok, by_key)
     out = []
     for p in pairs[pairs.ref_verdict != "unclear"].itertuples():
         parts = variance.speedup_parts(by_key[p.a], by_key[p.b])
@@ -122,18 +123,12 @@ def projection(folder: Path) -> str:
              f"{'reproduced within ±10% (expected)':>34}"]
     for k, m in DESIGNS:
         se, df = projected_se(answers, k, m)
-        hw = 100 * np.median(np.expm1(_t975(df) * se))
+        hw = 100 * np.median(np.expm1(_st.t.ppf(0.975, np.maximum(df, 1.0)) * se))
         se_c, df_c = projected_se(compared, k, m)
         expected = float(np.mean(calibration.reproduction_probability(np.sqrt(2) * se_c, df_c)))
         minutes = sum(w - g + (g - t) * k / k0 + t * m * k / k0 for w, g, t in seconds) / 60
         lines.append(f"{k:9d} {m:8.1f} {minutes:10.0f} {hw:32.1f} {100 * expected:33.0f}%")
     return "\n".join(lines)
-
-
-def _t975(df: np.ndarray) -> np.ndarray:
-    from scipy import stats
-
-    return stats.t.ppf(0.975, np.maximum(df, 1.0))
 
 
 def main() -> int:
