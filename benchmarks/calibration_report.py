@@ -43,12 +43,15 @@ def study_rows(folder: Path, notebook: str) -> pd.DataFrame:
     return pd.DataFrame(ResultsTable(path).rows()) if path.exists() else pd.DataFrame()
 
 
+def answer_comparisons(df: pd.DataFrame, notebook: str) -> list[speedups.Comparison]:
+    """The study's Answer comparisons whose candidate the table holds."""
+    return [c for c in studies()[notebook].comparisons if c.column in df and (df[c.column] == c.candidate).any()]
+
+
 def half_widths(df: pd.DataFrame, notebook: str) -> list[float]:
     """The CI half-widths (log scale, as % of the speed-up) of every comparison the study's Answer gives."""
     out = []
-    for c in studies()[notebook].comparisons:
-        if c.column not in df or not (df[c.column] == c.candidate).any():
-            continue
+    for c in answer_comparisons(df, notebook):
         t = speedups.pair_table(df, c.candidate, c.baseline, column=c.column)
         ok = t[t.speedup.notna()]
         out += list(100 * np.expm1((np.log(ok.ci_high.astype(float)) - np.log(ok.ci_low.astype(float))) / 2))
@@ -58,9 +61,7 @@ def half_widths(df: pd.DataFrame, notebook: str) -> list[float]:
 def answer_parts(df: pd.DataFrame, notebook: str) -> list[tuple[float, float, int, float]]:
     """(v̄, τ², k, df) of every paired speed-up the study's Answer gives (single operations left out)."""
     out = []
-    for c in studies()[notebook].comparisons:
-        if c.column not in df or not (df[c.column] == c.candidate).any():
-            continue
+    for c in answer_comparisons(df, notebook):
         for cand, base in speedups.matched(df, c.candidate, c.baseline, column=c.column):
             if base is None or cand.get("status", "ok") != "ok" or base.get("status", "ok") != "ok":
                 continue

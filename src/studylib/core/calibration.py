@@ -89,7 +89,7 @@ def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
     t["z"] = z_of(diff / se, df)
     t["new_in_ref_ci"] = (t.ref_ci_low <= t.new_ratio) & (t.new_ratio <= t.ref_ci_high)
     edge = np.log1p(tolerance)
-    h = _st.t.ppf(1 - TOST_ALPHA, np.maximum(df, 1.0)) * se
+    h = _tost_half(se, df)
     lo, hi = diff - h, diff + h
     t["reproduction"] = np.where((lo >= -edge) & (hi <= edge), "reproduced",
                                  np.where((lo > edge) | (hi < -edge), "not reproduced", "inconclusive"))
@@ -97,14 +97,19 @@ def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
     return t
 
 
+def _tost_half(se, df) -> np.ndarray:
+    """Half the width of the TOST's interval of a difference: t at its degrees of freedom (1 at least) × its SE."""
+    return _st.t.ppf(1 - TOST_ALPHA, np.maximum(np.asarray(df, dtype=float), 1.0)) * np.asarray(se, dtype=float)
+
+
 def reproduction_probability(se, df, tolerance: float = TOLERANCE) -> np.ndarray:
     """The probability that a comparison is called reproduced within ±tolerance when nothing changed between the
     runs and the intervals are calibrated: the difference d ~ N(0, se²) (se: the difference's SE, both runs' parts)
     passes the TOST when |d| + t·se < log(1 + tolerance). So "not reproduced enough" splits in two: intervals too
     wide to show agreement (this probability low), or runs that disagree (the observed share below it)."""
-    se, df = np.asarray(se, dtype=float), np.maximum(np.asarray(df, dtype=float), 1.0)
+    se = np.asarray(se, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        room = np.maximum(np.log1p(tolerance) - _st.t.ppf(1 - TOST_ALPHA, df) * se, 0.0) / se
+        room = np.maximum(np.log1p(tolerance) - _tost_half(se, df), 0.0) / se
         return np.where(np.isfinite(room), 2 * _st.norm.cdf(room) - 1, np.nan)
 
 
