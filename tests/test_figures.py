@@ -85,11 +85,17 @@ def test_one_study_figures_keep_each_variant_colour_and_have_no_empty_axes(resul
         assert colours == {matplotlib.colors.to_rgb(palette.colour(label))}, label
 
 
-def test_the_aa_control_is_a_noise_band_not_a_variant(results):
+def test_the_band_drawn_is_the_verdicts_band_and_the_aa_copy_is_no_variant(results):
+    from studylib.core.speedups import EQUIVALENCE
+
     _, gains = _figures(results)
     labels = {lb for ax in gains.axes for lb in ax.get_legend_handles_labels()[1]}
-    assert plots.AA_LABEL in labels and "eager-aa" not in labels
-    assert all(ax.collections for ax in _data_axes(gains))  # a band behind every panel's points
+    assert plots.BAND_LABEL in labels and "eager-aa" not in labels
+    for ax in _data_axes(gains):  # the ±5% band behind every panel's points, and one y scale with 1 on it
+        [band] = [p for p in ax.patches if p.get_label() == plots.BAND_LABEL]
+        ys = (band.get_y(), band.get_y() + band.get_height())
+        assert min(ys) == pytest.approx(1 / EQUIVALENCE) and max(ys) == pytest.approx(EQUIVALENCE)
+        assert ax.get_ylim() == _data_axes(gains)[0].get_ylim() and ax.get_ylim()[0] < 1 < ax.get_ylim()[1]
 
 
 def test_a_single_x_value_is_drawn_as_dots_not_a_line(results):

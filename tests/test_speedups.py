@@ -78,10 +78,19 @@ def test_a_baseline_fixed_at_another_batch_pairs_across_it():
     assert by.loc[("fast", 8)].baseline_batch_size == 1
 
 
-def test_the_band_widens_to_the_largest_aa_ratio():
+def test_the_band_is_a_fixed_five_percent_whatever_the_aa_ratios():
     df = pd.DataFrame([_row("eager", 1, 0.010), _row("eager-aa", 1, 0.0108)])
-    assert speedups.band(df) == pytest.approx(1 / 0.0108 * 0.010 if False else 0.0108 / 0.010, rel=0.02)
+    assert speedups.band(df) == speedups.EQUIVALENCE == 1.05
     assert speedups.band(pd.DataFrame([_row("eager", 1, 0.010), _row("eager-aa", 1, 0.010)])) == speedups.EQUIVALENCE
+
+
+def test_the_p_value_beyond_the_band_uses_the_speedups_own_t_distribution():
+    # a nominal 0.005 under the normal is larger under t at 9 degrees of freedom: the SE and df are the row's own
+    se = 0.01
+    ratio = 1.05 * np.exp(2.807 * se)  # z = 2.807: two-sided normal p = 0.005
+    normal = speedups.p_beyond_band(ratio, 0.5, 2.0, se=se, df=np.inf)
+    t9 = speedups.p_beyond_band(ratio, 0.5, 2.0, se=se, df=9)
+    assert normal == pytest.approx(0.005, rel=0.01) and t9 == pytest.approx(0.0206, rel=0.05) and t9 > 2 * normal
 
 
 def test_geomean_and_combine_and_ratio_of():

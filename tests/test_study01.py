@@ -53,10 +53,9 @@ def test_speedups_break_even_and_failed_rows_kept(df):
 def test_findings_are_computed_from_the_data(df):
     sp = s01.speedups(df)
     text = "\n".join(s01.findings(df, sp))
-    assert "**compile-default** vs eager over 2 configurations: faster in 2, slower in 0" in text
-    assert "**compile-max-autotune** vs eager over 1 configuration: faster in 0, slower in 1" in text
-    assert "never does" in text
-    assert "{'oom': 1}" in text and "MemoryError: x" in text
+    assert "Compiling cost 1.0–3.0 s per configuration" in text, text
+    assert "faster in" not in text and "slower in" not in text  # decisions are the verdict table's (test_verdicts)
+    assert "1 oom" in text and "MemoryError: x" in text and "{" not in text
     assert "every configuration is within tolerance" in text
 
 
@@ -102,7 +101,7 @@ def test_break_even_is_unset_when_the_gain_is_not_significant(df):
     d1 = sp[(sp.variant == "compile-default") & (sp.batch_size == 1)].iloc[0]
     assert d1.ci_low <= 1 <= d1.ci_high and not d1.significant
     assert pd.isna(d1.break_even_calls)
-    assert s01.compile_table(sp).iloc[0]["break-even calls"] == "no clear gain (CI includes 1)"
+    assert s01.compile_table(sp).iloc[0]["break-even calls"] == "no gain (equal)"  # the verdict table's word
 
 
 def test_results_table_formats_ok_rows_and_blanks_failed_ones(df):
@@ -130,7 +129,7 @@ def test_everything_skipped_still_renders(tmp_path):
     sp = s01.speedups(df)
     assert len(s01.latency_table(df)) == 2 and len(s01.compile_table(sp)) == 1
     text = "\n".join(s01.findings(df, sp))
-    assert "Failed or skipped configurations: {'skipped': 2}" in text and "PyTorch " in text  # names the framework
+    assert "Failed or skipped configurations: 2 skipped" in text and "PyTorch " in text  # names the framework
     assert set(s01.claims(df, sp).judgement) <= {"not answerable from these results",  # nothing ran: no verdicts
                                                  "not answerable on this profile"}
     df["workload"] = "resnet-tiny"

@@ -34,6 +34,7 @@ class StudyRun:
     overhead: Overhead
     params: dict | None = None  # the parameters the notebook ran with (papermill's injected values)
     run_note: str = "nothing measured yet"  # what the last `run` measured and reused (the page's "What ran")
+    verdicts: Any = None  # the verdict table the last `run` computed and saved (core/verdicts.py)
 
     @property
     def env(self) -> dict:
@@ -55,6 +56,7 @@ class StudyRun:
         order = {c.key: i for i, c in enumerate(configs)}
         df = df[df.config_key.isin(order)].sort_values("config_key", key=lambda k: k.map(order))
         reused = len(df) - len(new)
+        self.verdicts = self._decide(df.reset_index(drop=True))
         self.run_note = (f"{len(new)} configurations measured in this run ({groups} groups, "
                          f"{self.plan.replicates} replicate process(es) each)"
                          + (f", {reused} reused from earlier runs on the same machine and software" if reused else ""))
@@ -97,13 +99,38 @@ class StudyRun:
         buckets = getattr(s, "bucket_batches", batching.BUCKET_BATCHES)
         return data, dataset.DatasetWorkloads(data, self.settings.seed, cache, bucket_batches=buckets)
 
-    def answer(self, df):
-        """The page's opening Answer box (answer.py): headline findings with CIs, the machine, what a GPU changes."""
+    def _decide(self, df):
+        """The study's verdict table, computed once from this run's rows and saved beside the results
+        (results/<notebook>.verdicts.csv); every element of the page reads it back from there."""
+        from .core import verdicts
+        from .report import decisions
+
+        path = verdicts.save(decisions.compute(self.notebook, df), paths.results_dir(self.profile))
+        return verdicts.load(path)
+
+    def saved_verdicts(self):
+        """This run's verdict table as saved (`run` writes it); read again from the file, so an edited table shows."""
+        from .core import verdicts
+
+        return verdicts.load(verdicts.path_for(paths.results_dir(self.profile), self.notebook))
+
+    def answer(self, df, why: str = ""):
+        """The page's opening (answer.top_html): the decision table, the Answer under it, `why` (a measured
+        mechanism, one sentence), which batch size, and what this profile did not run."""
         from IPython.display import HTML
 
         from .report import answer
 
-        return HTML(answer.box_html(self.notebook, df, environment.one_line(self.env)))
+        return HTML(answer.top_html(self.notebook, self.saved_verdicts(), df, environment.one_line(self.env), why))
+
+    def how_sure(self, df):
+        """The page's "How sure are we" (answer.how_sure_html): the rule, the A/A controls, re-run intervals and
+        every verdict."""
+        from IPython.display import HTML
+
+        from .report import answer
+
+        return HTML(answer.how_sure_html(self.saved_verdicts(), df))
 
     def parameters_table(self):
         """What ran, once and readable: each parameter the notebook received and its value."""
@@ -158,12 +185,15 @@ class StudyRun:
         print(self.run_note)
         return self.environment_table()
 
-    @staticmethod
-    def findings(analysis):
-        """The study's findings, computed from the data, as a list."""
+    def findings(self, analysis):
+        """The study's findings: first each comparison's verdicts as the saved verdict table has them
+        (decisions.verdict_lines), then the study's own, computed from the data."""
         from IPython.display import Markdown
 
-        return Markdown("\n".join(f"- {line}" for line in analysis.findings))
+        from .report import prose
+
+        lines = prose.verdict_lines(self.saved_verdicts()) + list(analysis.findings)
+        return Markdown("\n".join(f"- {line}" for line in lines))
 
     def surprises(self, df):
         """Where an expectation failed, and what the profiler says (surprises.html)."""

@@ -6,12 +6,13 @@
   (variance.speedup: per-round ratios where both sides shared rounds), or the failing side's status and message.
 - Pooling: `geomean` over the shapes both sides ran (variance.geomean_speedup). It is shown only where the
   per-shape verdicts agree; otherwise an answer gives the range by regime (`conditional`).
-- Judging, one rule for every page, claim and comparison (`verdict`): the equality band is ±5%, widened to the
-  largest ratio of the A/A controls (every `<x>-aa` over `<x>`) where the machine's noise is wider (`band`); how
-  well the CIs hold on those pairs is `aa_calibration`. A speed-up is **faster** only when its
+- Judging, one rule for every page, claim and comparison (`verdict`): the equality band is a fixed ±5% (`band`);
+  how well the CIs hold on the A/A controls (every `<x>-aa` over `<x>`) is `aa_calibration`. A speed-up is **faster** only when its
   whole 95% CI lies above the band, **slower** only when it lies wholly below it, **equal** when the CI lies
   inside the band, else **unclear**. Where a page judges many shapes at once (`judge`), faster/slower also need
-  the Benjamini–Hochberg adjusted p-value (false-discovery rate 5% over that family) below 0.05.
+  the Benjamini–Hochberg adjusted p-value (false-discovery rate 5% over that family) below 0.05; the p-value is the
+  t statistic's at the speed-up's own SE and degrees of freedom. A study's verdicts are computed once, over one
+  family, in verdicts.py, and every page reads them from there.
 - Pricing: `break_even` turns a one-time cost (compile, trace, export) and the paired speed-up into the calls after
   which the candidate has paid for itself, with the interval the speed-up's CI implies.
 """
@@ -116,13 +117,11 @@ def aa_pairs(df: pd.DataFrame) -> pd.DataFrame:
     return t.reset_index(drop=True)
 
 
-def band(df: pd.DataFrame, *, pairs: pd.DataFrame | None = None) -> float:
-    """The 'equal' band of a results table: ±5%, or the largest A/A ratio's distance from 1 (over every A/A pair)
-    where wider; `pairs`: the table's A/A pairs where `aa_pairs` already made them."""
-    aa = aa_pairs(df) if pairs is None else pairs
-    if not len(aa):
-        return EQUIVALENCE
-    return max(EQUIVALENCE, float(np.exp(np.abs(np.log(aa.speedup.astype(float))).max())))
+def band(df: pd.DataFrame | None = None, *, pairs: pd.DataFrame | None = None) -> float:
+    """The 'equal' band: a fixed ±5% (EQUIVALENCE), stated once. (It was the largest A/A ratio, an extreme value
+    that grows with the number of controls; the A/A pairs now calibrate the intervals, aa_calibration, and do not
+    move the band.) The arguments are kept for callers that pass a results table."""
+    return EQUIVALENCE
 
 
 @dataclass(frozen=True)
@@ -200,14 +199,18 @@ def verdict(ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> str:
     return "unclear"
 
 
-def p_beyond_band(ratio: float, ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> float:
-    """Two-sided p-value that the speed-up lies beyond the band (above it or below it), from its CI on the log scale
-    (normal approximation): small when the whole CI is far outside the band."""
+def p_beyond_band(ratio: float, ci_low: float, ci_high: float, band: float = EQUIVALENCE, *,
+                  se: float | None = None, df: float | None = None) -> float:
+    """Two-sided p-value that the speed-up lies beyond the band (above it or below it): the t statistic
+    (|log ratio| − log band) / se at the speed-up's own degrees of freedom `df` (variance.py). Without se, the SE is
+    read from the 95% CI with the normal quantile (tables that lack it)."""
     if not all(np.isfinite([ratio, ci_low, ci_high])) or ratio <= 0 or ci_low <= 0:
         return 1.0
-    se = max((np.log(ci_high) - np.log(ci_low)) / (2 * _Z), 1e-12)
-    z = (abs(np.log(ratio)) - np.log(band)) / se
-    return float(min(1.0, 2 * _st.norm.sf(z)))
+    if se is None or not np.isfinite(se) or se <= 0:
+        se, df = max((np.log(ci_high) - np.log(ci_low)) / (2 * _Z), 1e-12), np.inf
+    stat = (abs(np.log(ratio)) - np.log(band)) / se
+    dist = _st.t(df) if df is not None and np.isfinite(df) and df > 0 else _st.norm
+    return float(min(1.0, 2 * dist.sf(stat)))
 
 
 def bh_adjust(p: Iterable[float]) -> np.ndarray:
@@ -232,7 +235,8 @@ def judge(table: pd.DataFrame, band: float = EQUIVALENCE) -> pd.DataFrame:
     ok = t.speedup.notna() if "speedup" in t else pd.Series(False, index=t.index)
     if not ok.any():
         return t
-    raw = [p_beyond_band(r.speedup, r.ci_low, r.ci_high, band) for r in t[ok].itertuples()]
+    raw = [p_beyond_band(r.speedup, r.ci_low, r.ci_high, band, se=getattr(r, "se", None), df=getattr(r, "df", None))
+           for r in t[ok].itertuples()]
     t.loc[ok, "p"] = bh_adjust(raw)
     words = []
     for r in t[ok].itertuples():

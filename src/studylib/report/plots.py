@@ -13,9 +13,10 @@ from matplotlib.ticker import NullFormatter
 
 from ..core.config import SHAPE, is_aa
 from ..core.plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title
+from ..core.speedups import EQUIVALENCE
 from .palette import NOISE, colour, marker
 
-AA_LABEL = "A/A control (noise band)"
+BAND_LABEL = f"equal within ±{EQUIVALENCE - 1:.0%} (the verdicts' band)"
 
 sns.set_theme(style="whitegrid", context="notebook", font_scale=0.85, rc={"axes.titlesize": 10})
 pd.set_option("display.max_colwidth", None)  # a page never cuts a table cell's text ("… te...")
@@ -79,14 +80,6 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
     return _finish(fig, axes, title, caption)
 
 
-def _noise_band(ax, xs, lows, highs, width: float) -> None:
-    """The A/A control's 95% CI at each x as a grey band `width` wide: speed-ups inside it are within noise."""
-    for k, (xv, lo, hi) in enumerate(zip(xs, lows, highs)):
-        if pd.notna(lo) and pd.notna(hi):
-            ax.fill_between([xv - width / 2, xv + width / 2], lo, hi, color=NOISE, alpha=0.3, lw=0, zorder=0,
-                            label=AA_LABEL if k == 0 else None)
-
-
 def _aa_rows(df: pd.DataFrame, columns) -> pd.Series:
     """Rows where any of `columns` names an A/A copy (config.is_aa)."""
     mask = pd.Series(False, index=df.index)
@@ -99,27 +92,13 @@ def _aa_rows(df: pd.DataFrame, columns) -> pd.Series:
 SHAPE_KEYS = tuple(c for c in SHAPE if c != "strategy")
 
 
-def _controls(given: pd.DataFrame | None, own: pd.DataFrame) -> pd.DataFrame:
-    """The A/A rows: those passed in and those among a figure's own rows."""
-    parts = [c for c in (given, own) if c is not None and len(c)]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["ci_low", "ci_high"])
-
-
-def _control_for(sel: pd.DataFrame, control: pd.DataFrame) -> pd.DataFrame:
-    """The A/A rows of `control` at the shapes of `sel` (matched on the shape columns both have)."""
-    keys = [k for k in SHAPE_KEYS if k in sel and k in control]
-    if not len(control) or not keys:
-        return pd.DataFrame(columns=[*keys, "ci_low", "ci_high"])
-    return sel[keys].drop_duplicates().merge(control[[*keys, "ci_low", "ci_high"]], on=keys)
-
-
 def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "variant", row: str = "", col: str = "",
                    title: str = "", ylabel: str = "speed-up over eager (×)", logy: bool = False, caption: str = "",
                    control: pd.DataFrame | None = None):
     """Speed-up over the reference with 95% CI error bars, one panel per (`row`, `col`) that ran; 1 (no change)
-    dashed; failures marked. The A/A controls (`control`, speedups.aa_pairs, or rows of A/A copies in `sp`) are the
-    grey noise band behind the points at each shape (one per A/A pair there), and no panel or point of their own."""
-    control = _controls(control, sp[_aa_rows(sp, [hue])])
+    dashed; failures marked; the grey band is the verdicts' ±5% band (a speed-up whose CI lies inside it is
+    'equal'); every panel shares one y scale. A/A copies (`control`, or rows of A/A copies in `sp`) get no panel or
+    point: their calibration is in the page's "How sure are we"."""
     facet = [f for f in (row, col) if f]
     sp = sp[~_aa_rows(sp, [hue, *facet])]
     fig, axes, cells = _facets(sp, row, col)
@@ -127,9 +106,7 @@ def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "varia
     offsets = {h: (k - (len(hues) - 1) / 2) * 0.08 for k, h in enumerate(hues)}
     for ax, r, c in cells:
         sel = _select(sp, row, r, col, c)
-        aa = _control_for(sel, control)
-        if x in aa:
-            _noise_band(ax, np.log2(aa[x].astype(float)), aa.ci_low, aa.ci_high, 0.16 * max(len(hues), 2))
+        ax.axhspan(1 / EQUIVALENCE, EQUIVALENCE, color=NOISE, alpha=0.3, lw=0, zorder=0, label=BAND_LABEL)
         for h in hues:
             g = sel[sel[hue] == h]
             ok = g[g.speedup.notna()]
@@ -152,7 +129,20 @@ def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "varia
             _log_ticks(ax.yaxis, *ax.get_ylim())
             ax.tick_params(axis="y", which="minor", labelsize=7)
         ax.grid(alpha=0.3)
+    _share_y(cells, include_one=True)
     return _finish(fig, axes, title, caption)
+
+
+def _share_y(cells, *, include_one: bool = False) -> None:
+    """One y scale for every panel of a figure (speed-ups compared across facets), 1 included where asked."""
+    lims = [ax.get_ylim() for ax, _, _ in cells]
+    if not lims:
+        return
+    lo, hi = min(a for a, _ in lims), max(b for _, b in lims)
+    if include_one:
+        lo, hi = min(lo, 1 / EQUIVALENCE * 0.98), max(hi, EQUIVALENCE * 1.02)
+    for ax, _, _ in cells:
+        ax.set_ylim(lo, hi)
 
 
 def forest(sp: pd.DataFrame, *, label: str = "variant", color: str = "backend", col: str = "workload",
@@ -161,7 +151,6 @@ def forest(sp: pd.DataFrame, *, label: str = "variant", color: str = "backend", 
     """Speed-ups as a forest plot: one line per `label` with its 95% CI as a bar on a log axis, coloured by `color`,
     one panel per `col`; 1 (no change) dashed; a failed or skipped row is written at 1 with its status. The A/A
     controls (`control`, speedups.aa_pairs, or rows of A/A copies) are the grey noise band, one per process."""
-    control = _controls(control, sp[_aa_rows(sp, [label])])
     sp = sp[~_aa_rows(sp, [label])]
     cols = list(dict.fromkeys(sp[col]))
     labels = list(dict.fromkeys(sp[label]))
@@ -170,8 +159,7 @@ def forest(sp: pd.DataFrame, *, label: str = "variant", color: str = "backend", 
     for j, c in enumerate(cols):
         ax = axes[0][j]
         sel = sp[sp[col] == c]
-        for k, t in enumerate(_control_for(sel, control).itertuples()):
-            ax.axvspan(t.ci_low, t.ci_high, color=NOISE, alpha=0.2, lw=0, label=AA_LABEL if k == 0 else None)
+        ax.axvspan(1 / EQUIVALENCE, EQUIVALENCE, color=NOISE, alpha=0.3, lw=0, label=BAND_LABEL)
         for t in sel.itertuples():
             y = labels.index(getattr(t, label))
             if pd.notna(t.speedup):

@@ -57,14 +57,14 @@ def _entry_row(entry: dict, name: str, href: str, page: Path, headline: str = ""
 
 
 def _headline(profile: str, notebook: str) -> str:
-    """A study's first headline (answer.py) as HTML, computed from the profile's results; '' for the summary."""
+    """A study's headline on the index: its Answer's first sentence, from the profile's saved verdict table."""
     from ..studies import STUDIES
-    from . import answer, summary
+    from . import prose, summary
 
     if notebook not in STUDIES:
         return ""
-    lines = answer.headlines(notebook, summary.results(profile, notebook))
-    return answer.inline_html(lines[1] if len(lines) > 1 else lines[0]) if lines else "no configuration ran ok"
+    vt = summary.verdicts_of(profile, notebook)
+    return html.escape(prose.first_sentence(vt)) if len(vt) else "no configuration ran ok"
 
 
 _TABLE_HEAD = ("<table><thead><tr><th>notebook</th><th>status</th><th>headline (or failure)</th><th>run time</th>"
@@ -95,8 +95,9 @@ def _profile_section(profile_dir: Path) -> str:
 
 
 def _what_to_use(profile: str, env: dict | None) -> str:
-    """The profile's opening table: for each workload it measured, the fastest option and what it costs."""
-    from . import advice, summary
+    """The profile's opening table: per study and workload, the decision (decisions.what_to_use, from the saved
+    verdict tables) and what the chosen option costs."""
+    from . import summary
 
     table = summary.what_to_use(profile)
     device = "cuda" if (env or {}).get("gpu_name") else "cpu"
@@ -104,11 +105,13 @@ def _what_to_use(profile: str, env: dict | None) -> str:
              f'<p class="env">{html.escape(summary.GPU_CAVEAT[device])}</p>')
     if not len(table):
         return f"<h3>What to use on this machine</h3>{intro}<p>No workload ran ok on this profile.</p>"
-    return (f'<h3>What to use on this machine</h3>{intro}<p class="env">Per workload: the option with the lowest '
-            f"median, its speed-up over the study's default (eager PyTorch; unsorted batches in study 04) with its "
-            f"95% CI, the runner-up, whether the lead over it is decided (its CI wholly above the page's equality "
-            f"band), and the one-time cost (preparation and first call).</p>"
-            + advice.shown(table).to_html(index=False, escape=True, classes="what-to-use"))
+    return (f'<h3>What to use on this machine</h3>{intro}<p class="env">Per workload, the decision: "use X" where X '
+            f"is faster than the study's default (eager PyTorch; unsorted batches in study 04) and than the "
+            f"runner-up, both with their whole 95% CI beyond the ±5% band; \"X or Y\" where X and the runner-up "
+            f"are not told apart; a tie keeps the default. Quantized (int8) options change the outputs and stand "
+            f"apart. Latency per call (a pass over the text set in studies 03 and 04) and per item; one-time cost "
+            f"= preparation and the first call beyond one steady call.</p>"
+            + table.to_html(index=False, escape=True, classes="what-to-use"))
 
 
 INDEX_STYLE = """

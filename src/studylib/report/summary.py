@@ -11,15 +11,16 @@ import os
 
 import pandas as pd
 
-from ..core import paths, study_registry
+from ..core import paths, study_registry, verdicts
 from ..core.files import read_json
 from ..core.results import ResultsTable
+from ..core.verdicts import VerdictTable
 from ..machine import environment, limits
 from ..measurement import claims as seedclaims
 from ..measurement import profiles
 from ..measurement.profiles import RESERVED
 from ..studies import STUDIES, Comparison
-from . import advice, answer, gpu_paths
+from . import decisions, gpu_paths
 
 NOTEBOOK = paths.SUMMARY_NOTEBOOK
 os.environ.setdefault("USE_TF", "0")  # the analyses need no TensorFlow; transformers would import it
@@ -60,6 +61,16 @@ def results(profile: str, notebook: str) -> pd.DataFrame:
     if len(df) and "timestamp" in df:
         df = df.sort_values("timestamp", kind="stable").drop_duplicates(workload, keep="last")
     return df.reset_index(drop=True)
+
+
+def verdicts_of(profile: str, notebook: str) -> VerdictTable:
+    """A profile's saved verdict table for `notebook` (results/<notebook>.verdicts.csv, written by the run); computed
+    from the profile's results only where a run older than the table has none."""
+    path = verdicts.path_for(paths.results_dir(profile), notebook)
+    if path.exists():
+        return verdicts.load(path)
+    df = results(profile, notebook)
+    return decisions.compute(notebook, df) if len(df) else VerdictTable(notebook, ())
 
 
 def machines(profiles: list[str]) -> pd.DataFrame:
@@ -118,14 +129,13 @@ def comparisons() -> list[tuple[str, Comparison]]:
 
 
 def headline_speedups(profiles: list[str]) -> pd.DataFrame:
-    """One row per comparison and profile: geometric-mean speed-up, its 95% CI, shapes used, or why none."""
-    rows, frames = [], {}
+    """One row per declared comparison and profile, from the profile's saved verdict table (decisions.headline): the
+    common verdict with the speed-ups' geometric mean, or the range where the shapes' verdicts differ, or why none."""
+    rows = []
     for p in profiles:
+        tables = {nb: verdicts_of(p, nb) for nb in STUDIES}
         for nb, c in comparisons():
-            if (p, nb) not in frames:
-                frames[p, nb] = results(p, nb)
-            rows.append({"study": nb[:2], "comparison": c.label, "profile": p}
-                        | answer.headline(answer.whole_models(frames[p, nb]), c))
+            rows.append({"study": nb[:2], "comparison": c.label, "profile": p} | decisions.headline(tables[nb], c.label))
     cols = ["study", "comparison", "profile", "status", "speedup", "ci_low", "ci_high", "n", "of", "reading", "lowest",
             "highest"]
     return pd.DataFrame(rows).reindex(columns=cols)
@@ -218,15 +228,11 @@ def machine_line(profile: str) -> str:
 
 
 def what_to_use(profile: str) -> pd.DataFrame:
-    """Every workload the profile measured, across studies: the fastest option, its speed-up over the study's default
-    with CI, the runner-up and whether the lead is decided, and its one-time cost (advice.fastest)."""
-    parts = []
-    for nb, study in STUDIES.items():
-        df = answer.whole_models(results(profile, nb))
-        if len(df):
-            parts.append(advice.fastest(df, options=study.options, default=dict(study.default), study=nb[:2]))
+    """Every workload the profile measured, across studies: the decision and what the chosen option costs
+    (decisions.what_to_use over each study's saved verdict table)."""
+    parts = [decisions.what_to_use(verdicts_of(profile, nb), nb[:2]) for nb in STUDIES]
     parts = [p for p in parts if len(p)]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=advice.ADVICE_COLUMNS)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=decisions.WHAT_TO_USE_COLUMNS)
 
 
 def what_to_use_by_profile(profiles: list[str]) -> pd.DataFrame:
@@ -237,7 +243,8 @@ def what_to_use_by_profile(profiles: list[str]) -> pd.DataFrame:
         t = what_to_use(p)
         for _, r in t.iterrows():
             rows.append({"study": r["study"], "workload": r["workload"], "profile": p,
-                         "cell": f"{r['fastest']}: {r['over default']}"})
+                         "cell": r["decision"] + (f": {r['speed-up over default (95% CI)']}"
+                                                  if r["speed-up over default (95% CI)"] else "")})
     if not rows:
         return pd.DataFrame()
     t = pd.DataFrame(rows)

@@ -55,7 +55,7 @@ class Study:
     frameworks: tuple[str, ...] = ("torch",)  # whose threads the study sets (and records)
     comparisons: tuple[Comparison, ...] = ()  # the speed-ups its Answer box gives by regime (speedups.py)
     # the configuration columns a reader chooses between (a workload is the shape less these), and the default
-    # choice every option's speed-up is taken over (advice.py); a choice the default leaves open is matched
+    # choice every option's speed-up is taken over (core/verdicts.py); a choice the default leaves open is matched
     options: tuple[str, ...] = ("variant",)
     default: tuple[tuple[str, str], ...] = (("variant", "eager"),)
     notebook_file: Path | None = None  # where its notebook is (default: notebooks/<notebook>.ipynb)

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from .. import runtimes
 from ..analysis import roofline
 from ..core import speedups as speedups_layer
+from ..core import verdicts
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
@@ -120,6 +121,9 @@ def speedups(df: pd.DataFrame) -> pd.DataFrame:
     t = speedups_layer.pair_table(df, None, REFERENCE, band=speedups_layer.band(df))
     t = t.rename(columns={"one_time_s": "compile_s", "break_even": "break_even_calls", "base_median_s": "eager_median_s"})
     t["significant"] = (t.ci_low > 1) | (t.ci_high < 1)
+    vt = verdicts.for_study(NOTEBOOK, df) if len(df) else None  # the decisions every page element reads
+    t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if vt is not None and pd.notna(r.speedup)
+                    else None for r in t.itertuples()] if len(t) else []
     t.loc[t.verdict == "slower", "break_even_calls"] = math.inf
     t.loc[t.speedup.notna() & (t.verdict != "faster") & (t.verdict != "slower"), "break_even_calls"] = math.nan
     return t
@@ -134,30 +138,11 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     lines = [aa_finding(df)]
     sp = sp[~sp.variant.map(is_aa)]
     ok = sp[sp.speedup.notna()]
-    for variant, g in ok.groupby("variant", sort=False):
-        faster, slower = int((g.ci_low > 1).sum()), int((g.ci_high < 1).sum())
-        geo = float(np.exp(np.log(g.speedup).mean()))
-        best, worst = g.loc[g.speedup.idxmax()], g.loc[g.speedup.idxmin()]
-        lines.append(
-            f"**{variant}** vs eager over {counted(len(g), 'configuration')}: faster in {faster}, slower in {slower}, "
-            f"no detectable difference in {len(g) - faster - slower} (95% CI includes 1). Geometric-mean speed-up "
-            f"{fmt_x(geo)}; best {describe_ci(best)} ({_where(best)}), worst {describe_ci(worst)} ({_where(worst)})."
-        )
-    lines += layout_findings(df)
     ok = ok[ok.variant.map(runtimes.family) == "compile"]  # compile cost and break-even: compiled variants only
     if len(ok):
-        pays = ok[np.isfinite(ok.break_even_calls)]
-        never = int(np.isinf(ok.break_even_calls).sum())
-        unclear = int(ok.break_even_calls.isna().sum())
-        cost = (f"Compiling cost {ok.compile_s.min():.1f}–{ok.compile_s.max():.1f} s per configuration "
-                f"(first call beyond one eager call)")
-        if len(pays):
-            lines.append(f"{cost}. Where compiled code is faster (CI above 1), it pays for itself after a median of "
-                         f"{pays.break_even_calls.median():,.0f} calls (range {pays.break_even_calls.min():,.0f}–"
-                         f"{pays.break_even_calls.max():,.0f}); it never does in the {never} configurations where it is "
-                         f"slower, and {unclear} show no clear difference.")
-        else:
-            lines.append(f"{cost}, and it never paid for itself here: no compiled variant was faster with a CI above 1.")
+        lines.append(f"Compiling cost {ok.compile_s.min():.1f}–{ok.compile_s.max():.1f} s per configuration (the first "
+                     f"call beyond one steady compiled call, with its preparation); where it pays back is in the "
+                     f"decision table.")
         for (variant, model, dtype), g in ok.groupby(["variant", "model", "dtype"], sort=False):
             if g.batch_size.nunique() > 1:
                 small, large = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
@@ -176,7 +161,8 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     if len(failed):
         examples = "; ".join(f"{r['variant']} {_where(r)}: {r['error']}"
                              for _, r in failed.drop_duplicates("error").head(3).iterrows())
-        lines.append(f"Failed or skipped configurations: {failed.status.value_counts().to_dict()} — {examples}")
+        counts = ", ".join(f"{n} {status}" for status, n in failed.status.value_counts().items())
+        lines.append(f"Failed or skipped configurations: {counts} — {examples}")
     else:
         lines.append("No configuration failed.")
     if len(measured):
@@ -216,24 +202,6 @@ def layout_table(df: pd.DataFrame) -> pd.DataFrame:
     return t[["model", "dtype", "size", "batch_size", "pair", "speed-up (95% CI)"]]
 
 
-def layout_findings(df: pd.DataFrame) -> list[str]:
-    """One line per layout/cuDNN pair that ran: geometric mean over shapes with its CI, and per-shape directions."""
-    lines = []
-    band = speedups_layer.band(df)
-    sp = layout_speedups(df)
-    for (cand, base), g in sp.groupby(["candidate", "baseline"], sort=False):
-        ok = g[g.speedup.notna()]
-        if not len(ok):
-            lines.append(f"**{cand} over {base}** did not run: {g.status.iloc[0]} — {g.error.iloc[0]}")
-            continue
-        geo = _geo_pairs(df, cand, base)
-        classes = [speedups_layer.verdict(lo, hi, band) for lo, hi in zip(ok.ci_low, ok.ci_high)]
-        lines.append(f"**{cand} over {base}**: geometric mean {describe_ci(geo)} over {counted(geo['n'], 'shape')}; faster in "
-                     f"{classes.count('faster')}, slower in {classes.count('slower')}, within ±{band - 1:.0%} in "
-                     f"{classes.count('equal')}, unclear in {classes.count('unclear')}.")
-    return lines
-
-
 def _geo_pairs(df: pd.DataFrame, cand: str, base: str) -> dict | None:
     """Geometric-mean speed-up of `cand` over `base` over the shapes where both ran, with its CI."""
     g = speedups_layer.geomean(df, cand, base)
@@ -265,7 +233,7 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
     t["speed-up (95% CI)"] = [describe_ci(r) if pd.notna(r["speedup"]) else r["status"] for _, r in t.iterrows()]
     t["break-even calls"] = [
         "" if pd.isna(r["speedup"]) else
-        "no clear gain (CI includes 1)" if pd.isna(r["break_even_calls"]) else
+        f"no gain ({r['verdict']})" if pd.isna(r["break_even_calls"]) else
         "never (slower)" if np.isinf(r["break_even_calls"]) else f"{r['break_even_calls']:,.0f}"
         for _, r in t.iterrows()]
     return t[["model", "dtype", "size", "batch_size", "variant", "compile (s)", *graphs, "speed-up (95% CI)",

@@ -158,7 +158,6 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    band = speedups.band(df)
     lines = [aa_finding(df)]
     drift = drift_finding(df)
     df, same = speedups.without_aa(df), speedups.without_aa(same)
@@ -178,10 +177,9 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
                          f"(padding waste {lo.padding_waste:.0%} → {hi.padding_waste:.0%}).")
     s = same[same.speedup.notna()]
     for (model, dtype, variant), g in s.groupby(["model", "dtype", "variant"], sort=False):
-        classes = [speedups.verdict(a, b, band) for a, b in zip(g.ci_low, g.ci_high)]
         lines.append(f"**{variant} over eager** ({model} {dtype}) at the same batch size: "
                      + ", ".join(f"b{int(r['batch_size'])} {describe_ci(r)}" for _, r in g.iterrows())
-                     + f" — faster in {classes.count('faster')}, slower in {classes.count('slower')} of {len(g)}.")
+                     + " (decisions: the verdict lines above).")
     for variant in INT8:
         q = df[(df.variant == variant) & (df.status == "ok")]
         if len(q):

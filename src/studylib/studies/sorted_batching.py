@@ -137,18 +137,14 @@ def with_throughput_ci(df: pd.DataFrame) -> pd.DataFrame:
 
 def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    band = speedups.band(df)
     lines = [aa_finding(df)]
     drift = drift_finding(df)
     df = speedups.without_aa(df)
     ok = g[g.speedup.notna()]
     for (model, dtype, variant, strategy), h in ok.groupby(["model", "dtype", "variant", "strategy"], sort=False):
-        classes = [speedups.verdict(a, b, band) for a, b in zip(h.ci_low, h.ci_high)]
         largest = h.loc[h.batch_size.idxmax()]
         lines.append(f"**{strategy} over unsorted**, {variant} ({model} {dtype}): at the largest batch "
-                     f"({int(largest.batch_size)}) "
-                     f"{describe_ci(largest)}; faster in {classes.count('faster')}, slower in "
-                     f"{classes.count('slower')} of {len(h)} batch sizes.")
+                     f"({int(largest.batch_size)}) {describe_ci(largest)}.")
     measured = df[df.status == "ok"]
     if len(measured):
         for (model, dtype, variant, strategy), h in measured.groupby(["model", "dtype", "variant", "strategy"],

@@ -180,21 +180,6 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     band = speedups_layer.band(df)
     lines = [aa_finding(df)]
-    whole = df[~is_op(df)] if len(df) else df  # the micro-ops have findings of their own (op_findings)
-    models = list(dict.fromkeys(whole.model))
-    for cand, base in PAIRS:
-        overall = _geo(whole, cand, base)
-        if overall is None:
-            continue
-        per_model = [(m, _geo(whole, cand, base, lambda t, m=m: t.model == m)) for m in models]
-        cells = sp[(sp.candidate == cand) & (sp.baseline == base) & sp.speedup.notna()]
-        classes = [speedups_layer.verdict(lo, hi, band) for lo, hi in zip(cells.ci_low, cells.ci_high)]
-        lines.append(
-            f"**{cand} over {base}**: geometric mean {_describe_geo(overall)}; "
-            + "; ".join(f"{m} {describe_ci(r)}" for m, r in per_model if r)
-            + f". Per shape: faster in {classes.count('faster')}, slower in {classes.count('slower')}, within "
-              f"±{band - 1:.0%} in "
-              f"{classes.count('equal')}, unclear in {classes.count('unclear')} of {len(classes)}.")
     ok = sp[sp.speedup.notna()]
     for (cand, base), g in ok.groupby(["candidate", "baseline"], sort=False):
         if g.tokens.nunique() < 2:

@@ -1,0 +1,396 @@
+"""The verdict table: every comparison a study answers, at every shape, decided once.
+
+A study's verdict table is computed once per run from its results (`compute`), saved beside them as
+`results/<study>.verdicts.csv` (`save`), and read back (`load`) by everything that says whether an option is
+faster: the page's decision table and Answer, its findings' verdict lines, the speed-up figure's band, the index's
+"What to use", the summary's headlines. Nothing else decides "faster" (tests/test_verdicts.py edits a saved table
+and checks that every element changes with it).
+
+Rows are of two kinds, one per (candidate, baseline, shape):
+- `option`: every option of a workload (config.is_aa copies left out) over the study's default at that workload
+  (eager PyTorch; unsorted batches in study 04; in study 05 the eager model of the same backend process);
+- `declared`: each comparison the study declares (Study.comparisons) whose baseline is not the default
+  (XLA over tf.function, reduce-overhead over default, Keras 3 over Keras 2). A declared comparison over the default
+  is the `option` row itself, under the declared label.
+
+Each row: the shape, the latency per call and per item (a call of studies 03/04 is a pass over the text set; an item
+is a text, a sequence or an image), the paired speed-up with its 95% CI, a same-host re-run's 95% prediction
+interval, the smallest effect it would call 80% of the time, the decision, the one-time cost and the calls that pay it
+back. The decision is speedups.verdict against the ±5% band, faster/slower also needing the Benjamini–Hochberg
+adjusted p-value below 5% over the study's whole table (one family per study run).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import speedups, variance
+from .config import SHAPE, is_aa
+from .files import write_text_atomic
+from .speedups import Comparison
+
+DECISIONS = ("faster", "slower", "equal", "undecided")
+# the rule's words as a page prints them (speedups.verdict's 'unclear' is 'undecided' here)
+_WORD = {"faster": "faster", "slower": "slower", "equal": "equal", "unclear": "undecided"}
+SUFFIX = ".verdicts.csv"
+SHAPE_FIELDS = ("model", "dtype", "batch_size", "seq_len", "image_size", "strategy", "backend")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One comparison at one shape (see the module's docstring)."""
+
+    study: str
+    kind: str  # 'option' (over the study's default), 'declared', or 'lead' (fastest over runner-up)
+    comparison: str  # how pages name it: 'torch.compile (default) over eager'
+    column: str  # the configuration field the comparison varies: variant, strategy
+    candidate: str  # the option's name (option_name: 'ort', 'ort · sorted', 'eager (jax process)')
+    baseline: str
+    candidate_value: str  # the compared column's values (the variant, the strategy) as the results rows hold them
+    baseline_value: str
+    workload: str  # the shape less the options, as a reader names it: 'resnet-50 fp32 batch 8 224px'
+    shape: str  # the full shape the row compares at (workload, and the options the comparison holds fixed)
+    model: str
+    dtype: str
+    batch_size: float
+    seq_len: float
+    image_size: float
+    strategy: str
+    backend: str
+    status: str  # 'ok', or why there is no speed-up (the failing side's status)
+    message: str
+    paired: bool
+    item: str  # what one item is: 'text', 'sequence', 'image'
+    items_per_call: float
+    call: str  # what one call is: 'call of 8 sequences', 'pass over 32 texts'
+    ms_per_call: float
+    ms_per_item: float
+    base_ms_per_call: float
+    base_ms_per_item: float
+    speedup: float
+    ci_low: float
+    ci_high: float
+    rerun_low: float  # 95% prediction interval of the speed-up a same-host re-run would measure
+    rerun_high: float
+    detectable: float  # the speed-up (or its inverse, a slow-down) this interval would call decided 80% of the time
+    se: float
+    df: float
+    p: float  # Benjamini–Hochberg adjusted over the study's table
+    decision: str  # faster / slower / equal / undecided; '' where nothing was measured
+    band: float
+    one_time_s: float  # preparation + first call − one steady call of the candidate
+    break_even: float  # calls after which the one-time cost is paid back (∞ where it saves nothing)
+    break_even_low: float
+    break_even_high: float
+    parity_ok: object  # True / False / None
+    max_abs_diff: float
+    label_agreement: float
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and np.isfinite(self.speedup)
+
+    @property
+    def pays_back(self) -> bool:
+        return self.decision == "faster" and np.isfinite(self.break_even)
+
+
+COLUMNS = [f.name for f in fields(Verdict)]
+
+
+@dataclass(frozen=True)
+class VerdictTable:
+    """A study's verdicts (one study run), with the band they were decided against."""
+
+    study: str
+    rows: tuple[Verdict, ...]
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([asdict(v) for v in self.rows], columns=COLUMNS)
+
+    def options(self) -> list[Verdict]:
+        """Every option over the default, per workload."""
+        return [v for v in self.rows if v.kind == "option"]
+
+    def lead(self, workload: str) -> Verdict | None:
+        """The workload's fastest full-precision option over its runner-up (None where the runner-up is the
+        default, or one option ran)."""
+        return next((v for v in self.rows if v.kind == "lead" and v.workload == workload), None)
+
+    def of(self, comparison: str) -> list[Verdict]:
+        return [v for v in self.rows if v.comparison == comparison]
+
+    def comparisons(self) -> list[str]:
+        return list(dict.fromkeys(v.comparison for v in self.rows))
+
+
+# --- what a call and an item are -----------------------------------------------------------------------------------
+
+
+def _present(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v)) and v is not pd.NA and v != ""
+
+
+def items_of(row) -> tuple[float, str, str]:
+    """(items per call, the item's name, what a call is) for a results row: a data-set study's call is a pass over
+    its texts; a fixed-shape call holds `batch_size` sequences or images."""
+    texts = row.get("n_texts") if hasattr(row, "get") else None
+    batch = row.get("batch_size")
+    if _present(texts) and float(texts) > 0:
+        n = float(texts)
+        return n, "text", f"pass over {n:,.0f} texts"
+    n = float(batch) if _present(batch) else 1.0
+    item = "image" if _present(row.get("image_size")) else "sequence"
+    return n, item, f"call of {n:,.0f} {item}{'s' if n != 1 else ''}"
+
+
+def option_name(row, options: tuple[str, ...]) -> str:
+    """An option as pages name it: 'ort-int8', 'eager · sorted', 'keras-jax-jit', and in a study whose options
+    include the process's Keras backend, 'eager (jax process)' for a native model measured in that process."""
+    parts = [str(row[options[0]])]
+    parts += [str(row[o]) for o in options[1:] if o != "backend" and o in row and _present(row[o])]
+    name = " · ".join(parts)
+    backend = row.get("backend") if "backend" in options else None
+    if _present(backend) and str(backend) not in name:
+        name += f" ({backend} process)"
+    return name
+
+
+def workload_columns(df: pd.DataFrame, options: tuple[str, ...]) -> list[str]:
+    """The shape columns that tell a study's workloads apart (its shape less its options)."""
+    return speedups.shape_columns(df, without=(*options, "data", "task"))
+
+
+def workload_label(row, columns: Iterable[str]) -> str:
+    return speedups.shape_label(row, columns) or "the one workload run"
+
+
+# --- computing -------------------------------------------------------------------------------------------------------
+
+
+def _f(v) -> float:
+    try:
+        return float(v) if _present(v) else float("nan")
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _s(v) -> str:
+    return str(v) if _present(v) else ""
+
+
+def _keys(rec: dict, column: str, baseline: str, fixed: Iterable[str]) -> tuple[tuple, tuple]:
+    """(candidate row's key, baseline row's key) of a pair-table record: its shape and variant, the baseline's with
+    the compared column and the fixed ones (baseline_where) set to the baseline's values."""
+    cand = {c: rec.get(c) for c in _KEY}
+    base = cand | {column: baseline} | {k: rec.get("baseline_" + k) for k in fixed}
+    return tuple(speedups._key(cand[c]) for c in _KEY), tuple(speedups._key(base[c]) for c in _KEY)
+
+
+_KEY = (*SHAPE, "variant")
+
+
+def _judged_pairs(df: pd.DataFrame, options: tuple[str, ...], default: dict,
+                  declared: list[Comparison]) -> list[dict]:
+    """Every option over the default at its workload, then each declared comparison not already among them, as
+    pair-table records with kind, comparison label and the two rows' keys; judged once as one family."""
+    primary = options[0]
+    fixed = {k: v for k, v in default.items() if k != primary}
+    labels = {(c.column, c.candidate, c.baseline): c.label for c in declared}
+    records: dict[tuple, dict] = {}
+    values = [v for v in dict.fromkeys(df[primary].dropna()) if not is_aa(v)]
+    if default.get(primary) in values:
+        t = speedups.pair_table(df, values, default[primary], column=primary, baseline_where=fixed or None)
+        for rec in t.to_dict("records"):
+            if all(speedups._key(rec.get(k)) == speedups._key(v) for k, v in default.items()):
+                continue  # the default itself
+            keys = _keys(rec, primary, default[primary], fixed)
+            plain = all(speedups._key(rec.get(k)) == speedups._key(v) for k, v in fixed.items())
+            label = labels.get((primary, rec[primary], default[primary])) if plain else None
+            records[keys] = rec | {"kind": "option", "column": primary, "comparison": label or ""}
+    for c in declared:
+        if c.column not in df or not ((df[c.column] == c.candidate).any() and (df[c.column] == c.baseline).any()):
+            continue
+        for rec in speedups.pair_table(df, c.candidate, c.baseline, column=c.column).to_dict("records"):
+            keys = _keys(rec, c.column, c.baseline, ())
+            if keys in records:
+                records[keys]["comparison"] = c.label
+            else:
+                records[keys] = rec | {"kind": "declared", "column": c.column, "comparison": c.label}
+    records |= _leads(df, options, default, records)
+    if not records:
+        return []
+    table = speedups.judge(pd.DataFrame(list(records.values())), speedups.EQUIVALENCE)
+    return [r | {"keys": k} for r, k in zip(table.to_dict("records"), records)]
+
+
+def _leads(df: pd.DataFrame, options: tuple[str, ...], default: dict, records: dict) -> dict:
+    """Per workload, the fastest full-precision option by median over the runner-up (kind 'lead'), where the
+    runner-up is not the default (then the lead is the option's own row): whether the fastest is told apart from the
+    next best. Options measured in different processes (study 05's backends) are compared unpaired."""
+    ok = df[(df.status == "ok") & ~df[options[0]].map(is_aa)] if "status" in df else df
+    ok = ok[~ok[options[0]].astype(str).str.contains("int8")]
+    work = workload_columns(ok, options)
+    out = {}
+    for _, g in ok.groupby(work, dropna=False, sort=False) if work else [(None, ok)]:
+        if len(g) < 2:
+            continue
+        g = g.assign(median_s=[speedups._median(r) for _, r in g.iterrows()]).sort_values("median_s")
+        top, second = g.iloc[0], g.iloc[1]
+        if all(speedups._key(second.get(k)) == speedups._key(v) for k, v in default.items()):
+            continue
+        keys = (tuple(speedups._key(top.get(c)) for c in _KEY), tuple(speedups._key(second.get(c)) for c in _KEY))
+        if keys in records:
+            continue
+        s = speedups.speedup(second, top)
+        one_time = _num(top.get("prepare_s")) + (_num(top.get("first_call_s")) or top.median_s) - top.median_s
+        n, n_lo, n_hi = speedups.break_even(one_time, second.median_s, s)
+        out[keys] = {**{c: top.get(c) for c in _KEY}, "candidate": top[options[0]], "baseline": second[options[0]],
+                     "status": "ok", "error": "", "speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high,
+                     "paired": s.paired, "se": s.se, "df": s.df, "median_s": top.median_s,
+                     "base_median_s": second.median_s, "one_time_s": one_time, "break_even": n,
+                     "break_even_low": n_lo, "break_even_high": n_hi,
+                     "detectable": variance.detectable(s.se, s.df, speedups.EQUIVALENCE),
+                     **{k: top.get(k) for k in ("max_abs_diff", "parity_ok", "label_agreement")},
+                     "kind": "lead", "column": options[0], "comparison": ""}
+    return out
+
+
+def _num(v) -> float:
+    f = _f(v)
+    return 0.0 if math.isnan(f) else f
+
+
+def for_study(notebook: str, df: pd.DataFrame) -> VerdictTable:
+    """`compute` with the registered study's comparisons, options and default (core/study_registry)."""
+    from .study_registry import studies
+
+    study = studies()[notebook]
+    return compute(notebook, df, comparisons=study.comparisons, options=study.options, default=dict(study.default))
+
+
+def decision_at(vt: VerdictTable, candidate: str, baseline: str, row, *, column: str = "variant") -> str:
+    """The decision of `candidate` over `baseline` (values of `column`) at the shape of `row` (a results or pair-table
+    row), as the verdict table has it; '' where the table has no such verdict."""
+    want = {c: speedups._key(row.get(c) if hasattr(row, "get") else getattr(row, c, None)) for c in SHAPE_FIELDS
+            if c != column}
+    for v in vt:
+        if v.column == column and v.candidate_value == candidate and v.baseline_value == baseline and all(
+                speedups._key(_blank(getattr(v, c))) == want[c] for c in want if c not in ("data", "task")):
+            return v.decision
+    return ""
+
+
+def _blank(v):
+    return None if v == "" or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def compute(study_name: str, df: pd.DataFrame, *, comparisons: Iterable[Comparison] = (),
+            options: tuple[str, ...] = ("variant",), default: dict | None = None) -> VerdictTable:
+    """The study's verdict table from its results `df` (raw samples included; study 02's single-operation rows,
+    task 'op', have their own table and are left out)."""
+    default = dict(default or {"variant": "eager"})
+    df = df[df.task != "op"] if "task" in df else df
+    if not len(df) or options[0] not in df:
+        return VerdictTable(study_name, ())
+    records = _judged_pairs(df, options, default, list(comparisons))
+    rows_by_key = _rows_by_shape(df)
+    work = workload_columns(df, options)
+    ok = df[df.status == "ok"] if "status" in df else df
+    shown = [c for c in work if c == "model" or c in speedups.varying(ok, work)]
+    out = []
+    for r in records:
+        cand, base = (rows_by_key.get(k) for k in r["keys"])
+        out.append(_verdict(study_name, r, cand, base, options, shown))
+    return VerdictTable(study_name, tuple(out))
+
+
+def _rows_by_shape(df: pd.DataFrame) -> dict[tuple, dict]:
+    """Results rows by their key (shape and variant); an ok row wins over a failed one of the same key."""
+    out: dict[tuple, dict] = {}
+    for r in df.to_dict("records"):
+        key = tuple(speedups._key(r.get(c)) for c in _KEY)
+        if key not in out or (out[key].get("status") != "ok" and r.get("status") == "ok"):
+            out[key] = r
+    return out
+
+
+def _verdict(study: str, r: dict, cand: dict | None, base: dict | None, options, shown) -> Verdict:
+    row = cand or r
+    n, item, call = items_of(row)
+    name = option_name({**r, r["column"]: r["candidate"]}, options) if cand is None else option_name(cand, options)
+    base_name = option_name(base, options) if base is not None else str(r["baseline"])
+    ms, base_ms = _f(r.get("median_s")) * 1e3, _f(r.get("base_median_s")) * 1e3
+    if not np.isfinite(ms) and cand is not None and cand.get("status") == "ok":
+        ms = _f(cand.get("median_s")) * 1e3
+    ratio, se, dof = _f(r.get("speedup")), _f(r.get("se")), _f(r.get("df"))
+    lo, hi = variance.rerun_interval(ratio, se, dof)
+    word = _WORD.get(r.get("verdict") or "", "") if np.isfinite(ratio) else ""
+    full = speedups.shape_columns(pd.DataFrame([r]), without=("data", "task"))
+    parity = r.get("parity_ok")
+    return Verdict(
+        study=study, kind=r["kind"], candidate_value=_s(r.get("candidate")), baseline_value=_s(r.get("baseline")),
+        comparison=r["comparison"] or f"{name} over {base_name}" + (" (fastest over runner-up)" if r["kind"] == "lead"
+                                                                     else ""), column=r["column"], candidate=name,
+        baseline=base_name, workload=workload_label(row, shown),
+        shape=speedups.shape_label(r, [c for c in full if c != r["column"]]),
+        model=_s(row.get("model")), dtype=_s(row.get("dtype")), batch_size=_f(row.get("batch_size")),
+        seq_len=_f(row.get("seq_len")), image_size=_f(row.get("image_size")), strategy=_s(row.get("strategy")),
+        backend=_s(row.get("backend")), status=_s(r.get("status")) or "ok", message=_s(r.get("error")),
+        paired=bool(r.get("paired")) if np.isfinite(ratio) else False, item=item, items_per_call=n, call=call,
+        ms_per_call=ms, ms_per_item=ms / n, base_ms_per_call=base_ms, base_ms_per_item=base_ms / n,
+        speedup=ratio, ci_low=_f(r.get("ci_low")), ci_high=_f(r.get("ci_high")), rerun_low=lo, rerun_high=hi,
+        detectable=_f(r.get("detectable")), se=se, df=dof, p=_f(r.get("p")), decision=word,
+        band=speedups.EQUIVALENCE, one_time_s=_f(r.get("one_time_s")), break_even=_f(r.get("break_even")),
+        break_even_low=_f(r.get("break_even_low")), break_even_high=_f(r.get("break_even_high")),
+        parity_ok=None if parity is None or (isinstance(parity, float) and math.isnan(parity)) else bool(parity),
+        max_abs_diff=_f(r.get("max_abs_diff")), label_agreement=_f(r.get("label_agreement")))
+
+
+# --- saving and loading ----------------------------------------------------------------------------------------------
+
+
+def path_for(results_dir: Path, study: str) -> Path:
+    return Path(results_dir) / f"{study}{SUFFIX}"
+
+
+def save(table: VerdictTable, results_dir: Path) -> Path:
+    """Write the table atomically as results/<study>.verdicts.csv."""
+    return write_text_atomic(path_for(results_dir, table.study), table.frame().to_csv(index=False))
+
+
+_BOOL = {"True": True, "False": False, "true": True, "false": False}
+
+
+def _cell(name: str, v):
+    kind = Verdict.__dataclass_fields__[name].type
+    if kind == "float":
+        return _f(v)
+    if kind == "bool":
+        return _BOOL.get(str(v), bool(v) if _present(v) else False)
+    if name == "parity_ok":
+        return _BOOL.get(str(v)) if _present(v) else None
+    return _s(v)
+
+
+def load(path: Path) -> VerdictTable:
+    """A saved verdict table (`save`); an empty one where the file is missing."""
+    path = Path(path)
+    study = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
+    if not path.exists():
+        return VerdictTable(study, ())
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    rows = tuple(Verdict(**{c: _cell(c, rec.get(c, "")) for c in COLUMNS}) for rec in frame.to_dict("records"))
+    return VerdictTable(study, rows)

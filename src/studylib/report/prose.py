@@ -1,0 +1,206 @@
+"""The Answer a study page gives under its decision table, in words: at most ANSWER_WORDS words of plain prose
+(what to use where, where it does not pay off, the one-time cost and the calls that pay it back, one sentence on
+ties), the index's one-line headline of a study, and the findings' verdict lines. Every sentence is built from a
+VerdictTable (core/verdicts.py), through the picks and numbers of decisions.py."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import numpy as np
+
+from ..core import speedups, verdicts
+from ..core.verdicts import Verdict, VerdictTable
+from .decisions import MIN_COST_S, calls, pick, quantized, seconds
+
+ANSWER_WORDS = 120
+
+
+def _where(rows: list[Verdict], among: list[str]) -> str:
+    """The workloads of `rows`, as few words as the reader needs: 'every workload', 'resnet-50 (3 shapes)', a list."""
+    wl = list(dict.fromkeys(v.workload for v in rows))
+    if len(among) > 1 and set(wl) == set(among):
+        return "every workload"
+    if len(among) == 1:
+        return wl[0]
+    models = list(dict.fromkeys(v.model for v in rows))
+    parts = []
+    for m in models:
+        mine = [w for w in wl if any(v.workload == w and v.model == m for v in rows)]
+        all_of_model = [w for w in among if w.startswith(m + " ") or w == m]
+        if len(all_of_model) > 1 and set(mine) == set(all_of_model):
+            parts.append(f"{m} (all {len(mine)} shapes)")
+        else:
+            parts += mine
+    return ", ".join(parts) if len(parts) <= 3 else f"{len(wl)} of {len(among)} workloads"
+
+
+def _range(rows: list[Verdict]) -> str:
+    lo, hi = min(v.speedup for v in rows), max(v.speedup for v in rows)
+    return f"{lo:.2f}×" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}×"
+
+
+def _cost(rows: list[Verdict]) -> str:
+    paid = [v for v in rows if v.pays_back and v.one_time_s >= MIN_COST_S]
+    if not paid:
+        return ""
+    c_lo, c_hi = min(v.one_time_s for v in paid), max(v.one_time_s for v in paid)
+    n_lo, n_hi = min(v.break_even for v in paid), max(v.break_even for v in paid)
+    cost = seconds(c_lo) if seconds(c_lo) == seconds(c_hi) else f"{seconds(c_lo)}–{seconds(c_hi)}"
+    n = calls(n_lo) if n_lo == n_hi else f"{calls(n_lo)}–{calls(n_hi)}"
+    return f"one-time {cost}, paid back after {n} call{'s' if n != '1' else ''}"
+
+
+_PHRASE = {"faster": "faster", "equal": "no gain", "slower": "slower", "undecided": "undecided"}
+
+
+def _sentence(name: str, rows: list[Verdict], among: list[str]) -> tuple[float, str]:
+    """(rank key, sentence) for one option or declared comparison."""
+    ok = [v for v in rows if v.ok]
+    if not ok:
+        return -1.0, ""
+    tag = " (int8: changes outputs)" if quantized(name) else ""
+    faster = [v for v in ok if v.decision == "faster"]
+    rest = []
+    for word in ("equal", "slower", "undecided"):
+        sel = [v for v in ok if v.decision == word]
+        if sel:
+            rest.append(f"{_PHRASE[word]} at {_where(sel, among)}" + (f" ({_range(sel)})" if word == "slower" else ""))
+    base = ok[0].baseline if len({v.baseline for v in ok}) == 1 else "its baseline"
+    if faster:
+        cost = _cost(faster)
+        s = (f"{name}{tag} pays off at {_where(faster, among)}: {_range(faster)} faster than {base}"
+             + (f", {cost}" if cost else "") + ("; " + "; ".join(rest) if rest else "") + ".")
+        return max(v.speedup for v in faster), s
+    return 0.0, f"{name}{tag}: " + "; ".join(rest) + "."
+
+
+def _merged(sentences: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    """Options that did not pay off anywhere and say the same thing are named together in one sentence."""
+    out: list[tuple[float, str]] = []
+    same: dict[str, list[str]] = {}
+    for rank, s in sentences:
+        if rank <= 0 and ": " in s:
+            name, body = s.split(": ", 1)
+            if body in same:
+                same[body].append(name)
+                continue
+            same[body] = [name]
+        out.append((rank, s))
+    merged = []
+    for rank, s in out:
+        if rank <= 0 and ": " in s and len(same.get(s.split(": ", 1)[1], [])) > 1:
+            body = s.split(": ", 1)[1]
+            s = ", ".join(same[body]) + ": " + body
+        merged.append((rank, s))
+    return merged
+
+
+def words(text: str) -> int:
+    return len(re.findall(r"\S+", re.sub(r"<[^>]+>", " ", text)))
+
+
+def answer_sentences(vt: VerdictTable) -> list[str]:
+    """The Answer: per option (faster ones first, by their largest speed-up) where it pays off and where it does
+    not, with its one-time cost and the calls that pay it back; then the declared comparisons between options;
+    then one sentence on what the verdicts can tell. At most ANSWER_WORDS words: what does not fit is in the table."""
+    opts = [v for v in vt.options()]
+    if not any(v.ok for v in vt):
+        return ["Nothing ran ok beside its baseline, so there is no answer yet: the table below gives each "
+                "configuration's status."]
+    ranked = []
+    for name in dict.fromkeys(v.candidate for v in opts):
+        rows = [v for v in opts if v.candidate == name]
+        ranked.append(_sentence(name, rows, list(dict.fromkeys(v.workload for v in rows))))
+    ranked = _merged(sorted(ranked, key=lambda t: -t[0]))
+    declared = [v for v in vt if v.kind == "declared"]
+    for label in dict.fromkeys(v.comparison for v in declared):
+        rows = [v for v in declared if v.comparison == label]
+        rank, s = _sentence(label, rows, list(dict.fromkeys(v.workload for v in rows)))
+        ranked.append((rank - 100.0, s.replace(f"{label} pays off at", f"{label}: faster at", 1)))
+    first = pick_sentence(vt)
+    out: list[str] = [first] if first else []
+    closing = _closing(vt)
+    budget = ANSWER_WORDS - words(closing) - 6
+    left_out = 0
+    for _, s in [r for r in ranked if r[1]]:
+        if words(" ".join([*out, s])) <= budget:
+            out.append(s)
+        else:
+            left_out += 1
+    if left_out:
+        out.append(f"{left_out} more: see the table.")
+    return [*out, closing]
+
+
+def _closing(vt: VerdictTable) -> str:
+    undecided = [v.detectable for v in vt if v.ok and v.decision == "undecided" and np.isfinite(v.detectable)]
+    band = f"±{(vt.rows[0].band if len(vt) else speedups.EQUIVALENCE) - 1:.0%}"
+    if undecided:
+        return (f"Ties are within {band}; undecided cells could not tell effects under "
+                f"{float(np.median(undecided)):.2f}×.")
+    return f"Ties are within {band}."
+
+
+def answer_html(vt: VerdictTable, machine: str, on_gpu: str = "") -> str:
+    """The Answer box: the sentences, the machine, and what a GPU would change."""
+    items = "".join(f"<li>{_inline(s)}</li>" for s in answer_sentences(vt))
+    gpu = f" On a GPU: {_inline(on_gpu)}" if on_gpu else ""
+    return (f'<div class="answer" style="border:2px solid #2b6cb0;border-radius:6px;padding:.6rem 1rem;'
+            f'margin:.5rem 0 1rem;background:#f4f8fc"><h2 style="margin-top:0">Answer</h2><ul>{items}</ul>'
+            f'<p style="color:#444;font-size:.9em">Measured on {html.escape(machine)}.{gpu}</p></div>')
+
+
+def _inline(text: str) -> str:
+    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(text, quote=False))
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+
+
+def pick_sentence(vt: VerdictTable) -> str:
+    """The Answer's first sentence: what to use, by workload ('Pick: ort at every workload.')."""
+    workloads = list(dict.fromkeys(v.workload for v in vt.options()))
+    picks: dict[str, list[tuple[str, Verdict | None]]] = {}
+    for w in workloads:
+        words_, top = pick(vt, w)
+        if words_:
+            key = "undecided: keep the default" if words_.startswith("undecided") else words_
+            picks.setdefault(key, []).append((w, top))
+    if not picks:
+        return ""
+    parts = []
+    for words_, chosen in picks.items():
+        wl = [w for w, _ in chosen]
+        tops = [t for _, t in chosen if t is not None]
+        where = ("every workload" if len(wl) == len(workloads) and len(wl) > 1 else
+                 wl[0] if len(wl) == 1 else f"{len(wl)} of {len(workloads)} workloads")
+        parts.append(f"{words_} at {where}" + (f" ({_range(tops)} over {tops[0].baseline})" if tops else ""))
+    return "Pick: " + "; ".join(parts) + "."
+
+
+def verdict_lines(vt: VerdictTable) -> list[str]:
+    """One line per comparison of the table (options over the default, declared ones): its decisions counted, with
+    the workloads where few, and the range of its speed-ups within each decision."""
+    lines = []
+    for label in vt.comparisons():
+        rows = [v for v in vt.of(label) if v.kind != "lead"]
+        ok = [v for v in rows if v.ok]
+        if not rows:
+            continue
+        if not ok:
+            lines.append(f"**{label}**: not measured ({rows[0].status}: {rows[0].message[:120]}).")
+            continue
+        among = list(dict.fromkeys(v.workload for v in rows))
+        parts = []
+        for word in verdicts.DECISIONS:
+            sel = [v for v in ok if v.decision == word]
+            if sel:
+                parts.append(f"{word} at {_where(sel, among)} ({_range(sel)})")
+        failed = len(rows) - len(ok)
+        lines.append(f"**{label}**: " + "; ".join(parts) + (f"; {failed} not measured" if failed else "") + ".")
+    return lines
+
+
+def first_sentence(vt: VerdictTable) -> str:
+    """The Answer's first sentence (the index's headline of a study)."""
+    return answer_sentences(vt)[0]

@@ -1,0 +1,148 @@
+"""The verdict table (core/verdicts.py) and what pages say from it (report/decisions.py, report/answer.py): one
+verdict per comparison, computed once, saved, and the only source of every page element that decides."""
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from studylib.core import paths, variance, verdicts
+from studylib.core.files import write_json_atomic
+from studylib.report import answer, decisions, prose, render, summary
+
+NB = "01_eager_vs_compiled"
+rng = np.random.default_rng(7)
+
+
+def _row(variant, model, batch, median, *, status="ok", prepare=0.0, first=None, image=False, rounds=40):
+    row = {"study": NB, "profile": "cpu", "model": model, "variant": variant, "dtype": "fp32", "batch_size": batch,
+           "seq_len": None if image else 128, "image_size": 224 if image else None, "device": "cpu", "threads": 2,
+           "task": "vision" if image else "text", "status": status, "error": "" if status == "ok" else "boom",
+           "config_key": f"{model}|{variant}|{batch}"}
+    if status != "ok":
+        return row
+    samples = list(median * rng.normal(1, 0.004, rounds))
+    return row | {"samples_s": samples, "sample_rep": [0] * rounds, "sample_round": list(range(rounds)),
+                  "group_id": f"{model}|{batch}", "median_s": float(np.median(samples)),
+                  "first_call_s": first or median, "prepare_s": prepare, "max_abs_diff": 0.0, "parity_ok": True}
+
+
+@pytest.fixture
+def results():
+    """Study 01's shape of results: compile-default faster on the image model, equal on the text model, a failed
+    channels-last row, an A/A copy."""
+    return pd.DataFrame([
+        _row("eager", "bert-base", 1, 0.100), _row("eager-aa", "bert-base", 1, 0.100),
+        _row("compile-default", "bert-base", 1, 0.0995, prepare=0.1, first=7.0),
+        _row("eager", "resnet-50", 8, 0.200, image=True), _row("eager-aa", "resnet-50", 8, 0.200, image=True),
+        _row("compile-default", "resnet-50", 8, 0.140, prepare=0.2, first=12.0, image=True),
+        _row("eager-channels-last", "resnet-50", 8, 0.0, status="oom", image=True),
+    ])
+
+
+def test_every_option_is_judged_once_over_the_default_with_its_numbers(results):
+    vt = decisions.compute(NB, results)
+    opts = {(v.candidate, v.workload): v for v in vt.options()}
+    text = opts["compile-default", "bert-base batch 1 seq 128"]
+    image = opts["compile-default", "resnet-50 batch 8 224px"]
+    assert text.decision == "equal" and image.decision == "faster" and image.speedup == pytest.approx(1 / 0.7, rel=0.02)
+    assert image.comparison == "torch.compile (default) over eager" and image.baseline == "eager"
+    assert image.ms_per_call == pytest.approx(140, rel=0.02) and image.ms_per_item == pytest.approx(image.ms_per_call / 8)
+    assert image.item == "image" and image.call == "call of 8 images"
+    # one-time cost = preparation + first call - one steady call; the calls that pay it back
+    assert image.one_time_s == pytest.approx(0.2 + 12.0 - image.ms_per_call / 1e3, rel=1e-6)
+    assert image.break_even == np.ceil(image.one_time_s / (image.base_ms_per_call / 1e3 * (1 - 1 / image.speedup)))
+    assert image.rerun_low < image.ci_low < image.speedup < image.ci_high < image.rerun_high
+    failed = opts["eager-channels-last", "resnet-50 batch 8 224px"]
+    assert failed.status == "oom" and failed.decision == "" and "boom" in failed.message
+    assert not any("-aa" in v.candidate for v in vt)  # an A/A copy is never an option
+    # Benjamini–Hochberg once over the study's whole table: adjusted p never below the raw one
+    assert all(v.p >= 0 for v in vt if v.ok)
+
+
+def test_the_rerun_interval_is_wider_than_the_ci_by_about_root_two():
+    lo, hi = variance.rerun_interval(1.2, 0.01, 1e6)
+    assert np.log(hi / 1.2) == pytest.approx(1.96 * np.sqrt(2) * 0.01, rel=1e-3)
+    assert np.isnan(variance.rerun_interval(float("nan"), 0.01, 5)[0])
+
+
+def test_a_saved_table_reads_back_the_same(results, tmp_path):
+    vt = decisions.compute(NB, results)
+    back = verdicts.load(verdicts.save(vt, tmp_path))
+    assert len(back) == len(vt)
+    for a, b in zip(vt, back):
+        for field in verdicts.COLUMNS:
+            x, y = getattr(a, field), getattr(b, field)
+            if isinstance(x, float):
+                assert (np.isnan(x) and np.isnan(y)) or x == pytest.approx(y), field
+            else:
+                assert x == y, field
+    assert len(verdicts.load(tmp_path / "missing.verdicts.csv")) == 0
+
+
+def _page_elements(profile: str, df: pd.DataFrame) -> dict[str, str]:
+    """Every element that names a comparison, rendered from what is saved on disk."""
+    vt = verdicts.load(verdicts.path_for(paths.results_dir(profile), NB))
+    return {"top of the page": answer.top_html(NB, vt, df, "a test machine"),
+            "findings": "\n".join(prose.verdict_lines(vt)),
+            "how sure": answer.how_sure_html(vt, df),
+            "index headline": render._headline(profile, NB),
+            "index what to use": render._what_to_use(profile, {}),
+            "summary headline": summary.speedup_matrix(summary.headline_speedups([profile])).to_string()}
+
+
+def test_editing_one_saved_verdict_changes_every_page_element_that_names_it(results, outputs):
+    profile = "cpu"
+    saved = verdicts.save(decisions.compute(NB, results), paths.results_dir(profile))
+    write_json_atomic(paths.results_dir(profile) / "env.json", {})
+    before = _page_elements(profile, results)
+    for name, text in before.items():
+        assert re.search(r"1\.4\d×", text), name  # compile-default's 1.43× on resnet-50 is named everywhere
+        assert "0.50×" not in text, name
+
+    table = pd.read_csv(saved, dtype=str, keep_default_na=False)
+    row = (table.candidate == "compile-default") & table.workload.str.startswith("resnet-50") & (table.kind == "option")
+    assert row.sum() == 1
+    table.loc[row, ["speedup", "ci_low", "ci_high", "rerun_low", "rerun_high", "decision"]] = [
+        "0.5", "0.45", "0.55", "0.42", "0.58", "slower"]
+    table.to_csv(saved, index=False)
+
+    after = _page_elements(profile, results)
+    for name, text in after.items():
+        assert not re.search(r"1\.4\d×", text), name
+        assert "0.50×" in text or "slower" in text, name
+    assert "slower" in after["top of the page"] and "Pick: " in after["top of the page"]
+    assert "every option is slower" in after["index what to use"]
+    assert "slower" in after["summary headline"]
+
+
+def test_the_answer_is_short_and_never_names_a_winner_of_a_tie(results):
+    vt = decisions.compute(NB, results)
+    sentences = prose.answer_sentences(vt)
+    assert prose.words(" ".join(sentences)) <= prose.ANSWER_WORDS
+    assert sentences[0].startswith("Pick: ")
+    picks = decisions.what_to_use(vt, "01").set_index("workload").decision
+    assert picks["bert-base batch 1 seq 128"] == "tie: keep the default (eager)"
+    assert picks["resnet-50 batch 8 224px"] == "use compile-default (1.43× faster)"
+    assert "Ties are within ±5%" in sentences[-1]
+
+
+def test_a_quantized_option_stands_apart_and_a_lead_that_is_not_told_apart_names_both():
+    rows = [_row("eager", "m", 1, 0.10), _row("ort", "m", 1, 0.050), _row("ort-optimized", "m", 1, 0.0501),
+            _row("ort-int8", "m", 1, 0.02)]
+    vt = decisions.compute("03_onnx_batching", pd.DataFrame(rows))
+    [pick] = decisions.what_to_use(vt, "03").to_dict("records")
+    assert pick["decision"].startswith("use ort") and " or " in pick["decision"]  # ort vs ort-optimized: a tie
+    assert "int8" not in pick["decision"] and pick["quantized option (changes outputs)"].startswith("ort-int8: ")
+    lead = vt.lead(vt.options()[0].workload)
+    assert lead is not None and lead.decision in ("equal", "undecided") and lead.kind == "lead"
+
+
+def test_the_decision_table_has_a_cell_per_option_with_its_decision_and_latency(results):
+    t = decisions.decision_table(decisions.compute(NB, results))
+    assert list(t.columns[:2]) == ["workload", "eager (baseline)"]
+    cell = t.set_index("workload").loc["resnet-50 batch 8 224px", "compile-default"]
+    assert cell.startswith("faster: 1.4") and "/call" in cell and "/image" in cell
+    assert t.set_index("workload").loc["resnet-50 batch 8 224px", "eager-channels-last"].startswith("oom")
+    assert not t.isin(["nan", "None", "<NA>"]).any().any()
