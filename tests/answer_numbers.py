@@ -5,8 +5,9 @@ import re
 
 SPEEDUP_CI = re.compile(r"\d+\.\d\d× \(95% CI \d+\.\d\d–\d+\.\d\d\)")
 RATIO = re.compile(r"(?<![\d.–])(\d+\.\d\d)×")
-COST = re.compile(r"One-time cost ((?:\d+\.\d s at [^,(]+\(paid back after [^)]*\)(?:, )?)+)")
-SECONDS = re.compile(r"(\d+\.\d) s at ")
+RANGE = re.compile(r"(?<![\d.])(\d+\.\d\d)–(\d+\.\d\d)×")
+COST = re.compile(r"one-time ([^,;]+?), paid back after ([\d,]+)(?:–([\d,]+))? call")
+SECONDS = re.compile(r"\d+(?:\.\d)? m?s")
 
 
 def _text(fragment: str) -> str:
@@ -26,6 +27,7 @@ def answer_numbers_missing(page: str) -> tuple[list[str], int]:
     rest = re.sub(r"\s+", " ", rest)
     box = re.sub(r"\s+", " ", box)
     wanted = set(SPEEDUP_CI.findall(box)) | {f"{r}×" for r in RATIO.findall(box)}
-    for costs in COST.findall(box):
-        wanted |= {f" {s} " for s in SECONDS.findall(costs)}
+    wanted |= {f"{r}×" for pair in RANGE.findall(box) for r in pair}
+    for cost, low, high in COST.findall(box):
+        wanted |= set(SECONDS.findall(cost)) | {f"paid back after {n}" for n in (low, high) if n}
     return sorted(w for w in wanted if w not in rest), len(wanted)

@@ -207,7 +207,7 @@ def test_html_shows_figures_findings_and_claims(smoke):
     assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', html)) >= 2  # embedded: readable offline
     assert not re.search(r'<script[^>]+src="https?:', html)  # no CDN script to wait for offline
     assert re.search(r"<h2[^>]*>Findings", html)
-    assert f"compile-default</strong> vs eager over {shapes} configuration{'s' * (shapes != 1)}: faster in" in html
+    assert "<strong>torch.compile (default) over eager</strong>: " in html  # the verdict table's line
     assert "Parity with eager: largest max-abs difference" in html
     assert re.search(r"<strong>A/A control</strong> \(eager-aa, .*called different from eager in \d+ of "
                      rf"{shapes} shapes", html)
@@ -221,9 +221,16 @@ def test_html_shows_figures_findings_and_claims(smoke):
 def test_each_page_opens_with_its_answer_and_shows_no_code_or_parameters_cell(smoke, notebook):
     html = smoke.html(notebook)
     body = html.split("<body", 1)[1]
-    assert 'class="answer"' in body and body.index('class="answer"') < body.index("<table")
+    # the decision table first, the Answer under it, "How sure are we" (the statistics) at the end
+    assert body.index('class="decisions"') < body.index('class="answer"') < body.index("What ran")
     answer = body.split('class="answer"', 1)[1].split("</div>", 1)[0]
-    assert "95% CI" in answer and "A/A control" in answer and "On a GPU:" in answer
+    prose = answer.split("<ul>", 1)[1].split("</ul>", 1)[0]
+    assert "Pick: " in prose and "Ties are within ±5%" in prose and "On a GPU:" in answer
+    assert len(re.sub(r"<[^>]+>", " ", prose).split()) <= 150
+    sure = body[body.index("How sure are we"):]
+    assert "A/A control" in sure and "Benjamini–Hochberg" in sure and 'class="dataframe verdicts"' in sure
+    for bad in (">nan<", ">None<", "&lt;NA&gt;", ">NaN<", " 1 calls"):
+        assert bad not in body, bad
     # every code input is folded in a closed <details>; the parameters cells are not rendered at all
     assert body.count('class="jp-CodeMirrorEditor') == body.count('<details class="study-code">') > 0
     assert "<details class=\"study-code\" open" not in body
@@ -247,7 +254,7 @@ def test_index_links_the_notebook_with_status_and_environment(smoke):
     for notebook in NOTEBOOKS:
         assert f'href="{smoke.name}/html/{notebook}.html"' in index
     rows = re.findall(rf'<tr class="ok"><td><a href="{smoke.name}/html/.*?</tr>', index)
-    assert len(rows) == len(NOTEBOOKS) and all("<strong>" in r and "×" in r for r in rows)  # each study's headline
+    assert len(rows) == len(NOTEBOOKS) and all("Pick: " in r for r in rows)  # each study's headline: its pick
     assert "Machine:" in index
     assert index.count(">OK<") == len(NOTEBOOKS) + 1  # each notebook of the profile, and the summary
     assert "CPUs" in index and "torch" in index
@@ -346,6 +353,7 @@ def test_the_index_opens_with_what_to_use_on_this_machine(smoke):
     table = table[:table.index("</table>")]
     for study in ("01", "02", "03", "04", "05"):
         assert f"<td>{study}</td>" in table, study
+    assert "<th>decision</th>" in table and "% of" not in body
     assert "measured matmul GFLOP/s" in body and "says nothing about a GPU" in body
 
 
