@@ -39,16 +39,17 @@ def test_plain_output_is_one_line_per_phase_without_carriage_returns(fake_clock)
         clock.work()
         display.update(TWO, 3)
         display.cell(3, 9)  # moves the state, not the log
-        display.start(TWO, "notebook (replicate 2 of 2, analysis)")
+        display.start(TWO, "notebook (replicate 2 of 2)")
     lines = out.getvalue().splitlines()
     assert "\r" not in out.getvalue() and len(lines) == 2
     assert lines[0] == (f"[cpu] {TWO} (study 2 of 2) · early pass 1 of 1 · [................] 0/6 configurations × "
                         f"replicates measured · 0:00 elapsed, about 3 min left")
-    assert lines[1].startswith(f"[cpu] {TWO} (study 2 of 2) · notebook (replicate 2 of 2, analysis) · "
+    assert lines[1].startswith(f"[cpu] {TWO} (study 2 of 2) · notebook (replicate 2 of 2) · "
                                f"[########........] 3/6 configurations × replicates measured · 0:01 elapsed")
 
 
-def test_a_terminal_gets_one_line_redrawn_in_place(fake_clock):
+def test_a_terminal_gets_one_line_redrawn_in_place(fake_clock, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # the terminal's width: the whole line fits
     clock, out = fake_clock([90.0]), io.StringIO()
     work = {ONE: progress.StudyWork(total=4, estimate_s=60.0)}
     with progress.RunProgress("cpu", work, stream=out, terminal=True, clock=clock) as display:
@@ -62,6 +63,18 @@ def test_a_terminal_gets_one_line_redrawn_in_place(fake_clock):
     shown = [s for s in text.replace("\n", "\r").split("\r") if s.strip()]
     assert f"[cpu] {ONE} (study 1 of 1) · notebook, cell 5 of 20 · [########........] 2/4 configurations × " \
            "replicates measured · 0:01 elapsed, " in "".join(shown)
+
+
+def test_a_narrow_terminal_keeps_the_count_and_the_time_left(fake_clock):
+    clock = fake_clock([0.0], first=312.0)
+    work = {"03_onnx_batching": progress.StudyWork(total=72, estimate_s=600.0, done=48)}
+    display = progress.RunProgress("cpu", work, stream=io.StringIO(), terminal=False, clock=clock)
+    clock.work()
+    display.study, display.phase, display.detail = "03_onnx_batching", "notebook (replicate 3 of 3)", "cell 12 of 25"
+    assert len(display.line()) > 100
+    narrow = display.line(100)
+    assert len(narrow) == 100
+    assert narrow.startswith("03_onnx_batching (1/1) · 48/72 measured · 5:12 elapsed, about 3 min left · notebook")
 
 
 def _fake_run(monkeypatch, outputs, loaded):
@@ -113,6 +126,7 @@ def _fake_run(monkeypatch, outputs, loaded):
 
 @pytest.mark.parametrize("terminal", [False, True])
 def test_a_run_shows_every_phase_and_ends_with_a_line_per_study(outputs, monkeypatch, fake_clock, terminal):
+    monkeypatch.setenv("COLUMNS", "400")  # a wide terminal: whole lines
     loaded = profiles.load(SMOKE)
     events = _fake_run(monkeypatch, outputs, loaded)
     out = io.StringIO()
@@ -121,14 +135,14 @@ def test_a_run_shows_every_phase_and_ends_with_a_line_per_study(outputs, monkeyp
     text = out.getvalue()
     n1, n2 = (len(study_registry.grid(loaded, nb)) for nb in (ONE, TWO))
     phases = [f"[smoke] {TWO} (study 2 of 2) · early pass 1 of 1 · [................] 0/{2 * n2} configurations",
-              f"[smoke] {ONE} (study 1 of 2) · notebook (replicate 1 of 1, analysis) · [................] 0/{n1} "
-              f"configurations", f"[smoke] {TWO} (study 2 of 2) · notebook (replicate 2 of 2, analysis) · "
+              f"[smoke] {ONE} (study 1 of 2) · notebook · [................] 0/{n1} "
+              f"configurations", f"[smoke] {TWO} (study 2 of 2) · notebook (replicate 2 of 2) · "
               f"[########........] {n2}/{2 * n2} configurations", "[smoke] 06_summary · notebook (across profiles)",
               f"[smoke] {ONE} (study 1 of 2) · render (page 1 of 2)",
               f"[smoke] {TWO} (study 2 of 2) · render (page 2 of 2)",
               "[smoke] 06_summary · render (the summary's page and the index)"]
     if terminal:  # a line redrawn in place; moved by the notebook's cells
-        assert "\r" in text and "notebook (replicate 2 of 2, analysis), cell 3 of 3" in text
+        assert "\r" in text and "notebook (replicate 2 of 2), cell 3 of 3" in text
         assert all(p in text for p in phases), text
     else:
         assert "\r" not in text

@@ -220,7 +220,7 @@ def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False
             failed = 0
             for nb in names:
                 k = loaded.measure_for(nb).replicates
-                phase = f"notebook (replicate {k} of {k}, analysis)" if work[nb].total else "notebook (analysis)"
+                phase = f"notebook (replicate {k} of {k})" if work[nb].total and k > 1 else "notebook"
                 with progress.watching(display, nb, phase, counters[nb]):
                     entry = execute(loaded, nb, force=force, display=display)
                 display.finish(nb)

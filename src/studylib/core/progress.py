@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 import time
@@ -77,6 +78,9 @@ def _bar_text(fraction: float, width: int = 16) -> str:
     return "[" + "#" * filled + "." * (width - filled) + "]"
 
 
+_NO_TRIM = 10_000  # tqdm's own trimming is off: _draw cuts the line to the terminal's width itself
+
+
 class RunProgress:
     """The run's one display: on a terminal one line redrawn in place (tqdm); elsewhere (CI, logs) one plain line per
     phase. `clock` is injectable so tests can check the lines with a fake one."""
@@ -124,21 +128,26 @@ class RunProgress:
     def elapsed_s(self) -> float:
         return self.clock() - self.t0
 
-    def line(self) -> str:
-        """The display's text now: study (n of m), phase, configurations done of total, elapsed, time left."""
-        parts = [f"[{self.profile}] {self.study}"]
+    def line(self, width: int | None = None) -> str:
+        """The display's text now: study (n of m), phase, configurations done of total, elapsed, time left. Past
+        `width` characters the bar and the longer words go first, so the time left stays on a narrow terminal."""
         names = list(self.work)
-        if self.study in self.work:
-            parts[0] += f" (study {names.index(self.study) + 1} of {len(names)})"
-        parts.append(self.phase + (f", {self.detail}" if self.detail else ""))
         w = self.work.get(self.study)  # type: ignore[arg-type]
-        if w is not None and w.total:
-            parts.append(f"{_bar_text(w.done / w.total)} {w.done}/{w.total} configurations × replicates measured")
-        elif w is not None:
-            parts.append("all configurations already measured")
+        count = ("" if w is None else f"{w.done}/{w.total} configurations × replicates measured" if w.total
+                 else "all configurations already measured")
         elapsed = self.elapsed_s()
-        parts.append(f"{_clock_text(elapsed)} elapsed, {_left_text(self.work, time_left_s(self.work, elapsed))}")
-        return " · ".join(parts)
+        when = f"{_clock_text(elapsed)} elapsed, {_left_text(self.work, time_left_s(self.work, elapsed))}"
+        which = f" (study {names.index(self.study) + 1} of {len(names)})" if w is not None else ""
+        phase = self.phase + (f", {self.detail}" if self.detail else "")
+        full = [f"[{self.profile}] {self.study}{which}", phase,
+                f"{_bar_text(w.done / w.total)} {count}" if w is not None and w.total else count, when]
+        text = " · ".join(p for p in full if p)
+        if width is None or len(text) <= width:
+            return text
+        short = count.replace(" configurations × replicates measured", " measured").replace(
+            "all configurations already measured", "all measured")
+        which = which.replace(" (study ", " (").replace(" of ", "/")
+        return " · ".join(p for p in [f"{self.study}{which}", short, when, phase] if p)[:width]
 
     def write(self, message: str) -> None:
         """A message that stays (a failure, a notebook's end), printed above the terminal's line."""
@@ -155,8 +164,12 @@ class RunProgress:
                 from tqdm import tqdm
 
                 # the text is ours (line()); tqdm redraws it in place and keeps write()'s messages above it
-                self._bar = tqdm(total=0, bar_format="{desc}", file=self.stream, leave=False, dynamic_ncols=True)
-            self._bar.set_description_str(self.line(), refresh=True)
+                self._bar = tqdm(total=0, bar_format="{desc}", file=self.stream, leave=False, ncols=_NO_TRIM,
+                                 nrows=_NO_TRIM)  # one line: tqdm need not ask the screen (a bare pty says 0)
+            # cut to the terminal's width (a wrapped line cannot be redrawn in place); a terminal that reports no
+            # width (a bare pty) gets the fallback
+            width = shutil.get_terminal_size((160, 24)).columns - 1
+            self._bar.set_description_str(self.line(width), refresh=True)
 
     def close(self) -> None:
         with self._lock:
