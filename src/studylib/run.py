@@ -4,6 +4,7 @@ Where a profile measures each group in k ≥ 2 replicate processes, the run firs
 0 … k-2 of every notebook it was asked for, pass by pass, each notebook's pass in a process of its own
 (study.measure_replicate); then each notebook runs, measures its last replicate and combines. A group's
 replicates so lie about a k-th of the whole run apart, not minutes (replicates.py says why).
+One display follows the whole run (progress.RunProgress), and it ends with a line per study (summary_lines).
 """
 
 from __future__ import annotations
