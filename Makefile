@@ -46,9 +46,7 @@ gpu-check: $(STAMP)  ## on a CUDA machine: which frameworks see the GPU, their C
 	$(PY) -m studylib.gpu_check --profile $(PROFILE)
 
 report: $(STAMP)  ## run every notebook of PROFILE (default cpu) and render HTML + outputs/index.html
-	@$(PY) -m studylib run --profile $(PROFILE) $(if $(NOTEBOOK),--notebook $(NOTEBOOK)) $(if $(FORCE),--force); \
-	rc=$$?; if [ $$rc -eq 2 ]; then exit 2; fi; \
-	$(PY) -m studylib report --profile $(PROFILE) || exit $$?; exit $$rc
+	$(PY) -m studylib run --report --profile $(PROFILE) $(if $(NOTEBOOK),--notebook $(NOTEBOOK)) $(if $(FORCE),--force)
 
 reference: $(STAMP)  ## from a clean commit: measure the cpu profile (~45 min) and publish it under reference/ (the committed report)
 	$(PY) -m studylib reference

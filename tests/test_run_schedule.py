@@ -2,7 +2,6 @@
 
 The measuring itself is replaced by recorders here; the smoke end-to-end test runs the real processes."""
 
-import contextlib
 import json
 import os
 import subprocess
@@ -22,15 +21,15 @@ def _recording(monkeypatch, fail: set[str] = frozenset()):
         events.append(("early", notebook, replicate, "--force" in cmd, os.environ.get(replicates.RUN_ID_VAR)))
         return subprocess.CompletedProcess(cmd, 1 if notebook in fail else 0)
 
-    def execute(loaded, notebook, *, force=False):
+    def execute(loaded, notebook, *, force=False, display=None):
         events.append(("notebook", notebook, force, os.environ.get(replicates.RUN_ID_VAR)))
         return {"notebook": notebook, "status": "ok", "duration_s": 1.0, "failed_cell": None, "error": None}
 
     monkeypatch.setattr(run.subprocess, "run", early)
     monkeypatch.setattr(run, "execute", execute)
     monkeypatch.setattr(run, "planned", lambda loaded, notebook, force=False: ([notebook], [notebook]))
-    monkeypatch.setattr(run, "_config_progress", lambda *a, **kw: contextlib.nullcontext())
-    monkeypatch.setattr(run, "run_summary", lambda: 0)
+    monkeypatch.setattr(run, "estimate_s", lambda loaded, notebook, configs: 60.0 * len(configs))
+    monkeypatch.setattr(run, "run_summary", lambda *a: 0)
     return events
 
 

@@ -18,19 +18,9 @@ from .measurement import profiles, schemas
 BUSY = 3  # exit status: another run holds the profile's lock (see runlock)
 
 
-# How much faster than the 2-core CPU the estimates are calibrated on a machine is guessed to be: CPU
-# compute scales sublinearly with threads; a data-centre GPU runs these models some 30x faster.
-GPU_SPEED = 30.0
-
-
-def machine_speed(device: str, threads: int) -> float:
-    return GPU_SPEED if device == "cuda" else max(1.0, (threads / 2) ** 0.7)
-
-
 def _plan(profile: str) -> int:
     from .machine.environment import detect_machine
-    from .run import planned, select_notebooks
-    from .studies import STUDIES
+    from .run import estimate_s, machine_speed, planned, select_notebooks
 
     loaded = profiles.load(profile)
     p = loaded.profile
@@ -45,10 +35,7 @@ def _plan(profile: str) -> int:
     total = whole = 0.0
     for nb in select_notebooks(loaded, None):
         configs, todo = planned(loaded, nb)
-        measure = loaded.measure_for(nb).model_dump()
-        section = loaded.sections[nb]
-        est = sum(STUDIES[nb].estimate_s(c, section, measure, speed) for c in todo)
-        every = sum(STUDIES[nb].estimate_s(c, section, measure, speed) for c in configs)
+        est, every = estimate_s(loaded, nb, todo), estimate_s(loaded, nb, configs)
         total, whole = total + est, whole + every
         print(f"\n{nb}: {len(configs)} configurations (about {every / 60:.1f} min in all), "
               f"{len(configs) - len(todo)} already measured here with these settings, about {est / 60:.1f} min "
@@ -101,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--profile", default="cpu")
     run.add_argument("--notebook", action="append", help="only this notebook (repeatable)")
     run.add_argument("--force", action="store_true", help="re-measure configurations already measured")
+    run.add_argument("--report", action="store_true", help="then render the pages and the index (make report)")
     rep = sub.add_parser("report", help="render executed notebooks to HTML and write outputs/index.html")
     rep.add_argument("--profile", default="cpu")
     plan = sub.add_parser("plan", help="list the configurations a run would measure, with a time estimate")
@@ -118,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             from .run import run as run_notebooks
 
-            return run_notebooks(args.profile, args.notebook, force=args.force)
+            return run_notebooks(args.profile, args.notebook, force=args.force, render=args.report)
         if args.command == "report":
             from .report.render import report
 

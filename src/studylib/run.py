@@ -4,6 +4,7 @@ Where a profile measures each group in k ≥ 2 replicate processes, the run firs
 0 … k-2 of every notebook it was asked for, pass by pass, each notebook's pass in a process of its own
 (study.measure_replicate); then each notebook runs, measures its last replicate and combines. A group's
 replicates so lie about a k-th of the whole run apart, not minutes (replicates.py says why).
+One display follows the whole run (progress.RunProgress), and it ends with a line per study (summary_lines).
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ import datetime as _dt
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .core import paths, study_registry
+from .core import paths, progress, study_registry
 from .core.files import read_json, write_json_atomic
+from .core.notebooks import execute as execute_file
 from .machine import runlock
 from .machine.threads import OMP_WAIT_POLICY
 from .measurement import profiles
@@ -70,6 +71,25 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     return configs, [c for c in configs if c.key in keys]
 
 
+# How much faster than the 2-core CPU the estimates are calibrated on a machine is guessed to be: CPU
+# compute scales sublinearly with threads; a data-centre GPU runs these models some 30x faster.
+GPU_SPEED = 30.0
+
+
+def machine_speed(device: str, threads: int) -> float:
+    return GPU_SPEED if device == "cuda" else max(1.0, (threads / 2) ** 0.7)
+
+
+def estimate_s(loaded: profiles.LoadedProfile, notebook: str, configs) -> float:
+    """Plan's model: the seconds a notebook's `configs` take to measure, all replicates (the study's estimate_s)."""
+    from .studies import STUDIES
+
+    p = loaded.profile
+    measure, section = loaded.measure_for(notebook).model_dump(), loaded.sections[notebook]
+    speed = machine_speed(p.device, p.threads)
+    return sum(STUDIES[notebook].estimate_s(c, section, measure, speed) for c in configs)
+
+
 def _rows_in(path) -> int:
     try:
         return path.read_bytes().count(b"\n")
@@ -77,43 +97,24 @@ def _rows_in(path) -> int:
         return 0
 
 
-@contextmanager
-def _config_progress(loaded: profiles.LoadedProfile, notebook: str, force: bool, what: str = "",
-                     pending: int | None = None):
-    """A terminal progress bar of configuration-replicates, advanced as replicates finish groups (part files)
-    and as combined rows land in the notebook's results table. `pending`: the configurations to measure,
-    where the caller has counted them (planned)."""
-    from tqdm import tqdm
-
+def _counter(loaded: profiles.LoadedProfile, notebook: str):
+    """A function: configuration-replicates of the notebook measured since now (part files of replicates not yet
+    combined, and combined rows as k each); parts left by an interrupted run count as measured."""
     from .measurement.replicates import pending_parts
 
     table = paths.results_dir(loaded.name) / f"{notebook}.jsonl"
     parts = paths.parts_dir(loaded.name, notebook)
-    k = loaded.measure_for(notebook).replicates
-    total = (len(planned(loaded, notebook, force=force)[1]) if pending is None else pending) * k
-    bar = tqdm(total=total, desc=f"  {notebook}{what} configurations × {k} replicates", unit="cfg", file=sys.stderr,
-               ascii=True, leave=False)
-    start, stop = _rows_in(table), threading.Event()
+    k, start = loaded.measure_for(notebook).replicates, _rows_in(table)
+    return lambda: k * (_rows_in(table) - start) + pending_parts(parts)
 
-    def done() -> int:
-        return k * (_rows_in(table) - start) + pending_parts(parts)
 
-    def watch():
-        ticks = 0
-        while not stop.wait(1.0):
-            n, ticks = min(total, done()), ticks + 1
-            if n != bar.n or ticks % 10 == 0:  # new rows at once; otherwise just keep the clock moving
-                bar.n = n
-                bar.refresh()
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        watcher.join()
-        bar.close()
+def _work(loaded: profiles.LoadedProfile, notebooks: list[str], force: bool) -> dict[str, progress.StudyWork]:
+    """Per notebook, what this run measures (configuration-replicates) and plan's estimate for it."""
+    work = {}
+    for nb in notebooks:
+        todo = planned(loaded, nb, force=force)[1]
+        work[nb] = progress.StudyWork(len(todo) * loaded.measure_for(nb).replicates, estimate_s(loaded, nb, todo))
+    return work
 
 
 def _measuring_environment(loaded: profiles.LoadedProfile) -> None:
@@ -123,36 +124,39 @@ def _measuring_environment(loaded: profiles.LoadedProfile) -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
 
 
-def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False) -> dict:
-    """Run one notebook through papermill; return its manifest entry (status, time, failing cell)."""
+def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False,
+            display: progress.RunProgress | None = None) -> dict:
+    """Run one notebook through papermill; return its manifest entry (status, time, failing cell). `display` is
+    told each cell as it starts."""
     params = profiles.notebook_parameters(loaded, notebook) | {"force": force}
     _measuring_environment(loaded)
-    with _config_progress(loaded, notebook, force):
-        return _papermill(notebook, paths.executed_dir(loaded.name), params)
+    return _papermill(notebook, paths.executed_dir(loaded.name), params, on_cell=display and display.cell)
 
 
-def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: list[str], *,
-                     force: bool = False) -> dict[str, float]:
+def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: list[str], *, force: bool = False,
+                     display: progress.RunProgress | None = None, counters: dict | None = None) -> dict[str, float]:
     """Measure replicates 0 … k-2 of every notebook, pass by pass, before any notebook runs; seconds per notebook.
 
     Each notebook's pass is a process of its own (`python -m studylib.study`, study.measure_replicate). One that
-    fails is reported and the run goes on: its notebook measures whatever replicate is still missing."""
+    fails is reported and the run goes on: its notebook measures whatever replicate is still missing. `display`
+    shows each pass, moved by `counters` (notebook -> configuration-replicates measured, `_counter`)."""
     _measuring_environment(loaded)
     k = {nb: loaded.measure_for(nb).replicates for nb in notebooks}
+    display = display or progress.RunProgress(loaded.name, _work(loaded, notebooks, force))
+    counters = counters or {nb: _counter(loaded, nb) for nb in notebooks}
     spent = dict.fromkeys(notebooks, 0.0)
     for r in range(max(k.values(), default=1) - 1):
         for nb in notebooks:
-            pending = len(planned(loaded, nb, force=force)[1]) if r < k[nb] - 1 else 0
-            if not pending:
+            if r >= k[nb] - 1 or not display.work[nb].total:
                 continue
             t0 = time.perf_counter()
-            with _config_progress(loaded, nb, force, f" (early pass: replicate {r + 1} of {k[nb]})", pending):
+            with progress.watching(display, nb, f"early pass {r + 1} of {k[nb] - 1}", counters[nb]):
                 rc = subprocess.run([sys.executable, "-m", "studylib.study", profile, nb, str(r)]
                                     + (["--force"] if force else [])).returncode
             spent[nb] += time.perf_counter() - t0
             if rc != 0:
-                print(f"{nb}: the early pass of replicate {r + 1} ended with exit code {rc}; the notebook measures "
-                      "what it left", file=sys.stderr)
+                display.write(f"{nb}: the early pass of replicate {r + 1} ended with exit code {rc}; the notebook "
+                              "measures what it left")
     return {nb: round(s, 1) for nb, s in spent.items() if s}
 
 
@@ -179,7 +183,7 @@ def _notebook_file(notebook: str):
     return STUDIES[notebook].notebook_path if notebook in STUDIES else paths.notebook_path(notebook)
 
 
-def _papermill(notebook: str, executed_dir, params: dict) -> dict:
+def _papermill(notebook: str, executed_dir, params: dict, on_cell=None) -> dict:
     """Execute the notebook into executed_dir with `params`; the manifest entry it ends with."""
     import papermill as pm
 
@@ -189,9 +193,7 @@ def _papermill(notebook: str, executed_dir, params: dict) -> dict:
              "status": "ok", "failed_cell": None, "error": None, "executed": str(out.relative_to(executed_dir.parent))}
     t0 = time.perf_counter()
     try:
-        source = _notebook_file(notebook)
-        pm.execute_notebook(str(source), str(out), parameters=params, kernel_name=kernel_name(),
-                            cwd=str(source.parent), progress_bar=False, log_output=False)
+        execute_file(_notebook_file(notebook), out, params, kernel_name=kernel_name(), on_cell=on_cell)
     except pm.PapermillExecutionError as e:
         entry.update(status="failed", failed_cell=e.exec_count, error=f"{e.ename}: {e.evalue}"[:500])
     except Exception as e:  # the kernel died, the notebook is unreadable, ...
@@ -200,42 +202,107 @@ def _papermill(notebook: str, executed_dir, params: dict) -> dict:
     return entry
 
 
-def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False) -> int:
-    """Execute the notebooks; return 0 when all succeeded, 1 otherwise. Bad input raises ProfileError first."""
-    from tqdm import tqdm
-
+def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False, render: bool = False,
+        stream=None, terminal: bool | None = None, clock=None) -> int:
+    """Execute the notebooks (then, with `render`, write their pages and the index); 0 when all succeeded, 1
+    otherwise. Bad input raises ProfileError first. One display follows the run on `stream` (stderr): a line redrawn
+    in place on a terminal (`terminal`: detected), one line per phase elsewhere, its `clock` time.monotonic unless given;
+    a summary line per study at the end."""
     from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
 
     loaded = profiles.load(profile)
     names = select_notebooks(loaded, notebooks)
     with runlock.hold(loaded.name, f"studylib run --profile {loaded.name}"), _run_id():
-        early = early_replicates(profile, loaded, names, force=force)
-        manifest = read_json(paths.manifest_path(loaded.name), {}) or {}
-        failed = 0
-        for nb in tqdm(names, desc=f"notebooks [{loaded.name}]", unit="nb", file=sys.stderr, ascii=True):
-            entry = execute(loaded, nb, force=force)
-            if nb in early:  # the seconds its earlier replicates took, before the notebooks ran
-                entry["early_replicates_s"] = early[nb]
-            manifest[nb] = entry
-            write_json_atomic(paths.manifest_path(loaded.name), manifest)
-            if entry["status"] != "ok":
-                failed += 1
-                print(f"{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}", file=sys.stderr)
-            else:
-                earlier = f" (and {early[nb]:.0f} s in early passes)" if nb in early else ""
-                print(f"{nb}: ok in {entry['duration_s']:.0f} s{earlier}", file=sys.stderr)
-        failed += run_summary() != 0
+        counters = {nb: _counter(loaded, nb) for nb in names}
+        work = _work(loaded, names, force)
+        with progress.RunProgress(loaded.name, work, stream=stream, terminal=terminal, clock=clock) as display:
+            early = early_replicates(profile, loaded, names, force=force, display=display, counters=counters)
+            manifest = read_json(paths.manifest_path(loaded.name), {}) or {}
+            failed = 0
+            for nb in names:
+                k = loaded.measure_for(nb).replicates
+                phase = f"notebook (replicate {k} of {k})" if work[nb].total and k > 1 else "notebook"
+                with progress.watching(display, nb, phase, counters[nb]):
+                    entry = execute(loaded, nb, force=force, display=display)
+                display.finish(nb)
+                if nb in early:  # the seconds its earlier replicates took, before the notebooks ran
+                    entry["early_replicates_s"] = early[nb]
+                manifest[nb] = entry
+                write_json_atomic(paths.manifest_path(loaded.name), manifest)
+                if entry["status"] != "ok":
+                    failed += 1
+                    display.write(f"{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}")
+            display.start(paths.SUMMARY_NOTEBOOK, "notebook (across profiles)")
+            failed += run_summary(display.write, display.cell) != 0
+            if render:
+                failed += _render(loaded.name, display) != 0
+        for line in summary_lines(loaded, names, manifest):
+            print(line, file=stream if stream is not None else sys.stderr, flush=True)
     return 1 if failed else 0
 
 
-def run_summary() -> int:
-    """Execute the cross-hardware summary over every profile with results; 0 when it ran, 1 otherwise."""
+def _render(profile: str, display: progress.RunProgress) -> int:
+    """The render phase: each executed notebook's page, the summary's, the index; 0 when all were written."""
+    from .report import render
+
+    executed = sorted(paths.executed_dir(profile).glob("*.ipynb"))
+    try:
+        for i, nb in enumerate(executed, 1):
+            display.start(nb.stem, f"render (page {i} of {len(executed)})")
+            render.notebook_html(nb, paths.html_dir(profile) / f"{nb.stem}.html")
+        display.start(paths.SUMMARY_NOTEBOOK, "render (the summary's page and the index)")
+        render.render_summary()
+        display.write(f"wrote {render.index()}")
+    except Exception as e:  # a page that cannot be written fails the run, after the notebooks have run
+        display.write(f"render: FAILED: {type(e).__name__}: {e}"[:500])
+        return 1
+    return 0
+
+
+def _shown(path) -> str:
+    """A path as a person would type it: relative to the working folder where it lies below it."""
+    try:
+        return str(path.relative_to(os.getcwd()))
+    except ValueError:
+        return str(path)
+
+
+def summary_lines(loaded: profiles.LoadedProfile, notebooks: list[str], manifest: dict) -> list[str]:
+    """One line per study: its configurations ok / skipped / failed (the newest row of each), the minutes it took
+    (early passes included) and where its page is (or its executed notebook, before `studylib report`)."""
+    from .core.results import ResultsTable
+
+    lines = []
+    for nb in notebooks:
+        keys = [c.key for c in study_registry.grid(loaded, nb)]
+        latest = ResultsTable(paths.results_dir(loaded.name) / f"{nb}.jsonl").latest()
+        status = [latest[k]["status"] for k in keys if k in latest]
+        counts = [f"{status.count('ok')} ok", f"{status.count('skipped')} skipped",
+                  f"{len(status) - status.count('ok') - status.count('skipped')} failed"]
+        if len(status) < len(keys):
+            counts.append(f"{len(keys) - len(status)} not measured")
+        entry = manifest.get(nb, {})
+        minutes = ((entry.get("duration_s") or 0) + (entry.get("early_replicates_s") or 0)) / 60
+        page = paths.html_dir(loaded.name) / f"{nb}.html"
+        executed = paths.executed_dir(loaded.name) / f"{nb}.ipynb"
+        where = (f"page {_shown(page)}" if page.exists() and executed.exists()
+                 and page.stat().st_mtime >= executed.stat().st_mtime
+                 else f"executed {_shown(executed)} (`studylib report` writes its page, {_shown(page)})")
+        notebook = "" if entry.get("status", "ok") == "ok" else f" · notebook FAILED at cell {entry.get('failed_cell')}"
+        lines.append(f"{nb}: {len(keys)} configurations: {', '.join(counts)} · {minutes:.1f} min · {where}{notebook}")
+    return lines
+
+
+def run_summary(say=None, on_cell=None) -> int:
+    """Execute the cross-hardware summary over every profile with results; 0 when it ran, 1 otherwise. `say`
+    prints its outcome (stderr), `on_cell` is told each cell as it starts."""
     NOTEBOOK = paths.SUMMARY_NOTEBOOK  # noqa: N806 - the summary notebook's id
 
-    entry = _papermill(NOTEBOOK, paths.summary_dir() / "executed", {})
+    say = say or (lambda message: print(message, file=sys.stderr))
+    entry = _papermill(NOTEBOOK, paths.summary_dir() / "executed", {}, on_cell)
     write_json_atomic(paths.summary_dir() / "run.json", {NOTEBOOK: entry})
     if entry["status"] != "ok":
-        print(f"{NOTEBOOK}: FAILED at cell {entry['failed_cell']}: {entry['error']}", file=sys.stderr)
+        say(f"{NOTEBOOK}: FAILED at cell {entry['failed_cell']}: {entry['error']}")
         return 1
-    print(f"{NOTEBOOK}: ok in {entry['duration_s']:.0f} s", file=sys.stderr)
+    say(f"{NOTEBOOK}: ok in {entry['duration_s']:.0f} s")
     return 0
