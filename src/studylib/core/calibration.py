@@ -43,7 +43,7 @@ LIMITS = {
 }
 
 
-def _combined(se_a, df_a, se_b, df_b) -> tuple[np.ndarray, np.ndarray]:
+def combined(se_a, df_a, se_b, df_b) -> tuple[np.ndarray, np.ndarray]:
     """The SE of a difference of two independent estimates and its Satterthwaite degrees of freedom."""
     va, vb = np.asarray(se_a, dtype=float) ** 2, np.asarray(se_b, dtype=float) ** 2
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -70,7 +70,7 @@ def median_z(medians: pd.DataFrame, ref_rows: dict[str, dict], new_rows: dict[st
         return ([np.nan if s is None else float(s) for s, _ in got], [np.nan if f is None else float(f) for _, f in got])
 
     keys = list(zip(t.notebook, t.config_key))
-    se, df = _combined(*se_df(ref_rows, keys), *se_df(new_rows, keys))
+    se, df = combined(*se_df(ref_rows, keys), *se_df(new_rows, keys))
     t["d_log"] = d - shift
     t["z"] = z_of(t.d_log / se, df) if len(t) else []
     t.attrs["shift_log"] = shift
@@ -84,7 +84,7 @@ def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
     within ±tolerance (TOST: the difference's 90% CI, t at its degrees of freedom)."""
     t = pairs.copy()
     diff = np.log(t.new_ratio.astype(float)) - np.log(t.ref_ratio.astype(float))
-    se, df = _combined(t.ref_se, t.ref_df, t.new_se, t.new_df)
+    se, df = combined(t.ref_se, t.ref_df, t.new_se, t.new_df)
     t["d_log"], t["se_log"], t["df"] = diff, se, df
     t["z"] = z_of(diff / se, df)
     t["new_in_ref_ci"] = (t.ref_ci_low <= t.new_ratio) & (t.new_ratio <= t.ref_ci_high)
