@@ -18,6 +18,7 @@ groups (processes starting, the notebook) as measured, its groups' untimed part 
 
     .venv/bin/python benchmarks/calibration_report.py reference/cpu
     .venv/bin/python benchmarks/calibration_report.py outputs/cpu
+    .venv/bin/python benchmarks/calibration_report.py reference/cpu --rounds 02=1.3 --rounds 03=1.4 --rounds 04=1.33
 """
 
 from __future__ import annotations
@@ -96,18 +97,29 @@ def study_seconds(folder: Path, notebook: str, rows: list[dict]) -> tuple[float,
     return whole, groups, timed
 
 
-def projection(folder: Path) -> str:
-    answers, compared, seconds, ks = [], [], [], []
+def _rounds(m: float | dict[str, float], notebook: str) -> float:
+    """A design's rounds factor for one study: `m` itself, or the entry of `m` whose key starts its name (else 1)."""
+    if not isinstance(m, dict):
+        return m
+    return next((v for key, v in m.items() if notebook.startswith(key)), 1.0)
+
+
+def projection(folder: Path, per_study: dict[str, float] | None = None) -> str:
+    """The projected designs as a table; `per_study`: rounds factors by study (a prefix of its name, e.g. "03"),
+    projected with the run's processes and with five."""
+    by_study: dict[str, tuple] = {}
+    ks = []
     for notebook in studies():
         path = folder / "results" / f"{notebook}.jsonl"
         if not path.exists():
             continue
         rows = ResultsTable(path).rows()
         df = pd.DataFrame(rows)
-        answers += answer_parts(df[df.task != "op"] if "task" in df else df, notebook)
-        compared += compared_parts(rows, notebook)
-        seconds.append(study_seconds(folder, notebook, rows))
+        by_study[notebook] = (answer_parts(df[df.task != "op"] if "task" in df else df, notebook),
+                              compared_parts(rows, notebook), study_seconds(folder, notebook, rows))
         ks += [int(r["replicates"]) for r in rows if r.get("status") == "ok" and r.get("replicates")]
+    answers = [p for a, _, _ in by_study.values() for p in a]
+    seconds = [s for *_, s in by_study.values()]
     if not answers or not ks:
         return "no paired speed-ups to project"
     k0 = max(set(ks), key=ks.count)
@@ -118,19 +130,38 @@ def projection(folder: Path) -> str:
              f"timed rounds",
              f"{'processes':>9} {'rounds ×':>8} {'report min':>10} {'Answers: median CI half-width %':>32} "
              f"{'reproduced within ±10% (expected)':>34}"]
-    for k, m in DESIGNS:
-        se, df = design.projected(answers, k, m)
+    designs: list[tuple[int, float | dict]] = list(DESIGNS)
+    if per_study:
+        designs += [(k0, per_study), (5, per_study)]
+    for k, m in designs:
+        se, df, compared = [], [], []
+        for notebook, (a, c, _) in by_study.items():
+            got = design.projected(a, k, _rounds(m, notebook))
+            se, df = np.concatenate([se, got[0]]), np.concatenate([df, got[1]])
+            compared.append((len(c), design.rerun_reproduced(c, k, _rounds(m, notebook)) if c else 0.0))
         hw = 100 * np.median(np.expm1(_st.t.ppf(0.975, np.maximum(df, 1.0)) * se))
-        expected = design.rerun_reproduced(compared, k, m)
-        minutes = sum(w - g + (g - t) * k / k0 + t * m * k / k0 for w, g, t in seconds) / 60
-        lines.append(f"{k:9d} {m:8.1f} {minutes:10.0f} {hw:32.1f} {100 * expected:33.0f}%")
+        expected = sum(n * e for n, e in compared) / max(sum(n for n, _ in compared), 1)
+        minutes = sum(w - g + (g - t) * k / k0 + t * _rounds(m, nb) * k / k0
+                      for nb, (*_, (w, g, t)) in by_study.items()) / 60
+        label = f"{m:8.1f}" if not isinstance(m, dict) else f"{'per study':>8}"
+        lines.append(f"{k:9d} {label} {minutes:10.0f} {hw:32.1f} {100 * expected:33.0f}%")
+    if per_study:
+        lines.append("per study: " + ", ".join(f"{nb} × {_rounds(per_study, nb):g}" for nb in by_study))
     return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="a profile's outputs folder, e.g. reference/cpu")
-    folder = parser.parse_args().folder
+    parser.add_argument("--rounds", action="append", default=[], metavar="STUDY=M",
+                        help="project a design with M times the rounds in STUDY (a prefix of its name, e.g. 03=1.4), "
+                             "1 elsewhere (repeatable)")
+    args = parser.parse_args()
+    folder = args.folder
+    try:
+        per_study = {key: float(value) for key, value in (r.split("=", 1) for r in args.rounds)}
+    except ValueError:
+        parser.error("--rounds: give STUDY=M, e.g. 03=1.4")
     lines, all_aa, all_hw = [], [], []
     for notebook in studies():
         df = study_rows(folder, notebook)
@@ -150,7 +181,7 @@ def main() -> int:
         z2 = f"{cal.mean_z2:.2f} [{cal.z2_low:.2f}, {cal.z2_high:.2f}]"
         print(f"{name:28} {cal.n:9d} {fp:>22} {z2:>22} {len(hw):11d} {f'{q[1]:.1f} [{q[0]:.1f}, {q[2]:.1f}]':>36}")
     print()
-    print(projection(folder))
+    print(projection(folder, per_study or None))
     return 0
 
 

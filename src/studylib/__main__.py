@@ -62,6 +62,13 @@ def _plan(profile: str) -> int:
     print(f"\nestimated total: about {whole / 60:.0f} min for the whole profile, {total / 60:.0f} min for what is "
           f"not measured yet (compile and sampling budgets, model costs scaled "
           f"{speed:.1f}x from the 2-core CPU they were measured on; real times vary by machine)")
+    precise = f"{loaded.name}-precise"
+    if precise in paths.known_profiles():  # the same profile with more processes: its time by the same estimate
+        more = profiles.load(precise)
+        every = sum(STUDIES[nb].estimate_s(c, more.sections[nb], more.measure_for(nb).model_dump(), speed)
+                    for nb in select_notebooks(more, None) for c in planned(more, nb)[0])
+        print(f"more precise: PROFILE={precise} ({more.profile.measure.replicates} processes per group instead of "
+              f"{p.measure.replicates}), about {every / 60:.0f} min by the same estimate")
     return 0
 
 
