@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("ref", help="the reference: a results folder (reference/cpu/results) or a profile folder")
     comp.add_argument("new", help="the re-run: a results folder or a profile folder of the same profile")
     comp.add_argument("--check", action="store_true",
-                      help="exit 1 when the re-run is not consistent with the intervals (calibration.LIMITS)")
+                      help="exit 1 when the re-run disagrees with the intervals: mean z², |z| > 1.96, a reversed "
+                           "verdict, or the binomial tests of reproduction (calibration.LIMITS)")
     sub.add_parser("reference", help="measure the cpu profile from a clean commit and publish it under reference/")
     args = parser.parse_args(argv)
     try:
