@@ -1,8 +1,9 @@
 """`compare --check`: a re-run judged against the reference's intervals, on a simulated machine (no torch).
 
 Two runs of the same profile are drawn from one simulated machine: every group's variants share a drift per round,
-and each call has noise of its own. Honest intervals pass the check; the same runs with every interval shrunk to a
-quarter (samples pulled towards their median) fail it, and the command exits 1."""
+and each call has noise of its own. Honest intervals pass the check, narrow or wide; the same runs with every interval
+shrunk to a quarter (samples pulled towards their median) fail it, and so does a re-run in which one variant became 8%
+slower: the command exits 1."""
 
 import json
 
@@ -19,11 +20,13 @@ ROUNDS = 40
 TRUE = {"eager": 0.100, "compiled": 0.080, "fast": 0.050}
 
 
-def _run(rng, *, shrink: float = 1.0, groups: int = 40, noise: float = 0.02) -> list[dict]:
+def _run(rng, *, shrink: float = 1.0, groups: int = 40, noise: float = 0.02, change: dict | None = None) -> list[dict]:
+    """One run's rows; `change`: a variant's true time multiplied by this factor (a real change between runs)."""
     rows = []
     for g in range(groups):
         drift = np.exp(rng.normal(0, 0.05, ROUNDS))  # the machine's phase, common to a round
         for variant, t in TRUE.items():
+            t = t * (change or {}).get(variant, 1.0)
             x = t * (1 + g / 100) * drift * np.exp(rng.normal(0, noise, ROUNDS))
             med = float(np.median(x))
             x = med * (x / med) ** shrink
@@ -58,6 +61,8 @@ def test_an_honest_pair_passes_the_check(runs, capsys):
     s = c.summary
     assert 0.5 <= s["speedup_mean_z2"] <= 1.5 and s["speedup_share_z_over_1_96"] <= 0.10
     assert s["reversed"] == 0 and s["reproduced_share_of_decided"] >= 0.85
+    assert s["reproduced_below_expected_p"] > calibration.CHECK_ALPHA
+    assert s["not_reproduced_beyond_chance_p"] > calibration.CHECK_ALPHA
     assert c.failures() == []
     assert main(["compare", str(ref), str(new), "--check"]) == 0
     assert "check: every figure inside its limits" in capsys.readouterr().out
@@ -71,6 +76,68 @@ def test_intervals_shrunk_to_a_quarter_fail_the_check(runs, capsys):
     assert main(["compare", str(ref), str(new), "--check"]) == 1
     assert "OUTSIDE the limits" in capsys.readouterr().out
     assert main(["compare", str(ref), str(new)]) == 0  # without --check the figures are information
+
+
+def test_a_real_eight_percent_change_in_one_variant_fails_the_check(tmp_path, capsys):
+    """The re-run's "fast" variant is 8% slower in truth, the rest unchanged: two of each group's three comparisons
+    move by 8%, far beyond their stated standard errors (about 0.8% for a difference), and fewer are reproduced within
+    ±10% than the widths predict. No verdict reverses, so a check on reversals alone would pass it."""
+    rng = np.random.default_rng(7)
+    ref = _write(tmp_path / "ref", _run(rng))
+    new = _write(tmp_path / "new", _run(rng, change={"fast": 1.08}))
+    c = compare(ref, new).calibration
+    s = c.summary
+    assert s["reversed"] == 0
+    failed = {f.split(" ")[0] for f in c.failures()}
+    assert {"speedup_mean_z2", "speedup_share_z_over_1_96", "reproduced_below_expected_p"} <= failed, failed
+    assert s["reproduced_share_of_decided"] < s["reproduced_expected_of_decided"] - 0.1
+    assert main(["compare", str(ref), str(new), "--check"]) == 1
+    assert "OUTSIDE the limits" in capsys.readouterr().out
+
+
+def decided(t):
+    """speedup_z's rows as the reference's decided comparisons (one group per row: independent speed-ups)."""
+    return t.assign(ref_verdict="faster", notebook="n", group=[f"g{i}" for i in range(len(t))], a="x", b="y")
+
+
+def test_reproduced_below_what_the_widths_predict_fails_though_mean_z2_is_inside_its_limits():
+    """Differences 1.15 times as large as the intervals say: mean z² about 1.3, inside [0.5, 1.5], but over 1,000
+    independent comparisons the share reproduced within ±10% (about 87%) lies significantly below the 92% the widths
+    predict."""
+    rng = np.random.default_rng(5)
+    se, n = 0.02, 1000
+    new = 1.5 * np.exp(rng.normal(0, 1.15 * se * np.sqrt(2), n))
+    t = decided(calibration.speedup_z(pairs_of(np.full(n, 1.5), new, se, df=1e6)))
+    assert 0.5 < np.mean(t.z ** 2) < 1.5
+    got = calibration.binomial_tests(t)
+    assert got["effective"] == n
+    assert got["reproduced_below_expected_p"] < calibration.CHECK_ALPHA
+    assert got["not_reproduced_beyond_chance_p"] > calibration.CHECK_ALPHA
+    honest = decided(calibration.speedup_z(pairs_of(np.full(n, 1.5), 1.5 * np.exp(
+        rng.normal(0, se * np.sqrt(2), n)), se, df=1e6)))
+    assert calibration.binomial_tests(honest)["reproduced_below_expected_p"] > calibration.CHECK_ALPHA
+
+
+def test_not_reproduced_more_often_than_chance_fails():
+    """Calibrated intervals call a comparison not reproduced (its 90% CI wholly beyond ±10%) almost never when nothing
+    changed; three of 200 comparisons 30% apart are far beyond that chance."""
+    se = 0.02
+    new = np.full(200, 1.5)
+    new[:3] = 1.5 * 1.3
+    t = decided(calibration.speedup_z(pairs_of(np.full(200, 1.5), new, se)))
+    assert (t.reproduction == "not reproduced").sum() == 3 and t.not_reproduced_chance.max() < 1e-3
+    assert calibration.binomial_tests(t)["not_reproduced_beyond_chance_p"] < 1e-6
+    assert calibration.binomial_tests(t.iloc[3:])["not_reproduced_beyond_chance_p"] == 1.0
+
+
+def test_a_groups_comparisons_count_as_its_independent_speed_ups():
+    """Four variants in a group give six pairs but three independent speed-ups; a group of two gives one."""
+    import pandas as pd
+
+    four = [("g", a, b) for i, a in enumerate("wxyz") for b in "wxyz"[i + 1:]]
+    pairs = pd.DataFrame([*four, ("h", "p", "q")], columns=["group", "a", "b"]).assign(notebook="n")
+    assert calibration.effective_comparisons(pairs) == 3 + 1
+    assert calibration.effective_comparisons(pairs.drop(columns="group")) == 7  # no groups known: each counts
 
 
 def test_the_common_shift_is_removed_before_the_medians_z():
@@ -156,9 +223,11 @@ def test_compare_says_how_much_reproduction_the_intervals_widths_allow(tmp_path,
     observed share below it)."""
     rng = np.random.default_rng(11)
     ref, new = (_write(tmp_path / name, _run(rng, noise=0.10)) for name in ("ref", "new"))
-    s = compare(ref, new).calibration.summary
+    c = compare(ref, new).calibration
+    s = c.summary
     n = s["decided"]
     assert n >= 100 and 0.3 < s["reproduced_expected_of_decided"] < 0.8
     assert abs(s["reproduced_share_of_decided"] - s["reproduced_expected_of_decided"]) < 3 * np.sqrt(0.25 / n)
+    assert c.failures() == []  # the check tests agreement, not width: wide honest intervals pass it
     main(["compare", str(ref), str(new)])
     assert "expected from the intervals' widths alone" in capsys.readouterr().out

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import pickle
+import subprocess
 
 import pytest
 import torch
@@ -78,16 +79,39 @@ def test_the_settings_hash_is_what_measured_alike_means():
     assert plan.rounds(3)["budget_s"] == 3 * measuring.FAST["budget_s"] and "replicates" not in plan.rounds(3)
 
 
-@pytest.mark.parametrize("notebook", ["01_eager_vs_compiled", "03_onnx_batching"])
-def test_the_committed_reference_counts_as_measured_alike_under_todays_plan(notebook):
-    """The hash is computed as the reference's rows were: a resumed or compared run matches them."""
-    rows = [json.loads(line) for line in (paths.ROOT / "reference/cpu/results" / f"{notebook}.jsonl").open()]
-    prof, _ = profiles.check_parameters(notebook, profiles.notebook_parameters(profiles.load("cpu"), notebook))
-    plan = Plan(notebook, "cpu", {"fingerprint": "f"}, prof.measure, dict(prof.parity_tolerance), prof.seed,
+def _plan_of(loaded: profiles.LoadedProfile, notebook: str) -> Plan:
+    prof, _ = profiles.check_parameters(notebook, profiles.notebook_parameters(loaded, notebook))
+    return Plan(notebook, "cpu", {"fingerprint": "f"}, prof.measure, dict(prof.parity_tolerance), prof.seed,
                 prof.threads)
+
+
+def _reference_profile(tmp_path) -> profiles.LoadedProfile:
+    """The cpu profile as it was at the committed reference's commit (REFERENCE.json), from git."""
+    commit = json.loads((paths.ROOT / "reference" / "REFERENCE.json").read_text())["commit"]
+    got = subprocess.run(["git", "-C", str(paths.ROOT), "show", f"{commit}:params/cpu.yaml"], capture_output=True,
+                         text=True)
+    if got.returncode != 0:
+        pytest.skip(f"the reference's commit {commit[:12]} is not in this clone's history")
+    (tmp_path / "cpu.yaml").write_text(got.stdout)
+    return profiles.load(str(tmp_path / "cpu.yaml"))
+
+
+@pytest.mark.parametrize("notebook", ["01_eager_vs_compiled", "03_onnx_batching"])
+def test_the_committed_reference_counts_as_measured_alike_where_todays_settings_are_its_own(notebook, tmp_path):
+    """The hash is computed as the reference's rows were: the profile of the reference's commit gives their hashes
+    (a resumed or compared run matches them). Today's plan gives the same hash where today's settings for the
+    notebook are the reference's, and another where they changed (so a run re-measures them; `make reference`
+    then brings the reference to today's settings)."""
+    rows = [json.loads(line) for line in (paths.ROOT / "reference/cpu/results" / f"{notebook}.jsonl").open()]
+    then = _reference_profile(tmp_path)
+    now = profiles.load("cpu")
+    then_plan, now_plan = _plan_of(then, notebook), _plan_of(now, notebook)
+    same = then_plan.measure == now_plan.measure and then_plan.parity_tolerance == now_plan.parity_tolerance \
+        and then_plan.seed == now_plan.seed
     for row in rows[:20]:
         c = config.Config(**{f: row[f] for f in config.FIELDS})
-        assert plan.settings_hash(c) == row["settings_hash"], c.key
+        assert then_plan.settings_hash(c) == row["settings_hash"], c.key
+        assert (now_plan.settings_hash(c) == row["settings_hash"]) == same, c.key
 
 
 def test_a_replicate_process_receives_the_plan_whole(tmp_path):

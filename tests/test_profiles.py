@@ -218,3 +218,34 @@ def test_user_corpus_without_the_column_exits_2(corpus, expected, tmp_path, outp
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f"notebooks.{NB4}.corpus: {data_file}: {expected}" in r.stderr
     assert not outputs.exists()
+
+
+def test_a_profile_can_extend_another_and_override_its_measurement_settings(tmp_path, outputs):
+    """`extends: smoke` takes smoke's keys, this file's on top (mappings merged key by key): five processes, the rest
+    of smoke's measurement settings and sections as they are. cpu-precise is the cpu profile so, and `plan` of cpu
+    names it with its minutes."""
+    path = tmp_path / "smoke-precise.yaml"
+    path.write_text(yaml.safe_dump({"extends": "smoke", "description": "smoke, five processes",
+                                    "measure": {"replicates": 5}}))
+    p = profiles.notebook_parameters(profiles.load(str(path)), NB3)
+    assert p["profile"] == "smoke-precise" and p["measure"]["replicates"] == 5
+    assert p["measure"]["budget_s"] == _section(SMOKE, NB3)["measure"]["budget_s"]  # the section's own, kept
+    assert p["measure"]["target_ci_pct"] == SMOKE["measure"]["target_ci_pct"]
+    assert p["batch_sizes"] == _section(SMOKE, NB3)["batch_sizes"]
+    assert profiles.notebook_parameters(profiles.load(str(path)), NB)["measure"]["replicates"] == 1  # its section's
+    precise, cpu = profiles.load("cpu-precise"), profiles.load("cpu")
+    assert precise.profile.measure.replicates == 5 and cpu.profile.measure.replicates == 3
+    for nb in cpu.notebooks():  # every section as cpu's, sections' own measure settings kept but the processes
+        assert precise.measure_for(nb) == cpu.measure_for(nb).model_copy(update={"replicates": 5})
+    r = _cli("plan", "--profile", "cpu", outputs=outputs)
+    assert r.returncode == 0 and "more precise: PROFILE=cpu-precise (5 processes per group instead of 3)" in r.stdout
+
+
+@pytest.mark.parametrize("extends, says", [("nothing-here", "extends: no such profile 'nothing-here'"),
+                                           ("auto", "extends: 'auto' must be a plain profile")])
+def test_a_profile_extending_a_missing_or_auto_profile_exits_2_with_one_line(tmp_path, outputs, extends, says):
+    path = tmp_path / "ext.yaml"
+    path.write_text(yaml.safe_dump({"extends": extends, "description": "x"}))
+    r = _cli("run", "--profile", str(path), outputs=outputs)
+    assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not outputs.exists()

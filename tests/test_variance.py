@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import stored_row
-from studylib.core import run_shift, timing, variance
+from studylib.core import calibration, design, run_shift, stats, timing, variance
 from studylib.core.results import ResultsTable
 
 TRUE = {"eager": 0.100, "eager-aa": 0.100, "fast": 0.070}  # per-call medians in the machine's average phase
@@ -21,11 +21,13 @@ RUN_SD, PHASE_SD, OWN_SD, ROUND_SD, NOISE_SD = 0.04, 0.05, 0.015, 0.03, 0.02
 
 
 def _run(rng, *, groups=30, replicates=3, rounds=8, run_sd=RUN_SD, shift: run_shift.RunShift | None = None,
-         own_sd=OWN_SD):
-    """One simulated run's rows; also returns the run's own phase (every median of it is shifted by exp(phase))."""
+         own_sd=OWN_SD, shared_sd=0.0):
+    """One simulated run's rows; also returns the run's own phase (every median of it is shifted by exp(phase)).
+    `shared_sd`: a phase per replicate common to every group (the groups of one replicate share its process)."""
     rows, whole = [], rng.normal(0, run_sd)
+    shared = rng.normal(0, shared_sd, replicates) if shared_sd else np.zeros(replicates)
     for g in range(groups):
-        phase = rng.normal(0, PHASE_SD, replicates)
+        phase = rng.normal(0, PHASE_SD, replicates) + shared
         own = {v: rng.normal(0, own_sd, replicates) for v in TRUE}
         drift = rng.normal(0, ROUND_SD, (replicates, rounds))
         for v, mu in TRUE.items():
@@ -106,7 +108,50 @@ def test_nothing_is_counted_twice_between_processes_is_estimated_beyond_sampling
     assert np.sqrt(settled.tau2) == pytest.approx(0.05 * np.sqrt(2), rel=0.3)  # both copies' own effects
     medians = variance.medians_between(_run(rng)[0])
     assert np.sqrt(medians.tau2) == pytest.approx(np.hypot(PHASE_SD, OWN_SD), rel=0.35)
-    assert medians.df == 30 * 2  # a group's rows share their processes: (k - 1) per group
+    # a group's rows share their processes: (k - 1) per group, nearly all of it where the groups' phases are their own
+    assert medians.common < 0.3 and 40 <= medians.df <= 30 * 2
+
+
+def test_groups_that_share_a_replicates_process_give_its_spread_fewer_degrees_of_freedom():
+    """A study's groups of one replicate run in one process: a phase common to them all is one draw per replicate,
+    so the medians' τ² rests on nearly k − 1 = 2 degrees of freedom, not 2 per group (variance.medians_between)."""
+    shared = variance.medians_between(_run(np.random.default_rng(2), shared_sd=0.10)[0])
+    assert shared.common > 0.4 and 2 <= shared.df <= 15
+    assert stats.common_share([{0: 0.1, 1: -0.1, 2: 0.0}] * 5) == pytest.approx(1.0)  # every group moves alike
+    assert stats.common_share([{0: 0.1, 1: -0.1, 2: 0.0}, {0: -0.1, 1: 0.1, 2: 0.0}]) == 0.0  # they cancel
+    assert stats.common_share([{0: 0.1, 1: -0.1}]) == 0.0  # one group: nothing to share
+
+
+def test_the_estimate_is_the_mean_of_the_replicate_medians_whose_variance_the_model_gives():
+    """Processes dominate (τ 5%, rounds' noise 0.5%): the mean of three replicate medians varies as Σ(v + τ²)/k² says
+    (mean z² 1); the median of all values pooled, the earlier estimate, would vary ~1.35 times as much."""
+    rng = np.random.default_rng(4)
+    reps = np.repeat(np.arange(3), 9)
+    z, z_pooled = [], []
+    for _ in range(3000):
+        values = np.repeat(rng.normal(0, 0.05, 3), 9) + rng.normal(0, 0.005, 27)
+        u = variance.unit_of(values, reps)
+        e = variance.estimate(u, variance.Between(0.05 ** 2, 10_000, 1))
+        z.append(e.value / e.se)
+        z_pooled.append(np.median(values) / e.se)
+    assert np.mean(np.square(z)) == pytest.approx(1.0, abs=0.08)
+    assert np.mean(np.square(z_pooled)) > 1.2
+
+
+def test_a_row_reports_the_estimate_its_interval_is_built_around():
+    """Three replicates with medians 1, 1 and 2 s: the row reports their geometric mean (2^(1/3) s), its interval
+    symmetric around it on the log scale, its rates rescaled; the median of all nine samples (1.05 s) is kept."""
+    xs = [0.9, 1.0, 1.1, 0.95, 1.0, 1.05, 1.9, 2.0, 2.1]
+    reps = [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    row = {"config_key": "a", "variant": "eager", "status": "ok", "group_id": "g", "samples_s": xs, "sample_rep": reps,
+           "sample_round": [0, 1, 2] * 3, "throughput_samples_s": 1 / 1.05, **timing.row_statistics(xs, reps)}
+    assert row["median_s"] == pytest.approx(1.05)
+    out = variance.with_reported_ci([row])[0]
+    assert out["median_s"] == pytest.approx(2 ** (1 / 3)) and out["median_pooled_s"] == pytest.approx(1.05)
+    assert np.sqrt(out["ci_low_s"] * out["ci_high_s"]) == pytest.approx(out["median_s"])
+    assert out["throughput_samples_s"] == pytest.approx(1 / 2 ** (1 / 3))
+    single = variance.with_reported_ci([dict(row, sample_rep=[0] * 9)])[0]  # one replicate: the stored median
+    assert single["median_s"] == pytest.approx(1.05) and single["throughput_samples_s"] == pytest.approx(1 / 1.05)
 
 
 def test_each_runtime_gets_its_own_between_process_spread_of_speed_ups():
@@ -259,9 +304,29 @@ def test_a_speedups_variance_parts_add_up_to_its_standard_error():
     rng = np.random.default_rng(6)
     rows = variance.with_reported_ci(_run(rng, own_sd=0.03)[0])
     for base, cand in ((rows[0], rows[1]), (rows[3], rows[5])):
-        v, tau2, k = variance.speedup_parts(base, cand)
+        p = design.speedup_parts(base, cand)
         e, paired, _ = variance.speedup_estimate(base, cand)
-        assert paired and k == 3 and v > 0 and tau2 > 0
-        assert e.se ** 2 == pytest.approx((v + tau2) / k)
+        assert paired and p.k == 3 and p.v > 0 and p.tau2 > 0
+        assert e.se ** 2 == pytest.approx((p.v + p.tau2) / p.k)
+        se, df = design.projected([p], 3, 1.0)  # the design measured: its own SE and degrees of freedom back
+        assert se[0] == pytest.approx(e.se) and df[0] == pytest.approx(e.df)
     other = dict(rows[1], group_id="another")  # not timed in the same rounds: no paired parts
-    assert variance.speedup_parts(rows[0], other) is None
+    assert design.speedup_parts(rows[0], other) is None
+
+
+def test_a_projected_design_scales_each_parts_degrees_of_freedom_and_a_rerun_doubles_them():
+    """Five processes instead of three: the rounds' part rests on 5/3 the values, τ²'s on 4 replicate differences
+    instead of 2 (the projection kept three processes' degrees of freedom before); a re-run's difference of two
+    speed-ups has √2 their SE at twice their degrees of freedom (one run's were used before)."""
+    p = design.Parts(v=0.02 ** 2, tau2=0.02 ** 2, k=3, df_within=21.0, tau_df=2.0)
+    se, df = design.projected([p], 5, 1.0)
+    within, between = (0.02 ** 2 / 5, 24 * 5 / 3 - 5), (0.02 ** 2 / 5, 4.0)
+    assert se[0] == pytest.approx(np.sqrt(within[0] + between[0]))
+    assert df[0] == pytest.approx(variance.satterthwaite([within, between])) and df[0] > 2 * 3.0
+    se2, df2 = design.projected([p], 3, 2.0)  # twice the rounds: the rounds' part halves, τ²'s df stays
+    assert se2[0] == pytest.approx(np.sqrt(0.02 ** 2 / 6 + 0.02 ** 2 / 3))
+    assert df2[0] == pytest.approx(variance.satterthwaite([(0.02 ** 2 / 6, 48 - 3), (0.02 ** 2 / 3, 2.0)]))
+    got = design.rerun_reproduced([p], 5, 1.0)
+    one_run = float(calibration.reproduction_probability(np.sqrt(2) * se, df)[0])
+    assert got == pytest.approx(float(calibration.reproduction_probability(np.sqrt(2) * se, 2 * df)[0]))
+    assert got > one_run  # twice the degrees of freedom: a narrower t, more comparisons shown to agree

@@ -49,6 +49,13 @@ def _plan(profile: str) -> int:
     print(f"\nestimated total: about {whole / 60:.0f} min for the whole profile, {total / 60:.0f} min for what is "
           f"not measured yet (compile and sampling budgets, model costs scaled "
           f"{speed:.1f}x from the 2-core CPU they were measured on; real times vary by machine)")
+    precise = f"{loaded.name}-precise"
+    if precise in paths.known_profiles():  # the same profile with more processes: its time by the same estimate
+        more = profiles.load(precise)
+        every = sum(STUDIES[nb].estimate_s(c, more.sections[nb], more.measure_for(nb).model_dump(), speed)
+                    for nb in select_notebooks(more, None) for c in planned(more, nb)[0])
+        print(f"more precise: PROFILE={precise} ({more.profile.measure.replicates} processes per group instead of "
+              f"{p.measure.replicates}), about {every / 60:.0f} min by the same estimate")
     return 0
 
 
@@ -99,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("ref", help="the reference: a results folder (reference/cpu/results) or a profile folder")
     comp.add_argument("new", help="the re-run: a results folder or a profile folder of the same profile")
     comp.add_argument("--check", action="store_true",
-                      help="exit 1 when the re-run is not consistent with the intervals (calibration.LIMITS)")
+                      help="exit 1 when the re-run disagrees with the intervals: mean z², |z| > 1.96, a reversed "
+                           "verdict, or the binomial tests of reproduction (calibration.LIMITS)")
     sub.add_parser("reference", help="measure the cpu profile from a clean commit and publish it under reference/")
     args = parser.parse_args(argv)
     try:

@@ -19,7 +19,13 @@ them are as large as the reported intervals say they may be, and fails where the
   too wide), the share with |z| > 1.96 (5% expected), the share of re-run speed-ups inside the reference's CI,
   and "same verdict" counted among the comparisons the reference decided.
 
-`check` holds the summaries to stated limits (LIMITS) and says which are outside; the command exits 1 then.
+`check` holds the summaries to stated limits (LIMITS) and says which are outside; the command exits 1 then. It tests
+agreement, not width: a calibrated pair passes however wide its intervals. Besides mean z², the share |z| > 1.96 and
+no reversed verdict, two one-sided binomial tests at CHECK_ALPHA over the decided comparisons: "not reproduced" no more
+often than chance (the rate calibrated intervals imply when nothing changed: not_reproduced_probability), and
+"reproduced" not significantly below the share the intervals' widths predict (reproduction_probability). A group of
+m variants gives up to m(m − 1)/2 comparisons but only m − 1 independent speed-ups, so both tests count
+effective_comparisons (Σ over groups of the fewer of its pairs and its rows − 1) and scale the counts to them.
 """
 
 from __future__ import annotations
@@ -34,16 +40,19 @@ Z = float(_st.norm.ppf(0.975))
 TOST_ALPHA = 0.05  # each of the two one-sided tests at 5%: the 90% CI of the difference
 TOLERANCE = 0.10  # two runs' speed-ups "agree" within ±10%: the difference of two speed-ups whose CIs are ±3–4%
 # wide has a CI of about ±5–6%, so a tighter tolerance could not be met by a calibrated run
-# What --check requires: (low, high) of each summary figure; None: no bound on that side.
+CHECK_ALPHA = 0.01  # the binomial tests' level: each fails a calibrated pair about once in a hundred
+# What --check requires: (low, high) of each summary figure; None: no bound on that side. The two p-values are the
+# binomial tests' (binomial_tests): reproduced not below expectation, not reproduced not above chance.
 LIMITS = {
     "speedup_mean_z2": (0.5, 1.5),
     "speedup_share_z_over_1_96": (None, 0.10),
     "reversed": (None, 0),
-    "reproduced_share_of_decided": (0.85, None),
+    "reproduced_below_expected_p": (CHECK_ALPHA, None),
+    "not_reproduced_beyond_chance_p": (CHECK_ALPHA, None),
 }
 
 
-def _combined(se_a, df_a, se_b, df_b) -> tuple[np.ndarray, np.ndarray]:
+def combined(se_a, df_a, se_b, df_b) -> tuple[np.ndarray, np.ndarray]:
     """The SE of a difference of two independent estimates and its Satterthwaite degrees of freedom."""
     va, vb = np.asarray(se_a, dtype=float) ** 2, np.asarray(se_b, dtype=float) ** 2
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -70,7 +79,7 @@ def median_z(medians: pd.DataFrame, ref_rows: dict[str, dict], new_rows: dict[st
         return ([np.nan if s is None else float(s) for s, _ in got], [np.nan if f is None else float(f) for _, f in got])
 
     keys = list(zip(t.notebook, t.config_key))
-    se, df = _combined(*se_df(ref_rows, keys), *se_df(new_rows, keys))
+    se, df = combined(*se_df(ref_rows, keys), *se_df(new_rows, keys))
     t["d_log"] = d - shift
     t["z"] = z_of(t.d_log / se, df) if len(t) else []
     t.attrs["shift_log"] = shift
@@ -84,7 +93,7 @@ def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
     within ±tolerance (TOST: the difference's 90% CI, t at its degrees of freedom)."""
     t = pairs.copy()
     diff = np.log(t.new_ratio.astype(float)) - np.log(t.ref_ratio.astype(float))
-    se, df = _combined(t.ref_se, t.ref_df, t.new_se, t.new_df)
+    se, df = combined(t.ref_se, t.ref_df, t.new_se, t.new_df)
     t["d_log"], t["se_log"], t["df"] = diff, se, df
     t["z"] = z_of(diff / se, df)
     t["new_in_ref_ci"] = (t.ref_ci_low <= t.new_ratio) & (t.new_ratio <= t.ref_ci_high)
@@ -94,6 +103,7 @@ def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
     t["reproduction"] = np.where((lo >= -edge) & (hi <= edge), "reproduced",
                                  np.where((lo > edge) | (hi < -edge), "not reproduced", "inconclusive"))
     t["reproduction_expected"] = reproduction_probability(se, df, tolerance)
+    t["not_reproduced_chance"] = not_reproduced_probability(se, df, tolerance)
     return t
 
 
@@ -111,6 +121,42 @@ def reproduction_probability(se, df, tolerance: float = TOLERANCE) -> np.ndarray
     with np.errstate(divide="ignore", invalid="ignore"):
         room = np.maximum(np.log1p(tolerance) - _tost_half(se, df), 0.0) / se
         return np.where(np.isfinite(room), 2 * _st.norm.cdf(room) - 1, np.nan)
+
+
+def not_reproduced_probability(se, df, tolerance: float = TOLERANCE) -> np.ndarray:
+    """The probability that a comparison is called not reproduced when nothing changed between the runs and the
+    intervals are calibrated: the difference d ~ N(0, se²) lies beyond ±tolerance by more than t·se."""
+    se = np.asarray(se, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beyond = (np.log1p(tolerance) + _tost_half(se, df)) / se
+        return np.where(np.isfinite(beyond), 2 * _st.norm.sf(beyond), np.nan)
+
+
+def effective_comparisons(pairs: pd.DataFrame) -> int:
+    """How many independent speed-ups `pairs` (compare_pairs' rows) rest on: per group, the fewer of its pairs and
+    its configurations − 1 (pairs without a group column count one each)."""
+    if not len(pairs) or not {"notebook", "group", "a", "b"} <= set(pairs.columns):
+        return len(pairs)
+    return int(sum(min(len(g), len(set(g.a) | set(g.b)) - 1) for _, g in pairs.groupby(["notebook", "group"])))
+
+
+def binomial_tests(decided: pd.DataFrame) -> dict:
+    """The two one-sided binomial tests of `decided` (speedup_z's rows the reference decided), the counts scaled to
+    effective_comparisons: the p-value of so few reproduced against the mean expected share, and of so many not
+    reproduced against the mean chance rate (a count above 0 never scaled below 1)."""
+    n = len(decided)
+    if not n:
+        return {"reproduced_below_expected_p": np.nan, "not_reproduced_beyond_chance_p": np.nan, "effective": 0}
+    n_eff = max(1, min(n, effective_comparisons(decided)))
+    scale = n_eff / n
+    reproduced = int(round(float((decided.reproduction == "reproduced").sum()) * scale))
+    bad = int((decided.reproduction == "not reproduced").sum())
+    bad_eff = int(np.ceil(bad * scale)) if bad else 0
+    expected = float(np.clip(np.nanmean(decided.reproduction_expected), 0.0, 1.0))
+    chance = float(np.clip(np.nanmean(decided.not_reproduced_chance), 0.0, 1.0))
+    return {"reproduced_below_expected_p": float(_st.binomtest(reproduced, n_eff, expected, "less").pvalue),
+            "not_reproduced_beyond_chance_p": float(_st.binomtest(bad_eff, n_eff, chance, "greater").pvalue),
+            "effective": n_eff}
 
 
 def mean_z2_ci(z: np.ndarray) -> tuple[float, float, float]:
@@ -163,11 +209,18 @@ def calibrate(medians: pd.DataFrame, pairs: pd.DataFrame, ref_rows: dict, new_ro
         "reversed": int((p.outcome == "reversed").sum()) if len(p) else 0,
         "reproduced_share_of_decided": float((decided.reproduction == "reproduced").mean()) if len(decided) else np.nan,
         "reproduced_expected_of_decided": float(decided.reproduction_expected.mean()) if len(decided) else np.nan,
+        "not_reproduced_of_decided": int((decided.reproduction == "not reproduced").sum()) if len(decided) else 0,
+        "not_reproduced_chance_of_decided": float(decided.not_reproduced_chance.mean()) if len(decided) else np.nan,
+        **{k if k != "effective" else "effective_decided": v for k, v in binomial_tests(decided).items()},
         "comparisons": len(p), "decided": len(decided), "tolerance": tolerance,
         **{f"reproduction_{k.replace(' ', '_')}": int((p.reproduction == k).sum())
            for k in ("reproduced", "not reproduced", "inconclusive")},
     }
     return Calibration(m, p, summary)
+
+
+def _p(p: float) -> str:
+    return "-" if p is None or np.isnan(p) else f"{p:.2g}"
 
 
 def format_calibration(c: Calibration, limits: dict = LIMITS) -> str:
@@ -193,6 +246,11 @@ def format_calibration(c: Calibration, limits: dict = LIMITS) -> str:
         f"the intervals' widths alone, had nothing changed); reversed {s['reversed']}; over all {s['comparisons']}: "
         f"reproduced {s['reproduction_reproduced']}, not reproduced {s['reproduction_not_reproduced']}, "
         f"inconclusive {s['reproduction_inconclusive']}",
+        f"  agreement (one-sided binomial tests over {s['effective_decided']} independent speed-ups of the "
+        f"{s['decided']} decided comparisons): reproduced below what the widths predict p = "
+        f"{_p(s['reproduced_below_expected_p'])}; not reproduced {s['not_reproduced_of_decided']} against "
+        f"{100 * s['not_reproduced_chance_of_decided']:.2g}% by chance, p = {_p(s['not_reproduced_beyond_chance_p'])} "
+        f"(either below {CHECK_ALPHA:g}: the runs disagree)",
     ]
     bad = c.failures(limits)
     lines.append("check: " + ("every figure inside its limits" if not bad else "OUTSIDE the limits: " + "; ".join(bad)))

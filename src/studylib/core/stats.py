@@ -184,3 +184,19 @@ def drift(samples, replicates=None) -> dict[str, float | bool]:
     worst = int(np.argmin(ps))
     p = min(1.0, ps[worst] * len(groups))
     return {"drift_tau": taus[worst], "drift_p": p, "drift_pct": float(changes[worst]), "drift": bool(p < DRIFT_P)}
+
+
+def common_share(deviations: list[dict]) -> float:
+    """ρ, the share of units' variance between replicates that is common to all units within one replicate: each
+    unit's deviations from its own mean by replicate id ({replicate: deviation}, at least two). The mean over units
+    of a replicate's deviations, D_r, varies by σ²_common + σ²_own/G over replicates; a unit's deviations by
+    σ²_common + σ²_own. 0 with fewer than two units or replicates."""
+    devs = [d for d in deviations if len(d) >= 2]
+    reps = sorted({rep for d in devs for rep in d}, key=str)
+    if len(devs) < 2 or len(reps) < 2:
+        return 0.0
+    g = len(devs)
+    total = float(np.mean([np.sum(np.square(list(d.values()))) / (len(d) - 1) for d in devs]))
+    common = np.array([np.mean([d[rep] for d in devs if rep in d]) for rep in reps])
+    shared = (float(np.sum(common ** 2)) / (len(reps) - 1) - total / g) / (1 - 1 / g)
+    return float(np.clip(shared / total, 0.0, 1.0)) if total > 0 else 0.0

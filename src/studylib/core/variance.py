@@ -3,26 +3,29 @@
 A group's configurations are timed in k replicate processes, one after another, each in interleaved rounds. For a
 row (its log samples) or a pair of rows of one group (the per-round log ratios), replicate r gives
 
-- y_r, the median of its values, and
+- y_r, the median of its values (the estimate is their mean), and
 - v_r = (π/2)·s²/n_r, that median's sampling variance from its own n_r rounds, s the unit's robust SD of values
   around their replicate's median (1.4826 × MAD, pooled over its replicates, corrected for the k medians fitted).
 
 Between processes y_r moves further, by τ² (the machine's phase while a process ran, memory placement, thread
-pinning): Var(y_r) = v_r + τ². For medians τ² is the DerSimonian–Laird estimate pooled over a table's rows, with
-degrees of freedom counted per group (a group's rows share their processes and the machine's phase); a row whose
-replicates disagree far beyond v + τ² (Cochran's Q, p < 0.001) is flagged `heterogeneous` and keeps its own. For
-speed-ups the machine's phase cancels and what is left is a property of the runtime and of what it computes (its
-allocator, threads, graph: a PyTorch batch-32 pass can move 10% between processes where ONNX Runtime's moves 1%, and
-a TorchScript copy of a single 12 MB gather 10% where its copy of BERT moves 1%), so τ² is pooled per runtime and
+pinning): Var(y_r) = v_r + τ². For medians τ² is the DerSimonian–Laird estimate pooled over a table's rows; its
+degrees of freedom are (k − 1) per group (a group's rows share their processes and the machine's phase) divided by
+the design effect 1 + (G − 1)ρ² of the G groups, ρ the share of the between-replicate variance the groups of one
+replicate have in common (they share its process and time window: k − 1 in all when ρ = 1). A row whose replicates
+disagree far beyond v + τ² (Cochran's Q, p < 0.001) is flagged `heterogeneous` and keeps its own. For speed-ups the
+machine's phase cancels and what is left is a property of the runtime and of what it computes (its allocator,
+threads, graph: a PyTorch batch-32 pass can move 10% between processes where ONNX Runtime's moves 1%, and a
+TorchScript copy of a single 12 MB gather 10% where its copy of BERT moves 1%), so τ² is pooled per runtime and
 task (a model, a single operation) over the table's shapes (the table's where a class has too few degrees of
 freedom). Each row's speed-ups are estimated against its shape's first row in the group (its anchor; an anchor
 against the group's first row), so a group that holds several shapes (study 03's batch sizes) does not charge one
 shape's unsteady baseline (eager at batch 1 moving 15% between processes) to every other shape's comparisons.
 Nothing is counted twice: v is what a process's rounds say, τ² what processes add beyond it.
 
-The estimate is the median of all values; its variance Σ_r(v_r + τ²)/k²; its 95% CI the estimate × exp(± t·SE),
-t at Satterthwaite's degrees of freedom for the two parts. A median's re-run interval adds the shift between whole
-runs (run_shift.py) the same way; ratios within a run leave it out (it cancels), and a ratio of rows measured in
+The estimate is the mean of the k replicate medians (in seconds their geometric mean; a row's reported `median_s`,
+`median_pooled_s` the median of all its samples), whose variance is Σ_r(v_r + τ²)/k²; its 95% CI the estimate ×
+exp(±t·SE), t at Satterthwaite's degrees of freedom for the two parts. A median's re-run interval adds the shift between
+whole runs (run_shift.py) the same way; ratios within a run leave it out (it cancels), and a ratio of rows measured in
 different processes adds their two medians' variances.
 """
 
@@ -36,7 +39,7 @@ import numpy as np
 from scipy import stats as _st
 
 from .config import SHAPE
-from .stats import CONFIDENCE, Speedup, field, paired_log_ratios, present, row_samples
+from .stats import CONFIDENCE, Speedup, common_share, field, paired_log_ratios, present, row_samples
 
 HETEROGENEITY_P = 0.001  # a median whose replicates' Q test gives p below this keeps its own between-process variance
 MIN_CLASS_DF = 4  # a runtime's own τ² of speed-ups needs this many degrees of freedom, else the table's is used
@@ -46,12 +49,14 @@ _MAD = 1.4826  # MAD × this is the SD of a normal distribution
 
 @dataclass(frozen=True)
 class Unit:
-    """One row's (or pair's) replicates: medians y, their sampling variances v, the rounds' degrees of freedom."""
+    """One row's (or pair's) replicates: medians y (of replicate ids reps), their sampling variances v, the rounds'
+    degrees of freedom, and the estimate: the mean of y (log scale), whose variance Σ(v + τ²)/k² is."""
 
     y: np.ndarray
     v: np.ndarray
     df_within: int
-    estimate: float  # the median of all values (log scale)
+    estimate: float
+    reps: tuple = ()
 
 
 def unit_of(values, reps) -> Unit | None:
@@ -61,8 +66,7 @@ def unit_of(values, reps) -> Unit | None:
         return None
     ids = list(dict.fromkeys(reps.tolist()))
     parts = [values[reps == r] for r in ids]
-    y = np.array([np.median(p) for p in parts])
-    n = np.array([len(p) for p in parts])
+    y, n = np.array([np.median(p) for p in parts]), np.array([len(p) for p in parts])
     resid = np.concatenate([p - m for p, m in zip(parts, y)])
     df = int(len(values) - len(parts))
     if df < 1:
@@ -70,7 +74,7 @@ def unit_of(values, reps) -> Unit | None:
     s2 = (_MAD * np.median(np.abs(resid))) ** 2 * len(values) / df
     if s2 <= 0:  # more than half the values tie with their medians (a coarse clock): fall back on the plain SD
         s2 = float(np.sum(resid ** 2) / df)
-    return Unit(y, np.maximum(np.pi / 2 * s2 / n, 1e-14), df, float(np.median(values)))
+    return Unit(y, np.maximum(np.pi / 2 * s2 / n, 1e-14), df, float(np.mean(y)), tuple(ids))
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,7 @@ class Between:
     tau2: float
     df: int
     units: int
+    common: float = 0.0  # medians: the share of τ² + v common to a replicate's groups (stats.common_share)
 
     @property
     def pct(self) -> float:
@@ -125,17 +130,17 @@ class Estimate:
     def plus(self, sigma: float, df: float) -> Estimate:
         """The estimate with an independent term of SD `sigma` (df degrees of freedom) added."""
         se2 = self.se ** 2 + sigma ** 2
-        return Estimate(self.value, float(np.sqrt(se2)), _satterthwaite([(self.se ** 2, self.df), (sigma ** 2, df)]),
+        return Estimate(self.value, float(np.sqrt(se2)), satterthwaite([(self.se ** 2, self.df), (sigma ** 2, df)]),
                         self.heterogeneous)
 
 
-def _satterthwaite(parts: list[tuple[float, float]]) -> float:
+def satterthwaite(parts: list[tuple[float, float]]) -> float:
     total = sum(a for a, _ in parts)
     denom = sum(a ** 2 / d for a, d in parts if d > 0 and a > 0)
     return float(total ** 2 / denom) if denom > 0 else float(max((d for _, d in parts), default=1.0))
 
 
-def _tau2(u: Unit, between: Between | None) -> tuple[float, float, bool]:
+def tau2_for(u: Unit, between: Between | None) -> tuple[float, float, bool]:
     """The τ² a unit's estimate uses, its degrees of freedom, and whether it is the unit's own: the one given, or
     the unit's own where its replicates disagree far beyond v + τ² (Cochran's Q, p < HETEROGENEITY_P)."""
     k = len(u.y)
@@ -150,9 +155,9 @@ def _tau2(u: Unit, between: Between | None) -> tuple[float, float, bool]:
 def estimate(u: Unit, between: Between | None) -> Estimate:
     """The unit's estimate with its SE: Σ(v_r + τ²)/k², τ² the one given (or the unit's own where it stands out)."""
     k = len(u.y)
-    tau2, tau_df, odd = _tau2(u, between)
+    tau2, tau_df, odd = tau2_for(u, between)
     parts = [(float(np.sum(u.v)) / k ** 2, u.df_within)] + ([(tau2 / k, tau_df)] if tau2 > 0 else [])
-    return Estimate(u.estimate, float(np.sqrt(sum(a for a, _ in parts))), _satterthwaite(parts), odd)
+    return Estimate(u.estimate, float(np.sqrt(sum(a for a, _ in parts))), satterthwaite(parts), odd)
 
 
 # --- a table's rows: medians -----------------------------------------------------------------------------------
@@ -172,16 +177,24 @@ def _group(row: Any):
 
 
 def medians_between(rows: list[Any], units: dict[int, Unit | None] | None = None) -> Between | None:
-    """τ² of medians pooled over a table's rows; degrees of freedom counted by groups (a group's rows share their
-    processes, so the machine's phase in a replicate is one draw for all of them). `units`: the rows' units by id,
-    where the caller made them already."""
+    """τ² of medians pooled over a table's rows. Degrees of freedom: (k − 1) per group (a group's rows share their
+    processes), divided by the design effect 1 + (G − 1)ρ² (ρ: stats.common_share of each group's deviations of its
+    replicate medians from their mean, averaged over its rows), at least one group's k − 1. `units`: the rows' units
+    by id, where the caller made them already."""
     units = units if units is not None else {id(r): row_unit(r) for r in rows}
-    groups: dict[Any, int] = {}
+    ks: dict[Any, int] = {}
+    devs: dict[Any, dict[Any, list[float]]] = {}
     for r in rows:
         u = units[id(r)]
         if u is not None and len(u.y) >= 2:
-            groups[_group(r)] = max(groups.get(_group(r), 0), len(u.y) - 1)
-    return pool(units.values(), df=sum(groups.values()) or None)
+            ks[_group(r)] = max(ks.get(_group(r), 0), len(u.y) - 1)
+            for rep, d in zip(u.reps, u.y - u.y.mean()):
+                devs.setdefault(_group(r), {}).setdefault(rep, []).append(float(d))
+    if not ks:
+        return None
+    rho = common_share([{rep: float(np.mean(d)) for rep, d in g.items()} for g in devs.values()])
+    b = pool(units.values(), df=max(round(sum(ks.values()) / (1 + (len(ks) - 1) * rho ** 2)), max(ks.values())))
+    return Between(b.tau2, b.df, b.units, rho)  # a group with two replicates: pool found a unit
 
 
 def pair_unit(base: Any, cand: Any) -> Unit | None:
@@ -265,11 +278,25 @@ def _around(median: float, e: Estimate) -> tuple[float, float]:
     return median * float(np.exp(lo - e.value)), median * float(np.exp(hi - e.value))
 
 
+def _report_estimate(row: dict, u: Unit) -> float:
+    """The row's median as reported: its estimate where it has several replicates (its rates rescaled to it; the
+    stored median of all samples kept as `median_pooled_s`), else the stored median (the same figure)."""
+    stored = row["median_pooled_s"] = row.get("median_s")
+    if len(u.y) < 2 or not stored:
+        return float(stored or np.exp(u.estimate))
+    row["median_s"] = median = float(np.exp(u.estimate))
+    for rate in ("throughput_samples_s", "throughput_tokens_s"):  # per second at the median: rescaled with it
+        if present(row.get(rate)):
+            row[rate] = float(row[rate]) * float(stored) / median
+    return median
+
+
 def with_reported_ci(rows: list[dict]) -> list[dict]:
-    """Copies of a table's rows with their intervals: `ci_low_s`/`ci_high_s` (this run, its processes included),
-    `rerun_low_s`/`rerun_high_s` (a re-run on this host: the shift between whole runs added; blank where the profile
-    does not know it), `se_log` with its degrees of freedom `df_log`, `heterogeneous`, and the table's τ² of medians
-    and of speed-ups (`process_tau2`, `ratio_tau2`, with `_df`) so that speed-ups between its rows can use them."""
+    """Copies of a table's rows with their estimate `median_s` (_report_estimate) and intervals: `ci_low_s`/
+    `ci_high_s` (this run, its processes included), `rerun_low_s`/`rerun_high_s` (a re-run on this host: the shift
+    between whole runs added; blank where the profile does not know it), `se_log` with its degrees of freedom
+    `df_log`, `heterogeneous`, and the table's τ² of medians and of speed-ups (`process_tau2`, `ratio_tau2`, with
+    `_df`) so that speed-ups between its rows can use them."""
     out = [dict(r) for r in rows]
     units = {id(r): row_unit(r) for r in out}  # each row's and each pair's unit made once
     groups = _groups(out)
@@ -291,7 +318,7 @@ def with_reported_ci(rows: list[dict]) -> list[dict]:
             continue
         e = estimate(u, medians)
         row["se_log"], row["df_log"], row["heterogeneous"] = e.se, e.df, e.heterogeneous
-        median = float(row.get("median_s") or np.exp(e.value))
+        median = _report_estimate(row, u)
         row["ci_low_s"], row["ci_high_s"] = _around(median, e)
         sigma, df = field(row, "run_shift_sigma"), field(row, "run_shift_df")
         if present(sigma) and present(df):
@@ -307,7 +334,7 @@ def _median_estimate(row: Any) -> Estimate | None:
     return None if u is None else estimate(u, _stamped(row, "process"))
 
 
-def _pair_between(base: Any, cand: Any) -> Between | None:
+def pair_between(base: Any, cand: Any) -> Between | None:
     """The τ² of a pair's speed-up: the other row's runtime's where one side is the anchor of the other's shape (what
     each runtime's τ² was estimated against), else the mean of the two runtimes' (each holds its anchor's share)."""
     a, b = _stamped(base, "ratio"), _stamped(cand, "ratio")
@@ -325,24 +352,13 @@ def speedup_estimate(base: Any, cand: Any) -> tuple[Estimate, bool, int] | None:
     processes). (estimate, paired, n) or None where a side has too few samples."""
     u = pair_unit(base, cand)
     if u is not None:
-        return estimate(u, _pair_between(base, cand)), True, len(row_samples(base)[0])
+        return estimate(u, pair_between(base, cand)), True, len(row_samples(base)[0])
     b, c = _median_estimate(base), _median_estimate(cand)
     if b is None or c is None:
         return None
     parts = [(b.se ** 2, b.df), (c.se ** 2, c.df)]
-    e = Estimate(b.value - c.value, float(np.hypot(b.se, c.se)), _satterthwaite(parts), b.heterogeneous or c.heterogeneous)
+    e = Estimate(b.value - c.value, float(np.hypot(b.se, c.se)), satterthwaite(parts), b.heterogeneous or c.heterogeneous)
     return e, False, min(len(row_samples(base)[0]), len(row_samples(cand)[0]))
-
-
-def speedup_parts(base: Any, cand: Any) -> tuple[float, float, int] | None:
-    """A paired speed-up's variance as its estimate splits it: (v̄, τ², k) with SE² = (v̄ + τ²)/k, v̄ a process's
-    median's mean sampling variance (shrinks with more rounds per process), τ² what processes add beyond it
-    (shrinks only with more processes); None where the rows did not share rounds. What a longer or wider design
-    would give (benchmarks/calibration_report.py)."""
-    u = pair_unit(base, cand)
-    if u is None:
-        return None
-    return float(np.mean(u.v)), _tau2(u, _pair_between(base, cand))[0], len(u.y)
 
 
 def to_speedup(e: Estimate, *, paired: bool = True, n: int = 0) -> Speedup:
@@ -371,7 +387,7 @@ def geomean_speedup(pairs: Iterable[tuple[Any, Any]]) -> Speedup:
     n = len(got)
     parts = [(g[0].se ** 2 / n ** 2, g[0].df) for g in got]
     e = Estimate(float(np.mean([g[0].value for g in got])), float(np.sqrt(sum(a for a, _ in parts))),
-                 _satterthwaite(parts))
+                 satterthwaite(parts))
     return to_speedup(e, paired=all(g[1] for g in got), n=n)
 
 

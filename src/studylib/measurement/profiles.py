@@ -103,6 +103,8 @@ def load(profile: str, *, machine=None) -> LoadedProfile:
         raise ProfileError(f"{where}: (top level): must be a mapping of keys to values")
     if path.stem in RESERVED:
         raise ProfileError(f"{where}: the name {path.stem!r} is reserved for {RESERVED[path.stem]}: rename the file")
+    if "extends" in raw:
+        raw = _extended(raw, where)
     if "auto" in raw:
         return _load_auto(raw, path, where, machine)
     try:
@@ -118,6 +120,26 @@ def load(profile: str, *, machine=None) -> LoadedProfile:
             raise ProfileError(f"{where}: notebooks.{name}: must be a mapping of keys to values")
         sections[name] = _validate_section(name, section, where, prof)
     return LoadedProfile(path.stem, path, prof, sections)
+
+
+def _merged(base: dict, over: dict) -> dict:
+    """`over` on top of `base`: mappings merged key by key (a section, `measure`), anything else replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _extended(raw: dict, where: str) -> dict:
+    """A profile with `extends: <name>`: that profile's keys with this file's on top (params/cpu-precise.yaml is the
+    cpu profile with five processes). The base must be a plain profile: not auto, not itself extending another."""
+    name = raw["extends"]
+    if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name) or not paths.profile_path(name).is_file():
+        raise ProfileError(f"{where}: extends: no such profile {name!r} (known: {', '.join(paths.known_profiles())})")
+    base = yaml.safe_load(paths.profile_path(name).read_text())
+    if not isinstance(base, dict) or "extends" in base or "auto" in base:
+        raise ProfileError(f"{where}: extends: {name!r} must be a plain profile (not auto, not extending another)")
+    return _merged(base, {k: v for k, v in raw.items() if k != "extends"})
 
 
 def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
