@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib.core import paths, variance, verdicts
+from studylib.core import calibration, paths, verdicts
 from studylib.core.files import write_json_atomic
 from studylib.report import answer, decisions, prose, render, summary
 
@@ -62,9 +62,9 @@ def test_every_option_is_judged_once_over_the_default_with_its_numbers(results):
 
 
 def test_the_rerun_interval_is_wider_than_the_ci_by_about_root_two():
-    lo, hi = variance.rerun_interval(1.2, 0.01, 1e6)
+    lo, hi = calibration.rerun_interval(1.2, 0.01, 1e6)
     assert np.log(hi / 1.2) == pytest.approx(1.96 * np.sqrt(2) * 0.01, rel=1e-3)
-    assert np.isnan(variance.rerun_interval(float("nan"), 0.01, 5)[0])
+    assert np.isnan(calibration.rerun_interval(float("nan"), 0.01, 5)[0])
 
 
 def test_a_saved_table_reads_back_the_same(results, tmp_path):

@@ -52,8 +52,7 @@ def _plan(profile: str) -> int:
     precise = f"{loaded.name}-precise"
     if precise in paths.known_profiles():  # the same profile with more processes: its time by the same estimate
         more = profiles.load(precise)
-        every = sum(STUDIES[nb].estimate_s(c, more.sections[nb], more.measure_for(nb).model_dump(), speed)
-                    for nb in select_notebooks(more, None) for c in planned(more, nb)[0])
+        every = sum(estimate_s(more, nb, planned(more, nb)[0]) for nb in select_notebooks(more, None))
         print(f"more precise: PROFILE={precise} ({more.profile.measure.replicates} processes per group instead of "
               f"{p.measure.replicates}), about {every / 60:.0f} min by the same estimate")
     return 0

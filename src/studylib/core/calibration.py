@@ -255,3 +255,13 @@ def format_calibration(c: Calibration, limits: dict = LIMITS) -> str:
     bad = c.failures(limits)
     lines.append("check: " + ("every figure inside its limits" if not bad else "OUTSIDE the limits: " + "; ".join(bad)))
     return "\n".join(lines)
+
+
+def rerun_interval(ratio: float, se: float, df: float) -> tuple[float, float]:
+    """95% prediction interval of a same-host re-run's speed-up: the two runs' estimates differ by N(0, 2·se²) where
+    the intervals are calibrated (the run shift cancels in a ratio within a run)."""
+    if not (np.isfinite(ratio) and ratio > 0 and np.isfinite(se) and se > 0):
+        return float("nan"), float("nan")
+    t = float(_st.t.ppf(0.975, df)) if np.isfinite(df) and df > 0 else float(_st.norm.ppf(0.975))
+    half = t * np.sqrt(2) * se
+    return float(ratio * np.exp(-half)), float(ratio * np.exp(half))

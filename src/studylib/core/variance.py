@@ -398,13 +398,3 @@ def detectable(se: float, df: float, band: float) -> float:
         return float("nan")
     t = float(_st.t.ppf((1 + CONFIDENCE) / 2, max(df, 1.0)))
     return float(band * np.exp((t + _st.norm.ppf(POWER)) * se))
-
-
-def rerun_interval(ratio: float, se: float, df: float) -> tuple[float, float]:
-    """95% prediction interval of a same-host re-run's speed-up: the two runs' estimates differ by N(0, 2·se²) where
-    the intervals are calibrated (the run shift cancels in a ratio within a run)."""
-    if not (np.isfinite(ratio) and ratio > 0 and np.isfinite(se) and se > 0):
-        return float("nan"), float("nan")
-    t = float(_st.t.ppf(0.975, df)) if np.isfinite(df) and df > 0 else float(_st.norm.ppf(0.975))
-    half = t * np.sqrt(2) * se
-    return float(ratio * np.exp(-half)), float(ratio * np.exp(half))

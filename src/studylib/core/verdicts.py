@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import speedups, variance
+from . import calibration, speedups, variance
 from .config import SHAPE, is_aa
 from .files import write_text_atomic
 from .speedups import Comparison
@@ -336,7 +336,7 @@ def _verdict(study: str, r: dict, cand: dict | None, base: dict | None, options,
     if not np.isfinite(ms) and cand is not None and cand.get("status") == "ok":
         ms = _f(cand.get("median_s")) * 1e3
     ratio, se, dof = _f(r.get("speedup")), _f(r.get("se")), _f(r.get("df"))
-    lo, hi = variance.rerun_interval(ratio, se, dof)
+    lo, hi = calibration.rerun_interval(ratio, se, dof)
     word = _WORD.get(r.get("verdict") or "", "") if np.isfinite(ratio) else ""
     full = speedups.shape_columns(pd.DataFrame([r]), without=("data", "task"))
     parity = r.get("parity_ok")
