@@ -146,3 +146,13 @@ def test_the_decision_table_has_a_cell_per_option_with_its_decision_and_latency(
     assert cell.startswith("faster: 1.4") and "/call" in cell and "/image" in cell
     assert t.set_index("workload").loc["resnet-50 batch 8 224px", "eager-channels-last"].startswith("oom")
     assert not t.isin(["nan", "None", "<NA>"]).any().any()
+
+
+def test_every_runtime_a_page_can_name_is_glossed():
+    from studylib import runtimes
+    from studylib.core.config import is_aa
+    from studylib.report import glossary
+
+    names = {n for n in runtimes.REGISTRY if not is_aa(n)}
+    assert names == set(glossary.VARIANTS)
+    assert all(f"<code>{n}</code>" in glossary.html_list() for n in names)

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..core import paths
 from ..core.files import read_json, write_text_atomic
 from ..measurement.profiles import RESERVED
-from . import seeds
+from . import glossary, seeds
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -27,7 +27,8 @@ def notebook_html(executed: Path, out: Path) -> Path:
     exporter = HTMLExporter(template_name="offline", extra_template_basedirs=[str(TEMPLATES)], embed_images=True,
                             exclude_input_prompt=True, exclude_output_prompt=True)
     exporter.register_preprocessor(TagRemovePreprocessor(remove_cell_tags=HIDDEN_TAGS), enabled=True)
-    body, _ = exporter.from_filename(str(executed), resources={"seeds_html": seeds.html_list()})
+    body, _ = exporter.from_filename(str(executed), resources={"seeds_html": seeds.html_list(),
+                                                               "glossary_html": glossary.html_list()})
     return write_text_atomic(out, body)
 
 
