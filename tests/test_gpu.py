@@ -30,7 +30,7 @@ def restore(monkeypatch):
     """Every flag and variable gpu.apply touches comes back as it was; the device checks are asked afresh."""
     flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark,
              torch.get_float32_matmul_precision())
-    for var in ("XLA_PYTHON_CLIENT_PREALLOCATE", "JAX_DEFAULT_MATMUL_PRECISION", "NVIDIA_TF32_OVERRIDE",
+    for var in ("XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH", "JAX_DEFAULT_MATMUL_PRECISION", "NVIDIA_TF32_OVERRIDE",
                 gpu.PRECISION_VAR, gpu.CUDNN_BENCHMARK_VAR):
         monkeypatch.setenv(var, "sentinel")
         monkeypatch.delenv(var)
@@ -53,7 +53,9 @@ def test_the_policy_is_off_on_a_cpu_whatever_is_asked_and_labelled_so():
 def _fake_tf(calls: list):
     tf = types.ModuleType("tensorflow")
     tf.config = types.SimpleNamespace(experimental=types.SimpleNamespace(
-        enable_tensor_float_32_execution=lambda on: calls.append(("tf", on))))
+        enable_tensor_float_32_execution=lambda on: calls.append(("tf", on)),
+        set_memory_growth=lambda device, on: calls.append(("growth", device, on))),
+        list_physical_devices=lambda kind: ["GPU:0"])
     return tf
 
 
@@ -72,7 +74,8 @@ def test_apply_sets_every_framework_alike(tf32, monkeypatch):
     assert torch.backends.cuda.matmul.allow_tf32 is tf32 and torch.backends.cudnn.allow_tf32 is tf32
     assert torch.get_float32_matmul_precision() == ("high" if tf32 else "highest")
     precision = "tensorfloat32" if tf32 else "float32"
-    assert calls == [("tf", tf32), ("jax_default_matmul_precision", precision)]
+    assert calls == [("tf", tf32), ("growth", "GPU:0", True), ("jax_default_matmul_precision", precision)]
+    assert os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
     assert os.environ["JAX_DEFAULT_MATMUL_PRECISION"] == precision  # for a JAX imported later
     assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and env[gpu.PRECISION_VAR] == str(int(tf32))
     # TensorRT (and cuBLAS) honour NVIDIA_TF32_OVERRIDE=0 only: set where TF32 is off, absent where it is on
@@ -102,7 +105,8 @@ def test_on_a_cpu_the_policy_sets_torchs_defaults_and_nothing_else(monkeypatch):
     torch.set_float32_matmul_precision("high")
     env = gpu.apply(gpu.policy(True, "cpu"), ("torch", "tensorflow"))
     assert torch.get_float32_matmul_precision() == "highest" and calls == []
-    assert env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"} and "JAX_DEFAULT_MATMUL_PRECISION" not in os.environ
+    assert env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    assert "JAX_DEFAULT_MATMUL_PRECISION" not in os.environ
 
 
 def test_the_replicates_processes_start_with_the_policy_and_no_jax_preallocation():
@@ -112,6 +116,7 @@ def test_the_replicates_processes_start_with_the_policy_and_no_jax_preallocation
     start = replicates._start_vars(task)
     assert start["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and start[gpu.PRECISION_VAR] == "0"
     assert start["NVIDIA_TF32_OVERRIDE"] == "0" and start["JAX_DEFAULT_MATMUL_PRECISION"] == "float32"
+    assert start["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"  # every process, whichever Keras backend imports TensorFlow
     assert gpu.CUDNN_BENCHMARK_VAR not in start  # only eager-cudnn-benchmark's own process gets it
 
 
@@ -335,7 +340,7 @@ def test_failed_configurations_are_rows_and_let_go_of_their_sessions_before_the_
 
     monkeypatch.setitem(runtimes.REGISTRY, "fails-in-prepare", Failing("fails-in-prepare", "prepare"))
     monkeypatch.setitem(runtimes.REGISTRY, "fails-in-rounds", Failing("fails-in-rounds", "rounds"))
-    monkeypatch.setattr(sweep, "_release", lambda device: alive_at_release.append(
+    monkeypatch.setattr(sweep, "release_memory", lambda device: alive_at_release.append(
         tuple((name, ref() is not None) for name, ref in sorted(held.items()))))
     configs = [Config("bert-tiny", v, "fp32", 1, "cpu", 2, seq_len=8)
                for v in ("eager", "fails-in-prepare", "fails-in-rounds")]
@@ -352,7 +357,7 @@ def test_release_on_a_gpu_collects_and_empties_torchs_cache(monkeypatch):
     emptied, collected = [], []
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(1))
     monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
-    sweep._release("cpu")
+    sweep.release_memory("cpu")
     assert emptied == [] and collected == []
-    sweep._release("cuda")
+    sweep.release_memory("cuda")
     assert emptied == [1] and collected == [1]
