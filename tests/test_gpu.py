@@ -241,17 +241,41 @@ def test_the_flag_is_on_from_process_start_and_the_variant_refuses_a_process_wit
 
 # -- TensorRT's caches and profile -----------------------------------------------------------------------------------
 
-def test_tensorrt_caches_live_under_the_profiles_cache_and_the_profile_spans_the_grid(tmp_path):
+def test_tensorrt_engines_live_beside_their_model_file_one_folder_per_shape(tmp_path):
     w = Workload("roberta-tiny-classifier", "text", None, (), "fp16", "cuda", 2, 37, max_shape=(32, 128))
-    options = tensorrt_options(w, tmp_path, [("input_ids", 2), ("attention_mask", 2)])
-    assert options["trt_engine_cache_path"] == options["trt_timing_cache_path"] == str(tmp_path / "tensorrt")
+    model_dir = tmp_path / "onnx" / "k1"
+    options = tensorrt_options(w, model_dir, [("input_ids", 2), ("attention_mask", 2)])
+    assert options["trt_engine_cache_path"] == str(model_dir / "trt" / "b32s128")  # the profile's largest shape
+    assert options["trt_timing_cache_path"] == str(model_dir / "trt")  # shared by the file's shapes
     assert options["trt_engine_cache_enable"] and options["trt_timing_cache_enable"] and options["trt_fp16_enable"]
     assert options["trt_profile_min_shapes"] == "input_ids:1x1,attention_mask:1x1"
     assert options["trt_profile_max_shapes"] == options["trt_profile_opt_shapes"] == "input_ids:32x128,attention_mask:32x128"
-    fixed = Workload("bert-tiny", "text", None, (), "fp32", "cuda", 4, 16, cache_dir=tmp_path / "p" / "cache")
-    options = tensorrt_options(fixed, tmp_path / "private", [("input_ids", 2)])
+    fixed = Workload("bert-tiny", "text", None, (), "fp32", "cuda", 4, 16)
+    options = tensorrt_options(fixed, model_dir, [("input_ids", 2)])
     assert options["trt_profile_max_shapes"] == "input_ids:4x16" and not options["trt_fp16_enable"]
-    assert options["trt_engine_cache_path"] == str(tmp_path / "p" / "cache" / "tensorrt")  # the profile's cache
+    assert options["trt_engine_cache_path"] == str(model_dir / "trt" / "b4s16")
+
+
+def test_the_tensorrt_folder_follows_the_weights_and_the_shape(tmp_path, monkeypatch):
+    """Other weights give another export key, so another folder: an engine of other weights is never loaded."""
+    from studylib.runtimes import onnxrt
+    from studylib.workloads import models
+
+    monkeypatch.setattr(onnxrt, "_export", lambda workload, path: path.write_bytes(b"onnx"))
+    monkeypatch.setattr(onnxrt, "session_inputs", lambda path: [("input_ids", 2)])
+    seen = []
+
+    def engine_dir(seed: int, batch: int) -> str:
+        w = models.torch_workload("bert-tiny", batch_size=batch, seq_len=8, dtype="fp32", device="cpu", seed=seed)
+        w.cache_dir = tmp_path
+        path, _, key = runtimes.get("ort-tensorrt").model_path(w)
+        seen.append(key)
+        return tensorrt_options(w, path.parent, [("input_ids", 2)])["trt_engine_cache_path"]
+
+    same = engine_dir(0, 2)
+    assert same == str(tmp_path / "onnx" / seen[0] / "trt" / "b2s8") and engine_dir(0, 2) == same
+    assert engine_dir(1, 2) != same and seen[2] != seen[0]  # other weights: another key
+    assert engine_dir(0, 4) == str(tmp_path / "onnx" / seen[3] / "trt" / "b4s8")  # another shape: its own engine
 
 
 # -- the preflight --------------------------------------------------------------------------------------------------
