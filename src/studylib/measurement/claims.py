@@ -133,9 +133,8 @@ NAMED_ARGS = ("candidate", "baseline", "variant")  # an evaluator's arguments th
 
 
 def not_run(df: pd.DataFrame, claim: Claim, named: dict[str, list[str]]) -> NotAnswered | None:
-    """Why a claim that names what it compares cannot be answered: the first of `named` (what the claim names →
-    the variants that stand for it) with no ok row among the claim's rows, with its rows' own reason; None when
-    each ran. A comparison never answers with one side missing (a ranking of the backends that ran, say)."""
+    """Why a claim cannot be answered: the first of `named` (what it names → the variants standing for it) with no ok
+    row among the claim's rows, with its rows' reason; None when each ran (never an answer with one side missing)."""
     if "status" not in df or "variant" not in df:
         return None
     rows = matching(df, claim)
