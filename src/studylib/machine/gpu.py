@@ -168,8 +168,8 @@ def _tensorflow_sees() -> str | None:
         return None
     built = tf.test.is_built_with_cuda()
     return (f"TensorFlow {tf.__version__} sees no GPU: " + (
-        "its CUDA libraries are not there or did not load (its pip CUDA wheels, tensorflow[and-cuda], are CUDA 12; "
-        "requirements-gpu.txt is CUDA 13 and leaves TensorFlow on the CPU)"
+        "its CUDA 12 libraries are not there or did not load (make setup-gpu installs them with torch's CUDA 12 "
+        "packages; make gpu-check lists the libraries a process loaded)"
         if built else "a build without CUDA"))
 
 

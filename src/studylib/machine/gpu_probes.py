@@ -59,11 +59,13 @@ def torch_eager() -> Probe:
 
 
 def torch_compile() -> Probe:
+    from importlib import metadata
+
     import torch
 
     try:
-        import triton
-    except ImportError:
+        triton = metadata.version("triton")
+    except metadata.PackageNotFoundError:
         return Probe("torch.compile (Triton)", "fail", "triton is not installed: torch.compile has no GPU back end")
     x = torch.randn(4096, device="cuda")
     fn = torch.compile(lambda t: torch.nn.functional.gelu(t) * 2 + 1)
@@ -72,7 +74,7 @@ def torch_compile() -> Probe:
     if diff > 1e-4:
         return Probe("torch.compile (Triton)", "fail", f"compiled output differs from eager by {diff:.3g}")
     return Probe("torch.compile (Triton)", "ok", "Inductor/Triton kernel, matches eager", str(y.device), y.is_cuda,
-                 f"triton {triton.__version__}", _major(torch.version.cuda))
+                 f"triton {triton}", _major(torch.version.cuda))
 
 
 def tensorflow_xla() -> Probe:
