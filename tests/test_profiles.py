@@ -218,3 +218,16 @@ def test_user_corpus_without_the_column_exits_2(corpus, expected, tmp_path, outp
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f"notebooks.{NB4}.corpus: {data_file}: {expected}" in r.stderr
     assert not outputs.exists()
+
+
+def test_the_tf32_variant_is_its_profile_but_for_the_precision_policy():
+    """gpu-a100-tf32 stays gpu-a100 in every other setting, so the two differ by the policy alone."""
+    def read(name):
+        return yaml.safe_load((paths.ROOT / "params" / f"{name}.yaml").read_text())
+
+    base, variant = read("gpu-a100"), read("gpu-a100-tf32")
+    assert base.pop("tf32") is False and variant.pop("tf32") is True
+    assert variant.pop("description").startswith("gpu-a100 with TF32 on")
+    base.pop("description")
+    assert variant == base
+    assert profiles.load("gpu-a100-tf32").profile.tf32 is True
