@@ -121,7 +121,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     stack.enter_context(runtime.context())  # held while the group is timed
     compiled = _dynamo_counts() if runtime.uses_dynamo else None
     extra = runtime.memory_warmup_calls(c.device)
-    with PeakMemory(c.device) as mem:
+    with PeakMemory(c.device, allocator_of(runtime)) as mem:
         t0 = time.perf_counter()
         prepared = runtime.prepare(w)
         call = _synced(workloads.timed_call(prepared, c, w), prepared.sync)
@@ -148,14 +148,21 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     if extra:
         prepared.notes = (f"{prepared.notes}; peak memory through {extra} warm-up call(s) after the first "
                           f"(the CUDA graph pool is recorded there)").strip("; ")
-    # On a GPU only PyTorch's allocator is read: TF and ONNX Runtime allocate outside it.
-    torch_allocator = mem.kind != "cuda_max_allocated" or (runtime.framework == "torch"
-                                                           and runtime.family != "onnxruntime")
     row.update(runtime_startup_s=startup_s, notes=prepared.notes, prepare_steps=[asdict(s) for s in prepared.steps],
-               peak_mem_mb=mem.increase_mb if torch_allocator else None,
-               mem_kind=mem.kind if torch_allocator else "not tracked (allocator outside PyTorch)")
+               peak_mem_mb=mem.increase_mb, mem_kind=mem.kind)  # on a GPU, the runtime's own framework's memory
     _count_work(row, workloads, c)
     return _Prepared(c, runtime, w, prepared, call, row)
+
+
+def allocator_of(runtime: runtimes.Runtime) -> str:
+    """The framework whose GPU allocator a runtime's memory lands in (core.memory.PeakMemory reads that one)."""
+    if runtime.family == "onnxruntime":
+        return "onnxruntime"
+    if runtime.family == "tensorflow":
+        return "tensorflow"
+    if runtime.family == "keras":  # its backend's (an A/A copy's: its original's)
+        return getattr(getattr(runtime, "original", runtime), "backend", "torch")
+    return "torch"
 
 
 def _count_work(row: dict, workloads: Workloads, c: Config) -> None:
