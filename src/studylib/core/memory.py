@@ -65,18 +65,25 @@ class PeakMemory:
             return None
         return max(0.0, self.peak_mb - self.start_mb)
 
+    def _tf_start(self) -> bool:
+        """TensorFlow's allocator statistics reset and read, where this TensorFlow has them for GPU:0."""
+        import tensorflow as tf
+
+        try:
+            tf.config.experimental.reset_memory_stats("GPU:0")
+            self.start_mb = tf.config.experimental.get_memory_info("GPU:0")["current"] / 2**20
+        except (AttributeError, ValueError, RuntimeError):
+            return False
+        return True
+
     def __enter__(self) -> PeakMemory:
         if self.device == "cuda":
             import torch
 
             torch.cuda.synchronize()
-            if self.framework == "tensorflow":
-                import tensorflow as tf
-
-                tf.config.experimental.reset_memory_stats("GPU:0")
-                self.start_mb = tf.config.experimental.get_memory_info("GPU:0")["current"] / 2**20
+            if self.framework == "tensorflow" and self._tf_start():
                 self.kind = "tf_peak_bytes"
-            elif self.framework in ("jax", "onnxruntime"):
+            elif self.framework in ("jax", "onnxruntime", "tensorflow"):
                 self.start_mb = _device_used_mb()
                 self.kind = "cuda_device_used"
             else:
