@@ -13,7 +13,7 @@ STAMP := $(VENV)/.studylib-installed
 GPU_STAMP := $(VENV)/.studylib-gpu
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup setup-gpu gpu-check browser report reference run render plan compare check-report lint test test-full lab clean distclean
+.PHONY: help setup setup-gpu gpu-check gpu-proof browser report reference run render plan compare check-report lint test test-full lab clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -21,29 +21,38 @@ help:  ## list the targets
 
 setup: $(STAMP)  ## create the virtual environment from requirements.lock (only when missing or changed)
 
-# The environment is (re)built only when it is missing or the lock changed. Where `make setup-gpu` ran (its
-# stamp), the lock is installed without the CPU onnxruntime and the GPU overlay is put back after it (both
-# onnxruntime builds write the same files: one is removed before the other is installed).
-GPU_OVERLAY = $(PY) -m pip uninstall -q -y onnxruntime onnxruntime-gpu; \
-	$(PY) -m pip install -q -r requirements-gpu.txt 2> >(grep -v "^WARNING: Location" >&2)
+# The environment is (re)built only when it is missing or the lock changed. Where `make setup-gpu` ran (its stamp) or
+# runs (GPU=1), the lock less its torch and onnxruntime pins and the GPU overlay are installed in one pip command,
+# constrained by the overlay's resolution (requirements-gpu.resolved.txt, the same command's dry run from PyPI): the
+# CPU lock's torch is never installed first (on PyPI it is a CUDA 13 build), and both onnxruntime builds, which write
+# the same files, are removed before onnxruntime-gpu is installed.
+GPU_WANTED = [ -f $(GPU_STAMP) ] || [ -n "$(GPU)" ]
+GPU_INSTALL = grep -v -E '^(torch|onnxruntime)==' requirements.lock > $(VENV)/requirements.lock.gpu; \
+	$(PY) -m pip uninstall -q -y onnxruntime onnxruntime-gpu; \
+	$(PY) -m pip install -q -r $(VENV)/requirements.lock.gpu -r requirements-gpu.txt -c requirements-gpu.resolved.txt \
+	  2> >(grep -v "^WARNING: Location" >&2)
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@if [ -f $(GPU_STAMP) ]; then grep -v '^onnxruntime==' requirements.lock > $(VENV)/requirements.lock.gpu; fi
-	$(PY) -m pip install -q -r $$([ -f $(GPU_STAMP) ] && echo $(VENV)/requirements.lock.gpu || echo requirements.lock) \
-	  2> >(grep -v "^WARNING: Location" >&2)
-	@if [ -f $(GPU_STAMP) ]; then echo "re-applying the GPU overlay (make setup-gpu ran here)"; $(GPU_OVERLAY); fi
+	@if $(GPU_WANTED); then echo "installing the lock with the GPU overlay (requirements-gpu.txt)"; $(GPU_INSTALL); \
+	  touch $(VENV)/.studylib-gpu-fresh; else $(PY) -m pip install -q -r requirements.lock 2> >(grep -v "^WARNING: Location" >&2); fi
 	$(PY) -m pip install -q --no-deps -e . 2> >(grep -v "^WARNING: Location" >&2)
 	$(PY) -m ipykernel install --sys-prefix --name studylib --display-name "Python (studylib)"
 	touch $@
 
-setup-gpu: $(GPU_STAMP)  ## on a CUDA machine: swap in the CUDA 13 builds of requirements-gpu.txt (torch, onnxruntime-gpu, JAX's CUDA plugin)
+setup-gpu:  ## on a CUDA machine: the CUDA 12 stack of requirements-gpu.txt (torch, TensorFlow, JAX, onnxruntime-gpu)
+	@$(MAKE) --no-print-directory GPU=1 $(GPU_STAMP)
 
-$(GPU_STAMP): $(STAMP) requirements-gpu.txt
-	$(GPU_OVERLAY)
+$(GPU_STAMP): $(STAMP) requirements-gpu.txt requirements-gpu.resolved.txt
+	@if [ -f $(VENV)/.studylib-gpu-fresh ]; then rm $(VENV)/.studylib-gpu-fresh; else $(GPU_INSTALL); fi
 	touch $@
 
-gpu-check: $(STAMP)  ## on a CUDA machine: which frameworks see the GPU, their CUDA/cuDNN and the precision policy (exit 2 without a GPU)
-	$(PY) -m studylib.gpu_check --profile $(PROFILE)
+gpu-check: $(STAMP)  ## on a CUDA machine: one tiny operation per GPU path, its output device, CUDA/cuDNN, the TF32 probe (exit 2 without a GPU)
+	$(PY) -m studylib.gpu_check --profile $(if $(filter cpu,$(PROFILE)),gpu-smoke,$(PROFILE))
+
+# The proof's output is kept in PROOF_OUT (commit it under reference/ from a GPU machine).
+PROOF_OUT ?= outputs/gpu-proof.txt
+gpu-proof: $(STAMP)  ## on one GPU, under 10 min: every path, sync, CUDA graphs, cudnn.benchmark, TensorRT cache, OOM row, study 01 smoke (exit 2 without a GPU)
+	@mkdir -p $(dir $(PROOF_OUT)); set -o pipefail; $(PY) -m studylib.gpu_proof 2>&1 | tee $(PROOF_OUT)
 
 report: $(STAMP)  ## run every notebook of PROFILE (default cpu) and render HTML + outputs/index.html
 	$(PY) -m studylib run --report --profile $(PROFILE) $(if $(NOTEBOOK),--notebook $(NOTEBOOK)) $(if $(FORCE),--force)

@@ -331,3 +331,24 @@ def test_large_inputs_dominate_the_seeds_plain_mean_only_where_their_times_do():
     flat = pd.DataFrame([_op_row("bert-base", "eager", b, s, 1e-3) for b, s in shapes])
     assert s02.input_weight(grows, {}, claim, **claim.args).holds is True
     assert s02.input_weight(flat, {}, claim, **claim.args).holds is False
+
+
+def _gpu_row(variant, batch, seq, status="ok", error=""):
+    samples = list(np.full(10, 0.01)) if status == "ok" else None
+    return {"model": "bert-base", "variant": variant, "dtype": "fp32", "batch_size": batch, "seq_len": seq,
+            "image_size": None, "device": "cuda", "threads": 16, "status": status, "error": error,
+            "samples_s": samples, "median_s": 0.01 if status == "ok" else None, "group_id": f"{batch}-{seq}"}
+
+
+def test_a_comparison_whose_side_did_not_run_is_not_answerable_and_says_which():
+    """Study 02 on a GPU where TensorFlow sees none: its TensorFlow claims name the missing side, never a verdict."""
+    from studylib import studies  # noqa: F401 - registers study 02, whose evaluators judge the claim
+
+    skipped = ("skipped", "TensorFlow 2.21.0 sees no GPU")
+    df = pd.DataFrame([_gpu_row(v, b, s, *(skipped if v.startswith("tf") else ()))
+                       for b in (1, 8) for s in (8, 128) for v in ("eager", "torchscript", "tf-function", "tf-xla")])
+    claim = {c.id: c for c in claims.registry()}["000-gpu-tf-faster"]  # tf-function over eager, on a GPU
+    row = claims.assess(claim, df, {})
+    assert row["verdict"] == "not answerable here: tf-function did not run (skipped: TensorFlow 2.21.0 sees no GPU)"
+    assert row["judgement"] == "not answerable from these results"
+    assert claims.not_run(df, claim, {"eager": ["eager"], "torchscript": ["torchscript"]}) is None

@@ -30,7 +30,7 @@ def restore(monkeypatch):
     """Every flag and variable gpu.apply touches comes back as it was; the device checks are asked afresh."""
     flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark,
              torch.get_float32_matmul_precision())
-    for var in ("XLA_PYTHON_CLIENT_PREALLOCATE", "JAX_DEFAULT_MATMUL_PRECISION", "NVIDIA_TF32_OVERRIDE",
+    for var in ("XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH", "JAX_DEFAULT_MATMUL_PRECISION", "NVIDIA_TF32_OVERRIDE",
                 gpu.PRECISION_VAR, gpu.CUDNN_BENCHMARK_VAR):
         monkeypatch.setenv(var, "sentinel")
         monkeypatch.delenv(var)
@@ -53,7 +53,9 @@ def test_the_policy_is_off_on_a_cpu_whatever_is_asked_and_labelled_so():
 def _fake_tf(calls: list):
     tf = types.ModuleType("tensorflow")
     tf.config = types.SimpleNamespace(experimental=types.SimpleNamespace(
-        enable_tensor_float_32_execution=lambda on: calls.append(("tf", on))))
+        enable_tensor_float_32_execution=lambda on: calls.append(("tf", on)),
+        set_memory_growth=lambda device, on: calls.append(("growth", device, on))),
+        list_physical_devices=lambda kind: ["GPU:0"])
     return tf
 
 
@@ -72,7 +74,8 @@ def test_apply_sets_every_framework_alike(tf32, monkeypatch):
     assert torch.backends.cuda.matmul.allow_tf32 is tf32 and torch.backends.cudnn.allow_tf32 is tf32
     assert torch.get_float32_matmul_precision() == ("high" if tf32 else "highest")
     precision = "tensorfloat32" if tf32 else "float32"
-    assert calls == [("tf", tf32), ("jax_default_matmul_precision", precision)]
+    assert calls == [("tf", tf32), ("growth", "GPU:0", True), ("jax_default_matmul_precision", precision)]
+    assert os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
     assert os.environ["JAX_DEFAULT_MATMUL_PRECISION"] == precision  # for a JAX imported later
     assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and env[gpu.PRECISION_VAR] == str(int(tf32))
     # TensorRT (and cuBLAS) honour NVIDIA_TF32_OVERRIDE=0 only: set where TF32 is off, absent where it is on
@@ -102,7 +105,8 @@ def test_on_a_cpu_the_policy_sets_torchs_defaults_and_nothing_else(monkeypatch):
     torch.set_float32_matmul_precision("high")
     env = gpu.apply(gpu.policy(True, "cpu"), ("torch", "tensorflow"))
     assert torch.get_float32_matmul_precision() == "highest" and calls == []
-    assert env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"} and "JAX_DEFAULT_MATMUL_PRECISION" not in os.environ
+    assert env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    assert "JAX_DEFAULT_MATMUL_PRECISION" not in os.environ
 
 
 def test_the_replicates_processes_start_with_the_policy_and_no_jax_preallocation():
@@ -112,6 +116,7 @@ def test_the_replicates_processes_start_with_the_policy_and_no_jax_preallocation
     start = replicates._start_vars(task)
     assert start["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and start[gpu.PRECISION_VAR] == "0"
     assert start["NVIDIA_TF32_OVERRIDE"] == "0" and start["JAX_DEFAULT_MATMUL_PRECISION"] == "float32"
+    assert start["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"  # every process, whichever Keras backend imports TensorFlow
     assert gpu.CUDNN_BENCHMARK_VAR not in start  # only eager-cudnn-benchmark's own process gets it
 
 
@@ -236,17 +241,41 @@ def test_the_flag_is_on_from_process_start_and_the_variant_refuses_a_process_wit
 
 # -- TensorRT's caches and profile -----------------------------------------------------------------------------------
 
-def test_tensorrt_caches_live_under_the_profiles_cache_and_the_profile_spans_the_grid(tmp_path):
+def test_tensorrt_engines_live_beside_their_model_file_one_folder_per_shape(tmp_path):
     w = Workload("roberta-tiny-classifier", "text", None, (), "fp16", "cuda", 2, 37, max_shape=(32, 128))
-    options = tensorrt_options(w, tmp_path, [("input_ids", 2), ("attention_mask", 2)])
-    assert options["trt_engine_cache_path"] == options["trt_timing_cache_path"] == str(tmp_path / "tensorrt")
+    model_dir = tmp_path / "onnx" / "k1"
+    options = tensorrt_options(w, model_dir, [("input_ids", 2), ("attention_mask", 2)])
+    assert options["trt_engine_cache_path"] == str(model_dir / "trt" / "b32s128")  # the profile's largest shape
+    assert options["trt_timing_cache_path"] == str(model_dir / "trt")  # shared by the file's shapes
     assert options["trt_engine_cache_enable"] and options["trt_timing_cache_enable"] and options["trt_fp16_enable"]
     assert options["trt_profile_min_shapes"] == "input_ids:1x1,attention_mask:1x1"
     assert options["trt_profile_max_shapes"] == options["trt_profile_opt_shapes"] == "input_ids:32x128,attention_mask:32x128"
-    fixed = Workload("bert-tiny", "text", None, (), "fp32", "cuda", 4, 16, cache_dir=tmp_path / "p" / "cache")
-    options = tensorrt_options(fixed, tmp_path / "private", [("input_ids", 2)])
+    fixed = Workload("bert-tiny", "text", None, (), "fp32", "cuda", 4, 16)
+    options = tensorrt_options(fixed, model_dir, [("input_ids", 2)])
     assert options["trt_profile_max_shapes"] == "input_ids:4x16" and not options["trt_fp16_enable"]
-    assert options["trt_engine_cache_path"] == str(tmp_path / "p" / "cache" / "tensorrt")  # the profile's cache
+    assert options["trt_engine_cache_path"] == str(model_dir / "trt" / "b4s16")
+
+
+def test_the_tensorrt_folder_follows_the_weights_and_the_shape(tmp_path, monkeypatch):
+    """Other weights give another export key, so another folder: an engine of other weights is never loaded."""
+    from studylib.runtimes import onnxrt
+    from studylib.workloads import models
+
+    monkeypatch.setattr(onnxrt, "_export", lambda workload, path: path.write_bytes(b"onnx"))
+    monkeypatch.setattr(onnxrt, "session_inputs", lambda path: [("input_ids", 2)])
+    seen = []
+
+    def engine_dir(seed: int, batch: int) -> str:
+        w = models.torch_workload("bert-tiny", batch_size=batch, seq_len=8, dtype="fp32", device="cpu", seed=seed)
+        w.cache_dir = tmp_path
+        path, _, key = runtimes.get("ort-tensorrt").model_path(w)
+        seen.append(key)
+        return tensorrt_options(w, path.parent, [("input_ids", 2)])["trt_engine_cache_path"]
+
+    same = engine_dir(0, 2)
+    assert same == str(tmp_path / "onnx" / seen[0] / "trt" / "b2s8") and engine_dir(0, 2) == same
+    assert engine_dir(1, 2) != same and seen[2] != seen[0]  # other weights: another key
+    assert engine_dir(0, 4) == str(tmp_path / "onnx" / seen[3] / "trt" / "b4s8")  # another shape: its own engine
 
 
 # -- the preflight --------------------------------------------------------------------------------------------------
@@ -257,21 +286,6 @@ def test_gpu_check_without_a_gpu_says_so_in_one_line_and_exits_2(monkeypatch, ca
     assert gpu_check.main(["--profile", "gpu-smoke"]) == 2
     out = capsys.readouterr()
     assert out.out == "" and len(out.err.strip().splitlines()) == 1 and "no NVIDIA GPU" in out.err
-
-
-def test_gpu_check_prints_one_table_and_fails_where_a_framework_sees_no_gpu(monkeypatch, capsys):
-    monkeypatch.setattr(gpu_check, "_nvidia_smi", lambda: "Fake GPU, 580.65")
-    seen = {"torch": None, "tensorflow": "TensorFlow 2.21.0 sees no GPU", "jax": None, "onnxruntime": None}
-    monkeypatch.setattr(gpu, "_seen", dict(seen))
-    monkeypatch.setattr(gpu_check, "CHECKS", tuple((label, sees if label != "ONNX Runtime (TensorRT EP)" else (
-        lambda: None), lambda: ("1.0", "13.0 / 9", "tf32 off")) for label, sees, _ in gpu_check.CHECKS))
-    monkeypatch.setitem(sys.modules, "tensorflow", _fake_tf([]))
-    assert gpu_check.main(["--profile", "gpu-smoke"]) == 1
-    out = capsys.readouterr().out
-    assert out.count("yes") == 4 and "no: TensorFlow 2.21.0 sees no GPU" in out and "tf32 off" in out
-    assert all(label in out for label, _, _ in gpu_check.CHECKS)
-    monkeypatch.setattr(gpu, "_seen", seen | {"tensorflow": None})
-    assert gpu_check.main(["--profile", "gpu-smoke"]) == 0
 
 
 def test_study_start_applies_the_profiles_policy_and_records_it(outputs, monkeypatch):
@@ -335,7 +349,7 @@ def test_failed_configurations_are_rows_and_let_go_of_their_sessions_before_the_
 
     monkeypatch.setitem(runtimes.REGISTRY, "fails-in-prepare", Failing("fails-in-prepare", "prepare"))
     monkeypatch.setitem(runtimes.REGISTRY, "fails-in-rounds", Failing("fails-in-rounds", "rounds"))
-    monkeypatch.setattr(sweep, "_release", lambda device: alive_at_release.append(
+    monkeypatch.setattr(sweep, "release_memory", lambda device: alive_at_release.append(
         tuple((name, ref() is not None) for name, ref in sorted(held.items()))))
     configs = [Config("bert-tiny", v, "fp32", 1, "cpu", 2, seq_len=8)
                for v in ("eager", "fails-in-prepare", "fails-in-rounds")]
@@ -352,7 +366,7 @@ def test_release_on_a_gpu_collects_and_empties_torchs_cache(monkeypatch):
     emptied, collected = [], []
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(1))
     monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
-    sweep._release("cpu")
+    sweep.release_memory("cpu")
     assert emptied == [] and collected == []
-    sweep._release("cuda")
+    sweep.release_memory("cuda")
     assert emptied == [1] and collected == [1]

@@ -114,3 +114,25 @@ def test_summary_reads_only_the_profile_grid_of_today_and_the_newest_row_per_wor
             table.append(stored_row(c.key, timestamp=stamp, **dataclasses.asdict(c)))
     assert summary.results("smoke", s03.NOTEBOOK).config_key.tolist() == [today.key]
     assert summary.results("mybox", s03.NOTEBOOK).config_key.tolist() == [today.key]  # the newest of one workload
+
+
+def test_profiles_of_another_precision_policy_or_other_versions_are_not_read_alike(tmp_path, monkeypatch):
+    """A tf32-on profile's speed-up gets its own line, never pooled with tf32-off ones; differing versions are said."""
+    import json
+
+    rng = np.random.default_rng(1)
+    frames = {(p, s01.NOTEBOOK): _profile_rows(2.0, 1.0, rng).assign(tf32=policy)
+              for p, policy in (("gpu-a100", "off"), ("gpu-a100-tf32", "on"), ("gpu-h100", "off"))}
+    monkeypatch.setattr(summary, "results", lambda p, nb: frames.get((p, nb), pd.DataFrame()))
+    monkeypatch.setenv("STUDYLIB_OUTPUTS", str(tmp_path))
+    for p, torch_version in (("gpu-a100", "2.10.0"), ("gpu-a100-tf32", "2.10.0"), ("gpu-h100", "2.13.0")):
+        (tmp_path / p / "results").mkdir(parents=True)
+        (tmp_path / p / "results" / "env.json").write_text(json.dumps({"libraries": {"torch": torch_version}}))
+    t = summary.headline_speedups(["gpu-a100", "gpu-a100-tf32", "gpu-h100"])
+    assert t.set_index("profile").loc["gpu-a100-tf32", "tf32"].iloc[0] == "on"
+    lines = summary.findings(t, summary.claims([]))
+    off = next(line for line in lines if line.startswith("**torch.compile (default) over eager, TF32 off**"))
+    on = next(line for line in lines if line.startswith("**torch.compile (default) over eager, TF32 on**"))
+    assert "gpu-a100 2.0" in off and "gpu-h100" in off and "tf32" not in off.split("**")[2]
+    assert on.count("gpu-a100-tf32") == 1 and "gpu-h100" not in on
+    assert "torch differs between profiles (gpu-a100 2.10.0, gpu-a100-tf32 2.10.0, gpu-h100 2.13.0)" in "\n".join(lines)

@@ -34,19 +34,27 @@ def _make(venv, target: str) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def test_setup_after_setup_gpu_keeps_the_gpu_builds(venv):
-    first = _make(venv, "setup-gpu")  # a fresh venv: setup, then the overlay
-    assert first.index("-m pip install -q -r requirements.lock") < first.index(
-        "-m pip install -q -r requirements-gpu.txt")
+GPU = "-m pip install -q -r {venv}/requirements.lock.gpu -r requirements-gpu.txt -c requirements-gpu.resolved.txt"
+CPU = "-m pip install -q -r requirements.lock"
+
+
+def test_setup_gpu_installs_the_lock_and_the_overlay_in_one_constrained_command(venv):
+    gpu = GPU.format(venv=venv)
+    first = _make(venv, "setup-gpu")  # a fresh venv: the CPU lock's torch (PyPI's CUDA 13 build) never comes first
+    assert first.count(gpu) == 1 and CPU not in first, first
+    assert first.index("-m pip uninstall -q -y onnxruntime onnxruntime-gpu") < first.index(gpu)
+    pins = (venv / "requirements.lock.gpu").read_text().splitlines()
+    assert not any(p.startswith(("torch==", "onnxruntime==")) for p in pins) and "tensorflow==2.21.0" in pins
     assert (venv / ".studylib-gpu").exists()
     assert _make(venv, "setup-gpu") == []  # nothing changed: nothing runs
     (venv / ".studylib-installed").unlink()  # as when requirements.lock or pyproject.toml is newer than the stamp
     again = _make(venv, "setup")
-    lock = f"-m pip install -q -r {venv}/requirements.lock.gpu"
-    assert "-m pip install -q -r requirements.lock" not in again and lock in again  # never the CPU onnxruntime
-    assert "onnxruntime==" not in (venv / "requirements.lock.gpu").read_text()
-    assert again.index(lock) < again.index("-m pip uninstall -q -y onnxruntime onnxruntime-gpu") < again.index(
-        "-m pip install -q -r requirements-gpu.txt")
+    assert again.count(gpu) == 1 and CPU not in again  # the GPU builds stay
+
+
+def test_setup_gpu_on_a_cpu_environment_swaps_in_the_gpu_stack(venv):
+    assert CPU in _make(venv, "setup")
+    assert _make(venv, "setup-gpu").count(GPU.format(venv=venv)) == 1
 
 
 def test_setup_without_setup_gpu_installs_the_cpu_lock_only(venv):

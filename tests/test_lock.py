@@ -35,20 +35,34 @@ def _overlay():
             if ln.strip() and not ln.startswith("#")]
 
 
-def test_the_gpu_overlay_pins_the_cpu_locks_versions():
-    """requirements-gpu.txt: exact pins, each of a locked package (or its -gpu build) at the locked version."""
+def test_the_gpu_overlay_pins_the_cpu_locks_versions_or_says_where_it_differs():
+    """requirements-gpu.txt: exact pins, each of a locked package (or its -gpu build) at the locked version, a CUDA
+    package the lock has none of, or a version its header declares as differing from the CPU lock (torch)."""
     pins = {canonicalize_name(k): v for k, v in (line.split("==") for line in _lock())}
+    text = (paths.ROOT / "requirements-gpu.txt").read_text()
     reqs = _overlay()
     assert reqs
     names = set()
     for req in reqs:
         [spec] = req.specifier
         base = canonicalize_name(req.name).removesuffix("-gpu")
-        assert spec.operator == "==" and base in pins, req
-        assert spec.version == pins[base], f"{req}: the CPU lock has {base}=={pins[base]}"
+        assert spec.operator == "==", req
+        if base not in pins:
+            assert base.startswith("nvidia-") and CUDA_SUFFIX.search(base), f"{req}: neither locked nor a CUDA package"
+        elif spec.version != pins[base]:
+            assert re.search(rf"{base}(?:-gpu)? {re.escape(spec.version)}\b[^\n]*DIFFERS FROM THE CPU LOCK\s+#?\s*\({base} "
+                             rf"{re.escape(pins[base])}\)", text), f"{req}: the CPU lock has {pins[base]}, undeclared"
         names.add(base)
     assert {"torch", "onnxruntime", "jax"} <= names
-    assert "requirements-gpu.txt" in (paths.ROOT / "Makefile").read_text()
+    makefile = (paths.ROOT / "Makefile").read_text()
+    assert "requirements-gpu.txt" in makefile and "-c requirements-gpu.resolved.txt" in makefile
+
+
+def test_every_framework_of_the_gpu_stack_shares_one_cudnn():
+    """One cuDNN distribution in the resolution, and TensorFlow at the lock's version (its CUDA from torch's packages)."""
+    resolved = _resolved()
+    assert [n for n in resolved if n.startswith("nvidia-cudnn")] == ["nvidia-cudnn-cu12"]
+    assert resolved["tensorflow"] == dict(line.split("==") for line in _lock())["tensorflow"]
 
 
 CUDA_SUFFIX = re.compile(r"-cu(\d+)(?:-|$)")

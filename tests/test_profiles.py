@@ -249,3 +249,16 @@ def test_a_profile_extending_a_missing_or_auto_profile_exits_2_with_one_line(tmp
     r = _cli("run", "--profile", str(path), outputs=outputs)
     assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not outputs.exists()
+
+
+def test_the_tf32_variant_is_its_profile_but_for_the_precision_policy():
+    """gpu-a100-tf32 stays gpu-a100 in every other setting, so the two differ by the policy alone."""
+    def read(name):
+        return yaml.safe_load((paths.ROOT / "params" / f"{name}.yaml").read_text())
+
+    base, variant = read("gpu-a100"), read("gpu-a100-tf32")
+    assert base.pop("tf32") is False and variant.pop("tf32") is True
+    assert variant.pop("description").startswith("gpu-a100 with TF32 on")
+    base.pop("description")
+    assert variant == base
+    assert profiles.load("gpu-a100-tf32").profile.tf32 is True

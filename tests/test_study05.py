@@ -211,3 +211,17 @@ def test_the_smoke_and_cpu_profiles_run_every_backend():
         section = profiles.load(name).sections[s05.NOTEBOOK]
         assert {s05.backend_of(v) for v in section.variants} >= {"torch", "tensorflow", "jax"}
         assert "keras2-tensorflow" in section.variants and "compile-default" in section.variants
+
+
+def test_backend_claims_answer_only_when_every_backend_ran(df):
+    """On a GPU where TensorFlow sees none: JAX beating torch alone is no answer to 'JAX first' or 'no best backend'."""
+    df = df.copy()
+    tf = df.backend == "tensorflow"
+    df.loc[tf, "status"], df.loc[tf, "error"] = "skipped", "TensorFlow 2.21.0 sees no GPU"
+    df.loc[tf, ["samples_s", "median_s"]] = None
+    claims = s05.analyse(df).claims.set_index("id")
+    for cid in ("002-no-best-backend", "002-jax-first-7", "002-half-tasks-50pct", "002-keras3-vs-native"):
+        assert "Keras 3 on tensorflow did not run (skipped: TensorFlow 2.21.0 sees no GPU)" in \
+            claims.loc[cid, "our measurement (95% CI)"], cid
+        assert "agrees" not in claims.loc[cid, "judgement"], cid
+    assert claims.loc["002-no-best-backend", "verdict"].startswith("not answerable")  # a claim of any device

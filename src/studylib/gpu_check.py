@@ -1,24 +1,23 @@
-"""`make gpu-check`: before a GPU run, which frameworks see the GPU, with which CUDA and cuDNN, under which policy.
+"""`make gpu-check`: before a GPU run, one tiny real operation per GPU path, and whether each ran on the GPU.
 
     python -m studylib.gpu_check [--profile gpu-smoke]
 
-One table, a line per framework (torch, TensorFlow, JAX, ONNX Runtime's CUDA and TensorRT providers): sees the
-GPU?, version, CUDA / cuDNN, and the precision policy of the profile as that framework reads it back after
-gpu.apply. Exit 0 when every framework sees the GPU, 1 when one does not (its line says why: its rows would be
-skipped rows), 2 on a machine without a GPU (one line). Nothing else is measured.
+One line per path (torch eager, torch.compile with Triton, TensorFlow with XLA, JAX, ONNX Runtime's CUDA provider as
+its session reports it, TensorRT through ONNX Runtime where it is installed): ok and the device of its real output,
+or why not; each framework's CUDA and cuDNN; the TF32 probe (an fp32 4096² matmul's error against fp64) under the
+profile's precision policy; the CUDA libraries the process loaded. Exit 0 when every path ran on the GPU or is an
+expected, named skip (TensorRT, which the overlay does not install), 1 when something is wrong (the lines say what),
+2 on a machine without a GPU (one line). The probes are machine/gpu_probes.py's.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
 
-from .machine import gpu
-
-COLUMNS = ("framework", "sees GPU", "version", "CUDA / cuDNN", "precision (read back)")
+from .machine import gpu, gpu_probes
 
 
 def _nvidia_smi() -> str | None:
@@ -34,77 +33,36 @@ def _nvidia_smi() -> str | None:
     return "; ".join(lines) if out.returncode == 0 and lines else None
 
 
-def _torch() -> tuple:
-    import torch
-
-    cudnn = torch.backends.cudnn.version() if torch.cuda.is_available() else None
-    policy = (f"matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}, cudnn.allow_tf32="
-              f"{torch.backends.cudnn.allow_tf32}, float32_matmul_precision={torch.get_float32_matmul_precision()}")
-    return torch.__version__, f"{torch.version.cuda} / {cudnn}", policy
+def no_gpu() -> str | None:
+    """The one line a machine without a GPU gets, or None where there is one."""
+    if _nvidia_smi() is None and gpu.sees_gpu("torch") is not None:
+        return "no NVIDIA GPU on this machine (nvidia-smi lists none and PyTorch sees none): nothing to check"
+    return None
 
 
-def _tensorflow() -> tuple:
-    import tensorflow as tf
-
-    info = tf.sysconfig.get_build_info()
-    return (tf.__version__, f"{info.get('cuda_version')} / {info.get('cudnn_version')}",
-            f"tensor_float_32_execution={tf.config.experimental.tensor_float_32_execution_enabled()}")
-
-
-def _jax() -> tuple:
-    import jax
-
-    plugin = ", ".join(sorted({d.platform for d in jax.devices()}))
-    return jax.__version__, f"devices: {plugin}", f"jax_default_matmul_precision={jax.config.jax_default_matmul_precision}"
-
-
-def _ort(provider: str) -> tuple:
-    import onnxruntime as ort
-
-    options = gpu.ort_cuda_options(gpu.current_precision()) if provider == "CUDAExecutionProvider" else {
-        "NVIDIA_TF32_OVERRIDE": os.environ.get("NVIDIA_TF32_OVERRIDE", "unset (TensorRT's default: TF32 on)")}
-    return ort.__version__, ", ".join(p for p in ort.get_available_providers() if p != "CPUExecutionProvider"), \
-        ", ".join(f"{k}={v}" for k, v in options.items())
-
-
-def _trt_sees() -> str | None:
-    import onnxruntime as ort
-
-    if "TensorrtExecutionProvider" in ort.get_available_providers():
-        return None
-    return "onnxruntime-gpu has no TensorrtExecutionProvider here (TensorRT 10 missing: requirements-gpu.txt says how)"
-
-
-CHECKS = (  # (label, framework of gpu.SEES or a callable giving the reason, details)
-    ("torch", "torch", _torch),
-    ("TensorFlow", "tensorflow", _tensorflow),
-    ("JAX", "jax", _jax),
-    ("ONNX Runtime (CUDA EP)", "onnxruntime", lambda: _ort("CUDAExecutionProvider")),
-    ("ONNX Runtime (TensorRT EP)", _trt_sees, lambda: _ort("TensorrtExecutionProvider")),
-)
-
-
-def rows() -> list[dict]:
-    """One row per framework; an import or a query that fails is that row's reason, never a crash."""
+def lines(found: list[gpu_probes.Probe]) -> list[str]:
+    """One line per probe: path, status and device or reason, versions, the TF32 probe."""
     out = []
-    for label, sees, details in CHECKS:
-        try:
-            reason = gpu.sees_gpu(sees) if isinstance(sees, str) else sees()
-        except Exception as exc:  # noqa: BLE001 - the table says what failed
-            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-        try:
-            version, cuda, policy = details()
-        except Exception as exc:  # noqa: BLE001
-            version, cuda, policy = "—", "—", f"not read: {type(exc).__name__}"
-        out.append(dict(zip(COLUMNS, (label, "yes" if reason is None else f"no: {reason}", version, cuda, policy))))
+    for p in found:
+        state = {"ok": f"ok on {p.device}", "skip": f"skipped{' (expected)' if p.expected else ''}: {p.detail}",
+                 "fail": f"FAILED: {p.detail}"}[p.status]
+        tf32 = f"; fp32 4096² matmul error vs fp64 {p.tf32_error:.2g}" if p.tf32_error is not None else ""
+        out.append(f"{p.path:<24} {state}" + (f" [{p.versions}]" if p.versions else "") + tf32)
     return out
 
 
-def table(found: list[dict]) -> str:
-    widths = [max(len(c), *(len(str(r[c])) for r in found)) for c in COLUMNS]
-    line = "  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths))
-    return "\n".join([line, "  ".join("-" * w for w in widths)]
-                     + ["  ".join(str(r[c]).ljust(w) for c, w in zip(COLUMNS, widths)) for r in found])
+def check(tf32: bool) -> tuple[int, list[str]]:
+    """Apply the policy, run every probe; (exit code, the report's lines)."""
+    import importlib.util
+
+    has_tf = "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is not None
+    gpu.apply(gpu.policy(tf32, "cuda"), ("torch",) + (("tensorflow",) if has_tf else ()))
+    found = gpu_probes.probes(tf32)
+    libraries = gpu_probes.loaded_cuda_libraries()
+    code, problems = gpu_probes.verdict(found, tf32, libraries)
+    report = lines(found) + [f"loaded {name}: {', '.join(sorted(files))}" for name, files in sorted(libraries.items())]
+    report += [f"problem: {p}" for p in problems] or ["every path ran on the GPU or is an expected skip"]
+    return code, report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,25 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     except profiles.ProfileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    smi = _nvidia_smi()
-    if smi is None and gpu.sees_gpu("torch") is not None:
-        print("gpu-check: no NVIDIA GPU on this machine (nvidia-smi lists none and PyTorch sees none): nothing to check",
-              file=sys.stderr)
-        return 2
-    import importlib.util
-
-    policy = gpu.policy(loaded.profile.tf32, "cuda")  # the GPU path is what is checked, whatever the profile's device
-    has_tf = "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is not None
-    gpu.apply(policy, ("torch",) + (("tensorflow",) if has_tf else ()))
-    found = rows()
-    print(f"GPUs (nvidia-smi): {smi or 'nvidia-smi not found'}")
-    print(f"profile {loaded.name}: tf32 {policy['label']}; XLA_PYTHON_CLIENT_PREALLOCATE="
-          f"{os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE')}")
-    print(table(found))
-    missing = [r["framework"] for r in found if r["sees GPU"] != "yes"]
+    missing = no_gpu()
     if missing:
-        print(f"not on the GPU: {', '.join(missing)} (their rows will be skipped rows with the reason above)")
-    return 1 if missing else 0
+        print(f"gpu-check: {missing}", file=sys.stderr)
+        return 2
+    print(f"GPUs (nvidia-smi): {_nvidia_smi() or 'nvidia-smi not found'}")
+    print(f"profile {loaded.name}: tf32 {gpu.tf32_label(bool(loaded.profile.tf32), 'cuda')}")
+    code, report = check(bool(loaded.profile.tf32))
+    print("\n".join(report))
+    return code
 
 
 if __name__ == "__main__":

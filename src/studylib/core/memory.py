@@ -1,7 +1,12 @@
-"""Memory a block adds at its peak: process RSS on CPU, torch's allocator on CUDA.
+"""Memory a block adds at its peak: process RSS on CPU; on CUDA, the allocator of the framework that runs the block.
 
 `increase_mb` is the block's own: the peak while it ran minus what was in use when it started, so a
-configuration is not charged for the models and variants prepared before it in the same process.
+configuration is not charged for the models and variants prepared before it in the same process. On a GPU each
+framework counts its own (`kind` says what): torch its caching allocator's peak of allocated bytes
+(`cuda_max_allocated`), TensorFlow its allocator's peak (`tf_peak_bytes`, get_memory_info, reset at the start),
+JAX and ONNX Runtime, whose peaks cannot be reset or read, the device memory in use after the block minus before
+(`cuda_device_used`, cudaMemGetInfo: what their allocators grew by and kept, which their arenas hold until the
+session or process ends; any other process on the GPU counts too).
 """
 
 from __future__ import annotations
@@ -36,11 +41,19 @@ def _reset_rss_peak() -> bool:
         return False
 
 
+def _device_used_mb() -> float:
+    """Memory in use on GPU 0 by every allocator (cudaMemGetInfo: total minus free)."""
+    import torch
+
+    free, total = torch.cuda.mem_get_info(0)
+    return (total - free) / 2**20
+
+
 class PeakMemory:
     """`with PeakMemory(device) as pm: ...` then `pm.peak_mb`, `pm.increase_mb` and `pm.kind` (what was measured)."""
 
-    def __init__(self, device: str = "cpu"):
-        self.device = device
+    def __init__(self, device: str = "cpu", framework: str = "torch"):
+        self.device, self.framework = device, framework
         self.peak_mb: float | None = None
         self.start_mb: float | None = None
         self.kind = ""
@@ -52,14 +65,31 @@ class PeakMemory:
             return None
         return max(0.0, self.peak_mb - self.start_mb)
 
+    def _tf_start(self) -> bool:
+        """TensorFlow's allocator statistics reset and read, where this TensorFlow has them for GPU:0."""
+        import tensorflow as tf
+
+        try:
+            tf.config.experimental.reset_memory_stats("GPU:0")
+            self.start_mb = tf.config.experimental.get_memory_info("GPU:0")["current"] / 2**20
+        except (AttributeError, ValueError, RuntimeError):
+            return False
+        return True
+
     def __enter__(self) -> PeakMemory:
         if self.device == "cuda":
             import torch
 
             torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            self.start_mb = torch.cuda.memory_allocated() / 2**20
-            self.kind = "cuda_max_allocated"
+            if self.framework == "tensorflow" and self._tf_start():
+                self.kind = "tf_peak_bytes"
+            elif self.framework in ("jax", "onnxruntime", "tensorflow"):
+                self.start_mb = _device_used_mb()
+                self.kind = "cuda_device_used"
+            else:
+                torch.cuda.reset_peak_memory_stats()
+                self.start_mb = torch.cuda.memory_allocated() / 2**20
+                self.kind = "cuda_max_allocated"
         elif _reset_rss_peak() and _vm_hwm_mb() is not None:
             self.start_mb = _status_mb("VmRSS")
             self.kind = "rss_peak"
@@ -74,6 +104,15 @@ class PeakMemory:
 
             torch.cuda.synchronize()
             self.peak_mb = torch.cuda.max_memory_allocated() / 2**20
+        elif self.kind == "tf_peak_bytes":
+            import tensorflow as tf
+
+            self.peak_mb = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+        elif self.kind == "cuda_device_used":
+            import torch
+
+            torch.cuda.synchronize()
+            self.peak_mb = _device_used_mb()
         elif self.kind == "rss_peak":
             self.peak_mb = _vm_hwm_mb()
         else:

@@ -22,7 +22,8 @@ LIBRARIES = ("torch", "transformers", "tokenizers", "tensorflow", "tf-keras", "k
 GPU_LIBRARIES = ("onnxruntime-gpu", "jax-cuda13-plugin", "jax-cuda13-pjrt", "jax-cuda12-plugin", "jax-cuda12-pjrt",
                  "tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu13-libs", "tensorrt-cu12-libs",
                  "cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cudnn-cu13",
-                 "nvidia-cudnn-cu12", "nvidia-cublas", "nvidia-cublas-cu12", "nvidia-nccl-cu13", "triton")
+                 "nvidia-cudnn-cu12", "nvidia-cublas", "nvidia-cublas-cu12", "nvidia-nccl-cu13",
+                 "nvidia-nccl-cu12", "nvidia-cuda-nvcc-cu12", "triton")
 # The fields that decide whether an earlier measurement still stands (a re-run skips it).
 FINGERPRINT_KEYS = ("python", "os", "cpu_model", "logical_cpus", "gpu_name", "cuda", "libraries")
 

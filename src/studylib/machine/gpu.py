@@ -13,7 +13,8 @@ apply: recorded as "n/a (cpu)", and the flags set to full FP32 (their CPU defaul
 
 Process settings (`process_vars`): what a process must start with, before any framework loads: the policy's
 variables, XLA_PYTHON_CLIENT_PREALLOCATE=false (JAX would otherwise take 75% of the card at import, leaving
-PyTorch, the eager reference of every Keras row, out of memory), and, for a runtime that asks for it
+PyTorch, the eager reference of every Keras row, out of memory), TF_FORCE_GPU_ALLOW_GROWTH=true (TensorFlow, imported
+by every Keras process whatever its backend, would otherwise take nearly all of the card), and, for a runtime that asks for it
 (`eager-cudnn-benchmark`), torch.backends.cudnn.benchmark on from the process's first convolution.
 
 Device checks (`unavailable`): on a `cuda` configuration, each runtime's framework must see the GPU itself, or
@@ -57,7 +58,8 @@ def tf32_label(on: bool, device: str) -> str:
 
 def process_vars(precision: dict | None) -> dict[str, str]:
     """Environment variables a measuring process starts with (before any framework is imported)."""
-    out = {"XLA_PYTHON_CLIENT_PREALLOCATE": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "false")}
+    out = {"XLA_PYTHON_CLIENT_PREALLOCATE": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),
+           "TF_FORCE_GPU_ALLOW_GROWTH": os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH", "true")}
     if precision is not None and precision["device"] == "cuda":  # on a CPU nothing is set (the defaults are FP32)
         on = bool(precision["tf32"])
         out[PRECISION_VAR] = "1" if on else "0"
@@ -92,6 +94,11 @@ def apply(precision: dict, frameworks: Iterable[str] = ("torch",)) -> dict[str, 
         with tensorflow_start_up_log():
             import tensorflow as tf
         tf.config.experimental.enable_tensor_float_32_execution(s["tensorflow"]["enable_tensor_float_32_execution"])
+        for device in tf.config.list_physical_devices("GPU"):  # the variable came too late where TF ran already
+            try:
+                tf.config.experimental.set_memory_growth(device, True)
+            except (RuntimeError, ValueError):  # initialised already: its variable at start-up did it, or nothing can
+                pass
     if "jax" in sys.modules:  # imported already: the variable came too late, the config still applies
         sys.modules["jax"].config.update("jax_default_matmul_precision", s["jax"]["jax_default_matmul_precision"])
     return env
@@ -161,8 +168,8 @@ def _tensorflow_sees() -> str | None:
         return None
     built = tf.test.is_built_with_cuda()
     return (f"TensorFlow {tf.__version__} sees no GPU: " + (
-        "its CUDA libraries are not there or did not load (its pip CUDA wheels, tensorflow[and-cuda], are CUDA 12; "
-        "requirements-gpu.txt is CUDA 13 and leaves TensorFlow on the CPU)"
+        "its CUDA 12 libraries are not there or did not load (make setup-gpu installs them with torch's CUDA 12 "
+        "packages; make gpu-check lists the libraries a process loaded)"
         if built else "a build without CUDA"))
 
 

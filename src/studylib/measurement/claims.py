@@ -129,6 +129,24 @@ def matching(frame: pd.DataFrame, claim: Claim, one_group: bool = False) -> pd.D
     return frame
 
 
+NAMED_ARGS = ("candidate", "baseline", "variant")  # an evaluator's arguments that name a variant it compares
+
+
+def not_run(df: pd.DataFrame, claim: Claim, named: dict[str, list[str]]) -> NotAnswered | None:
+    """Why a claim cannot be answered: the first of `named` (what it names → the variants standing for it) with no ok
+    row among the claim's rows, with its rows' reason; None when each ran (never an answer with one side missing)."""
+    if "status" not in df or "variant" not in df:
+        return None
+    rows = matching(df, claim)
+    for name, variants in named.items():
+        mine = rows[rows.variant.isin(list(variants))]
+        if not (mine.status == "ok").any():
+            failed = mine[mine.status != "ok"]
+            why = f" ({failed.status.iloc[0]}: {str(failed.error.iloc[0])[:200]})" if len(failed) else " (no rows)"
+            return NotAnswered(f"{name} did not run{why}")
+    return None
+
+
 def fmt_ci(value: float, lo: float, hi: float, unit: str = "×") -> str:
     """'1.23× (95% CI 1.20–1.26×)'."""
     return f"{value:.3g}{unit} (95% CI {lo:.3g}–{hi:.3g}{unit})"
@@ -296,8 +314,9 @@ def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> d
     device = str(df.device.dropna().iloc[0]) if "device" in df and df.device.notna().any() else "cpu"
     if not claim.evaluator:
         return _row(claim, "—", "—", f"not tested: {claim.why_not}", "not tested by this study")
+    named = [v for k, v in claim.args.items() if k in NAMED_ARGS and isinstance(v, str)]
     try:
-        m = evaluator(claim)(df, tables, claim, **claim.args)
+        m = not_run(df, claim, {v: [v] for v in named}) or evaluator(claim)(df, tables, claim, **claim.args)
     except (KeyError, ValueError, IndexError) as e:  # a table without the rows an evaluator needs
         m = NotAnswered(f"the results lack what this needs ({type(e).__name__}: {e})")
     rows = m.rows if isinstance(m, Measurement) else df[df.status == "ok"] if "status" in df else df

@@ -19,7 +19,8 @@ already written (same environment and settings) and measures only what is missin
 everything anew but keeps the parts written earlier in the same `studylib run` (its id, RUN_ID_VAR, is in
 every part), which are its own early passes. A replicate
 process that dies (a crash, the kernel's out-of-memory killer) leaves error rows for the group it was
-measuring, and the next process goes on with the rest.
+measuring, and the next process goes on with the rest. A CUDA error or a GPU out-of-memory is recorded in its own
+row; the process then ends with FRESH_PROCESS_EXIT and a fresh one measures the groups left, with no rows for them.
 """
 
 from __future__ import annotations
@@ -96,8 +97,13 @@ def _of_this_run(part: dict) -> bool:
     return run_id is not None and part.get("run_id") == run_id
 
 
-def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], None] | None = None) -> None:
-    """Measure the task's groups in this process, writing a part per group as it finishes."""
+FRESH_PROCESS_EXIT = 75  # a replicate process's own exit code: a failure spoiled it, the rest needs a fresh one
+
+
+def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], None] | None = None) -> int:
+    """Measure the task's groups in this process, writing a part per group as it finishes. 0 when every group was
+    measured; FRESH_PROCESS_EXIT when a CUDA error or a GPU out-of-memory (sweep.spoils_process) ended a group with
+    groups left: its rows are written, and the parent starts a fresh process for the rest."""
     from ..machine.environment import git_commit
     from ..machine.threads import apply_threads
 
@@ -109,14 +115,19 @@ def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], N
 
             apply(plan.env["precision"], _frameworks(task))
     parts_dir = Path(task.parts_dir)
-    for group_key, group_id, configs in task.groups:
+    for i, (group_key, group_id, configs) in enumerate(task.groups):
         write_json_atomic(_in_flight_path(parts_dir, task.replicate), {"group_key": group_key})
         rows = sweep.measure_group(configs, plan, workloads=task.workloads, group_key=group_key, group_id=group_id,
                                    replicate=task.replicate, commit=git_commit())  # the commit it is measured at
         _write_part(parts_dir, group_key, group_id, task.replicate, rows, plan.fingerprint)
+        sweep.release_memory(configs[0].device, between_groups=True)
         if after_group:
             after_group()
+        if i + 1 < len(task.groups) and any(sweep.spoils_process(r) for r in rows):
+            _in_flight_path(parts_dir, task.replicate).unlink(missing_ok=True)
+            return FRESH_PROCESS_EXIT
     _in_flight_path(parts_dir, task.replicate).unlink(missing_ok=True)
+    return 0
 
 
 def _frameworks(task: Task) -> tuple[str, ...]:
@@ -154,8 +165,7 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
     `in_process` measures in this process instead (tests, debugging): quicker to start, no isolation, and the
     task's environment variables are not applied (a Keras backend other than this process's is a skipped row)."""
     if in_process:
-        _worker(task, own_process=False, after_group=poll)
-        return 0
+        return _worker(task, own_process=False, after_group=poll)
     with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as f:
         pickle.dump(task, f)
     try:
@@ -234,16 +244,25 @@ def measure(groups: dict[str, list[Config]], plan: Plan, *, table: ResultsTable,
             rc = _run_process(task, finalize, in_process)
             finalize()
             if rc != 0:
-                flight = read_json(_in_flight_path(parts_dir, r)) or {}
-                key = flight.get("group_key")
-                if key not in groups or key not in parts or r in parts[key]:
-                    key = next((key for key, _, _ in need if key in parts and r not in parts[key]), None)
+                key = _died_group(need, parts, r, read_json(_in_flight_path(parts_dir, r)) or {})
                 if key is None:
-                    break
+                    continue  # it measured some groups and none was left half done: a fresh process for the rest
                 _write_part(parts_dir, key, ids[key], r, _died_rows(groups[key], task, key, ids[key], rc),
                             plan.fingerprint)
                 finalize()
     return new_rows
+
+
+def _died_group(need: list, parts: dict, r: int, flight: dict) -> str | None:
+    """The group a replicate process that ended with a non-zero code leaves "died" rows for: the one it was measuring
+    (its in-flight mark) when that group has no part; when it measured nothing at all, the first it was given (so the
+    next process moves on); else none (a fresh process measures the groups that never ran: FRESH_PROCESS_EXIT)."""
+    missing = [key for key, _, _ in need if key in parts and r not in parts[key]]
+    if flight.get("group_key") in missing:
+        return flight["group_key"]
+    if len(missing) == len(need):
+        return missing[0] if missing else None
+    return None
 
 
 def pending_parts(parts_dir: Path) -> int:
@@ -259,4 +278,4 @@ def pending_parts(parts_dir: Path) -> int:
 if __name__ == "__main__":
     with open(sys.argv[1], "rb") as fh:
         _task: Any = pickle.load(fh)
-    _worker(_task)
+    sys.exit(_worker(_task))

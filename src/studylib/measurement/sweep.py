@@ -121,15 +121,17 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     stack.enter_context(runtime.context())  # held while the group is timed
     compiled = _dynamo_counts() if runtime.uses_dynamo else None
     extra = runtime.memory_warmup_calls(c.device)
-    with PeakMemory(c.device) as mem:
+    with PeakMemory(c.device, allocator_of(runtime)) as mem:
         t0 = time.perf_counter()
         prepared = runtime.prepare(w)
         call = _synced(workloads.timed_call(prepared, c, w), prepared.sync)
         row["prepare_s"] = time.perf_counter() - t0
-        out, row["first_call_s"] = first_call(call)
+        out, row["first_call_s"] = first_call(workloads.first_call(prepared, c, w, runtime, call))
+        if extra:  # a CUDA graph's next call frees this output: copied to the host before it (off the clock)
+            out = workloads.as_array(out, runtime, c)
         for _ in range(extra):  # CUDA graphs are recorded in the calls after the first: their pool is counted too
             call()
-    array = workloads.as_array(out, runtime, c)
+    array = out if extra else workloads.as_array(out, runtime, c)
     del out
     if eager_is_reference:
         workloads.set_reference(c, array)
@@ -146,14 +148,21 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     if extra:
         prepared.notes = (f"{prepared.notes}; peak memory through {extra} warm-up call(s) after the first "
                           f"(the CUDA graph pool is recorded there)").strip("; ")
-    # On a GPU only PyTorch's allocator is read: TF and ONNX Runtime allocate outside it.
-    torch_allocator = mem.kind != "cuda_max_allocated" or (runtime.framework == "torch"
-                                                           and runtime.family != "onnxruntime")
     row.update(runtime_startup_s=startup_s, notes=prepared.notes, prepare_steps=[asdict(s) for s in prepared.steps],
-               peak_mem_mb=mem.increase_mb if torch_allocator else None,
-               mem_kind=mem.kind if torch_allocator else "not tracked (allocator outside PyTorch)")
+               peak_mem_mb=mem.increase_mb, mem_kind=mem.kind)  # on a GPU, the runtime's own framework's memory
     _count_work(row, workloads, c)
     return _Prepared(c, runtime, w, prepared, call, row)
+
+
+def allocator_of(runtime: runtimes.Runtime) -> str:
+    """The framework whose GPU allocator a runtime's memory lands in (core.memory.PeakMemory reads that one)."""
+    if runtime.family == "onnxruntime":
+        return "onnxruntime"
+    if runtime.family == "tensorflow":
+        return "tensorflow"
+    if runtime.family == "keras":  # its backend's (an A/A copy's: its original's)
+        return getattr(getattr(runtime, "original", runtime), "backend", "torch")
+    return "torch"
 
 
 def _count_work(row: dict, workloads: Workloads, c: Config) -> None:
@@ -191,16 +200,40 @@ def _fail(row: dict, exc: BaseException) -> dict:
     return row
 
 
-def _release(device: str) -> None:
-    """After a failed configuration: collect what it held (an ONNX Runtime session and its arena, compiled graphs)
-    and, on a GPU, hand torch's cached blocks back, so that the next configuration starts from a clean allocator."""
-    if device == "cuda":
-        import gc
+def release_memory(device: str, *, between_groups: bool = False) -> None:
+    """Collect what failed or finished configurations held, then, on a GPU, have each framework loaded in this process
+    hand back what it can: torch's cached blocks (empty_cache); an ONNX Runtime session's arena goes with the session
+    (collected). Between groups also JAX's compiled executables (clear_caches; its buffers go with their arrays) and
+    Keras/TensorFlow's global state (clear_session; TensorFlow's allocator keeps what it grew, which memory growth,
+    gpu.process_vars, holds to what was used). Never imports a framework just for this."""
+    if device != "cuda":
+        return
+    import gc
+    import sys
 
-        import torch
+    gc.collect()
+    if "torch" in sys.modules:
+        sys.modules["torch"].cuda.empty_cache()
+    if not between_groups:  # within a group prepared JAX and TensorFlow functions are still to be timed
+        return
+    if "jax" in sys.modules and hasattr(sys.modules["jax"], "clear_caches"):
+        sys.modules["jax"].clear_caches()
+    if "tensorflow" in sys.modules:
+        sys.modules["tensorflow"].keras.backend.clear_session()
+    gc.collect()
 
-        gc.collect()
-        torch.cuda.empty_cache()
+
+# A CUDA error other than out-of-memory is sticky: the context is lost and every later CUDA call of the process fails.
+CUDA_ERROR_PATTERNS = ("cuda error", "cudaerror", "illegal memory access", "device-side assert", "launch failure",
+                       "cublas_status", "cudnn_status", "illegal instruction", "cuda_error")
+
+
+def spoils_process(row: dict) -> bool:
+    """Whether a failed row leaves its process unfit to measure further groups: a CUDA error (sticky), or out of
+    memory on a GPU (its allocators fragmented or holding what they grew). replicates._worker starts afresh."""
+    if row["status"] == "oom":
+        return row.get("device") == "cuda"
+    return row["status"] == "error" and any(p in str(row.get("error", "")).lower() for p in CUDA_ERROR_PATTERNS)
 
 
 def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, group_key: str, group_id: str,
@@ -220,9 +253,13 @@ def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, gr
 
         reset_compiled()  # every group compiles cold; variants within it share the (reset) dynamo cache
     with contextlib.ExitStack() as stack:
+        lost = ""  # a sticky CUDA error in the group: the configurations after it cannot run in this process
         for c in configs:
             row = base_row(c, plan, group_key=group_key, group_id=group_id, commit=commit)
             rows[c.key] = row
+            if lost:
+                row.update(status="error", error=f"not measured: {lost}")
+                continue
             try:
                 ready.append(_prepare(c, row, runtime=runtimes.get(c.variant), workloads=workloads,
                                       tolerance=plan.tolerance(c), stack=stack))
@@ -231,7 +268,10 @@ def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, gr
             except Exception as exc:  # a failure is a result
                 _fail(row, exc)
             if row["status"] != "ok":
-                _release(c.device)  # the failed configuration's sessions and buffers, before the next one
+                release_memory(c.device)  # the failed configuration's sessions and buffers, before the next one
+                if row["status"] == "error" and spoils_process(row):
+                    lost = (f"{c.variant}'s CUDA error before it ({row['error'][:120]}) leaves every later CUDA call "
+                            f"of its process failing")
         calls = {p.config.key: p.call for p in ready}
         baseline = configs[0].key if configs[0].key in calls else None
         graphs = _dynamo_counts() if any(p.runtime.uses_dynamo for p in ready) else None
@@ -257,7 +297,7 @@ def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, gr
         if any(p.row["status"] != "ok" for p in ready):  # a configuration that failed in the rounds: let go of it
             ready = [p for p in ready if p.row["status"] == "ok"]
             p = None  # the loop's last configuration, possibly a failed one
-            _release(configs[0].device)
+            release_memory(configs[0].device)
         _steady_recompilations(ready, graphs)
         surprises.profile_surprises(ready, rows, plan.expectations, replicate)  # after the rounds: never in a sample
     elapsed = time.perf_counter() - started

@@ -36,7 +36,8 @@ BRANCHES = [
     Branch("ONNX Runtime CUDA provider", "CUDAExecutionProvider with IO binding (inputs and outputs on the GPU)",
            lambda r: r["variant"] in ("ort", "ort-optimized")),
     Branch("ONNX Runtime TensorRT provider", "TensorrtExecutionProvider (where onnxruntime-gpu has it), engine and "
-           "timing caches under outputs/<profile>/cache/tensorrt", lambda r: r["variant"] == "ort-tensorrt"),
+           "timing caches beside the ONNX file, one engine per shape (cache/onnx/<key>/trt/b{B}s{S})",
+           lambda r: r["variant"] == "ort-tensorrt"),
     Branch("fp32 precision policy", "the profile's tf32 setting applied to torch, TensorFlow, JAX, ONNX Runtime and "
            "TensorRT (gpu.py)", lambda r: r["dtype"] == "fp32"),
     Branch("cuDNN autotuning process", "eager-cudnn-benchmark in a process started with cudnn.benchmark on",

@@ -135,10 +135,39 @@ def headline_speedups(profiles: list[str]) -> pd.DataFrame:
     for p in profiles:
         tables = {nb: verdicts_of(p, nb) for nb in STUDIES}
         for nb, c in comparisons():
-            rows.append({"study": nb[:2], "comparison": c.label, "profile": p} | decisions.headline(tables[nb], c.label))
-    cols = ["study", "comparison", "profile", "status", "speedup", "ci_low", "ci_high", "n", "of", "reading", "lowest",
-            "highest"]
+            policy = _policy(results(p, nb)) if len(tables[nb]) else "—"
+            rows.append({"study": nb[:2], "comparison": c.label, "profile": p, "tf32": policy}
+                        | decisions.headline(tables[nb], c.label))
+    cols = ["study", "comparison", "profile", "tf32", "status", "speedup", "ci_low", "ci_high", "n", "of", "reading",
+            "lowest", "highest"]
     return pd.DataFrame(rows).reindex(columns=cols)
+
+
+def _policy(df: pd.DataFrame) -> str:
+    """The precision policy of a profile's rows (their `tf32`: on, off, n/a (cpu)), or "—" without any."""
+    labels = sorted({str(v) for v in df["tf32"].dropna()}) if len(df) and "tf32" in df else []
+    return ", ".join(labels) or "—"
+
+
+VERSIONED = ("torch", "tensorflow", "jax", "onnxruntime")
+
+
+def version_lines(profiles: list[str]) -> list[str]:
+    """A sentence per framework whose version differs between the profiles (env.json; onnxruntime-gpu counts as
+    onnxruntime): their speed-ups then compare versions as well as machines (the GPU stack's torch is not the CPU
+    lock's, docs/profiles.md)."""
+    envs = {p: read_json(paths.results_dir(p) / "env.json") or {} for p in profiles}
+    lines = []
+    def version(env: dict, name: str) -> str | None:
+        gpu_build = (env.get("gpu_libraries") or {}).get(f"{name}-gpu")
+        return gpu_build or (env.get("libraries") or {}).get(name)
+
+    for name in VERSIONED:
+        found = {p: v for p, e in envs.items() if (v := version(e, name))}
+        if len(set(found.values())) > 1:
+            lines.append(f"{name} differs between profiles (" + ", ".join(f"{p} {v}" for p, v in found.items())
+                         + "): a speed-up read across them compares versions too.")
+    return lines
 
 
 def speedup_matrix(table: pd.DataFrame) -> pd.DataFrame:
@@ -188,17 +217,24 @@ def findings(table: pd.DataFrame, claims_table: pd.DataFrame) -> list[str]:
     """Sentences computed from the headline speed-ups and the claims, for the summary notebook."""
     lines = []
     ok = table[table.status == "ok"]
-    for comp, g in ok.groupby("comparison", sort=False):
-        parts = [f"{r.profile} {r.lowest:.2f}–{r.highest:.2f}× by shape" if str(r.reading).startswith("depends")
-                 else f"{r.profile} {r.speedup:.2f}× ({r.ci_low:.2f}–{r.ci_high:.2f})" for r in g.itertuples()]
-        readings = g.reading.value_counts()
-        where = ", ".join(f"{word} on {n}" for word, n in readings.items())
-        lines.append(f"**{comp}**: {'; '.join(parts)} — {where} of {len(g)} profile(s) measured.")
+    if "tf32" not in ok:
+        ok = ok.assign(tf32="—")
+    for comp, whole in ok.groupby("comparison", sort=False):
+        split = whole.tf32.nunique() > 1  # rows of different precision policies are never read as like for like
+        for policy, g in whole.groupby("tf32", sort=False):
+            parts = [f"{r.profile} {r.lowest:.2f}–{r.highest:.2f}× by shape" if str(r.reading).startswith("depends")
+                     else f"{r.profile} {r.speedup:.2f}× ({r.ci_low:.2f}–{r.ci_high:.2f})" for r in g.itertuples()]
+            readings = g.reading.value_counts()
+            where = ", ".join(f"{word} on {n}" for word, n in readings.items())
+            label = f"{comp}, TF32 {policy}" if split else comp
+            lines.append(f"**{label}**: {'; '.join(parts)} — {where} of {len(g)} profile(s) measured"
+                         + (" (profiles of another precision policy on their own line)." if split else "."))
     missing = table[(table.status != "ok") & (table.status != "not in this profile")]
     for r in missing.itertuples():
         lines.append(f"{r.comparison} on {r.profile}: no speed-up ({r.status}).")
     for p, g in claims_table.groupby("profile", sort=False):
         lines.append(seedclaims.totals_line(g, p))
+    lines += version_lines(list(dict.fromkeys(table.profile)))
     if table.profile.nunique() < 2:
         lines.append("Only one profile has results here, so nothing is compared across machines yet: the results "
                      "of a GPU profile (gpu-a100, ...) would add that comparison.")

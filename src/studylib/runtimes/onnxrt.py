@@ -22,7 +22,8 @@ fp16 follows ONNX Runtime's recommended path: export an fp32 copy of the (fp16) 
 then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int8 are not offered.
 `ort-tensorrt` runs the plain graph with the TensorrtExecutionProvider first (CUDA behind it for what
 TensorRT does not take), where the installed onnxruntime-gpu has it, with one optimization profile over the
-grid's shapes and engine and timing caches under the profile's cache (ort_gpu.py, also the CUDA provider's options).
+grid's shapes and its engines beside the model file they are built from, one folder per shape,
+`<cache>/onnx/<key>/trt/b{B}s{S}` (ort_gpu.py, also the CUDA provider's options).
 The session a runtime times, and ONNX Runtime's profiler on it, are ort_session.py's (OrtCall).
 The CUDA branches have not been run yet (no GPU while this was written); reports say so (gpu_paths).
 """
@@ -292,7 +293,7 @@ class OnnxRuntime(Runtime):
         providers = ([("CUDAExecutionProvider", cuda_provider_options()), "CPUExecutionProvider"] if cuda
                      else ["CPUExecutionProvider"])
         if self.variant == "tensorrt":
-            providers.insert(0, ("TensorrtExecutionProvider", tensorrt_options(workload, cache_root(workload),
+            providers.insert(0, ("TensorrtExecutionProvider", tensorrt_options(workload, path.parent,
                                                                                session_inputs(path))))
 
         def make_session(profile_prefix: str | None = None):

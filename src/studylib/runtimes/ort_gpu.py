@@ -25,24 +25,33 @@ def session_inputs(path: Path) -> list[tuple[str, int]]:
     return [(i.name, len(i.type.tensor_type.shape.dim)) for i in graph.input if i.name not in initializers]
 
 
-def tensorrt_options(workload, cache_dir: Path | str, inputs: list[tuple[str, int]]) -> dict:
-    """The TensorRT provider's options: fp16 where the configuration is, engine and timing caches under the
-    profile's cache (outputs/<profile>/cache/tensorrt: a later session, replicate or run with the same graph and
-    shapes loads its engine instead of building it), and one optimization profile from the grid's shape: batch and
-    sequence from 1 up to the configuration's (its batch size and sequence length, or maximum length in the
-    data-set studies, Workload.max_shape), optimized for that largest shape. TF32 follows the precision policy
-    through NVIDIA_TF32_OVERRIDE (gpu.py), which TensorRT honours."""
+def tensorrt_dir(model_dir: Path | str, batch: int, seq: int | None) -> Path:
+    """Where TensorRT's engines for one model file and one optimization profile live:
+    `<cache>/onnx/<key>/trt/b{B}s{S}`, beside the file (its key hashes the export's model, weights, dtype, settings and
+    library versions, onnxrt.export_key, and each step after the export). ONNX Runtime keys its engine cache by the
+    file name and node names, never by weights: the folder does, so an engine built from other weights or for
+    another shape is never loaded, and each shape's engine is built once."""
+    return Path(model_dir) / "trt" / (f"b{batch}" + (f"s{seq}" if seq is not None else ""))
+
+
+def tensorrt_options(workload, model_dir: Path | str, inputs: list[tuple[str, int]]) -> dict:
+    """The TensorRT provider's options for the model file in `model_dir` (onnxrt.cached_step's folder): fp16 where
+    the configuration is, its engine cache in `tensorrt_dir` (a later session, replicate or run with the same file
+    and shape loads the engine instead of building it) and the timing cache shared by that file's shapes, and one
+    optimization profile from the grid's shape: batch and sequence from 1 up to the configuration's (its batch size
+    and sequence length, or maximum length in the data-set studies, Workload.max_shape), optimized for that largest
+    shape. TF32 follows the precision policy through NVIDIA_TF32_OVERRIDE (gpu.py), which TensorRT honours."""
     batch, seq = workload.max_shape or (workload.batch_size, workload.seq_len)
-    trt_dir = Path(workload.cache_dir or cache_dir) / "tensorrt"  # outputs/<profile>/cache/tensorrt in a run
-    trt_dir.mkdir(parents=True, exist_ok=True)
+    engines = tensorrt_dir(model_dir, batch, seq)
+    engines.mkdir(parents=True, exist_ok=True)
 
     def shape(b: int, s: int | None) -> str:
         return ",".join(f"{name}:{b}" + (f"x{s}" if rank >= 2 and s is not None else "") for name, rank in inputs
                         if rank <= 2)  # image inputs keep their fixed shape (no profile needed beyond the batch)
 
     options = {"trt_fp16_enable": workload.dtype == "fp16", "trt_engine_cache_enable": True,
-               "trt_engine_cache_path": str(trt_dir), "trt_timing_cache_enable": True,
-               "trt_timing_cache_path": str(trt_dir)}
+               "trt_engine_cache_path": str(engines), "trt_timing_cache_enable": True,
+               "trt_timing_cache_path": str(engines.parent)}
     if workload.kind == "text":
         options |= {"trt_profile_min_shapes": shape(1, 1), "trt_profile_opt_shapes": shape(batch, seq),
                     "trt_profile_max_shapes": shape(batch, seq)}

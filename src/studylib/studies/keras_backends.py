@@ -242,7 +242,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
     for backend in BACKENDS:
         mine = ok[ok.backend == backend]
         parts = []
-        for variant, g in mine[mine.variant.map(is_keras3)].groupby("variant", sort=False):
+        for variant, g in mine[mine.variant.map(is_keras3).astype(bool)].groupby("variant", sort=False):
             parts.append(f"{variant} {fmt_x(_geo(g)[0])}")
         if parts:
             lines.append(f"On the {backend} backend, speed-up over native eager PyTorch (geometric mean over shapes): "

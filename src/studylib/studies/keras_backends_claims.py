@@ -7,12 +7,26 @@ import pandas as pd
 
 from ..core import speedups as speedups_layer
 from ..measurement import claims as seedclaims
-from .keras_backends import KERAS2, _geo, backend_of
+from ..runtimes.keras import BACKENDS
+from .keras_backends import KERAS2, _geo, backend_of, is_keras3
+
+
+def _every_backend(df: pd.DataFrame, claim):
+    """Why a claim that ranks or pools Keras 3's backends cannot be answered: a backend with no ok Keras 3 row
+    (seedclaims.not_run: on a GPU where TensorFlow sees none, JAX "first" over torch alone is no answer), or None."""
+    if "variant" not in df:
+        return None
+    keras3 = [v for v in df.variant.dropna().unique() if is_keras3(v)]
+    return seedclaims.not_run(df, claim, {f"Keras 3 on {b}": [v for v in keras3 if backend_of(v) == b]
+                                          for b in BACKENDS})
 
 
 def fastest_backend(df: pd.DataFrame, tables: dict, claim):
     """Seed 002's 'no backend is consistently fastest': holds when the fastest Keras 3 backend differs between
     shapes (counting shapes where its lead over the runner-up is outside the CI)."""
+    missing = _every_backend(df, claim)
+    if missing:
+        return missing
     b = tables["backends"]  # every model: the claim is that the winner changes with the model
     decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
     if len(decided) < 2:  # one decided shape cannot show the winner changing
@@ -27,6 +41,9 @@ def fastest_backend(df: pd.DataFrame, tables: dict, claim):
 
 def jax_first(df: pd.DataFrame, tables: dict, claim):
     """Seed 002's 'JAX first on 7 metrics': holds when JAX is the backend most often fastest over decided shapes."""
+    missing = _every_backend(df, claim)
+    if missing:
+        return missing
     b = tables["backends"]
     decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
     if not len(decided):
@@ -40,6 +57,9 @@ def jax_first(df: pd.DataFrame, tables: dict, claim):
 def share_above(df: pd.DataFrame, tables: dict, claim, at_least: str | float = 1.5, share: str | float = 0.5):
     """Seed 002's 'more than 50% faster in 5 of 10 tasks': holds when, on at least `share` of the shapes, the fastest
     Keras 3 variant's CI over native torch.compile'd PyTorch lies wholly above `at_least`."""
+    missing = _every_backend(df, claim)
+    if missing:
+        return missing
     at_least, share = seedclaims.arithmetic(at_least), seedclaims.arithmetic(share)
     n = tables["native"]
     n = n[n.ratio.notna()] if len(n) else n
@@ -53,6 +73,9 @@ def share_above(df: pd.DataFrame, tables: dict, claim, at_least: str | float = 1
 def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "compiled"):
     """Seed 002's 'Keras 3 beats native PyTorch, up to 3.9×': the largest per-shape speed-up of the fastest Keras 3
     variant over native PyTorch (`compiled`, as the seed's torch.compile, or `eager`), with its CI."""
+    missing = _every_backend(df, claim)
+    if missing:
+        return missing
     n = seedclaims.matching(tables["native"], claim)
     col, lo_col, hi_col = ("ratio", "ci_low", "ci_high") if against == "compiled" else \
         ("vs_eager", "vs_eager_low", "vs_eager_high")

@@ -1,0 +1,224 @@
+"""One tiny real operation per GPU path, and what each says about itself (for `make gpu-check` and `make gpu-proof`).
+
+Each probe runs one small operation on the GPU through one path (torch eager, torch.compile with Triton, TensorFlow
+with XLA, JAX, ONNX Runtime's CUDA provider, TensorRT through ONNX Runtime) and returns a `Probe`: ok with the device
+its real output lies on, a skip with its reason (expected or not), or a failure. torch, TensorFlow and JAX also
+multiply two fp32 4096² matrices and compare with fp64: a relative error near 1e-3 is TF32, near 1e-6 full FP32.
+`verdict` turns the probes into the exit code; `loaded_cuda_libraries` reads which CUDA libraries this process
+loaded (a second cuDNN or CUDA runtime is a clash). Nothing here has run on a GPU yet: tests use fake probes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+TF32_LEVEL = 1e-4  # relative error of an fp32 4096² matmul: TF32 gives ~1e-3, full FP32 ~1e-6
+TF32_SIZE = 4096
+
+
+@dataclass
+class Probe:
+    """What one path did: `status` ok / skip / fail; `on_gpu`: whether its real output lies on the GPU."""
+
+    path: str
+    status: str
+    detail: str = ""  # a skip's or failure's reason; for ok, what ran
+    device: str = ""  # where the output lies, as the framework names it
+    on_gpu: bool = False
+    versions: str = ""  # the framework's version, CUDA / cuDNN as it reports them
+    cuda_major: int | None = None
+    expected: bool = False  # a skip that is expected here (TensorRT is not in the overlay)
+    tf32_error: float | None = None  # the 4096² fp32 matmul's max relative error against fp64
+
+
+def _fail(path: str, exc: BaseException) -> Probe:
+    text = str(exc).strip().splitlines()
+    return Probe(path, "fail", f"{type(exc).__name__}: {text[0][:200] if text else ''}")
+
+
+def _major(version) -> int | None:
+    m = re.match(r"\s*(\d+)", str(version or ""))
+    return int(m.group(1)) if m else None
+
+
+def torch_eager() -> Probe:
+    import torch
+
+    if not torch.cuda.is_available():
+        return Probe("torch eager", "fail", f"PyTorch {torch.__version__} sees no CUDA GPU")
+    a, b = (torch.randn(TF32_SIZE, TF32_SIZE, device="cuda") for _ in range(2))
+    c = a @ b
+    exact = a.double() @ b.double()
+    err = float(((c.double() - exact).abs().max() / exact.abs().max()).item())
+    cudnn = torch.backends.cudnn.version()
+    return Probe("torch eager", "ok", "fp32 matmul", str(c.device), c.is_cuda,
+                 f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {cudnn}", _major(torch.version.cuda),
+                 tf32_error=err)
+
+
+def torch_compile() -> Probe:
+    from importlib import metadata
+
+    import torch
+
+    try:
+        triton = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return Probe("torch.compile (Triton)", "fail", "triton is not installed: torch.compile has no GPU back end")
+    x = torch.randn(4096, device="cuda")
+    fn = torch.compile(lambda t: torch.nn.functional.gelu(t) * 2 + 1)
+    y = fn(x)
+    diff = float((y - (torch.nn.functional.gelu(x) * 2 + 1)).abs().max())
+    if diff > 1e-4:
+        return Probe("torch.compile (Triton)", "fail", f"compiled output differs from eager by {diff:.3g}")
+    return Probe("torch.compile (Triton)", "ok", "Inductor/Triton kernel, matches eager", str(y.device), y.is_cuda,
+                 f"triton {triton}", _major(torch.version.cuda))
+
+
+def tensorflow_xla() -> Probe:
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return Probe("TensorFlow + XLA", "skip", "TensorFlow is not installed")
+    if not tf.config.list_physical_devices("GPU"):
+        return Probe("TensorFlow + XLA", "fail", f"TensorFlow {tf.__version__} sees no GPU")
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((TF32_SIZE, TF32_SIZE)).astype("float32") for _ in range(2))
+    with tf.device("/GPU:0"):
+        c = tf.function(jit_compile=True)(tf.matmul)(tf.constant(a), tf.constant(b))
+    exact = a.astype("float64") @ b.astype("float64")
+    err = float(np.abs(c.numpy() - exact).max() / np.abs(exact).max())
+    info = tf.sysconfig.get_build_info()
+    return Probe("TensorFlow + XLA", "ok", "XLA-compiled fp32 matmul", c.device, "GPU" in c.device.upper(),
+                 f"tensorflow {tf.__version__}, built for CUDA {info.get('cuda_version')} / cuDNN "
+                 f"{info.get('cudnn_version')}", _major(info.get("cuda_version")), tf32_error=err)
+
+
+def jax_probe() -> Probe:
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return Probe("JAX", "skip", "JAX is not installed")
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((TF32_SIZE, TF32_SIZE)).astype("float32") for _ in range(2))
+    c = jax.jit(jnp.matmul)(a, b)
+    device = next(iter(c.devices()))
+    exact = a.astype("float64") @ b.astype("float64")
+    err = float(np.abs(np.asarray(c) - exact).max() / np.abs(exact).max())
+    version = getattr(device.client, "platform_version", "")  # e.g. "cuda 12080"
+    cuda = re.search(r"cuda\D*(\d+)", str(version).lower())
+    major = int(cuda.group(1)) // 1000 if cuda and len(cuda.group(1)) >= 4 else None
+    return Probe("JAX", "ok", "jit fp32 matmul", str(device), device.platform in ("gpu", "cuda"),
+                 f"jax {jax.__version__}, {version}", major, tf32_error=err)
+
+
+def _tiny_onnx() -> bytes:
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("MatMul", ["x", "w"], ["y"])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 8], [0.5] * 64)
+    graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def ort_session(provider: str, options: dict | None = None, *, make=None) -> Probe:
+    """A session with `provider` first: what ran is what the *session* reports (session.get_providers()), not the
+    build's list; the output is bound on the GPU (IO binding) so its device is the provider's."""
+    path = "ONNX Runtime " + ("TensorRT" if provider.startswith("Tensorrt") else "CUDA")
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return Probe(path, "skip", "ONNX Runtime is not installed")
+    built = ort.get_available_providers()
+    if provider not in built:
+        trt = provider.startswith("Tensorrt")
+        why = "TensorRT 10 is not installed: requirements-gpu.txt says where it comes from" if trt else \
+            "the CPU package onnxruntime instead of onnxruntime-gpu?"
+        return Probe(path, "skip" if trt else "fail", f"onnxruntime {ort.__version__} has no {provider} ({why})",
+                     expected=trt)
+    providers = [(provider, options or {}), "CUDAExecutionProvider", "CPUExecutionProvider"]
+    if provider == "CUDAExecutionProvider":
+        providers = providers[:1] + providers[2:]
+    session = (make or ort.InferenceSession)(_tiny_onnx(), providers=providers)
+    used = session.get_providers()
+    if used[0] != provider:
+        trt = provider.startswith("Tensorrt")
+        return Probe(path, "skip" if trt else "fail",
+                     f"{provider} is in the build but the session runs on {', '.join(used)} (its libraries did not "
+                     f"load{': libnvinfer (TensorRT 10) is not installed' if trt else ''})", expected=trt)
+    import numpy as np
+
+    binding = session.io_binding()
+    binding.bind_cpu_input("x", np.ones((4, 8), dtype="float32"))
+    binding.bind_output("y", "cuda", 0)
+    session.run_with_iobinding(binding)
+    out = binding.get_outputs()[0]
+    if not np.allclose(out.numpy(), 4.0):
+        return Probe(path, "fail", f"wrong output on {provider}")
+    device = out.device_name()
+    return Probe(path, "ok", f"MatMul on {used[0]}", device, device.lower() == "cuda", f"onnxruntime {ort.__version__}")
+
+
+def probes(tf32: bool) -> list[Probe]:
+    """Every path's probe, in order; one that raises is that path's failure, never a crash."""
+    from .gpu import ort_cuda_options, policy
+
+    out = []
+    for path, run in (("torch eager", torch_eager), ("torch.compile (Triton)", torch_compile),
+                      ("TensorFlow + XLA", tensorflow_xla), ("JAX", jax_probe),
+                      ("ONNX Runtime CUDA", lambda: ort_session("CUDAExecutionProvider",
+                                                                ort_cuda_options(policy(tf32, "cuda")))),
+                      ("ONNX Runtime TensorRT", lambda: ort_session("TensorrtExecutionProvider"))):
+        try:
+            out.append(run())
+        except Exception as exc:  # noqa: BLE001 - the table says what failed
+            out.append(_fail(path, exc))
+    return out
+
+
+def loaded_cuda_libraries(maps: str | None = None) -> dict[str, set[str]]:
+    """The CUDA libraries this process loaded (from /proc/self/maps): library name (libcudnn, libcudart, libcublas,
+    libnvinfer, ...) → the files, with their folders. Two files of one name are two copies in one process."""
+    if maps is None:
+        try:
+            maps = Path("/proc/self/maps").read_text()
+        except OSError:
+            return {}
+    found: dict[str, set[str]] = {}
+    for line in maps.splitlines():
+        path = line.split()[-1] if line.split() else ""
+        m = re.search(r"/(lib(?:cudnn|cudart|cublas|cublasLt|nvinfer|nvrtc|nvJitLink))\.so[.\d]*$", path)
+        if m:
+            found.setdefault(m.group(1), set()).add(path)
+    return found
+
+
+def verdict(found: list[Probe], tf32: bool, libraries: dict[str, set[str]] | None = None) -> tuple[int, list[str]]:
+    """(exit code, problems): 0 when every path ran on the GPU or is an expected, named skip, with one CUDA major,
+    one copy of each CUDA library and fp32 matmuls as the policy says; 1 otherwise, one line per problem."""
+    problems = []
+    for p in found:
+        if p.status == "fail":
+            problems.append(f"{p.path}: {p.detail}")
+        elif p.status == "skip" and not p.expected:
+            problems.append(f"{p.path}: skipped: {p.detail}")
+        elif p.status == "ok" and not p.on_gpu:
+            problems.append(f"{p.path}: its output lies on {p.device or 'an unknown device'}, not the GPU")
+        if p.status == "ok" and p.tf32_error is not None and not tf32 and p.tf32_error > TF32_LEVEL:
+            problems.append(f"{p.path}: fp32 matmul error {p.tf32_error:.2g} against fp64 is TF32's, and the "
+                            f"policy is tf32 off")
+    majors = {p.path: p.cuda_major for p in found if p.status == "ok" and p.cuda_major is not None}
+    if len(set(majors.values())) > 1:
+        problems.append("more than one CUDA major: " + ", ".join(f"{k} {v}" for k, v in majors.items()))
+    for name, files in sorted((libraries or {}).items()):
+        if len(files) > 1:
+            problems.append(f"{len(files)} copies of {name} in one process: {', '.join(sorted(files))}")
+    return (1 if problems else 0), problems

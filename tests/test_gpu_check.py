@@ -1,0 +1,88 @@
+"""`make gpu-check`'s verdict without a GPU: fake probe results, a fake ONNX Runtime session that falls back to the
+CPU, a fake /proc/self/maps. The probes themselves need a GPU (make gpu-proof runs them there)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from studylib.machine.gpu_probes import Probe, loaded_cuda_libraries, ort_session, verdict
+
+
+def _ok(path, major=12, err=None):
+    return Probe(path, "ok", "ran", "cuda:0", True, "x", major, tf32_error=err)
+
+
+ALL_OK = [_ok("torch eager", err=2e-6), _ok("torch.compile (Triton)"), _ok("TensorFlow + XLA", err=3e-6),
+          _ok("JAX", err=2e-6), _ok("ONNX Runtime CUDA", major=None)]
+TRT_MISSING = Probe("ONNX Runtime TensorRT", "skip", "TensorRT 10 is not installed", expected=True)
+
+
+def test_every_path_on_the_gpu_and_an_expected_skip_is_exit_0():
+    assert verdict(ALL_OK + [TRT_MISSING], tf32=False) == (0, [])
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    (lambda p: p[:2] + [Probe("TensorFlow + XLA", "fail", "TensorFlow 2.21.0 sees no GPU")] + p[3:],
+     "TensorFlow + XLA: TensorFlow 2.21.0 sees no GPU"),
+    (lambda p: p + [Probe("JAX", "skip", "JAX is not installed")], "JAX: skipped: JAX is not installed"),
+    (lambda p: p[:4] + [Probe("ONNX Runtime CUDA", "ok", "ran", "cpu", False)], "its output lies on cpu, not the GPU"),
+    (lambda p: p[:3] + [_ok("JAX", major=13)] + p[4:], "more than one CUDA major: torch eager 12"),
+    (lambda p: [_ok("torch eager", err=4e-4)] + p[1:], "is TF32's, and the policy is tf32 off"),
+])
+def test_anything_wrong_is_exit_1_with_a_line_saying_what(change, problem):
+    code, problems = verdict(change(list(ALL_OK)) + [TRT_MISSING], tf32=False)
+    assert code == 1 and any(problem in p for p in problems), problems
+
+
+def test_tf32_errors_are_expected_where_the_policy_is_on():
+    assert verdict([_ok("torch eager", err=4e-4)], tf32=True) == (0, [])
+
+
+def test_two_copies_of_a_cuda_library_in_one_process_are_a_clash():
+    maps = "\n".join([
+        "7f00-7f01 r-xp 0 08:01 1 /venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+        "7f02-7f03 r-xp 0 08:01 2 /venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12",
+        "7f04-7f05 r-xp 0 08:01 3 /venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn_ops.so.9",
+        "7f06-7f07 r-xp 0 08:01 4 [heap]"])
+    one = loaded_cuda_libraries(maps)
+    assert one == {"libcudnn": {"/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9"},
+                   "libcudart": {"/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12"}}
+    assert verdict(ALL_OK, tf32=False, libraries=one) == (0, [])
+    two = loaded_cuda_libraries(maps + "\n7f08-7f09 r-xp 0 08:01 5 /venv/site-packages/tensorflow/libcudnn.so.8")
+    code, problems = verdict(ALL_OK, tf32=False, libraries=two)
+    assert code == 1 and problems[0].startswith("2 copies of libcudnn in one process")
+
+
+class _FakeSession:
+    """An InferenceSession whose build lists a provider whose libraries did not load: it runs on the ones after it."""
+
+    def __init__(self, model, providers):
+        self.providers = [p if isinstance(p, str) else p[0] for p in providers][1:]
+
+    def get_providers(self):
+        return self.providers
+
+
+@pytest.fixture
+def fake_ort(monkeypatch):
+    ort = types.ModuleType("onnxruntime")
+    ort.__version__ = "1.26.0"
+    ort.get_available_providers = lambda: ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setitem(sys.modules, "onnxruntime", ort)
+    monkeypatch.setattr("studylib.machine.gpu_probes._tiny_onnx", lambda: b"model")
+    return ort
+
+
+def test_the_session_not_the_build_says_which_provider_ran(fake_ort):
+    """The build lists CUDA, the session falls back to the CPU: a failure, not 'sees the GPU'."""
+    cuda = ort_session("CUDAExecutionProvider", make=_FakeSession)
+    assert cuda.status == "fail" and "the session runs on CPUExecutionProvider" in cuda.detail
+    trt = ort_session("TensorrtExecutionProvider", make=_FakeSession)  # libnvinfer missing: TensorRT is optional
+    assert trt.status == "skip" and trt.expected and "libnvinfer" in trt.detail
+    fake_ort.get_available_providers = lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert ort_session("TensorrtExecutionProvider").expected  # not in the build at all: expected, named
+    code, problems = verdict(ALL_OK + [cuda, trt], tf32=False)
+    assert code == 1 and problems == [f"ONNX Runtime CUDA: {cuda.detail}"]
