@@ -86,7 +86,11 @@ def test_geomean_ci_covers_the_true_ratio_and_narrows_with_samples():
 def test_findings_and_claims_come_from_the_data(df):
     sp = s02.speedups(df)
     text = "\n".join(s02.findings(df, sp))
-    assert "**torchscript over eager**: geometric mean 1.2" in text and "over 4 shapes" in text
+    from studylib.core import verdicts
+    from studylib.report import prose
+
+    lines = "\n".join(prose.verdict_lines(verdicts.for_study(s02.NOTEBOOK, df)))
+    assert "**TorchScript over eager PyTorch**: faster at bert-tiny (all 4 shapes) (1.2" in lines and "4 not measured" in lines
     assert "4 of 40 configurations did not run" in text and "RuntimeError: trace" in text
     assert "XLA compiled 8 graphs in the first calls of 8 configurations" in text
     assert "recompiled 0 times" in text

@@ -147,25 +147,30 @@ def _triple(r) -> tuple[float, float, float]:
 
 
 BACKEND_COLUMNS = ["shape", *SHAPE_COLUMNS, "fastest", "fastest over native eager", "runner-up",
-                   "fastest over runner-up", "ratio", "ci_low", "ci_high"]
+                   "fastest over runner-up", "ratio", "ci_low", "ci_high", "decided"]
 
 
-def backend_table(sp: pd.DataFrame) -> pd.DataFrame:
+def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per shape: each Keras 3 backend's best variant (its lowest latency), the fastest backend by latency, and its
-    lead over the runner-up backend (the ratio of their paired speed-ups over native eager in their own processes,
-    with CI; unpaired: the backends run in processes of their own)."""
+    lead over the runner-up backend: the runner-up's latency over the fastest's, unpaired (the backends run in
+    processes of their own), with its CI from the results rows `df`, and `decided` by the one verdict rule."""
     ok = sp[sp.speedup.notna() & sp.variant.map(is_keras3)]
+    rows = df[df.status == "ok"] if df is not None and len(df) else None
     out = []
     for key, g in ok.groupby(SHAPE_COLUMNS, dropna=False, sort=False):
         best = g.loc[g.groupby("backend").median_s.idxmin()].sort_values("median_s")
         top = best.iloc[0]
         rec = dict(zip(SHAPE_COLUMNS, key)) | {"shape": _shape_label(top), "fastest": top.variant,
                                                "fastest over native eager": describe_ci(top)}
-        if len(best) > 1:
+        if len(best) > 1 and rows is not None:
             second = best.iloc[1]
-            v, lo, hi = speedups_layer.ratio_of(_triple(top), _triple(second))
-            rec |= {"runner-up": second.variant, "fastest over runner-up": seedclaims.fmt_ci(v, lo, hi),
-                    "ratio": v, "ci_low": lo, "ci_high": hi}
+            a, b = (rows[(rows.variant == r.variant) & (rows.backend == r.backend)
+                         & (rows.model == r.model)].iloc[0] for r in (second, top))
+            lead = speedups_layer.speedup(a, b)
+            rec |= {"runner-up": second.variant, "fastest over runner-up": describe_ci(
+                {"speedup": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high}),
+                    "ratio": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high,
+                    "decided": speedups_layer.verdict(lead.ci_low, lead.ci_high) == "faster"}
         out.append(rec)
     return pd.DataFrame(out, columns=BACKEND_COLUMNS)
 
@@ -313,7 +318,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     """Speed-ups over native eager per backend process, the fastest backend per shape, Keras 3 vs native and vs
     Keras 2, first-call costs, findings, seed claims; the roofline with `peaks` (the machine's limits)."""
     sp = speedups(df)
-    tables = {"speedups": sp, "backends": backend_table(sp), "native": native_table(sp), "keras 2": keras2_table(df),
+    tables = {"speedups": sp, "backends": backend_table(sp, df), "native": native_table(sp), "keras 2": keras2_table(df),
               "first call": first_call_table(df)}
     band = speedups_layer.band(df)
     analysis = Analysis(tables=tables, findings=findings(df, sp, tables["backends"], tables["native"],
