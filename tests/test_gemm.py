@@ -196,3 +196,17 @@ def test_no_share_of_a_roof_above_100_percent_in_words():
     assert roofline.share_text(0.55) == "55%"
     rule = roofline.rule_text(peaks | {"bandwidth": {"gbs": 10.0}})
     assert f"fp32 roof is {top:,.1f} GFLOP/s" in rule and "torch at" in rule
+
+
+def test_explain_always_gives_one_sentence_and_the_page_table_keeps_the_study_shapes():
+    close = _peaks(torch=100.0, tensorflow=110.0)
+    within = gemm_why.explain(close, "tensorflow", "torch")
+    assert "within 1.3×" in within and "1.10×" in within and "does not explain" in within
+    far = _peaks(torch=100.0, tensorflow=200.0)
+    assert gemm_why.explain(far, "tensorflow", "torch") == gemm_why.mechanism(far, "tensorflow", "torch")
+    assert "not both measured" in gemm_why.explain(far, "jax", "torch")
+    page = gemm_why.gemm_table(far, studies_only=True)
+    ok = page[page.status == "ok"]
+    assert set(ok["M×K×N"]) == {k.replace("x", "×") for k in STUDY_SHAPES}
+    assert set(ok.library) == {"PyTorch", "TensorFlow"}  # the others are not installed in this fake
+    assert len(gemm_why.gemm_table(far)) > len(page)

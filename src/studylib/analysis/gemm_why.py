@@ -90,15 +90,33 @@ def mechanism(peaks: dict | None, a: str, b: str, dtype: str = "fp32", *, observ
             f"give both libraries the same path.")
 
 
+def explain(peaks: dict | None, a: str, b: str, dtype: str = "fp32", **kwargs) -> str:
+    """`mechanism`'s sentence where there is one; else one sentence saying the two GEMMs are within
+    MECHANISM_RATIO (with the ratio) or were not both measured."""
+    said = mechanism(peaks, a, b, dtype, **kwargs)
+    if said:
+        return said
+    ratio = gemm_ratio(peaks, a, b, dtype)
+    na, nb = NAMES.get(a, a), NAMES.get(b, b)
+    if ratio is None:
+        return (f"{na}'s and {nb}'s {dtype} GEMMs were not both measured on this machine (its limits in env.json), "
+                f"so this page cannot say whether the GEMM path explains a gap between them.")
+    return (f"On this CPU {na}'s and {nb}'s {dtype} GEMMs are within {MECHANISM_RATIO}× of each other at BERT-base's "
+            f"shapes ({na} {_span(study_rates(peaks, a, dtype))}, {nb} {_span(study_rates(peaks, b, dtype))} GFLOP/s; "
+            f"{ratio:.2f}×): the GEMM path does not explain a larger gap between them.")
+
+
 def _fmt(v, spec: str) -> str:
     return format(v, spec) if isinstance(v, (int, float)) and np.isfinite(v) else ""
 
 
-def gemm_table(peaks: dict | None) -> pd.DataFrame:
-    """Every library's GEMM figures per dtype and shape, for a page: one row per library × dtype × shape, a
-    library or a cell that did not run keeps a row with its status and message. Empty where none was measured."""
+def gemm_table(peaks: dict | None, *, studies_only: bool = False) -> pd.DataFrame:
+    """Every library's GEMM figures per dtype and shape, for a page: one row per library × dtype × shape (only
+    the compute-bound study shapes with `studies_only`), a library or a cell that did not run keeps a row with its
+    status and message. Empty where none was measured."""
     g = _gemm(peaks)
     shapes = g.get("shapes") or {}
+    keep = set(study_shapes(peaks)) if studies_only else set(shapes)
     rows = []
     for runner, record in (g.get("libraries") or {}).items():
         name = NAMES.get(runner, runner)
@@ -107,6 +125,8 @@ def gemm_table(peaks: dict | None) -> pd.DataFrame:
             continue
         for dtype, cells in (record.get("rates") or {}).items():
             for key, cell in cells.items():
+                if key not in keep:
+                    continue
                 s = shapes.get(key) or {}
                 ok = "gflops" in cell
                 rows.append({"library": name, "version": record.get("version", ""), "dtype": dtype,
@@ -115,5 +135,5 @@ def gemm_table(peaks: dict | None) -> pd.DataFrame:
                              "95% CI": f"{cell['ci_low']:,.0f}–{cell['ci_high']:,.0f}" if ok else "",
                              "code path": "; ".join(cell.get("path") or []) or (record.get("kernel_library") or ""),
                              "max rel. error": _fmt(cell.get("rel_err"), ".1e"),
-                             "status": "ok" if ok else f"{cell.get('status')}: {cell.get('message', '')}"})
+                             "status": "ok" if ok else f"{cell.get('status')}: {cell.get('message', '')[:120]}"})
     return pd.DataFrame(rows, columns=TABLE_COLUMNS).fillna("")
