@@ -210,3 +210,19 @@ def test_explain_always_gives_one_sentence_and_the_page_table_keeps_the_study_sh
     assert set(ok["M×K×N"]) == {k.replace("x", "×") for k in STUDY_SHAPES}
     assert set(ok.library) == {"PyTorch", "TensorFlow"}  # the others are not installed in this fake
     assert len(gemm_why.gemm_table(far)) > len(page)
+
+
+def test_a_real_library_process_returns_its_record():
+    """ONNX Runtime (the quickest to start) measured for real in its own process, with a tiny budget: the record's
+    structure, exact-enough products, bf16 as an unsupported cell. No timing threshold."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    record = gemm.run_child("onnxruntime", 1, 0.05)["onnxruntime"]
+    assert record["status"] == "ok", record
+    assert record["threads"] == 1 and record["kernel_library"] == "MLAS"
+    fp32 = record["rates"]["fp32"]
+    assert set(fp32) == set(gemm_child.shapes())
+    for key, cell in fp32.items():
+        assert cell["ci_low"] <= cell["gflops"] <= cell["ci_high"]
+        assert cell["rel_err"] is None if key.startswith(str(gemm_child.SQUARE)) else cell["rel_err"] < 1e-4
+    assert all("status" in c or "gflops" in c for c in record["rates"]["bf16"].values())

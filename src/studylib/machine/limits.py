@@ -111,10 +111,11 @@ def peak_dtypes(device: str) -> tuple[str, ...]:
     return ("fp32", "fp16", "bf16", "int8") if device == "cuda" else ("fp32", "bf16", "int8")
 
 
-def measure_peaks(device: str = "cpu", *, budget: float = 2.0, gemm_runner: gemm.Runner = gemm.run_child) -> dict:
+def measure_peaks(device: str = "cpu", *, budget: float = 2.0, gemm_runner: gemm.Runner | None = None) -> dict:
     """The machine's limits with the threads now set: matmul rate per dtype and triad bandwidth, each with
     its 95% CI, within about `budget` seconds in all (shared evenly by the kernels); on a CPU, also every
-    library's GEMMs (gemm.measure_libraries, `budget` seconds more of timing plus each library's start-up)."""
+    library's GEMMs (gemm.measure_libraries, `budget` seconds more of timing plus each library's start-up; by
+    `gemm_runner`, gemm.run_child unless given)."""
     import torch
 
     started = time.perf_counter()
@@ -130,7 +131,7 @@ def measure_peaks(device: str = "cpu", *, budget: float = 2.0, gemm_runner: gemm
             "tf32": bool(device == "cuda" and torch.backends.cuda.matmul.allow_tf32),
             "measured_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "matmul": matmul,
             "bandwidth": triad_bandwidth(device, share),
-            **({"gemm": gemm.measure_libraries(torch.get_num_threads(), budget, runner=gemm_runner)}
+            **({"gemm": gemm.measure_libraries(torch.get_num_threads(), budget, runner=gemm_runner or gemm.run_child)}
                if device == "cpu" else {}),
             "seconds": time.perf_counter() - started}
 
