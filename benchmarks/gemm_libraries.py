@@ -7,17 +7,110 @@ linear layers at 32 and 256 tokens, and a square product). It prints the CPU's i
 figures with their 95% CIs and code paths, the roof (the best of them), each library against PyTorch at BERT-base's
 256-token shapes, and the sentence a page would print where two differ by more than 1.3× (analysis/gemm_why.py).
 
+With --ops it then profiles one call of BERT-base (random weights) in eager PyTorch (torch.profiler) and in a
+tf.function (TensorFlow's profiler, its XSpace trace read here: self time per op type, summed over threads) and
+prints each one's top operators and the milliseconds spent in GEMM operators, so the two frameworks' calls are
+read the same way.
+
     .venv/bin/python benchmarks/gemm_libraries.py                 # 2 threads, 8 s of timing (plus start-ups)
+    .venv/bin/python benchmarks/gemm_libraries.py --ops --batch 1 --seq 256
     .venv/bin/python benchmarks/gemm_libraries.py --threads 4 --budget 20 --json gemm.json
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import os
+import tempfile
 import time
 
 import pandas as pd
+
+GEMM_OPS = ("addmm", "mm", "bmm", "matmul", "linear", "MatMul", "BatchMatMul", "Einsum")  # names containing these
+
+
+def _is_gemm(op: str) -> bool:
+    return any(g.lower() in op.lower() for g in GEMM_OPS)
+
+
+def _add_self_times(events: list[tuple[int, int, str]], totals: dict[str, list[float]]) -> None:
+    """Add one thread's events (start ps, duration ps, name) to `totals` {op type: [self seconds, calls]}: an
+    event's self time is its duration less that of the events nested in it. TensorFlow's op events are named
+    "node name:op type"; others (the executor's "ExecutorState::Process", a function's run) only nest them."""
+    stack: list[list] = []  # [end, name, self ps]
+
+    def close(until: float) -> None:
+        while stack and stack[-1][0] <= until:
+            _, name, own = stack.pop()
+            if ":" in name and "::" not in name:  # "ExecutorState::Process" and the like only hold ops
+                t = totals.setdefault(name.rsplit(":", 1)[1], [0.0, 0])
+                t[0] += own / 1e12
+                t[1] += 1
+
+    for start, duration, name in sorted(events, key=lambda e: (e[0], -e[1])):
+        close(start)
+        if stack:
+            stack[-1][2] -= duration
+        stack.append([start + duration, name, duration])
+    close(float("inf"))
+
+
+def tf_top_ops(call, top: int) -> tuple[list[dict], float]:
+    """One call of `call` under TensorFlow's profiler: the top op types by self time (an op's events less the
+    events nested in them on the same thread), as profiling.top_ops gives PyTorch's; and the call's seconds."""
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from studylib.machine import profiling
+
+    logdir = tempfile.mkdtemp(prefix="tf-profile-")
+    tf.profiler.experimental.start(logdir)
+    t0 = time.perf_counter()
+    call()
+    wall = time.perf_counter() - t0
+    tf.profiler.experimental.stop()
+    space = xplane_pb2.XSpace()
+    with open(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
+        space.ParseFromString(f.read())
+    totals: dict[str, list[float]] = {}
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            _add_self_times([(e.offset_ps, e.duration_ps, plane.event_metadata[e.metadata_id].name)
+                             for e in line.events], totals)
+    return profiling.top_ops(totals, top), wall
+
+
+def profile_ops(threads: int, batch: int, seq: int, top: int = 8) -> None:
+    """BERT-base's top operators in eager PyTorch and in a tf.function, one profiled call each after two warm
+    calls, and the share of each call in GEMM operators."""
+    os.environ.pop("USE_TF", None)
+    from studylib import runtimes
+    from studylib.machine import profiling
+    from studylib.machine.threads import apply_threads
+    from studylib.workloads import models
+
+    apply_threads(threads, ("torch", "tensorflow"))
+    import torch
+
+    w = models.torch_workload("bert-base", batch_size=batch, seq_len=seq)
+    tw = models.tf_workload(w, models.build_tf_from_torch("bert-base", w.module))
+    eager, graph = runtimes.get("eager").prepare(w), runtimes.get("tf-function").prepare(tw)
+    with torch.inference_mode():
+        for _ in range(2):
+            eager.call()
+            graph.call()
+        t_ops, _ = profiling.torch_profile(eager.call, "cpu", top)
+    f_ops, wall = tf_top_ops(lambda: graph.call(), top)
+    for name, ops in (("eager PyTorch (torch.profiler)", t_ops), ("tf.function (TensorFlow's profiler)", f_ops)):
+        gemm_ms = sum(o["self_ms"] for o in ops if _is_gemm(o["op"]))
+        gemm_pct = sum(o["self_pct"] for o in ops if _is_gemm(o["op"]))
+        print(f"BERT-base b{batch}×{seq}, {name}: GEMM ops {gemm_ms:,.0f} ms, {gemm_pct:.0f}% of the self time")
+        for o in ops:
+            print(f"    {o['op'][:60]:60s} {o['self_ms']:9.1f} ms {o['self_pct']:5.1f}%  {o['calls']} calls")
 
 
 def main() -> int:
@@ -25,6 +118,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--budget", type=float, default=8.0, help="seconds of timing, shared by the libraries")
     parser.add_argument("--json", help="also write the record to this file")
+    parser.add_argument("--ops", action="store_true", help="also profile BERT-base's top ops in both frameworks")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--seq", type=int, default=256)
     args = parser.parse_args()
 
     from studylib.analysis import gemm_why
@@ -59,6 +155,8 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1)
+    if args.ops:
+        profile_ops(args.threads, args.batch, args.seq)
     return 0
 
 
