@@ -226,3 +226,16 @@ def test_a_real_library_process_returns_its_record():
         assert cell["ci_low"] <= cell["gflops"] <= cell["ci_high"]
         assert cell["rel_err"] is None if key.startswith(str(gemm_child.SQUARE)) else cell["rel_err"] < 1e-4
     assert all("status" in c or "gflops" in c for c in record["rates"]["bf16"].values())
+
+
+def test_compare_holds_two_runs_limits_like_with_like_whatever_the_roof():
+    """A run of METHOD 2 (with every library's GEMM) against one of METHOD 1 on the same machine: PyTorch's matmul is
+    compared, so a roof set by another library reads as no machine difference."""
+    from studylib.report import compare
+
+    new = _peaks(torch=100.0, tensorflow=400.0)
+    old = {k: v for k, v in new.items() if k != "gemm"} | {"method": 1}
+    assert limits.peak_gflops(new, "fp32") > 2 * limits.peak_gflops(old, "fp32")
+    assert compare.machine_differences({"peaks": old}, {"peaks": new}) == []
+    faster = new | {"matmul": {"fp32": new["matmul"]["fp32"] | {"gflops": 80.0}}}
+    assert compare.machine_differences({"peaks": old}, {"peaks": faster})[0].startswith(compare.LIMITS)

@@ -184,6 +184,12 @@ def roof(peaks: dict | None, key: str) -> dict | None:
     return max(found, key=lambda r: r["gflops"], default=None)
 
 
+def matmul_gflops(peaks: dict | None, key: str) -> float | None:
+    """PyTorch's square matmul rate for `key` alone (measured the same way by every METHOD), for comparing two
+    runs' machines like with like; the roof is `peak_gflops`."""
+    return (((peaks or {}).get("matmul") or {}).get(key) or {}).get("gflops")
+
+
 def peak_gflops(peaks: dict | None, key: str) -> float | None:
     """The roof for `key` (a dtype, or int8): the best matmul rate any library reached (`roof`), or None where
     none was measured."""
