@@ -127,10 +127,12 @@ def main() -> int:
     from studylib.machine import gemm, limits
 
     started = time.perf_counter()
+    load = os.getloadavg()[0]  # other processes on the cores slow every library, each at its own moments
     record = gemm.measure_libraries(args.threads, args.budget)
     peaks = {"gemm": record}
     print(f"CPU: {record['cpu_model']} · flags: {', '.join(record['cpu_flags']) or 'unknown'} · "
-          f"{args.threads} threads · measured in {time.perf_counter() - started:.1f} s")
+          f"{args.threads} threads · measured in {time.perf_counter() - started:.1f} s · load average (1 min) "
+          f"{load:.1f} before, {os.getloadavg()[0]:.1f} after")
     for key, r in record["libraries"].items():
         if r.get("status") == "ok":
             print(f"  {key}: {r['library']} {r['version']}, {r['call']}; kernel library {r['kernel_library']}; "
