@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 MECHANISM_RATIO = 1.3  # two libraries' GEMMs further apart than this explain a framework's gap
-NAMES = {"torch": "PyTorch", "torch-onednn": "PyTorch's oneDNN linear", "tensorflow": "TensorFlow",
+NAMES = {"torch": "PyTorch", "torch-onednn": "PyTorch through oneDNN's linear", "tensorflow": "TensorFlow",
          "onnxruntime": "ONNX Runtime", "jax": "JAX"}
 TABLE_COLUMNS = ["library", "version", "dtype", "shape", "M×K×N", "GFLOP/s", "95% CI", "code path",
                  "max rel. error", "status"]
@@ -80,9 +80,9 @@ def mechanism(peaks: dict | None, a: str, b: str, dtype: str = "fp32", *, observ
     times = ratio if ratio > 1 else 1 / ratio
     gap = (f"the {observed:.2f}× of {what or f'{NAMES.get(a, a)} over {NAMES.get(b, b)}'}" if observed
            else f"a gap between {NAMES.get(a, a)} and {NAMES.get(b, b)} at compute-bound shapes")
-    opening = (f"On this CPU ({cpu}{flags}), {NAMES.get(faster, faster)}'s {dtype} GEMM "
+    opening = (f"On this CPU ({cpu}{flags}), the {dtype} GEMM of {NAMES.get(faster, faster)} "
                f"({code_path(peaks, faster, dtype)}) reaches {_span(study_rates(peaks, faster, dtype))} GFLOP/s at "
-               f"{shapes} and {NAMES.get(slower, slower)}'s ({code_path(peaks, slower, dtype)}) "
+               f"{shapes} and that of {NAMES.get(slower, slower)} ({code_path(peaks, slower, dtype)}) "
                f"{_span(study_rates(peaks, slower, dtype))} GFLOP/s, {times:.2f}× as fast")
     if observed and (observed > 1) != (ratio > 1):
         return f"{opening}: {gap} goes the other way, so it does not come from the GEMM."
@@ -99,11 +99,11 @@ def explain(peaks: dict | None, a: str, b: str, dtype: str = "fp32", **kwargs) -
     ratio = gemm_ratio(peaks, a, b, dtype)
     na, nb = NAMES.get(a, a), NAMES.get(b, b)
     if ratio is None:
-        return (f"{na}'s and {nb}'s {dtype} GEMMs were not both measured on this machine (its limits in env.json), "
+        return (f"The {dtype} GEMMs of {na} and {nb} were not both measured on this machine (its limits in env.json), "
                 f"so this page cannot say whether the GEMM path explains a gap between them.")
-    return (f"On this CPU {na}'s and {nb}'s {dtype} GEMMs are within {MECHANISM_RATIO}× of each other at BERT-base's "
-            f"shapes ({na} {_span(study_rates(peaks, a, dtype))}, {nb} {_span(study_rates(peaks, b, dtype))} GFLOP/s; "
-            f"{ratio:.2f}×): the GEMM path does not explain a larger gap between them.")
+    return (f"On this CPU the {dtype} GEMMs of {na} and {nb} are within {MECHANISM_RATIO}× of each other at "
+            f"BERT-base's shapes ({na} {_span(study_rates(peaks, a, dtype))}, {nb} {_span(study_rates(peaks, b, dtype))} "
+            f"GFLOP/s; {ratio:.2f}×): the GEMM path does not explain a larger gap between them.")
 
 
 def _fmt(v, spec: str) -> str:
