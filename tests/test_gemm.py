@@ -22,11 +22,11 @@ def _cell(gflops: float, path: str) -> dict:
             "path": [path]}
 
 
-def _record(rate: float, path: str, version: str = "1.0") -> dict:
+def _record(rate: float, path: str, library: str, version: str = "1.0") -> dict:
     """A library's record: `rate` GFLOP/s in fp32 at every shape (a little more at the larger ones), bf16 twice."""
     rates = {d: {k: _cell(rate * (1 + 0.1 * i) * (2 if d == "bf16" else 1), path)
                  for i, k in enumerate(gemm_child.shapes())} for d in gemm_child.DTYPES}
-    return {"status": "ok", "library": "x", "version": version, "call": "matmul", "kernel_library": path.split()[0],
+    return {"status": "ok", "library": library, "version": version, "call": "matmul", "kernel_library": path.split()[0],
             "info": {}, "threads": 2, "rates": rates, "seconds": 0.1}
 
 
@@ -35,7 +35,7 @@ def _fake_runner(rates: dict[str, float], calls: list | None = None):
     def runner(library, threads, budget):
         if calls is not None:
             calls.append((library, threads, budget))
-        return {key: _record(rates[key], f"lib-{key} path") if key in rates else
+        return {key: _record(rates[key], f"lib-{key} path", key.title()) if key in rates else
                 {"status": "not installed", "message": f"{key} is not installed"} for key in gemm.CHILDREN[library]}
     return runner
 
@@ -101,7 +101,8 @@ def test_the_roof_is_the_best_rate_of_any_library():
     text = limits.describe_peaks(peaks | {"device": "cpu", "threads": 2, "seconds": 1.0, "measured_at": "now",
                                           "bandwidth": {"gbs": 10.0, "ci_low": 9.0, "ci_high": 11.0, "bytes": 1e6,
                                                         "kernel": "triad"}})
-    assert f"fp32 roof {tf_best:,.1f} GFLOP/s (tensorflow" in text and "onnxruntime" in text
+    assert f"fp32 roof {tf_best:,.1f} GFLOP/s (Tensorflow, " in text
+    assert "Onnxruntime 1.0 (lib-onnxruntime): fp32 up to" in text and "jax: not installed" in text
 
 
 def test_measured_limits_carry_the_libraries_record_and_the_roof_follows_it():
@@ -195,7 +196,7 @@ def test_no_share_of_a_roof_above_100_percent_in_words():
     assert roofline.share_text(1.75) == roofline.share_text(0.999) == "at the measured roof"
     assert roofline.share_text(0.55) == "55%"
     rule = roofline.rule_text(peaks | {"bandwidth": {"gbs": 10.0}})
-    assert f"fp32 roof is {top:,.1f} GFLOP/s" in rule and "torch at" in rule
+    assert f"fp32 roof is {top:,.1f} GFLOP/s" in rule and "(the best GEMM any library reached: Torch at" in rule
 
 
 def test_explain_always_gives_one_sentence_and_the_page_table_keeps_the_study_shapes():

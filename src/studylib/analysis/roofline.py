@@ -87,7 +87,7 @@ def rule_text(peaks: dict | None) -> str:
     bw = peak_bandwidth(peaks)
     best = roof(peaks, "fp32")
     limits = (f" Here the fp32 roof is {best['gflops']:,.1f} GFLOP/s (the best GEMM any library reached: "
-              f"{best['runner']} at {best['shape']}) and the bandwidth {bw:,.1f} GB/s, so the ridge lies at "
+              f"{best['library']} at {best['shape']}) and the bandwidth {bw:,.1f} GB/s, so the ridge lies at "
               f"{best['gflops'] / bw:,.1f} FLOPs per byte." if bw and best else "")
     return (f"Regimes come from the roofline: attainable = min(roof of the row's dtype, arithmetic intensity × "
             f"memory bandwidth); a call below {OVERHEAD_SHARE:.0%} of its attainable rate is overhead-bound, "

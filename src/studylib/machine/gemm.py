@@ -108,13 +108,14 @@ def measure_libraries(threads: int, budget: float, *, runner: Runner = run_child
 
 
 def best_rates(gemm: dict | None, dtype: str) -> list[dict]:
-    """Every measured rate of `dtype` in the record: [{"runner", "shape", "gflops", "ci_low", "ci_high"}]."""
+    """Every measured rate of `dtype` in the record: [{"runner", "library", "shape", "gflops", "ci_low", "ci_high"}]
+    ("library": the name a reader knows, e.g. "PyTorch through oneDNN's linear")."""
     out = []
     for key, record in ((gemm or {}).get("libraries") or {}).items():
         for shape, cell in ((record.get("rates") or {}).get(dtype) or {}).items():
             if isinstance(cell.get("gflops"), (int, float)):
-                out.append({"runner": key, "shape": shape, "gflops": cell["gflops"], "ci_low": cell.get("ci_low"),
-                            "ci_high": cell.get("ci_high")})
+                out.append({"runner": key, "library": record.get("library", key), "shape": shape,
+                            "gflops": cell["gflops"], "ci_low": cell.get("ci_low"), "ci_high": cell.get("ci_high")})
     return out
 
 
@@ -125,12 +126,13 @@ def describe(gemm: dict | None) -> str:
     parts = []
     for key, record in (gemm.get("libraries") or {}).items():
         if record.get("status") != "ok":
-            parts.append(f"{key} {record.get('status')}")
+            parts.append(f"{key}: {record.get('status')}")
             continue
         rates = []
         for dtype in gemm.get("dtypes", DTYPES):
             cells = [c["gflops"] for c in ((record.get("rates") or {}).get(dtype) or {}).values() if "gflops" in c]
             rates.append(f"{dtype} up to {max(cells):,.0f}" if cells else f"{dtype} —")
-        parts.append(f"{key} {record.get('version')} ({record.get('kernel_library')}): {', '.join(rates)} GFLOP/s")
+        parts.append(f"{record.get('library', key)} {record.get('version')} ({record.get('kernel_library')}): "
+                     f"{', '.join(rates)} GFLOP/s")
     flags = ", ".join(gemm.get("cpu_flags") or []) or "unknown"
     return f"GEMM per library — {'; '.join(parts)} (CPU flags: {flags})"

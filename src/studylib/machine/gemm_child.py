@@ -84,7 +84,7 @@ def _torch(threads: int, onednn: bool = False):
             "mkl": torch.backends.mkl.is_available(), "blas": blas,
             "build": [line.strip(" -") for line in config.splitlines() if line.strip(" -").startswith("Intel")]}
     call_name = "torch.ops.mkldnn._linear_pointwise" if onednn else "F.linear"
-    fields = {"library": "PyTorch" + (" (oneDNN linear)" if onednn else ""), "version": torch.__version__,
+    fields = {"library": "PyTorch" + (" through oneDNN's linear" if onednn else ""), "version": torch.__version__,
               "call": call_name, "kernel_library": "oneDNN" if onednn else f"{blas or 'BLAS'} / oneDNN", "info": info}
 
     def make(x, w, dtype):

@@ -163,7 +163,7 @@ def describe_peaks(peaks: dict | None) -> str:
     for dtype in ("fp32", "bf16"):
         best = roof(peaks, dtype)
         if best:
-            parts.append(f"{dtype} roof {best['gflops']:,.1f} GFLOP/s ({best['runner']}, {best['shape']})")
+            parts.append(f"{dtype} roof {best['gflops']:,.1f} GFLOP/s ({best['library']}, {best['shape']})")
     if "gemm" in peaks:
         parts.append(gemm.describe(peaks["gemm"]))
     bw = peaks["bandwidth"]
@@ -175,11 +175,11 @@ def describe_peaks(peaks: dict | None) -> str:
 
 def roof(peaks: dict | None, key: str) -> dict | None:
     """The best rate measured for `key` (a dtype, or int8): the square matmul's or any library's GEMM (gemm.py),
-    {"gflops", "ci_low", "ci_high", "runner", "shape"}; None where none was measured."""
+    {"gflops", "ci_low", "ci_high", "runner", "library", "shape"}; None where none was measured."""
     found = gemm.best_rates((peaks or {}).get("gemm"), key)
     m = ((peaks or {}).get("matmul") or {}).get(key) or {}
     if isinstance(m.get("gflops"), (int, float)):
-        found.append({"runner": "torch", "shape": "x".join([str(m.get("size"))] * 3), "gflops": m["gflops"],
+        found.append({"runner": "torch", "library": "PyTorch", "shape": "x".join([str(m.get("size"))] * 3), "gflops": m["gflops"],
                       "ci_low": m.get("ci_low"), "ci_high": m.get("ci_high")})
     return max(found, key=lambda r: r["gflops"], default=None)
 

@@ -341,7 +341,7 @@ def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: ac
             if key == "fp32":  # below this line a call is overhead-bound (roofline.regime)
                 ax.plot(xs, rf.OVERHEAD_SHARE * roof, color="0.6", lw=0.8, ls=":",
                         label=f"{rf.OVERHEAD_SHARE:.0%} of the fp32 roof (overhead-bound below)")
-            by = (limits.roof(peaks, key) or {}).get("runner")
+            by = (limits.roof(peaks, key) or {}).get("library")
             ax.annotate(f"{key} roof {peak:,.0f} GFLOP/s" + (f" ({by})" if by else ""), (hi, peak), xytext=(-4, 4),
                         textcoords="offset points",
                         ha="right", fontsize=8, color="0.3")
