@@ -285,8 +285,8 @@ def measure_runner(key: str, threads: int, budget: float, out: _Stdout) -> dict:
             if shape["m"] <= max(TOKENS):  # the square product's float64 reference would cost most of the check
                 reference = x.astype(np.float64) @ w.astype(np.float64)
                 rel_err = float(np.max(np.abs(y - reference)) / np.max(np.abs(reference)))
-            rate = rates_.rate(rates_.timed_calls(call, lambda: None, budget / len(cells)), 2.0 * shape["m"] * shape["k"] *
-                         shape["n"], 1e9)
+            flops = 2.0 * shape["m"] * shape["k"] * shape["n"]
+            rate = rates_.rate(rates_.timed_calls(call, lambda: None, budget / len(cells)), flops, 1e9)
             out.new_lines()  # the timed calls' log lines are not kept
             rates[dtype][key_] = {"gflops": rate.pop("median"), **rate, "rel_err": rel_err, "path": found}
         except Exception as exc:  # noqa: BLE001 - a dtype the library lacks is a result
