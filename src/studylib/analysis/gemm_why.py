@@ -99,7 +99,7 @@ def explain(peaks: dict | None, a: str, b: str, dtype: str = "fp32", **kwargs) -
     ratio = gemm_ratio(peaks, a, b, dtype)
     na, nb = NAMES.get(a, a), NAMES.get(b, b)
     if ratio is None:
-        return (f"The {dtype} GEMMs of {na} and {nb} were not both measured on this machine (its limits in env.json), "
+        return (f"The {dtype} GEMMs of {na} and {nb} were not both measured with this machine's limits, "
                 f"so this page cannot say whether the GEMM path explains a gap between them.")
     return (f"On this CPU the {dtype} GEMMs of {na} and {nb} are within {MECHANISM_RATIO}× of each other at "
             f"BERT-base's shapes ({na} {_span(study_rates(peaks, a, dtype))}, {nb} {_span(study_rates(peaks, b, dtype))} "
