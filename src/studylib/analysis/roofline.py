@@ -2,7 +2,9 @@
 
 Three parts:
 
-- **Limits** (limits.py): the matmul rate per dtype and the memory bandwidth the machine reaches.
+- **Limits** (limits.py): the roof per dtype (the best GEMM rate any library on the machine reaches, gemm.py)
+  and the memory bandwidth the machine reaches. No text here says more than 100% of a roof: a call at or above
+  it is "at the measured roof" (`share_text`).
 - **Work** (work.py): FLOPs of one call and the bytes it moves at least, counted on the eager PyTorch model
   when the configuration is measured; rows carry them (`flops_per_call`, `bytes_per_call`).
 - **Regime** (`regime`, `roofline_table`): the roofline's attainable rate is min(peak, AI × bandwidth),
@@ -20,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import speedups
-from ..machine.limits import peak_bandwidth, peak_gflops
+from ..machine.limits import peak_bandwidth, peak_gflops, roof
 
 OVERHEAD_SHARE = 0.25  # below this share of the attainable rate a call is overhead-bound
 REGIMES = ("overhead-bound", "memory-bound", "compute-bound")
@@ -83,16 +85,18 @@ def roofline_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
 def rule_text(peaks: dict | None) -> str:
     """How a regime is read off the roofline, in one sentence (with the limits, when known)."""
     bw = peak_bandwidth(peaks)
-    fp32 = peak_gflops(peaks, "fp32")
-    limits = (f" Here the fp32 peak is {fp32:,.1f} GFLOP/s and the bandwidth {bw:,.1f} GB/s, so the ridge lies at "
-              f"{fp32 / bw:,.1f} FLOPs per byte." if bw and fp32 else "")
-    return (f"Regimes come from the roofline: attainable = min(peak of the row's dtype, arithmetic intensity × "
+    best = roof(peaks, "fp32")
+    limits = (f" Here the fp32 roof is {best['gflops']:,.1f} GFLOP/s (the best GEMM any library reached: "
+              f"{best['library']} at {best['shape']}) and the bandwidth {bw:,.1f} GB/s, so the ridge lies at "
+              f"{best['gflops'] / bw:,.1f} FLOPs per byte." if bw and best else "")
+    return (f"Regimes come from the roofline: attainable = min(roof of the row's dtype, arithmetic intensity × "
             f"memory bandwidth); a call below {OVERHEAD_SHARE:.0%} of its attainable rate is overhead-bound, "
-            f"otherwise memory-bound where intensity × bandwidth is below the peak, else compute-bound.{limits}")
+            f"otherwise memory-bound where intensity × bandwidth is below the roof, else compute-bound.{limits}")
 
 
 def summary_finding(rt: pd.DataFrame, peaks: dict | None) -> str:
-    """Where the configurations sit: how many in each regime, and the best share of peak."""
+    """Where the configurations sit: how many in each regime, and the best share of the roof (capped in words:
+    `share_text`)."""
     ok = rt[rt.status == "ok"]
     if not peaks:
         return ("**Roofline**: the machine's limits were not given to this analysis (peaks unknown), so no "
@@ -107,8 +111,9 @@ def summary_finding(rt: pd.DataFrame, peaks: dict | None) -> str:
     line = f"**Roofline** ({len(counted)} of {len(ok)} measured configurations with a FLOP count): {counts}"
     if len(known):
         best = known.loc[known.share_of_peak.idxmax()]
-        line += (f"; highest share of peak {_pct(best.share_of_peak)} of {best.peak_of} ({best.gflops:,.1f} GFLOP/s, "
-                 f"{best.variant} {_shape(best)}), lowest {_pct(known.share_of_peak.min())}")
+        line += (f"; highest share of the {best.peak_of} roof: {share_text(best.share_of_peak)} "
+                 f"({best.gflops:,.1f} GFLOP/s against {best.peak_gflops:,.1f}, {best.variant} {_shape(best)}), "
+                 f"lowest {share_text(known.share_of_peak.min())}")
     return line + ". " + rule_text(peaks)
 
 
@@ -116,6 +121,11 @@ def _pct(share: float) -> str:
     """A share as a percentage: two significant digits below 10% (0.55%, 8.1%), whole percents above (12%, 104%)."""
     pct = 100 * share
     return f"{pct:.2g}%" if pct < 10 else f"{pct:.0f}%"
+
+
+def share_text(share: float) -> str:
+    """A share of the roof in words, never above 100%: "at the measured roof" from where it would read 100%."""
+    return "at the measured roof" if share >= 0.995 else _pct(share)
 
 
 def _shape(row) -> str:

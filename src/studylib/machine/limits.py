@@ -1,22 +1,22 @@
 """The machine's limits: a dense matmul's rate per dtype (GFLOP/s) and a STREAM-triad-like kernel's memory
 bandwidth (GB/s), each a median over repeated calls with its order-statistic 95% CI, measured with the threads the
-profile set, once per environment fingerprint (`cached_peaks`; kept in env.json under "peaks"). The roofline
-(roofline.py) and compare read them back with `peak_gflops` and `peak_bandwidth`.
+profile set, once per environment fingerprint (`cached_peaks`; kept in env.json under "peaks"). On a CPU it also
+measures fp32 and bf16 GEMMs through every library on the machine (gemm.py; peaks["gemm"]). The roof of a dtype
+(`roof`) is the best rate measured by any of them: the roofline (roofline.py) and compare read it back with
+`peak_gflops`, and the bandwidth with `peak_bandwidth`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Callable
 
-import numpy as np
+from . import gemm
+from .rates import MIN_SAMPLES
+from .rates import rate as _rate
+from .rates import timed_calls as _timed_calls
 
-from ..core import stats
-
-METHOD = 1  # bump when the way limits are measured changes: cached limits of another method are re-measured
-MIN_SAMPLES = 10  # timed calls per kernel at least (the order-statistic CI needs 6 at 95%)
-MAX_SAMPLES = 200
+METHOD = 2  # bump when the way limits are measured changes: cached limits of another method are re-measured
 MATMUL_SIZES = {"cpu": (256, 2048), "cuda": (1024, 8192)}  # smallest and largest square size tried
 TRIAD_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 26}  # fp32 elements per array: far beyond the last-level cache
 
@@ -25,28 +25,6 @@ def budget_s(measure: dict) -> float:
     """Seconds the limits may take: the profile's minimum timing per group (min_time_s), kept within 2–12 s,
     so the smoke profile spends about 2 s and the real profiles about 10 s, once per environment."""
     return float(min(12.0, max(2.0, measure.get("min_time_s", 0.0))))
-
-
-def _timed_calls(fn: Callable[[], object], sync: Callable[[], object], budget: float) -> np.ndarray:
-    """Seconds per call of `fn` (device wait inside the timed region), for `budget` seconds and at least
-    MIN_SAMPLES calls, after one untimed call."""
-    fn()
-    sync()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < MAX_SAMPLES and (len(times) < MIN_SAMPLES or time.perf_counter() - start < budget):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return np.asarray(times)
-
-
-def _rate(times: np.ndarray, work: float, unit: float) -> dict:
-    """Median rate (work per second, in `unit`s) with its 95% CI, from per-call seconds."""
-    rates = work / times / unit
-    lo, hi, _ = stats.order_stat_ci(rates)
-    return {"median": float(np.median(rates)), "ci_low": lo, "ci_high": hi, "n": len(rates)}
 
 
 def _matmul(dtype: str, device: str):
@@ -133,9 +111,11 @@ def peak_dtypes(device: str) -> tuple[str, ...]:
     return ("fp32", "fp16", "bf16", "int8") if device == "cuda" else ("fp32", "bf16", "int8")
 
 
-def measure_peaks(device: str = "cpu", *, budget: float = 2.0) -> dict:
+def measure_peaks(device: str = "cpu", *, budget: float = 2.0, gemm_runner: gemm.Runner | None = None) -> dict:
     """The machine's limits with the threads now set: matmul rate per dtype and triad bandwidth, each with
-    its 95% CI, within about `budget` seconds in all (shared evenly by the kernels)."""
+    its 95% CI, within about `budget` seconds in all (shared evenly by the kernels); on a CPU, also every
+    library's GEMMs (gemm.measure_libraries, `budget` seconds more of timing plus each library's start-up; by
+    `gemm_runner`, gemm.run_child unless given)."""
     import torch
 
     started = time.perf_counter()
@@ -150,7 +130,10 @@ def measure_peaks(device: str = "cpu", *, budget: float = 2.0) -> dict:
     return {"method": METHOD, "device": device, "threads": torch.get_num_threads(),
             "tf32": bool(device == "cuda" and torch.backends.cuda.matmul.allow_tf32),
             "measured_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "matmul": matmul,
-            "bandwidth": triad_bandwidth(device, share), "seconds": time.perf_counter() - started}
+            "bandwidth": triad_bandwidth(device, share),
+            **({"gemm": gemm.measure_libraries(torch.get_num_threads(), budget, runner=gemm_runner or gemm.run_child)}
+               if device == "cpu" else {}),
+            "seconds": time.perf_counter() - started}
 
 
 def cached_peaks(env: dict, previous: dict | None, *, device: str, budget: float) -> dict:
@@ -177,6 +160,12 @@ def describe_peaks(peaks: dict | None) -> str:
             unit = "GOP/s" if dtype == "int8" else "GFLOP/s"
             parts.append(f"{dtype} matmul {m['gflops']:,.1f} {unit} (95% CI {m['ci_low']:,.1f}–{m['ci_high']:,.1f}; "
                          f"{m['size']}², {m['kernel']})")
+    for dtype in ("fp32", "bf16"):
+        best = roof(peaks, dtype)
+        if best:
+            parts.append(f"{dtype} roof {best['gflops']:,.1f} GFLOP/s ({best['library']}, {best['shape']})")
+    if "gemm" in peaks:
+        parts.append(gemm.describe(peaks["gemm"]))
     bw = peaks["bandwidth"]
     parts.append(f"memory bandwidth {bw['gbs']:,.1f} GB/s (95% CI {bw['ci_low']:,.1f}–{bw['ci_high']:,.1f}; "
                  f"{bw['kernel']}, {bw['bytes'] / 1e6:,.0f} MB per call)")
@@ -184,10 +173,28 @@ def describe_peaks(peaks: dict | None) -> str:
             f"{peaks['measured_at']}")
 
 
-def peak_gflops(peaks: dict | None, key: str) -> float | None:
-    """The measured matmul rate for `key` (a dtype, or int8), or None where it was not measured."""
+def roof(peaks: dict | None, key: str) -> dict | None:
+    """The best rate measured for `key` (a dtype, or int8): the square matmul's or any library's GEMM (gemm.py),
+    {"gflops", "ci_low", "ci_high", "runner", "library", "shape"}; None where none was measured."""
+    found = gemm.best_rates((peaks or {}).get("gemm"), key)
     m = ((peaks or {}).get("matmul") or {}).get(key) or {}
-    return m.get("gflops")
+    if isinstance(m.get("gflops"), (int, float)):
+        found.append({"runner": "torch", "library": "PyTorch", "shape": "x".join([str(m.get("size"))] * 3), "gflops": m["gflops"],
+                      "ci_low": m.get("ci_low"), "ci_high": m.get("ci_high")})
+    return max(found, key=lambda r: r["gflops"], default=None)
+
+
+def matmul_gflops(peaks: dict | None, key: str) -> float | None:
+    """PyTorch's square matmul rate for `key` alone (measured the same way by every METHOD), for comparing two
+    runs' machines like with like; the roof is `peak_gflops`."""
+    return (((peaks or {}).get("matmul") or {}).get(key) or {}).get("gflops")
+
+
+def peak_gflops(peaks: dict | None, key: str) -> float | None:
+    """The roof for `key` (a dtype, or int8): the best matmul rate any library reached (`roof`), or None where
+    none was measured."""
+    best = roof(peaks, key)
+    return best["gflops"] if best else None
 
 
 def peak_bandwidth(peaks: dict | None) -> float | None:

@@ -34,7 +34,7 @@ from ..core.files import read_json
 from ..core.results import ResultsTable
 from ..core.speedups import speedup
 from ..core.variance import shape_of
-from ..machine.limits import peak_bandwidth, peak_gflops
+from ..machine.limits import matmul_gflops, peak_bandwidth
 
 WORST_SHOWN = 10
 # Fields of env.json compared as they are; the machine's measured limits are compared with PEAK_TOLERANCE.
@@ -112,9 +112,11 @@ def load_run(path: Path) -> Run:
 
 
 def _peaks(env: dict[str, Any]) -> dict[str, tuple[float, str]]:
-    """The measured limits of env.json's "peaks": {"matmul fp32": (215.0, "GFLOP/s"), "bandwidth": (115.4, "GB/s")}."""
+    """The measured limits of env.json's "peaks": {"matmul fp32": (215.0, "GFLOP/s"), "bandwidth": (115.4, "GB/s")}:
+    PyTorch's square matmul, measured alike by every limits.METHOD (the roof, the best of every library's GEMM,
+    exists only from METHOD 2)."""
     peaks = env.get("peaks") if isinstance(env.get("peaks"), dict) else {}
-    out = {f"matmul {key}": (peak_gflops(peaks, key), "GFLOP/s") for key in peaks.get("matmul") or {}}
+    out = {f"matmul {key}": (matmul_gflops(peaks, key), "GFLOP/s") for key in peaks.get("matmul") or {}}
     out["bandwidth"] = (peak_bandwidth(peaks), "GB/s")
     return {k: (float(v), unit) for k, (v, unit) in out.items() if isinstance(v, (int, float)) and v > 0}
 

@@ -301,8 +301,8 @@ def speedups_by_profile(table: pd.DataFrame, *, title: str = "", caption: str = 
 def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: achieved rate against arithmetic intensity",
              caption: str = ""):
     """Achieved GFLOP/s against arithmetic intensity (FLOPs per byte), log-log, one colour per variant and one
-    marker per dtype, under the machine's roofs: the bandwidth slope and each dtype's matmul peak
-    (roofline.roofline_table and measure_peaks). Rows that cannot be placed (failed, or no FLOP count) are
+    marker per dtype, under the machine's roofs: the bandwidth slope and each dtype's roof, the best GEMM rate
+    any library reached (roofline.roofline_table and limits.roof). Rows that cannot be placed (failed, or no FLOP count) are
     listed in a note under the axes. Returns the figure."""
     from ..analysis import roofline as rf
     from ..machine import limits
@@ -329,7 +329,9 @@ def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: ac
             if key == "fp32":  # below this line a call is overhead-bound (roofline.regime)
                 ax.plot(xs, rf.OVERHEAD_SHARE * roof, color="0.6", lw=0.8, ls=":",
                         label=f"{rf.OVERHEAD_SHARE:.0%} of the fp32 roof (overhead-bound below)")
-            ax.annotate(f"{key} peak {peak:,.0f} GFLOP/s", (hi, peak), xytext=(-4, 4), textcoords="offset points",
+            by = (limits.roof(peaks, key) or {}).get("library")
+            ax.annotate(f"{key} roof {peak:,.0f} GFLOP/s" + (f" ({by})" if by else ""), (hi, peak), xytext=(-4, 4),
+                        textcoords="offset points",
                         ha="right", fontsize=8, color="0.3")
         ax.annotate(f"{bandwidth:,.1f} GB/s", (lo, bandwidth * lo), xytext=(4, 6), textcoords="offset points",
                     fontsize=8, color="0.3", rotation=30)

@@ -1,0 +1,138 @@
+"""The machine's GEMM throughput through every library on it: PyTorch (F.linear, and its oneDNN linear),
+TensorFlow (tf.function), ONNX Runtime (MLAS) and JAX (XLA:CPU), in fp32 and bf16 at the studies' GEMM shapes,
+with each library's version, kernel library and the code path its kernel library reports, and the CPU's
+instruction sets. limits.measure_peaks keeps the record in env.json under peaks["gemm"]; limits.roof takes the
+best rate of all as the machine's roof.
+
+Each library runs in a process of its own (gemm_child.py), one after another on an otherwise idle machine: the
+thread count must be set before TensorFlow and JAX start, and the parent process's frameworks keep their
+settings. Every process gets the profile's thread count (threads.apply_threads' environment; torch and TensorFlow
+intra- and inter-op; ONNX Runtime intra-op, one inter-op, as runtimes.onnxrt; JAX, which has no setting, pinned
+to that many CPUs where the process may use more). A library that is missing, fails or runs past its time limit
+is a record with a status and a message.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .gemm_child import CHILDREN, DTYPES, MARK, shapes
+from .threads import OMP_WAIT_POLICY
+
+# The instruction sets that decide a GEMM's code path (/proc/cpuinfo's names), in the order they are shown.
+ISA_FLAGS = ("avx", "fma", "avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+             "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
+LIBRARIES = tuple(CHILDREN)  # one process each
+MODULES = {"torch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime", "jax": "jax"}
+START_UP_S = 120.0  # on top of 20 × the budget: a process that takes longer is stopped and recorded as such
+
+Runner = Callable[[str, int, float], dict]  # (library, threads, budget_s) -> {runner key: record}
+
+
+def cpu_flags(cpuinfo: str | None = None) -> list[str]:
+    """The ISA_FLAGS the CPU has (the first processor's flags in /proc/cpuinfo); [] where it cannot be read."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return []
+    line = next((ln for ln in cpuinfo.splitlines() if ln.startswith(("flags", "Features"))), "")
+    have = set(line.split(":", 1)[-1].split())
+    return [f for f in ISA_FLAGS if f in have]
+
+
+def cpu_model(cpuinfo: str | None = None) -> str | None:
+    """The CPU's model name in /proc/cpuinfo, or None."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    line = next((ln for ln in cpuinfo.splitlines() if ln.startswith("model name")), None)
+    return line.split(":", 1)[1].strip() if line else None
+
+
+def child_env(threads: int) -> dict[str, str]:
+    """The environment of a library's process: apply_threads' thread settings, studylib importable."""
+    env = dict(os.environ)
+    env.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
+    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _status(status: str, message: str) -> dict:
+    return {"status": status, "message": message[:300]}
+
+
+def run_child(library: str, threads: int, budget: float) -> dict:
+    """Measure `library` in a process of its own (gemm_child): {runner key: record}."""
+    if importlib.util.find_spec(MODULES[library]) is None:
+        return {key: _status("not installed", f"{MODULES[library]} is not installed") for key in CHILDREN[library]}
+    try:
+        done = subprocess.run([sys.executable, "-m", "studylib.machine.gemm_child", library, str(threads),
+                               f"{budget:.3f}"], capture_output=True, text=True, env=child_env(threads),
+                              timeout=START_UP_S + 20 * budget)
+    except subprocess.TimeoutExpired:
+        return {key: _status("timeout", f"stopped after {START_UP_S + 20 * budget:.0f} s")
+                for key in CHILDREN[library]}
+    found = [ln for ln in done.stdout.splitlines() if ln.startswith(MARK)]
+    if done.returncode == 0 and found:
+        return json.loads(found[-1][len(MARK):])
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return {key: _status("failed", f"exit {done.returncode}: {last}") for key in CHILDREN[library]}
+
+
+def measure_libraries(threads: int, budget: float, *, runner: Runner = run_child,
+                      libraries: tuple[str, ...] = LIBRARIES) -> dict:
+    """Every library's GEMM record, `budget` seconds of timing shared evenly (process start-up comes on top):
+    {"cpu_model", "cpu_flags", "threads", "dtypes", "shapes", "libraries": {runner key: record}, "seconds"}."""
+    started = time.perf_counter()
+    records: dict[str, dict] = {}
+    for library in libraries:
+        try:
+            records.update(runner(library, threads, budget / len(libraries)))
+        except Exception as exc:  # noqa: BLE001 - a runner that breaks is a result too
+            records.update({key: _status("failed", f"{type(exc).__name__}: {exc}") for key in CHILDREN[library]})
+    return {"cpu_model": cpu_model(), "cpu_flags": cpu_flags(), "threads": threads, "dtypes": list(DTYPES),
+            "shapes": shapes(), "libraries": records, "seconds": time.perf_counter() - started}
+
+
+def best_rates(gemm: dict | None, dtype: str) -> list[dict]:
+    """Every measured rate of `dtype` in the record: [{"runner", "library", "shape", "gflops", "ci_low", "ci_high"}]
+    ("library": the name a reader knows, e.g. "PyTorch through oneDNN's linear")."""
+    out = []
+    for key, record in ((gemm or {}).get("libraries") or {}).items():
+        for shape, cell in ((record.get("rates") or {}).get(dtype) or {}).items():
+            if isinstance(cell.get("gflops"), (int, float)):
+                out.append({"runner": key, "library": record.get("library", key), "shape": shape,
+                            "gflops": cell["gflops"], "ci_low": cell.get("ci_low"), "ci_high": cell.get("ci_high")})
+    return out
+
+
+def describe(gemm: dict | None) -> str:
+    """Each library's best GEMM rate per dtype in one line, for the environment table."""
+    if not gemm:
+        return "GEMM per library not measured"
+    parts = []
+    for key, record in (gemm.get("libraries") or {}).items():
+        if record.get("status") != "ok":
+            parts.append(f"{key}: {record.get('status')}")
+            continue
+        rates = []
+        for dtype in gemm.get("dtypes", DTYPES):
+            cells = [c["gflops"] for c in ((record.get("rates") or {}).get(dtype) or {}).values() if "gflops" in c]
+            rates.append(f"{dtype} up to {max(cells):,.0f}" if cells else f"{dtype} —")
+        parts.append(f"{record.get('library', key)} {record.get('version')} ({record.get('kernel_library')}): "
+                     f"{', '.join(rates)} GFLOP/s")
+    flags = ", ".join(gemm.get("cpu_flags") or []) or "unknown"
+    return f"GEMM per library — {'; '.join(parts)} (CPU flags: {flags})"
