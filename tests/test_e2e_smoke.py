@@ -354,7 +354,7 @@ def test_the_index_opens_with_what_to_use_on_this_machine(smoke):
     for study in ("01", "02", "03", "04", "05"):
         assert f"<td>{study}</td>" in table, study
     assert "<th>decision</th>" in table and "% of" not in body
-    assert "measured matmul GFLOP/s" in body and "says nothing about a GPU" in body
+    assert "measured GEMM roof GFLOP/s" in body and "says nothing about a GPU" in body
 
 
 def test_no_page_shows_a_prompt_or_an_internal_word(smoke):
