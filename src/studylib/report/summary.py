@@ -259,7 +259,8 @@ def machine_line(profile: str) -> str:
                       if limits.peak_gflops(peaks, k))
     bw = limits.peak_bandwidth(peaks)
     threads = (env.get("threads") or {}).get("torch_intra_op")
-    measured = (f"; measured GEMM roof GFLOP/s (the best library) {rates}" if rates else "") + (f", memory {bw:,.0f} GB/s" if bw else "")
+    measured = ((f"; measured GEMM roof GFLOP/s (the best library) {rates}" if rates else "")
+                + (f", memory {bw:,.0f} GB/s" if bw else ""))
     return f"{environment.one_line(env)} · {threads} threads{measured}"
 
 
