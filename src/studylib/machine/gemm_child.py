@@ -170,12 +170,13 @@ def _jax(threads: int):
     pinned = threads < len(cpus)
     if pinned:  # XLA:CPU sizes its thread pool from the CPUs the process may use; it has no other setting
         os.sched_setaffinity(0, cpus[:threads])
+    from importlib.metadata import version
+
     import jax
     import jax.numpy as jnp
-    import jaxlib
 
     fields = {"library": "JAX", "version": jax.__version__, "call": "jax.jit(jnp.matmul), block_until_ready",
-              "kernel_library": "XLA:CPU", "info": {"jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
+              "kernel_library": "XLA:CPU", "info": {"jaxlib": version("jaxlib"), "backend": jax.default_backend(),
                                                     "XLA_FLAGS": os.environ.get("XLA_FLAGS"),
                                                     "threads": f"pinned to {threads} CPUs" if pinned else
                                                     f"all {len(cpus)} CPUs the process may use"}}
