@@ -62,6 +62,7 @@ def _staged_run(root):
     (results / "env.json").write_text("{}")
     (results / "01_eager_vs_compiled.parts").mkdir()
     for rel in ("cpu/run.json", "cpu/html/01_eager_vs_compiled.html", "cpu/executed/01_eager_vs_compiled.ipynb",
+                "cpu/results/01_eager_vs_compiled.verdicts.csv",
                 "cpu/cache/onnx/model.onnx", "summary/run.json", "summary/html/06_summary.html",
                 "summary/executed/06_summary.ipynb", "index.html"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -76,7 +77,8 @@ def test_publish_copies_what_readers_need_and_nothing_else(tmp_path):
     written = reference.publish(staging, target, {"commit": "abc"})
     got = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
     assert got == ["REFERENCE.json", "cpu/html/01_eager_vs_compiled.html", "cpu/results/01_eager_vs_compiled.csv",
-                   "cpu/results/01_eager_vs_compiled.jsonl", "cpu/results/env.json", "cpu/run.json", "index.html",
+                   "cpu/results/01_eager_vs_compiled.jsonl", "cpu/results/01_eager_vs_compiled.verdicts.csv",
+                   "cpu/results/env.json", "cpu/run.json", "index.html",
                    "summary/html/06_summary.html", "summary/run.json"]
     assert sorted(written) == sorted(p for p in target.rglob("*") if p.is_file())
     assert json.loads((target / "REFERENCE.json").read_text()) == {"commit": "abc"}
@@ -93,3 +95,4 @@ def test_display_paths_are_never_absolute(tmp_path, outputs):
     assert paths.display(outputs / "cpu" / "results" / "x.jsonl") == "cpu/results/x.jsonl"
     assert paths.display(paths.ROOT / "reference" / "cpu") == "reference/cpu"
     assert paths.display(tmp_path / "elsewhere" / "file.txt") == "file.txt"
+
