@@ -259,6 +259,9 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's start-up chatter out of the report
     else:
         os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import TensorFlow too
+    from .core import tables
+
+    tables.install()  # every table a page shows: no NaN, None or <NA>, no plain row numbers
     apply_threads(prof.threads, frameworks)
     profile = params["profile"]
     precision = gpu.policy(prof.tf32 if "tf32" in params else _profile_tf32(profile), prof.device)

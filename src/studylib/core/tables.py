@@ -12,12 +12,33 @@ from IPython.display import HTML
 SHOWN_ROWS = 10  # a table up to this long is shown whole
 
 
+def clean(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with every missing value (NaN, None, <NA>) as an empty cell: a page never prints them."""
+    return table.astype(object).where(table.notna(), "")
+
+
+def page_html(table: pd.DataFrame, classes: str = "dataframe") -> str:
+    """A table as a page shows it: missing values blank, a plain row count (RangeIndex) left out, never cut."""
+    keep_index = not isinstance(table.index, pd.RangeIndex)
+    return clean(table).to_html(index=keep_index, escape=True, classes=classes, max_rows=None, max_cols=None)
+
+
+def install() -> None:
+    """In a notebook's kernel, every DataFrame a cell returns is shown through `page_html`."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, page_html)
+
+
 def folded(table: pd.DataFrame, name: str, *, shown: int = SHOWN_ROWS, what: str = "rows") -> HTML:
     """`table` for a page: whole when it has at most `shown` rows, else its first `shown` rows then the whole
     table under a closed <details> line ("all 98 rows …") with a link to it as `name`.csv; never truncated."""
     def _html(t: pd.DataFrame) -> str:
-        return t.to_html(index=False, escape=True, na_rep="", classes="study-table", max_rows=None,
-                         max_cols=None)
+        return clean(t).to_html(index=False, escape=True, classes="study-table", max_rows=None, max_cols=None)
 
     if len(table) <= shown:
         return HTML(_html(table))
