@@ -44,8 +44,8 @@ def results():
 def test_every_option_is_judged_once_over_the_default_with_its_numbers(results):
     vt = decisions.compute(NB, results)
     opts = {(v.candidate, v.workload): v for v in vt.options()}
-    text = opts["compile-default", "bert-base batch 1 seq 128"]
-    image = opts["compile-default", "resnet-50 batch 8 224px"]
+    text = opts["compile-default", "bert-base fp32 batch 1 seq 128"]
+    image = opts["compile-default", "resnet-50 fp32 batch 8 224px"]
     assert text.decision == "equal" and image.decision == "faster" and image.speedup == pytest.approx(1 / 0.7, rel=0.02)
     assert image.comparison == "torch.compile (default) over eager" and image.baseline == "eager"
     assert image.ms_per_call == pytest.approx(140, rel=0.02) and image.ms_per_item == pytest.approx(image.ms_per_call / 8)
@@ -54,7 +54,7 @@ def test_every_option_is_judged_once_over_the_default_with_its_numbers(results):
     assert image.one_time_s == pytest.approx(0.2 + 12.0 - image.ms_per_call / 1e3, rel=1e-6)
     assert image.break_even == np.ceil(image.one_time_s / (image.base_ms_per_call / 1e3 * (1 - 1 / image.speedup)))
     assert image.rerun_low < image.ci_low < image.speedup < image.ci_high < image.rerun_high
-    failed = opts["eager-channels-last", "resnet-50 batch 8 224px"]
+    failed = opts["eager-channels-last", "resnet-50 fp32 batch 8 224px"]
     assert failed.status == "oom" and failed.decision == "" and "boom" in failed.message
     assert not any("-aa" in v.candidate for v in vt)  # an A/A copy is never an option
     # Benjamini–Hochberg once over the study's whole table: adjusted p never below the raw one
@@ -123,8 +123,8 @@ def test_the_answer_is_short_and_never_names_a_winner_of_a_tie(results):
     assert prose.words(" ".join(sentences)) <= prose.ANSWER_WORDS
     assert sentences[0].startswith("Pick: ")
     picks = decisions.what_to_use(vt, "01").set_index("workload").decision
-    assert picks["bert-base batch 1 seq 128"] == "tie: keep the default (eager)"
-    assert picks["resnet-50 batch 8 224px"] == "use compile-default (1.43× faster)"
+    assert picks["bert-base fp32 batch 1 seq 128"] == "tie: keep the default (eager)"
+    assert picks["resnet-50 fp32 batch 8 224px"] == "use compile-default (1.43× faster)"
     assert "Ties are within ±5%" in sentences[-1]
 
 
@@ -142,9 +142,9 @@ def test_a_quantized_option_stands_apart_and_a_lead_that_is_not_told_apart_names
 def test_the_decision_table_has_a_cell_per_option_with_its_decision_and_latency(results):
     t = decisions.decision_table(decisions.compute(NB, results))
     assert list(t.columns[:2]) == ["workload", "eager (baseline)"]
-    cell = t.set_index("workload").loc["resnet-50 batch 8 224px", "compile-default"]
+    cell = t.set_index("workload").loc["resnet-50 fp32 batch 8 224px", "compile-default"]
     assert cell.startswith("faster: 1.4") and "/call" in cell and "/image" in cell
-    assert t.set_index("workload").loc["resnet-50 batch 8 224px", "eager-channels-last"].startswith("oom")
+    assert t.set_index("workload").loc["resnet-50 fp32 batch 8 224px", "eager-channels-last"].startswith("oom")
     assert not t.isin(["nan", "None", "<NA>"]).any().any()
 
 

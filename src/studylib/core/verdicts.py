@@ -307,9 +307,7 @@ def compute(study_name: str, df: pd.DataFrame, *, comparisons: Iterable[Comparis
         return VerdictTable(study_name, ())
     records = _judged_pairs(df, options, default, list(comparisons))
     rows_by_key = _rows_by_shape(df)
-    work = workload_columns(df, options)
-    ok = df[df.status == "ok"] if "status" in df else df
-    shown = [c for c in work if c == "model" or c in speedups.varying(ok, work)]
+    shown = workload_columns(df, options)  # complete labels: model, dtype, batch, sequence or image size
     out = []
     for r in records:
         cand, base = (rows_by_key.get(k) for k in r["keys"])
