@@ -139,7 +139,7 @@ def _closing(vt: VerdictTable) -> str:
     band = f"±{(vt.rows[0].band if len(vt) else speedups.EQUIVALENCE) - 1:.0%}"
     if undecided:
         return (f"Ties are within {band}; undecided cells could not tell effects under "
-                f"{float(np.median(undecided)):.2f}×.")
+                f"{min(undecided):.2f}×.")
     return f"Ties are within {band}."
 
 
