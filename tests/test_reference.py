@@ -96,3 +96,27 @@ def test_display_paths_are_never_absolute(tmp_path, outputs):
     assert paths.display(paths.ROOT / "reference" / "cpu") == "reference/cpu"
     assert paths.display(tmp_path / "elsewhere" / "file.txt") == "file.txt"
 
+
+
+def test_each_committed_study_has_its_verdict_table_and_it_is_what_its_results_give():
+    """Every study of the committed reference carries results/<study>.verdicts.csv, the table its pages were
+    rendered from, and today's code computes the same decisions from the committed results."""
+    import numpy as np
+
+    import studylib.studies  # noqa: F401 - registers the studies
+    from studylib.core import verdicts
+    from studylib.report import summary
+
+    results = paths.reference_root() / reference.PROFILE / "results"
+    studies = sorted(p.stem for p in results.glob("*.jsonl"))
+    assert studies, "the reference holds no results"
+    for nb in studies:
+        saved = verdicts.load(verdicts.path_for(results, nb))
+        assert len(saved) > 0, nb
+        df = ResultsTable(results / f"{nb}.jsonl").frame(with_samples=True)
+        again = summary.decisions.compute(nb, df)
+        key = lambda v: (v.kind, v.comparison, v.shape, v.candidate)  # noqa: E731
+        assert sorted(map(key, saved)) == sorted(map(key, again)), nb
+        for a, b in zip(sorted(saved, key=key), sorted(again, key=key)):
+            assert a.decision == b.decision, (nb, key(a))
+            assert (np.isnan(a.speedup) and np.isnan(b.speedup)) or a.speedup == pytest.approx(b.speedup, rel=1e-6)
