@@ -137,10 +137,8 @@ def not_run(df: pd.DataFrame, claim: Claim, named: dict[str, list[str]]) -> NotA
     row among the claim's rows, with its rows' reason; None when each ran (never an answer with one side missing)."""
     if "status" not in df or "variant" not in df:
         return None
-    rows = matching(df, claim)
-    if not len(rows):  # nothing of the claim's scope ran: its evaluator says what is missing (a section, a size)
-        return None
-    for name, variants in named.items():
+    rows = matching(df, claim)  # none at all: nothing of the claim's scope ran, and its evaluator says what is missing
+    for name, variants in named.items() if len(rows) else ():
         mine = rows[rows.variant.isin(list(variants))]
         if not (mine.status == "ok").any():
             failed = mine[mine.status != "ok"]
