@@ -105,7 +105,6 @@ def test_each_committed_study_has_its_verdict_table_and_it_is_what_its_results_g
 
     import studylib.studies  # noqa: F401 - registers the studies
     from studylib.core import verdicts
-    from studylib.report import summary
 
     results = paths.reference_root() / reference.PROFILE / "results"
     studies = sorted(p.stem for p in results.glob("*.jsonl"))
@@ -114,7 +113,7 @@ def test_each_committed_study_has_its_verdict_table_and_it_is_what_its_results_g
         saved = verdicts.load(verdicts.path_for(results, nb))
         assert len(saved) > 0, nb
         df = ResultsTable(results / f"{nb}.jsonl").frame(with_samples=True)
-        again = summary.decisions.compute(nb, df)
+        again = verdicts.for_study(nb, df)
         key = lambda v: (v.kind, v.comparison, v.shape, v.candidate)  # noqa: E731
         assert sorted(map(key, saved)) == sorted(map(key, again)), nb
         for a, b in zip(sorted(saved, key=key), sorted(again, key=key)):

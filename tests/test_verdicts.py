@@ -42,7 +42,7 @@ def results():
 
 
 def test_every_option_is_judged_once_over_the_default_with_its_numbers(results):
-    vt = decisions.compute(NB, results)
+    vt = verdicts.for_study(NB, results)
     opts = {(v.candidate, v.workload): v for v in vt.options()}
     text = opts["compile-default", "bert-base fp32 batch 1 seq 128"]
     image = opts["compile-default", "resnet-50 fp32 batch 8 224px"]
@@ -68,7 +68,7 @@ def test_the_rerun_interval_is_wider_than_the_ci_by_about_root_two():
 
 
 def test_a_saved_table_reads_back_the_same(results, tmp_path):
-    vt = decisions.compute(NB, results)
+    vt = verdicts.for_study(NB, results)
     back = verdicts.load(verdicts.save(vt, tmp_path))
     assert len(back) == len(vt)
     for a, b in zip(vt, back):
@@ -94,7 +94,7 @@ def _page_elements(profile: str, df: pd.DataFrame) -> dict[str, str]:
 
 def test_editing_one_saved_verdict_changes_every_page_element_that_names_it(results, outputs):
     profile = "cpu"
-    saved = verdicts.save(decisions.compute(NB, results), paths.results_dir(profile))
+    saved = verdicts.save(verdicts.for_study(NB, results), paths.results_dir(profile))
     write_json_atomic(paths.results_dir(profile) / "env.json", {})
     before = _page_elements(profile, results)
     for name, text in before.items():
@@ -118,7 +118,7 @@ def test_editing_one_saved_verdict_changes_every_page_element_that_names_it(resu
 
 
 def test_the_answer_is_short_and_never_names_a_winner_of_a_tie(results):
-    vt = decisions.compute(NB, results)
+    vt = verdicts.for_study(NB, results)
     sentences = prose.answer_sentences(vt)
     assert prose.words(" ".join(sentences)) <= prose.ANSWER_WORDS
     assert sentences[0].startswith("Pick: ")
@@ -131,7 +131,7 @@ def test_the_answer_is_short_and_never_names_a_winner_of_a_tie(results):
 def test_a_quantized_option_stands_apart_and_a_lead_that_is_not_told_apart_names_both():
     rows = [_row("eager", "m", 1, 0.10), _row("ort", "m", 1, 0.050), _row("ort-optimized", "m", 1, 0.0501),
             _row("ort-int8", "m", 1, 0.02)]
-    vt = decisions.compute("03_onnx_batching", pd.DataFrame(rows))
+    vt = verdicts.for_study("03_onnx_batching", pd.DataFrame(rows))
     [pick] = decisions.what_to_use(vt, "03").to_dict("records")
     assert pick["decision"].startswith("use ort") and " or " in pick["decision"]  # ort vs ort-optimized: a tie
     assert "int8" not in pick["decision"] and pick["quantized option (changes outputs)"].startswith("ort-int8: ")
@@ -140,7 +140,7 @@ def test_a_quantized_option_stands_apart_and_a_lead_that_is_not_told_apart_names
 
 
 def test_the_decision_table_has_a_cell_per_option_with_its_decision_and_latency(results):
-    t = decisions.decision_table(decisions.compute(NB, results))
+    t = decisions.decision_table(verdicts.for_study(NB, results))
     assert list(t.columns[:2]) == ["workload", "eager (baseline)"]
     cell = t.set_index("workload").loc["resnet-50 fp32 batch 8 224px", "compile-default"]
     assert cell.startswith("faster: 1.4") and "/call" in cell and "/image" in cell
@@ -156,3 +156,33 @@ def test_every_runtime_a_page_can_name_is_glossed():
     names = {n for n in runtimes.REGISTRY if not is_aa(n)}
     assert names == set(glossary.VARIANTS)
     assert all(f"<code>{n}</code>" in glossary.html_list() for n in names)
+
+
+def test_the_answer_speaks_of_full_precision_options_before_quantized_ones_however_fast():
+    rows = [_row("eager", "m", 1, 0.10), _row("ort", "m", 1, 0.050), _row("ort-int8", "m", 1, 0.01)]
+    sentences = prose.answer_sentences(verdicts.for_study("03_onnx_batching", pd.DataFrame(rows)))
+    ort = next(i for i, s in enumerate(sentences) if s.startswith("ort pays off"))
+    int8 = next(i for i, s in enumerate(sentences) if s.startswith("ort-int8 (int8: changes outputs) pays off"))
+    assert 0 < ort < int8  # the pick first, then ort (2×) before ort-int8 (10×, but it changes outputs)
+
+
+def test_a_heading_closes_the_answer_box_and_the_notes_sit_under_it(results):
+    top = answer.top_html(NB, verdicts.for_study(NB, results), results, "a test machine", why="GEMMs differ.")
+    after = top.split('class="answer"', 1)[1].split("</div>", 1)[1]
+    assert after.startswith("<h3>Why, and where this answer holds</h3>")
+    assert "<strong>Why.</strong> GEMMs differ." in after and "<strong>On a GPU.</strong>" in after
+    box = top.split('class="answer"', 1)[1].split("</div>", 1)[0]
+    assert "On a GPU" not in box and "GEMMs differ" not in box and "Measured on a test machine." in box
+
+
+def test_workloads_that_differ_in_one_word_are_named_once():
+    assert prose.joined(["roberta fp32 batch 1 seq 128", "roberta fp32 batch 8 seq 128"]) == "roberta fp32 batch 1 and 8 seq 128"
+    assert prose.joined(["resnet fp32 batch 8", "resnet bf16 batch 1"]) == "resnet fp32 batch 8, resnet bf16 batch 1"
+    assert prose.joined(["bert seq 128"]) == "bert seq 128"
+
+
+def test_two_options_not_told_apart_are_one_pick_whichever_was_ahead():
+    rows = [_row(v, "m", b, t) for b in (1, 8) for v, t in
+            (("eager", 0.10), ("ort", 0.050 + 1e-4 * (b == 1)), ("ort-optimized", 0.050 + 1e-4 * (b == 8)))]
+    first = prose.pick_sentence(verdicts.for_study("03_onnx_batching", pd.DataFrame(rows)))
+    assert first.count("use ") == 1 and "use ort or ort-optimized" in first and "every workload" in first

@@ -103,9 +103,8 @@ class StudyRun:
         """The study's verdict table, computed once from this run's rows and saved beside the results
         (results/<notebook>.verdicts.csv); every element of the page reads it back from there."""
         from .core import verdicts
-        from .report import decisions
 
-        path = verdicts.save(decisions.compute(self.notebook, df), paths.results_dir(self.profile))
+        path = verdicts.save(verdicts.for_study(self.notebook, df), paths.results_dir(self.profile))
         return verdicts.load(path)
 
     def saved_verdicts(self):

@@ -3,7 +3,8 @@
 A page opens with its decision table (workloads down, options across: the decision, the speed-up over the named
 baseline with its 95% CI, the latency per call and per item), then the Answer (at most 120 words: what to use where,
 where it does not pay off, the one-time cost and the calls that pay it back, and one sentence on ties), then — in the
-data-set studies — which batch size. What the profile did not run is said once under it. Statistics (the band, the
+data-set studies — which batch size. Under a heading of their own follow why (where a mechanism is measured), what
+a GPU would change, and what the profile did not run. Statistics (the band, the
 false-discovery rule, the A/A controls, detectable effects, re-run intervals, every verdict) are in "How sure are
 we" at the end of the page (`how_sure_html`).
 """
@@ -27,13 +28,6 @@ from . import decisions, prose
 def whole_models(df: pd.DataFrame) -> pd.DataFrame:
     """The rows of whole models: study 02's single-operation micro-benchmarks (task "op") have their own table."""
     return df[df.task != "op"] if "task" in df else df
-
-
-def paid_back(r) -> str:
-    """'paid back after 1 call', 'paid back after 4 (3–6) calls': the break-even in the number it needs."""
-    n, lo, hi = (speedups.fmt_calls(v) for v in (r.break_even, r.break_even_low, r.break_even_high))
-    calls = n if lo == hi else f"{n} ({lo}–{hi})"
-    return f"paid back after {calls} {'call' if calls == '1' else 'calls'}"
 
 
 @cache
@@ -119,29 +113,32 @@ def verdict_rows(vt: VerdictTable) -> pd.DataFrame:
                      if ok and v.decision == "undecided" and np.isfinite(v.detectable) else "",
                      "adjusted p": f"{v.p:.3g}" if ok and np.isfinite(v.p) else "",
                      "one-time cost": decisions.seconds(v.one_time_s) if ok and v.one_time_s > 0 else "",
-                     "paid back after": paid_back(v) if ok and v.pays_back else ""})
+                     "paid back after": decisions.calls_said(v.break_even, v.break_even_low, v.break_even_high, ci=True)
+                     if ok and v.pays_back else ""})
     return pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
 
 
 def top_html(notebook: str, vt: VerdictTable, df: pd.DataFrame, machine: str, why: str = "") -> str:
-    """The page's opening: the decision table, the Answer under it, why (where a mechanism is measured), which batch
-    size (studies 03/04), and what this profile did not run."""
+    """The page's opening: the decision table, the Answer under it, which batch size (studies 03/04), then under a
+    heading of their own: why (where a mechanism is measured), what a GPU would change, and what this profile did
+    not run."""
     study = STUDIES[notebook]
     parts = [decisions.STYLE, "<h2>Decision table</h2>",
              '<p style="color:#444;font-size:.9em">Each cell: the decision, the speed-up over the workload\'s '
              "baseline (95% CI), and the latency per call (a pass over the text set in studies 03 and 04) and per "
              "item. Green: faster; grey: equal within the band; red: slower; yellow: undecided.</p>",
              decisions.decision_table_html(vt),
-             prose.answer_html(vt, machine, study.on_gpu)]
-    if why:
-        parts.append(f"<p><strong>Why.</strong> {html.escape(why)}</p>")
+             prose.answer_html(vt, machine)]
     batches = decisions.batch_table(vt)
     if len(batches):
         parts.append("<h3>Which batch size: latency per text, best first</h3>"
                      + batches.to_html(index=False, escape=True, classes="batches"))
-    missing = not_run_line(notebook, whole_models(df), _profile(df))
-    if missing:
-        parts.append(f'<p style="color:#444;font-size:.9em">{inline_html(missing)}</p>')
+    notes = [f"**Why.** {why}" if why else "", f"**On a GPU.** {study.on_gpu}" if study.on_gpu else "",
+             not_run_line(notebook, whole_models(df), _profile(df))]
+    notes = [n for n in notes if n]
+    if notes:
+        parts.append("<h3>Why, and where this answer holds</h3>"
+                     + "".join(f"<p>{inline_html(n)}</p>" for n in notes))
     return "".join(parts)
 
 

@@ -43,8 +43,12 @@ def x_short(v: Verdict) -> str:
     return f"{v.speedup:.2f}× ({v.ci_low:.2f}–{v.ci_high:.2f})"
 
 
-def calls(n: float) -> str:
-    return speedups.fmt_calls(n)
+def calls_said(n: float, low: float | None = None, high: float | None = None, *, ci: bool = False) -> str:
+    """Calls to pay a one-time cost back, said one way everywhere: '1 call', '146–1,167 calls' (a range over
+    workloads, `low`–`high`), '4 (3–6) calls' (`ci`: the number with the interval its speed-up's CI gives)."""
+    n_, lo, hi = (speedups.fmt_calls(v) for v in (n, n if low is None else low, n if high is None else high))
+    said = n_ if lo == hi else f"{n_} ({lo}–{hi})" if ci else f"{lo}–{hi}"
+    return f"{said} call{'' if said == '1' else 's'}"
 
 
 def seconds(s: float) -> str:
@@ -57,11 +61,6 @@ def quantized(name: str) -> bool:
 
 
 # --- the verdict table of a study run -----------------------------------------------------------------------------------
-
-
-def compute(notebook: str, df: pd.DataFrame) -> VerdictTable:
-    """The study's verdict table from its results (verdicts.compute with the study's comparisons and options)."""
-    return verdicts.for_study(notebook, df)
 
 
 def _per_item(v_ms: float, n: float, item: str) -> str:
@@ -204,8 +203,7 @@ def what_to_use(vt: VerdictTable, study: str = "") -> pd.DataFrame:
         if top is not None:
             rec |= {"speed-up over default (95% CI)": f"{x(top)} over {top.baseline}", "latency": _latency(top),
                     "one-time cost": seconds(top.one_time_s),
-                    "paid back after": f"{calls(top.break_even)} call{'s' if calls(top.break_even) != '1' else ''}"
-                    if np.isfinite(top.break_even) else ""}
+                    "paid back after": calls_said(top.break_even) if np.isfinite(top.break_even) else ""}
         elif here:
             rec["latency"] = _latency(here[0], baseline=True)
         qf = sorted((v for v in quant if v.decision == "faster"), key=lambda v: -v.speedup)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core import speedups, verdicts
 from ..core.verdicts import Verdict, VerdictTable
-from .decisions import MIN_COST_S, calls, pick, quantized, seconds
+from .decisions import MIN_COST_S, calls_said, pick, quantized, seconds
 
 ANSWER_WORDS = 120
 
@@ -33,7 +33,20 @@ def _where(rows: list[Verdict], among: list[str]) -> str:
             parts.append(f"{m} (all {len(mine)} shapes)")
         else:
             parts += mine
-    return ", ".join(parts) if len(parts) <= 3 else f"{len(wl)} of {len(among)} workloads"
+    return joined(parts) if len(parts) <= 3 else f"{len(wl)} of {len(among)} workloads"
+
+
+def joined(labels: list[str]) -> str:
+    """Workload labels that differ in one word only, said once: 'roberta fp32 batch 1 and 8 seq 128'."""
+    split = [w.split(" ") for w in labels]
+    if len(split) > 1 and len({len(t) for t in split}) == 1:
+        differ = [i for i in range(len(split[0])) if len({t[i] for t in split}) > 1]
+        if len(differ) == 1:
+            i = differ[0]
+            values = [t[i] for t in split]
+            said = ", ".join(values[:-1]) + " and " + values[-1]
+            return " ".join([*split[0][:i], said, *split[0][i + 1:]])
+    return ", ".join(labels)
 
 
 def _range(rows: list[Verdict]) -> str:
@@ -48,8 +61,7 @@ def _cost(rows: list[Verdict]) -> str:
     c_lo, c_hi = min(v.one_time_s for v in paid), max(v.one_time_s for v in paid)
     n_lo, n_hi = min(v.break_even for v in paid), max(v.break_even for v in paid)
     cost = seconds(c_lo) if seconds(c_lo) == seconds(c_hi) else f"{seconds(c_lo)}–{seconds(c_hi)}"
-    n = calls(n_lo) if n_lo == n_hi else f"{calls(n_lo)}–{calls(n_hi)}"
-    return f"one-time {cost}, paid back after {n} call{'s' if n != '1' else ''}"
+    return f"one-time {cost}, paid back after {calls_said(n_lo, n_lo, n_hi)}"
 
 
 _PHRASE = {"faster": "faster", "equal": "no gain", "slower": "slower", "undecided": "undecided"}
@@ -72,7 +84,8 @@ def _sentence(name: str, rows: list[Verdict], among: list[str]) -> tuple[float, 
         cost = _cost(faster)
         s = (f"{name}{tag} pays off at {_where(faster, among)}: {_range(faster)} faster than {base}"
              + (f", {cost}" if cost else "") + ("; " + "; ".join(rest) if rest else "") + ".")
-        return max(v.speedup for v in faster), s
+        # Quantized options change outputs: they rank after every full-precision option that pays off.
+        return max(v.speedup for v in faster) / (1000.0 if tag else 1.0), s
     return 0.0, f"{name}{tag}: " + "; ".join(rest) + "."
 
 
@@ -143,13 +156,12 @@ def _closing(vt: VerdictTable) -> str:
     return f"Ties are within {band}."
 
 
-def answer_html(vt: VerdictTable, machine: str, on_gpu: str = "") -> str:
-    """The Answer box: the sentences, the machine, and what a GPU would change."""
+def answer_html(vt: VerdictTable, machine: str) -> str:
+    """The Answer box: the sentences and the machine they hold for (what a GPU would change is said under it)."""
     items = "".join(f"<li>{_inline(s)}</li>" for s in answer_sentences(vt))
-    gpu = f" On a GPU: {_inline(on_gpu)}" if on_gpu else ""
     return (f'<div class="answer" style="border:2px solid #2b6cb0;border-radius:6px;padding:.6rem 1rem;'
             f'margin:.5rem 0 1rem;background:#f4f8fc"><h2 style="margin-top:0">Answer</h2><ul>{items}</ul>'
-            f'<p style="color:#444;font-size:.9em">Measured on {html.escape(machine)}.{gpu}</p></div>')
+            f'<p style="color:#444;font-size:.9em">Measured on {html.escape(machine)}.</p></div>')
 
 
 def _inline(text: str) -> str:
@@ -164,7 +176,7 @@ def pick_sentence(vt: VerdictTable) -> str:
     for w in workloads:
         words_, top = pick(vt, w)
         if words_:
-            key = "undecided: keep the default" if words_.startswith("undecided") else words_
+            key = "undecided: keep the default" if words_.startswith("undecided") else _unordered(words_)
             picks.setdefault(key, []).append((w, top))
     if not picks:
         return ""
@@ -173,9 +185,16 @@ def pick_sentence(vt: VerdictTable) -> str:
         wl = [w for w, _ in chosen]
         tops = [t for _, t in chosen if t is not None]
         where = ("every workload" if len(wl) == len(workloads) and len(wl) > 1 else
-                 wl[0] if len(wl) == 1 else f"{len(wl)} of {len(workloads)} workloads")
+                 wl[0] if len(wl) == 1 else joined(wl) if len(wl) <= 3 and joined(wl) != ", ".join(wl)
+                 else f"{len(wl)} of {len(workloads)} workloads")
         parts.append(f"{words_} at {where}" + (f" ({_range(tops)} over {tops[0].baseline})" if tops else ""))
     return "Pick: " + "; ".join(parts) + "."
+
+
+def _unordered(words_: str) -> str:
+    """'use B or A (not told apart: …)' and 'use A or B (…)' are one pick: two options this run could not order."""
+    m = re.fullmatch(r"use (.+?) or (.+?) \(not told apart: (\w+)\)", words_)
+    return f"use {' or '.join(sorted(m.group(1, 2)))} (not told apart: {m.group(3)})" if m else words_
 
 
 def verdict_lines(vt: VerdictTable) -> list[str]:

@@ -70,7 +70,7 @@ def verdicts_of(profile: str, notebook: str) -> VerdictTable:
     if path.exists():
         return verdicts.load(path)
     df = results(profile, notebook)
-    return decisions.compute(notebook, df) if len(df) else VerdictTable(notebook, ())
+    return verdicts.for_study(notebook, df) if len(df) else VerdictTable(notebook, ())
 
 
 def machines(profiles: list[str]) -> pd.DataFrame:
