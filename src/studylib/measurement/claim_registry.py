@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from ..core import paths, study_registry
 
@@ -58,10 +58,19 @@ def arithmetic(text: str | float | int) -> float:
     return ev(ast.parse(str(text), mode="eval").body)
 
 
+class Sizes(BaseModel):
+    """Batch sizes and sequence lengths: a part of a seed's grid (`scope`, `seed_lacks`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    batch_sizes: list[PositiveInt] = Field(default_factory=list)
+    seq_lens: list[PositiveInt] = Field(default_factory=list)
+
+
 class Conditions(BaseModel):
     """What the seed measured under: the device kind the claim is about (`any` for a host-side or general
     claim), the machine, models (this study's ids of the same architecture; `models_text` in the seed's
-    words), precision, sizes and versions."""
+    words), precision, sizes and versions; `seed_lacks`, the sizes of its grid the seed itself has no result for,
+    and `scope`, the part of its grid the claim is about (empty: all of it)."""
 
     model_config = ConfigDict(extra="forbid")
     device: Literal["cpu", "cuda", "any"]
@@ -80,12 +89,22 @@ class Conditions(BaseModel):
         default_factory=list, description="the conditions the claim is about: a profile without them cannot answer it "
                                           "(every listed model or size absent from its rows); other conditions may be "
                                           "substituted, which makes a verdict a proxy")
+    seed_lacks: Sizes = Field(default_factory=Sizes, description="sizes of the seed's grid it has no result for (a "
+                                                                 "model limited to fewer positions): never lacking here")
+    scope: Sizes = Field(default_factory=Sizes, description="the part of the grid the claim is about: its rows are "
+                                                            "judged and compared with the seed's, the rest left out")
 
     @model_validator(mode="after")
     def _defined(self) -> Conditions:
         empty = [d for d in self.defining if not getattr(self, d)]
         if empty:
             raise ValueError(f"defining conditions {empty} are empty: list the seed's values")
+        for part in ("seed_lacks", "scope"):
+            for key in ("batch_sizes", "seq_lens"):
+                sizes, grid = getattr(getattr(self, part), key), getattr(self, key)
+                outside = sorted(set(sizes) - set(grid))
+                if outside and (grid or part == "seed_lacks"):
+                    raise ValueError(f"{part}.{key} {outside} are not in the seed's {key} {sorted(grid)}")
         return self
 
 
