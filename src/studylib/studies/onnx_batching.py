@@ -302,9 +302,10 @@ def int8_accuracy(df: pd.DataFrame, tables: dict, claim):
     return seedclaims.NotAnswered("the classifiers carry random weights, so there is no accuracy to lose" + moved)
 
 
-def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 003 and 004), judged on these results (studylib.measurement.claims)."""
-    return seedclaims.study_claims(NOTEBOOK, df, {"same batch": same, "over batch 1": over1})
+def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
+    """The registry's claims this study tests (seeds 003 and 004), judged on these results (studylib.measurement.claims);
+    `peaks` (the machine's limits) give verdicts over eager PyTorch their host caveat."""
+    return seedclaims.study_claims(NOTEBOOK, df, {"same batch": same, "over batch 1": over1}, peaks=peaks)
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
@@ -317,7 +318,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     band = speedups.band(df)
     analysis = roofline.attach(Analysis(tables={"same batch": same, "over batch 1": over1,
                                                 "best batches": best_batches(df), "preparation": preparation_table(df)},
-                                        findings=findings(df, same, over1), claims=claims(df, same, over1)),
+                                        findings=findings(df, same, over1), claims=claims(df, same, over1, peaks)),
                                df, peaks, pairs, shape, band=band)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
