@@ -211,3 +211,23 @@ def test_the_registry_parses_and_checks_seed_lacks_and_scope(tmp_path, extra, me
         return
     with pytest.raises(claims.ClaimError, match=message):
         claims.load(path)
+
+
+# --- the summary's groups ----------------------------------------------------------------------------------------------
+
+
+def test_the_summary_groups_claims_and_names_what_would_answer_the_rest(rows):
+    from studylib.report import summary
+
+    untested = _claim("untested", why_not="it compares two GPUs").model_copy(update={"evaluator": None})
+    t = _table(rows, _claim("seed"), _claim("proxy", conditions={"batch_sizes": [1, 8, 16]}),
+               _claim("gpu", conditions={"device": "cuda"}),
+               _claim("b64", conditions={"batch_sizes": [64], "defining": ["batch_sizes"]}), untested).reset_index()
+    g = summary.claim_groups(t.assign(profile="cpu")).set_index("id")
+    assert list(g.group) == ["under the seed's conditions", "proxy"] + ["not answerable here"] * 3
+    assert g.loc["seed", "what would answer it"] == g.loc["proxy", "what would answer it"] == ""
+    assert g.loc["gpu", "what would answer it"].startswith("a GPU (profiles gpu-")
+    assert g.loc["b64", "what would answer it"] == "a run with batch 64"
+    assert g.loc["untested", "what would answer it"].endswith("it compares two GPUs")
+    assert claims.would_answer(None, "not answerable from these results", "not answerable here: the classifiers "
+                               "carry random weights, so there is no accuracy to lose").startswith("a trained model")

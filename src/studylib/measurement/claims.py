@@ -271,12 +271,18 @@ def group(judgement: str) -> str:
     return SEED_GROUP if judgement in JUDGED else PROXY_GROUP if str(judgement).startswith(PROXY) else NOT_HERE
 
 
-def _absent_sizes(verdict: str) -> list[str]:
-    """'batch 64', 'model XLNet' from a 'not answerable on this profile: batch: seed 64, here 1, 8' verdict
-    (the absent conditions `assess` lists from the coverage)."""
+def _absent(verdict: str) -> list[str]:
+    """'batch 64', 'XLNet and XLM' from a 'not answerable on this profile: batch: seed 32, 64, here 32' verdict (the
+    absent conditions `assess` lists from the coverage): the seed's sizes not measured, or the seed's models."""
     listed = verdict.split(": ", 1)[1] if ": " in verdict else ""
-    found = re.findall(r"(\w+): seed (.+?), (?:here|none measured)", listed)
-    return [f"{label} {seed}" for label, seed in found]
+    out = []
+    for label, seed, here in re.findall(r"(\w+): seed (.+?), (?:here (.+?)|none measured here)(?:; |$)", listed):
+        if label in ("batch", "sequence"):
+            missing = [x for x in seed.split(", ") if x not in here.split(", ")]
+            out.append(f"{label} {', '.join(missing or [seed])}")
+        else:
+            out.append(seed)
+    return out
 
 
 def would_answer(claim: Claim | None, judgement: str, verdict: str) -> str:
@@ -289,14 +295,14 @@ def would_answer(claim: Claim | None, judgement: str, verdict: str) -> str:
         where = verdict.split("tested by ", 1)[1] if "tested by " in verdict else ""
         return kind + (f" (profiles {where})" if where else "")
     if judgement == "not answerable on this profile":
-        sizes = _absent_sizes(verdict)
-        return f"a run with {' and '.join(sizes)}" if sizes else verdict
+        absent = _absent(verdict)
+        return f"a run with {'; '.join(absent)}" if absent else verdict
     if judgement == "not answerable from these results":
         reason = verdict.split(": ", 1)[-1]
         need = next((n for word, n in NEEDS if word in reason), None)
-        return f"{need} ({reason})" if need else f"results with what these lack: {reason}"
+        return f"{need} ({reason})" if need else f"results without this gap: {reason}"
     if judgement == "not tested by this study" and claim is not None and claim.why_not:
-        return f"another set-up than any study here: {claim.why_not}"
+        return f"a set-up no study here has: {claim.why_not}"
     if judgement == "not run on this profile" and claim is not None and claim.study:
         return f"a run of study {claim.study[:2]} on this profile"
     return verdict
