@@ -311,7 +311,8 @@ def test_the_unusual_ops_claim_is_judged_on_the_micro_ops_only(op_rows):
     claims = s02.claims(op_rows, s02.speedups(op_rows)).set_index("id")
     for op in ("argmax", "gather"):  # each operation judged on its own rows only
         ops = claims.loc[f"001-unusual-ops-{'argmax' if op == 'argmax' else 'slicing'}"]
-        assert ops.judgement == "inconclusive" and "much slower" in ops.verdict  # 1.5×: at «慢得多»'s threshold
+        # 1.5×: at «慢得多»'s threshold; the caveat (one op's inference, not a training graph) is shown, not a proxy
+        assert not ops.judgement.startswith("proxy") and "much slower" in ops.verdict
         assert "eager over tf-function over 2 operation × size cell(s); op-" + op in ops["our measurement (95% CI)"]
         assert f"holds: model op-{op}" in ops["comparable?"] and "mode: seed TensorFlow 1.x" in ops["comparable?"]
     # the whole-model claims see only bert-tiny: TensorFlow equal to PyTorch there, not 1.5× as on the ops
