@@ -101,7 +101,7 @@ def test_a_number_beyond_the_ci_in_the_claimed_direction_does_not_agree_on_the_n
     assert claims.judge(twenty, claims.Measurement(1.4, 1.3, 1.5, "x"))[1].startswith(
         "agrees (direction), not the number: our CI 1.3–1.5×, our effect larger than the seed's 1.2")  # larger: still agrees
     assert claims.judge(twenty, claims.Measurement(0.8, 0.75, 0.85, "x"))[0] == "does not agree"  # reversed
-    t = _table(rows, _claim("three", number=3.0), _claim("inside", number=1.5)).reset_index()
+    t = _table(rows, _claim("three", number=3.0), _claim("plain")).reset_index()
     totals = claims.totals(t)
     assert (totals["does not agree (number)"], totals["judged"]) == (1, 2)
     assert "1 do not agree (number)" in claims.totals_line(t)
