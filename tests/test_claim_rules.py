@@ -59,6 +59,13 @@ def test_a_caveat_alone_leaves_the_verdict_under_the_seeds_conditions(rows):
     assert "caveat: tf.function here, TF 1.x graphs in the seed" in r["comparable?"]
 
 
+def test_a_fixed_substitution_makes_every_verdict_a_proxy(rows):
+    t = _table(rows, _claim("swapped", substitutes=["comparison: seed Keras 3 against PyTorch, here compile vs eager"]))
+    r = t.loc["swapped"]
+    assert r.judgement == "proxy: agrees (direction)" and r.verdict.startswith("proxy")
+    assert "substituted: comparison: seed Keras 3 against PyTorch" in r["comparable?"]
+
+
 # --- b. sizes the seed has no result for are not lacking -------------------------------------------------------
 
 

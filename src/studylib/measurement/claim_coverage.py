@@ -6,6 +6,8 @@ What never makes a verdict a proxy: hardware, threads and versions (no profile h
 for (`conditions.seed_lacks`, or a sequence longer than the claim's models take); a text count other than the
 seed's where the run has at least MIN_BATCHES batches of its largest batch size (a speed ratio needs a few
 batches, not the seed's count).
+What always does: a fixed substitution (`claim.substitutes`: we compare something other than what the seed
+compared, e.g. another pair of layouts or of frameworks), besides the substituted models, sizes or precisions.
 """
 
 from __future__ import annotations
@@ -144,6 +146,7 @@ def coverage(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> Cov
     _texts(claim, rows, holds, subs, notes)
     if c.mode:
         notes.append(f"mode: seed {c.mode}")
+    subs += claim.substitutes  # a fixed difference in what is compared: it makes every verdict a proxy
     level = "not answerable" if absent else "proxy" if (subs or lacking) else "seed"
     return Coverage(level, holds, subs, lacking, absent, notes, list(claim.caveats))
 

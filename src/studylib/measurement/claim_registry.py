@@ -150,7 +150,10 @@ class Claim(BaseModel):
     scale: str = Field(description="what our measurement is, on the scale of the seed's number")
     sizes: str = Field("", description="batch 'small'/'large' (and the like) for this claim, from the seed's sizes")
     conditions: Conditions
-    caveats: list[str] = Field(default_factory=list, description="differences no profile removes")
+    caveats: list[str] = Field(default_factory=list, description="differences no profile removes: shown, never "
+                                                                 "counted as a substitution")
+    substitutes: list[str] = Field(default_factory=list, description="what we compare in place of what the seed "
+                                                                     "compared: every verdict is a proxy")
     study: str | None = None
     evaluator: str | None = None
     args: dict[str, Any] = Field(default_factory=dict)
