@@ -52,11 +52,12 @@ def test_seed_000_lists_xlnet_and_xlm_and_records_the_modes_of_its_benchmark_scr
 
 def test_the_claims_the_issue_found_missing_are_registered_with_an_evaluator_or_why_not():
     r = _registry()
-    added = {"000-xla-small-inputs": "02_torchscript_vs_xla",
+    added = {"000-torchscript-xlnet-lasting": "02_torchscript_vs_xla", "000-xla-small-inputs": "02_torchscript_vs_xla",
              "002-out-of-the-box": "05_keras_backends", "002-fastest-beats-keras2-and-pytorch": "05_keras_backends",
              "003-torchscript-short-sequences": "02_torchscript_vs_xla"}
     for cid, study in added.items():
         assert r[cid].study == study and callable(claims.evaluator(r[cid])), cid
+    assert r["000-torchscript-xlnet-lasting"].conditions.models == ["xlnet-base"]
 
 
 def test_the_re_scoped_claims_test_what_their_seed_says():
@@ -74,6 +75,47 @@ def _row(model, variant, batch, seq, median, **extra):
     samples = list(rng.normal(median, median * 0.005, 20))
     return {"model": model, "dtype": "fp32", "variant": variant, "batch_size": batch, "seq_len": seq, "device": "cpu",
             "threads": 2, "status": "ok", "error": "", "samples_s": samples, "median_s": float(np.median(samples))} | extra
+
+
+@pytest.fixture
+def cells_seen(monkeypatch):
+    """claims.per_cell stood in for (part R of issue 43 adds it): records the cells an evaluator hands it."""
+    seen = []
+
+    def per_cell(cells, claim, *, text="", rows=None, band=1.05, unit="×"):
+        seen.append(list(cells))
+        return claims.Measurement(None, None, None, text, rows=rows if rows is not None else pd.DataFrame())
+
+    monkeypatch.setattr(claims, "per_cell", per_cell, raising=False)
+    return seen
+
+
+def test_argmax_is_judged_per_size_never_averaged_over_sizes(cells_seen):
+    from studylib.studies import torchscript_vs_xla_claims as s02
+
+    claim = _registry()["001-unusual-ops-argmax"]  # PyTorch 2× faster at 1 × 128, 2× slower at 32 × 128
+    df = pd.DataFrame([_row("op-argmax", "eager", 1, 128, 1.0), _row("op-argmax", "tf-function", 1, 128, 2.0),
+                       _row("op-argmax", "eager", 32, 128, 2.0), _row("op-argmax", "tf-function", 32, 128, 1.0),
+                       _row("op-gather", "eager", 1, 128, 1.0), _row("op-gather", "tf-function", 1, 128, 1.0)])
+    m = s02.op_gain(df, {}, claim, **claim.args)
+    (cells,) = cells_seen
+    assert [label for label, _ in cells] == ["op-argmax b1 × s128", "op-argmax b32 × s128"]  # one cell per size
+    assert [round(c[0], 1) for _, c in cells] == [2.0, 0.5] and set(m.rows.model) == {"op-argmax"}
+
+
+def test_xlnets_lasting_gain_is_judged_at_every_input_of_xlnet_only(cells_seen):
+    from studylib.studies import torchscript_vs_xla_claims as s02
+
+    claim = _registry()["000-torchscript-xlnet-lasting"]
+    df = pd.DataFrame([_row("xlnet-base", v, b, s, t * (0.8 if v == "torchscript" else 1.0))
+                       for v in ("eager", "torchscript") for b, s, t in ((1, 8, 1.0), (8, 512, 9.0))]
+                      + [_row("bert-base", v, 1, 8, 1.0) for v in ("eager", "torchscript")])
+    s02.every_input_gain(df, {}, claim, **claim.args)
+    (cells,) = cells_seen
+    assert [label for label, _ in cells] == ["xlnet-base b1 × s8", "xlnet-base b8 × s512"]
+    assert all(c[0] == pytest.approx(1.25, rel=0.02) for _, c in cells)
+    empty = s02.every_input_gain(df[df.variant == "eager"], {}, claim, **claim.args)
+    assert isinstance(empty, claims.NotAnswered) and "not both measured" in empty.reason
 
 
 def test_seed_000s_claims_leave_a_sweep_at_another_batch_out():

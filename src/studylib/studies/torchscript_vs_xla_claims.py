@@ -69,6 +69,17 @@ def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseli
                                   rows=rows, band=speedups_layer.band(df))
 
 
+def every_input_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
+    """Seed 000's 'a lasting gain on XLNet': `candidate` over `baseline` at each input (batch × sequence) of the
+    seed's models, judged per input (claims.per_cell: the least favourable input, or the directions that differ)."""
+    rows = _rows(df, claim, (candidate, baseline))
+    cells = [(f"{m} b{b} × s{s}", tuple(sp)) for (m, _, b, s, *_), sp in _cells(rows, candidate, baseline)]
+    if not cells:
+        return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
+    return seedclaims.per_cell(cells, claim, text=f"{candidate} over {baseline} at each of {len(cells)} input(s)",
+                               rows=rows, band=speedups_layer.band(df))
+
+
 def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, over: str = "small/large",
                 gap: bool = False):
     """How `candidate` over `baseline` changes with the input: its geometric mean at the smallest input over that
@@ -217,20 +228,19 @@ def oom_count(df: pd.DataFrame, tables: dict, claim):
 def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", baseline: str = "tf-function",
             op: str | None = None):
     """Seed 001's 'PyTorch is much slower on unusual ops': `candidate` (PyTorch) over `baseline` (TensorFlow) on one
-    single operation (`op`, a model id such as op-argmax: each op is judged apart) or on all of them, geometric
-    mean over sizes (and operations), with each operation's own beside it."""
+    single operation (`op`, a model id such as op-argmax: each op is judged apart) or on all of them, judged per
+    size (claims.per_cell: the size least favourable to the claim, or the directions that differ; never an
+    average over sizes that go opposite ways)."""
     rows = df[(df.status == "ok") & df.variant.isin([candidate, baseline])]
     rows = rows[is_op(rows)] if len(rows) else rows
     if op is not None:
         rows = rows[rows.model == op]
-    s, n = _geo_rows(rows, candidate, baseline)
-    if s is None:
+    cells = [(f"{m} b{b} × s{s}", tuple(sp)) for (m, _, b, s, *_), sp in _cells(rows, candidate, baseline)]
+    if not cells:
         return seedclaims.NotAnswered(f"no single operation{f' {op}' if op else ''} ran in both {candidate} and "
                                       f"{baseline} (the profile's micro_ops)")
-    per = [(m, _geo_rows(g, candidate, baseline)[0]) for m, g in rows.groupby("model", sort=False)]
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"{candidate} over {baseline} over {n} operation × size "
-                                  "cell(s); " + "; ".join(f"{m} {s.ratio:.2f}×" for m, s in per if s is not None),
-                                  rows=rows, band=speedups_layer.band(df))
+    return seedclaims.per_cell(cells, claim, text=f"{candidate} over {baseline} per operation and size", rows=rows,
+                               band=speedups_layer.band(df))
 
 
 def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[tuple, object]]:
