@@ -143,6 +143,9 @@ def test_not_linear_at_batch_1_needs_three_lengths_and_a_bend_not_a_fixed_cost()
     quadratic = pd.DataFrame([_row("bert-base", "eager", 1, s, 1.0 + (s / 64) ** 2) for s in (8, 64, 256)])
     m = s02.seq_curvature(quadratic, {}, claim, **claim.args)
     assert m.value > 1.25 and m.holds is True
+    wide = three.assign(ci_low_s=three.median_s * 0.98, ci_high_s=three.median_s * 1.02)
+    m = s02.seq_curvature(wide, {}, claim, **claim.args)  # a CI across the band's edge: open, not 'does not hold'
+    assert m.ci_low < 1 / 1.25 and m.holds is None
     flat = pd.DataFrame([_row("bert-base", "eager", 1, s, 1.0) for s in (8, 64, 256)])
     assert isinstance(s02.seq_curvature(flat, {}, claim, **claim.args), claims.NotAnswered)  # no rise, no slope
 

@@ -185,7 +185,7 @@ def seq_curvature(df: pd.DataFrame, tables: dict, claim, variant: str = "eager",
     are needed: the time each added token costs between the middle and the longest length over that between the
     shortest and the middle, per model, geometric mean (1: a straight line, with or without a fixed cost per
     call); its CI from the medians' CIs at the three lengths, interval arithmetic. Holds where the CI lies outside
-    1/`band`–`band`."""
+    1/`band`–`band`, does not where it lies inside, else stays open (holds None: inconclusive)."""
     ok = df[(df.status == "ok") & (df.variant == variant)]
     at = ok[ok.batch_size == int(batch)]
     cells, used = [], []
@@ -208,8 +208,10 @@ def seq_curvature(df: pd.DataFrame, tables: dict, claim, variant: str = "eager",
         return seedclaims.NotAnswered(f"no model has three sequence lengths with rising times at batch {batch} (two "
                                       f"lengths always lie on a straight line){': ' + '; '.join(used) if used else ''}")
     s = speedups_layer.combine(cells)
+    bent = s.ci_low > band or s.ci_high < 1 / band
+    straight = 1 / band <= s.ci_low and s.ci_high <= band
     return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"batch {batch}; " + "; ".join(used), rows=at,
-                                  band=1.0, holds=bool(s.ci_low > band or s.ci_high < 1 / band))
+                                  band=1.0, holds=True if bent else False if straight else None)
 
 
 def oom_count(df: pd.DataFrame, tables: dict, claim):
