@@ -132,12 +132,12 @@ class Claim(BaseModel):
     sizes: str = Field("", description="batch 'small'/'large' (and the like) for this claim, from the seed's sizes")
     conditions: Conditions
     caveats: list[str] = Field(default_factory=list, description="differences no profile removes")
-    inferred: list[str] = Field(default_factory=list, description="conditions (Conditions' field names) we inferred, "
-                                                                  "not read in the seed: the claims table marks them")
     study: str | None = None
     evaluator: str | None = None
     args: dict[str, Any] = Field(default_factory=dict)
     why_not: str | None = None
+    inferred: list[str] = Field(default_factory=list, description="conditions (Conditions' field names) we inferred, "
+                                                                  "not read in the seed: the claims table marks them")
 
     @field_validator("number", mode="before")
     @classmethod
