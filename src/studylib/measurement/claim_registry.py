@@ -158,6 +158,8 @@ class Claim(BaseModel):
     evaluator: str | None = None
     args: dict[str, Any] = Field(default_factory=dict)
     why_not: str | None = None
+    inferred: list[str] = Field(default_factory=list, description="conditions (Conditions' field names) we inferred, "
+                                                                  "not read in the seed: the claims table marks them")
 
     @field_validator("number", mode="before")
     @classmethod
@@ -172,6 +174,12 @@ class Claim(BaseModel):
             raise ValueError("a magnitude word qualifies a direction: expect must be higher or lower")
         if self.expect == "equal" and self.number not in (None, 1.0):
             raise ValueError("an equality claim's number is its tolerance: give it as `tolerance`")
+        unknown = [k for k in self.inferred if k not in Conditions.model_fields or k == "defining"]
+        if unknown:
+            raise ValueError(f"inferred: {unknown} are not conditions (one of {', '.join(_SHOWN)}, mode, threads)")
+        empty = [k for k in self.inferred if getattr(self.conditions, k) in (None, "", [])]
+        if empty:
+            raise ValueError(f"inferred: conditions {empty} are empty: an inferred condition needs a value")
         return self
 
 
@@ -301,24 +309,35 @@ def testing_profiles(claim: Claim) -> list[str]:
     return [name for _, name in sorted(fits)]
 
 
+# The conditions describe() shows, in its order: each marked where the registry says we inferred it.
+_SHOWN = ("hardware", "models", "precision", "batch_sizes", "seq_lens", "texts", "software")
+
+
 def describe(claim: Claim) -> str:
-    """The seed's number and its conditions in one cell."""
+    """The seed's number and its conditions in one cell: conditions we inferred (not the seed's words) marked
+    '(inferred)', and a magnitude word's threshold named as ours."""
     c = claim.conditions
+
+    def mark(key: str, text: str) -> str:
+        return f"{text} (inferred)" if key in claim.inferred else text
+
     parts = [claim.number_text or "no number"]
-    parts.append(f"{c.hardware}{f', {c.threads} threads' if c.threads else ''}; {c.models_text}; "
-                 f"{'/'.join(c.precision)}")
+    parts.append(f"{mark('hardware', c.hardware)}{f', {c.threads} threads' if c.threads else ''}; "
+                 f"{mark('models', c.models_text)}; {mark('precision', '/'.join(c.precision))}")
     sizes = []
     if c.batch_sizes:
-        sizes.append(f"batch {sizes_text(c.batch_sizes)}")
+        sizes.append(mark("batch_sizes", f"batch {sizes_text(c.batch_sizes)}"))
     if c.seq_lens:
-        sizes.append(f"seq {sizes_text(c.seq_lens)}")
+        sizes.append(mark("seq_lens", f"seq {sizes_text(c.seq_lens)}"))
     if c.texts:
-        sizes.append(f"{c.texts:,} texts")
+        sizes.append(mark("texts", f"{c.texts:,} texts"))
     if sizes:
         parts.append(" × ".join(sizes))
     if claim.sizes:
         parts.append(claim.sizes)
-    parts.append(c.software)
+    parts.append(mark("software", c.software))
+    parts += [f"{k} (inferred): {getattr(c, k)}" for k in claim.inferred if k not in _SHOWN]
+    if claim.magnitude:
+        m = claim.magnitude
+        parts.append(f"«{m.words}» read as at least {m.at_least:.3g}× (our threshold, not the seed's)")
     return " · ".join(parts) + f" [{claim.where}]"
-
-
