@@ -78,7 +78,7 @@ def test_claims_have_computed_verdicts(df):
     assert list(claims.columns) == s01.seedclaims.COLUMNS
     equal = _claim(claims, "004-eager-equals-compiled-small-batch")
     assert equal.judgement == "proxy: does not agree"  # resnet-tiny is not the seed's ResNet: a proxy verdict
-    assert equal.verdict.startswith("proxy — does not agree: differs by more than")
+    assert equal.verdict.startswith("proxy — does not agree: our CI ") and "lies wholly outside the ±" in equal.verdict
     assert "substituted: model: seed ResNet" in equal["comparable?"]
     assert "2.0" in equal["our measurement (95% CI)"] and "95% CI" in equal["our measurement (95% CI)"]
     grows = _claim(claims, "004-compile-gain-grows")

@@ -11,42 +11,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-MECHANISM_RATIO = 1.3  # two libraries' GEMMs further apart than this explain a framework's gap
+# the ratio and rates live with the record (machine/gemm.py), where the claims layer reads them too
+from ..machine.gemm import GAP_RATIO as MECHANISM_RATIO
+from ..machine.gemm import _gemm, gemm_ratio, study_rates, study_shapes  # noqa: F401 - gemm_ratio: re-exported
+from ..machine.gemm import rate_span as _span
+from ..machine.gemm import study_cells as _cells
+
 NAMES = {"torch": "PyTorch", "torch-onednn": "PyTorch through oneDNN's linear", "tensorflow": "TensorFlow",
          "onnxruntime": "ONNX Runtime", "jax": "JAX"}
 TABLE_COLUMNS = ["library", "version", "dtype", "shape", "M×K×N", "GFLOP/s", "95% CI", "code path",
                  "max rel. error", "status"]
-
-
-def _gemm(peaks: dict | None) -> dict:
-    return (peaks or {}).get("gemm") or {}
-
-
-def study_shapes(peaks: dict | None) -> list[str]:
-    """The record's compute-bound study shapes (BERT-base's linear layers at the most tokens)."""
-    return [key for key, s in (_gemm(peaks).get("shapes") or {}).items() if s.get("studies")]
-
-
-def _cells(peaks: dict | None, runner: str, dtype: str) -> dict[str, dict]:
-    record = (_gemm(peaks).get("libraries") or {}).get(runner) or {}
-    rates = ((record.get("rates") or {}).get(dtype) or {}) if record.get("status") == "ok" else {}
-    return {k: c for k, c in rates.items() if isinstance(c.get("gflops"), (int, float)) and c["gflops"] > 0}
-
-
-def study_rates(peaks: dict | None, runner: str, dtype: str) -> list[float]:
-    """`runner`'s GFLOP/s at each compute-bound study shape it measured."""
-    cells = _cells(peaks, runner, dtype)
-    return [cells[k]["gflops"] for k in study_shapes(peaks) if k in cells]
-
-
-def gemm_ratio(peaks: dict | None, a: str, b: str, dtype: str = "fp32") -> float | None:
-    """How many times `a`'s GEMM is as fast as `b`'s at the compute-bound study shapes both measured (geometric
-    mean of the per-shape ratios); None where they share none."""
-    ca, cb = _cells(peaks, a, dtype), _cells(peaks, b, dtype)
-    common = [k for k in study_shapes(peaks) if k in ca and k in cb]
-    if not common:
-        return None
-    return float(np.exp(np.mean([np.log(ca[k]["gflops"] / cb[k]["gflops"]) for k in common])))
 
 
 def code_path(peaks: dict | None, runner: str, dtype: str) -> str:
@@ -55,11 +29,6 @@ def code_path(peaks: dict | None, runner: str, dtype: str) -> str:
     found = sorted({p for k in study_shapes(peaks) for p in (cells.get(k) or {}).get("path") or []})
     record = (_gemm(peaks).get("libraries") or {}).get(runner) or {}
     return "; ".join(found) or str(record.get("kernel_library") or "kernel library unknown")
-
-
-def _span(values: list[float]) -> str:
-    lo, hi = min(values), max(values)
-    return f"{lo:,.0f}" if round(lo) == round(hi) else f"{lo:,.0f}–{hi:,.0f}"
 
 
 def mechanism(peaks: dict | None, a: str, b: str, dtype: str = "fp32", *, observed: float | None = None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -136,3 +137,46 @@ def describe(gemm: dict | None) -> str:
                      f"{', '.join(rates)} GFLOP/s")
     flags = ", ".join(gemm.get("cpu_flags") or []) or "unknown"
     return f"GEMM per library — {'; '.join(parts)} (CPU flags: {flags})"
+
+
+# ----------------------------------------------------------------------- two libraries at the studies' shapes
+
+GAP_RATIO = 1.3  # two libraries' GEMMs further apart than this explain a framework's gap (analysis/gemm_why.py)
+
+
+def _gemm(peaks: dict | None) -> dict:
+    return (peaks or {}).get("gemm") or {}
+
+
+def study_shapes(peaks: dict | None) -> list[str]:
+    """The record's compute-bound study shapes (BERT-base's linear layers at the most tokens)."""
+    return [key for key, s in (_gemm(peaks).get("shapes") or {}).items() if s.get("studies")]
+
+
+def study_cells(peaks: dict | None, runner: str, dtype: str) -> dict[str, dict]:
+    """`runner`'s measured cells of `dtype` by shape ({} where it did not run)."""
+    record = (_gemm(peaks).get("libraries") or {}).get(runner) or {}
+    rates = ((record.get("rates") or {}).get(dtype) or {}) if record.get("status") == "ok" else {}
+    return {k: c for k, c in rates.items() if isinstance(c.get("gflops"), (int, float)) and c["gflops"] > 0}
+
+
+def study_rates(peaks: dict | None, runner: str, dtype: str) -> list[float]:
+    """`runner`'s GFLOP/s at each compute-bound study shape it measured."""
+    cells = study_cells(peaks, runner, dtype)
+    return [cells[k]["gflops"] for k in study_shapes(peaks) if k in cells]
+
+
+def gemm_ratio(peaks: dict | None, a: str, b: str, dtype: str = "fp32") -> float | None:
+    """How many times `a`'s GEMM is as fast as `b`'s at the compute-bound study shapes both measured (geometric
+    mean of the per-shape ratios); None where they share none."""
+    ca, cb = study_cells(peaks, a, dtype), study_cells(peaks, b, dtype)
+    common = [k for k in study_shapes(peaks) if k in ca and k in cb]
+    if not common:
+        return None
+    return math.exp(sum(math.log(ca[k]["gflops"] / cb[k]["gflops"]) for k in common) / len(common))
+
+
+def rate_span(values: list[float]) -> str:
+    """'1,200' or '1,100–1,300' (GFLOP/s)."""
+    lo, hi = min(values), max(values)
+    return f"{lo:,.0f}" if round(lo) == round(hi) else f"{lo:,.0f}–{hi:,.0f}"

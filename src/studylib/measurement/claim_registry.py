@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from ..core import paths, study_registry
 
@@ -58,10 +58,19 @@ def arithmetic(text: str | float | int) -> float:
     return ev(ast.parse(str(text), mode="eval").body)
 
 
+class Sizes(BaseModel):
+    """Batch sizes and sequence lengths: a part of a seed's grid (`scope`, `seed_lacks`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    batch_sizes: list[PositiveInt] = Field(default_factory=list)
+    seq_lens: list[PositiveInt] = Field(default_factory=list)
+
+
 class Conditions(BaseModel):
     """What the seed measured under: the device kind the claim is about (`any` for a host-side or general
     claim), the machine, models (this study's ids of the same architecture; `models_text` in the seed's
-    words), precision, sizes and versions."""
+    words), precision, sizes and versions; `seed_lacks`, the sizes of its grid the seed itself has no result for,
+    and `scope`, the part of its grid the claim is about (empty: all of it)."""
 
     model_config = ConfigDict(extra="forbid")
     device: Literal["cpu", "cuda", "any"]
@@ -80,12 +89,22 @@ class Conditions(BaseModel):
         default_factory=list, description="the conditions the claim is about: a profile without them cannot answer it "
                                           "(every listed model or size absent from its rows); other conditions may be "
                                           "substituted, which makes a verdict a proxy")
+    seed_lacks: Sizes = Field(default_factory=Sizes, description="sizes of the seed's grid it has no result for (a "
+                                                                 "model limited to fewer positions): never lacking here")
+    scope: Sizes = Field(default_factory=Sizes, description="the part of the grid the claim is about: its rows are "
+                                                            "judged and compared with the seed's, the rest left out")
 
     @model_validator(mode="after")
     def _defined(self) -> Conditions:
         empty = [d for d in self.defining if not getattr(self, d)]
         if empty:
             raise ValueError(f"defining conditions {empty} are empty: list the seed's values")
+        for part in ("seed_lacks", "scope"):
+            for key in ("batch_sizes", "seq_lens"):
+                sizes, grid = getattr(getattr(self, part), key), getattr(self, key)
+                outside = sorted(set(sizes) - set(grid))
+                if outside and (grid or part == "seed_lacks"):
+                    raise ValueError(f"{part}.{key} {outside} are not in the seed's {key} {sorted(grid)}")
         return self
 
 
@@ -131,11 +150,16 @@ class Claim(BaseModel):
     scale: str = Field(description="what our measurement is, on the scale of the seed's number")
     sizes: str = Field("", description="batch 'small'/'large' (and the like) for this claim, from the seed's sizes")
     conditions: Conditions
-    caveats: list[str] = Field(default_factory=list, description="differences no profile removes")
+    caveats: list[str] = Field(default_factory=list, description="differences no profile removes: shown, never "
+                                                                 "counted as a substitution")
+    substitutes: list[str] = Field(default_factory=list, description="what we compare in place of what the seed "
+                                                                     "compared: every verdict is a proxy")
     study: str | None = None
     evaluator: str | None = None
     args: dict[str, Any] = Field(default_factory=dict)
     why_not: str | None = None
+    inferred: list[str] = Field(default_factory=list, description="conditions (Conditions' field names) we inferred, "
+                                                                  "not read in the seed: the claims table marks them")
 
     @field_validator("number", mode="before")
     @classmethod
@@ -150,6 +174,12 @@ class Claim(BaseModel):
             raise ValueError("a magnitude word qualifies a direction: expect must be higher or lower")
         if self.expect == "equal" and self.number not in (None, 1.0):
             raise ValueError("an equality claim's number is its tolerance: give it as `tolerance`")
+        unknown = [k for k in self.inferred if k not in Conditions.model_fields or k == "defining"]
+        if unknown:
+            raise ValueError(f"inferred: {unknown} are not conditions (one of {', '.join(_SHOWN)}, mode, threads)")
+        empty = [k for k in self.inferred if getattr(self.conditions, k) in (None, "", [])]
+        if empty:
+            raise ValueError(f"inferred: conditions {empty} are empty: an inferred condition needs a value")
         return self
 
 
@@ -279,24 +309,35 @@ def testing_profiles(claim: Claim) -> list[str]:
     return [name for _, name in sorted(fits)]
 
 
+# The conditions describe() shows, in its order: each marked where the registry says we inferred it.
+_SHOWN = ("hardware", "models", "precision", "batch_sizes", "seq_lens", "texts", "software")
+
+
 def describe(claim: Claim) -> str:
-    """The seed's number and its conditions in one cell."""
+    """The seed's number and its conditions in one cell: conditions we inferred (not the seed's words) marked
+    '(inferred)', and a magnitude word's threshold named as ours."""
     c = claim.conditions
+
+    def mark(key: str, text: str) -> str:
+        return f"{text} (inferred)" if key in claim.inferred else text
+
     parts = [claim.number_text or "no number"]
-    parts.append(f"{c.hardware}{f', {c.threads} threads' if c.threads else ''}; {c.models_text}; "
-                 f"{'/'.join(c.precision)}")
+    parts.append(f"{mark('hardware', c.hardware)}{f', {c.threads} threads' if c.threads else ''}; "
+                 f"{mark('models', c.models_text)}; {mark('precision', '/'.join(c.precision))}")
     sizes = []
     if c.batch_sizes:
-        sizes.append(f"batch {sizes_text(c.batch_sizes)}")
+        sizes.append(mark("batch_sizes", f"batch {sizes_text(c.batch_sizes)}"))
     if c.seq_lens:
-        sizes.append(f"seq {sizes_text(c.seq_lens)}")
+        sizes.append(mark("seq_lens", f"seq {sizes_text(c.seq_lens)}"))
     if c.texts:
-        sizes.append(f"{c.texts:,} texts")
+        sizes.append(mark("texts", f"{c.texts:,} texts"))
     if sizes:
         parts.append(" × ".join(sizes))
     if claim.sizes:
         parts.append(claim.sizes)
-    parts.append(c.software)
+    parts.append(mark("software", c.software))
+    parts += [f"{k} (inferred): {getattr(c, k)}" for k in claim.inferred if k not in _SHOWN]
+    if claim.magnitude:
+        m = claim.magnitude
+        parts.append(f"«{m.words}» read as at least {m.at_least:.3g}× (our threshold, not the seed's)")
     return " · ".join(parts) + f" [{claim.where}]"
-
-

@@ -5,17 +5,20 @@ study's results (and the tables its `analyse` computed) into our measurement —
 scale of the seed's number — or says, computed from the data, why the data cannot answer it. A claim no study
 can test carries `why_not` instead.
 
-Judging a claim on one profile, in three steps:
+Judging a claim on one profile, in three steps (and a fourth for the summary):
 
 1. **Coverage** (`coverage`): the claim's conditions (models, precision, batch and sequence sizes, text count,
    device, threads, framework mode) against the rows our measurement used. A claim about one device kind is
    *not comparable* on a profile of the other. Where a *defining* condition is absent (the model or the batch
    size the claim is about: no row of it) the claim is *not answerable* on this profile. Otherwise each
-   condition holds, is substituted (another model, size or precision; a fixed caveat such as "tf.function here,
-   TF 1.x graphs in the seed"), or the seed's sizes are partly lacking; any substitution or lacking size makes
-   the verdict a **proxy**. Hardware, threads and software versions are never counted as substitutions: no
-   profile has the seeds' machines or pins their 2019–2023 versions, so a verdict without other differences is
-   "under the seed's conditions (except hardware, threads and versions)".
+   condition holds, is substituted (another model, size or precision), or the seed's sizes are partly lacking;
+   any substitution or lacking size makes the verdict a **proxy**. Hardware, threads and software versions are
+   never counted as substitutions: no profile has the seeds' machines or pins their 2019–2023 versions, so a
+   verdict without other differences is "under the seed's conditions (except hardware, threads and versions)".
+   Nor are a claim's caveats (a fixed difference such as "tf.function here, TF 1.x graphs in the seed": shown),
+   sizes the seed has no result for itself (`seed_lacks`, sequences beyond the models' positions) or a text count
+   other than the seed's where the run has a few batches of its largest batch (claim_coverage.py). A claim about
+   part of a grid (`scope`) is compared, and judged, on that part only (`in_scope`).
 2. **Verdict** (`judge`), on the one rule of speedups.verdict (CI wholly above the band: faster; wholly below:
    slower; inside: equal; else unclear), in this order: (a) the seed's number inside our CI, with the CI not
    reaching past the band on the other side → **agrees (number)**; (b) a magnitude word (显著 significant, 得多
@@ -23,25 +26,54 @@ Judging a claim on one profile, in three steps:
    whole CI beyond it → agrees (direction), the effect wholly short of it → does not agree, else inconclusive;
    (c) the claimed direction → **agrees (direction)** (the seed's number, where given, outside our CI);
    the other direction → does not agree; equal within the band → does not agree (equal within noise);
-   else inconclusive. A model's or an "up to" number (`number_at`) is compared only where the measurement is
-   on that model; elsewhere only the direction is judged. A claimed equality: CI inside the wider of the
-   seed's tolerance and the A/A band → agrees (number where the seed gives a tolerance, else direction).
+   else inconclusive. Before (b): the seed's number beyond our CI in the claimed direction (our effect
+   smaller) with the CI decided that way or undecided (not reversed, not equal within noise) → **does not
+   agree (number)**, counted among the judged. A model's or an "up to" number
+   (`number_at`) is compared only where the measurement is on that model; elsewhere only the direction is
+   judged. A claimed equality: CI inside the wider of the seed's tolerance and the A/A band → agrees (number
+   where the seed gives a tolerance, else direction). Per-size cells are never averaged across directions
+   (`per_cell`: decided faster at some sizes and slower at others → does not agree, each direction named). Every
+   verdict sentence says what our CI shows (claim_judge.py); a CPU verdict over eager PyTorch of another library
+   names the host's GEMM figures where they differ by more than 1.3× (claim_host.py).
 3. **Totals** (`totals`): claims judged under the seed's conditions (except hardware) are counted by verdict; a
    proxy, a claim not answerable here (device or defining condition absent, or the results lack what it
    needs) and a claim not tested are counted apart, never among agree / disagree.
+4. **Groups** (`group`, `would_answer`): the summary's under the seed's conditions / proxy / not answerable here,
+   the last with what would answer each claim (a GPU, a size, a trained model), from its row's coverage and
+   the registry's why_not.
 
 Batch "small"/"large" is defined once per claim, from the seed's own sizes, in its `sizes` note.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any
+import re
 
 import pandas as pd
 
-from ..core.speedups import EQUIVALENCE, verdict
+from .claim_coverage import (  # noqa: F401 - claims.<name> is how studies and tests reach them
+    MIN_BATCHES,
+    SEED_CONDITIONS,
+    Coverage,
+    _present,
+    comparability,
+    coverage,
+    in_scope,
+)
+from .claim_host import host_caveat
+from .claim_judge import (  # noqa: F401
+    AGREES_DIRECTION,
+    AGREES_NUMBER,
+    DISAGREES,
+    DISAGREES_NUMBER,
+    JUDGED,
+    Measurement,
+    NotAnswered,
+    fmt_ci,
+    judge,
+    least_favourable,
+    per_cell,
+)
 from .claim_registry import (  # noqa: F401
     BASES,
     DEFINING,
@@ -70,49 +102,10 @@ from .claim_registry import (  # noqa: F401
 CLAIM_COLUMNS = ["id", "seed", "claim", "seed's number and conditions", "comparable?", "our measurement (95% CI)",
                  "verdict", "judgement"]
 COLUMNS = CLAIM_COLUMNS  # every claims table's columns, a study's and the summary's
-AGREES_NUMBER, AGREES_DIRECTION = "agrees (number)", "agrees (direction)"
-JUDGED = (AGREES_NUMBER, AGREES_DIRECTION, "does not agree", "inconclusive")
 PROXY = "proxy: "  # a proxy's judgement is this prefix and its verdict category, never counted with JUDGED
 NOT_ANSWERABLE = ("not comparable on this profile", "not answerable on this profile",
                   "not answerable from these results")
 NOT_JUDGED = (*NOT_ANSWERABLE, "not tested by this study", "not run on this profile")
-SEED_CONDITIONS = "the seed's conditions (except hardware, threads and versions)"
-
-
-# ---------------------------------------------------------------------------------------------- measurements
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """Our answer to a claim: `value` with its 95% CI on the claim's scale, a sentence saying what was measured,
-    and the results rows it used (their conditions are compared with the seed's). `holds` answers a yes/no
-    claim (expect: holds) instead; `band` is the study's A/A noise band for 'equal'."""
-
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    text: str
-    rows: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
-    band: float = EQUIVALENCE
-    holds: bool | None = None
-    unit: str = "×"
-
-
-@dataclass(frozen=True)
-class NotAnswered:
-    """Why the results cannot answer a claim (computed from them: which sizes or variants are missing)."""
-
-    reason: str
-
-
-def least_favourable(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim):
-    """Of (label, (ratio, low, high)) cells that must all bear a claim out, the one least favourable to it: the
-    smallest for 'higher', the largest for 'lower', the furthest from 1 for 'equal'."""
-    if claim.expect == "higher":
-        return min(cells, key=lambda c: c[1][0])
-    if claim.expect == "lower":
-        return max(cells, key=lambda c: c[1][0])
-    return max(cells, key=lambda c: abs(math.log(c[1][0])))
 
 
 def matching(frame: pd.DataFrame, claim: Claim, one_group: bool = False) -> pd.DataFrame:
@@ -147,147 +140,7 @@ def not_run(df: pd.DataFrame, claim: Claim, named: dict[str, list[str]]) -> NotA
     return None
 
 
-def fmt_ci(value: float, lo: float, hi: float, unit: str = "×") -> str:
-    """'1.23× (95% CI 1.20–1.26×)'."""
-    return f"{value:.3g}{unit} (95% CI {lo:.3g}–{hi:.3g}{unit})"
-
-
-# ---------------------------------------------------------------------------------------------- judging
-
-
-def _present(rows: pd.DataFrame, column: str) -> list:
-    return sorted({x for x in rows[column].dropna()}) if column in rows and len(rows) else []
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """How far a profile's rows cover a claim's conditions: `level` is 'seed' (all hold but hardware, threads
-    and versions), 'proxy' (something substituted or lacking), 'not answerable' (a defining condition absent)
-    or 'not comparable' (the other device kind); the conditions that hold, those substituted, the seed's sizes
-    we lack, the defining ones absent, and notes that change no level (hardware, threads)."""
-
-    level: str
-    holds: list[str] = field(default_factory=list)
-    substituted: list[str] = field(default_factory=list)
-    lacking: list[str] = field(default_factory=list)
-    absent: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def text(self) -> str:
-        head = {"seed": f"under {SEED_CONDITIONS}", "proxy": "proxy", "not answerable": "not answerable",
-                "not comparable": "not comparable"}[self.level]
-        parts = [(f"absent: {'; '.join(self.absent)}", self.absent), (f"holds: {'; '.join(self.holds)}", self.holds),
-                 (f"substituted: {'; '.join(self.substituted)}", self.substituted),
-                 (f"seed's sizes lacking here: {'; '.join(self.lacking)}", self.lacking),
-                 (f"not compared: {'; '.join(self.notes)}", self.notes)]
-        return head + "".join(f" — {t}" for t, present in parts if present)
-
-
-_LABELS = {"models": "model", "precision": "precision", "batch_sizes": "batch", "seq_lens": "sequence"}
-_COLUMNS = {"models": "model", "precision": "dtype", "batch_sizes": "batch_size", "seq_lens": "seq_len"}
-
-
-def coverage(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> Coverage:
-    """The claim's conditions on a profile of `device`, against the results rows our measurement used (without
-    them, only the device, the defining conditions and the claim's caveats are compared)."""
-    c = claim.conditions
-    if c.device != "any" and c.device != device:
-        return Coverage("not comparable", absent=[f"device: seed {c.hardware}, here {device}"])
-    rows = rows if rows is not None else pd.DataFrame()
-    holds, subs, lacking, absent, notes = [], [], [], [], [f"hardware: seed {c.hardware}, here {device}"]
-    threads = _present(rows, "threads")
-    if c.threads and threads and threads != [c.threads]:
-        notes.append(f"threads: seed {c.threads}, here {sizes_text(threads)}")
-    for key in DEFINING:
-        seed, here = getattr(c, key), _present(rows, _COLUMNS[key])
-        label = _LABELS[key]
-        show = sizes_text if key in ("batch_sizes", "seq_lens") else (lambda v: ", ".join(map(str, v)))
-        seed_text = c.models_text if key == "models" else show(seed)
-        if not seed:
-            continue
-        if not here:
-            (absent if key in c.defining else lacking).append(f"{label}: seed {seed_text}, none measured here")
-            continue
-        common, extra, missing = set(here) & set(seed), set(here) - set(seed), set(seed) - set(here)
-        if key in c.defining and (missing if key in ("batch_sizes", "seq_lens") else not common):
-            absent.append(f"{label}: seed {seed_text}, here {show(here)}")
-            continue
-        if common:
-            holds.append(f"{label} {show(sorted(common))}")
-        if extra:
-            subs.append(f"{label}: seed {seed_text}, here {show(sorted(extra))}")
-        if missing and key in ("batch_sizes", "seq_lens"):
-            lacking.append(f"{label} {show(sorted(missing))}")
-    texts = _present(rows, "n_texts")
-    if c.texts and texts:
-        (holds.append(f"{c.texts:,} texts") if texts == [c.texts] else
-         subs.append(f"texts: seed {c.texts:,}, here {sizes_text(texts)}"))
-    if c.mode:
-        notes.append(f"mode: seed {c.mode}")
-    subs += claim.caveats
-    level = "not answerable" if absent else "proxy" if (subs or lacking) else "seed"
-    return Coverage(level, holds, subs, lacking, absent, notes)
-
-
-def comparability(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> tuple[str, list[str]]:
-    """(level, differences): `coverage` as a level and the substituted, lacking and absent conditions."""
-    cov = coverage(claim, device, rows)
-    return cov.level, cov.absent + cov.substituted + [f"lacking {x}" for x in cov.lacking]
-
-
-def _beyond(claim: Claim, lo: float, hi: float, at: float) -> str:
-    """'yes' when the CI lies wholly beyond ratio `at` in the claimed direction, 'no' when wholly short of it."""
-    if claim.expect == "higher":
-        return "yes" if lo >= at else "no" if hi < at else "unsure"
-    return "yes" if hi <= 1 / at else "no" if lo > 1 / at else "unsure"
-
-
-def judge(claim: Claim, m: Measurement, use_number: bool = True) -> tuple[str, str]:
-    """(judgement, verdict sentence) from our measurement, by the rules in the module docstring; `use_number`
-    False where the seed's number belongs to another model or shape than the one measured."""
-    if claim.expect == "holds":
-        if m.holds is None:
-            return "inconclusive", "inconclusive"
-        return ((AGREES_DIRECTION, f"{AGREES_DIRECTION}: it holds here") if m.holds
-                else ("does not agree", "does not agree: it does not hold here"))
-    lo, hi = m.ci_low, m.ci_high
-    band = max(m.band, claim.tolerance or 1.0)
-    source = "the seed's tolerance" if (claim.tolerance or 0) >= m.band else "the A/A noise band"
-    within = f"±{band - 1:.0%} ({source})"
-    if claim.expect == "equal":
-        kind = AGREES_NUMBER if claim.tolerance else AGREES_DIRECTION
-        if 1 / band <= lo and hi <= band:
-            return kind, f"{kind}: equal within {within}"
-        if lo > band or hi < 1 / band:
-            return "does not agree", f"does not agree: differs by more than {within}"
-        return "inconclusive", f"inconclusive: the CI crosses the edge of {within}"
-    cls = verdict(lo, hi, band)
-    want, other = ("faster", "slower") if claim.expect == "higher" else ("slower", "faster")
-    n = claim.number if use_number else None
-    if n is not None and lo <= n <= hi:  # (a) the seed's number first, before 'equal within noise'
-        if (lo >= 1 / band) if claim.expect == "higher" else (hi <= band):
-            return AGREES_NUMBER, f"{AGREES_NUMBER}: the seed's {n:.3g} lies inside our CI"
-        return "inconclusive", f"inconclusive: our CI holds both the seed's {n:.3g} and the other direction"
-    mag = claim.magnitude
-    if mag and cls == want:  # (b) a magnitude word's threshold
-        at = _beyond(claim, lo, hi, mag.at_least)
-        if at == "yes":
-            return AGREES_DIRECTION, f"{AGREES_DIRECTION}: beyond the {mag.at_least:.3g}× that «{mag.words}» implies"
-        if at == "no":
-            return "does not agree", f"does not agree: {want}, but short of the {mag.at_least:.3g}× «{mag.words}» implies"
-        return "inconclusive", f"inconclusive: our CI crosses the {mag.at_least:.3g}× that «{mag.words}» implies"
-    if cls == want:
-        if claim.number is None:
-            return AGREES_DIRECTION, f"{AGREES_DIRECTION}: the seed gives no number"
-        if n is None:
-            return AGREES_DIRECTION, AGREES_DIRECTION
-        ours = "smaller" if (hi < n) == (claim.expect == "higher") else "larger"
-        return AGREES_DIRECTION, f"{AGREES_DIRECTION}, not the number: our effect is {ours} than the seed's {n:.3g}"
-    if cls == other:
-        return "does not agree", "does not agree: the direction differs"
-    if cls == "equal":
-        return "does not agree", f"does not agree: equal within noise ({within}) here"
-    return "inconclusive", "inconclusive: our CI includes 1"
+# ---------------------------------------------------------------------------------------------- assessing
 
 
 def _row(claim: Claim, comparable: str, measured: str, verdict: str, judgement: str) -> dict:
@@ -309,8 +162,9 @@ def _number_applies(claim: Claim, rows: pd.DataFrame) -> bool:
                                               and set(models) <= set(claim.conditions.models))
 
 
-def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> dict:
-    """One claims-table row: the claim judged on one profile's results of its study (`df`, its `tables`)."""
+def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peaks: dict | None = None) -> dict:
+    """One claims-table row: the claim judged on one profile's results of its study (`df`, its `tables`); `peaks`,
+    the machine's limits (StudyRun.peaks), give a CPU verdict over eager PyTorch its host caveat (claim_host)."""
     device = str(df.device.dropna().iloc[0]) if "device" in df and df.device.notna().any() else "cpu"
     if not claim.evaluator:
         return _row(claim, "—", "—", f"not tested: {claim.why_not}", "not tested by this study")
@@ -321,8 +175,8 @@ def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> d
         m = NotAnswered(f"the results lack what this needs ({type(e).__name__}: {e})")
     rows = m.rows if isinstance(m, Measurement) else df[df.status == "ok"] if "status" in df else df
     # analysis tables lack the run's threads and text count: take them from the results
-    rows = rows.assign(**{c: df[c].dropna().iloc[0] for c in ("threads", "n_texts")
-                          if c not in rows and c in df and df[c].notna().any()})
+    rows = in_scope(rows.assign(**{c: df[c].dropna().iloc[0] for c in ("threads", "n_texts")
+                                   if c not in rows and c in df and df[c].notna().any()}), claim)
     cov = coverage(claim, device, rows)
     measured = _measurement_text(m, claim) if isinstance(m, Measurement) else m.reason
     if cov.level == "not comparable":
@@ -342,16 +196,19 @@ def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> d
     judgement, verdict = judge(claim, m, use_number=use)
     if claim.number is not None and not use:
         verdict += f" (the seed's number is {claim.conditions.models_text}'s: not compared on other models)"
+    host = host_caveat(claim, device, peaks)
+    verdict += f" — {host}" if host else ""
     if cov.level == "proxy":
         return _row(claim, cov.text(), measured, f"proxy — {verdict}", PROXY + judgement)
     return _row(claim, cov.text(), measured, verdict, judgement)
 
 
 def study_claims(study: str, df: pd.DataFrame, tables: dict[str, pd.DataFrame],
-                 claims: tuple[Claim, ...] | None = None) -> pd.DataFrame:
-    """Every registry claim the study tests, judged on its results: the rows its `analyse(df).claims` returns."""
+                 claims: tuple[Claim, ...] | None = None, peaks: dict | None = None) -> pd.DataFrame:
+    """Every registry claim the study tests, judged on its results: the rows its `analyse(df, peaks).claims`
+    returns (`peaks`: the machine's limits, for the host caveat)."""
     mine = [c for c in (claims if claims is not None else registry()) if c.study == study]
-    return pd.DataFrame([assess(c, df, tables) for c in mine], columns=COLUMNS)
+    return pd.DataFrame([assess(c, df, tables, peaks) for c in mine], columns=COLUMNS)
 
 
 def unassessed(claims: list[Claim], judgement: str, why) -> pd.DataFrame:
@@ -384,8 +241,9 @@ def totals_line(table: pd.DataFrame, where: str = "") -> str:
     t = totals(table)
     p = "; ".join(f"{t[PROXY + k]} {k}" for k in JUDGED if t[PROXY + k])
     return (f"Claims{f' on {where}' if where else ''}: {t['claims']} — {t['judged']} judged under {SEED_CONDITIONS}: "
-            f"{t[AGREES_NUMBER]} agree (number), {t[AGREES_DIRECTION]} agree (direction), {t['does not agree']} do "
-            f"not agree, {t['inconclusive']} inconclusive; {t['proxy']} proxy verdicts on substituted models or sizes "
+            f"{t[AGREES_NUMBER]} agree (number), {t[AGREES_DIRECTION]} agree (direction), {t[DISAGREES]} do "
+            f"not agree, {t[DISAGREES_NUMBER]} do not agree (number), {t['inconclusive']} inconclusive; "
+            f"{t['proxy']} proxy verdicts on substituted models or sizes "
             f"(not counted as agreeing or not{f': {p}' if p else ''}); {t['not answerable']} not answerable here "
             f"({t['not comparable on this profile']} for the other device, {t['not answerable on this profile']} "
             f"without a defining model or size, {t['not answerable from these results']} the results lack what they "
@@ -398,3 +256,53 @@ def styled(table: pd.DataFrame):
     left-aligned, long cells wrapped."""
     return (table.drop(columns=["judgement"], errors="ignore").style.hide(axis="index")
             .set_properties(**{"text-align": "left", "white-space": "pre-wrap"}))
+
+
+# ---------------------------------------------------------------------------------------------- groups
+
+SEED_GROUP, PROXY_GROUP, NOT_HERE = "under the seed's conditions", "proxy", "not answerable here"
+GROUPS = (SEED_GROUP, PROXY_GROUP, NOT_HERE)  # how the summary groups a profile's claims
+# a reason the results give (NotAnswered) that names what would answer the claim in the reader's words
+NEEDS = (("random weights", "a trained model"),)
+
+
+def group(judgement: str) -> str:
+    """A judgement's group: judged under the seed's conditions, a proxy, or not answerable here (every other)."""
+    return SEED_GROUP if judgement in JUDGED else PROXY_GROUP if str(judgement).startswith(PROXY) else NOT_HERE
+
+
+def _absent(verdict: str) -> list[str]:
+    """'batch 64', 'XLNet and XLM' from a 'not answerable on this profile: batch: seed 32, 64, here 32' verdict (the
+    absent conditions `assess` lists from the coverage): the seed's sizes not measured, or the seed's models."""
+    listed = verdict.split(": ", 1)[1] if ": " in verdict else ""
+    out = []
+    for label, seed, here in re.findall(r"(\w+): seed (.+?), (?:here (.+?)|none measured here)(?:; |$)", listed):
+        if label in ("batch", "sequence"):
+            missing = [x for x in seed.split(", ") if x not in here.split(", ")]
+            out.append(f"{label} {', '.join(missing or [seed])}")
+        else:
+            out.append(seed)
+    return out
+
+
+def would_answer(claim: Claim | None, judgement: str, verdict: str) -> str:
+    """What would answer a claim not answerable here, from the row's coverage (the device kind, the absent
+    defining sizes or models), the results' reason or the registry's why_not; '' for a judged or proxy claim."""
+    if group(judgement) != NOT_HERE:
+        return ""
+    if judgement == "not comparable on this profile":  # assess: '… (GPU claim); tested by gpu-t4, …'
+        kind = "a GPU" if "(GPU claim)" in verdict else "a CPU"
+        where = verdict.split("tested by ", 1)[1] if "tested by " in verdict else ""
+        return kind + (f" (profiles {where})" if where else "")
+    if judgement == "not answerable on this profile":
+        absent = _absent(verdict)
+        return f"a run with {'; '.join(absent)}" if absent else verdict
+    if judgement == "not answerable from these results":
+        reason = verdict.split(": ", 1)[-1]
+        need = next((n for word, n in NEEDS if word in reason), None)
+        return f"{need} ({reason})" if need else f"results without this gap: {reason}"
+    if judgement == "not tested by this study" and claim is not None and claim.why_not:
+        return f"a set-up no study here has: {claim.why_not}"
+    if judgement == "not run on this profile" and claim is not None and claim.study:
+        return f"a run of study {claim.study[:2]} on this profile"
+    return verdict

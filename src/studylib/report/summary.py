@@ -7,6 +7,7 @@ summarised per profile as a geometric-mean speed-up over the shapes both sides r
 
 from __future__ import annotations
 
+import inspect
 import os
 
 import pandas as pd
@@ -100,12 +101,15 @@ def claims(profiles: list[str]) -> pd.DataFrame:
     out = []
     for p in profiles:
         judged, ran = [], set()
+        peaks = (read_json(paths.results_dir(p) / "env.json") or {}).get("peaks")  # for the host caveat
         for nb, study in STUDIES.items():
             df = results(p, nb)
             if not len(df):
                 continue
             ran.add(nb)
-            judged.append(study.analyse(df).claims.assign(study=nb[:2]))
+            takes_peaks = "peaks" in inspect.signature(study.analyse).parameters  # a plug-in's may not
+            analysis = study.analyse(df, peaks) if takes_peaks else study.analyse(df)
+            judged.append(analysis.claims.assign(study=nb[:2]))
         rest = [c for c in registry if c.study not in ran]
         judged.append(seedclaims.unassessed(
             rest, "not run on this profile",
@@ -121,6 +125,22 @@ def claims(profiles: list[str]) -> pd.DataFrame:
     return t.sort_values(["profile", "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
 
 
+GROUP_COLUMNS = ["group", "profile", "id", "claim", "verdict", "what would answer it"]
+
+
+def claim_groups(claims_table: pd.DataFrame) -> pd.DataFrame:
+    """The claims table grouped as under the seed's conditions / proxy / not answerable here, each claim not
+    answerable here with what would answer it (claims.would_answer: a GPU, a size, a trained model, …)."""
+    if not len(claims_table):
+        return pd.DataFrame(columns=GROUP_COLUMNS)
+    registry = {c.id: c for c in seedclaims.registry()}
+    t = claims_table.assign(
+        group=claims_table.judgement.map(seedclaims.group),
+        **{"what would answer it": [seedclaims.would_answer(registry.get(r.id), r.judgement, r.verdict)
+                                    for r in claims_table.itertuples()]})
+    t["_group"] = t.group.map(seedclaims.GROUPS.index)
+    t = t.sort_values(["_group", "profile"], kind="stable")
+    return t[GROUP_COLUMNS].reset_index(drop=True)
 
 
 def comparisons() -> list[tuple[str, Comparison]]:

@@ -13,6 +13,21 @@ def text_workloads(run):
     return run.text_data()[1]
 
 
+def threshold_note(claim, lo: float, hi: float, band: float = EQUIVALENCE) -> str:
+    """Where a claim's magnitude word decides its verdict alone — our CI decided in the claimed direction (the one
+    verdict rule) but not wholly beyond the word's threshold, which the registry chose, not the seed — a clause
+    saying so; else ''."""
+    m = claim.magnitude
+    if m is None or claim.expect not in ("higher", "lower"):
+        return ""
+    want = "faster" if claim.expect == "higher" else "slower"
+    beyond = lo >= m.at_least if claim.expect == "higher" else hi <= 1 / m.at_least
+    if speedups.verdict(lo, hi, band) != want or beyond:
+        return ""
+    return (f" (decided {want}; only the registry's reading of «{m.words}» as at least {m.at_least:.3g}× — our "
+            f"threshold, not the seed's number — stands between this and agreeing)")
+
+
 def fmt_ms(seconds: float) -> str:
     if seconds is None or pd.isna(seconds):
         return ""

@@ -323,7 +323,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     band = speedups_layer.band(df)
     analysis = Analysis(tables=tables, findings=findings(df, sp, tables["backends"], tables["native"],
                                                          tables["keras 2"]),
-                        claims=seedclaims.study_claims(NOTEBOOK, df, tables))
+                        claims=seedclaims.study_claims(NOTEBOOK, df, tables, peaks=peaks))
     pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
     analysis = roofline.attach(analysis, df, peaks, pairs, GROUP_COLUMNS, band=band)
     return surprises.attach(analysis, df, EXPECTATIONS, band)

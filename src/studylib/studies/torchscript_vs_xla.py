@@ -267,14 +267,15 @@ def op_table(df: pd.DataFrame) -> pd.DataFrame:
 OP_EVALUATORS = ("op_gain",)  # claims judged on the micro-ops' rows; every other claim on the whole models'
 
 
-def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
+def claims(df: pd.DataFrame, sp: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
     """The registry's claims this study tests (seeds 000, 001 and 003), judged on these results (studylib.measurement.claims):
-    seed 001's single-operation claim on the micro-ops' rows, every other claim on the whole models'."""
+    seed 001's single-operation claim on the micro-ops' rows, every other claim on the whole models'; `peaks` (the
+    machine's limits) give verdicts over eager PyTorch their host caveat."""
     mine = [c for c in seedclaims.registry() if c.study == NOTEBOOK]
     ops = is_op(df) if len(df) else pd.Series(False, index=df.index)
     tables = {"speedups": sp, "micro-ops": op_speedups(df)}
     parts = [seedclaims.study_claims(NOTEBOOK, df[ops] if c.evaluator in OP_EVALUATORS else df[~ops], tables,
-                                     claims=(c,)) for c in mine]
+                                     claims=(c,), peaks=peaks) for c in mine]
     return pd.concat(parts, ignore_index=True) if parts else seedclaims.study_claims(NOTEBOOK, df, tables, claims=())
 
 
@@ -302,7 +303,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     band = speedups_layer.band(df)
     analysis = roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df),
                                                 "micro-ops": op_table(df)},
-                                        findings=findings(df, sp), claims=claims(df, sp)),
+                                        findings=findings(df, sp), claims=claims(df, sp, peaks)),
                                df, peaks, PAIRS, SHAPE_COLUMNS, band=band)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 

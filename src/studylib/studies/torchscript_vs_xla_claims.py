@@ -25,9 +25,12 @@ def _mean_of_medians(df: pd.DataFrame, a: str, b: str) -> tuple[float, float, in
 
 
 def _rows(df: pd.DataFrame, claim, variants) -> pd.DataFrame:
-    """The ok rows of `variants`, of the seed's models where these results have any."""
-    ok = df[(df.status == "ok") & df.variant.isin(list(variants))]
-    return seedclaims.matching(ok, claim)
+    """The ok rows of `variants`, of the seed's models where these results have any, and of the seed's batch sizes
+    where it names some and these results have any (a profile's sweep at another batch, such as seed 003's 64 beside
+    seed 000's 1-8, stays out of a seed-000 claim)."""
+    ok = seedclaims.matching(df[(df.status == "ok") & df.variant.isin(list(variants))], claim)
+    seed = claim.conditions.batch_sizes
+    return ok[ok.batch_size.isin(seed)] if seed and ok.batch_size.isin(seed).any() else ok
 
 
 def _tokens(frame: pd.DataFrame) -> pd.Series:
@@ -64,6 +67,17 @@ def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseli
                                   f"{candidate} over {baseline}{where}, geometric mean over {n} shape(s); mean of "
                                   f"per-shape medians {pt * 1e3:.3g} ms ({baseline}) vs {tf * 1e3:.3g} ms ({candidate})",
                                   rows=rows, band=speedups_layer.band(df))
+
+
+def every_input_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
+    """Seed 000's 'a lasting gain on XLNet': `candidate` over `baseline` at each input (batch × sequence) of the
+    seed's models, judged per input (claims.per_cell: the least favourable input, or the directions that differ)."""
+    rows = _rows(df, claim, (candidate, baseline))
+    cells = [(f"{m} b{b} × s{s}", tuple(sp)) for (m, _, b, s, *_), sp in _cells(rows, candidate, baseline)]
+    if not cells:
+        return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
+    return seedclaims.per_cell(cells, claim, text=f"{candidate} over {baseline} at each of {len(cells)} input(s)",
+                               rows=rows, band=speedups_layer.band(df))
 
 
 def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, over: str = "small/large",
@@ -132,8 +146,7 @@ def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", 
                                   f"({best.model}; {where})", rows=cells, band=speedups_layer.band(df))
 
 
-def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: str = "largest",
-                 nonlinear: float | None = None):
+def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: str = "largest"):
     """Seed 003's 'time grows linearly with sequence length for large batches, not for single samples': the
     exponent k of time ∝ seq^k between the shortest and longest sequence at one batch size, per model, averaged
     (1 = linear), its CI from the time ratio's."""
@@ -156,9 +169,49 @@ def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
     point = k[:, 0].mean()
     lo = point - np.sqrt(((k[:, 0] - k[:, 1]) ** 2).sum()) / len(k)
     hi = point + np.sqrt(((k[:, 2] - k[:, 0]) ** 2).sum()) / len(k)
-    holds = None if nonlinear is None else bool(lo > nonlinear or hi < 1 / nonlinear)  # 'not linear'
     return seedclaims.Measurement(float(point), float(lo), float(hi), f"batch {b}; k CI {lo:.2f}–{hi:.2f}; " +
-                                  "; ".join(used), rows=at, band=1.0, unit="", holds=holds)
+                                  "; ".join(used), rows=at, band=1.0, unit="")
+
+
+def _or_median(row, column: str) -> float:
+    v = row.get(column)
+    return row.median_s if v is None or pd.isna(v) else v
+
+
+def seq_curvature(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: int = 1,
+                  band: float = 1.25):
+    """Seed 003's 'not linear for single samples': whether time bends with sequence length at one batch size. Two
+    lengths always lie on a straight line (and give an exponent below 1 wherever a call has a fixed cost), so three
+    are needed: the time each added token costs between the middle and the longest length over that between the
+    shortest and the middle, per model, geometric mean (1: a straight line, with or without a fixed cost per
+    call); its CI from the medians' CIs at the three lengths, interval arithmetic. Holds where the CI lies outside
+    1/`band`–`band`, does not where it lies inside, else stays open (holds None: inconclusive)."""
+    ok = df[(df.status == "ok") & (df.variant == variant)]
+    at = ok[ok.batch_size == int(batch)]
+    cells, used = [], []
+    for model, g in at.groupby("model", sort=False):
+        lengths = sorted(g.seq_len.unique())
+        if len(lengths) < 3:
+            continue
+        picked = [g[g.seq_len == s].iloc[0] for s in (lengths[0], lengths[len(lengths) // 2], lengths[-1])]
+        t = [(_or_median(r, "ci_low_s"), r.median_s, _or_median(r, "ci_high_s")) for r in picked]
+        (s1, s2, s3) = (int(r.seq_len) for r in picked)
+        short = [(t[1][i] - t[0][j]) / (s2 - s1) for i, j in ((0, 2), (1, 1), (2, 0))]  # low, mid, high
+        long = [(t[2][i] - t[1][j]) / (s3 - s2) for i, j in ((0, 2), (1, 1), (2, 0))]
+        if min(short) <= 0 or min(long) <= 0:
+            used.append(f"{model}: time does not rise clearly between seq {s1}, {s2} and {s3}")
+            continue
+        cells.append((long[1] / short[1], long[0] / short[2], long[2] / short[0]))
+        used.append(f"{model}: {long[1] / short[1]:.2f}× the time per added token between seq {s2} → {s3} as "
+                    f"between {s1} → {s2}")
+    if not cells:
+        return seedclaims.NotAnswered(f"no model has three sequence lengths with rising times at batch {batch} (two "
+                                      f"lengths always lie on a straight line){': ' + '; '.join(used) if used else ''}")
+    s = speedups_layer.combine(cells)
+    bent = s.ci_low > band or s.ci_high < 1 / band
+    straight = 1 / band <= s.ci_low and s.ci_high <= band
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"batch {batch}; " + "; ".join(used), rows=at,
+                                  band=1.0, holds=True if bent else False if straight else None)
 
 
 def oom_count(df: pd.DataFrame, tables: dict, claim):
@@ -177,20 +230,19 @@ def oom_count(df: pd.DataFrame, tables: dict, claim):
 def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", baseline: str = "tf-function",
             op: str | None = None):
     """Seed 001's 'PyTorch is much slower on unusual ops': `candidate` (PyTorch) over `baseline` (TensorFlow) on one
-    single operation (`op`, a model id such as op-argmax: each op is judged apart) or on all of them, geometric
-    mean over sizes (and operations), with each operation's own beside it."""
+    single operation (`op`, a model id such as op-argmax: each op is judged apart) or on all of them, judged per
+    size (claims.per_cell: the size least favourable to the claim, or the directions that differ; never an
+    average over sizes that go opposite ways)."""
     rows = df[(df.status == "ok") & df.variant.isin([candidate, baseline])]
     rows = rows[is_op(rows)] if len(rows) else rows
     if op is not None:
         rows = rows[rows.model == op]
-    s, n = _geo_rows(rows, candidate, baseline)
-    if s is None:
+    cells = [(f"{m} b{b} × s{s}", tuple(sp)) for (m, _, b, s, *_), sp in _cells(rows, candidate, baseline)]
+    if not cells:
         return seedclaims.NotAnswered(f"no single operation{f' {op}' if op else ''} ran in both {candidate} and "
                                       f"{baseline} (the profile's micro_ops)")
-    per = [(m, _geo_rows(g, candidate, baseline)[0]) for m, g in rows.groupby("model", sort=False)]
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"{candidate} over {baseline} over {n} operation × size "
-                                  "cell(s); " + "; ".join(f"{m} {s.ratio:.2f}×" for m, s in per if s is not None),
-                                  rows=rows, band=speedups_layer.band(df))
+    return seedclaims.per_cell(cells, claim, text=f"{candidate} over {baseline} per operation and size", rows=rows,
+                               band=speedups_layer.band(df))
 
 
 def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[tuple, object]]:

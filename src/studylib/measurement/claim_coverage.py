@@ -1,0 +1,157 @@
+"""How far a profile's rows cover a seed claim's conditions (claims.py step 1): `coverage`, and `in_scope`, the rows
+of the part of the grid a claim is about.
+
+What never makes a verdict a proxy: hardware, threads and versions (no profile has the seeds' machines); a caveat
+(`claim.caveats`, a difference no profile removes: shown beside the verdict); a size the seed itself has no result
+for (`conditions.seed_lacks`, or a sequence longer than the claim's models take); a text count other than the
+seed's where the run has at least MIN_BATCHES batches of its largest batch size (a speed ratio needs a few
+batches, not the seed's count).
+What always does: a fixed substitution (`claim.substitutes`: we compare something other than what the seed
+compared, e.g. another pair of layouts or of frameworks), besides the substituted models, sizes or precisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..workloads import models as model_registry
+from .claim_registry import DEFINING, Claim, sizes_text
+
+SEED_CONDITIONS = "the seed's conditions (except hardware, threads and versions)"
+MIN_BATCHES = 4  # batches of the largest batch size a pass over the texts needs for its speed ratio
+SIZES = ("batch_sizes", "seq_lens")
+_LABELS = {"models": "model", "precision": "precision", "batch_sizes": "batch", "seq_lens": "sequence"}
+_COLUMNS = {"models": "model", "precision": "dtype", "batch_sizes": "batch_size", "seq_lens": "seq_len"}
+
+
+def _present(rows: pd.DataFrame, column: str) -> list:
+    return sorted({x for x in rows[column].dropna()}) if column in rows and len(rows) else []
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How far a profile's rows cover a claim's conditions: `level` is 'seed' (all hold but hardware, threads
+    and versions), 'proxy' (something substituted or lacking), 'not answerable' (a defining condition absent)
+    or 'not comparable' (the other device kind); the conditions that hold, those substituted, the seed's sizes
+    we lack, the defining ones absent, notes that change no level (hardware, threads, sizes the seed lacks too)
+    and the claim's caveats (shown, never counted as a substitution)."""
+
+    level: str
+    holds: list[str] = field(default_factory=list)
+    substituted: list[str] = field(default_factory=list)
+    lacking: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        head = {"seed": f"under {SEED_CONDITIONS}", "proxy": "proxy", "not answerable": "not answerable",
+                "not comparable": "not comparable"}[self.level]
+        parts = [(f"absent: {'; '.join(self.absent)}", self.absent), (f"holds: {'; '.join(self.holds)}", self.holds),
+                 (f"substituted: {'; '.join(self.substituted)}", self.substituted),
+                 (f"seed's sizes lacking here: {'; '.join(self.lacking)}", self.lacking),
+                 (f"caveat: {'; '.join(self.caveats)}", self.caveats),
+                 (f"not compared: {'; '.join(self.notes)}", self.notes)]
+        return head + "".join(f" — {t}" for t, present in parts if present)
+
+
+def scoped(claim: Claim, key: str) -> list[int]:
+    """The seed's sizes a claim is about for `key` (batch_sizes, seq_lens): its scope's where it has one, else the
+    whole grid's."""
+    c = claim.conditions
+    return list(getattr(c.scope, key)) or list(getattr(c, key))
+
+
+def in_scope(frame: pd.DataFrame, claim: Claim) -> pd.DataFrame:
+    """The rows of `frame` inside the claim's scope (`conditions.scope`: batch sizes, sequence lengths); all of
+    them where the claim has none or the frame lacks the column. Evaluators judge these; `assess` compares them."""
+    for key in SIZES:
+        wanted = getattr(claim.conditions.scope, key)
+        column = _COLUMNS[key]
+        if wanted and column in frame:
+            frame = frame[frame[column].isin(wanted)]
+    return frame
+
+
+def _seed_lacks(claim: Claim, key: str, missing: set) -> set:
+    """Of the seed's sizes missing here, those the seed has no result for either: listed in `seed_lacks`, or
+    (sequences) longer than every model of the claim takes."""
+    c = claim.conditions
+    out = missing & set(getattr(c.seed_lacks, key))
+    if key == "seq_lens" and c.models:
+        limits = []
+        for name in c.models:
+            try:
+                limits.append(model_registry.spec(name).max_positions)
+            except model_registry.UnknownModel:
+                limits.append(None)
+        if limits and None not in limits:
+            out |= {s for s in missing if s > max(limits)}
+    return out
+
+
+def _texts(claim: Claim, rows: pd.DataFrame, holds: list, subs: list, notes: list) -> None:
+    texts, batches = _present(rows, "n_texts"), _present(rows, "batch_size")
+    if not (claim.conditions.texts and texts):
+        return
+    seed = f"{claim.conditions.texts:,}"
+    if texts == [claim.conditions.texts]:
+        holds.append(f"{seed} texts")
+    elif batches and min(texts) / max(batches) >= MIN_BATCHES:
+        notes.append(f"texts: seed {seed}, here {sizes_text(texts)} (at least {MIN_BATCHES} batches of the largest "
+                     f"batch, {int(max(batches))}: enough for a speed ratio)")
+    else:
+        subs.append(f"texts: seed {seed}, here {sizes_text(texts)}")
+
+
+def coverage(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> Coverage:
+    """The claim's conditions on a profile of `device`, against the results rows our measurement used (without
+    them, only the device, the defining conditions and the claim's caveats are compared). Sizes are the claim's
+    scope where it has one; a size the seed lacks too is noted, never lacking."""
+    c = claim.conditions
+    if c.device != "any" and c.device != device:
+        return Coverage("not comparable", absent=[f"device: seed {c.hardware}, here {device}"])
+    rows = rows if rows is not None else pd.DataFrame()
+    holds, subs, lacking, absent, notes = [], [], [], [], [f"hardware: seed {c.hardware}, here {device}"]
+    threads = _present(rows, "threads")
+    if c.threads and threads and threads != [c.threads]:
+        notes.append(f"threads: seed {c.threads}, here {sizes_text(threads)}")
+    for key in DEFINING:
+        seed, here = (scoped(claim, key) if key in SIZES else getattr(c, key)), _present(rows, _COLUMNS[key])
+        label = _LABELS[key]
+        show = sizes_text if key in SIZES else (lambda v: ", ".join(map(str, v)))
+        seed_text = c.models_text if key == "models" else show(seed)
+        if not seed:
+            continue
+        if not here:
+            (absent if key in c.defining else lacking).append(f"{label}: seed {seed_text}, none measured here")
+            continue
+        common, extra, missing = set(here) & set(seed), set(here) - set(seed), set(seed) - set(here)
+        if key in SIZES:
+            lacks = _seed_lacks(claim, key, missing)
+            missing -= lacks
+            if lacks:
+                notes.append(f"{label} {show(sorted(lacks))}: the seed has no result there either")
+        if key in c.defining and (missing if key in SIZES else not common):
+            absent.append(f"{label}: seed {seed_text}, here {show(here)}")
+            continue
+        if common:
+            holds.append(f"{label} {show(sorted(common))}")
+        if extra:
+            subs.append(f"{label}: seed {seed_text}, here {show(sorted(extra))}")
+        if missing and key in SIZES:
+            lacking.append(f"{label} {show(sorted(missing))}")
+    _texts(claim, rows, holds, subs, notes)
+    if c.mode:
+        notes.append(f"mode: seed {c.mode}")
+    subs += claim.substitutes  # a fixed difference in what is compared: it makes every verdict a proxy
+    level = "not answerable" if absent else "proxy" if (subs or lacking) else "seed"
+    return Coverage(level, holds, subs, lacking, absent, notes, list(claim.caveats))
+
+
+def comparability(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> tuple[str, list[str]]:
+    """(level, differences): `coverage` as a level and the substituted, lacking and absent conditions."""
+    cov = coverage(claim, device, rows)
+    return cov.level, cov.absent + cov.substituted + [f"lacking {x}" for x in cov.lacking]
