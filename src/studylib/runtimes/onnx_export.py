@@ -20,6 +20,8 @@ import inspect
 import warnings
 from pathlib import Path
 
+from ..workloads.models import quiet_loggers
+
 OPSET = 17  # the TorchScript exporter's: first opset with LayerNormalization, which it then emits as one node
 # What each exporter does, hashed into the export's cache key (onnxrt.export_key): change one and older files are not
 # reused. The torchscript entry is the one every cached export before the dynamo exporter was keyed with.
@@ -64,9 +66,14 @@ def export(exporter: str, workload, path: Path, input_names: tuple[str, ...], ou
                               do_constant_folding=True, input_names=list(input_names), output_names=[output_name],
                               dynamic_axes={**{n: axes for n in input_names}, output_name: {0: "batch"}})
         elif exporter == "dynamo":
-            torch.onnx.export(module, inputs, str(path), dynamo=True, input_names=list(input_names),
-                              output_names=[output_name], dynamic_shapes=dynamic_shapes(module, inputs, axes),
-                              external_data=False, verbose=False)
+            # its notices (torchvision ops it skips, pytree deprecations) are not results, and would be a page's
+            # error output; a failed export raises, and its row keeps the message
+            for category in (FutureWarning, UserWarning, DeprecationWarning):
+                warnings.simplefilter("ignore", category)
+            with quiet_loggers("torch.onnx", "torch.export", "torch._export"):
+                torch.onnx.export(module, inputs, str(path), dynamo=True, input_names=list(input_names),
+                                  output_names=[output_name], dynamic_shapes=dynamic_shapes(module, inputs, axes),
+                                  external_data=False, verbose=False)
         else:
             raise ValueError(f"unknown ONNX exporter {exporter!r} (known: {', '.join(SETTINGS)})")
 

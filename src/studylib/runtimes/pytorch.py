@@ -179,24 +179,20 @@ class TorchDynamicInt8(_Torch):
 def _torchao():
     """torchao's `quantize_` and its int8 dynamic-activation config, or RuntimeUnavailable naming why not: not
     installed, not importable with this torch, or (its own import-time check) built for another torch."""
-    import logging
-
     import torch
 
-    quiet = logging.getLogger("torchao")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # its CUDA-only kernels (mxfp8, cutlass) log a failed load on every CPU build
+    from ..workloads.models import TORCHAO_NOTICES, quiet_loggers
+
     try:
-        import torchao
-        from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+        with quiet_loggers(*TORCHAO_NOTICES):
+            import torchao
+            from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
     except ImportError as exc:
         if exc.name == "torchao":
             raise RuntimeUnavailable(f"torchao is not installed (torch {torch.__version__}; the lock pins a "
                                      f"release that supports it)") from None
         raise RuntimeUnavailable(f"torchao does not import with torch {torch.__version__}: "
                                  f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
-    finally:
-        quiet.setLevel(level)
     version = getattr(torchao, "__version__", "unknown")
     reason = str(getattr(torchao, "_skip_reason", None) or "")
     if getattr(torchao, "skip_loading_so_files", False) and "incompatible" in reason.lower():
