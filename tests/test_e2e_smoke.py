@@ -145,9 +145,17 @@ def test_study03_holds_every_runtime_and_int8_agreement(smoke):
         assert 0.9 <= r["label_agreement"] <= 1.0
     cached = [r for r in rows if r["variant"] == "ort" and r["batch_size"] == max(section.batch_sizes)]
     assert [(s["step"], s["cached"]) for s in cached[0]["prepare_steps"]] == [("export", True)]  # exported once
+    # the successors of two deprecated paths ran beside them: the dynamo exporter's graph, torchao's int8
+    dynamo = [r for r in rows if r["variant"] == "ort-dynamo"]
+    assert len(dynamo) == len(section.batch_sizes) and all(r["prepare_steps"][0]["nodes"] > 0 for r in dynamo)
+    assert "dynamo exporter (torch.onnx.export's default here: dynamo)" in dynamo[0]["notes"]
+    assert all("Linear layers int8 (torchao " in r["notes"] for r in rows if r["variant"] == "torchao-int8")
     assert list((smoke.outputs / smoke.name / "cache" / "onnx").iterdir())
     html = smoke.html("03_onnx_batching")
     assert "ort-int8: predicted labels agree with eager fp32 PyTorch on" in html
+    assert "torchao-int8: predicted labels agree with eager fp32 PyTorch on" in html
+    assert "<strong>dynamo ONNX export over the TorchScript export</strong>: " in html  # the verdict table's lines
+    assert "<strong>torchao int8 over torch.ao int8</strong>: " in html
     assert "Beside the published claims" in html
     assert "did not run (marked in the figures): ort-tensorrt" in html
     assert "GPU code paths not exercised by these results</strong> (these results were measured on the CPU)" in html

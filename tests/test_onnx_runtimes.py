@@ -1,6 +1,7 @@
 """ONNX Runtime variants and PyTorch dynamic int8: parity on other shapes, the export cache, threads."""
 
 import dataclasses
+import re
 import sys
 
 import numpy as np
@@ -206,3 +207,145 @@ def test_no_cache_dir_uses_a_private_temporary_directory(module):
     assert first.steps[0].step == "export"
     assert [(s.step, s.cached) for s in second.steps] == [("export", True)]
     assert onnxrt.cache_root(w).is_dir()
+
+
+# --- the dynamo exporter (ort-dynamo) and torchao's int8 (torchao-int8) beside the deprecated paths -------------------
+
+
+def test_graph_size_counts_the_main_graphs_nodes_and_the_model_files_bytes(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    from studylib.runtimes import onnx_export
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Neg", ["h"], ["y"])],
+                              "g", [x], [y])
+    path = tmp_path / onnxrt.MODEL_FILE
+    onnx.save(helper.make_model(graph), str(path))
+    (tmp_path / "meta.json").write_text("{}")  # the cache's own file is not the model's
+    (tmp_path / "weights.data").write_bytes(b"\0" * 100)  # external data beside the graph is
+    assert onnx_export.graph_size(path) == (2, path.stat().st_size + 100)
+
+
+def test_a_cache_entry_from_before_graph_sizes_gets_them_counted(module, tmp_path):
+    import json
+
+    first = REGISTRY["ort"].prepare(workload(tmp_path, module=module))
+    [step] = first.steps
+    assert step.nodes > 10 and step.bytes > 100_000  # roberta-tiny: a few hundred kB of weights
+    meta = tmp_path / "onnx" / step.key / "meta.json"
+    old = {k: v for k, v in json.loads(meta.read_text()).items() if k not in ("nodes", "bytes")}
+    meta.write_text(json.dumps(old))
+    [again] = REGISTRY["ort"].prepare(workload(tmp_path, module=module)).steps
+    assert again == dataclasses.replace(step, cached=True)
+
+
+def test_dynamo_export_matches_eager_on_other_shapes_and_records_its_graph(module, batches, references, tmp_path):
+    pytest.importorskip("onnxscript")
+    import onnx
+
+    from studylib.runtimes import onnx_export
+
+    prepared, outputs = run_all("ort-dynamo", workload(tmp_path, module=module), batches)
+    for out, ref in zip(outputs, references):  # dynamic batch and sequence axes, padding included
+        np.testing.assert_allclose(out, ref, atol=1e-4, rtol=0)
+    [step] = prepared.steps
+    assert (step.step, step.cached) == ("export", False) and step.seconds > 0
+    path = tmp_path / "onnx" / step.key / onnxrt.MODEL_FILE
+    assert step.nodes == len(onnx.load(str(path)).graph.node) and step.bytes == path.stat().st_size
+    assert step.key == onnxrt.export_key(workload(None, module=module), "dynamo") != onnxrt.export_key(
+        workload(None, module=module))  # never the TorchScript exporter's file
+    assert f"dynamo exporter (torch.onnx.export's default here: {onnx_export.default_exporter()})" in prepared.notes
+    assert onnx_export.default_exporter() == "dynamo"  # torch 2.13's signature: dynamo=True
+    [cached] = REGISTRY["ort-dynamo"].prepare(workload(tmp_path, module=module)).steps
+    assert cached == dataclasses.replace(step, cached=True)  # reused, with the size counted when it was made
+
+
+def test_without_onnxscript_the_dynamo_export_is_a_skipped_row(module, tmp_path, monkeypatch):
+    import importlib.util
+
+    from studylib.measurement import sweep
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxscript" else find_spec(name, *a))
+    with pytest.raises(RuntimeUnavailable) as info:
+        REGISTRY["ort-dynamo"].prepare(workload(tmp_path, module=module))
+    assert sweep.classify_failure(info.value) == ("skipped", str(info.value))
+    assert "needs onnxscript, which is not installed" in str(info.value)
+    assert not (tmp_path / "onnx").exists()
+    assert REGISTRY["ort"].prepare(workload(tmp_path, module=module)).steps  # the TorchScript exporter needs none
+
+
+def test_a_failing_dynamo_export_is_an_error_row_beside_rows_that_ran(tmp_path, monkeypatch):
+    import measuring
+    from studylib.core.config import Config
+    from studylib.core.results import ResultsTable
+    from studylib.runtimes import onnx_export
+
+    real = onnx_export.export
+
+    def export(exporter, *args, **kwargs):
+        if exporter == "dynamo":
+            raise RuntimeError("Failed to export the model with torch.export. This is step 1/3\nmore lines")
+        return real(exporter, *args, **kwargs)
+
+    monkeypatch.setattr(onnx_export, "export", export)
+    monkeypatch.setattr(onnx_export, "available", lambda exporter: "")  # as where onnxscript is installed
+    configs = [Config("bert-tiny", v, "fp32", 1, "cpu", 1, seq_len=8) for v in ("eager", "ort", "ort-dynamo")]
+    rows = measuring.measure(configs, table=ResultsTable(tmp_path / "t.jsonl"),
+                             env={"fingerprint": "f", "git_commit": None},
+                             measure=measuring.FAST | {"max_rounds": 6}, parts_dir=tmp_path / "parts")
+    by = {r["variant"]: r for r in rows}
+    assert by["ort-dynamo"]["status"] == "error"
+    assert by["ort-dynamo"]["error"] == "RuntimeError: Failed to export the model with torch.export. This is step 1/3"
+    assert by["eager"]["status"] == by["ort"]["status"] == "ok"
+    assert [s["step"] for s in by["ort"]["prepare_steps"]] == ["export"] and by["ort"]["prepare_steps"][0]["nodes"] > 0
+
+
+def test_torchao_int8_close_to_eager_same_labels_and_leaves_the_module_alone(batches, references, tmp_path):
+    pytest.importorskip("torchao")
+    w = workload(tmp_path, module=models.build_torch(MODEL, seed=0))
+    prepared, outputs = run_all("torchao-int8", w, batches)
+    diffs = [np.abs(out - ref).max() for out, ref in zip(outputs, references)]
+    assert 1e-6 < max(diffs) < 2e-2  # really quantized, and int8 noise, not a broken model
+    agree = np.concatenate([o.argmax(1) == r.argmax(1) for o, r in zip(outputs, references)])
+    assert agree.size == 68 and agree.mean() >= 0.9
+    assert "14 Linear layers int8 (torchao " in prepared.notes and prepared.fn is not w.module
+    assert all(type(m.weight) is torch.nn.Parameter for m in w.module.modules() if isinstance(m, torch.nn.Linear))
+    assert REGISTRY["torchao-int8"].precision == "int8" and REGISTRY["torchao-int8"].family == "int8"
+
+
+def test_torchao_that_does_not_support_this_torch_is_a_skipped_row_naming_both_versions(module, tmp_path, monkeypatch):
+    import types
+
+    from studylib.measurement import sweep
+
+    w = workload(tmp_path, module=module)
+    monkeypatch.setitem(sys.modules, "torchao", None)  # not installed
+    with pytest.raises(RuntimeUnavailable, match=re.escape(f"torchao is not installed (torch {torch.__version__};")):
+        REGISTRY["torchao-int8"].prepare(w)
+    # an old torchao: its import-time check found this torch incompatible and skipped its kernels
+    old = types.ModuleType("torchao")
+    old.__version__, old.skip_loading_so_files = "0.13.0", True
+    old._skip_reason = (f"Skipping import of cpp extensions due to incompatible torch version {torch.__version__} for "
+                        f"torchao version 0.13.0")
+    quantization = types.ModuleType("torchao.quantization")
+    quantization.quantize_ = lambda *a, **k: pytest.fail("quantized with an incompatible torchao")
+    quantization.Int8DynamicActivationInt8WeightConfig = object
+    monkeypatch.setitem(sys.modules, "torchao", old)
+    monkeypatch.setitem(sys.modules, "torchao.quantization", quantization)
+    with pytest.raises(RuntimeUnavailable) as info:
+        REGISTRY["torchao-int8"].prepare(w)
+    assert str(info.value).startswith(f"torchao 0.13.0 does not support torch {torch.__version__}: Skipping import")
+    assert sweep.classify_failure(info.value)[0] == "skipped"
+    # one that does not import with this torch at all
+    del quantization.Int8DynamicActivationInt8WeightConfig
+    says = f"torchao does not import with torch {torch.__version__}: ImportError"
+    with pytest.raises(RuntimeUnavailable, match=re.escape(says)):
+        REGISTRY["torchao-int8"].prepare(w)
+    for bad in (dataclasses.replace(w, device="cuda"), dataclasses.replace(w, dtype="bf16")):
+        with pytest.raises(RuntimeUnavailable):
+            REGISTRY["torchao-int8"].prepare(bad)

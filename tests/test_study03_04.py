@@ -111,3 +111,22 @@ def test_two_models_and_dtypes_give_one_row_per_claim_on_the_closest_set_up():
     t4 = s04.claims(df4, s04.gains(df4)).set_index("id")
     assert t4.loc["003-sorting-helps", "judgement"] == "proxy: agrees (direction)" and "bf16" not in t4.loc["003-sorting-helps",
                                                                                           "comparable?"]
+
+
+def test_study03_preparation_shows_each_exports_graph_size_and_torchao_labels(df03):
+    steps = {"ort": [{"step": "export", "seconds": 0.4, "cached": False, "key": "a", "nodes": 120, "bytes": 2_500_000}],
+             "ort-dynamo": [{"step": "export", "seconds": 4.0, "cached": False, "key": "b", "nodes": 95,
+                             "bytes": 2_400_000}],
+             "ort-int8": [{"step": "export", "seconds": 0.4, "cached": True, "key": "a"},  # made before sizes were kept
+                          {"step": "quantize", "seconds": 0.2, "cached": True, "key": "c"}]}
+    df = pd.concat([df03, pd.DataFrame([_row("ort-dynamo", 1, 1.4), _row("torchao-int8", 1, 0.9)])], ignore_index=True)
+    df["prepare_steps"] = [steps.get(v) for v in df.variant]
+    prep = s03.preparation_table(df).set_index(["variant", "batch_size"])
+    assert prep.loc[("ort-dynamo", 1), ["export (s)", "graph nodes", "graph MB", "source"]].tolist() == [
+        "4.00", "95", "2.4", "made in this run"]
+    assert prep.loc[("ort", 8), ["graph nodes", "graph MB"]].tolist() == ["120", "2.5"]
+    assert prep.loc[("ort-int8", 1), ["graph nodes", "graph MB", "source"]].tolist() == ["", "", "cache"]
+    assert "torchao-int8" not in prep.index.get_level_values(0)  # no ONNX file: its one-time cost is the verdicts'
+    text = "\n".join(s03.findings(df, s03.speedups_same_batch(df), s03.speedups_over_batch1(df)))
+    assert "torchao-int8: predicted labels agree with eager fp32 PyTorch on 97.0%–97.0%" in text
+    assert "Parity of fp32 variants" in text and "torchao-int8 b1" not in text.split("Parity of fp32")[1].split("\n")[0]

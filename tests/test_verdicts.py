@@ -186,3 +186,24 @@ def test_two_options_not_told_apart_are_one_pick_whichever_was_ahead():
             (("eager", 0.10), ("ort", 0.050 + 1e-4 * (b == 1)), ("ort-optimized", 0.050 + 1e-4 * (b == 8)))]
     first = prose.pick_sentence(verdicts.for_study("03_onnx_batching", pd.DataFrame(rows)))
     assert first.count("use ") == 1 and "use ort or ort-optimized" in first and "every workload" in first
+
+
+def test_the_successors_of_deprecated_paths_are_options_and_compared_with_what_they_replace():
+    """Study 03's dynamo ONNX export beside the TorchScript one, torchao's int8 beside torch.ao's: each an option over
+    eager like any other, and a declared comparison with the path it replaces that the decision table and Answer say."""
+    rows = [_row("eager", "m", 1, 0.10), _row("ort", "m", 1, 0.050), _row("ort-dynamo", "m", 1, 0.040),
+            _row("torch-int8", "m", 1, 0.06), _row("torchao-int8", "m", 1, 0.0601)]
+    vt = verdicts.for_study("03_onnx_batching", pd.DataFrame(rows))
+    options = {v.candidate: v for v in vt.options()}
+    assert options["ort-dynamo"].decision == options["torchao-int8"].decision == "faster"  # over eager
+    dynamo = vt.of("dynamo ONNX export over the TorchScript export")
+    assert [(v.kind, v.candidate, v.baseline, v.decision) for v in dynamo] == [("declared", "ort-dynamo", "ort",
+                                                                                "faster")]
+    assert dynamo[0].speedup == pytest.approx(1.25, rel=0.02)
+    ao = vt.of("torchao int8 over torch.ao int8")
+    assert [(v.candidate, v.baseline, v.decision) for v in ao] == [("torchao-int8", "torch-int8", "equal")]
+    table = decisions.decision_table(vt)
+    assert {"ort-dynamo", "torchao-int8"} <= set(table.columns)
+    text = " ".join(prose.answer_sentences(vt))
+    assert "ort-dynamo pays off at" in text
+    assert "dynamo ONNX export over the TorchScript export: faster at" in text

@@ -16,7 +16,7 @@ from ..core import paths
 from . import allocator
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "tensorflow", "tf-keras", "keras", "jax", "jaxlib", "onnx",
-             "onnxruntime", "onnxscript", "numpy", "scipy", "pandas", "papermill", "nbconvert", "studylib")
+             "onnxruntime", "onnxscript", "torchao", "numpy", "scipy", "pandas", "papermill", "nbconvert", "studylib")
 # GPU builds and CUDA libraries (requirements-gpu.txt): recorded where installed (`gpu_libraries`), so that env.json
 # says which onnxruntime, JAX plugin, TensorRT and CUDA runtime a GPU run had.
 GPU_LIBRARIES = ("onnxruntime-gpu", "jax-cuda13-plugin", "jax-cuda13-pjrt", "jax-cuda12-plugin", "jax-cuda12-pjrt",

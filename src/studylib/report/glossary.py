@@ -17,6 +17,9 @@ VARIANTS = {
     "torchscript": "torch.jit.trace, then frozen",
     "torchscript-optimized": "TorchScript with optimize_for_inference",
     "torch-int8": "PyTorch dynamic int8 quantization of every Linear (changes the outputs)",
+    "torchao-int8": "torchao's int8 dynamic quantization of every Linear (quantize_ with "
+                    "Int8DynamicActivationInt8WeightConfig), the successor of torch-int8's deprecated torch.ao "
+                    "(changes the outputs)",
     "tf-eager": "TensorFlow, the same weights, run eagerly",
     "tf-function": "TensorFlow, the same weights, traced into a tf.function graph",
     "tf-xla": "tf.function compiled by XLA (jit_compile=True)",
@@ -24,6 +27,8 @@ VARIANTS = {
     "ort-optimized": "ONNX Runtime on the model after its transformer graph optimizer",
     "ort-int8": "ONNX Runtime on the dynamically int8-quantized model (changes the outputs)",
     "ort-tensorrt": "ONNX Runtime with its TensorRT provider (GPU only)",
+    "ort-dynamo": "ONNX Runtime on the model exported by torch.onnx.export(dynamo=True), the path torch 2.13 takes by "
+                  "default (the other ort variants start from the deprecated TorchScript exporter, dynamo=False)",
     "keras-torch": "Keras 3 on the PyTorch backend, predict_on_batch",
     "keras-torch-jit": "Keras 3 on the PyTorch backend, jit_compile (torch.compile)",
     "keras-torch-call": "Keras 3 on the PyTorch backend, a direct model call",

@@ -34,7 +34,7 @@ BRANCHES = [
     Branch("TensorFlow on GPU", "TF eager, tf.function and XLA on the GPU, memory growth on",
            lambda r: runtimes.family(str(r["variant"])) == "tensorflow"),
     Branch("ONNX Runtime CUDA provider", "CUDAExecutionProvider with IO binding (inputs and outputs on the GPU)",
-           lambda r: r["variant"] in ("ort", "ort-optimized")),
+           lambda r: r["variant"] in ("ort", "ort-optimized", "ort-dynamo")),
     Branch("ONNX Runtime TensorRT provider", "TensorrtExecutionProvider (where onnxruntime-gpu has it), engine and "
            "timing caches beside the ONNX file, one engine per shape (cache/onnx/<key>/trt/b{B}s{S})",
            lambda r: r["variant"] == "ort-tensorrt"),

@@ -21,10 +21,10 @@ NOISE = "0.55"  # the A/A controls (every `<variant>-aa`): their line in latency
 # (seaborn palette, names in the family): darker shades go to later names.
 FAMILIES = (
     ("Blues", ("compile-default", "compile-reduce-overhead", "compile-max-autotune", "compile-default-channels-last")),
-    ("Purples", ("eager-channels-last", "eager-cudnn-benchmark", "torch-int8")),
+    ("Purples", ("eager-channels-last", "eager-cudnn-benchmark", "torch-int8", "torchao-int8")),
     ("RdPu", ("torchscript", "torchscript-optimized")),
     ("Oranges", ("tf-eager", "tf-function", "tf-xla")),
-    ("Greens", ("ort", "ort-optimized", "ort-int8", "ort-tensorrt")),
+    ("Greens", ("ort", "ort-optimized", "ort-int8", "ort-tensorrt", "ort-dynamo")),
     ("Reds", ("keras-torch", "keras-torch-jit", "keras-torch-call")),
     ("YlOrBr", ("keras-tensorflow", "keras-tensorflow-jit", "keras-tensorflow-call", "keras2-tensorflow")),
     ("BuPu", ("keras-jax", "keras-jax-jit", "keras-jax-call")),

@@ -11,6 +11,7 @@ from .base import Prepared, Runtime, RuntimeUnavailable
 from .keras import all_runtimes as keras_runtimes
 from .onnxrt import OnnxRuntime
 from .pytorch import (
+    TorchaoDynamicInt8,
     TorchCompiled,
     TorchCompiledChannelsLast,
     TorchDynamicInt8,
@@ -32,6 +33,7 @@ _ORIGINALS: list[Runtime] = [
     TorchScript(),
     TorchScript(optimize=True),
     TorchDynamicInt8(),
+    TorchaoDynamicInt8(),
     TFEager(),
     TFFunction(jit_compile=False),
     TFFunction(jit_compile=True),
@@ -39,6 +41,7 @@ _ORIGINALS: list[Runtime] = [
     OnnxRuntime("optimized"),
     OnnxRuntime("int8"),
     OnnxRuntime("tensorrt"),
+    OnnxRuntime("dynamo"),
     *keras_runtimes(),
 ]
 # every runtime, and its A/A copy `<name>-aa` (runtimes/aa.py: the same runtime prepared again on its own copy)

@@ -19,12 +19,15 @@ def _same(inputs: tuple) -> tuple:
 @dataclass(frozen=True)
 class PrepareStep:
     """One step of making a runtime's model (export, optimize, quantize, ...): seconds it took when it was
-    made, whether this preparation loaded it from the cache instead, and its cache key."""
+    made, whether this preparation loaded it from the cache instead, its cache key, and the size of the graph it
+    wrote (ONNX: nodes of the main graph, bytes on disk; None where not counted)."""
 
     step: str
     seconds: float
     cached: bool
     key: str = ""
+    nodes: int | None = None
+    bytes: int | None = None
 
 
 @dataclass

@@ -1,12 +1,13 @@
-"""ONNX Runtime on the torch model: the plain export, the transformer-optimized graph, and dynamic int8.
+"""ONNX Runtime on the torch model: the plain export, the transformer-optimized graph, dynamic int8, and the plain
+graph of the dynamo exporter.
 
-The exporter is the TorchScript-based one (`torch.onnx.export(..., dynamo=False)` with `dynamic_axes`
-for batch and sequence length). On torch 2.13 the dynamo exporter (`dynamic_shapes`) also gives a model
-that runs on other shapes and matches eager, but it took ~17x longer on roberta-tiny (4.9 s vs 0.3 s),
-ONNX Runtime's transformer optimizer fuses none of its attention blocks (0 Attention nodes vs 2 on the
-TorchScript graph, which is the graph that optimizer's patterns were written for) and `quantize_dynamic`
-fails on it with a shape-inference error. The TorchScript exporter is deprecated upstream but still the
-one ONNX Runtime's own BERT tooling targets.
+`ort`, `ort-optimized`, `ort-int8` and `ort-tensorrt` start from the TorchScript-based exporter
+(`torch.onnx.export(..., dynamo=False)` with `dynamic_axes` for batch and sequence length): deprecated upstream,
+but the graph ONNX Runtime's transformer optimizer and its BERT tooling were written for (on the dynamo graph that
+optimizer fused no attention block of roberta-tiny, and `quantize_dynamic` stopped on a shape-inference error, when
+this was written). `ort-dynamo` runs the dynamo exporter's graph as it comes (`dynamo=True`, what torch 2.13's
+`torch.onnx.export` does by default; onnx_export.py), beside `ort`, so a page compares the two exports' one-time
+costs, graph sizes and latencies; an export that fails is that configuration's error row.
 
 Each step (export, optimize, fp16, quantize) writes one `model.onnx` under
 `<cache_dir>/onnx/<key>/`, where the key hashes everything the file depends on (see `export_key`), so a
@@ -38,18 +39,18 @@ import os
 import shutil
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from . import onnx_export
 from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable
 from .ort_gpu import cuda_provider_options, session_inputs, tensorrt_options
 from .ort_session import OUTPUT_NAME, OrtCall, profile_totals  # noqa: F401 - profile_totals re-exported (tests)
 
-OPSET = 17  # first opset with LayerNormalization, which the exporter then emits as one node
+OPSET = onnx_export.OPSET
 MODEL_FILE = "model.onnx"
 # What each step does, hashed into its cache key: change a setting here and older files are not reused.
-EXPORT_SETTINGS = {"exporter": "torchscript", "opset": OPSET, "constant_folding": True, "dynamic": "batch,seq"}
+EXPORT_SETTINGS = onnx_export.SETTINGS["torchscript"]
 QUANTIZE_SETTINGS = {"weight_type": "QInt8", "per_channel": False, "reduce_range": False}
 
 
@@ -83,8 +84,8 @@ def _hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def export_key(workload) -> str:
-    """Cache key of the export: model, dtype, device, export settings, weights and library versions."""
+def export_key(workload, exporter: str = "torchscript") -> str:
+    """Cache key of the export: model, dtype, device, exporter settings, weights and library versions."""
     import onnx
     import onnxruntime
     import torch
@@ -95,7 +96,7 @@ def export_key(workload) -> str:
     example = [list(x.shape) for x in workload.inputs] + [bool((workload.inputs[-1] == 0).any())]
     return _hash({
         "model": workload.model_name, "dtype": workload.dtype, "device": workload.device,
-        "step": "export", "settings": EXPORT_SETTINGS, "weights": weights_fingerprint(workload.module),
+        "step": "export", "settings": onnx_export.SETTINGS[exporter], "weights": weights_fingerprint(workload.module),
         "attention": getattr(config, "_attn_implementation", None), "example": example,
         "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
                      "transformers": transformers.__version__},
@@ -116,23 +117,28 @@ def cache_root(workload) -> Path:
     return _process_cache
 
 
-def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict) -> tuple[Path, float, bool]:
+def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict) -> tuple[Path, float, bool, dict]:
     """The model file for `key`: loaded when `<root>/<key>/` is complete, else made by `make(path)`.
 
-    Returns (path, seconds the step took when it was made, whether it came from the cache). `make` writes
-    into a temporary directory that is renamed to `<root>/<key>` only once the file and its metadata are
-    complete, so an interrupted step never counts as cached.
+    Returns (path, seconds the step took when it was made, whether it came from the cache, its graph's size:
+    {"nodes", "bytes"}, counted when made). `make` writes into a temporary directory that is renamed to `<root>/<key>`
+    only once the file and its metadata are complete, so an interrupted step never counts as cached.
     """
     final = root / key
     if (final / "meta.json").is_file():
-        return final / MODEL_FILE, json.loads((final / "meta.json").read_text())["seconds"], True
+        meta = json.loads((final / "meta.json").read_text())
+        if "nodes" not in meta:  # made before graph sizes were recorded
+            meta["nodes"], meta["bytes"] = onnx_export.graph_size(final / MODEL_FILE)
+        return final / MODEL_FILE, meta["seconds"], True, {"nodes": meta["nodes"], "bytes": meta["bytes"]}
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
     try:
         t0 = time.perf_counter()
         make(tmp / MODEL_FILE)
         seconds = time.perf_counter() - t0
-        (tmp / "meta.json").write_text(json.dumps(about | {"seconds": seconds, "made_at": time.time()}, indent=1))
+        nodes, size = onnx_export.graph_size(tmp / MODEL_FILE)
+        (tmp / "meta.json").write_text(json.dumps(about | {"seconds": seconds, "made_at": time.time(),
+                                                           "nodes": nodes, "bytes": size}, indent=1))
         if final.exists() and not (final / "meta.json").is_file():
             shutil.rmtree(final)  # not made by this code (the rename below is atomic): never a cache entry
         try:
@@ -143,7 +149,7 @@ def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict)
             # Another process finished the same step first; its file is equivalent, use it.
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return final / MODEL_FILE, seconds, False
+    return final / MODEL_FILE, seconds, False, {"nodes": nodes, "bytes": size}
 
 
 def _input_names(workload) -> tuple[str, ...]:
@@ -152,23 +158,9 @@ def _input_names(workload) -> tuple[str, ...]:
     return FAMILIES[spec(workload.model_name).family].inputs
 
 
-def _export(workload, path: Path) -> None:
-    """TorchScript-based export with dynamic batch (and sequence, for text) axes; fp32 weights."""
-    import copy
-
-    import torch
-
-    module, inputs = workload.module, workload.inputs
-    if workload.dtype != "fp32":  # fp16 on CUDA: export fp32 (same values), convert the graph later
-        module = copy.deepcopy(module).float()
-    axes = {0: "batch", 1: "seq"} if workload.kind == "text" else {0: "batch"}
-    names = _input_names(workload)
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # "legacy TorchScript-based ONNX export"
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # constants in transformers' mask code
-        torch.onnx.export(module, inputs, str(path), dynamo=False, opset_version=OPSET,
-                          do_constant_folding=True, input_names=list(names), output_names=[OUTPUT_NAME],
-                          dynamic_axes={**{n: axes for n in names}, OUTPUT_NAME: {0: "batch"}})
+def _export(workload, path: Path, exporter: str = "torchscript") -> None:
+    """Export with dynamic batch (and sequence, for text) axes, fp32 weights (onnx_export.export)."""
+    onnx_export.export(exporter, workload, path, _input_names(workload), OUTPUT_NAME)
 
 
 def _optimizer_settings(workload) -> dict:
@@ -215,8 +207,8 @@ def _quantize(parent: Path, path: Path) -> None:
 
 
 class OnnxRuntime(Runtime):
-    """One ONNX Runtime variant: "plain" (`ort`), "optimized" (`ort-optimized`), "int8" (`ort-int8`) or "tensorrt"
-    (`ort-tensorrt`, CUDA only).
+    """One ONNX Runtime variant: "plain" (`ort`), "optimized" (`ort-optimized`), "int8" (`ort-int8`), "tensorrt"
+    (`ort-tensorrt`, CUDA only) or "dynamo" (`ort-dynamo`: the plain graph of the dynamo exporter, needs onnxscript).
 
     Sessions use ORT_ENABLE_ALL, sequential execution, one inter-op thread and as many intra-op threads
     as PyTorch has (`torch.get_num_threads()`, which the study sets), so both frameworks get the same cores.
@@ -226,7 +218,8 @@ class OnnxRuntime(Runtime):
 
     framework = "torch"
     family = "onnxruntime"
-    NAMES = {"plain": "ort", "optimized": "ort-optimized", "int8": "ort-int8", "tensorrt": "ort-tensorrt"}
+    NAMES = {"plain": "ort", "optimized": "ort-optimized", "int8": "ort-int8", "tensorrt": "ort-tensorrt",
+             "dynamo": "ort-dynamo"}
 
     def __init__(self, variant: str = "plain"):
         if variant not in self.NAMES:
@@ -234,8 +227,12 @@ class OnnxRuntime(Runtime):
         self.variant = variant
         self.name = self.NAMES[variant]
         self.precision = "int8" if variant == "int8" else None
+        self.exporter = "dynamo" if variant == "dynamo" else "torchscript"
 
     def _check(self, workload, ort) -> None:
+        why = onnx_export.available(self.exporter)
+        if why:
+            raise RuntimeUnavailable(why)
         if self.variant == "tensorrt":
             if workload.device != "cuda":
                 raise RuntimeUnavailable("ONNX Runtime's TensorRT provider needs a CUDA GPU")
@@ -263,8 +260,8 @@ class OnnxRuntime(Runtime):
     def model_path(self, workload) -> tuple[Path, list[PrepareStep], str]:
         """The variant's .onnx file (made or loaded step by step), each step's record, and the last cache key."""
         root = cache_root(workload)
-        key = export_key(workload)
-        steps = [("export", lambda parent, path: _export(workload, path), {})]
+        key = export_key(workload, self.exporter)
+        steps = [("export", lambda parent, path: _export(workload, path, self.exporter), {})]
         if self.variant in ("optimized", "int8"):
             settings = _optimizer_settings(workload)
             steps.append(("optimize", lambda parent, path: _optimize(settings, parent, path), settings))
@@ -277,9 +274,10 @@ class OnnxRuntime(Runtime):
             if step != "export":
                 key = _hash({"parent": key, "step": step, "settings": settings})
             parent = path
-            path, seconds, hit = cached_step(root, key, lambda p, make=make, parent=parent: make(parent, p),
-                                             {"model": workload.model_name, "step": step, "settings": settings})
-            records.append(PrepareStep(step, seconds, hit, key))
+            path, seconds, hit, size = cached_step(root, key, lambda p, make=make, parent=parent: make(parent, p),
+                                                   {"model": workload.model_name, "step": step, "settings": settings,
+                                                    "exporter": self.exporter})
+            records.append(PrepareStep(step, seconds, hit, key, **size))
         return path, records, key
 
     def prepare(self, workload) -> Prepared:
@@ -323,7 +321,9 @@ class OnnxRuntime(Runtime):
                 return tuple(ort.OrtValue.ortvalue_from_numpy(a, "cuda", 0) for a in arrays)
             return tuple(arrays)
 
-        notes = (f"cache key {key}; ORT intra_op_threads={threads} inter_op_threads=1 sequential"
+        notes = (f"cache key {key}; {self.exporter} exporter (torch.onnx.export's default here: "
+                 f"{onnx_export.default_exporter()}); graph {steps[-1].nodes} nodes, {steps[-1].bytes / 1e6:.3g} MB; "
+                 f"ORT intra_op_threads={threads} inter_op_threads=1 sequential"
                  + ("; CUDA with IO binding (inputs and outputs on the GPU); " + ", ".join(
                      f"{p[0]} {p[1]}" for p in providers if not isinstance(p, str)) if cuda else ""))
         return Prepared(call, adapt(workload.inputs), call.sync if cuda else None, notes, adapt, steps=steps,

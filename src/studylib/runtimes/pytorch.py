@@ -176,6 +176,61 @@ class TorchDynamicInt8(_Torch):
         return Prepared(quantized, workload.inputs, None, notes)
 
 
+def _torchao():
+    """torchao's `quantize_` and its int8 dynamic-activation config, or RuntimeUnavailable naming why not: not
+    installed, not importable with this torch, or (its own import-time check) built for another torch."""
+    import torch
+
+    from ..workloads.models import TORCHAO_NOTICES, quiet_loggers
+
+    try:
+        with quiet_loggers(*TORCHAO_NOTICES):
+            import torchao
+            from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+    except ImportError as exc:
+        if exc.name == "torchao":
+            raise RuntimeUnavailable(f"torchao is not installed (torch {torch.__version__}; the lock pins a "
+                                     f"release that supports it)") from None
+        raise RuntimeUnavailable(f"torchao does not import with torch {torch.__version__}: "
+                                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    version = getattr(torchao, "__version__", "unknown")
+    reason = str(getattr(torchao, "_skip_reason", None) or "")
+    if getattr(torchao, "skip_loading_so_files", False) and "incompatible" in reason.lower():
+        raise RuntimeUnavailable(f"torchao {version} does not support torch {torch.__version__}: {reason}")
+    return version, quantize_, Int8DynamicActivationInt8WeightConfig
+
+
+class TorchaoDynamicInt8(_Torch):
+    """torchao's int8 dynamic quantization (`quantize_` with Int8DynamicActivationInt8WeightConfig) of every
+    nn.Linear, on a copy of the module (CPU here): weights int8 per output channel, made once here; activations
+    int8 per token, quantized per call. The successor torch.ao.quantization's deprecation points to, beside
+    `torch-int8` (whose weights are int8 per tensor). Without a torchao that supports this torch it is a skipped row
+    that says so (`_torchao`)."""
+
+    name = "torchao-int8"
+    precision = "int8"
+    family = "int8"
+
+    def prepare(self, workload) -> Prepared:
+        import copy
+
+        import torch
+
+        if workload.device != "cpu":
+            raise RuntimeUnavailable("torchao-int8 is measured on CPU only in this study (beside torch-int8)")
+        if workload.dtype != "fp32":
+            raise RuntimeUnavailable(f"torchao-int8 quantizes an fp32 model, not {workload.dtype}")
+        version, quantize_, config = _torchao()
+        t0 = time.perf_counter()
+        quantized = copy.deepcopy(workload.module)
+        quantize_(quantized, config())
+        layers = sum(isinstance(m, torch.nn.Linear) and type(m.weight) is not torch.nn.Parameter
+                     for m in quantized.modules())
+        notes = (f"quantize_s={time.perf_counter() - t0:.2f}; {layers} Linear layers int8 "
+                 f"(torchao {version}, Int8DynamicActivationInt8WeightConfig)")
+        return Prepared(quantized, workload.inputs, None, notes)
+
+
 def _channels_last(workload) -> tuple:
     """A copy of the workload's module and inputs in channels_last (NHWC in memory) layout; a model without
     4-D image inputs has no layout to change (RuntimeUnavailable)."""

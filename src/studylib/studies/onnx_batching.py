@@ -31,17 +31,21 @@ from .common import (
 
 NOTEBOOK = "03_onnx_batching"
 STRATEGY = "unsorted"  # the texts in the given order, as seed 003 fed them
-INT8 = {"torch-int8": REFERENCE, "ort-int8": "ort-optimized"}  # int8 variant → the fp32 variant it quantizes
+# int8 variant → the fp32 variant it quantizes
+INT8 = {"torch-int8": REFERENCE, "torchao-int8": REFERENCE, "ort-int8": "ort-optimized"}
 # What each step is for, at the same batch size: ONNX Runtime over eager, its fusions over the plain graph, int8 over
-# the graph it quantizes. A replicate that contradicts one profiles a pass of each side (surprises.py).
+# the graph it quantizes; the dynamo exporter's graph as fast as the TorchScript exporter's. A replicate that
+# contradicts one profiles a pass of each side (surprises.py).
 EXPECTATIONS = (surprises.Expectation("ort", REFERENCE), surprises.Expectation("ort-optimized", "ort"),
+                surprises.Expectation("ort-dynamo", "ort", expect="equal"),
                 *(surprises.Expectation(q, fp32) for q, fp32 in INT8.items()))
 
 
 class OnnxBatching(DataGrid):
     """Section of study 03: ONNX Runtime vs PyTorch and TorchScript over the data set, across batch sizes."""
 
-    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized", "torch-int8", "ort-int8", "ort-tensorrt"]]
+    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized", "torch-int8", "ort-int8", "ort-tensorrt",
+                           "ort-dynamo", "torchao-int8"]]
 
 
 def configs(section: OnnxBatching, *, device: str, threads: int) -> list[Config]:
@@ -69,8 +73,8 @@ def estimate_s(c: Config, section: DataGrid, measure: dict, speed: float = 1.0, 
     """A rough wall-time guess for `plan`: passes (first + warm-up + minimum rounds) over the data set, per replicate."""
     n = section.corpus.n_texts
     waste = waste if waste is not None else min(0.8, 0.25 * np.log2(c.batch_size)) if c.batch_size > 1 else 0.0
-    per_token = _TOKEN_S.get(c.model, 1e-5) * {"torch-int8": 0.7, "ort-int8": 0.5, "ort": 0.8,
-                                              "ort-optimized": 0.7}.get(original_of(c.variant), 1.0)
+    per_token = _TOKEN_S.get(c.model, 1e-5) * {"torch-int8": 0.7, "torchao-int8": 0.7, "ort-int8": 0.5, "ort": 0.8,
+                                              "ort-dynamo": 0.8, "ort-optimized": 0.7}.get(original_of(c.variant), 1.0)
     per_pass = n * mean_tokens / (1 - waste) * per_token + n / c.batch_size * 0.005
     export = 10.0 if _is_ort(c.variant) and c.model in _TOKEN_S and not is_aa(c.variant) else 0.0  # a copy: cached
     return measure["replicates"] * (export + per_pass / speed * (1 + measure["warmup_calls"] + measure["min_rounds"]))
@@ -129,15 +133,18 @@ def best_batches(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def preparation_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Export, optimization and quantization time, and whether this run made the model or found it cached (A/A
-    copies left out)."""
+    """Export, optimization and quantization time, the size of the graph ONNX Runtime loads (nodes, MB on disk), and
+    whether this run made the model or found it cached (A/A copies left out)."""
     rows = []
     for _, r in df[df.variant.map(_is_ort) & ~df.variant.map(is_aa) & (df.status == "ok")].iterrows():
         steps = prepare_steps(r)
+        last = list(steps.values())[-1] if steps else {}
         rows.append({"model": r.model, "variant": r.variant, "batch_size": r.batch_size,
                      "prepare (s)": f"{r.prepare_s:.2f}",
                      **{f"{k} (s)": f"{steps[k]['seconds']:.2f}" if k in steps else ""
                         for k in ("export", "optimize", "quantize")},
+                     "graph nodes": f"{last['nodes']:,}" if last.get("nodes") is not None else "",
+                     "graph MB": f"{last['bytes'] / 1e6:.3g}" if last.get("bytes") is not None else "",
                      "source": "made in this run" if any(not s["cached"] for s in steps.values()) else "cache",
                      "first pass": fmt_ms(r.first_call_s)})
     return pd.DataFrame(rows)
@@ -339,6 +346,11 @@ STUDY = register(Study(
         Comparison("ONNX Runtime int8 over eager fp32", "ort-int8"),
         Comparison("PyTorch int8 over eager fp32", "torch-int8"),
         Comparison("TorchScript over eager", "torchscript"),
+        # the successors beside the deprecated paths they replace
+        Comparison("ONNX Runtime on the dynamo export over eager", "ort-dynamo"),
+        Comparison("dynamo ONNX export over the TorchScript export", "ort-dynamo", "ort"),
+        Comparison("torchao int8 over eager fp32", "torchao-int8"),
+        Comparison("torchao int8 over torch.ao int8", "torchao-int8", "torch-int8"),
     ),
     on_gpu=("ONNX Runtime's CUDA provider replaces its CPU kernels and int8 quantization mostly targets CPUs, so "
             "the int8 rows do not carry over; larger batches use a GPU better, so the best batch size grows."),

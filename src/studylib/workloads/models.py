@@ -7,6 +7,7 @@ The registry is import-light (no torch at import) so profiles validate quickly.
 from __future__ import annotations
 
 import contextlib
+import logging
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,6 +189,26 @@ def _first_output(module, names: tuple[str, ...]):
     return FirstOutput(module).eval()
 
 
+# Importing torchao (transformers' model code does, wherever it is installed, for its quantizer) logs on stderr each
+# CUDA-only kernel library it cannot load on a CPU build, and torch's pytree a deprecation per torchao enum: nothing
+# about speed, and a page's error output.
+TORCHAO_NOTICES = ("torchao", "torch.utils._pytree")
+
+
+@contextlib.contextmanager
+def quiet_loggers(*names: str):
+    """The loggers `names` held back to errors while the block runs."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for log, level in zip(loggers, levels):
+            log.setLevel(level)
+
+
 @contextlib.contextmanager
 def _quiet_transformers():
     """Silence transformers' notices that say nothing about speed ("all weights were used", deprecations)."""
@@ -196,7 +217,7 @@ def _quiet_transformers():
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), quiet_loggers(*TORCHAO_NOTICES):
             warnings.simplefilter("ignore", FutureWarning)
             yield
     finally:

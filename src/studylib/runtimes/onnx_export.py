@@ -1,0 +1,98 @@
+"""How the ONNX files of onnxrt.py are made: `torch.onnx.export` through one of its two exporters, and the size of
+the graph a step wrote.
+
+- "torchscript" (`dynamo=False`): traces the module with TorchScript; the graph ONNX Runtime's transformer optimizer
+  was written for (`ort`, `ort-optimized`, `ort-int8`, `ort-tensorrt` start from it).
+- "dynamo" (`dynamo=True`, `ort-dynamo`): `torch.export` (non-strict, then strict), translated by onnxscript's torchlib
+  and cleaned by its optimizer, at torch's default opset. It is what `torch.onnx.export` does by default on the
+  installed torch 2.13 (`dynamo: bool = True` in its signature, the default since torch 2.9; torch 2.11 removed the
+  fallback to the TorchScript exporter): `default_exporter` reads that default from the torch installed, so a page
+  states what this torch does, not what the docs of some version said. It needs onnxscript (`available`).
+
+Both export fp32 weights with dynamic batch (and, for text, sequence) axes into one file (no external data).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import inspect
+import warnings
+from pathlib import Path
+
+from ..workloads.models import quiet_loggers
+
+OPSET = 17  # the TorchScript exporter's: first opset with LayerNormalization, which it then emits as one node
+# What each exporter does, hashed into the export's cache key (onnxrt.export_key): change one and older files are not
+# reused. The torchscript entry is the one every cached export before the dynamo exporter was keyed with.
+SETTINGS = {
+    "torchscript": {"exporter": "torchscript", "opset": OPSET, "constant_folding": True, "dynamic": "batch,seq"},
+    "dynamo": {"exporter": "dynamo", "opset": "torch default", "optimize": True, "dynamic": "batch,seq",
+               "external_data": False},
+}
+
+
+def default_exporter() -> str:
+    """The exporter the installed torch's `torch.onnx.export` uses when `dynamo` is not given."""
+    import torch
+
+    param = inspect.signature(torch.onnx.export).parameters.get("dynamo")
+    return "dynamo" if param is not None and param.default is True else "torchscript"
+
+
+def available(exporter: str) -> str:
+    """'' where `exporter` can run here, else why not (one line: a skipped row's message)."""
+    if exporter == "dynamo" and importlib.util.find_spec("onnxscript") is None:
+        import torch
+
+        return (f"the dynamo ONNX exporter needs onnxscript, which is not installed (torch {torch.__version__} imports "
+                f"it for torch.onnx.export(dynamo=True))")
+    return ""
+
+
+def export(exporter: str, workload, path: Path, input_names: tuple[str, ...], output_name: str) -> None:
+    """Export `workload.module` to `path` with `exporter` ("torchscript" or "dynamo"); errors propagate."""
+    import torch
+
+    module, inputs = workload.module, workload.inputs
+    if workload.dtype != "fp32":  # fp16 on CUDA: export fp32 (same values), convert the graph later
+        module = copy.deepcopy(module).float()
+    axes = {0: "batch", 1: "seq"} if workload.kind == "text" else {0: "batch"}
+    with torch.no_grad(), warnings.catch_warnings():
+        if exporter == "torchscript":
+            warnings.simplefilter("ignore", DeprecationWarning)  # "legacy TorchScript-based ONNX export"
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)  # constants in transformers' mask code
+            torch.onnx.export(module, inputs, str(path), dynamo=False, opset_version=OPSET,
+                              do_constant_folding=True, input_names=list(input_names), output_names=[output_name],
+                              dynamic_axes={**{n: axes for n in input_names}, output_name: {0: "batch"}})
+        elif exporter == "dynamo":
+            # its notices (torchvision ops it skips, pytree deprecations) are not results, and would be a page's
+            # error output; a failed export raises, and its row keeps the message
+            for category in (FutureWarning, UserWarning, DeprecationWarning):
+                warnings.simplefilter("ignore", category)
+            with quiet_loggers("torch.onnx", "torch.export", "torch._export"):
+                torch.onnx.export(module, inputs, str(path), dynamo=True, input_names=list(input_names),
+                                  output_names=[output_name], dynamic_shapes=dynamic_shapes(module, inputs, axes),
+                                  external_data=False, verbose=False)
+        else:
+            raise ValueError(f"unknown ONNX exporter {exporter!r} (known: {', '.join(SETTINGS)})")
+
+
+def dynamic_shapes(module, inputs: tuple, axes: dict) -> tuple:
+    """torch.export's dynamic_shapes for `inputs`: each of `axes` of every input left to the exporter to bound
+    (Dim.DYNAMIC). A forward that takes `*inputs` (the study's wrappers) gets them as its one argument's spec."""
+    import torch
+
+    per_input = tuple({axis: torch.export.Dim.DYNAMIC for axis in axes if axis < x.dim()} for x in inputs)
+    params = inspect.signature(module.forward).parameters.values()
+    return (per_input,) if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params) else per_input
+
+
+def graph_size(path: Path) -> tuple[int, int]:
+    """(nodes of the main graph, bytes of the model's files) of the .onnx file at `path`: its folder's files but the
+    cache's meta.json."""
+    import onnx
+
+    nodes = len(onnx.load(str(path), load_external_data=False).graph.node)
+    files = [p for p in path.parent.iterdir() if p.is_file() and p.name != "meta.json"]
+    return nodes, sum(p.stat().st_size for p in files)
