@@ -261,8 +261,9 @@ def test_the_tensorrt_folder_follows_the_weights_and_the_shape(tmp_path, monkeyp
     from studylib.runtimes import onnxrt
     from studylib.workloads import models
 
-    monkeypatch.setattr(onnxrt, "_export", lambda workload, path: path.write_bytes(b"onnx"))
+    monkeypatch.setattr(onnxrt, "_export", lambda workload, path, *exporter: path.write_bytes(b"onnx"))
     monkeypatch.setattr(onnxrt, "session_inputs", lambda path: [("input_ids", 2)])
+    monkeypatch.setattr(onnxrt.onnx_export, "graph_size", lambda path: (1, 4))  # the fake export is no ONNX graph
     seen = []
 
     def engine_dir(seed: int, batch: int) -> str:

@@ -124,13 +124,9 @@ def test_the_answer_number_check_fails_on_a_number_no_table_prints():
 
 
 def test_a_break_even_is_counted_in_the_number_it_needs():
-    from types import SimpleNamespace
+    from studylib.report.decisions import calls_said
 
-    from studylib.report.answer import paid_back
-
-    def row(n, lo, hi):
-        return SimpleNamespace(verdict="faster", one_time_s=2.0, break_even=n, break_even_low=lo, break_even_high=hi)
-
-    assert paid_back(row(1.0, 1.0, 1.0)) == "paid back after 1 call"
-    assert paid_back(row(4.0, 3.0, 6.0)).startswith("paid back after 4 (") and paid_back(row(4.0, 3.0, 6.0)).endswith(
-        " calls")
+    assert calls_said(1.0, 1.0, 1.0, ci=True) == "1 call"
+    assert calls_said(4.0, 3.0, 6.0, ci=True) == "4 (3–6) calls"  # the number with its CI's interval
+    assert calls_said(146.0, 146.0, 1167.0) == "146–1,167 calls"  # a range over workloads
+    assert calls_said(float("inf")) == "never"

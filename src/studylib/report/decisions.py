@@ -48,6 +48,8 @@ def calls_said(n: float, low: float | None = None, high: float | None = None, *,
     workloads, `low`–`high`), '4 (3–6) calls' (`ci`: the number with the interval its speed-up's CI gives)."""
     n_, lo, hi = (speedups.fmt_calls(v) for v in (n, n if low is None else low, n if high is None else high))
     said = n_ if lo == hi else f"{n_} ({lo}–{hi})" if ci else f"{lo}–{hi}"
+    if said == "never":
+        return said
     return f"{said} call{'' if said == '1' else 's'}"
 
 
