@@ -120,7 +120,7 @@ class StudyRun:
 
         from .report import answer
 
-        return HTML(answer.top_html(self.notebook, self.saved_verdicts(), df, environment.one_line(self.env), why))
+        return HTML(answer.top_html(self.notebook, self.saved_verdicts(), df, environment.machine(self.env), why))
 
     def how_sure(self, df):
         """The page's "How sure are we" (answer.how_sure_html): the rule, the A/A controls, re-run intervals and

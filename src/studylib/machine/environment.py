@@ -173,9 +173,14 @@ def fingerprint(env: dict) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
+def machine(env: dict) -> str:
+    """The machine alone (CPU, usable CPUs, GPU): what an Answer holds for; versions are in `one_line`."""
+    gpu = f"{env['gpu_name']} (CUDA {env.get('cuda')})" if env.get("gpu_name") else "no GPU"
+    return f"{env.get('cpu_model')} · {env.get('usable_cpus')} CPUs · {gpu}"
+
+
 def one_line(env: dict) -> str:
     """The environment in one line, for the index page and notebook headers."""
     libs = env.get("libraries", {})
-    gpu = f"{env['gpu_name']} (CUDA {env.get('cuda')})" if env.get("gpu_name") else "no GPU"
-    return (f"{env.get('cpu_model')} · {env.get('usable_cpus')} CPUs · {gpu} · Python {env.get('python')} · "
-            f"torch {libs.get('torch')} · commit {env.get('git_commit') or 'unknown'}")
+    return (f"{machine(env)} · Python {env.get('python')} · torch {libs.get('torch')} · "
+            f"commit {env.get('git_commit') or 'unknown'}")

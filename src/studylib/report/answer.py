@@ -1,7 +1,7 @@
 """The top and the bottom of a study page, from its verdict table (core/verdicts.py, worded by decisions.py).
 
 A page opens with its decision table (workloads down, options across: the decision, the speed-up over the named
-baseline with its 95% CI, the latency per call and per item), then the Answer (at most 120 words: what to use where,
+baseline with its 95% CI, the latency per call and per item), then the Answer (at most prose.ANSWER_WORDS words: what to use where,
 where it does not pay off, the one-time cost and the calls that pay it back, and one sentence on ties), then — in the
 data-set studies — which batch size. Under a heading of their own follow why (where a mechanism is measured), what
 a GPU would change, and what the profile did not run. Statistics (the band, the
