@@ -207,3 +207,24 @@ def test_the_successors_of_deprecated_paths_are_options_and_compared_with_what_t
     text = " ".join(prose.answer_sentences(vt))
     assert "ort-dynamo pays off at" in text
     assert "dynamo ONNX export over the TorchScript export: faster at" in text
+
+
+def test_the_page_says_where_each_successor_matches_or_beats_the_path_it_replaces():
+    """Under the Answer's heading: the dynamo exporter beats the TorchScript export at batch 1 and matches it at 8;
+    torchao's int8 falls behind torch.ao's at batch 1 — each clause from the declared rows, named with what it replaces."""
+    rows = [_row(v, "m", b, t) for v, b, t in
+            (("eager", 1, 0.10), ("ort", 1, 0.050), ("ort-dynamo", 1, 0.040), ("torch-int8", 1, 0.05),
+             ("torchao-int8", 1, 0.08), ("eager", 8, 0.50), ("ort", 8, 0.30), ("ort-dynamo", 8, 0.3001),
+             ("torch-int8", 8, 0.2), ("torchao-int8", 8, 0.2001))]
+    vt = verdicts.for_study("03_onnx_batching", pd.DataFrame(rows))
+    from studylib.studies import STUDIES
+
+    line = prose.successor_line(vt, STUDIES["03_onnx_batching"].comparisons)
+    dynamo, ao = line.split("**Successors of deprecated paths.** ", 1)[1].split(". `torchao-int8`")
+    assert dynamo.startswith("`ort-dynamo` against `ort` (torch.onnx.export's TorchScript-based exporter")
+    assert "beats it at m fp32 batch 1 seq 128 (1.25×)" in dynamo and "matches it at m fp32 batch 8 seq" in dynamo
+    assert "falls behind at m fp32 batch 1 seq 128 (0.62×)" in ao and "matches it at m fp32 batch 8 seq" in ao
+    top = answer.top_html("03_onnx_batching", vt, pd.DataFrame(rows), "a test machine")
+    after = top.split('class="answer"', 1)[1].split("</div>", 1)[1]
+    assert "<strong>Successors of deprecated paths.</strong> <code>ort-dynamo</code> against" in after
+    assert prose.successor_line(vt, STUDIES[NB].comparisons) == ""  # study 01 declares no successor

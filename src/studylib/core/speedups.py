@@ -48,13 +48,16 @@ class Comparison:
     """A speed-up a study answers with: `candidate` over `baseline` (values of `column`), paired on the shape.
 
     `along` names the shape columns along which the answer may change (model, batch, sequence, dtype, backend):
-    an answer reads its regimes from them. `label` is how pages name it."""
+    an answer reads its regimes from them. `label` is how pages name it. `replaces`, for a successor over the
+    deprecated path it replaces (the baseline), names that path and its status: the page says where the successor
+    matches or beats it."""
 
     label: str
     candidate: str
     baseline: str = REFERENCE
     column: str = "variant"
     along: tuple[str, ...] = ("model", "dtype", "batch_size", "seq_len", "image_size")
+    replaces: str = ""
 
 
 def shape_columns(df: pd.DataFrame, *, without: Iterable[str] = ()) -> list[str]:

@@ -134,8 +134,8 @@ def top_html(notebook: str, vt: VerdictTable, df: pd.DataFrame, machine: str, wh
     if len(batches):
         parts.append("<h3>Which batch size: latency per text, best first</h3>"
                      + batches.to_html(index=False, escape=True, classes="batches"))
-    notes = [f"**Why.** {why}" if why else "", f"**On a GPU.** {study.on_gpu}" if study.on_gpu else "",
-             not_run_line(notebook, whole_models(df), _profile(df))]
+    notes = [f"**Why.** {why}" if why else "", prose.successor_line(vt, study.comparisons),
+             f"**On a GPU.** {study.on_gpu}" if study.on_gpu else "", not_run_line(notebook, whole_models(df), _profile(df))]
     notes = [n for n in notes if n]
     if notes:
         parts.append("<h3>Why, and where this answer holds</h3>"

@@ -153,6 +153,25 @@ def answer_sentences(vt: VerdictTable) -> list[str]:
     return [*out, closing]
 
 
+_SUCCESSOR = {"faster": "beats it", "equal": "matches it", "slower": "falls behind", "undecided": "undecided"}
+
+
+def successor_line(vt: VerdictTable, comparisons) -> str:
+    """Where each successor matches or beats the deprecated path it replaces (the study's comparisons with
+    `replaces`), from the verdict table's declared rows: one clause per decision, with the workloads and speed-ups."""
+    parts = []
+    for c in comparisons:
+        rows = [v for v in vt.of(c.label) if v.ok and v.candidate == c.candidate and v.baseline == c.baseline]
+        if not c.replaces or not rows:
+            continue
+        among = list(dict.fromkeys(v.workload for v in rows))
+        said = [f"{_SUCCESSOR[word]} at {_where(sel, among)} ({_range(sel)})"
+                for word in ("faster", "equal", "slower", "undecided")
+                if (sel := [v for v in rows if v.decision == word])]
+        parts.append(f"`{c.candidate}` against `{c.baseline}` ({c.replaces}): " + "; ".join(said))
+    return ("**Successors of deprecated paths.** " + ". ".join(parts) + ".") if parts else ""
+
+
 def _closing(vt: VerdictTable) -> str:
     undecided = [v.detectable for v in vt if v.ok and v.decision == "undecided" and np.isfinite(v.detectable)]
     band = f"±{(vt.rows[0].band if len(vt) else speedups.EQUIVALENCE) - 1:.0%}"

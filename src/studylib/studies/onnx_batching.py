@@ -348,9 +348,12 @@ STUDY = register(Study(
         Comparison("TorchScript over eager", "torchscript"),
         # the successors beside the deprecated paths they replace
         Comparison("ONNX Runtime on the dynamo export over eager", "ort-dynamo"),
-        Comparison("dynamo ONNX export over the TorchScript export", "ort-dynamo", "ort"),
+        Comparison("dynamo ONNX export over the TorchScript export", "ort-dynamo", "ort",
+                   replaces="torch.onnx.export's TorchScript-based exporter, dynamo=False, the default until "
+                            "torch 2.13"),
         Comparison("torchao int8 over eager fp32", "torchao-int8"),
-        Comparison("torchao int8 over torch.ao int8", "torchao-int8", "torch-int8"),
+        Comparison("torchao int8 over torch.ao int8", "torchao-int8", "torch-int8",
+                   replaces="torch.ao.quantization's dynamic int8, deprecated in favour of torchao"),
     ),
     on_gpu=("ONNX Runtime's CUDA provider replaces its CPU kernels and int8 quantization mostly targets CPUs, so "
             "the int8 rows do not carry over; larger batches use a GPU better, so the best batch size grows."),
