@@ -57,8 +57,8 @@ gpu-proof: $(STAMP)  ## on one GPU, under 10 min: every path, sync, CUDA graphs,
 report: $(STAMP)  ## run every notebook of PROFILE (default cpu) and render HTML + outputs/index.html
 	$(PY) -m studylib run --report --profile $(PROFILE) $(if $(NOTEBOOK),--notebook $(NOTEBOOK)) $(if $(FORCE),--force)
 
-reference: $(STAMP)  ## from a clean commit: measure the cpu profile (~1 h on 2 cores) and publish it under reference/ (the committed report)
-	$(PY) -m studylib reference
+reference: $(STAMP)  ## from a clean commit: measure PROFILE (cpu: ~75 min on 2 cores) and publish it under reference/ (the committed report)
+	$(PY) -m studylib reference --profile $(PROFILE)
 
 run: $(STAMP)  ## only execute the notebooks (no HTML)
 	$(PY) -m studylib run --profile $(PROFILE) $(if $(NOTEBOOK),--notebook $(NOTEBOOK)) $(if $(FORCE),--force)

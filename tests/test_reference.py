@@ -84,6 +84,47 @@ def test_publish_copies_what_readers_need_and_nothing_else(tmp_path):
     assert json.loads((target / "REFERENCE.json").read_text()) == {"commit": "abc"}
 
 
+def test_another_profile_is_published_beside_the_committed_ones_with_its_own_record(tmp_path):
+    """`make reference PROFILE=seeds`: reference/seeds/ and its record are written, the summary and index replaced
+    (the run rendered them with the committed cpu carried in), and reference/cpu/ with its record kept."""
+    staging, target = tmp_path / "staging", tmp_path / "reference"
+    _staged_run(staging)
+    (staging / "cpu").rename(staging / "seeds")
+    (target / "cpu" / "results").mkdir(parents=True)
+    (target / "cpu" / "results" / "01_eager_vs_compiled.jsonl").write_text("committed")
+    (target / "REFERENCE.json").write_text('{"commit": "cpu-commit"}')
+    (target / "index.html").write_text("old index")
+    reference.publish(staging, target, {"commit": "abc", "profile": "seeds"}, "seeds")
+    got = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    assert got == ["REFERENCE.json", "cpu/results/01_eager_vs_compiled.jsonl", "index.html",
+                   "seeds/REFERENCE.json", "seeds/html/01_eager_vs_compiled.html",
+                   "seeds/results/01_eager_vs_compiled.csv", "seeds/results/01_eager_vs_compiled.jsonl",
+                   "seeds/results/01_eager_vs_compiled.verdicts.csv", "seeds/results/env.json", "seeds/run.json",
+                   "summary/html/06_summary.html", "summary/run.json"]
+    assert (target / "cpu" / "results" / "01_eager_vs_compiled.jsonl").read_text() == "committed"
+    assert json.loads((target / "REFERENCE.json").read_text()) == {"commit": "cpu-commit"}
+    assert json.loads((target / "seeds" / "REFERENCE.json").read_text())["profile"] == "seeds"
+    assert (target / "index.html").read_text() == "x"
+
+
+def test_the_committed_profiles_are_carried_into_another_profiles_run_so_its_summary_and_index_cover_them(tmp_path):
+    target, staging = tmp_path / "reference", tmp_path / "staging"
+    for rel in ("cpu/results/01.jsonl", "cpu/html/01.html", "cpu/run.json", "summary/run.json",
+                "seeds/results/01.jsonl", "REFERENCE.json", "seeds/REFERENCE.json", "gpu-t4/notes.txt"):
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        (target / rel).write_text("x")
+    assert reference.carry_committed(target, staging, "seeds") == ["cpu"]  # not itself, the summary, or a non-profile
+    assert sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file()) == [
+        "cpu/html/01.html", "cpu/results/01.jsonl", "cpu/run.json"]
+    assert reference.carry_committed(target, staging, "seeds") == []  # already there: a resumed run keeps it
+    assert reference.staging_root("seeds") != reference.staging_root() == reference.staging_root("cpu")
+
+
+def test_make_reference_of_an_unknown_profile_exits_2_with_one_line(outputs):
+    result = cli("reference", "--profile", "no-such-profile", outputs=outputs)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "no-such-profile" in result.stderr
+
+
 def test_the_committed_reference_records_its_commit_and_profile():
     record = json.loads((paths.reference_root() / reference.RECORD).read_text())
     assert record["profile"] == reference.PROFILE

@@ -107,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--check", action="store_true",
                       help="exit 1 when the re-run disagrees with the intervals: mean z², |z| > 1.96, a reversed "
                            "verdict, or the binomial tests of reproduction (calibration.LIMITS)")
-    sub.add_parser("reference", help="measure the cpu profile from a clean commit and publish it under reference/")
+    refp = sub.add_parser("reference", help="measure the cpu profile (or --profile NAME) from a clean commit and "
+                                            "publish it under reference/")
+    refp.add_argument("--profile", default="cpu", help="the profile to measure and publish (default cpu; another "
+                                                       "is published under reference/<name>/ beside it)")
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
@@ -128,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "reference":
             from .reference import make_reference
 
-            return make_reference()
+            return make_reference(args.profile)
         if args.command == "summary":
             from .report.render import index, render_summary
             from .run import run_summary

@@ -1,5 +1,8 @@
 """The committed reference report: `python -m studylib reference` (`make reference`) measures the `cpu` profile
 from a clean commit and publishes what a reader needs under reference/; nothing else writes there.
+`--profile NAME` (`make reference PROFILE=seeds`) does the same for another profile: it is published under
+reference/NAME/ with its own record (reference/NAME/REFERENCE.json), beside the profiles already committed, which
+the run's summary and index include (their committed results are copied into the run before it starts).
 
 The run itself happens under outputs/.reference/ (ignored by git, like all of outputs/): it holds the
 executed notebooks, caches and part files, and lets an interrupted reference run resume while HEAD is
@@ -46,15 +49,34 @@ def clean_head() -> str:
     return _git("rev-parse", "HEAD").strip()
 
 
-def staging_root() -> Path:
-    """Where the reference run measures (under outputs/, so ignored by git); kept between runs of one commit."""
-    return paths.ROOT / "outputs" / ".reference"
+def staging_root(profile: str = PROFILE) -> Path:
+    """Where the reference run of `profile` measures (under outputs/, so ignored by git); kept between runs of one
+    commit."""
+    return paths.ROOT / "outputs" / (".reference" if profile == PROFILE else f".reference-{profile}")
 
 
-def publish(staging: Path, target: Path, record: dict) -> list[Path]:
+def record_path(target: Path, profile: str = PROFILE) -> Path:
+    """The record of a published profile: reference/REFERENCE.json for cpu, reference/<profile>/REFERENCE.json else."""
+    return target / RECORD if profile == PROFILE else target / profile / RECORD
+
+
+def carry_committed(target: Path, staging: Path, profile: str) -> list[str]:
+    """Copy every other profile already published under `target` (its pages, results and run record) into the
+    run's outputs root `staging`, so the summary and index the run renders cover them too; their names."""
+    carried = []
+    for d in sorted(p for p in target.iterdir() if p.is_dir()) if target.is_dir() else []:
+        if d.name in (profile, "summary") or not (d / "results").is_dir() or (staging / d.name).exists():
+            continue
+        shutil.copytree(d, staging / d.name, ignore=shutil.ignore_patterns(RECORD))
+        carried.append(d.name)
+    return carried
+
+
+def publish(staging: Path, target: Path, record: dict, profile: str = PROFILE) -> list[Path]:
     """Copy a finished run's reader-facing files from `staging` (an outputs root) into `target`, replacing
-    what was there: index, each profile's HTML, results tables (JSON lines and CSV), env.json and run.json,
-    the summary's HTML and run.json; then the record. Returns the files written."""
+    what was there: index, the profile's HTML, results tables (JSON lines and CSV), env.json and run.json,
+    the summary's HTML and run.json; then the record (`record_path`). Other profiles under `target` are kept.
+    Returns the files written."""
     written = []
 
     def copy(src: Path, dst: Path):
@@ -62,39 +84,44 @@ def publish(staging: Path, target: Path, record: dict) -> list[Path]:
         shutil.copy2(src, dst)
         written.append(dst)
 
-    for sub in (PROFILE, "summary"):
+    for sub in (profile, "summary"):
         shutil.rmtree(target / sub, ignore_errors=True)
-    for jsonl in sorted((staging / PROFILE / "results").glob("*.jsonl")):
+    for jsonl in sorted((staging / profile / "results").glob("*.jsonl")):
         ResultsTable(jsonl).write_csv()
-    for pattern in (f"{PROFILE}/html/*.html", f"{PROFILE}/results/*.jsonl", f"{PROFILE}/results/*.csv",
-                    f"{PROFILE}/results/env.json", f"{PROFILE}/run.json", "summary/html/*.html", "summary/run.json",
+    for pattern in (f"{profile}/html/*.html", f"{profile}/results/*.jsonl", f"{profile}/results/*.csv",
+                    f"{profile}/results/env.json", f"{profile}/run.json", "summary/html/*.html", "summary/run.json",
                     "index.html"):
         for src in sorted(staging.glob(pattern)):
             copy(src, target / src.relative_to(staging))
-    write_json_atomic(target / RECORD, record)
-    written.append(target / RECORD)
+    write_json_atomic(record_path(target, profile), record)
+    written.append(record_path(target, profile))
     return written
 
 
-def make_reference() -> int:
-    """Measure the `cpu` profile from a clean commit and publish it under reference/; the run's exit status."""
+def make_reference(profile: str = PROFILE) -> int:
+    """Measure `profile` (default cpu) from a clean commit and publish it under reference/; the run's exit status."""
     from .report.render import report
     from .run import run
 
+    profiles.load(profile)  # a bad or unknown profile stops here (ProfileError: one line, exit 2)
     commit = clean_head()
-    staging = staging_root()
+    staging = staging_root(profile)
     started = read_json(staging / RECORD, {}) or {}
     if started.get("commit") != commit:  # another commit's rows must not be published as this one's
         shutil.rmtree(staging, ignore_errors=True)
-        started = {"commit": commit, "profile": PROFILE,
+        started = {"commit": commit, "profile": profile,
                    "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
         write_json_atomic(staging / RECORD, started)
     else:
         print(f"resuming the reference run of commit {commit[:12]} begun {started['started_at']}")
+    carried = carry_committed(paths.reference_root(), staging, profile)
+    if carried:
+        started["beside"] = {name: (read_json(record_path(paths.reference_root(), name), {}) or {}).get("commit")
+                             for name in carried}  # the committed profiles its summary and index include
     os.environ["STUDYLIB_OUTPUTS"] = str(staging)
     t0 = time.perf_counter()
-    rc = run(PROFILE)
-    report(PROFILE)
+    rc = run(profile)
+    report(profile)
     if clean_head() != commit:
         raise NotClean(f"make reference: HEAD moved from {commit[:12]} while the reference ran; nothing published")
     if rc != 0:
@@ -103,8 +130,10 @@ def make_reference() -> int:
         return rc
     record = started | {"finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                         "last_session_s": round(time.perf_counter() - t0),
-                        "command": "make reference (python -m studylib reference)"}
-    written = publish(staging, paths.reference_root(), record)
+                        "command": "make reference" + (f" PROFILE={profile}" if profile != PROFILE else "")
+                                   + " (python -m studylib reference" + (f" --profile {profile}" if profile != PROFILE
+                                                                         else "") + ")"}
+    written = publish(staging, paths.reference_root(), record, profile)
     print(f"published {len(written)} files under {paths.display(paths.reference_root())}/ from commit {commit[:12]}; "
           f"commit them: git add {paths.display(paths.reference_root())} && git commit")
     return 0
