@@ -16,10 +16,10 @@ TOLERANCE = {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02, "int8": 0.1}
 
 def plan(measure: dict = FAST, tolerance: dict = TOLERANCE, *, env: dict | None = None, study: str = "t",
          profile: str = "t", seed: int = 0, threads: int = 1, frameworks=("torch",), expectations=(),
-         run_shift=None, peaks=None) -> Plan:
+         run_shift=None, peaks=None, warm_compile=False) -> Plan:
     """A plan with these settings (`env`: a fake environment, else this machine's)."""
     return Plan(study, profile, env if env is not None else environment.capture(profile), MeasureSettings(**measure),
-                dict(tolerance), seed, threads, tuple(frameworks), run_shift, peaks, tuple(expectations))
+                dict(tolerance), seed, threads, tuple(frameworks), run_shift, peaks, tuple(expectations), warm_compile)
 
 
 def measure(configs, *, table, workloads=None, group_by=None, force=False, in_process=True, only_replicate=None,

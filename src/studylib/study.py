@@ -271,7 +271,8 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
                                 budget=limits.budget_s(prof.measure.model_dump()))
     write_json_atomic(env_path, env | {"peaks": peaks})  # the record: the environment and its measured limits
     run_plan = plan.build(notebook, profile, prof, env, frameworks=tuple(frameworks),
-                          expectations=STUDIES[notebook].expectations, peaks=peaks)
+                          expectations=STUDIES[notebook].expectations, peaks=peaks,
+                          warm_compile=STUDIES[notebook].warm_compile)
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
     return StudyRun(notebook, profile, prof, section, run_plan, table, bool(params.get("force", False)),
                     harness_overhead(), dict(params))

@@ -9,6 +9,7 @@ re-measured configuration appends a row, and the newest row per configuration wi
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,12 @@ MEASURED_COLUMNS = {
     # a surprise (surprises.py): one steady-state call's top operators by self time ({op, self_ms, calls, self_pct}),
     # and what was profiled and why (or why not); None where the configuration was not part of a surprise
     "profile_top_ops": _L, "profile_note": _S,
+    # torch.compile again in a later process, from the cache an earlier one saved (measurement/warm.py): its preparation
+    # (loading the artifacts, torch.compile) and first call, only where every cache lookup hit; the lookups' hits and
+    # misses; its output's max abs difference to eager; what the step did or why not. None where not measured (older
+    # rows lack them: readers treat a missing column as unknown)
+    "warm_prepare_s": _F, "warm_first_call_s": _F, "warm_cache_hits": _I, "warm_cache_misses": _I,
+    "warm_max_abs_diff": _F, "warm_note": _S,
 }
 # the SD (log scale) of the shift between whole runs and its degrees of freedom (run_shift.py), which a median's
 # re-run CI adds (variance.with_reported_ci); None where the profile does not know it
@@ -170,3 +177,18 @@ def measured_alike(row: dict[str, Any] | None, env_fingerprint: str, settings_ha
     """Whether a configuration's newest row is 'ok' and from this environment and these settings."""
     return (row is not None and row["status"] == "ok" and row.get("env_fingerprint") == env_fingerprint
             and row.get("settings_hash") == settings_hash)
+
+
+def warm_one_time_s(row) -> float:
+    """A compile's one-time cost from the cache an earlier process saved, defined as the cold one is (preparation and
+    first call less one steady call): NaN where no warm compile was measured (a results row, dict or pandas)."""
+    def num(key):
+        try:
+            return float(row.get(key))
+        except (TypeError, ValueError):
+            return math.nan
+
+    first, prepare, median = num("warm_first_call_s"), num("warm_prepare_s"), num("median_s")
+    if math.isnan(first) or math.isnan(median):
+        return math.nan
+    return (0.0 if math.isnan(prepare) else prepare) + first - median

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import calibration, speedups, variance
+from . import calibration, results, speedups, variance
 from .config import SHAPE, is_aa
 from .files import write_text_atomic
 from .speedups import Comparison
@@ -91,6 +91,7 @@ class Verdict:
     parity_ok: object  # True / False / None
     max_abs_diff: float
     label_agreement: float
+    warm_one_time_s: float = math.nan  # one_time_s with the compile cache an earlier process saved (NaN: none measured)
 
     @property
     def ok(self) -> bool:
@@ -354,7 +355,8 @@ def _verdict(study: str, r: dict, cand: dict | None, base: dict | None, options,
         band=speedups.EQUIVALENCE, one_time_s=_f(r.get("one_time_s")), break_even=_f(r.get("break_even")),
         break_even_low=_f(r.get("break_even_low")), break_even_high=_f(r.get("break_even_high")),
         parity_ok=None if parity is None or (isinstance(parity, float) and math.isnan(parity)) else bool(parity),
-        max_abs_diff=_f(r.get("max_abs_diff")), label_agreement=_f(r.get("label_agreement")))
+        max_abs_diff=_f(r.get("max_abs_diff")), label_agreement=_f(r.get("label_agreement")),
+        warm_one_time_s=results.warm_one_time_s(cand) if cand is not None else math.nan)
 
 
 # --- saving and loading ----------------------------------------------------------------------------------------------

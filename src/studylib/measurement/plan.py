@@ -42,6 +42,7 @@ class Plan:
     run_shift: RunShift | None = None  # the profile's shift between whole runs (None: unknown)
     peaks: dict | None = None  # the machine's measured limits (limits.measure_peaks), for the roofline
     expectations: tuple = ()  # the study's (surprises.Expectation): a contradicted one profiles both sides
+    warm_compile: bool = False  # torch.compile configurations compiled again from an earlier process's cache
 
     @property
     def fingerprint(self) -> str:
@@ -77,9 +78,9 @@ class Plan:
 
 
 def build(study: str, profile: str, settings: Profile, env: dict, *, frameworks: tuple[str, ...] = ("torch",),
-          expectations: tuple = (), peaks: dict | None = None) -> Plan:
+          expectations: tuple = (), peaks: dict | None = None, warm_compile: bool = False) -> Plan:
     """The plan of a study's notebook from its validated parameters (`settings`: profiles.check_parameters'
     profile, whose `measure` is the notebook's) and the captured environment."""
     return Plan(study, profile, env, settings.measure, dict(settings.parity_tolerance), settings.seed,
                 settings.threads, tuple(frameworks), run_shift.for_profile(settings.run_shift), peaks,
-                tuple(expectations))
+                tuple(expectations), warm_compile)

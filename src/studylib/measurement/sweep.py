@@ -27,7 +27,7 @@ from ..core.results import MEASURED_COLUMNS, RUN_COLUMNS
 from ..core.timing import first_call, measure_rounds, row_statistics
 from ..machine import allocator, gpu
 from ..workloads import models
-from . import surprises
+from . import surprises, warm
 from .builder import Workloads
 from .plan import Plan
 
@@ -88,6 +88,7 @@ class _Prepared:
     prepared: runtimes.Prepared
     call: Callable[[], Any]
     row: dict
+    artifacts: bytes | None = None  # its cold compile's cache artifacts, for the next process (warm.py)
 
 
 def _synced(call: Callable[[], Any], sync: Callable[[], Any] | None) -> Callable[[], Any]:
@@ -103,8 +104,9 @@ def _synced(call: Callable[[], Any], sync: Callable[[], Any] | None) -> Callable
 
 
 def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Workloads, tolerance: float,
-             stack: contextlib.ExitStack) -> _Prepared:
-    """Prepare one configuration, time its first call alone and check its output against eager PyTorch.
+             stack: contextlib.ExitStack, keep_cache: bool = False) -> _Prepared:
+    """Prepare one configuration, time its first call alone and check its output against eager PyTorch; with
+    `keep_cache`, keep a torch.compile's cache artifacts for the warm compile (warm.py).
 
     Memory is the configuration's own: the peak while it was prepared and first called, above the
     process's resident size just before (models and variants prepared earlier are not counted).
@@ -133,6 +135,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
             call()
     array = out if extra else workloads.as_array(out, runtime, c)
     del out
+    artifacts = warm.artifacts(runtime, c.variant) if keep_cache else None  # outside the memory window
     if eager_is_reference:
         workloads.set_reference(c, array)
     row.update(parity(array, workloads.reference(c), tolerance))
@@ -151,7 +154,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     row.update(runtime_startup_s=startup_s, notes=prepared.notes, prepare_steps=[asdict(s) for s in prepared.steps],
                peak_mem_mb=mem.increase_mb, mem_kind=mem.kind)  # on a GPU, the runtime's own framework's memory
     _count_work(row, workloads, c)
-    return _Prepared(c, runtime, w, prepared, call, row)
+    return _Prepared(c, runtime, w, prepared, call, row, artifacts)
 
 
 def allocator_of(runtime: runtimes.Runtime) -> str:
@@ -262,7 +265,7 @@ def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, gr
                 continue
             try:
                 ready.append(_prepare(c, row, runtime=runtimes.get(c.variant), workloads=workloads,
-                                      tolerance=plan.tolerance(c), stack=stack))
+                                      tolerance=plan.tolerance(c), stack=stack, keep_cache=plan.warm_compile))
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # a failure is a result
@@ -300,6 +303,8 @@ def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, gr
             release_memory(configs[0].device)
         _steady_recompilations(ready, graphs)
         surprises.profile_surprises(ready, rows, plan.expectations, replicate)  # after the rounds: never in a sample
+        if plan.warm_compile:  # after the profiles too: a compile from the cache an earlier process saved
+            warm.measure(ready, workloads, plan, parity)
     elapsed = time.perf_counter() - started
     stamp = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     for row in rows.values():
@@ -311,16 +316,18 @@ def combine(replicate_rows: list[list[dict]]) -> list[dict]:
     """One row per configuration from its rows of every replicate (same group, same order).
 
     Samples are pooled with their replicate and round ids; statistics are recomputed over all of them
-    (the CIs hierarchical). Cold costs (prepare, first call) are the median over replicates, memory and
-    parity differences the worst; a configuration that failed in any replicate is that failure. A surprise's
-    profile (profile_top_ops, profile_note) is the first replicate's that has one.
+    (the CIs hierarchical). Cold costs (prepare, first call) are the median over replicates (a warm compile's over
+    those that had one, warm.combined), memory and parity differences the worst; a configuration that failed in any
+    replicate is that failure. A surprise's profile (profile_top_ops, profile_note) is the first replicate's that has
+    one.
     """
     out = []
     for reps in zip(*replicate_rows):
         row = dict(reps[0])
         failed = [r for r in reps if r["status"] != "ok"]
         if failed:
-            row = {"profile_top_ops": None, "profile_note": None, **failed[0]}  # parts written before profiles
+            row = {"profile_top_ops": None, "profile_note": None, **dict.fromkeys(warm.WARM_COLUMNS),
+                   **failed[0]}  # parts written before profiles, or before the warm compile
             if len(reps) > 1:
                 row["error"] = f"{row['error']} (in {len(failed)} of {len(reps)} replicates)"
             out.append(row)
@@ -338,6 +345,7 @@ def combine(replicate_rows: list[list[dict]]) -> list[dict]:
                           ("compilations", max), ("graph_breaks", max), ("batched_vs_unbatched_max_diff", max)):
             values = [r[key] for r in reps if r.get(key) is not None]
             row[key] = pick(values) if values else None
+        row.update(warm.combined(reps))  # the warm compile: replicates 2..k of a fresh cache
         row["parity_ok"] = all(r["parity_ok"] for r in reps)
         profiled = next((r for r in reps if r.get("profile_note")), None)  # the first replicate's profile is kept
         row["profile_top_ops"], row["profile_note"] = ((profiled.get("profile_top_ops"), profiled["profile_note"])

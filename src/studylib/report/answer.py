@@ -112,7 +112,7 @@ def verdict_rows(vt: VerdictTable) -> pd.DataFrame:
                      "detectable from": f"{v.detectable:.2f}× or {1 / v.detectable:.2f}×"
                      if ok and v.decision == "undecided" and np.isfinite(v.detectable) else "",
                      "adjusted p": f"{v.p:.3g}" if ok and np.isfinite(v.p) else "",
-                     "one-time cost": decisions.seconds(v.one_time_s) if ok and v.one_time_s > 0 else "",
+                     "one-time cost": decisions.one_time(v) if ok and v.one_time_s > 0 else "",
                      "paid back after": "paid back after " + decisions.calls_said(
                          v.break_even, v.break_even_low, v.break_even_high, ci=True)
                      if ok and v.pays_back else ""})

@@ -57,6 +57,14 @@ def seconds(s: float) -> str:
     return "—" if s is None or not np.isfinite(s) else (f"{s:.1f} s" if s >= 1 else f"{s * 1e3:.0f} ms")
 
 
+def one_time(v: Verdict) -> str:
+    """An option's one-time cost as tables say it: '14.2 s', or where a compile from the compile cache an earlier
+    process saved was measured, 'cold 14.2 s, warm 3.1 s (cache from an earlier process)'."""
+    if not np.isfinite(v.warm_one_time_s):
+        return seconds(v.one_time_s)
+    return f"cold {seconds(v.one_time_s)}, warm {seconds(v.warm_one_time_s)} (cache from an earlier process)"
+
+
 def quantized(name: str) -> bool:
     """An option that changes what is computed (int8): it stands apart from the full-precision ones."""
     return "int8" in name
@@ -204,7 +212,7 @@ def what_to_use(vt: VerdictTable, study: str = "") -> pd.DataFrame:
                "decision": words_ + (f" ({top.speedup:.2f}× faster)" if top is not None else "")}
         if top is not None:
             rec |= {"speed-up over default (95% CI)": f"{x(top)} over {top.baseline}", "latency": _latency(top),
-                    "one-time cost": seconds(top.one_time_s),
+                    "one-time cost": one_time(top),
                     "paid back after": calls_said(top.break_even) if np.isfinite(top.break_even) else ""}
         elif here:
             rec["latency"] = _latency(here[0], baseline=True)

@@ -54,21 +54,30 @@ def _range(rows: list[Verdict]) -> str:
     return f"{lo:.2f}×" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}×"
 
 
-def _cost(rows: list[Verdict]) -> str:
+def _span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return seconds(lo) if seconds(lo) == seconds(hi) else f"{seconds(lo)}–{seconds(hi)}"
+
+
+def _cost(rows: list[Verdict], warm: bool = True) -> str:
+    """'one-time 14.2 s, paid back after 1,400 calls'; with `warm`, a compile's cost from the cache an earlier process
+    saved beside it where measured ('one-time 14.2 s (3.1 s warm), …': the calls are the cold cost's)."""
     paid = [v for v in rows if v.pays_back and v.one_time_s >= MIN_COST_S]
     if not paid:
         return ""
-    c_lo, c_hi = min(v.one_time_s for v in paid), max(v.one_time_s for v in paid)
     n_lo, n_hi = min(v.break_even for v in paid), max(v.break_even for v in paid)
-    cost = seconds(c_lo) if seconds(c_lo) == seconds(c_hi) else f"{seconds(c_lo)}–{seconds(c_hi)}"
+    cost = _span([v.one_time_s for v in paid])
+    warm_s = [v.warm_one_time_s for v in paid if np.isfinite(v.warm_one_time_s)]
+    if warm and warm_s:
+        cost += f" ({_span(warm_s)} warm)"
     return f"one-time {cost}, paid back after {calls_said(n_lo, n_lo, n_hi)}"
 
 
 _PHRASE = {"faster": "faster", "equal": "no gain", "slower": "slower", "undecided": "undecided"}
 
 
-def _sentence(name: str, rows: list[Verdict], among: list[str]) -> tuple[float, str]:
-    """(rank key, sentence) for one option or declared comparison."""
+def _sentence(name: str, rows: list[Verdict], among: list[str], warm: bool = True) -> tuple[float, str]:
+    """(rank key, sentence) for one option or declared comparison (`warm`: _cost's)."""
     ok = [v for v in rows if v.ok]
     if not ok:
         return -1.0, ""
@@ -81,7 +90,7 @@ def _sentence(name: str, rows: list[Verdict], among: list[str]) -> tuple[float, 
             rest.append(f"{_PHRASE[word]} at {_where(sel, among)}" + (f" ({_range(sel)})" if word == "slower" else ""))
     base = ok[0].baseline if len({v.baseline for v in ok}) == 1 else "its baseline"
     if faster:
-        cost = _cost(faster)
+        cost = _cost(faster, warm)
         s = (f"{name}{tag} pays off at {_where(faster, among)}: {_range(faster)} faster than {base}"
              + (f", {cost}" if cost else "") + ("; " + "; ".join(rest) if rest else "") + ".")
         # Quantized options change outputs: they rank after every full-precision option that pays off.
@@ -119,20 +128,28 @@ def words(text: str) -> int:
 def answer_sentences(vt: VerdictTable) -> list[str]:
     """The Answer: per option (faster ones first, by their largest speed-up) where it pays off and where it does
     not, with its one-time cost and the calls that pay it back; then the declared comparisons between options;
-    then one sentence on what the verdicts can tell. At most ANSWER_WORDS words: what does not fit is in the table."""
-    opts = [v for v in vt.options()]
+    then one sentence on what the verdicts can tell. At most ANSWER_WORDS words: what does not fit is in the table.
+    A compile's warm cost (the cache an earlier process saved) is said beside the cold one only where every sentence
+    fits with it; the tables give it always."""
     if not any(v.ok for v in vt):
         return ["Nothing ran ok beside its baseline, so there is no answer yet: the table below gives each "
                 "configuration's status."]
+    out, left_out = _fitted(vt, warm=True)
+    return _fitted(vt, warm=False)[0] if left_out else out
+
+
+def _fitted(vt: VerdictTable, *, warm: bool) -> tuple[list[str], int]:
+    """answer_sentences' sentences within the budget, and how many of them it left out."""
+    opts = [v for v in vt.options()]
     ranked = []
     for name in dict.fromkeys(v.candidate for v in opts):
         rows = [v for v in opts if v.candidate == name]
-        ranked.append(_sentence(name, rows, list(dict.fromkeys(v.workload for v in rows))))
+        ranked.append(_sentence(name, rows, list(dict.fromkeys(v.workload for v in rows)), warm))
     ranked = _merged(sorted(ranked, key=lambda t: -t[0]))
     declared = [v for v in vt if v.kind == "declared"]
     for label in dict.fromkeys(v.comparison for v in declared):
         rows = [v for v in declared if v.comparison == label]
-        rank, s = _sentence(label, rows, list(dict.fromkeys(v.workload for v in rows)))
+        rank, s = _sentence(label, rows, list(dict.fromkeys(v.workload for v in rows)), warm)
         # a declared comparison that is decided faster (a successor over the path it replaces) is said after the
         # full-precision options that pay off and before quantized ones; the others after everything
         ranked.append((rank / 100.0 if rank > 0 else rank - 100.0,
@@ -150,7 +167,7 @@ def answer_sentences(vt: VerdictTable) -> list[str]:
             left_out += 1
     if left_out:
         out.append(f"{left_out} more: see the table.")
-    return [*out, closing]
+    return [*out, closing], left_out
 
 
 _SUCCESSOR = {"faster": "beats it", "equal": "matches it", "slower": "falls behind", "undecided": "undecided"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 
+from . import compile_cache
 from .base import Prepared, Runtime, RuntimeUnavailable
 
 
@@ -68,7 +69,8 @@ class TorchCompiled(_Torch):
     is reused. Modes of one group compile side by side (dynamo keeps one entry per mode) and are timed
     interleaved. Inductor's one-time process start-up (imports,
     worker pool, toolchain checks) is paid once, untimed, in `warm_up`, so it does not land on
-    whichever configuration happens to run first.
+    whichever configuration happens to run first. The compile again from the cache an earlier process saved (the
+    warm one-time cost) is compile_cache.py's.
     """
 
     _warmed = False
@@ -101,6 +103,7 @@ class TorchCompiled(_Torch):
         stack = contextlib.ExitStack()
         stack.enter_context(super().context())
         stack.enter_context(_fresh_inductor_cache())
+        stack.enter_context(compile_cache.recording())  # this compile's cache artifacts apart (compile_cache.saved)
         return stack
 
     def prepare(self, workload) -> Prepared:

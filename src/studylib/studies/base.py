@@ -63,6 +63,9 @@ class Study:
     # what should hold (a candidate faster than, or equal to, its baseline): a replicate that contradicts one profiles
     # one call of each side after its rounds (surprises.py)
     expectations: tuple[Expectation, ...] = ()
+    # compile each torch.compile configuration again from the cache an earlier process saved, after its rounds: the warm
+    # one-time cost beside the cold one (measurement/warm.py)
+    warm_compile: bool = False
 
     @property
     def notebook_path(self) -> Path:

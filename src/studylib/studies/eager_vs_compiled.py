@@ -15,6 +15,7 @@ from ..analysis import roofline
 from ..core import speedups as speedups_layer
 from ..core import verdicts
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
+from ..core.results import warm_one_time_s
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import surprises
@@ -35,6 +36,9 @@ EXPECTATIONS = tuple(surprises.Expectation(v, REFERENCE) for v in
 VISION_ONLY = ("eager-channels-last", "compile-default-channels-last", "eager-cudnn-benchmark")
 LAYOUT_PAIRS = (("eager-channels-last", "eager"), ("compile-default-channels-last", "compile-default"),
                 ("eager-cudnn-benchmark", "eager"))
+# what a compile from the cache an earlier process saved is read from (measurement/warm.py; results.warm_one_time_s)
+_WARM = ["median_s", "warm_prepare_s", "warm_first_call_s", "warm_cache_hits", "warm_cache_misses", "warm_max_abs_diff",
+         "parity_tol"]
 
 
 class EagerVsCompiled(Grid):
@@ -87,6 +91,10 @@ def configs(section: EagerVsCompiled, *, device: str, threads: int) -> list[Conf
 # Triton kernel configurations and cuBLAS choices per matmul and convolution, which Inductor's own notes put at many
 # times default's compile. The CUDA figure is a guess until a GPU has run the study (plan says times are rough).
 _AUTOTUNE = {"cpu": 1.3, "cuda": 6.0}
+# A compile from the cache an earlier process saved, over the cold one: a calibration constant, measured once on the
+# 2-core development host (2026-11-27, bert-base fp32 batch 1 seq 128, compile-default, 2 threads: first call 6.99 s
+# from the cache against 12.59 s cold in the same process; Inductor's C++ kernels are still built in the empty cache)
+_WARM_SHARE = 0.55
 
 
 def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float = 1.0) -> float:
@@ -106,8 +114,10 @@ def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float 
     if original_of(c.variant) == "eager-cudnn-benchmark" and c.device != "cuda":
         return 0.0  # a skipped row
     calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
-    return measure["replicates"] * (compile_s + max(per_call / speed, measure["block_s"]) * calls
-                                    + measure["min_time_s"] / 5)
+    # replicates 2..k of a fresh cache compile once more, from the cache the one before saved (measurement/warm.py)
+    warm_s = (measure["replicates"] - 1) * compile_s * _WARM_SHARE if not is_aa(c.variant) else 0.0
+    return warm_s + measure["replicates"] * (compile_s + max(per_call / speed, measure["block_s"]) * calls
+                                             + measure["min_time_s"] / 5)
 
 
 def speedups(df: pd.DataFrame) -> pd.DataFrame:
@@ -141,8 +151,8 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     ok = ok[ok.variant.map(runtimes.family) == "compile"]  # compile cost and break-even: compiled variants only
     if len(ok):
         lines.append(f"Compiling cost {ok.compile_s.min():.1f}–{ok.compile_s.max():.1f} s per configuration (the first "
-                     f"call beyond one steady compiled call, with its preparation); where it pays back is in the "
-                     f"decision table.")
+                     f"call beyond one steady compiled call, with its preparation){_warm_cost(df)}; where it pays back "
+                     f"is in the decision table.")
         for (variant, model, dtype), g in ok.groupby(["variant", "model", "dtype"], sort=False):
             if g.batch_size.nunique() > 1:
                 small, large = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
@@ -182,6 +192,22 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     return lines + ([drift] if drift else [])
 
 
+def _warm_cost(df: pd.DataFrame) -> str:
+    """The findings' words on a compile from the cache an earlier process saved (measurement/warm.py): its one-time
+    cost over the compiled configurations that had one, those whose warm compile missed the cache (not reported as
+    warm) and those whose warm output differs from eager; '' where none ran."""
+    rows = df[(df.status == "ok") & ~df.variant.map(is_aa) & (df.variant.map(runtimes.family) == "compile")]
+    rows = rows.reindex(columns=_WARM).apply(pd.to_numeric, errors="coerce").to_dict("records")
+    costs = [c for c in map(warm_one_time_s, rows) if np.isfinite(c)]
+    missed = sum(r["warm_cache_misses"] > 0 for r in rows)
+    differ = sum(r["warm_max_abs_diff"] > r["parity_tol"] for r in rows)
+    said = (f"; from the compile cache an earlier process saved, {min(costs):.1f}–{max(costs):.1f} s ({len(costs)} of "
+            f"{len(rows)} compiled configurations)" if costs else "")
+    return (said + (f"; {missed} compile(s) from an earlier process's cache missed it, so are not counted as warm"
+                    if missed else "")
+            + (f"; **{differ} warm compile(s) differ from eager beyond the tolerance**" if differ else ""))
+
+
 def layout_speedups(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 001's questions per shape: channels-last over the default layout (eager, and compiled), paired by round,
     and cudnn.benchmark over eager (LAYOUT_PAIRS), which runs in a process of its own (the flag is set before its
@@ -215,29 +241,38 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
 
 def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Compile cost, speed-up and break-even calls per compiled configuration; with the results `df`, also the
-    graphs each cold compile built, its graph breaks and the graphs rebuilt in steady state (dynamo's
-    counters; blank for rows measured before they were recorded)."""
+    one-time cost of a compile from the cache an earlier process saved with the caches' hits / misses over the
+    replicates that ran it (measurement/warm.py), the graphs each cold compile built, its graph breaks and the graphs
+    rebuilt in steady state (dynamo's counters); blank for rows measured before they were recorded."""
     t = sp[~sp.variant.map(is_aa) & (sp.variant.map(runtimes.family) == "compile")].copy()
     t["size"] = t.apply(size_label, axis=1) if len(t) else []
-    t["compile (s)"] = fmt_or_blank(t.compile_s, ".1f")
+    t["compile cold (s)"] = fmt_or_blank(t.compile_s, ".1f")
     graphs = ["graphs", "graph breaks", "recompiled"]
+    warm = ["compile warm (s)", "cache hits / misses"]
     if df is not None and len(t):
-        counts = df.reindex(columns=[*SHAPE_COLUMNS, "variant", "compilations", "graph_breaks", "recompilations"])
-        counts = counts[~counts.variant.map(is_aa) & (counts.variant.map(runtimes.family) == "compile")]
-        counts = counts.rename(columns=dict(zip(["compilations", "graph_breaks", "recompilations"], graphs)))
+        counts = df.reindex(columns=[*SHAPE_COLUMNS, "variant", "compilations", "graph_breaks", "recompilations",
+                                     *_WARM])
+        counts = counts[~counts.variant.map(is_aa) & (counts.variant.map(runtimes.family) == "compile")].copy()
+        counts[warm[0]] = fmt_or_blank(pd.Series([warm_one_time_s(r) for r in counts.to_dict("records")],
+                                                 index=counts.index, dtype=float), ".1f")
+        counts[warm[1]] = [f"{h:.0f} / {m:.0f}" if pd.notna(h) and pd.notna(m) else ""
+                           for h, m in zip(counts.warm_cache_hits, counts.warm_cache_misses)]
+        counts = counts.drop(columns=_WARM).rename(
+            columns=dict(zip(["compilations", "graph_breaks", "recompilations"], graphs)))
         t = t.merge(counts, on=[*SHAPE_COLUMNS, "variant"], how="left")
         for col in graphs:
             t[col] = t[col].astype("Int64")
+        t[warm] = t[warm].fillna("")
     else:
-        t = t.assign(**dict.fromkeys(graphs, pd.NA))
+        t = t.assign(**dict.fromkeys(graphs, pd.NA), **dict.fromkeys(warm, ""))
     t["speed-up (95% CI)"] = [describe_ci(r) if pd.notna(r["speedup"]) else r["status"] for _, r in t.iterrows()]
     t["break-even calls"] = [
         "" if pd.isna(r["speedup"]) else
         f"no gain ({r['verdict']})" if pd.isna(r["break_even_calls"]) else
         "never (slower)" if np.isinf(r["break_even_calls"]) else f"{r['break_even_calls']:,.0f}"
         for _, r in t.iterrows()]
-    return t[["model", "dtype", "size", "batch_size", "variant", "compile (s)", *graphs, "speed-up (95% CI)",
-              "break-even calls"]]
+    return t[["model", "dtype", "size", "batch_size", "variant", "compile cold (s)", *warm, *graphs,
+              "speed-up (95% CI)", "break-even calls"]]
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
@@ -270,4 +305,5 @@ STUDY = register(Study(
             "(`reduce-overhead`, which is the same code as `default` on a CPU) can gain more; "
             "run the t4, 3090ti, a100 or h100 profile to see."),
     expectations=EXPECTATIONS,
+    warm_compile=True,  # every compiled configuration's one-time cost from an earlier process's cache too
 ))

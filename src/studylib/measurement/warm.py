@@ -1,0 +1,140 @@
+"""The warm compile: each torch.compile configuration of a group compiled again from the cache an earlier process saved
+(runtimes/compile_cache.py), the one-time cost of a service that restarts with its last process's compile cache.
+
+A study that asks for it (Study.warm_compile, Plan.warm_compile) gets, in every replicate process: the cache
+artifacts of each compiled configuration's cold compile kept in memory right after its first call (`artifacts`,
+sweep._prepare); then, after the group's rounds and the surprises' profiles (never inside a sample), for each
+compiled configuration whose file an earlier process wrote, the warm compile (`measure`): the artifacts loaded into an
+empty Inductor cache, its preparation and first call timed on the same inputs, its output compared with eager
+PyTorch, the caches' hits and misses counted. Then this process's artifacts replace the file, for the next process.
+Replicate 1 of a fresh cache finds no file, so its warm columns are empty and replicates 2..k give the figures
+(`combined`: their medians). The steady state is timed on the cold compile in every replicate, as before.
+
+A warm compile that missed the cache in any lookup is not reported as warm: its timings stay empty and `warm_note`
+says what it missed. A failure of this step is a note, never a lost measurement. A/A copies are not compiled again
+(their original's warm cost is the same code's).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..core.config import is_aa
+from ..core.timing import first_call
+from ..runtimes import compile_cache
+
+WARM_COLUMNS = ("warm_prepare_s", "warm_first_call_s", "warm_cache_hits", "warm_cache_misses", "warm_max_abs_diff",
+                "warm_note")
+NO_CACHE_DIR = "warm compile not measured: no cache directory to keep the compile cache between processes"
+NO_FILE = "no compile cache from an earlier process yet (this process saved one)"
+
+
+def applies(runtime, variant: str) -> bool:
+    """Whether a configuration gets a warm compile: a torch.compile variant (family 'compile'), not an A/A copy."""
+    return runtime.family == "compile" and not is_aa(variant)
+
+
+def artifacts(runtime, variant: str) -> bytes | None:
+    """The cache artifacts of the configuration's cold compile, just made (None where it gets no warm compile, or
+    nothing could be saved: the warm step then says so)."""
+    if not applies(runtime, variant):
+        return None
+    try:
+        return compile_cache.saved()
+    except Exception:  # noqa: BLE001 - a cache that cannot be saved is a note (measure), never a lost row
+        return None
+
+
+def measure(ready: list, workloads, plan, parity: Callable[..., dict[str, Any]]) -> None:
+    """The warm compile of each compiled configuration of `ready` (sweep._Prepared: config, runtime, workload, row,
+    artifacts) into its row, then its cold compile's artifacts written for the next process. `parity`: sweep.parity
+    (passed down: this module sits below sweep)."""
+    for p in ready:
+        if not applies(p.runtime, p.config.variant) or p.row["status"] != "ok":
+            continue
+        row = p.row
+        if getattr(p.workload, "cache_dir", None) is None:
+            row["warm_note"] = NO_CACHE_DIR
+            continue
+        file = compile_cache.path(p.workload.cache_dir, p.config.key, p.runtime.mode)
+        try:
+            notes = _warm(p, file, workloads, plan.tolerance(p.config), parity)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed warm compile is a note on a measured row
+            first = (str(exc).strip().splitlines() or [""])[0]
+            notes = [f"warm compile failed: {type(exc).__name__}: {first}"[:300]]
+        if p.artifacts:
+            try:
+                compile_cache.write(file, p.artifacts)
+            except OSError as exc:
+                notes.append(f"compile cache not saved for the next process: {exc}"[:200])
+        else:
+            notes.append("the cold compile left no cache artifacts to save for the next process")
+        row["warm_note"] = "; ".join(notes)
+        p.artifacts = None  # written: let go of them
+
+
+def _warm(p, file, workloads, tolerance: float, parity) -> list[str]:
+    """One configuration's warm compile into its row; its notes."""
+    if not file.is_file():
+        return [NO_FILE]
+    c, w, runtime = p.config, p.workload, p.runtime
+
+    def timed_first_call(prepared) -> tuple[Any, float]:
+        call = workloads.timed_call(prepared, c, w)
+
+        def synced():
+            out = call()
+            if prepared.sync is not None:
+                prepared.sync()
+            return out
+
+        out, seconds = first_call(workloads.first_call(prepared, c, w, runtime, synced))
+        return workloads.as_array(out, runtime, c), seconds
+
+    warm = compile_cache.warm_compile(runtime, w, file.read_bytes(), timed_first_call)
+    if warm is None:
+        return [f"the compile cache file {file.name} loaded nothing (unreadable): no warm compile"]
+    check = parity(warm.output, workloads.reference(c), tolerance)
+    p.row.update(warm_cache_hits=warm.hits, warm_cache_misses=warm.misses, warm_max_abs_diff=check["max_abs_diff"])
+    notes = []
+    if compile_cache.from_this_process(file):
+        notes.append("the cache was saved by this same process (an in-process run), not an earlier one")
+    if warm.misses or not warm.hits:
+        notes.append(f"not warm: the compile missed the cache {warm.misses} time(s), hit it {warm.hits} "
+                     f"(first call {warm.first_call_s:.2f} s, not reported as warm)")
+    else:
+        p.row.update(warm_prepare_s=warm.prepare_s, warm_first_call_s=warm.first_call_s)
+    if not check["parity_ok"]:
+        notes.append(f"the warm compile's output differs from eager: max abs diff {check['max_abs_diff']:.2e} "
+                     f"above {check['parity_tol']:.2e}")
+    return notes
+
+
+def combined(reps: list[dict]) -> dict[str, Any]:
+    """The warm columns of a configuration over its replicates: the timings' medians over the replicates that have
+    them, hits and misses summed over those that compiled warm, the largest output difference, each note once."""
+    def have(key):
+        return [r[key] for r in reps if r.get(key) is not None and not _nan(r[key])]
+
+    out: dict[str, Any] = {}
+    for key in ("warm_prepare_s", "warm_first_call_s"):
+        values = have(key)
+        out[key] = float(np.median(values)) if values else None
+    for key in ("warm_cache_hits", "warm_cache_misses"):
+        values = have(key)
+        out[key] = int(sum(values)) if values else None
+    diffs = have("warm_max_abs_diff")
+    out["warm_max_abs_diff"] = max(diffs) if diffs else None
+    notes = [n for r in reps for n in str(r.get("warm_note") or "").split("; ") if n]
+    out["warm_note"] = "; ".join(dict.fromkeys(notes)) or None
+    return out
+
+
+def _nan(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)

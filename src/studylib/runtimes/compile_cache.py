@@ -1,0 +1,118 @@
+"""torch.compile from the cache an earlier process saved: what a service pays when it restarts with the compile cache
+its last process left.
+
+A configuration's cold compile records its cache artifacts apart from the process's earlier ones (`recording`,
+entered by TorchCompiled.context), so `saved()` after its first call is that compile's only
+(torch.compiler.save_cache_artifacts). They are kept in one file per compiled configuration,
+`<cache_dir>/compile/<key>.bin`, the key hashing the configuration's key, torch's version and the compile mode
+(`path`), written atomically (core.files), so a reader never sees half a file. A later process compiles the same
+configuration again with them (`warm_compile`): dynamo reset, an empty Inductor cache, the artifacts loaded into it
+(torch.compiler.load_cache_artifacts), then the runtime's own preparation and first call. Whether that compile used
+the cache is read from the caches' own counters (`lookups`): hits and misses of Inductor's FX graph cache and of
+AOTAutograd's (a bypass, a graph that could not be cached, is a miss), so a "warm" compile that compiled anew is seen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.files import write_bytes_atomic
+from .base import Prepared, Runtime
+
+FOLDER = "compile"
+_written: set[str] = set()  # the files this process wrote: one read back is not from an earlier process
+
+
+def recording():
+    """A context in which torch.compile records its cache artifacts apart from those recorded before it (torch's
+    CacheArtifactManager.with_fresh_cache); where this torch has none, a no-op (saved() then holds earlier ones too)."""
+    try:
+        from torch.compiler._cache import CacheArtifactManager
+    except ImportError:
+        return contextlib.nullcontext()
+    fresh = getattr(CacheArtifactManager, "with_fresh_cache", None)
+    return fresh() if fresh is not None else contextlib.nullcontext()
+
+
+def saved() -> bytes | None:
+    """The cache artifacts compiled in the current recording, serialized (None where nothing was compiled, or this
+    torch cannot save them)."""
+    import torch
+
+    save = getattr(torch.compiler, "save_cache_artifacts", None)
+    out = save() if save is not None else None
+    return out[0] if out else None
+
+
+def path(cache_dir: Path | str, config_key: str, mode: str) -> Path:
+    """Where a configuration's saved artifacts are kept: `<cache_dir>/compile/<key>.bin`."""
+    import torch
+
+    key = hashlib.sha256(json.dumps({"config": config_key, "torch": torch.__version__, "mode": mode},
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    return Path(cache_dir) / FOLDER / f"{key}.bin"
+
+
+def write(file: Path, artifacts: bytes) -> None:
+    """Replace `file` with `artifacts`, atomically."""
+    write_bytes_atomic(file, artifacts)
+    _written.add(str(file))
+
+
+def from_this_process(file: Path) -> bool:
+    """Whether this process wrote `file` (an in-process run's replicates share one process)."""
+    return str(file) in _written
+
+
+def lookups() -> dict[str, int]:
+    """This process's running totals of compile-cache lookups: hits and misses (bypasses counted as misses) of
+    Inductor's FX graph cache and AOTAutograd's. Differences between two readings attribute them."""
+    from torch._dynamo.utils import counters
+
+    fx, aot = counters["inductor"], counters["aot_autograd"]
+    return {"hits": int(fx["fxgraph_cache_hit"] + aot["autograd_cache_hit"]),
+            "misses": int(fx["fxgraph_cache_miss"] + fx["fxgraph_cache_bypass"] + aot["autograd_cache_miss"]
+                          + aot["autograd_cache_bypass"])}
+
+
+@dataclass
+class WarmCompile:
+    """A compile from saved artifacts: its first output (as `first_call` returned it), what it took, the lookups."""
+
+    output: Any
+    prepare_s: float  # loading the artifacts into the empty cache, and the runtime's preparation (torch.compile)
+    first_call_s: float
+    hits: int
+    misses: int
+    loaded: int  # artifacts the file held
+
+
+def warm_compile(runtime: Runtime, workload, artifacts: bytes,
+                 first_call: Callable[[Prepared], tuple[Any, float]]) -> WarmCompile | None:
+    """`runtime`'s compile of `workload` again, from `artifacts`: in its own context (inference mode, an empty
+    Inductor cache) after a dynamo reset, the artifacts loaded into that cache, then its preparation and
+    `first_call(prepared)` ((output, seconds): the caller's timed first call). None where the artifacts load nothing
+    (an unreadable file). Dynamo is reset again after it: nothing calls the warm graphs."""
+    import torch
+
+    with runtime.context():
+        torch._dynamo.reset()
+        t0 = time.perf_counter()
+        info = torch.compiler.load_cache_artifacts(artifacts)
+        if info is None or info.empty():
+            return None
+        before = lookups()
+        prepared = runtime.prepare(workload)
+        prepare_s = time.perf_counter() - t0
+        output, first_call_s = first_call(prepared)
+        after = lookups()
+    torch._dynamo.reset()
+    return WarmCompile(output, prepare_s, first_call_s, after["hits"] - before["hits"],
+                       after["misses"] - before["misses"], sum(len(v) for v in info.artifacts.values()))
