@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import io
 import itertools
 import shutil
 import tempfile
@@ -136,7 +137,8 @@ class ExportAOTI(_Torch):
         path = package_dir() / f"{next(_numbers)}-{workload.model_name}.pt2"
         # exported and compiled as a deployment does it: outside the inference mode the timing holds, gradients off
         with _quiet(), torch.inference_mode(False), torch.no_grad():
-            program, export_s = timed_step("torch.export", lambda: export(module, inputs))
+            with contextlib.redirect_stderr(io.StringIO()):  # the partial graph torch prints when an export fails
+                program, export_s = timed_step("torch.export", lambda: export(module, inputs))
             _, compile_s = timed_step("aoti_compile_and_package",
                                       lambda: compile_package(program, package_path=str(path)))
             loaded, load_s = timed_step("load", lambda: load_package(str(path)))
