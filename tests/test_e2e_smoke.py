@@ -27,7 +27,7 @@ from studylib.studies import STUDIES
 pytestmark = pytest.mark.e2e
 NB = "01_eager_vs_compiled"
 VARIANTS = {"eager", "eager-aa", "compile-default", "compile-reduce-overhead", "compile-max-autotune",
-            "eager-channels-last", "compile-default-channels-last"}
+            "eager-channels-last", "compile-default-channels-last", "export-aoti"}
 STOPS = {"precision", "budget", "max_rounds"}
 NOTEBOOKS = list(STUDIES)
 PROFILES = [paths.FAST_SMOKE, pytest.param("smoke", marks=pytest.mark.full)]
@@ -99,6 +99,9 @@ def test_results_table_holds_every_configuration(smoke):
         assert r["replicates"] == 1 and len(r["sample_round"]) == r["n"]  # study 01: one replicate
         if r["variant"] == "compile-reduce-overhead":
             assert "CUDA graphs need a GPU" in r["notes"]
+        if r["variant"] == "export-aoti":  # torch.export + AOTInductor: its three steps, made in this run
+            assert [s["step"] for s in r["prepare_steps"]] == ["torch.export", "aoti_compile_and_package", "load"]
+            assert not any(s["cached"] for s in r["prepare_steps"])
     assert (smoke.outputs / smoke.name / "results" / f"{NB}.csv").exists()
     env = json.loads((smoke.outputs / smoke.name / "results" / "env.json").read_text())
     assert env["profile"] == smoke.name and env["fingerprint"] == rows[0]["env_fingerprint"]
@@ -108,7 +111,9 @@ def test_study02_holds_every_variant_on_the_same_weights(smoke):
     rows = smoke.rows("02_torchscript_vs_xla")
     assert sorted(r["config_key"] for r in rows) == sorted(smoke.planned("02_torchscript_vs_xla"))
     assert {r["variant"] for r in rows} == {"eager", "eager-aa", "torchscript", "torchscript-optimized", "tf-eager",
-                                            "tf-function", "tf-xla"}
+                                            "tf-function", "tf-xla", "export-aoti"}
+    # export-aoti (a cold C++ compile) runs where the profile's variant_skip lets it, never on the single operations
+    assert {r["model"] for r in rows if r["variant"] == "export-aoti"} == {"bert-tiny"}
     ok = [r for r in rows if r["status"] == "ok"]
     k = smoke.loaded.measure_for("02_torchscript_vs_xla").replicates  # smoke: two processes, pooled
     assert all(r["replicates"] == k and set(r["sample_rep"]) == set(range(k)) for r in ok)

@@ -191,3 +191,44 @@ def test_skip_by_sequence_length_in_study_02_leaves_that_shape_out_of_every_mode
     shapes = {(c.model, c.batch_size, c.seq_len) for c in s02.configs(section, device="cpu", threads=2)}
     assert shapes == {(m, b, s) for m in ("bert-tiny", "gpt2-tiny") for b in (1, 4) for s in (8, 64)} - {
         ("bert-tiny", 4, 64), ("gpt2-tiny", 4, 64)}
+
+
+AOTI_STEPS = [{"step": "torch.export", "seconds": 1.5, "cached": False, "key": "", "nodes": 420, "bytes": None},
+              {"step": "aoti_compile_and_package", "seconds": 30.0, "cached": False, "key": "", "nodes": None,
+               "bytes": 44e6},
+              {"step": "load", "seconds": 0.25, "cached": False, "key": "", "nodes": None, "bytes": None}]
+
+
+def test_export_aoti_is_a_compiled_variant_whose_one_time_cost_is_its_preparation():
+    """torch.export + AOTInductor compiles ahead of time, in its preparation: the compile table and findings count that
+    preparation and the first call (beyond a steady one) as its one-time cost, as torch.compile's first call is."""
+    frame = pd.DataFrame([_row("eager", 1, 0.010), _row("compile-default", 1, 0.005, first=1.005),
+                          _row("export-aoti", 1, 0.004) | {"prepare_s": 32.0, "prepare_steps": AOTI_STEPS}])
+    sp = s01.speedups(frame)
+    aoti = sp[sp.variant == "export-aoti"].iloc[0]
+    assert aoti.compile_s == pytest.approx(32.0, rel=1e-4)  # preparation + first call − one steady call
+    table = s01.compile_table(sp, frame).set_index("variant")
+    assert list(table.index) == ["compile-default", "export-aoti"]
+    assert table.loc["export-aoti", "compile cold (s)"] == "32.0" and pd.isna(table.loc["export-aoti", "graphs"])
+    text = "\n".join(s01.findings(frame, sp))
+    assert ("Compiling ahead of time (torch.export + AOTInductor) cost 32.0–32.0 s per configuration (its preparation "
+            "and the first call beyond a steady one): torch.export 1.50 s, AOTInductor's compile into a package 30.0 s "
+            "(package 44 MB), loading it 0.25 s, over 1 configuration.") in text
+    assert "Compiling cost 1.0–1.0 s per configuration" in text  # torch.compile's line counts torch.compile only
+
+
+def test_variant_skip_keeps_a_costly_variant_and_its_copy_to_the_shapes_left():
+    grid = dict(models=["bert-tiny", "resnet-tiny"], variants=["eager", "compile-default", "export-aoti"],
+                dtypes=["fp32", "bf16"], batch_sizes=[1, 8], seq_lens=[16], image_size=32)
+    section = EagerVsCompiled(**grid, aa=["eager", "export-aoti"],
+                              variant_skip={"export-aoti": [{"batch_size": 8}, {"dtype": "bf16"}]})
+    shapes: dict[str, set] = {}
+    for c in s01.configs(section, device="cpu", threads=2):
+        shapes.setdefault(c.variant, set()).add((c.model, c.dtype, c.batch_size))
+    assert shapes["export-aoti"] == shapes["export-aoti-aa"] == {("bert-tiny", "fp32", 1), ("resnet-tiny", "fp32", 1)}
+    assert len(shapes["compile-default"]) == len(shapes["eager"]) == 8
+    for bad, message in (({"eager": [{"batch_size": 8}]}, "eager is the reference"),
+                         ({"export-aoti": [{"batch_size": 4}]}, r"variant_skip.export-aoti\[0\]: batch_size 4 is not in"),
+                         ({"compile-max-autotune": [{"batch_size": 1}]}, "is not one of this section's variants")):
+        with pytest.raises(ValueError, match=message):
+            EagerVsCompiled(**grid, variant_skip=bad)

@@ -120,3 +120,33 @@ def test_heatmap_marks_failed_cells(df):
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert texts.count("error") == 4  # gpt2-tiny's torchscript over eager, on 4 shapes
     assert any(t.startswith("1.25×") or t.startswith("1.24×") or t.startswith("1.26×") for t in texts)
+
+
+def test_export_aoti_runs_where_variant_skip_lets_it_and_never_on_the_micro_ops():
+    section = s02.TorchscriptVsXla(models=["bert-tiny", "gpt2-tiny"], variants=["eager", "torchscript", "export-aoti"],
+                                   dtypes=["fp32"], batch_sizes=[1, 4], seq_lens=[8],
+                                   micro_ops={"models": ["op-argmax"], "batch_sizes": [2], "seq_lens": [16]},
+                                   variant_skip={"export-aoti": [{"model": "gpt2-tiny"}, {"batch_size": 4}]})
+    configs = s02.configs(section, device="cpu", threads=2)
+    assert {(c.model, c.batch_size) for c in configs if c.variant == "export-aoti"} == {("bert-tiny", 1)}
+    assert {c.variant for c in configs if c.model == "op-argmax"} == {"eager", "eager-aa", "torchscript"}
+    assert len([c for c in configs if c.variant == "torchscript"]) == 4 + 1  # every model shape and the operation
+
+
+def test_export_aoti_is_paired_with_eager_and_with_torchscript_it_succeeds(df):
+    steps = [{"step": "torch.export", "seconds": 1.5, "cached": False, "key": "", "nodes": 420, "bytes": None},
+             {"step": "aoti_compile_and_package", "seconds": 30.0, "cached": False, "key": "", "nodes": None,
+              "bytes": 44e6},
+             {"step": "load", "seconds": 0.25, "cached": False, "key": "", "nodes": None, "bytes": None}]
+    aoti = [_row("bert-tiny", "export-aoti", b, s, 0.001 * b * s / 8 / 1.6) | {"prepare_s": 31.0, "prepare_steps": steps}
+            for b in (1, 4) for s in (8, 64)]
+    frame = pd.concat([df, pd.DataFrame(aoti)], ignore_index=True)
+    sp = s02.speedups(frame)
+    over_ts = sp[sp.pair == "export-aoti over torchscript"]
+    assert len(over_ts) == 4 and np.allclose(over_ts.speedup, 1.6 / 1.25, rtol=0.03) and set(over_ts.kind) == {"within"}
+    assert np.allclose(sp[sp.pair == "export-aoti over eager"].speedup, 1.6, rtol=0.03)
+    text = "\n".join(s02.findings(frame, sp))
+    assert ("torch.export + AOTInductor, made once per configuration before its first call: torch.export 1.50 s, "
+            "AOTInductor's compile into a package 30.0 s (package 44 MB), loading it 0.25 s, over 4 configurations") in text
+    first = s02.first_call_table(frame).set_index("variant").loc["export-aoti"]
+    assert first["framework"] == "PyTorch" and first["prepare (s)"] == "31.00–31.00"

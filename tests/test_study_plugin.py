@@ -149,5 +149,5 @@ def test_every_variant_a_built_in_study_accepts_is_a_registered_runtime_with_a_k
     for nb, study in STUDIES.items():
         accepted = typing.get_args(typing.get_args(study.section.model_fields["variants"].annotation)[0])
         assert accepted and set(accepted) <= set(runtimes.REGISTRY), nb
-    assert {r.family for r in runtimes.REGISTRY.values()} == {"eager", "compile", "torchscript", "int8", "tensorflow",
-                                                             "onnxruntime", "keras"}
+    assert {r.family for r in runtimes.REGISTRY.values()} == {"eager", "compile", "export", "torchscript", "int8",
+                                                             "tensorflow", "onnxruntime", "keras"}

@@ -228,3 +228,24 @@ def test_the_page_says_where_each_successor_matches_or_beats_the_path_it_replace
     after = top.split('class="answer"', 1)[1].split("</div>", 1)[1]
     assert "<strong>Successors of deprecated paths.</strong> <code>ort-dynamo</code> against" in after
     assert prose.successor_line(vt, STUDIES[NB].comparisons) == ""  # study 01 declares no successor
+
+
+def test_export_aoti_is_an_option_and_compared_with_the_paths_it_sits_beside():
+    """torch.export + AOTInductor: an option over eager like any other (its one-time cost is its preparation), and a
+    declared comparison with torch.compile in study 01 (ahead of time vs just in time) and with TorchScript, the
+    deprecated path it succeeds, in study 02."""
+    rows = [_row("eager", "bert-base", 1, 0.100), _row("compile-default", "bert-base", 1, 0.080, first=7.0),
+            _row("export-aoti", "bert-base", 1, 0.080, prepare=40.0)]
+    vt = verdicts.for_study(NB, pd.DataFrame(rows))
+    [over_eager] = vt.of("torch.export + AOTInductor over eager")
+    assert (over_eager.kind, over_eager.candidate, over_eager.decision) == ("option", "export-aoti", "faster")
+    assert over_eager.one_time_s == pytest.approx(40.0, rel=1e-3)
+    [aot_jit] = vt.of("torch.export + AOTInductor (ahead of time) over torch.compile (just in time)")
+    assert (aot_jit.kind, aot_jit.candidate, aot_jit.baseline, aot_jit.decision) == (
+        "declared", "export-aoti", "compile-default", "equal")
+    rows02 = [_row("eager", "bert-base", 1, 0.100), _row("torchscript", "bert-base", 1, 0.090),
+              _row("export-aoti", "bert-base", 1, 0.060, prepare=40.0)]
+    [successor] = verdicts.for_study("02_torchscript_vs_xla", pd.DataFrame(rows02)).of(
+        "torch.export + AOTInductor over TorchScript")
+    assert (successor.kind, successor.decision) == ("declared", "faster")
+    assert successor.speedup == pytest.approx(1.5, rel=0.02)

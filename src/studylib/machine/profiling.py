@@ -50,7 +50,7 @@ def torch_profile(call: Callable[[], Any], device: str = "cpu", top: int = TOP, 
     note = (f"torch.profiler ({what}): "
             f"one call took {wall * 1e3:.3g} ms under the profiler, {sum(v[0] for v in totals.values()) * 1e3:.3g} ms "
             f"of self time in {len(totals)} operators; the top {len(ops)} shown")
-    if family == "compile":
+    if family in ("compile", "export"):  # torch.compile, and AOTInductor's package (the same Inductor ahead of time)
         note += ("; Inductor's generated kernels carry no profiler names unless compiled with "
                  "torch._inductor.config.cpp.enable_kernel_profile, so their time is the compiled region's self time")
     return ops, note

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..core import study_registry
+from ..core.config import original_of
 from ..workloads.corpus import CorpusSettings
 from ..workloads.models import MODELS
 
@@ -159,6 +160,37 @@ class Grid(_Strict):
         if self.skip and not self.shapes():
             raise ValueError("skip leaves out every shape of the grid")
         return self
+
+
+class VariantSkips(_Strict):
+    """A grid section's `variant_skip` (studies 01 and 02 mix it into their Grid): shapes where one variant is left
+    out while the others run there, so a costly variant (a cold ahead-of-time compile per shape and replicate) is kept
+    to the few shapes a profile can afford."""
+
+    variant_skip: dict[str, list[Skip]] = Field(default_factory=dict, description=(
+        "by variant: shapes where that variant (and its A/A copy) is left out while the others run (say why in "
+        "left_out)"))
+
+    @model_validator(mode="after")
+    def _variant_skips_in_grid(self):
+        for variant, skips in self.variant_skip.items():
+            if variant not in self.variants:
+                raise ValueError(f"variant_skip: {variant!r} is not one of this section's variants "
+                                 f"({', '.join(self.variants)})")
+            if variant == "eager":
+                raise ValueError("variant_skip: eager is the reference every speed-up is taken over: it runs at every "
+                                 "shape (use skip to leave a shape out)")
+            for i, k in enumerate(skips):
+                for key in SKIP_KEYS:
+                    value, allowed = getattr(k, key), getattr(self, f"{key}s")
+                    if value is not None and value not in allowed:
+                        raise ValueError(f"variant_skip.{variant}[{i}]: {key} {value!r} is not in {key}s {allowed} "
+                                         f"(it would skip nothing)")
+        return self
+
+    def runs(self, variant: str, model: str, dtype: str, batch_size: int, seq_len: int | None = None) -> bool:
+        """Whether `variant` (an A/A copy: as its original) runs at this shape: no variant_skip entry of it matches."""
+        return not any(k.matches(model, dtype, batch_size, seq_len) for k in self.variant_skip.get(original_of(variant), ()))
 
 
 class DataGrid(_Strict):

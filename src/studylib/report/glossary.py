@@ -16,6 +16,8 @@ VARIANTS = {
     "eager-cudnn-benchmark": "eager PyTorch with cudnn.benchmark on, in a process of its own (GPU only)",
     "torchscript": "torch.jit.trace, then frozen",
     "torchscript-optimized": "TorchScript with optimize_for_inference",
+    "export-aoti": "torch.export, then AOTInductor (aoti_compile_and_package): the model compiled ahead of time into a "
+                   "package, loaded and called; TorchScript's successor for deployment (cold compile per configuration)",
     "torch-int8": "PyTorch dynamic int8 quantization of every Linear (changes the outputs)",
     "torchao-int8": "torchao's int8 dynamic quantization of every Linear (quantize_ with "
                     "Int8DynamicActivationInt8WeightConfig), the successor of torch-int8's deprecated torch.ao "

@@ -31,6 +31,9 @@ BRANCHES = [
     Branch("bf16 on CUDA", "bfloat16 modules and inputs", lambda r: r["dtype"] == "bf16"),
     Branch("torch.compile on CUDA", "Inductor/Triton kernels; reduce-overhead adds CUDA graphs",
            lambda r: runtimes.family(str(r["variant"])) == "compile"),
+    Branch("AOTInductor on CUDA", "torch.export then aoti_compile_and_package: Triton kernels and a C++ wrapper "
+           "compiled ahead of time into a .pt2 package, loaded and run on the GPU",
+           lambda r: runtimes.family(str(r["variant"])) == "export"),
     Branch("TensorFlow on GPU", "TF eager, tf.function and XLA on the GPU, memory growth on",
            lambda r: runtimes.family(str(r["variant"])) == "tensorflow"),
     Branch("ONNX Runtime CUDA provider", "CUDAExecutionProvider with IO binding (inputs and outputs on the GPU)",

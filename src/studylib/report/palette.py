@@ -23,6 +23,7 @@ FAMILIES = (
     ("Blues", ("compile-default", "compile-reduce-overhead", "compile-max-autotune", "compile-default-channels-last")),
     ("Purples", ("eager-channels-last", "eager-cudnn-benchmark", "torch-int8", "torchao-int8")),
     ("RdPu", ("torchscript", "torchscript-optimized")),
+    ("PuBuGn", ("export-aoti",)),  # a teal of its own: ahead-of-time Inductor, neither torch.compile nor TorchScript
     ("Oranges", ("tf-eager", "tf-function", "tf-xla")),
     ("Greens", ("ort", "ort-optimized", "ort-int8", "ort-tensorrt", "ort-dynamo")),
     ("Reds", ("keras-torch", "keras-torch-jit", "keras-torch-call")),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .aa import AACopy
 from .base import Prepared, Runtime, RuntimeUnavailable
+from .export_aoti import ExportAOTI
 from .keras import all_runtimes as keras_runtimes
 from .onnxrt import OnnxRuntime
 from .pytorch import (
@@ -32,6 +33,7 @@ _ORIGINALS: list[Runtime] = [
     TorchEagerCudnnBenchmark(),
     TorchScript(),
     TorchScript(optimize=True),
+    ExportAOTI(),
     TorchDynamicInt8(),
     TorchaoDynamicInt8(),
     TFEager(),

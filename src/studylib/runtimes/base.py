@@ -59,7 +59,7 @@ class Runtime:
     name: str = ""
     framework: str = "torch"  # which model the workload hands it: "torch" or "tensorflow"
     precision: str | None = None  # "int8" for quantized runtimes: parity uses that tolerance, not the dtype's
-    family: str = "eager"  # what kind of runtime: eager, compile, torchscript, int8, tensorflow, onnxruntime or keras
+    family: str = "eager"  # what kind: eager, compile, export, torchscript, int8, tensorflow, onnxruntime or keras
 
     @property
     def uses_dynamo(self) -> bool:

@@ -6,6 +6,7 @@ import pandas as pd
 
 from ..core import run_shift, speedups, stats, variance
 from ..core.speedups import EQUIVALENCE
+from ..workloads.models import MODELS
 
 
 def text_workloads(run):
@@ -175,3 +176,40 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
             "95% CI (re-run here)", "CV", "n", "drift",
             "first call", "samples/s", "peak MB", "max |Δ|", "parity_ok", "error"]
     return t[[c for c in cols if c in t]]
+
+
+# export-aoti's preparation (torch.export, the package's C++ compile, load) per configuration, for `plan` only:
+# calibration constants measured on the 2-core development host on 2026-11-27 (ExportAOTI.prepare once per model, after
+# the untimed Inductor start-up, beside other work): BERT-base seq 128 batch 1 fp32 23.0 s (export 0.9, compile 21.6,
+# load 0.5), ResNet-50 224 px batch 1 fp32 21.5 s (1.4, 20.0, 0.1), bert-tiny and resnet-tiny 8.4-9.4 s (mostly the
+# C++ compile, whatever the model).
+AOTI_PREPARE_S = {"text": 23.0, "vision": 21.5, "tiny": 9.0}
+
+
+def aoti_prepare_s(model: str) -> float:
+    """`plan`'s guess of export-aoti's preparation for `model` (AOTI_PREPARE_S; XLM and XLNet by their cost)."""
+    if model.endswith("tiny"):
+        return AOTI_PREPARE_S["tiny"]
+    spec = MODELS[model]
+    return AOTI_PREPARE_S["vision"] if spec.kind == "vision" else AOTI_PREPARE_S["text"] * spec.cost
+
+
+def aoti_steps(df: pd.DataFrame) -> str:
+    """export-aoti's preparation step by step, from its rows' recorded steps (runtimes/export_aoti.py): torch.export,
+    AOTInductor's compile into a package (and its size), loading it, each as a range over configurations (a row keeps
+    its first replicate's steps); '' where no export-aoti row ran."""
+    ok = df[(df.variant == "export-aoti") & (df.status == "ok")] if len(df) else df
+    steps = [{s["step"]: s for s in r} for r in ok.get("prepare_steps", []) if isinstance(r, list)]
+    if not steps:
+        return ""
+
+    def span(step: str, key: str = "seconds", scale: float = 1.0, spec: str = ".1f") -> str:
+        values = [s[step][key] * scale for s in steps if s.get(step, {}).get(key) is not None]
+        if not values:
+            return "?"
+        lo, hi = format(min(values), spec), format(max(values), spec)
+        return lo if lo == hi else f"{lo}–{hi}"
+
+    return (f"torch.export {span('torch.export', spec='.2f')} s, AOTInductor's compile into a package "
+            f"{span('aoti_compile_and_package')} s (package {span('aoti_compile_and_package', 'bytes', 1e-6, '.3g')} MB), "
+            f"loading it {span('load', spec='.2f')} s, over {counted(len(steps), 'configuration')}")

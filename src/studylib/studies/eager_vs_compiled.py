@@ -1,5 +1,5 @@
-"""Study 01: PyTorch eager vs torch.compile — the grid, and the analysis the notebook shows (its seed-claim
-evaluators are in eager_vs_compiled_claims)."""
+"""Study 01: PyTorch eager vs torch.compile, and torch.export + AOTInductor (its ahead-of-time counterpart) — the grid,
+and the analysis the notebook shows (its seed-claim evaluators are in eager_vs_compiled_claims)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,21 @@ from ..core.results import warm_one_time_s
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import surprises
-from ..measurement.schemas import SKIP_KEYS, Grid, Skip
+from ..measurement.schemas import SKIP_KEYS, Grid, Skip, VariantSkips
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import aa_finding, counted, describe_ci, drift_finding, fmt_or_blank, fmt_x, latency_table, size_label  # noqa: F401
+from .common import (  # noqa: F401
+    aa_finding,
+    aoti_prepare_s,
+    aoti_steps,
+    counted,
+    describe_ci,
+    drift_finding,
+    fmt_or_blank,
+    fmt_x,
+    latency_table,
+    size_label,
+)
 
 NOTEBOOK = "01_eager_vs_compiled"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
@@ -30,7 +41,7 @@ NOISY_CV = 0.10  # above this coefficient of variation a configuration's timing 
 # What a compiler is for: a replicate where one is slower than eager profiles a call of each (surprises.py).
 EXPECTATIONS = tuple(surprises.Expectation(v, REFERENCE) for v in
                      ("compile-default", "compile-reduce-overhead", "compile-max-autotune",
-                      "compile-default-channels-last"))
+                      "compile-default-channels-last", "export-aoti"))
 # Seed 001's layout and cuDNN questions: variants that only mean something for a model with image inputs (a text
 # model's configurations leave them out), and the pairs that answer them, (candidate, baseline) on one shape.
 VISION_ONLY = ("eager-channels-last", "compile-default-channels-last", "eager-cudnn-benchmark")
@@ -39,13 +50,17 @@ LAYOUT_PAIRS = (("eager-channels-last", "eager"), ("compile-default-channels-las
 # what a compile from the cache an earlier process saved is read from (measurement/warm.py; results.warm_one_time_s)
 _WARM = ["median_s", "warm_prepare_s", "warm_first_call_s", "warm_cache_hits", "warm_cache_misses", "warm_max_abs_diff",
          "parity_tol"]
+# What the compile table, its findings and the one-time cost cover: torch.compile (a just-in-time compile in the first
+# call) and torch.export + AOTInductor (an ahead-of-time compile in preparation; runtimes/export_aoti.py).
+COMPILED = ("compile", "export")
 
 
-class EagerVsCompiled(Grid):
-    """Section of study 01: PyTorch eager vs torch.compile."""
+class EagerVsCompiled(VariantSkips, Grid):  # Grid first in validation: eager and the grid before variant_skip
+    """Section of study 01: PyTorch eager vs torch.compile (and torch.export + AOTInductor ahead of time)."""
 
     variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune",
-                           "eager-channels-last", "compile-default-channels-last", "eager-cudnn-benchmark"]]
+                           "eager-channels-last", "compile-default-channels-last", "eager-cudnn-benchmark",
+                           "export-aoti"]]
     image_size: int = Field(224, ge=8)
     vision_only_skip: list[Skip] = Field(default_factory=list, description=(
         "shapes where the image-model-only variants (channels-last, cudnn-benchmark) are left out (say why in "
@@ -67,10 +82,12 @@ class EagerVsCompiled(Grid):
                     raise ValueError(f"vision_only_skip[{i}]: {key} {value!r} is not in {key}s {allowed}")
         return self
 
-    def variants_for(self, model: str, dtype: str, batch_size: int) -> list[str]:
+    def variants_for(self, model: str, dtype: str, batch_size: int, seq_len: int | None = None) -> list[str]:
         """The section's variants for one shape: eager first, each variant `aa` names followed by its A/A copy; the
-        image-only ones (and their copies) only for an image model, and not where `vision_only_skip` leaves them out."""
-        variants = with_aa([REFERENCE] + [v for v in self.variants if v != REFERENCE], self.aa)
+        image-only ones (and their copies) only for an image model, and not where `vision_only_skip` leaves them out;
+        and a variant (with its copy) not where its `variant_skip` leaves it out."""
+        variants = [v for v in with_aa([REFERENCE] + [x for x in self.variants if x != REFERENCE], self.aa)
+                    if self.runs(v, model, dtype, batch_size, seq_len)]
         if MODELS[model].kind != "vision" or any(k.matches(model, dtype, batch_size) for k in self.vision_only_skip):
             variants = [v for v in variants if original_of(v) not in VISION_ONLY]
         return variants
@@ -81,10 +98,11 @@ def configs(section: EagerVsCompiled, *, device: str, threads: int) -> list[Conf
     other variant the section's `aa` names, followed by its copy).
 
     Shapes matching one of the section's `skip` entries are left out; the image-only variants (channels-last,
-    cudnn-benchmark) run on image models only (EagerVsCompiled.variants_for)."""
+    cudnn-benchmark) run on image models only, and a variant is left out where its `variant_skip` says so
+    (EagerVsCompiled.variants_for)."""
     return [Config(model, v, dtype, batch, device, threads, seq_len=seq,
                    image_size=None if seq is not None else section.image_size)
-            for model, dtype, batch, seq in section.shapes() for v in section.variants_for(model, dtype, batch)]
+            for model, dtype, batch, seq in section.shapes() for v in section.variants_for(model, dtype, batch, seq)]
 
 
 # max-autotune's compile over default's, per device: on a CPU it adds little (measured 1.3x); on CUDA it benchmarks
@@ -104,9 +122,10 @@ def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float 
     """
     big = not c.model.endswith("tiny")
     vision = c.image_size is not None
-    compiled = runtimes.get(c.variant).family == "compile"
+    family = runtimes.get(c.variant).family
+    compiled = family in COMPILED
     compile_s = ((25.0 if vision else 14.0) if big else 4.0) * _AUTOTUNE[c.device] ** ("autotune" in c.variant) \
-        if compiled else 0.0
+        if family == "compile" else aoti_prepare_s(c.model) if family == "export" else 0.0
     per_call = (0.1 if big else 0.002) * c.batch_size * (1 if c.image_size is None and c.seq_len is None
                                                            else ((c.seq_len or 128) / 128))
     if c.dtype == "bf16" and c.device == "cpu":  # no native bf16 on most CPUs: eager ResNet-50 runs ~30x slower
@@ -115,7 +134,7 @@ def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float 
         return 0.0  # a skipped row
     calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
     # replicates 2..k of a fresh cache compile once more, from the cache the one before saved (measurement/warm.py)
-    warm_s = (measure["replicates"] - 1) * compile_s * _WARM_SHARE if not is_aa(c.variant) else 0.0
+    warm_s = (measure["replicates"] - 1) * compile_s * _WARM_SHARE if family == "compile" and not is_aa(c.variant) else 0.0
     return warm_s + measure["replicates"] * (compile_s + max(per_call / speed, measure["block_s"]) * calls
                                              + measure["min_time_s"] / 5)
 
@@ -148,11 +167,17 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     lines = [aa_finding(df)]
     sp = sp[~sp.variant.map(is_aa)]
     ok = sp[sp.speedup.notna()]
-    ok = ok[ok.variant.map(runtimes.family) == "compile"]  # compile cost and break-even: compiled variants only
-    if len(ok):
-        lines.append(f"Compiling cost {ok.compile_s.min():.1f}–{ok.compile_s.max():.1f} s per configuration (the first "
+    ok = ok[ok.variant.map(runtimes.family).isin(COMPILED)]  # compile cost and break-even: compiled variants only
+    jit, aot = (ok[ok.variant.map(runtimes.family) == f] for f in COMPILED)
+    if len(jit):
+        lines.append(f"Compiling cost {jit.compile_s.min():.1f}–{jit.compile_s.max():.1f} s per configuration (the first "
                      f"call beyond one steady compiled call, with its preparation){_warm_cost(df)}; where it pays back "
                      f"is in the decision table.")
+    if len(aot):
+        lines.append(f"Compiling ahead of time (torch.export + AOTInductor) cost {aot.compile_s.min():.1f}–"
+                     f"{aot.compile_s.max():.1f} s per configuration (its preparation and the first call beyond a "
+                     f"steady one): {aoti_steps(df)}.")
+    if len(ok):
         for (variant, model, dtype), g in ok.groupby(["variant", "model", "dtype"], sort=False):
             if g.batch_size.nunique() > 1:
                 small, large = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
@@ -240,11 +265,12 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
 
 
 def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Compile cost, speed-up and break-even calls per compiled configuration; with the results `df`, also the
-    one-time cost of a compile from the cache an earlier process saved with the caches' hits / misses over the
-    replicates that ran it (measurement/warm.py), the graphs each cold compile built, its graph breaks and the graphs
-    rebuilt in steady state (dynamo's counters); blank for rows measured before they were recorded."""
-    t = sp[~sp.variant.map(is_aa) & (sp.variant.map(runtimes.family) == "compile")].copy()
+    """Compile cost, speed-up and break-even calls per compiled configuration (torch.compile, and torch.export +
+    AOTInductor); with the results `df`, also the one-time cost of a torch.compile from the cache an earlier process
+    saved with the caches' hits / misses over the replicates that ran it (measurement/warm.py), the graphs each cold
+    torch.compile built, its graph breaks and the graphs rebuilt in steady state (dynamo's counters); blank for rows
+    measured before they were recorded, and for export-aoti, whose export gives one graph or fails."""
+    t = sp[~sp.variant.map(is_aa) & sp.variant.map(runtimes.family).isin(COMPILED)].copy()
     t["size"] = t.apply(size_label, axis=1) if len(t) else []
     t["compile cold (s)"] = fmt_or_blank(t.compile_s, ".1f")
     graphs = ["graphs", "graph breaks", "recompiled"]
@@ -252,7 +278,7 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
     if df is not None and len(t):
         counts = df.reindex(columns=[*SHAPE_COLUMNS, "variant", "compilations", "graph_breaks", "recompilations",
                                      *_WARM])
-        counts = counts[~counts.variant.map(is_aa) & (counts.variant.map(runtimes.family) == "compile")].copy()
+        counts = counts[~counts.variant.map(is_aa) & counts.variant.map(runtimes.family).isin(COMPILED)].copy()
         counts[warm[0]] = fmt_or_blank(pd.Series([warm_one_time_s(r) for r in counts.to_dict("records")],
                                                  index=counts.index, dtype=float), ".1f")
         counts[warm[1]] = [f"{h:.0f} / {m:.0f}" if pd.notna(h) and pd.notna(m) else ""
@@ -298,6 +324,9 @@ STUDY = register(Study(
         Comparison("torch.compile (default) over eager", "compile-default", "eager"),
         Comparison("torch.compile (max-autotune) over eager", "compile-max-autotune", "eager"),
         Comparison("torch.compile (reduce-overhead) over default", "compile-reduce-overhead", "compile-default"),
+        Comparison("torch.export + AOTInductor over eager", "export-aoti", "eager"),
+        Comparison("torch.export + AOTInductor (ahead of time) over torch.compile (just in time)", "export-aoti",
+                   "compile-default"),
         Comparison("channels_last (NHWC) over the default layout, eager", "eager-channels-last", "eager"),
         Comparison("cudnn.benchmark (own process, unpaired) over eager", "eager-cudnn-benchmark", "eager"),
     ),

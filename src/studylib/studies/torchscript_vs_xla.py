@@ -1,4 +1,5 @@
-"""Study 02: PyTorch (eager, TorchScript) vs TensorFlow (eager, graph, XLA) on the same weights."""
+"""Study 02: PyTorch (eager, TorchScript, and its successor torch.export + AOTInductor) vs TensorFlow (eager, graph, XLA)
+on the same weights."""
 
 from __future__ import annotations
 
@@ -14,36 +15,39 @@ from ..core.config import REFERENCE, Config, aa_of, original_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import surprises
-from ..measurement.schemas import Grid
+from ..measurement.schemas import Grid, VariantSkips
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import aa_finding, describe_ci, drift_finding, fmt_x, latency_table  # noqa: F401
+from .common import aa_finding, aoti_prepare_s, aoti_steps, describe_ci, drift_finding, fmt_x, latency_table  # noqa: F401
 
 NOTEBOOK = "02_torchscript_vs_xla"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len"]
-FRAMEWORK = {"eager": "PyTorch", "torchscript": "PyTorch", "torchscript-optimized": "PyTorch",
+FRAMEWORK = {"eager": "PyTorch", "torchscript": "PyTorch", "torchscript-optimized": "PyTorch", "export-aoti": "PyTorch",
              "tf-eager": "TensorFlow", "tf-function": "TensorFlow", "tf-xla": "TensorFlow"}
 FRAMEWORK |= {aa_of(v): fw for v, fw in FRAMEWORK.items()}  # an A/A copy runs in its original's framework
 
-# (candidate, baseline): within each framework, the speed-up over its own eager (and XLA over the TF graph);
-# across frameworks, TensorFlow over eager PyTorch.
-WITHIN = [("torchscript", "eager"), ("torchscript-optimized", "eager"), ("tf-function", "tf-eager"),
-          ("tf-xla", "tf-eager"), ("tf-xla", "tf-function")]
+# (candidate, baseline): within each framework, the speed-up over its own eager (and XLA over the TF graph, and
+# TorchScript's successor, torch.export + AOTInductor, over TorchScript); across frameworks, TensorFlow over eager PyTorch.
+WITHIN = [("torchscript", "eager"), ("torchscript-optimized", "eager"), ("export-aoti", "eager"),
+          ("export-aoti", "torchscript"), ("tf-function", "tf-eager"), ("tf-xla", "tf-eager"), ("tf-xla", "tf-function")]
 ACROSS = [("tf-eager", "eager"), ("tf-function", "eager"), ("tf-xla", "torchscript")]
 PAIRS = WITHIN + ACROSS
 # Seed 001's "unusual ops": on single operations, PyTorch over TensorFlow (eager over TF eager and over its graph;
 # compiled over compiled), so that below 1 PyTorch is the slower.
 OP_PAIRS = [("eager", "tf-eager"), ("eager", "tf-function"), ("torchscript", "tf-function"), ("torchscript", "tf-xla")]
+# Variants the micro-ops leave out: export-aoti would add a cold C++ compile (AOTInductor) per operation, size and
+# replicate, and seed 001's question there is PyTorch against TensorFlow (OP_PAIRS), which it does not answer.
+NOT_ON_OPS = ("export-aoti",)
 # What each graph path is for (TorchScript's optimize_for_inference should change little on these encoders); a
 # replicate that contradicts one profiles a call of each side (surprises.py; TensorFlow's are noted, not profiled).
 EXPECTATIONS = (surprises.Expectation("torchscript", "eager"), surprises.Expectation("tf-function", "tf-eager"),
-                surprises.Expectation("tf-xla", "tf-function"),
+                surprises.Expectation("tf-xla", "tf-function"), surprises.Expectation("export-aoti", "eager"),
                 surprises.Expectation("torchscript-optimized", "torchscript", expect="equal"))
 
 
 class MicroOps(BaseModel):
-    """Single operations (models of kind "op") timed in every variant of the section, at their own sizes: a
-    (batch, seq_len, hidden) fp32 tensor for each batch size × sequence length."""
+    """Single operations (models of kind "op") timed in every variant of the section but export-aoti (NOT_ON_OPS), at
+    their own sizes: a (batch, seq_len, hidden) fp32 tensor for each batch size × sequence length."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     models: list[str]
@@ -76,14 +80,16 @@ class MicroOps(BaseModel):
         return v
 
 
-class TorchscriptVsXla(Grid):
-    """Section of study 02: PyTorch (eager, TorchScript) vs TensorFlow (eager, graph, XLA) on the same weights.
+class TorchscriptVsXla(VariantSkips, Grid):  # Grid first in validation: eager and the grid before variant_skip
+    """Section of study 02: PyTorch (eager, TorchScript, torch.export + AOTInductor) vs TensorFlow (eager, graph, XLA) on
+    the same weights.
 
     Sequence lengths beyond a model's positions are allowed here, as in seed 000's grid (up to 1024 for
     every model): those cells become 'skipped' rows that the figures mark, rather than an invalid profile.
     """
 
-    variants: list[Literal["eager", "torchscript", "torchscript-optimized", "tf-eager", "tf-function", "tf-xla"]]
+    variants: list[Literal["eager", "torchscript", "torchscript-optimized", "export-aoti", "tf-eager", "tf-function",
+                           "tf-xla"]]
     micro_ops: MicroOps | None = None  # seed 001's single operations, at their own sizes (None: none)
 
     @field_validator("models")
@@ -99,12 +105,15 @@ def configs(section: TorchscriptVsXla, *, device: str, threads: int) -> list[Con
     """Every configuration, grouped by model, eager PyTorch first within each shape (its output is the reference).
 
     Each variant the section's `aa` names is followed by its A/A copy, on the whole models and the micro-ops alike.
-    Shapes matching one of the section's `skip` entries are left out."""
+    Shapes matching one of the section's `skip` entries are left out, and a variant where its `variant_skip` says so;
+    the micro-ops run every variant but NOT_ON_OPS."""
     variants = with_aa([REFERENCE] + [v for v in section.variants if v != REFERENCE], section.aa)
     ops = section.micro_ops
     op_shapes = [(op, "fp32", b, s) for op in ops.models for s in ops.seq_lens for b in ops.batch_sizes] if ops else []
-    return [Config(model, v, dtype, batch, device, threads, seq_len=seq)
-            for model, dtype, batch, seq in section.shapes() + op_shapes for v in variants]
+    return ([Config(model, v, dtype, batch, device, threads, seq_len=seq) for model, dtype, batch, seq in section.shapes()
+             for v in variants if section.runs(v, model, dtype, batch, seq)]
+            + [Config(model, v, dtype, batch, device, threads, seq_len=seq) for model, dtype, batch, seq in op_shapes
+               for v in variants if original_of(v) not in NOT_ON_OPS])
 
 
 def is_op(df: pd.DataFrame) -> pd.Series:
@@ -125,9 +134,9 @@ def estimate_s(c: Config, section: TorchscriptVsXla, measure: dict, speed: float
     per_call = (0.015 + 0.0008 * tokens) * MODELS[c.model].cost if big else 0.002  # cost: relative to BERT-base
     per_call *= 2.5 if variant == "tf-eager" else 1.0
     build = {"tf-function": 2.5, "tf-xla": 2.0, "torchscript": 0.5, "torchscript-optimized": 1.0}.get(variant, 0.0)
+    build = build * (1 if big else 0.2) + (aoti_prepare_s(c.model) if variant == "export-aoti" else 0.0)
     calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
-    return measure["replicates"] * (build * (1 if big else 0.2) + max(per_call / speed, measure["block_s"]) * calls
-                                    + measure["min_time_s"] / 7)
+    return measure["replicates"] * (build + max(per_call / speed, measure["block_s"]) * calls + measure["min_time_s"] / 7)
 
 
 SPEEDUP_COLUMNS = [*SHAPE_COLUMNS, "tokens", "pair", "candidate", "baseline", "kind", "status", "error", "speedup",
@@ -197,6 +206,11 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         lines.append(f"XLA compiled {int(xla.compilations.sum())} graphs in the first calls of {len(xla)} "
                      f"configurations (one per input shape; {build.min():.1f}–{build.max():.1f} s each beyond a steady "
                      f"call) and recompiled {int(xla.recompilations.sum())} times during steady-state timing.")
+    aot = aoti_steps(df)
+    if aot:
+        lines.append(f"torch.export + AOTInductor, made once per configuration before its first call: {aot}; its one-time "
+                     f"cost (these, and the first call beyond a steady one) is in the first-call table and the decision "
+                     f"table.")
     measured = df[df.status == "ok"]
     if len(measured):
         bad = measured[measured.parity_ok == False]  # noqa: E712
@@ -314,6 +328,9 @@ STUDY = register(Study(
         Comparison("TensorFlow eager over PyTorch eager", "tf-eager", "eager"),
         Comparison("TorchScript over eager PyTorch", "torchscript", "eager"),
         Comparison("TorchScript optimized over eager PyTorch", "torchscript-optimized", "eager"),
+        Comparison("torch.export + AOTInductor over eager PyTorch", "export-aoti", "eager"),
+        Comparison("torch.export + AOTInductor over TorchScript", "export-aoti", "torchscript",
+                   replaces="TorchScript (torch.jit.trace), deprecated in favour of torch.export from PyTorch 2.11"),
         Comparison("XLA over tf.function", "tf-xla", "tf-function"),
         Comparison("tf.function over eager PyTorch", "tf-function", "eager"),
     ),
