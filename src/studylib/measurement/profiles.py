@@ -89,7 +89,7 @@ def load(profile: str, *, overrides=(), machine=None) -> LoadedProfile:
     the profile is then named `<file>+<hash of the overrides>`, a folder of its own under outputs/. Such a name
     loads again from the overrides its run recorded (run.json).
     """
-    if not overrides and OVERRIDDEN_NAME.fullmatch(profile) and not paths.profile_path(profile).is_file():
+    if not overrides and OVERRIDDEN_NAME.fullmatch(str(profile)) and not paths.profile_path(profile).is_file():
         return _load_recorded(profile)
     path = paths.profile_path(profile)
     try:
