@@ -18,13 +18,16 @@ from .measurement import profiles, schemas
 BUSY = 3  # exit status: another run holds the profile's lock (see runlock)
 
 
-def _plan(profile: str) -> int:
+def _plan(profile: str, overrides=()) -> int:
     from .machine.environment import detect_machine
     from .run import estimate_s, machine_speed, planned, select_notebooks
 
-    loaded = profiles.load(profile)
+    loaded = profiles.load(profile, overrides=overrides)
     p = loaded.profile
     print(f"profile {loaded.name}: {' '.join(p.description.split())}")
+    if loaded.overrides:
+        print(f"overrides: {' '.join(f'--set {t}' for t in loaded.overrides)} (a profile of their own: results under "
+              f"{paths.display(paths.profile_dir(loaded.name))}/, apart from {loaded.path.stem}'s)")
     if p.follows:
         print("follows: " + "; ".join(f"seed {s} ({schemas.SEEDS[s]})" for s in p.follows))
     print(f"device {p.device}, {p.threads} threads for every framework")
@@ -86,6 +89,13 @@ def _compare(ref: str, new: str, check: bool = False) -> int:
     return 1 if check and c.calibration.failures() else 0
 
 
+def _with_set(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                         help="override the profile (repeatable): <study>.<field> (03.batch_sizes=[1,4]) or a "
+                              "profile-wide key (threads=4, measure.replicates=1); the value is YAML; results go to "
+                              "outputs/<profile>+<hash of the overrides>/")
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import studies  # noqa: F401 - registers the built-in studies, which profiles and claims read
     parser = argparse.ArgumentParser(prog="studylib", description=__doc__)
@@ -99,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--profile", default="cpu")
     plan = sub.add_parser("plan", help="list the configurations a run would measure, with a time estimate")
     plan.add_argument("--profile", default="cpu")
+    for command in (run, rep, plan):
+        _with_set(command)
     sub.add_parser("profiles", help="list the profiles and whether each is valid")
     sub.add_parser("summary", help="run the cross-hardware summary over every profile's results, render, index")
     comp = sub.add_parser("compare", help="compare a re-run's results with a reference run of the same profile")
@@ -116,16 +128,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             from .run import run as run_notebooks
 
-            return run_notebooks(args.profile, args.notebook, force=args.force, render=args.report)
+            return run_notebooks(args.profile, args.notebook, force=args.force, render=args.report,
+                                 overrides=args.set)
         if args.command == "report":
             from .report.render import report
 
-            name = profiles.load(args.profile).name
+            name = profiles.load(args.profile, overrides=args.set).name
             with runlock.hold(name, f"studylib report --profile {name}"):
                 print(f"wrote {report(name)}")
             return 0
         if args.command == "plan":
-            return _plan(args.profile)
+            return _plan(args.profile, args.set)
         if args.command == "compare":
             return _compare(args.ref, args.new, args.check)
         if args.command == "reference":

@@ -151,7 +151,8 @@ def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: li
                 continue
             t0 = time.perf_counter()
             with progress.watching(display, nb, f"early pass {r + 1} of {k[nb] - 1}", counters[nb]):
-                rc = subprocess.run([sys.executable, "-m", "studylib.study", profile, nb, str(r)]
+                rc = subprocess.run([sys.executable, "-m", "studylib.study", loaded.name if loaded.overrides else profile,
+                                     nb, str(r)]
                                     + (["--force"] if force else [])).returncode
             spent[nb] += time.perf_counter() - t0
             if rc != 0:
@@ -203,16 +204,21 @@ def _papermill(notebook: str, executed_dir, params: dict, on_cell=None) -> dict:
 
 
 def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False, render: bool = False,
-        stream=None, terminal: bool | None = None, clock=None) -> int:
+        stream=None, terminal: bool | None = None, clock=None, overrides=()) -> int:
     """Execute the notebooks (then, with `render`, write their pages and the index); 0 when all succeeded, 1
     otherwise. Bad input raises ProfileError first. One display follows the run on `stream` (stderr): a line redrawn
     in place on a terminal (`terminal`: detected), one line per phase elsewhere, its `clock` time.monotonic unless given;
-    a summary line per study at the end."""
+    a summary line per study at the end. `overrides` (`--set KEY=VALUE`) make a profile of their own
+    (profiles.load), recorded in its run.json before anything runs."""
     from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
 
-    loaded = profiles.load(profile)
+    loaded = profiles.load(profile, overrides=overrides)
     names = select_notebooks(loaded, notebooks)
     with runlock.hold(loaded.name, f"studylib run --profile {loaded.name}"), _run_id():
+        if loaded.overrides:  # before the early passes, whose processes load the profile by this name
+            manifest = read_json(paths.manifest_path(loaded.name), {}) or {}
+            write_json_atomic(paths.manifest_path(loaded.name),
+                              manifest | {profiles.OVERRIDES_KEY: profiles.override_record(loaded)})
         counters = {nb: _counter(loaded, nb) for nb in names}
         work = _work(loaded, names, force)
         with progress.RunProgress(loaded.name, work, stream=stream, terminal=terminal, clock=clock) as display:

@@ -156,7 +156,9 @@ class StudyRun:
         import pandas as pd
 
         e = self.env
-        rows = [("profile", self.profile), ("captured at (UTC)", e["captured_at"]), ("CPU", e["cpu_model"]),
+        overridden = profiles.describe_overrides(self.profile)  # `--set`: the file and its overrides
+        rows = [("profile", f"{self.profile} ({overridden})" if overridden else self.profile),
+                ("captured at (UTC)", e["captured_at"]), ("CPU", e["cpu_model"]),
                 ("CPUs usable / logical", f"{e['usable_cpus']} / {e['logical_cpus']}"),
                 ("memory", f"{e['memory_gib']} GiB"),
                 ("GPU", f"{e['gpu_name']} · CUDA {e['cuda']} · driver {e.get('gpu_driver')}" if e["gpu_name"] else "none"),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..core import paths
 from ..core.files import read_json, write_text_atomic
-from ..measurement.profiles import RESERVED
+from ..measurement.profiles import OVERRIDES_KEY, RESERVED, describe_overrides
 from . import glossary, seeds
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -89,9 +89,13 @@ def _profile_section(profile_dir: Path) -> str:
     env = read_json(paths.results_dir(profile) / "env.json")
     rows = [_entry_row(e, name, f"{profile}/html/{name}.html", paths.html_dir(profile) / f"{name}.html",
                        _headline(profile, name) if e.get("status") == "ok" else "")
-            for name, e in sorted(manifest.items())]
+            for name, e in sorted(manifest.items()) if name != OVERRIDES_KEY]
     body = "\n".join(rows) or '<tr><td colspan="5">no notebook has run for this profile</td></tr>'
-    return (f'<section id="{profile}"><h2>Profile <code>{html.escape(profile)}</code></h2>{_what_to_use(profile, env)}'
+    overridden = describe_overrides(profile)
+    if overridden:
+        overridden = f'<p class="env">{html.escape(overridden)}: a profile of its own, apart from the file\'s.</p>'
+    return (f'<section id="{profile}"><h2>Profile <code>{html.escape(profile)}</code></h2>{overridden}'
+            f'{_what_to_use(profile, env)}'
             f'<h3>The studies</h3>{_TABLE_HEAD}<tbody>{body}</tbody></table></section>')
 
 
