@@ -17,6 +17,13 @@ from studylib.core import paths
 
 NAME, MODULE = "07_text_generation", "text_generation"
 PARTS = ("src", "notebooks", "params", "tests", "pyproject.toml")
+# the house's tests that read every registered study (besides the end-to-end runs)
+REGISTRY_TESTS = ("tests/test_notebooks.py", "tests/test_layers.py",
+                  "tests/test_surprises.py::test_expectations_are_data_in_every_study",
+                  "tests/test_figures.py::test_every_known_name_has_its_own_colour",
+                  "tests/test_profiles.py::test_every_shipped_profile_validates_and_plans",
+                  "tests/test_study_plugin.py::test_every_variant_a_built_in_study_accepts_is_a_registered_runtime_"
+                  "with_a_known_family")
 
 
 def _python(repo, *args, timeout=600):
@@ -83,17 +90,18 @@ def test_plan_lists_its_configurations(repo):
 
 
 def test_it_passes_the_house_checks(repo):
-    """ruff, the committed-notebook check and the house's notebook and layer tests, run in the copy, cover it."""
+    """ruff, the committed-notebook check and the house's tests that read every registered study, run in the copy,
+    cover it."""
     lint = _python(repo, "-m", "ruff", "check", "src", "tests")
     assert lint.returncode == 0, lint.stdout
     clean = _python(repo, "-m", "studylib.core.notebooks", "--check")
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    tests = _python(repo, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "tests/test_notebooks.py",
-                    "tests/test_layers.py")
+    tests = _python(repo, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *REGISTRY_TESTS)
     assert tests.returncode == 0, tests.stdout[-3000:]
     for check in ("test_parameters_cell_defaults_are_the_smoke_profile",
                   "test_a_study_notebook_hands_its_globals_to_study_start_and_shares_the_common_cells"):
         assert f"PASSED tests/test_notebooks.py::{check}[{NAME}]" in tests.stdout
+    assert tests.stdout.count("PASSED") >= len(REGISTRY_TESTS)
 
 
 def test_a_taken_or_malformed_name_exits_2_with_one_line_and_writes_nothing(repo):

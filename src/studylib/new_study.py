@@ -201,12 +201,16 @@ from ..core import speedups, verdicts
 from ..core.config import REFERENCE, Config, is_aa, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
+from ..measurement import surprises
 from ..measurement.schemas import Grid
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import aa_finding, describe_ci, drift_finding, failures_and_noise, latency_table, size_label
 
 NOTEBOOK = "{notebook}"
+# What should hold (a candidate faster than, or equal to, its baseline): a replicate that contradicts it profiles one
+# call of each side after its rounds (surprises.py). TODO: this study's expectations.
+EXPECTATIONS = (surprises.Expectation("compile-default", REFERENCE),)
 
 
 class {section}(Grid):
@@ -266,17 +270,19 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
-    """Speed-ups over eager, the measurements table, the findings and the claims of the registry this study tests
-    (measurement/claims.yaml; none until it names some). `peaks` is accepted and unused (no roofline here)."""
+    """Speed-ups over eager, the measurements table, the findings, the claims of the registry this study tests
+    (measurement/claims.yaml; none until it names some) and the surprises. `peaks` is unused (no roofline here)."""
     sp = speedup_table(df)
-    return Analysis(tables={{"speedups": sp, "measurements": latency_table(df)}}, findings=findings(df, sp),
-                    claims=seedclaims.study_claims(NOTEBOOK, df, {{"speedups": sp}}))
+    analysis = Analysis(tables={{"speedups": sp, "measurements": latency_table(df)}}, findings=findings(df, sp),
+                        claims=seedclaims.study_claims(NOTEBOOK, df, {{"speedups": sp}}))
+    return surprises.attach(analysis, df, EXPECTATIONS, speedups.band(df))
 
 
 STUDY = register(Study(
     NOTEBOOK, {section}, configs, estimate_s, analyse,
     # TODO: the comparisons the Answer box, the index's "What to use" and the summary give: (words, candidate, baseline)
     comparisons=(Comparison("torch.compile (default) over eager", "compile-default", "eager"),),
+    expectations=EXPECTATIONS,
 ))
 '''
 
