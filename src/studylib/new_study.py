@@ -41,7 +41,7 @@ def check(name: str, title: str | None, root: Path) -> tuple[str, str]:
         raise Refused(f"NAME {name!r}: at most {MAX_NAME} characters (it names a module, a class and a page)")
     if not m:
         raise Refused(f"NAME {name!r}: must be two digits, an underscore and lowercase words joined by underscores "
-                         f"(e.g. 07_text_generation)")
+                      f"(e.g. 07_text_generation)")
     number, module = m.groups()
     if keyword.iskeyword(module) or module in ("base", "common"):
         raise Refused(f"NAME {name!r}: {module!r} cannot name a study module; choose other words")
@@ -49,7 +49,7 @@ def check(name: str, title: str | None, root: Path) -> tuple[str, str]:
     same = sorted(n for n in notebooks if n[:2] == number)
     if same:
         raise Refused(f"NAME {name!r}: number {number} is taken by {same[0]}; the next free one is "
-                         f"{_next_free(notebooks)}")
+                      f"{_next_free(notebooks)}")
     taken = root / "src" / "studylib" / "studies" / f"{module}.py"
     if taken.exists():
         raise Refused(f"NAME {name!r}: {taken.relative_to(root)} exists; choose other words")
