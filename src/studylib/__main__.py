@@ -1,4 +1,4 @@
-"""Command line: `python -m studylib run|report|plan|profiles|summary|compare|reference`. Bad input exits 2 with one line;
+"""Command line: `python -m studylib run|report|plan|profiles|summary|compare|reference|new-study`. Bad input exits 2 with one line;
 a run or report of a profile that another live process is measuring exits 3 with one line naming it.
 
 `compare REF NEW` checks whether a re-run (NEW) reproduces a reference run (REF) of the same profile.
@@ -123,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                                             "publish it under reference/")
     refp.add_argument("--profile", default="cpu", help="the profile to measure and publish (default cpu; another "
                                                        "is published under reference/<name>/ beside it)")
+    new = sub.add_parser("new-study", help="write a new study (module, notebook, smoke-profile sections) that runs at once")
+    new.add_argument("name", help="two digits, an underscore and lowercase words, e.g. 07_text_generation")
+    new.add_argument("--title", help="the notebook's title (default: NAME's words)")
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
@@ -145,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
             from .reference import make_reference
 
             return make_reference(args.profile)
+        if args.command == "new-study":
+            from .new_study import new_study
+
+            return new_study(args.name, args.title)
         if args.command == "summary":
             from .report.render import index, render_summary
             from .run import run_summary
