@@ -56,7 +56,7 @@ class _Module(torch.nn.Module):
 
 
 def _samples(prepared, call, device: FakeDevice) -> list[float]:
-    r = timing.measure_rounds({"x": sweep._synced(call, prepared.sync)}, warmup_calls=1, min_rounds=6, max_rounds=6,
+    r = timing.measure_rounds({"x": sweep.synced(call, prepared.sync)}, warmup_calls=1, min_rounds=6, max_rounds=6,
                               budget_s=1e9, clock=device)
     return r.samples["x"]
 

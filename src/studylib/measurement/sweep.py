@@ -26,6 +26,7 @@ from ..core.memory import PeakMemory
 from ..core.results import MEASURED_COLUMNS, RUN_COLUMNS
 from ..core.timing import first_call, measure_rounds, row_statistics
 from ..machine import allocator, gpu
+from ..runtimes.base import synced
 from ..workloads import models
 from . import surprises, warm
 from .builder import Workloads
@@ -91,18 +92,6 @@ class _Prepared:
     artifacts: bytes | None = None  # its cold compile's cache artifacts, for the next process (warm.py)
 
 
-def _synced(call: Callable[[], Any], sync: Callable[[], Any] | None) -> Callable[[], Any]:
-    if sync is None:
-        return call
-
-    def timed():
-        out = call()
-        sync()
-        return out
-
-    return timed
-
-
 def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Workloads, tolerance: float,
              stack: contextlib.ExitStack, keep_cache: bool = False) -> _Prepared:
     """Prepare one configuration, time its first call alone and check its output against eager PyTorch; with
@@ -126,7 +115,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     with PeakMemory(c.device, allocator_of(runtime)) as mem:
         t0 = time.perf_counter()
         prepared = runtime.prepare(w)
-        call = _synced(workloads.timed_call(prepared, c, w), prepared.sync)
+        call = synced(workloads.timed_call(prepared, c, w), prepared.sync)
         row["prepare_s"] = time.perf_counter() - t0
         out, row["first_call_s"] = first_call(workloads.first_call(prepared, c, w, runtime, call))
         if extra:  # a CUDA graph's next call frees this output: copied to the host before it (off the clock)

@@ -26,6 +26,7 @@ import numpy as np
 from ..core.config import is_aa
 from ..core.timing import first_call
 from ..runtimes import compile_cache
+from ..runtimes.base import synced
 
 WARM_COLUMNS = ("warm_prepare_s", "warm_first_call_s", "warm_cache_hits", "warm_cache_misses", "warm_max_abs_diff",
                 "warm_note")
@@ -86,15 +87,8 @@ def _warm(p, file, workloads, tolerance: float, parity) -> list[str]:
     c, w, runtime = p.config, p.workload, p.runtime
 
     def timed_first_call(prepared) -> tuple[Any, float]:
-        call = workloads.timed_call(prepared, c, w)
-
-        def synced():
-            out = call()
-            if prepared.sync is not None:
-                prepared.sync()
-            return out
-
-        out, seconds = first_call(workloads.first_call(prepared, c, w, runtime, synced))
+        call = synced(workloads.timed_call(prepared, c, w), prepared.sync)
+        out, seconds = first_call(workloads.first_call(prepared, c, w, runtime, call))
         return workloads.as_array(out, runtime, c), seconds
 
     warm = compile_cache.warm_compile(runtime, w, file.read_bytes(), timed_first_call)

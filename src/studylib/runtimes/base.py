@@ -30,6 +30,19 @@ class PrepareStep:
     bytes: int | None = None
 
 
+def synced(call: Callable[[], Any], sync: Callable[[], Any] | None) -> Callable[[], Any]:
+    """`call` followed by `sync` (waiting for the device inside the timed region); `call` itself where there is none."""
+    if sync is None:
+        return call
+
+    def timed():
+        out = call()
+        sync()
+        return out
+
+    return timed
+
+
 @dataclass
 class Prepared:
     """A prepared model: `fn(*native_inputs)` runs it once; `call()` runs it on the workload's inputs.
