@@ -4,6 +4,8 @@ seed lacks are never lacking; a scope restricts the rows compared; a number beyo
 every verdict says what the CI shows; the host's GEMM caveat; the registry's `seed_lacks` and `scope`; the summary's
 groups."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -238,3 +240,30 @@ def test_the_summary_groups_claims_and_names_what_would_answer_the_rest(rows):
     assert g.loc["untested", "what would answer it"].endswith("it compares two GPUs")
     assert claims.would_answer(None, "not answerable from these results", "not answerable here: the classifiers "
                                "carry random weights, so there is no accuracy to lose").startswith("a trained model")
+
+
+# --- a claim about a deprecated path names its successor ----------------------------------------------------------
+
+
+def test_a_claim_about_a_deprecated_path_says_where_its_successor_stands_at_the_claims_shapes(rows):
+    """A claim judging the TorchScript-based ONNX export (`ort`) names where the dynamo exporter beats, matches or
+    falls behind it — at the sizes the claim was judged on only (batch below 32, not 32); a claim naming no
+    deprecated path says nothing of successors."""
+    from studylib.core import verdicts
+    from studylib.studies import STUDIES
+
+    dynamo = [_row("ort-dynamo", 1, 2.0 / 1.5 / 1.25), _row("ort-dynamo", 8, 1.0 / 1.5), _row("ort-dynamo", 32, 0.6)]
+    df = pd.concat([rows, pd.DataFrame(dynamo)], ignore_index=True)
+    vt = verdicts.for_study(s03.NOTEBOOK, df)
+    comparisons = STUDIES[s03.NOTEBOOK].comparisons
+    claim = _claim("onnx-small")
+    note = claims.successor_note(claim, df[df.batch_size < 32], vt, comparisons)
+    assert re.fullmatch(r"its successor ort-dynamo against ort at these shapes: beats it at 1, matches it at 1 "
+                        r"of 2 \((0\.99|1\.00|1\.01)–1\.2[456]×\)", note), note
+    assert "beats it at 2" in claims.successor_note(claim, df, vt, comparisons)  # batch 32 counted where judged on it
+    assert claims.successor_note(claim, df, None, comparisons) == ""  # no verdict table: nothing said
+    eager_only = _claim("batching", args={"variants": ["eager"]})
+    assert claims.successor_note(eager_only, df, vt, comparisons) == ""
+    t = _table(df, claim, eager_only)  # the verdict column says it, after the verdict on the claim itself
+    assert t.verdict["onnx-small"].endswith(" — " + note)
+    assert "successor" not in t.verdict["batching"]

@@ -134,6 +134,8 @@ def test_study02_holds_every_variant_on_the_same_weights(smoke):
     assert "<strong>XLA over tf.function</strong>: " in html  # the verdict table's line
     assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', html)) >= 3
     assert "Beside the published claims" in html and "TorchScript-traced model runs inference 20% faster" in html
+    # a claim about TorchScript names where its successor stands at the claim's shapes (bert-tiny batch 1 here)
+    assert "its successor export-aoti against torchscript at these shapes: " in html
 
 
 def test_study03_holds_every_runtime_and_int8_agreement(smoke):

@@ -249,3 +249,4 @@ def test_export_aoti_is_an_option_and_compared_with_the_paths_it_sits_beside():
         "torch.export + AOTInductor over TorchScript")
     assert (successor.kind, successor.decision) == ("declared", "faster")
     assert successor.speedup == pytest.approx(1.5, rel=0.02)
+

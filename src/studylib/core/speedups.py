@@ -376,16 +376,12 @@ def combine(cells: Iterable[Speedup | tuple[float, float, float]]) -> Speedup:
 
 
 def ratio_of(a: Speedup | tuple, b: Speedup | tuple) -> Speedup:
-    """a ÷ b for two speed-ups measured independently (e.g. in different processes), with the CI from their log
-    half-widths added in quadrature."""
+    """a ÷ b for speed-ups measured independently (in different processes): their log half-widths in quadrature."""
     (av, alo, ahi), (bv, blo, bhi) = tuple(a), tuple(b)
     v = av / bv
     lo = v * np.exp(-np.hypot(np.log(av / alo), np.log(bhi / bv)))
     hi = v * np.exp(np.hypot(np.log(ahi / av), np.log(bv / blo)))
     return Speedup(float(v), float(lo), float(hi), paired=False)
-
-
-# --- words --------------------------------------------------------------------------------------------------------
 
 
 def fmt(ratio: float, ci_low: float | None = None, ci_high: float | None = None) -> str:
@@ -397,3 +393,8 @@ def fmt(ratio: float, ci_low: float | None = None, ci_high: float | None = None)
 
 def fmt_calls(n: float) -> str:
     return "never" if not np.isfinite(n) else f"{n:,.0f}"
+
+
+def fmt_span(lo: float, hi: float) -> str:
+    """'0.93–0.99×', or '1.20×' where both ends round alike: the one way pages write a range of speed-ups."""
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{lo:.2f}–{fmt(hi)}"

@@ -34,7 +34,9 @@ Judging a claim on one profile, in three steps (and a fourth for the summary):
    where the seed gives a tolerance, else direction). Per-size cells are never averaged across directions
    (`per_cell`: decided faster at some sizes and slower at others → does not agree, each direction named). Every
    verdict sentence says what our CI shows (claim_judge.py); a CPU verdict over eager PyTorch of another library
-   names the host's GEMM figures where they differ by more than 1.3× (claim_host.py).
+   names the host's GEMM figures where they differ by more than 1.3× (claim_host.py); a claim about a deprecated
+   path (TorchScript, the TorchScript-based ONNX export, torch.ao int8) says where its successor beats, matches or
+   falls behind it at the claim's shapes (`successor_note`, from the study's verdict table).
 3. **Totals** (`totals`): claims judged under the seed's conditions (except hardware) are counted by verdict; a
    proxy, a claim not answerable here (device or defining condition absent, or the results lack what it
    needs) and a claim not tested are counted apart, never among agree / disagree.
@@ -51,6 +53,8 @@ import re
 
 import pandas as pd
 
+from ..core import speedups, verdicts
+from ..core.study_registry import REGISTRY
 from .claim_coverage import (  # noqa: F401 - claims.<name> is how studies and tests reach them
     MIN_BATCHES,
     SEED_CONDITIONS,
@@ -162,9 +166,47 @@ def _number_applies(claim: Claim, rows: pd.DataFrame) -> bool:
                                               and set(models) <= set(claim.conditions.models))
 
 
-def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peaks: dict | None = None) -> dict:
+def _named(claim: Claim) -> set[str]:
+    """Every name among the evaluator's arguments (a variant it compares, or a list of them)."""
+    return {v for value in claim.args.values() for v in (value if isinstance(value, list) else [value])
+            if isinstance(v, str)}
+
+
+_SUCCESSOR = {"faster": "beats it", "equal": "matches it", "slower": "falls behind", "undecided": "undecided"}
+
+
+def successor_note(claim: Claim, rows: pd.DataFrame, vt: verdicts.VerdictTable | None, comparisons=()) -> str:
+    """Where the successor of a deprecated path the claim names (a study comparison with `replaces` whose baseline
+    the claim's evaluator compares: TorchScript, the TorchScript-based ONNX export, torch.ao int8) beats, matches or
+    falls behind it, at the claim's shapes: the verdict table's decisions at the models, precisions and sizes of
+    `rows` (what the claim was judged on) within the claim's scope. '' where the claim names no deprecated path."""
+    named = _named(claim)
+    parts = []
+    for c in comparisons if vt is not None else ():
+        if not c.replaces or c.baseline not in named:
+            continue
+        mine = [v for v in vt.of(c.label) if v.ok and v.candidate == c.candidate and v.baseline == c.baseline]
+        cells = pd.DataFrame({"model": [v.model for v in mine], "dtype": [v.dtype for v in mine],
+                              "batch_size": [v.batch_size for v in mine], "seq_len": [v.seq_len for v in mine]})
+        for column in cells.columns:
+            if column in rows and rows[column].notna().any() and len(cells):
+                cells = cells[cells[column].isin(set(rows[column].dropna()))]
+        sel = [mine[i] for i in in_scope(cells, claim).index] if len(cells) else []
+        if not sel:
+            continue
+        counts = [f"{_SUCCESSOR[w]} at {n}" for w in _SUCCESSOR if (n := sum(v.decision == w for v in sel))]
+        span = speedups.fmt_span(min(v.speedup for v in sel), max(v.speedup for v in sel))
+        parts.append(f"its successor {c.candidate} against {c.baseline} at these shapes: {', '.join(counts)} of "
+                     f"{len(sel)} ({span})")
+    return "; ".join(parts)
+
+
+def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peaks: dict | None = None,
+           vt: verdicts.VerdictTable | None = None, comparisons=()) -> dict:
     """One claims-table row: the claim judged on one profile's results of its study (`df`, its `tables`); `peaks`,
-    the machine's limits (StudyRun.peaks), give a CPU verdict over eager PyTorch its host caveat (claim_host)."""
+    the machine's limits (StudyRun.peaks), give a CPU verdict over eager PyTorch its host caveat (claim_host); the
+    study's verdict table `vt` and `comparisons`, the successor of a deprecated path the claim names
+    (successor_note)."""
     device = str(df.device.dropna().iloc[0]) if "device" in df and df.device.notna().any() else "cpu"
     if not claim.evaluator:
         return _row(claim, "—", "—", f"not tested: {claim.why_not}", "not tested by this study")
@@ -198,17 +240,25 @@ def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peak
         verdict += f" (the seed's number is {claim.conditions.models_text}'s: not compared on other models)"
     host = host_caveat(claim, device, peaks)
     verdict += f" — {host}" if host else ""
+    successor = successor_note(claim, m.rows if len(m.rows) else rows, vt, comparisons)
+    verdict += f" — {successor}" if successor else ""
     if cov.level == "proxy":
         return _row(claim, cov.text(), measured, f"proxy — {verdict}", PROXY + judgement)
     return _row(claim, cov.text(), measured, verdict, judgement)
 
 
 def study_claims(study: str, df: pd.DataFrame, tables: dict[str, pd.DataFrame],
-                 claims: tuple[Claim, ...] | None = None, peaks: dict | None = None) -> pd.DataFrame:
+                 claims: tuple[Claim, ...] | None = None, peaks: dict | None = None,
+                 vt: verdicts.VerdictTable | None = None) -> pd.DataFrame:
     """Every registry claim the study tests, judged on its results: the rows its `analyse(df, peaks).claims`
-    returns (`peaks`: the machine's limits, for the host caveat)."""
+    returns (`peaks`: the machine's limits, for the host caveat; `vt`, the study's verdict table, computed here from
+    `df` where not given and a claim names a path a successor replaces)."""
     mine = [c for c in (claims if claims is not None else registry()) if c.study == study]
-    return pd.DataFrame([assess(c, df, tables, peaks) for c in mine], columns=COLUMNS)
+    comparisons = tuple(getattr(REGISTRY.get(study), "comparisons", ()))
+    replaced = {c.baseline for c in comparisons if c.replaces}
+    if vt is None and len(df) and any(_named(c) & replaced for c in mine):
+        vt = verdicts.for_study(study, df)
+    return pd.DataFrame([assess(c, df, tables, peaks, vt, comparisons) for c in mine], columns=COLUMNS)
 
 
 def unassessed(claims: list[Claim], judgement: str, why) -> pd.DataFrame:

@@ -50,8 +50,7 @@ def joined(labels: list[str]) -> str:
 
 
 def _range(rows: list[Verdict]) -> str:
-    lo, hi = min(v.speedup for v in rows), max(v.speedup for v in rows)
-    return f"{lo:.2f}×" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}×"
+    return speedups.fmt_span(min(v.speedup for v in rows), max(v.speedup for v in rows))
 
 
 def _span(values: list[float]) -> str:

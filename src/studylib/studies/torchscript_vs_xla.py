@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from ..analysis import roofline
 from ..core import speedups as speedups_layer
+from ..core import verdicts
 from ..core.config import REFERENCE, Config, aa_of, original_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
@@ -288,8 +289,9 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame, peaks: dict | None = None) -> pd.
     mine = [c for c in seedclaims.registry() if c.study == NOTEBOOK]
     ops = is_op(df) if len(df) else pd.Series(False, index=df.index)
     tables = {"speedups": sp, "micro-ops": op_speedups(df)}
+    vt = verdicts.for_study(NOTEBOOK, df[~ops]) if len(df) else None  # for the successor of TorchScript
     parts = [seedclaims.study_claims(NOTEBOOK, df[ops] if c.evaluator in OP_EVALUATORS else df[~ops], tables,
-                                     claims=(c,), peaks=peaks) for c in mine]
+                                     claims=(c,), peaks=peaks, vt=vt) for c in mine]
     return pd.concat(parts, ignore_index=True) if parts else seedclaims.study_claims(NOTEBOOK, df, tables, claims=())
 
 
