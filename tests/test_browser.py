@@ -157,6 +157,18 @@ def test_stderr_and_traceback_outputs_are_reported(tmp_path):
     assert "ValueError" in error and "Traceback (most recent call last)" in error and "bad shape" in error
 
 
+def test_a_known_library_notice_is_shown_but_not_a_problem_and_any_other_stderr_still_is():
+    """The two library notices KNOWN_NOTICES names (tf_keras's unseeded initializer, TensorFlow's int32 fallback to
+    Eigen) are no error of the run; an unknown line beside them still is."""
+    notices = ["/x/tf_keras/src/initializers/initializers.py:121: UserWarning: The initializer TruncatedNormal is "
+               "unseeded and being called multiple times",
+               "E0000 00:00:1.0  27025 util.cc:131] oneDNN supports DT_INT32 only on platforms with AVX-512."]
+    check = PageCheck("file:///p.html", Path("p.html"), error_outputs=[*notices, "RuntimeError: boom"])
+    assert all(browser.known_notice(n) for n in notices)
+    assert check.problems() == ["error output: RuntimeError: boom"]
+    assert not PageCheck("file:///q.html", Path("q.html"), error_outputs=notices).problems()
+
+
 def test_an_empty_figure_and_a_broken_link_on_a_page_are_reported(tmp_path):
     """A page whose figure has nothing drawn, or which links a local file that is not there, fails the check;
     its links to the web (a seed article) and to files that exist pass."""

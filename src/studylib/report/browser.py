@@ -165,6 +165,21 @@ async (imageTimeoutMs) => {
 """
 
 
+# Library notices on stderr that are no error of the run, each with why: the page shows them, the check does not count
+# them as problems (any other stderr output still is one).
+KNOWN_NOTICES = (
+    (re.compile(r"UserWarning: The initializer \w+ is unseeded"),
+     "tf_keras, when one unseeded initializer builds several weights: the models' weights are random by design"),
+    (re.compile(r"oneDNN supports DT_INT32 only on platforms with AVX-512"),
+     "TensorFlow: int32 operations run on Eigen, not oneDNN, on a CPU without AVX-512 (a fact of the host)"),
+)
+
+
+def known_notice(text: str) -> str:
+    """Why `text` (an error output of a page) is a known library notice; '' where it is not one."""
+    return next((why for pattern, why in KNOWN_NOTICES if pattern.search(text)), "")
+
+
 @dataclass
 class PageCheck:
     """What the browser saw on one page of the report."""
@@ -194,7 +209,7 @@ class PageCheck:
             out.append(f"did not load: {self.load_error}")
         out += [f"broken image: {src}" for src in self.broken_images]
         out += [f"empty figure: {src}" for src in self.empty_figures]
-        out += [f"error output: {text}" for text in self.error_outputs]
+        out += [f"error output: {text}" for text in self.error_outputs if not known_notice(text)]
         out += [f"external request: {url}" for url in self.external_requests]
         out += [f"dead link: {href}" for href in self.dead_links]
         out += [f"external link: {href}" for href in self.external_links]

@@ -305,6 +305,9 @@ def build_tf_from_torch(name: str, torch_module) -> TFFirstOutput | TFOp:
     from transformers.modeling_tf_pytorch_utils import load_pytorch_weights_in_tf2_model
 
     fam = FAMILIES[s.family]
+    # tf_keras warns when one unseeded initializer builds several weights, also when a later call builds one lazily:
+    # the weights are PyTorch's, copied in below, so the warning says nothing here (for the rest of the process)
+    warnings.filterwarnings("ignore", message=r"The initializer \w+ is unseeded", category=UserWarning)
     with _quiet_transformers():
         model = getattr(transformers, fam.tf_class)(_config(s))
         model(model.dummy_inputs, training=False)  # creates the variables
