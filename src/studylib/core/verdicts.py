@@ -36,6 +36,8 @@ from .files import write_text_atomic
 from .speedups import Comparison
 
 DECISIONS = ("faster", "slower", "equal", "undecided")
+# a successor's decision over the deprecated path it replaces, in words (the Answer's line and the claims)
+SUCCESSOR_WORDS = {"faster": "beats it", "equal": "matches it", "slower": "falls behind", "undecided": "undecided"}
 # the rule's words as a page prints them (speedups.verdict's 'unclear' is 'undecided' here)
 _WORD = {"faster": "faster", "slower": "slower", "equal": "equal", "unclear": "undecided"}
 SUFFIX = ".verdicts.csv"

@@ -172,9 +172,6 @@ def _named(claim: Claim) -> set[str]:
             if isinstance(v, str)}
 
 
-_SUCCESSOR = {"faster": "beats it", "equal": "matches it", "slower": "falls behind", "undecided": "undecided"}
-
-
 def successor_note(claim: Claim, rows: pd.DataFrame, vt: verdicts.VerdictTable | None, comparisons=()) -> str:
     """Where the successor of a deprecated path the claim names (a study comparison with `replaces` whose baseline
     the claim's evaluator compares: TorchScript, the TorchScript-based ONNX export, torch.ao int8) beats, matches or
@@ -194,7 +191,8 @@ def successor_note(claim: Claim, rows: pd.DataFrame, vt: verdicts.VerdictTable |
         sel = [mine[i] for i in in_scope(cells, claim).index] if len(cells) else []
         if not sel:
             continue
-        counts = [f"{_SUCCESSOR[w]} at {n}" for w in _SUCCESSOR if (n := sum(v.decision == w for v in sel))]
+        counts = [f"{said} at {n}" for w, said in verdicts.SUCCESSOR_WORDS.items()
+                  if (n := sum(v.decision == w for v in sel))]
         span = speedups.fmt_span(min(v.speedup for v in sel), max(v.speedup for v in sel))
         parts.append(f"its successor {c.candidate} against {c.baseline} at these shapes: {', '.join(counts)} of "
                      f"{len(sel)} ({span})")

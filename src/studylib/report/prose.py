@@ -169,9 +169,6 @@ def _fitted(vt: VerdictTable, *, warm: bool) -> tuple[list[str], int]:
     return [*out, closing], left_out
 
 
-_SUCCESSOR = {"faster": "beats it", "equal": "matches it", "slower": "falls behind", "undecided": "undecided"}
-
-
 def successor_line(vt: VerdictTable, comparisons) -> str:
     """Where each successor matches or beats the deprecated path it replaces (the study's comparisons with
     `replaces`), from the verdict table's declared rows: one clause per decision, with the workloads and speed-ups."""
@@ -181,8 +178,7 @@ def successor_line(vt: VerdictTable, comparisons) -> str:
         if not c.replaces or not rows:
             continue
         among = list(dict.fromkeys(v.workload for v in rows))
-        said = [f"{_SUCCESSOR[word]} at {_where(sel, among)} ({_range(sel)})"
-                for word in ("faster", "equal", "slower", "undecided")
+        said = [f"{words_} at {_where(sel, among)} ({_range(sel)})" for word, words_ in verdicts.SUCCESSOR_WORDS.items()
                 if (sel := [v for v in rows if v.decision == word])]
         parts.append(f"`{c.candidate}` against `{c.baseline}` ({c.replaces}): " + "; ".join(said))
     return ("**Successors of deprecated paths.** " + ". ".join(parts) + ".") if parts else ""
