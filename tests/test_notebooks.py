@@ -10,6 +10,7 @@ import symtable
 import pytest
 
 from studylib.core import paths
+from studylib.measurement import profiles
 from studylib.studies import STUDIES
 
 NOTEBOOKS = list(STUDIES)
@@ -44,8 +45,6 @@ def test_committed_without_outputs(name):
 def test_the_parameters_cell_names_the_profile_its_overrides_and_force(name):
     """Three values, the ones `studylib run` injects (profiles.notebook_inputs): the smoke profile, no overrides, no
     forced re-measuring; the profile's own values live in its file only."""
-    from studylib.measurement import profiles
-
     tagged = [c for c in _cells(name) if "parameters" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1
     values = {}
@@ -102,4 +101,5 @@ def test_study_start_picks_nothing_out_of_globals():
     from studylib import study
 
     assert "globals()" not in inspect.getsource(study)
-    assert list(inspect.signature(study.start).parameters) == ["notebook", "profile", "overrides", "force", "frameworks"]
+    assert list(inspect.signature(study.start).parameters) == ["notebook", "profile", "overrides", "force",
+                                                               "frameworks"]

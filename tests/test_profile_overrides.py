@@ -165,8 +165,8 @@ def test_a_profile_given_as_a_path_takes_overrides_and_loads_again_by_name(tmp_p
 # -- a notebook's `overrides`: the same keys, one study's fields without their prefix, and one cached loader ---------
 
 NOTEBOOK_BAD = {
-    "unknown key": ({"batch_size": [1, 4]}, f"overrides['batch_size']: unknown key 'batch_size': not a field of {NB3}'s "
-                                            "section"),
+    "unknown key": ({"batch_size": [1, 4]}, f"overrides['batch_size']: unknown key 'batch_size': not a field of "
+                                            f"{NB3}'s section"),
     "wrong type": ({"batch_sizes": "four"}, f"overrides['batch_sizes']: notebooks.{NB3}.batch_sizes: Input should be "
                                             "a valid list (got 'four')"),
     "wrong profile-wide type": ({"threads": "two"}, "overrides['threads']: threads: Input should be a valid integer"),

@@ -51,7 +51,7 @@ def normalised(given, raw: dict, notebook: str | None = None) -> dict[str, str]:
         head, _, rest = key.removeprefix("notebooks.").partition(".")
         study = next((s for s in studies if head in (s, s.split("_")[0])), None)
         if study is None and head in own:
-            study, head, rest = notebook, notebook, key
+            study, head, rest = notebook, notebook, key.removeprefix("notebooks.")
         if study is None and (head not in Profile.model_fields or head == "notebooks"):
             wide = ", ".join(k for k in Profile.model_fields if k not in ("notebooks", "description", "follows"))
             if own:

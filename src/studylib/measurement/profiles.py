@@ -85,7 +85,8 @@ class LoadedProfile:
         return self.profile.model_copy(update={"measure": self.measure_for(notebook)})
 
 
-# The loader's cache: (file, overrides, notebook, registered studies) -> (the files' stamps, the validated profile).
+# The loader's cache: (file, overrides, notebook, registered studies, notebooks folder) -> (the files' stamps, the
+# validated profile).
 _CACHE: dict[tuple, tuple[tuple, LoadedProfile]] = {}
 
 
@@ -99,7 +100,8 @@ def load(profile: str, *, overrides=(), machine=None, notebook: str | None = Non
     if not overrides and OVERRIDDEN_NAME.fullmatch(str(profile)) and not paths.profile_path(profile).is_file():
         return _load_recorded(profile)
     path = paths.profile_path(profile)
-    key = (str(path.absolute()), _frozen(overrides), notebook if overrides else None, tuple(study_registry.REGISTRY))
+    key = (str(path.absolute()), _frozen(overrides), notebook if overrides else None, tuple(study_registry.REGISTRY),
+           str(paths.NOTEBOOKS_DIR))  # the sections are checked against the registered studies and their notebooks
     hit = _CACHE.get(key) if machine is None else None
     if hit is not None and hit[0] == _stamp(hit[1].files):
         return hit[1]
@@ -290,20 +292,27 @@ def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
     return LoadedProfile(path.stem, path, prof, chosen.sections, picked=rule.use, files=tuple(dict.fromkeys(files)))
 
 
+_SHIPPED: dict[tuple, dict[str, LoadedProfile]] = {}  # shipped(), by its files' stamps and what `load` is keyed on
+
+
 def shipped() -> dict[str, LoadedProfile]:
-    """The profiles under params/ that run a grid of their own, by name, through the cached loader: an auto profile
-    (it picks one of the others), a profile that extends another (its grid is the base's) and one that does not
-    validate are left out."""
-    out = {}
-    for name in paths.known_profiles():
-        path = paths.profile_path(name)
-        try:
-            raw = _read_yaml(path, name)
-            if isinstance(raw, dict) and not {"auto", "extends"} & set(raw):
-                out[name] = load(name)
-        except (ProfileError, OSError):
-            continue
-    return out
+    """The profiles under params/ that run a grid of their own, by name, through the cached loader (each file read once
+    per modification): an auto profile (it picks one of the others), a profile that extends another (its grid is the
+    base's) and one that does not validate are left out."""
+    files = [paths.profile_path(name) for name in paths.known_profiles()]
+    key = (_stamp(files), tuple(study_registry.REGISTRY), str(paths.NOTEBOOKS_DIR))
+    if key not in _SHIPPED:
+        out = {}
+        for path in files:
+            try:
+                raw = _read_yaml(path, path.name)
+                if isinstance(raw, dict) and not {"auto", "extends"} & set(raw):
+                    out[path.stem] = load(path.stem)
+            except (ProfileError, OSError):
+                continue
+        _SHIPPED.clear()
+        _SHIPPED[key] = out
+    return _SHIPPED[key]
 
 
 # the profile-wide values a notebook's "What ran" shows (beside `profile`, `force` and its section's keys)
