@@ -296,6 +296,7 @@ def test_study_start_applies_the_profiles_policy_and_records_it(outputs, monkeyp
 
     from studylib import study
     from studylib.core import paths
+    from studylib.measurement import profiles
 
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "USE_TF"):
         monkeypatch.setenv(var, os.environ.get(var, ""))
@@ -308,7 +309,9 @@ def test_study_start_applies_the_profiles_policy_and_records_it(outputs, monkeyp
         assert saved["precision"] == off.env["precision"]
         on = study.start("01_eager_vs_compiled", "gpu-smoke", overrides={"tf32": True})
         assert on.env["precision"]["label"] == "on" and torch.backends.cuda.matmul.allow_tf32 is True
-        assert on.profile.startswith("gpu-smoke+")  # results of their own
+        assert on.profile.startswith("gpu-smoke+")  # results of their own, and run.json says what made them
+        assert profiles.describe_overrides(on.profile) == "gpu-smoke with --set tf32=true"
+        assert profiles.load(on.profile).profile.tf32 is True  # the name loads again (studylib report)
         assert on.env["fingerprint"] != off.env["fingerprint"]  # measured again under the other policy
         assert "fp32 matmuls in TF32 (precision policy)" in on.environment_table().data.index
     finally:
