@@ -290,7 +290,8 @@ def test_gpu_check_without_a_gpu_says_so_in_one_line_and_exits_2(monkeypatch, ca
 
 
 def test_study_start_applies_the_profiles_policy_and_records_it(outputs, monkeypatch):
-    """A notebook's parameters need not carry `tf32`: start takes it from the profile file; a value passed wins."""
+    """start takes the precision policy from the profile; an override (`tf32`, a profile-wide key) wins, in a profile
+    of its own."""
     import json
 
     from studylib import study
@@ -302,13 +303,15 @@ def test_study_start_applies_the_profiles_policy_and_records_it(outputs, monkeyp
     monkeypatch.setattr(limits, "cached_peaks", lambda *args, **kwargs: None)
     threads = torch.get_num_threads()
     try:
-        params = profiles.notebook_parameters(profiles.load("gpu-smoke"), "01_eager_vs_compiled")
-        off = study.start("01_eager_vs_compiled", params)
+        off = study.start("01_eager_vs_compiled", "gpu-smoke")
         assert off.env["precision"]["label"] == "off" and os.environ["NVIDIA_TF32_OVERRIDE"] == "0"
         saved = json.loads((paths.results_dir("gpu-smoke") / "env.json").read_text())
         assert saved["precision"] == off.env["precision"]
-        on = study.start("01_eager_vs_compiled", params | {"tf32": True})
+        on = study.start("01_eager_vs_compiled", "gpu-smoke", overrides={"tf32": True})
         assert on.env["precision"]["label"] == "on" and torch.backends.cuda.matmul.allow_tf32 is True
+        assert on.profile.startswith("gpu-smoke+")  # results of their own, and run.json says what made them
+        assert profiles.describe_overrides(on.profile) == "gpu-smoke with --set tf32=true"
+        assert profiles.load(on.profile).profile.tf32 is True  # the name loads again (studylib report)
         assert on.env["fingerprint"] != off.env["fingerprint"]  # measured again under the other policy
         assert "fp32 matmuls in TF32 (precision policy)" in on.environment_table().data.index
     finally:

@@ -1,6 +1,6 @@
 """The third use of the study, tested as used: JupyterLab started the way `make lab` starts it, study 01
-opened in headless Chromium driven by Playwright (offline but for the local server on 127.0.0.1), a parameter
-changed in its parameters cell by keyboard, Run All from the Run menu, and the new configuration's rows and
+opened in headless Chromium driven by Playwright (offline but for the local server on 127.0.0.1), the overrides
+in its parameters cell changed by keyboard, Run All from the Run menu, and the new configuration's rows and
 figures appear on the page."""
 
 import json
@@ -21,13 +21,17 @@ from playwright.sync_api import expect
 
 from studylib.core import paths
 from studylib.core.results import ResultsTable
+from studylib.measurement import profiles
 from studylib.report import browser
 
 pytestmark = pytest.mark.e2e
 NB = "01_eager_vs_compiled"
-# The edit a tinkerer makes: another batch size, and a shorter grid so the test runs in about a minute.
-EDITS = {'batch_sizes = [1, 4]': 'batch_sizes = [3]', 'models = ["bert-tiny", "resnet-tiny"]': 'models = ["bert-tiny"]',
-         '"compile-default", "compile-reduce-overhead", "compile-max-autotune", ': '"compile-default", '}
+# The edit a tinkerer makes: the parameters cell's overrides, another batch size and a shorter grid (so the test runs
+# in about a minute); the results go to the overridden profile's own folder, outputs/smoke+<hash>/.
+OVERRIDES = {"batch_sizes": [3], "models": ["bert-tiny"],
+             "variants": ["eager", "compile-default", "eager-channels-last", "compile-default-channels-last",
+                          "export-aoti"]}
+EDITS = {"overrides = {}": f"overrides = {json.dumps(OVERRIDES)}"}
 
 
 # Every cell stays in the page (no virtual scrolling of cells off screen), and no news pop-up.
@@ -110,14 +114,14 @@ def test_change_a_parameter_in_jupyterlab_and_run_all(lab):
         page.goto(url)
         # the notebook is open and its kernel idle (the status bar says so)
         cells = page.locator(".jp-NotebookPanel .jp-CodeCell")
-        expect(cells.filter(has_text="batch_sizes = [1, 4]")).to_be_visible(timeout=120_000)
-        params = cells.nth(next(i for i, text in enumerate(cells.all_inner_texts()) if "batch_sizes = [1, 4]" in text))
+        expect(cells.filter(has_text="overrides = {}")).to_be_visible(timeout=120_000)
+        params = cells.nth(next(i for i, text in enumerate(cells.all_inner_texts()) if "overrides = {}" in text))
         expect(page.get_by_role("button", name=re.compile(r"\| Idle$"))).to_be_visible(timeout=120_000)
         # a tinkerer's edit: select the parameters cell's text and put the new grid in its place
         params.locator(".cm-content").click()
         page.keyboard.press("ControlOrMeta+A")
         page.keyboard.insert_text(_parameters_source(EDITS))
-        expect(params).to_contain_text("batch_sizes = [3]")
+        expect(params).to_contain_text('overrides = {"batch_sizes": [3]')
         page.keyboard.press("Escape")  # command mode
         # Run > Run All Cells
         page.locator(".lm-MenuBar-item").get_by_text("Run", exact=True).click()
@@ -130,7 +134,9 @@ def test_change_a_parameter_in_jupyterlab_and_run_all(lab):
         images = outputs_area.locator("img").evaluate_all(
             "images => images.filter(i => i.complete && i.naturalWidth > 0).length")
 
-    rows = ResultsTable(outputs / "smoke" / "results" / f"{NB}.jsonl").rows()
+    profile = profiles.load("smoke", overrides=OVERRIDES, notebook=NB).name  # the folder the notebook measured into
+    assert profile.startswith("smoke+") and not (outputs / "smoke").exists()
+    rows = ResultsTable(outputs / profile / "results" / f"{NB}.jsonl").rows()
     assert rows and {r["batch_size"] for r in rows} == {3} and {r["model"] for r in rows} == {"bert-tiny"}
     assert {"eager", "compile-default"} <= {r["variant"] for r in rows} and all(r["status"] == "ok" for r in rows)
     # the page shows them: the Answer, the measurements table's rows at batch 3, and the figures

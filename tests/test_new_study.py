@@ -77,6 +77,11 @@ def test_it_writes_a_module_a_notebook_and_its_profile_sections(scaffolded):
     cells = json.loads((repo / "notebooks" / f"{NAME}.ipynb").read_text())["cells"]
     assert cells[0]["source"][0].startswith("# 07 · Text generation")
     assert any("ctx.answer(df)" in "".join(c["source"]) for c in cells)
+    # the parameters cell names the profile and its overrides, which study.start receives
+    params = [c for c in cells if "parameters" in c["metadata"].get("tags", [])]
+    assert len(params) == 1 and "".join(params[0]["source"]) == new_study.PARAMETERS
+    assert any("study.start(s07.NOTEBOOK, profile, overrides=overrides, force=force)" in "".join(c["source"])
+               for c in cells)
     # the checkout this test runs from is untouched
     assert not (paths.ROOT / "src/studylib/studies" / f"{MODULE}.py").exists()
     assert not paths.notebook_path(NAME).exists()
@@ -100,8 +105,9 @@ def test_it_passes_the_house_checks(repo):
     assert clean.returncode == 0, clean.stdout + clean.stderr
     tests = _python(repo, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *REGISTRY_TESTS)
     assert tests.returncode == 0, tests.stdout[-3000:]
-    for check in ("test_parameters_cell_defaults_are_the_smoke_profile",
-                  "test_a_study_notebook_hands_its_globals_to_study_start_and_shares_the_common_cells"):
+    for check in ("test_the_parameters_cell_names_the_profile_its_overrides_and_force",
+                  "test_a_study_notebook_hands_its_parameters_to_study_start_and_shares_the_common_cells",
+                  "test_a_study_notebook_reads_no_value_it_does_not_define"):
         assert f"PASSED tests/test_notebooks.py::{check}[{NAME}]" in tests.stdout
     assert tests.stdout.count("PASSED") >= len(REGISTRY_TESTS)
 

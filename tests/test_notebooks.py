@@ -1,7 +1,11 @@
-"""Notebooks are committed clean, with a parameters cell whose defaults are the smoke profile."""
+"""Notebooks are committed clean, with a parameters cell that names the profile and its overrides (no copy of a
+profile's values), and they use no value they do not define (the profile reaches them through study.start)."""
 
 import ast
+import builtins
+import inspect
 import json
+import symtable
 
 import pytest
 
@@ -14,6 +18,10 @@ NOTEBOOKS = list(STUDIES)
 
 def _cells(name):
     return json.loads(paths.notebook_path(name).read_text())["cells"]
+
+
+def _code(name) -> list[str]:
+    return ["".join(c["source"]) for c in _cells(name) if c["cell_type"] == "code"]
 
 
 def test_there_are_notebooks():
@@ -34,15 +42,17 @@ def test_committed_without_outputs(name):
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_parameters_cell_defaults_are_the_smoke_profile(name):
+def test_the_parameters_cell_names_the_profile_its_overrides_and_force(name):
+    """Three values, the ones `studylib run` injects (profiles.notebook_inputs): the smoke profile, no overrides, no
+    forced re-measuring; the profile's own values live in its file only."""
     tagged = [c for c in _cells(name) if "parameters" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1
     values = {}
     for node in ast.parse("".join(tagged[0]["source"])).body:
         assert isinstance(node, ast.Assign), "the parameters cell holds plain assignments only"
         values[node.targets[0].id] = ast.literal_eval(node.value)
-    expected = profiles.notebook_parameters(profiles.load("smoke"), name) | {"force": False}
-    assert values == expected
+    assert values == {"profile": "smoke", "overrides": {}, "force": False}
+    assert values == profiles.notebook_inputs(profiles.load("smoke"))
 
 
 def test_the_summary_takes_only_which_profiles_to_show():
@@ -53,21 +63,43 @@ def test_the_summary_takes_only_which_profiles_to_show():
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_a_study_notebook_hands_its_globals_to_study_start_and_shares_the_common_cells(name):
-    """The notebook contract (issue 31): study.start reads the parameters from the notebook's globals (no hand-written
-    dict to forget one in), and the cells every page ends with are StudyRun methods, called once each."""
-    code = ["".join(c["source"]) for c in _cells(name) if c["cell_type"] == "code"]
+def test_a_study_notebook_hands_its_parameters_to_study_start_and_shares_the_common_cells(name):
+    """The notebook contract: study.start receives the profile, the overrides and force by name (no globals() to pick
+    them from, so a deleted line cannot keep its old value in a live kernel), and the cells every page ends with are
+    StudyRun methods, called once each."""
+    code = _code(name)
     starts = [c for c in code if "study.start(" in c]
-    assert len(starts) == 1 and "globals()" in starts[0] and "dict(" not in starts[0]
+    assert len(starts) == 1 and "profile, overrides=overrides, force=force" in starts[0]
+    assert not any("globals()" in c for c in code)
     for call in ("ctx.what_ran()", "ctx.findings(", "ctx.surprises(df)", "ctx.claims(", "ctx.gpu_note(df)"):
         assert sum(call in c for c in code) == 1, call
     assert not any("seed_claims" in c or "gpu_paths." in c or "surprises.html" in c for c in code)
 
 
-def test_study_start_picks_the_parameters_out_of_a_notebooks_globals():
+def _undefined(source: str) -> set[str]:
+    """Names a notebook's code reads that none of its cells defines (nor Python's builtins)."""
+    table = symtable.symtable(source, "<notebook>", "exec")
+    defined = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    read, tables = set(), [table]
+    while tables:
+        t = tables.pop()
+        read |= {s.get_name() for s in t.get_symbols() if s.is_referenced() and (t is table or s.is_global())}
+        tables += t.get_children()
+    return read - defined - set(dir(builtins))
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_study_notebook_reads_no_value_it_does_not_define(name):
+    """Every setting comes through `ctx` (ctx.section, ctx.settings): a cell that read a profile value as a bare name
+    would work only where something else had put it among the kernel's globals."""
+    code = "\n".join(line for c in _code(name) for line in c.splitlines() if not line.lstrip().startswith("%"))
+    assert _undefined(code) == set()
+    assert _undefined(code + "\nprint(batch_sizes)") == {"batch_sizes"}  # the check sees a bare profile value
+
+
+def test_study_start_picks_nothing_out_of_globals():
     from studylib import study
 
-    name = NOTEBOOKS[2]
-    params = profiles.notebook_parameters(profiles.load("smoke"), name) | {"force": False}
-    namespace = {"__name__": "__main__", "plots": object(), "ctx": None, "display": print, **params}
-    assert study.parameters_in(name, namespace) == params
+    assert "globals()" not in inspect.getsource(study)
+    assert list(inspect.signature(study.start).parameters) == ["notebook", "profile", "overrides", "force",
+                                                               "frameworks"]

@@ -22,14 +22,14 @@ PEAKS = {"method": 0, "device": "cpu", "matmul": {"fp32": {"gflops": 100.0}}}
 
 @pytest.fixture
 def started(outputs, monkeypatch):
-    """study.start on a profile's parameters, with the machine's limits stubbed (measuring them takes seconds)."""
+    """study.start on a profile, with the machine's limits stubbed (measuring them takes seconds)."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "USE_TF"):
         monkeypatch.setenv(var, os.environ.get(var, ""))
     monkeypatch.setattr(limits, "cached_peaks", lambda *args, **kwargs: PEAKS)
     threads = torch.get_num_threads()
 
     def start(profile: str, notebook: str = "01_eager_vs_compiled"):
-        return study.start(notebook, profiles.notebook_parameters(profiles.load(profile), notebook))
+        return study.start(notebook, profile)
 
     yield start
     torch.set_num_threads(threads)
@@ -80,7 +80,7 @@ def test_the_settings_hash_is_what_measured_alike_means():
 
 
 def _plan_of(loaded: profiles.LoadedProfile, notebook: str) -> Plan:
-    prof, _ = profiles.check_parameters(notebook, profiles.notebook_parameters(loaded, notebook))
+    prof = loaded.settings_for(notebook)
     return Plan(notebook, "cpu", {"fingerprint": "f"}, prof.measure, dict(prof.parity_tolerance), prof.seed,
                 prof.threads)
 

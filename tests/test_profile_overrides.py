@@ -2,6 +2,7 @@
 own (`<file>+<hash>`) under outputs/, and every bad override one line, exit 2, nothing written."""
 
 import json
+import os
 
 import pytest
 import yaml
@@ -62,7 +63,7 @@ def _recording(monkeypatch):
         return run.subprocess.CompletedProcess(cmd, 0)
 
     def execute(loaded, notebook, *, force=False, display=None):
-        seen.append(("notebook", profiles.notebook_parameters(loaded, notebook)))
+        seen.append(("notebook", profiles.notebook_inputs(loaded, force=force)))
         return {"notebook": notebook, "status": "ok", "duration_s": 1.0, "failed_cell": None, "error": None}
 
     monkeypatch.setattr(run.subprocess, "run", early)
@@ -83,9 +84,10 @@ def test_a_run_with_overrides_writes_to_its_own_folder_and_records_them(outputs,
     assert manifest[profiles.OVERRIDES_KEY] == {"profile": "smoke", "set": ["seed=7"]}
     assert manifest[nb]["status"] == "ok"
     assert seen[0] == ("early", name, nb)  # the early pass loads the profile by its name, from that record
-    params = seen[1][1]
-    assert params["profile"] == name and params["seed"] == 7
-    profiles.check_parameters(nb, params)  # the notebook accepts its name
+    params = seen[1][1]  # what papermill injects: the file, its overrides and force, nothing else
+    assert params == {"profile": "smoke", "overrides": {"seed": 7}, "force": False}
+    in_notebook = profiles.load(params["profile"], overrides=params["overrides"], notebook=nb)
+    assert in_notebook.name == name and in_notebook.profile.seed == 7  # the notebook measures what the run planned
     again = profiles.load(name)
     assert again.name == name and again.profile.seed == 7 and again.overrides == tuple(
         manifest[profiles.OVERRIDES_KEY]["set"])
@@ -158,3 +160,72 @@ def test_a_profile_given_as_a_path_takes_overrides_and_loads_again_by_name(tmp_p
     assert run.run(str(path), ["01_eager_vs_compiled"], overrides=["seed=5"]) == 0
     loaded = profiles.load(str(path), overrides=["seed=5"])
     assert loaded.name.startswith("mine+") and profiles.load(loaded.name).profile.seed == 5
+
+
+# -- a notebook's `overrides`: the same keys, one study's fields without their prefix, and one cached loader ---------
+
+NOTEBOOK_BAD = {
+    "unknown key": ({"batch_size": [1, 4]}, f"overrides['batch_size']: unknown key 'batch_size': not a field of "
+                                            f"{NB3}'s section"),
+    "wrong type": ({"batch_sizes": "four"}, f"overrides['batch_sizes']: notebooks.{NB3}.batch_sizes: Input should be "
+                                            "a valid list (got 'four')"),
+    "wrong profile-wide type": ({"threads": "two"}, "overrides['threads']: threads: Input should be a valid integer"),
+    "impossible value": ({"measure.replicates": 0}, f"overrides['measure.replicates']: notebooks.{NB3}.measure."
+                                                    "replicates: Input should be greater than or equal to 1"),
+    "not a mapping": ("batch_sizes=[1]", "overrides: must be a mapping of keys to values"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOTEBOOK_BAD))
+def test_a_bad_notebook_override_is_one_line_naming_its_key_and_touches_nothing(case, outputs):
+    from studylib import study
+
+    given, expected = NOTEBOOK_BAD[case]
+    with pytest.raises(profiles.ProfileError) as e:
+        study.start(NB3, "smoke", overrides=given)
+    assert len(str(e.value).splitlines()) == 1 and expected in str(e.value), str(e.value)
+    assert not outputs.exists()
+
+
+def test_a_notebooks_overrides_name_the_profile_as_the_same_set_options_do():
+    mine = profiles.load("smoke", overrides={"batch_sizes": [1, 4], "seed": 3}, notebook=NB3)
+    assert mine.name == profiles.load("smoke", overrides=["03.batch_sizes=[1,4]", "seed=3"]).name
+    assert mine.name == profiles.load("smoke", overrides={"03.batch_sizes": [1, 4], "seed": 3}).name
+    assert mine.sections[NB3].batch_sizes == [1, 4] and mine.profile.seed == 3
+    # in a notebook, `measure` is its own section's: it wins over the section's measure settings in the file
+    budget = profiles.load("smoke", overrides={"measure.budget_s": 0.3}, notebook=NB3)
+    assert budget.measure_for(NB3).budget_s == 0.3 and profiles.load("smoke").measure_for(NB3).budget_s != 0.3
+    assert budget.profile.measure == profiles.load("smoke").profile.measure
+
+
+def test_what_run_injects_loads_the_very_profile_it_planned(tmp_path):
+    """The notebook receives the file and the overrides and loads them itself: the same name (outputs folder) and the
+    same settings, hence the same settings hashes as the run's plan and early passes, also for a path and a float."""
+    path = tmp_path / "mine.yaml"
+    path.write_text((paths.PARAMS_DIR / "smoke-fast.yaml").read_text())
+    sets = ["04.batch_sizes=[1]", f"{NB3}.measure.budget_s=0.25", "seed=2"]
+    for profile in ("smoke-fast", str(path)):
+        planned = profiles.load(profile, overrides=sets)
+        inputs = profiles.notebook_inputs(planned, force=True)
+        assert inputs["force"] is True and set(inputs) == {"profile", "overrides", "force"}
+        loaded = profiles.load(inputs["profile"], overrides=inputs["overrides"], notebook=NB3)
+        assert loaded.name == planned.name and loaded.settings_for(NB3) == planned.settings_for(NB3)
+        assert loaded.sections == planned.sections
+
+
+def test_the_loader_reads_a_file_once_per_modification_and_overrides(tmp_path, monkeypatch):
+    path = tmp_path / "cached.yaml"
+    path.write_text((paths.PARAMS_DIR / "smoke-fast.yaml").read_text())
+    reads = []
+    read = profiles._read_yaml
+    monkeypatch.setattr(profiles, "_read_yaml", lambda p, where: reads.append(p) or read(p, where))
+    first = profiles.load(str(path))
+    assert profiles.load(str(path)) is first and len(reads) == 1
+    changed = profiles.load(str(path), overrides={"seed": 4}, notebook=NB3)
+    assert profiles.load(str(path), overrides={"seed": 4}, notebook=NB3) is changed and len(reads) == 2
+    assert profiles.load(str(path), overrides={"seed": 5}, notebook=NB3).profile.seed == 5 and len(reads) == 3
+    with pytest.raises(profiles.ProfileError):  # an override edited into a bad one is validated again
+        profiles.load(str(path), overrides={"seed": "five"}, notebook=NB3)
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # the file edited
+    assert profiles.load(str(path)) is not first and len(reads) == 5

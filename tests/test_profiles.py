@@ -166,16 +166,15 @@ def test_notebook_parameters_merge_common_and_section():
     assert "left_out" not in p
 
 
-def test_hand_edited_parameters_are_checked_like_a_profile():
-    params = profiles.notebook_parameters(profiles.load("smoke"), NB) | {"batch_sizes": [2, 0]}
-    with pytest.raises(profiles.ProfileError, match=rf"{NB} parameters: notebooks.{NB}.batch_sizes: must be at least 1"):
-        profiles.check_parameters(NB, params)
+def test_a_notebooks_overrides_are_checked_like_a_profile():
+    with pytest.raises(profiles.ProfileError, match=rf"overrides\['batch_sizes'\]: notebooks.{NB}.batch_sizes: "
+                                                    "must be at least 1"):
+        profiles.load("smoke", overrides={"batch_sizes": [2, 0]}, notebook=NB)
 
 
-def test_a_profile_name_cannot_point_outside_outputs():
-    params = profiles.notebook_parameters(profiles.load("smoke"), NB) | {"profile": "../elsewhere"}
-    with pytest.raises(profiles.ProfileError, match="profile: must be a plain name"):
-        profiles.check_parameters(NB, params)
+def test_a_profile_name_cannot_point_outside_params():
+    with pytest.raises(profiles.ProfileError, match=r"elsewhere.yaml: no such profile file"):
+        profiles.load("../elsewhere")
 
 
 def test_a_profile_file_name_must_be_a_plain_name(tmp_path, outputs):

@@ -86,17 +86,13 @@ def test_processes_started_by_the_holder_do_not_take_the_lock_again(outputs):
     assert runlock.HELD_ENV not in os.environ
 
 
-def test_a_notebook_measuring_by_hand_is_refused_while_a_run_holds_the_profile(holder, outputs):
+def test_a_notebook_measuring_by_hand_is_refused_while_a_run_holds_the_profile(holder, outputs, monkeypatch):
+    from studylib.machine import limits
     from studylib.study import start
 
     holder("smoke")
-    params = {"profile": "smoke", "device": "cpu", "threads": 1, "seed": 0,
-              "measure": {"warmup_calls": 0, "min_rounds": 6, "max_rounds": 6, "min_time_s": 0.0,
-                          "target_ci_pct": 50.0, "budget_s": 0.01, "block_s": 0.0, "replicates": 1},
-              "parity_tolerance": {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02, "int8": 0.1},
-              "models": ["bert-tiny"], "variants": ["eager"], "dtypes": ["fp32"], "batch_sizes": [1],
-              "seq_lens": [8], "image_size": 32}
-    ctx = start("01_eager_vs_compiled", params)
+    monkeypatch.setattr(limits, "cached_peaks", lambda *args, **kwargs: None)  # measuring them takes seconds
+    ctx = start("01_eager_vs_compiled", "smoke")
     with pytest.raises(runlock.Busy):
         ctx.run([Config("bert-tiny", "eager", "fp32", 1, "cpu", 1, seq_len=8)])
     assert not (outputs / "smoke" / "results" / "01_eager_vs_compiled.jsonl").exists()

@@ -128,7 +128,7 @@ def test_it_is_planned_measured_and_summarised(toy, capsys):
     assert f"{TOY}: 3 configurations" in out and "left out" not in out
 
     loaded = profiles.load(str(path))
-    ctx = study.start(TOY, profiles.notebook_parameters(loaded, TOY) | {"profile": "toy"})
+    ctx = study.start(TOY, str(path))  # the profile file toy.yaml: its results under outputs/toy/
     df = ctx.run(study_registry.grid(loaded, TOY))
     assert list(df.status) == ["ok"] * 3 and set(df.variant) == {"eager", "eager-aa", "torchscript"}, list(df.error)
 

@@ -16,6 +16,8 @@ from .machine import runlock
 from .measurement import profiles, schemas
 
 BUSY = 3  # exit status: another run holds the profile's lock (see runlock)
+PROFILE_HELP = ("a profile: its name (params/<name>.yaml; default cpu) or the path of a YAML file, whose name (without "
+                ".yaml) names its folder under outputs/")
 
 
 def _plan(profile: str, overrides=()) -> int:
@@ -101,14 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="studylib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute the profile's notebooks with papermill")
-    run.add_argument("--profile", default="cpu")
+    run.add_argument("--profile", default="cpu", help=PROFILE_HELP)
     run.add_argument("--notebook", action="append", help="only this notebook (repeatable)")
     run.add_argument("--force", action="store_true", help="re-measure configurations already measured")
     run.add_argument("--report", action="store_true", help="then render the pages and the index (make report)")
     rep = sub.add_parser("report", help="render executed notebooks to HTML and write outputs/index.html")
-    rep.add_argument("--profile", default="cpu")
+    rep.add_argument("--profile", default="cpu", help=PROFILE_HELP)
     plan = sub.add_parser("plan", help="list the configurations a run would measure, with a time estimate")
-    plan.add_argument("--profile", default="cpu")
+    plan.add_argument("--profile", default="cpu", help=PROFILE_HELP)
     for command in (run, rep, plan):
         _with_set(command)
     sub.add_parser("profiles", help="list the profiles and whether each is valid")

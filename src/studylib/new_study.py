@@ -106,12 +106,10 @@ def _write(root: Path, written: list[Path], name: str, module: str, title: str) 
     for profile in SMOKE_PROFILES:
         _append(root / "params" / f"{profile}.yaml", _section_yaml(name, SECTION, comment=False))
     _append(root / "params" / "cpu.yaml", _section_yaml(name, CPU_SECTION, comment=True))
-    # the notebook's parameters cell holds the smoke profile's values, read back through the new study's own schema
-    _write_notebook(written[2], name, module, title, {})
+    _write_notebook(written[2], name, module, title)  # before the profiles are read: they check it exists
     importlib.import_module(f"studylib.studies.{module}")  # registers it, so the profiles validate its sections
-    params = profiles.notebook_parameters(profiles.load("smoke"), name) | {"force": False}
-    _write_notebook(written[2], name, module, title, params)
-    profiles.load(paths.FAST_SMOKE)
+    for profile in SMOKE_PROFILES:  # the new sections, read through the new study's own schema
+        profiles.load(profile).settings_for(name)
 
 
 def _camel(module: str) -> str:
@@ -146,27 +144,24 @@ def _append(profile: Path, section: str) -> None:
     profile.write_text(text.rstrip("\n") + "\n" + section)
 
 
-def _literal(value) -> str:
-    """A Python literal in the notebooks' style (double quotes)."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list):
-        return "[" + ", ".join(map(_literal, value)) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
-    return repr(value)
+# A study notebook's parameters cell: the profile and explicit changes to it (study.start loads and validates them).
+PARAMETERS = (
+    "# Parameters: the profile and your changes to it; `studylib run` sets all three.\n"
+    "# profile: a name under params/ (smoke: tiny models, a minute or two on a CPU) or the path of a YAML file.\n"
+    "# overrides: the values you change, keyed as `studylib run --set` keys are (docs/profiles.md), e.g.\n"
+    "# {\"batch_sizes\": [1, 4], \"measure.replicates\": 1}; a field of this study's section needs no \"NN.\" prefix\n"
+    "# (`measure` is then the section's own), a profile-wide key is written as it is ({\"threads\": 4}).\n"
+    "# Results of an overridden profile go to outputs/<profile>+<hash>/. Edit, then run the cells below again.\n"
+    "profile = \"smoke\"\n"
+    "overrides = {}\n"
+    "force = False  # True re-measures configurations already in the results table")
 
 
-def _write_notebook(path: Path, name: str, module: str, title: str, params: dict) -> None:
+def _write_notebook(path: Path, name: str, module: str, title: str) -> None:
     alias = f"s{name[:2]}"
-    values = params or {"profile": "smoke", "force": False}
-    parameters = ("# Parameters: `studylib run --profile P` replaces these with params/P.yaml's values.\n"
-                  "# Edit them to try another grid; these defaults are the `smoke` profile and run in seconds on a CPU.\n"
-                  + "\n".join(f"{k} = {_literal(v)}" for k, v in values.items() if k != "force")
-                  + "\nforce = False  # True re-measures configurations already in the results table")
     cells = [(cid, kind, src.replace("{alias}", alias).replace("{module}", module).replace("{title}", title)
               .replace("{number}", name[:2])) for cid, kind, src in CELLS]
-    cells.insert(1, ("c01", "parameters", parameters))
+    cells.insert(1, ("c01", "parameters", PARAMETERS))
     nb = {"cells": [_cell(*c) for c in cells],
           "metadata": {"kernelspec": {"display_name": "Python (studylib)", "language": "python", "name": "studylib"},
                        "language_info": {"name": "python"}},
@@ -293,8 +288,8 @@ CELLS = [
      "batch size."),
     ("c02", "code", "%matplotlib inline\nfrom studylib.report import plots\nfrom studylib import study\n"
      "from studylib.studies import {module} as {alias}\n\n"
-     "ctx = study.start({alias}.NOTEBOOK, globals())\n"
-     "df = ctx.run({alias}.configs(ctx.section, device=device, threads=threads))\n"
+     "ctx = study.start({alias}.NOTEBOOK, profile, overrides=overrides, force=force)\n"
+     "df = ctx.run({alias}.configs(ctx.section, device=ctx.settings.device, threads=ctx.settings.threads))\n"
      "analysis = {alias}.analyse(df)  # tables, findings and claims, computed from df\n"
      "sp = analysis.tables[\"speedups\"]\nctx.answer(df)"),
     ("about-md", "markdown", "## About this study\n**How it is measured.** Models are built from transformers "

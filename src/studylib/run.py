@@ -61,7 +61,7 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     from .studies import STUDIES
 
     study = STUDIES[notebook]
-    prof, _ = profiles.check_parameters(notebook, profiles.notebook_parameters(loaded, notebook))
+    prof = loaded.settings_for(notebook)  # what study.start measures with: its section's `measure`
     configs = study_registry.grid(loaded, notebook)
     table = ResultsTable(paths.results_dir(loaded.name) / f"{notebook}.jsonl")
     env = environment.capture(loaded.name, policy(loaded.profile.tf32, loaded.profile.device))
@@ -128,7 +128,7 @@ def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
             display: progress.RunProgress | None = None) -> dict:
     """Run one notebook through papermill; return its manifest entry (status, time, failing cell). `display` is
     told each cell as it starts."""
-    params = profiles.notebook_parameters(loaded, notebook) | {"force": force}
+    params = profiles.notebook_inputs(loaded, force=force)  # the profile, its overrides, force: start loads the rest
     _measuring_environment(loaded)
     return _papermill(notebook, paths.executed_dir(loaded.name), params, on_cell=display and display.cell)
 

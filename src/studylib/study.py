@@ -1,10 +1,11 @@
-"""What a notebook calls: validate its parameters, fix threads, capture the environment, run its sweep."""
+"""What a notebook calls: load its profile and overrides (validated, cached), fix threads, capture the environment, run
+its sweep."""
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,8 @@ class StudyRun:
     table: ResultsTable
     force: bool
     overhead: Overhead
-    params: dict | None = None  # the parameters the notebook ran with (papermill's injected values)
+    params: dict | None = None  # the parameters it ran with, as the profile and its overrides resolve them
+    loaded: Any = None  # the profile it loaded (profiles.LoadedProfile), overrides included
     run_note: str = "nothing measured yet"  # what the last `run` measured and reused (the page's "What ran")
     verdicts: Any = None  # the verdict table the last `run` computed and saved (core/verdicts.py)
 
@@ -132,7 +134,7 @@ class StudyRun:
         return HTML(answer.how_sure_html(self.saved_verdicts(), df))
 
     def parameters_table(self):
-        """What ran, once and readable: each parameter the notebook received and its value."""
+        """What ran, once and readable: the profile, its overrides and every setting they resolve to, with its value."""
         import pandas as pd
 
         def value(v) -> str:
@@ -156,7 +158,7 @@ class StudyRun:
         import pandas as pd
 
         e = self.env
-        overridden = profiles.describe_overrides(self.profile)  # `--set`: the file and its overrides
+        overridden = profiles.describe_overrides(self.loaded or self.profile)  # the file and its overrides
         rows = [("profile", f"{self.profile} ({overridden})" if overridden else self.profile),
                 ("captured at (UTC)", e["captured_at"]), ("CPU", e["cpu_model"]),
                 ("CPUs usable / logical", f"{e['usable_cpus']} / {e['logical_cpus']}"),
@@ -227,29 +229,25 @@ class StudyRun:
 # Parameters whose names say little to a reader, in words.
 PARAMETER_NAMES = {"run_shift": "shift between whole runs on this machine (recorded or unknown)",
                    "measure": "measurement settings", "parity_tolerance": "output tolerance vs eager, per dtype",
+                   "overrides": "changes to the profile file (the parameters cell's overrides, or --set)",
                    "force": "re-measure stored configurations"}
 
 
-def parameters_in(notebook: str, namespace: dict[str, Any]) -> dict[str, Any]:
-    """A notebook's parameters among its globals: `profile`, `force`, the common settings and its section's fields
-    (what papermill injects, or the parameters cell defines)."""
-    names = {"profile", "force", *profiles.COMMON_PARAMETERS, *profiles.PROCESS_PARAMETERS,
-             *(set(study_registry.studies()[notebook].section.model_fields) - {"left_out", "measure"})}
-    return {k: v for k, v in namespace.items() if k in names}
+def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any] | None = None, force: bool = False,
+          frameworks: tuple[str, ...] | None = None) -> StudyRun:
+    """Load and validate the notebook's profile with its overrides, fix threads, capture and save the environment.
 
-
-def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] | None = None) -> StudyRun:
-    """Validate a notebook's parameters, fix threads, capture and save the environment.
-
-    `params`: the notebook's `globals()` (its parameters are picked out, `parameters_in`), or the parameters
-    themselves (every key must then be one: an unknown one is an error). `frameworks` whose threads are set: the
-    study's own (its registry entry) unless given."""
+    `profile`: a name under params/ or a YAML file's path. `overrides`: changes to it, {KEY: value} in `--set`'s key
+    forms, a field of this study's section without its "NN." prefix (e.g. {"batch_sizes": [1, 4]}); the profile is
+    then `<profile>+<hash>`, with a folder of its own under outputs/. Loaded through the one cached loader
+    (profiles.load), so an edited file or override is validated again, and a bad one is one ProfileError line naming
+    its key. `force`: re-measure stored configurations. `frameworks` whose threads are set: the study's own (its
+    registry entry) unless given."""
     from .studies import STUDIES
 
-    if "__name__" in params:  # a notebook's globals
-        params = parameters_in(notebook, params)
+    loaded = profiles.load(profile, overrides=overrides or {}, notebook=notebook)
+    settings, section = loaded.settings_for(notebook), loaded.sections[notebook]
     frameworks = frameworks or STUDIES[notebook].frameworks
-    prof, section = profiles.check_parameters(notebook, params)
     # transformers imports tqdm.auto, which warns in kernels without ipywidgets; the bars work without them.
     warnings.filterwarnings("ignore", message="IProgress not found")
     # transformers' notices (unused loss settings, deprecations) say nothing about speed; errors still show.
@@ -263,30 +261,34 @@ def start(notebook: str, params: dict[str, Any], *, frameworks: tuple[str, ...] 
     from .core import tables
 
     tables.install()  # every table a page shows: no NaN, None or <NA>, no plain row numbers
-    apply_threads(prof.threads, frameworks)
-    profile = params["profile"]
-    precision = gpu.policy(prof.tf32 if "tf32" in params else _profile_tf32(profile), prof.device)
+    apply_threads(settings.threads, frameworks)
+    precision = gpu.policy(settings.tf32, settings.device)
     gpu.apply(precision, frameworks)  # the same TF32 policy for every framework, before any of them runs
-    env = environment.capture(profile, precision)
-    env_path = paths.results_dir(profile) / "env.json"
-    peaks = limits.cached_peaks(env, read_json(env_path), device=prof.device,
-                                budget=limits.budget_s(prof.measure.model_dump()))
+    env = environment.capture(loaded.name, precision)
+    env_path = paths.results_dir(loaded.name) / "env.json"
+    peaks = limits.cached_peaks(env, read_json(env_path), device=settings.device,
+                                budget=limits.budget_s(settings.measure.model_dump()))
     write_json_atomic(env_path, env | {"peaks": peaks})  # the record: the environment and its measured limits
-    run_plan = plan.build(notebook, profile, prof, env, frameworks=tuple(frameworks),
+    if loaded.overrides:
+        _record_overrides(loaded)
+    run_plan = plan.build(notebook, loaded.name, settings, env, frameworks=tuple(frameworks),
                           expectations=STUDIES[notebook].expectations, peaks=peaks,
                           warm_compile=STUDIES[notebook].warm_compile)
-    table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
-    return StudyRun(notebook, profile, prof, section, run_plan, table, bool(params.get("force", False)),
-                    harness_overhead(), dict(params))
+    table = ResultsTable(paths.results_dir(loaded.name) / f"{notebook}.jsonl")
+    params = profiles.notebook_parameters(loaded, notebook)
+    params = {"profile": params.pop("profile"), "overrides": list(loaded.overrides), **params, "force": bool(force)}
+    return StudyRun(notebook, loaded.name, settings, section, run_plan, table, bool(force), harness_overhead(),
+                    params, loaded=loaded)
 
 
-def _profile_tf32(profile: str) -> bool:
-    """The profile file's precision policy (a notebook's parameters need not carry `tf32`); the default where the
-    name is no loadable profile (parameters edited by hand)."""
-    try:
-        return profiles.load(profile).profile.tf32
-    except profiles.ProfileError:
-        return schemas.Profile.model_fields["tf32"].default
+def _record_overrides(loaded: profiles.LoadedProfile) -> None:
+    """Record an overridden profile's overrides in its run.json, as `studylib run` does, so that its name loads again
+    (`studylib report --profile <name>`, the summary, the index)."""
+    path = paths.manifest_path(loaded.name)
+    manifest = read_json(path, {}) or {}
+    record = profiles.override_record(loaded)
+    if manifest.get(profiles.OVERRIDES_KEY) != record:
+        write_json_atomic(path, manifest | {profiles.OVERRIDES_KEY: record})
 
 
 def measure_replicate(profile: str, notebook: str, replicate: int, *, force: bool = False) -> None:
@@ -294,12 +296,12 @@ def measure_replicate(profile: str, notebook: str, replicate: int, *, force: boo
 
     `studylib run` calls it (`python -m studylib.study PROFILE NOTEBOOK REPLICATE [--force]`) for replicates
     0 … k-2 of every notebook before it executes any, so that a group's replicates lie far apart in time
-    (replicates.py); the notebook then measures its last replicate and combines the parts."""
+    (replicates.py); the notebook then measures its last replicate and combines the parts. PROFILE: the name the
+    notebook's start loads too (an overridden one's `<file>+<hash>` loads from the overrides run.json records)."""
     from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
 
-    loaded = profiles.load(profile)
-    ctx = start(notebook, profiles.notebook_parameters(loaded, notebook) | {"force": force})
-    ctx._measure(study_registry.grid(loaded, notebook), only_replicate=replicate)
+    ctx = start(notebook, profile, force=force)
+    ctx._measure(study_registry.grid(ctx.loaded, notebook), only_replicate=replicate)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from ..core import paths, study_registry
+from . import profiles
 
 REGISTRY_FILE = Path(__file__).with_name("claims.yaml")
 SEEDS = ("000", "001", "002", "003", "004")
@@ -285,19 +286,11 @@ def sizes_text(values) -> str:
     return ", ".join(map(str, v)) if v else "—"
 
 
-@functools.cache
 def _profiles() -> tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]:
-    """(name, device, follows, study sections) of every params/*.yaml, read without validation."""
-    out = []
-    for p in sorted(paths.PARAMS_DIR.glob("*.yaml")):
-        if p.stem == paths.FAST_SMOKE:  # a tool of the tests: smoke stands for it
-            continue
-        try:
-            d = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError:
-            continue
-        out.append((p.stem, d.get("device", ""), tuple(d.get("follows") or ()), tuple(d.get("notebooks") or ())))
-    return tuple(out)
+    """(name, device, follows, study sections) of every profile under params/ with a grid of its own
+    (profiles.shipped, the cached loader); smoke-fast, a tool of the tests, is left out: smoke stands for it."""
+    return tuple((name, p.profile.device, tuple(p.profile.follows), tuple(p.sections))
+                 for name, p in profiles.shipped().items() if name != paths.FAST_SMOKE)
 
 
 def testing_profiles(claim: Claim) -> list[str]:

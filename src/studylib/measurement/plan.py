@@ -1,6 +1,6 @@
 """The measurement plan: everything a study's measurement depends on, built once per notebook and passed whole.
 
-study.start builds one `Plan` from the notebook's validated parameters and the captured environment; grouping
+study.start builds one `Plan` from the notebook's validated profile and the captured environment; grouping
 asks it which configurations are measured alike (`settings_hash`), a replicate process receives it pickled,
 sweep stamps its rows from it (the run shift, the precision policy, the environment's fingerprint) and times a
 group with its `rounds` settings. Nothing travels beside it: the environment record holds the machine and its
@@ -79,7 +79,7 @@ class Plan:
 
 def build(study: str, profile: str, settings: Profile, env: dict, *, frameworks: tuple[str, ...] = ("torch",),
           expectations: tuple = (), peaks: dict | None = None, warm_compile: bool = False) -> Plan:
-    """The plan of a study's notebook from its validated parameters (`settings`: profiles.check_parameters'
+    """The plan of a study's notebook from its validated settings (`settings`: LoadedProfile.settings_for's
     profile, whose `measure` is the notebook's) and the captured environment."""
     return Plan(study, profile, env, settings.measure, dict(settings.parity_tolerance), settings.seed,
                 settings.threads, tuple(frameworks), run_shift.for_profile(settings.run_shift), peaks,

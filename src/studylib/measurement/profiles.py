@@ -1,4 +1,4 @@
-"""Hardware profiles: load params/<profile>.yaml, validate it, hand each notebook its parameters.
+"""Hardware profiles: load params/<profile>.yaml (cached), validate it, give each notebook its validated profile.
 
 A profile is checked completely before any notebook starts. Every problem becomes a ProfileError
 whose message is one line naming the file, the key and what is wrong.
@@ -7,8 +7,8 @@ whose message is one line naming the file, the key and what is wrong.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,8 @@ from pydantic import BaseModel, ValidationError
 
 from ..core import paths, study_registry
 from ..core.files import read_json
-from .schemas import AutoProfile, MeasureSettings, Profile, sections
-
-
-class ProfileError(Exception):
-    """A bad profile or parameter: the message is one line naming file, key and problem."""
+from . import overrides as overrides_
+from .schemas import AutoProfile, MeasureSettings, Profile, ProfileError, sections
 
 
 def _describe(err: ValidationError, prefix: str = "") -> str:
@@ -65,13 +62,14 @@ class LoadedProfile:
     """A validated profile with its name, file and validated notebook sections.
 
     `picked` is the profile an `auto` profile chose for this machine (None for any other profile). `overrides`: the
-    `--set` options applied, as `override_record` writes them (its name is then `<file>+<their hash>`).
+    `--set` options applied, as `override_record` writes them (its name is then `<file>+<their hash>`). `files`: the
+    files it was read from (the loader's cache is valid while none of them changes).
     """
 
     def __init__(self, name: str, path: Path, profile: Profile, sections: dict[str, BaseModel],
-                 picked: str | None = None, overrides: tuple[str, ...] = ()):
+                 picked: str | None = None, overrides: tuple[str, ...] = (), files: tuple[Path, ...] = ()):
         self.name, self.path, self.profile, self.sections, self.picked = name, path, profile, sections, picked
-        self.overrides = overrides
+        self.overrides, self.files = overrides, files or (path,)
 
     def notebooks(self) -> list[str]:
         return list(self.sections)
@@ -79,19 +77,67 @@ class LoadedProfile:
     def measure_for(self, notebook: str) -> MeasureSettings:
         return getattr(self.sections[notebook], "measure", None) or self.profile.measure
 
+    def settings_for(self, notebook: str) -> Profile:
+        """The profile-wide settings as `notebook` measures with them: its section's `measure` where it has one."""
+        if notebook not in self.sections:
+            raise ProfileError(f"{self.path.name}: notebooks: has no section {notebook!r} (it has: "
+                               f"{', '.join(self.sections)})")
+        return self.profile.model_copy(update={"measure": self.measure_for(notebook)})
 
-def load(profile: str, *, overrides=(), machine=None) -> LoadedProfile:
-    """Load and fully validate a profile by name (params/<name>.yaml) or path.
 
-    An `auto` profile (a file with an `auto:` section) detects the machine — or takes `machine`, an
-    environment.Machine — and returns the profile its rules pick, under its own name.
-    `overrides`: `--set KEY=VALUE` texts merged into the file before validation (docs/profiles.md);
-    the profile is then named `<file>+<hash of the overrides>`, a folder of its own under outputs/. Such a name
-    loads again from the overrides its run recorded (run.json).
-    """
+# The loader's cache: (file, overrides, notebook, registered studies, notebooks folder) -> (the files' stamps, the
+# validated profile).
+_CACHE: dict[tuple, tuple[tuple, LoadedProfile]] = {}
+
+
+def load(profile: str, *, overrides=(), machine=None, notebook: str | None = None) -> LoadedProfile:
+    """Load and fully validate a profile by name (params/<name>.yaml) or path; cached per file (and modification
+    time) and overrides. An `auto` profile detects the machine (or takes `machine`, an environment.Machine; not
+    cached) and returns the profile its rules pick, under its own name. `overrides`: `--set KEY=VALUE` texts or a
+    mapping {KEY: value} (a notebook's), merged into the file before validation (docs/profiles.md); with `notebook`,
+    a field of that study's section needs no "NN." prefix. The profile is then `<file>+<hash of the overrides>`, a
+    folder of its own under outputs/; such a name loads again from the overrides its run recorded (run.json)."""
     if not overrides and OVERRIDDEN_NAME.fullmatch(str(profile)) and not paths.profile_path(profile).is_file():
         return _load_recorded(profile)
     path = paths.profile_path(profile)
+    key = (str(path.absolute()), _frozen(overrides), notebook if overrides else None, tuple(study_registry.REGISTRY),
+           str(paths.NOTEBOOKS_DIR))  # the sections are checked against the registered studies and their notebooks
+    hit = _CACHE.get(key) if machine is None else None
+    if hit is not None and hit[0] == _stamp(hit[1].files):
+        return hit[1]
+    loaded = _load(path, overrides, machine, notebook)
+    if machine is None:
+        _CACHE[key] = (_stamp(loaded.files), loaded)
+    return loaded
+
+
+def _frozen(overrides) -> tuple:
+    """Overrides as a cache key (a mapping's values may be lists)."""
+    if isinstance(overrides, Mapping):
+        return ("mapping", repr(sorted(overrides.items(), key=lambda kv: str(kv[0]))))
+    return ("texts", *map(str, overrides)) if isinstance(overrides, list | tuple) else ("other", repr(overrides))
+
+
+def _stamp(files) -> tuple:
+    """Each file's modification time and size; once one is gone, a stamp that matches nothing."""
+    try:
+        return tuple((str(f), (st := Path(f).stat()).st_mtime_ns, st.st_size) for f in files)
+    except OSError:
+        return (object(),)
+
+
+def _read_yaml(path: Path, where: str) -> Any:
+    """A profile file's YAML; a ProfileError naming the file and line where it is not YAML."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ProfileError(f"{where}: not valid YAML: {line}{problem}") from None
+
+
+def _load(path: Path, overrides, machine, notebook: str | None) -> LoadedProfile:
     try:
         where = str(path.relative_to(paths.ROOT))
     except ValueError:
@@ -102,43 +148,34 @@ def load(profile: str, *, overrides=(), machine=None) -> LoadedProfile:
     if not PLAIN_NAME.fullmatch(path.stem):
         raise ProfileError(f"{where}: the file name is the profile's name under outputs/: use letters, digits, "
                            f"'.', '_' and '-' only")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ProfileError(f"{where}: not valid YAML: {line}{problem}") from None
+    raw = _read_yaml(path, where)
     if not isinstance(raw, dict):
         raise ProfileError(f"{where}: (top level): must be a mapping of keys to values")
     if path.stem in RESERVED:
         raise ProfileError(f"{where}: the name {path.stem!r} is reserved for {RESERVED[path.stem]}: rename the file")
+    files = [path]
     if "extends" in raw:
-        raw = _extended(raw, where)
+        raw = _extended(raw, where, files)
     if "auto" in raw:
         if overrides:
-            first = str(overrides[0]).partition("=")[0]
-            raise ProfileError(f"--set {first}: {where} is an auto profile; give --profile the profile it picks for "
+            first = overrides_.pairs(overrides)[0][2]
+            raise ProfileError(f"{first}: {where} is an auto profile; give --profile the profile it picks for "
                                f"this machine (`studylib plan --profile {path.stem}` names it) with your --set options")
         return _load_auto(raw, path, where, machine)
     prof, sections = _validated(raw, where)
     if not overrides:
-        return LoadedProfile(path.stem, path, prof, sections)
-    given = _overrides(list(overrides), raw)  # {the key written one way: the key as given}
+        return LoadedProfile(path.stem, path, prof, sections, files=tuple(files))
+    given = overrides_.normalised(overrides, raw, notebook)  # {the key written one way: the key as given}
     texts = list(given)
-    merged = raw
-    for text in texts:
-        key, _, value = text.partition("=")
-        merged = _merged(merged, _nested(_full_key(key), json.loads(value)))
     try:
-        prof, sections = _validated(merged, where)
+        prof, sections = _validated(overrides_.applied(raw, texts), where)
     except ProfileError as e:
         problem = str(e).removeprefix(f"{where}: ")
         at = problem.split(":")[0]
-        named = [given[t] for t in texts if _overlaps(_full_key(t.partition("=")[0]), at, problem)]
-        raise ProfileError(f"--set {', --set '.join(named or given.values())}: {problem}") from None
+        named = [given[t] for t in texts if overrides_.overlaps(overrides_.full_key(t.partition("=")[0]), at, problem)]
+        raise ProfileError(f"{', '.join(named or given.values())}: {problem}") from None
     digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:8]
-    return LoadedProfile(f"{path.stem}+{digest}", path, prof, sections, overrides=tuple(texts))
+    return LoadedProfile(f"{path.stem}+{digest}", path, prof, sections, overrides=tuple(texts), files=tuple(files))
 
 
 def _validated(raw: dict, where: str) -> tuple[Profile, dict[str, BaseModel]]:
@@ -163,57 +200,6 @@ OVERRIDDEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\+[0-9a-f]{8}")
 OVERRIDES_KEY = "overrides"  # where run.json records them: {"profile": the file, "set": [KEY=VALUE, ...]}
 
 
-def _overrides(given: list[str], raw: dict) -> dict[str, str]:
-    """Each `--set KEY=VALUE` checked and written one way (the study's full name, the value as compact JSON), to the
-    key as given; sorted (so a whole mapping comes before a key inside it, which then wins) and, for a key set
-    twice, the last."""
-    studies = list(study_registry.studies())
-    out: dict[str, tuple[str, str]] = {}
-    for text in given:
-        key, eq, value = text.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise ProfileError(f"--set {text}: expected KEY=VALUE, e.g. --set 03.batch_sizes=[1,4] or --set threads=4")
-        try:
-            parsed = yaml.safe_load(value)
-        except yaml.YAMLError as e:
-            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-            raise ProfileError(f"--set {key}: the value is not valid YAML: {problem}") from None
-        head, _, rest = key.removeprefix("notebooks.").partition(".")
-        study = next((s for s in studies if head in (s, s.split("_")[0])), None)
-        if study is None and (head not in Profile.model_fields or head == "notebooks"):
-            wide = ", ".join(k for k in Profile.model_fields if k not in ("notebooks", "description", "follows"))
-            raise ProfileError(f"--set {key}: {head!r} is neither a study ({', '.join(studies)}, or their two-digit "
-                               f"prefix) nor a profile-wide key ({wide})")
-        as_given = key
-        if study is not None:
-            if study not in (raw.get("notebooks") or {}):
-                raise ProfileError(f"--set {key}: the profile has no section for {study} (it has: "
-                                   f"{', '.join(raw.get('notebooks') or {})})")
-            if not rest:
-                raise ProfileError(f"--set {key}: name a field of {study}'s section, e.g. --set {head}.batch_sizes=[1]")
-            key = f"{study}.{rest}"
-        out[key] = (json.dumps(parsed, separators=(",", ":"), default=str), as_given)
-    return {f"{k}={v}": as_given for k, (v, as_given) in sorted(out.items())}
-
-
-def _full_key(key: str) -> str:
-    """An override's key as the profile file nests it: `03_onnx_batching.x` -> `notebooks.03_onnx_batching.x`."""
-    return f"notebooks.{key}" if key.split(".")[0] in study_registry.studies() else key
-
-
-def _nested(dotted: str, value: Any) -> dict:
-    for part in reversed(dotted.split(".")):
-        value = {part: value}
-    return value
-
-
-def _overlaps(key: str, at: str, problem: str) -> bool:
-    """Whether a validation problem at `at` concerns the override of `key` (one contains the other, or the problem
-    names it)."""
-    return key == at or key.startswith(f"{at}.") or at.startswith(f"{key}.") or key in problem
-
-
 def override_record(loaded: LoadedProfile) -> dict:
     """What run.json records of a profile's overrides, so that its name loads again (`load`)."""
     params = paths.profile_path(loaded.path.stem)
@@ -230,9 +216,13 @@ def recorded_overrides(name: str) -> dict | None:
     return record if isinstance(record, dict) and "profile" in record and "set" in record else None
 
 
-def describe_overrides(name: str) -> str:
-    """'smoke-fast with --set 03_onnx_batching.batch_sizes=[1]' for an overridden profile's name; '' otherwise."""
-    record = recorded_overrides(name)
+def describe_overrides(profile: str | LoadedProfile) -> str:
+    """'smoke-fast with --set 03_onnx_batching.batch_sizes=[1]' for an overridden profile, or its name (from the
+    overrides its run recorded); '' otherwise."""
+    if isinstance(profile, LoadedProfile):
+        record = override_record(profile) if profile.overrides else None
+    else:
+        record = recorded_overrides(profile)
     if record is None:
         return ""
     return f"{Path(record['profile']).stem} with " + " ".join(f"--set {t}" for t in record["set"])
@@ -250,24 +240,18 @@ def _load_recorded(name: str) -> LoadedProfile:
     return loaded
 
 
-def _merged(base: dict, over: dict) -> dict:
-    """`over` on top of `base`: mappings merged key by key (a section, `measure`), anything else replaced."""
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-def _extended(raw: dict, where: str) -> dict:
+def _extended(raw: dict, where: str, files: list[Path]) -> dict:
     """A profile with `extends: <name>`: that profile's keys with this file's on top (params/cpu-precise.yaml is the
-    cpu profile with five processes). The base must be a plain profile: not auto, not itself extending another."""
+    cpu profile with five processes). The base must be a plain profile: not auto, not itself extending another. Its
+    file is added to `files`."""
     name = raw["extends"]
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name) or not paths.profile_path(name).is_file():
         raise ProfileError(f"{where}: extends: no such profile {name!r} (known: {', '.join(paths.known_profiles())})")
-    base = yaml.safe_load(paths.profile_path(name).read_text())
+    files.append(paths.profile_path(name))
+    base = _read_yaml(files[-1], f"{where}: extends: {name}")
     if not isinstance(base, dict) or "extends" in base or "auto" in base:
         raise ProfileError(f"{where}: extends: {name!r} must be a plain profile (not auto, not extending another)")
-    return _merged(base, {k: v for k, v in raw.items() if k != "extends"})
+    return overrides_.merged(base, {k: v for k, v in raw.items() if k != "extends"})
 
 
 def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
@@ -277,6 +261,7 @@ def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
         auto = AutoProfile.model_validate(raw).auto
     except ValidationError as e:
         raise ProfileError(f"{where}: {_describe(e)}") from None
+    files = [path]
     for kind, rules in (("cuda", auto.cuda), ("cpu", auto.cpu)):  # every rule must name a usable profile
         for i, rule in enumerate(rules):
             key = f"auto.{kind}.{i}.use"
@@ -284,14 +269,15 @@ def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
             if not PLAIN_NAME.fullmatch(rule.use) or not target.is_file():
                 raise ProfileError(f"{where}: {key}: no such profile {rule.use!r} "
                                    f"(known: {', '.join(paths.known_profiles())})")
-            if target.resolve() == path.resolve() or "auto" in (yaml.safe_load(target.read_text()) or {}):
+            if target.resolve() == path.resolve() or "auto" in (_read_yaml(target, f"{where}: {key}") or {}):
                 raise ProfileError(f"{where}: {key}: {rule.use!r} is itself an auto profile")
             try:
-                device = load(rule.use).profile.device
+                used = load(rule.use)
             except ProfileError as e:
                 raise ProfileError(f"{where}: {key}: profile {rule.use!r} is invalid: {e}") from None
-            if device != kind:
-                raise ProfileError(f"{where}: {key}: profile {rule.use!r} runs on {device}, not {kind}")
+            files += used.files
+            if used.profile.device != kind:
+                raise ProfileError(f"{where}: {key}: profile {rule.use!r} runs on {used.profile.device}, not {kind}")
     m = machine or detect_machine()
     if m.cuda:
         rule = next(r for r in auto.cuda if m.gpu_memory_gib >= r.min_gpu_memory_gib and m.cores >= r.min_cores)
@@ -303,40 +289,48 @@ def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
                    + chosen.profile.description)
     # the shift between runs was recorded on the development machine, not on this one
     prof = chosen.profile.model_copy(update={"threads": threads, "description": description, "run_shift": "unknown"})
-    return LoadedProfile(path.stem, path, prof, chosen.sections, picked=rule.use)
+    return LoadedProfile(path.stem, path, prof, chosen.sections, picked=rule.use, files=tuple(dict.fromkeys(files)))
 
 
-# the profile-wide values every notebook takes as parameters (beside `profile`, `force` and its section's keys)
+_SHIPPED: dict[tuple, dict[str, LoadedProfile]] = {}  # shipped(), by its files' stamps and what `load` is keyed on
+
+
+def shipped() -> dict[str, LoadedProfile]:
+    """The profiles under params/ that run a grid of their own, by name, through the cached loader (each file read once
+    per modification): an auto profile (it picks one of the others), a profile that extends another (its grid is the
+    base's) and one that does not validate are left out."""
+    files = [paths.profile_path(name) for name in paths.known_profiles()]
+    key = (_stamp(files), tuple(study_registry.REGISTRY), str(paths.NOTEBOOKS_DIR))
+    if key not in _SHIPPED:
+        out = {}
+        for path in files:
+            try:
+                raw = _read_yaml(path, path.name)
+                if isinstance(raw, dict) and not {"auto", "extends"} & set(raw):
+                    out[path.stem] = load(path.stem)
+            except (ProfileError, OSError):
+                continue
+        _SHIPPED.clear()
+        _SHIPPED[key] = out
+    return _SHIPPED[key]
+
+
+# the profile-wide values a notebook's "What ran" shows (beside `profile`, `force` and its section's keys)
 COMMON_PARAMETERS = ("device", "threads", "seed", "run_shift", "measure", "parity_tolerance")
-# profile-wide values a notebook may pass but need not (study.start takes them from the profile file otherwise)
-PROCESS_PARAMETERS = ("tf32",)
 
 
 def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:
-    """The values papermill injects into a notebook's parameters cell."""
-    if notebook not in loaded.sections:
-        raise ProfileError(
-            f"{loaded.path.name}: notebooks: has no section {notebook!r} (it has: {', '.join(loaded.sections)})"
-        )
-    p = loaded.profile
+    """A notebook's parameters as its profile resolves them: the profile's name, the common settings (its section's
+    `measure` merged in) and its section's fields; what the page's "What ran" lists."""
+    p = loaded.settings_for(notebook)
     section = loaded.sections[notebook].model_dump(exclude={"measure", "left_out"})
-    common = p.model_dump(include=set(COMMON_PARAMETERS)) | {"measure": loaded.measure_for(notebook).model_dump()}
+    common = p.model_dump(include=set(COMMON_PARAMETERS))
     return {"profile": loaded.name, **{k: common[k] for k in COMMON_PARAMETERS}, **section}
 
 
-def check_parameters(notebook: str, params: dict[str, Any]) -> tuple[Profile, BaseModel]:
-    """Validate a notebook's parameters (injected or edited by hand) with the profile schema."""
-    common = {k: params[k] for k in COMMON_PARAMETERS if k in params}
-    common |= {k: params[k] for k in PROCESS_PARAMETERS if k in params}
-    section = {k: v for k, v in params.items() if k not in common and k not in ("profile", "force")}
-    where = f"{notebook} parameters"
-    name = str(params.get("profile", ""))
-    if not PLAIN_NAME.fullmatch(name) and not OVERRIDDEN_NAME.fullmatch(name):
-        raise ProfileError(f"{where}: profile: must be a plain name such as 'smoke' (got {params.get('profile')!r})")
-    try:
-        prof = Profile.model_validate(
-            {"description": f"parameters of {notebook}", **common, "notebooks": {notebook: section}}
-        )
-    except ValidationError as e:
-        raise ProfileError(f"{where}: {_describe(e)}") from None
-    return prof, _validate_section(notebook, section, where, prof)
+def notebook_inputs(loaded: LoadedProfile, *, force: bool = False) -> dict[str, Any]:
+    """What `studylib run` injects into a study notebook's parameters cell: the profile's file (a name under params/
+    or an absolute path, as run.json records it), its overrides as a mapping and `force`. study.start loads the very
+    profile from them: the same name, outputs folder and settings as the run's plan and early passes."""
+    return {"profile": override_record(loaded)["profile"], "overrides": overrides_.as_mapping(loaded.overrides),
+            "force": bool(force)}

@@ -28,6 +28,10 @@ Tolerance = Literal["fp32", "bf16", "fp16", "int8"]  # int8: quantized runtimes,
 Device = Literal["cpu", "cuda"]
 
 
+class ProfileError(Exception):
+    """A bad profile or parameter: the message is one line naming file, key and problem."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 

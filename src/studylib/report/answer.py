@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import html
 import re
-from functools import cache
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from ..core import paths, speedups, variance
 from ..core.verdicts import VerdictTable
+from ..measurement import profiles
 from ..studies import STUDIES
 from . import decisions, prose
 
@@ -30,18 +29,14 @@ def whole_models(df: pd.DataFrame) -> pd.DataFrame:
     return df[df.task != "op"] if "task" in df else df
 
 
-@cache
 def _profile_variants() -> dict[str, dict[str, set[str]]]:
-    """For every profile file, the values each study section lists (variants, strategies), read from the YAML."""
+    """For every profile under params/ with a grid of its own (profiles.shipped, the cached loader), the values each
+    study section lists (variants, strategies)."""
     out: dict[str, dict[str, set[str]]] = {}
-    for path in sorted(paths.PARAMS_DIR.glob("*.yaml")):
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError):
-            continue
-        for nb, section in (data.get("notebooks") or {}).items():
-            values = {str(v) for key in ("variants", "strategies") for v in (section or {}).get(key, []) or []}
-            out.setdefault(nb, {})[path.stem] = values
+    for name, loaded in profiles.shipped().items():
+        for nb, section in loaded.sections.items():
+            values = {str(v) for key in ("variants", "strategies") for v in getattr(section, key, None) or []}
+            out.setdefault(nb, {})[name] = values
     return out
 
 

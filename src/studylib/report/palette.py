@@ -13,6 +13,7 @@ import zlib
 
 import seaborn as sns
 
+from ..core import paths
 from ..core.config import AA, is_aa
 
 BASELINE = "#222222"
@@ -77,7 +78,5 @@ def marker(name, default: str = "o") -> str:
 @functools.cache
 def profile_colours() -> dict[str, tuple]:
     """One colour per profile under params/, in name order, so a profile keeps its colour as others are added."""
-    from ..core import paths
-
-    names = sorted(p.stem for p in (paths.ROOT / "params").glob("*.yaml"))
+    names = paths.known_profiles()
     return dict(zip(names, sns.color_palette("colorblind", len(names))))
