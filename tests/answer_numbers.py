@@ -3,9 +3,9 @@
 import html as _html
 import re
 
-SPEEDUP_CI = re.compile(r"\d+\.\d\d× \(95% CI \d+\.\d\d–\d+\.\d\d\)")
-RATIO = re.compile(r"(?<![\d.–])(\d+\.\d\d)×")
-RANGE = re.compile(r"(?<![\d.])(\d+\.\d\d)–(\d+\.\d\d)×")
+SPEEDUP_CI = re.compile(r"\d+\.\d{1,3}× \(95% CI \d+\.\d{1,3}–\d+\.\d{1,3}\)")  # 1 to 3 decimals: numbers.decimals
+RATIO = re.compile(r"(?<![\d.–])(\d+\.\d{1,3})×")
+RANGE = re.compile(r"(?<![\d.])(\d+\.\d{1,3})–(\d+\.\d{1,3})×")
 COST = re.compile(r"one-time ([^,;]+?), paid back after ([\d,]+)(?:–([\d,]+))? call")
 SECONDS = re.compile(r"\d+(?:\.\d)? m?s")
 

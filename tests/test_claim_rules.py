@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from studylib.core import numbers
 from studylib.machine import gemm, limits
 from studylib.measurement import claims
 from studylib.studies import onnx_batching as s03
@@ -108,7 +109,7 @@ def test_a_number_beyond_the_ci_in_the_claimed_direction_does_not_agree_on_the_n
     assert claims.judge(twenty, claims.Measurement(1.07, 1.06, 1.08, "x", band=1.05))[1].endswith(
         "and lies above the ±5% band (A/A noise)")
     assert claims.judge(twenty, claims.Measurement(1.4, 1.3, 1.5, "x"))[1].startswith(
-        "agrees (direction), not the number: our CI 1.3–1.5×, our effect larger than the seed's 1.2")  # larger: still agrees
+        "agrees (direction), not the number: our CI 1.30–1.50×, our effect larger than the seed's 1.2")  # larger: still agrees
     assert claims.judge(twenty, claims.Measurement(0.8, 0.75, 0.85, "x"))[0] == "does not agree"  # reversed
     t = _table(rows, _claim("three", number=3.0), _claim("plain")).reset_index()
     totals = claims.totals(t)
@@ -123,12 +124,12 @@ def test_per_cell_never_averages_cells_whose_directions_differ():
     argmax = _claim("argmax", expect="lower")  # 001-unusual-ops-argmax: 2.52× at 1×128, 0.70× at 32×128
     split = claims.per_cell([("1×128", (2.52, 2.40, 2.65)), ("32×128", (0.70, 0.68, 0.72))], argmax, text="argmax")
     assert split.value is None
-    assert split.text == "argmax: faster at 1×128; slower at 32×128 (1×128 2.52×; 32×128 0.7×)"
+    assert split.text == "argmax: faster at 1×128; slower at 32×128 (1×128 2.52×; 32×128 0.70×)"
     assert claims.judge(argmax, split) == ("does not agree", "does not agree: the claim does not hold across the "
                                                              "sizes — faster at 1×128; slower at 32×128")
     same = claims.per_cell([("b1", (0.5, 0.45, 0.55)), ("b8", (0.8, 0.75, 0.85)), ("b32", (1.0, 0.97, 1.03))], argmax)
     assert (same.value, same.ci_low, same.ci_high) == (1.0, 0.97, 1.03)  # no opposite cells: the least favourable
-    assert same.text.startswith("least favourable: b32; all: b1 0.5×") and not same.verdict
+    assert same.text.startswith("least favourable: b32; all: b1 0.50×") and not same.verdict
     assert claims.judge(argmax, same)[0] == "does not agree"  # equal within noise at b32
 
 
@@ -152,12 +153,12 @@ def test_every_verdict_says_what_our_ci_shows():
     assert claims.judge(plain, claims.Measurement(1.06, 1.03, 1.09, "x", band=1.05)) == (
         "inconclusive", "inconclusive: our CI 1.03–1.09× crosses the edge of the ±5% band (A/A noise)")
     assert claims.judge(plain, claims.Measurement(1.0, 0.9, 1.1, "x", band=1.05))[1] == (
-        "inconclusive: our CI 0.9–1.1× reaches past both edges of the ±5% band (A/A noise)")
+        "inconclusive: our CI 0.90–1.10× reaches past both edges of the ±5% band (A/A noise)")
     word = _claim("word", magnitude={"words": "显著", "at_least": 1.2, "why": "test"})
     for claim in (plain, equal, word, _claim("n", number=1.2)):
         for ci in ((1.5, 1.4, 1.6), (1.06, 1.03, 1.09), (0.8, 0.7, 0.9), (1.0, 0.99, 1.01), (1.2, 1.1, 1.3)):
             sentence = claims.judge(claim, claims.Measurement(*ci, "x", band=1.05))[1]
-            assert f"our CI {ci[1]:.3g}–{ci[2]:.3g}×" in sentence and "includes 1" not in sentence, (claim.id, ci)
+            assert f"our CI {numbers.fmt_ci(ci[1], ci[2])}" in sentence and "includes 1" not in sentence, (claim.id, ci)
 
 
 # --- the host caveat ------------------------------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def test_a_magnitude_word_needs_its_stated_threshold():
     word = {"words": "显著 (significant)", "at_least": 1.2, "why": "test"}
     sig, slow = _claim("sig", "higher", magnitude=word), _claim("slow", "lower", magnitude=word)
     assert claims.judge(sig, claims.Measurement(1.08, 1.06, 1.10, "x", band=1.02)) == (
-        "does not agree", "does not agree: our CI 1.06–1.1× lies above the ±2% band (A/A noise), but short of the "
+        "does not agree", "does not agree: our CI 1.06–1.10× lies above the ±2% band (A/A noise), but short of the "
                           "1.2× that «显著 (significant)» implies")
     assert claims.judge(sig, claims.Measurement(1.3, 1.25, 1.4, "x"))[0] == "agrees (direction)"
     assert claims.judge(sig, claims.Measurement(1.2, 1.1, 1.3, "x"))[0] == "inconclusive"

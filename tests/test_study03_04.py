@@ -42,7 +42,7 @@ def test_study03_speedups_findings_and_claims(df03):
     assert eager8.speedup == pytest.approx(2.0, rel=0.02)  # batch 8 halves the time per text of batch 1
     text = "\n".join(s03.findings(df03, same, over1))
     assert "eager (m fp32): lowest time per text at batch 8 (" in text and "from batch 1 to 64" in text
-    assert "ort-int8: predicted labels agree with eager fp32 PyTorch on 97.0%–97.0%" in text
+    assert "ort-int8: predicted labels agree with eager fp32 PyTorch on 97.0% of texts" in text
     assert "torch-int8 b1: error — RuntimeError: no qengine" in text
     claims = s03.claims(df03, same, over1).set_index("id")
     winner = claims.loc["003-onnx-wins-small-batch-cpu"]  # 1.5× over eager and TorchScript below 32
@@ -128,5 +128,5 @@ def test_study03_preparation_shows_each_exports_graph_size_and_torchao_labels(df
     assert prep.loc[("ort-int8", 1), ["graph nodes", "graph MB", "source"]].tolist() == ["", "", "cache"]
     assert "torchao-int8" not in prep.index.get_level_values(0)  # no ONNX file: its one-time cost is the verdicts'
     text = "\n".join(s03.findings(df, s03.speedups_same_batch(df), s03.speedups_over_batch1(df)))
-    assert "torchao-int8: predicted labels agree with eager fp32 PyTorch on 97.0%–97.0%" in text
+    assert "torchao-int8: predicted labels agree with eager fp32 PyTorch on 97.0% of texts" in text
     assert "Parity of fp32 variants" in text and "torchao-int8 b1" not in text.split("Parity of fp32")[1].split("\n")[0]

@@ -182,7 +182,7 @@ def test_the_compile_table_and_findings_give_both_costs(df):
     assert t.loc[8, "compile warm (s)"] == "" and t.loc[8, "cache hits / misses"] == "2 / 1"  # missed: not warm
     text = "\n".join(s01.findings(df, sp))
     assert "Compiling cost 2.0–3.0 s per configuration" in text
-    assert "from the compile cache an earlier process saved, 1.3–1.3 s (1 of 2 compiled configurations)" in text
+    assert "from the compile cache an earlier process saved, 1.3 s (1 of 2 compiled configurations)" in text
     assert "1 compile(s) from an earlier process's cache missed it" in text
     assert s01.compile_table(sp)["compile warm (s)"].eq("").all()  # without the results: blank
 

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .core import numbers
+
 SMOKE_PROFILE, SMOKE_NOTEBOOK = "gpu-smoke", "01_eager_vs_compiled"
 AT_LEAST = 10.0  # the factor the sync and the TensorRT cache must show
 
@@ -66,7 +68,7 @@ def sync_section() -> Section:
     ratio = with_sync / without if without > 0 else float("inf")
     return Section("timing needs the sync", ratio >= AT_LEAST, [
         f"20 fp32 4096² matmuls: {without * 1e3:.3g} ms without synchronize (launches only), {with_sync * 1e3:.3g} ms "
-        f"with it: {ratio:.3g}× (at least {AT_LEAST:g}× expected)"])
+        f"with it: {numbers.fmt(ratio)} (at least {numbers.fmt_factor(AT_LEAST)} expected)"])
 
 
 def _plan(precision: dict):
@@ -138,8 +140,8 @@ def tensorrt_section() -> Section:
         engines = sorted(p.relative_to(cache).as_posix() for p in Path(cache).rglob("*.engine"))
     ratio = seconds[0] / seconds[1]
     return Section("TensorRT engine cache", ratio >= AT_LEAST and bool(engines), [
-        f"build and first call {seconds[0]:.3g} s, cached load and first call {seconds[1]:.3g} s: {ratio:.3g}× "
-        f"(at least {AT_LEAST:g}×)", f"engines: {', '.join(engines) or 'none written'}"])
+        f"build and first call {seconds[0]:.3g} s, cached load and first call {seconds[1]:.3g} s: {numbers.fmt(ratio)} "
+        f"(at least {numbers.fmt_factor(AT_LEAST)})", f"engines: {', '.join(engines) or 'none written'}"])
 
 
 def smoke_verdict(rows: list[dict]) -> tuple[bool, list[str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..core import numbers
 # the ratio and rates live with the record (machine/gemm.py), where the claims layer reads them too
 from ..machine.gemm import GAP_RATIO as MECHANISM_RATIO
 from ..machine.gemm import _gemm, gemm_ratio, study_rates, study_shapes  # noqa: F401 - gemm_ratio: re-exported
@@ -47,12 +48,12 @@ def mechanism(peaks: dict | None, a: str, b: str, dtype: str = "fp32", *, observ
     shapes = "BERT-base's linear layers" + (f" at {tokens} tokens" if tokens else "")
     faster, slower = (a, b) if ratio > 1 else (b, a)
     times = ratio if ratio > 1 else 1 / ratio
-    gap = (f"the {observed:.2f}× of {what or f'{NAMES.get(a, a)} over {NAMES.get(b, b)}'}" if observed
+    gap = (f"the {numbers.fmt(observed)} of {what or f'{NAMES.get(a, a)} over {NAMES.get(b, b)}'}" if observed
            else f"a gap between {NAMES.get(a, a)} and {NAMES.get(b, b)} at compute-bound shapes")
     opening = (f"On this CPU ({cpu}{flags}), the {dtype} GEMM of {NAMES.get(faster, faster)} "
                f"({code_path(peaks, faster, dtype)}) reaches {_span(study_rates(peaks, faster, dtype))} GFLOP/s at "
                f"{shapes} and that of {NAMES.get(slower, slower)} ({code_path(peaks, slower, dtype)}) "
-               f"{_span(study_rates(peaks, slower, dtype))} GFLOP/s, {times:.2f}× as fast")
+               f"{_span(study_rates(peaks, slower, dtype))} GFLOP/s, {numbers.fmt(times)} as fast")
     if observed and (observed > 1) != (ratio > 1):
         return f"{opening}: {gap} goes the other way, so it does not come from the GEMM."
     return (f"{opening}: {gap} follows the GEMM path each library takes, and holds for this CPU; another CPU can "
@@ -70,9 +71,9 @@ def explain(peaks: dict | None, a: str, b: str, dtype: str = "fp32", **kwargs) -
     if ratio is None:
         return (f"The {dtype} GEMMs of {na} and {nb} were not both measured with this machine's limits, "
                 f"so this page cannot say whether the GEMM path explains a gap between them.")
-    return (f"On this CPU the {dtype} GEMMs of {na} and {nb} are within {MECHANISM_RATIO}× of each other at "
+    return (f"On this CPU the {dtype} GEMMs of {na} and {nb} are within {numbers.fmt_factor(MECHANISM_RATIO)} of each other at "
             f"BERT-base's shapes ({na} {_span(study_rates(peaks, a, dtype))}, {nb} {_span(study_rates(peaks, b, dtype))} "
-            f"GFLOP/s; {ratio:.2f}×): the GEMM path does not explain a larger gap between them.")
+            f"GFLOP/s; {numbers.fmt(ratio)}): the GEMM path does not explain a larger gap between them.")
 
 
 def _fmt(v, spec: str) -> str:
@@ -101,7 +102,7 @@ def gemm_table(peaks: dict | None, *, studies_only: bool = False) -> pd.DataFram
                 rows.append({"library": name, "version": record.get("version", ""), "dtype": dtype,
                              "shape": s.get("label", key), "M×K×N": key.replace("x", "×"),
                              "GFLOP/s": _fmt(cell.get("gflops"), ",.0f"),
-                             "95% CI": f"{cell['ci_low']:,.0f}–{cell['ci_high']:,.0f}" if ok else "",
+                             "95% CI": numbers.fmt_range(cell["ci_low"], cell["ci_high"], ",.0f", collapse=False) if ok else "",
                              "code path": "; ".join(cell.get("path") or []) or (record.get("kernel_library") or ""),
                              "max rel. error": _fmt(cell.get("rel_err"), ".1e"),
                              "status": "ok" if ok else f"{cell.get('status')}: {cell.get('message', '')[:120]}"})

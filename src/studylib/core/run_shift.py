@@ -22,6 +22,8 @@ import numpy as np
 import yaml
 from scipy import stats as _st
 
+from . import numbers
+
 RECORD = Path(__file__).with_name("run_shifts.yaml")
 RECORDED, UNKNOWN = "recorded", "unknown"
 CHOICES = (RECORDED, UNKNOWN)
@@ -85,6 +87,6 @@ def describe(shift: RunShift | None) -> str:
         return ("The shift of a whole run on this machine is unknown (no same-host re-run pairs recorded for this "
                 "profile), so no re-run interval is given: a re-run here may move every median alike by more than "
                 "the within-run CI.")
-    lo, hi = shift.interval_pct
-    return (f"A whole run on this host shifts every median alike by SD {shift.pct:.1f}% (95% CI {lo:.1f}–{hi:.1f}%, "
+    ci = numbers.fmt_range(*shift.interval_pct, ".1f", "%", collapse=False)
+    return (f"A whole run on this host shifts every median alike by SD {shift.pct:.1f}% (95% CI {ci}, "
             f"from {shift.df} same-host re-run pairs); the re-run CI adds it, with t at {shift.df} degrees of freedom.")

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from . import calibration, variance
+from . import calibration, numbers, variance
 from .config import FIELDS, REFERENCE, SHAPE, is_aa, original_of
 from .stats import Speedup
 
@@ -151,10 +151,11 @@ class AACalibration:
         """The calibration in words, for a page."""
         if not self.n:
             return "no A/A pair ran"
-        z = (f"; mean z² of the A/A log ratios {self.mean_z2:.2f} (95% CI {self.z2_low:.2f}–{self.z2_high:.2f}; 1 "
-             f"where the CIs are as wide as the noise)" if self.n_z else "")
+        z2_ci = numbers.fmt_range(self.z2_low, self.z2_high, ".2f", collapse=False)
+        z = (f"; mean z² of the A/A log ratios {self.mean_z2:.2f} (95% CI {z2_ci}; 1 where the CIs are as wide as the "
+             f"noise)" if self.n_z else "")
         return (f"{self.false_pos} of {self.n} A/A pairs called different (false-positive rate {self.rate:.0%}, exact "
-                f"95% CI {self.rate_low:.0%}–{self.rate_high:.0%}; 5% expected){z}")
+                f"95% CI {numbers.fmt_range(self.rate_low, self.rate_high, '.0%', collapse=False)}; 5% expected){z}")
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -382,19 +383,3 @@ def ratio_of(a: Speedup | tuple, b: Speedup | tuple) -> Speedup:
     lo = v * np.exp(-np.hypot(np.log(av / alo), np.log(bhi / bv)))
     hi = v * np.exp(np.hypot(np.log(ahi / av), np.log(bv / blo)))
     return Speedup(float(v), float(lo), float(hi), paired=False)
-
-
-def fmt(ratio: float, ci_low: float | None = None, ci_high: float | None = None) -> str:
-    """'1.87× (95% CI 1.80–1.95)', or '1.87×' without a CI: the one way every page writes a speed-up."""
-    if ci_low is None or ci_high is None or not np.isfinite(ci_low):
-        return f"{ratio:.2f}×"
-    return f"{ratio:.2f}× (95% CI {ci_low:.2f}–{ci_high:.2f})"
-
-
-def fmt_calls(n: float) -> str:
-    return "never" if not np.isfinite(n) else f"{n:,.0f}"
-
-
-def fmt_span(lo: float, hi: float) -> str:
-    """'0.93–0.99×', or '1.20×' where both ends round alike: the one way pages write a range of speed-ups."""
-    return fmt(lo) if fmt(lo) == fmt(hi) else f"{lo:.2f}–{fmt(hi)}"

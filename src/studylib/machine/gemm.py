@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core import numbers
 from .gemm_child import CHILDREN, DTYPES, MARK, shapes
 from .threads import OMP_WAIT_POLICY
 
@@ -178,5 +179,4 @@ def gemm_ratio(peaks: dict | None, a: str, b: str, dtype: str = "fp32") -> float
 
 def rate_span(values: list[float]) -> str:
     """'1,200' or '1,100–1,300' (GFLOP/s)."""
-    lo, hi = min(values), max(values)
-    return f"{lo:,.0f}" if round(lo) == round(hi) else f"{lo:,.0f}–{hi:,.0f}"
+    return numbers.fmt_range(min(values), max(values), ",.0f")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 
+from ..core import numbers
 from . import gemm
 from .rates import MIN_SAMPLES
 from .rates import rate as _rate
@@ -158,7 +159,8 @@ def describe_peaks(peaks: dict | None) -> str:
             parts.append(f"{dtype} matmul skipped ({m['skipped']})")
         else:
             unit = "GOP/s" if dtype == "int8" else "GFLOP/s"
-            parts.append(f"{dtype} matmul {m['gflops']:,.1f} {unit} (95% CI {m['ci_low']:,.1f}–{m['ci_high']:,.1f}; "
+            ci = numbers.fmt_range(m["ci_low"], m["ci_high"], ",.1f", collapse=False)
+            parts.append(f"{dtype} matmul {m['gflops']:,.1f} {unit} (95% CI {ci}; "
                          f"{m['size']}², {m['kernel']})")
     for dtype in ("fp32", "bf16"):
         best = roof(peaks, dtype)
@@ -167,7 +169,8 @@ def describe_peaks(peaks: dict | None) -> str:
     if "gemm" in peaks:
         parts.append(gemm.describe(peaks["gemm"]))
     bw = peaks["bandwidth"]
-    parts.append(f"memory bandwidth {bw['gbs']:,.1f} GB/s (95% CI {bw['ci_low']:,.1f}–{bw['ci_high']:,.1f}; "
+    ci = numbers.fmt_range(bw["ci_low"], bw["ci_high"], ",.1f", collapse=False)
+    parts.append(f"memory bandwidth {bw['gbs']:,.1f} GB/s (95% CI {ci}; "
                  f"{bw['kernel']}, {bw['bytes'] / 1e6:,.0f} MB per call)")
     return (" · ".join(parts) + f" — {peaks['threads']} threads, measured in {peaks['seconds']:.1f} s at "
             f"{peaks['measured_at']}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 
 from .. import runtimes
+from ..core import numbers
 from ..machine import gemm
 from ..workloads import models as model_registry
 from .claim_registry import Claim, ClaimError, evaluator
@@ -79,8 +80,8 @@ def host_caveat(claim: Claim, device: str, peaks: dict | None) -> str | None:
         if ratio is None or 1 / gemm.GAP_RATIO <= ratio <= gemm.GAP_RATIO:
             continue
         parts.append(f"{NAMES.get(lib, lib)} {gemm.rate_span(gemm.study_rates(peaks, lib, 'fp32'))} GFLOP/s against "
-                     f"PyTorch's {gemm.rate_span(gemm.study_rates(peaks, 'torch', 'fp32'))} ({ratio:.2f}×)")
+                     f"PyTorch's {gemm.rate_span(gemm.study_rates(peaks, 'torch', 'fp32'))} ({numbers.fmt(ratio)})")
     if not parts:
         return None
     return (f"host: this CPU's fp32 GEMM at BERT-base's linear layers runs {'; '.join(parts)}, more than "
-            f"{gemm.GAP_RATIO}× apart, so a verdict over eager PyTorch here carries this host's GEMM path")
+            f"{numbers.fmt_factor(gemm.GAP_RATIO)} apart, so a verdict over eager PyTorch here carries this host's GEMM path")

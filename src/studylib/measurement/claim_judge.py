@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..core import numbers
 from ..core.speedups import EQUIVALENCE, verdict
 from .claim_registry import Claim
 
@@ -48,11 +49,6 @@ class NotAnswered:
     reason: str
 
 
-def fmt_ci(value: float, lo: float, hi: float, unit: str = "×") -> str:
-    """'1.23× (95% CI 1.20–1.26×)'."""
-    return f"{value:.3g}{unit} (95% CI {lo:.3g}–{hi:.3g}{unit})"
-
-
 def least_favourable(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim):
     """Of (label, (ratio, low, high)) cells that must all bear a claim out, the one least favourable to it: the
     smallest for 'higher', the largest for 'lower', the furthest from 1 for 'equal'."""
@@ -75,7 +71,7 @@ def per_cell(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim, 
     if not cells:
         raise ValueError("per_cell needs at least one cell")
     rows = rows if rows is not None else pd.DataFrame()
-    every = "; ".join(f"{label} {v:.3g}{unit}" for label, (v, _, _) in cells)
+    every = "; ".join(f"{label} {numbers.fmt(v, unit=unit)}" for label, (v, _, _) in cells)
     ways: dict[str, list] = {}
     for label, (_, lo, hi) in cells:
         ways.setdefault(verdict(lo, hi, band), []).append(label)
@@ -90,7 +86,7 @@ def per_cell(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim, 
 
 def ci_text(lo: float, hi: float, unit: str = "×") -> str:
     """'our CI 1.03–1.09×'."""
-    return f"our CI {lo:.3g}–{hi:.3g}{unit}"
+    return f"our CI {numbers.fmt_ci(lo, hi, unit=unit)}"
 
 
 def _beyond(claim: Claim, lo: float, hi: float, at: float) -> str:
@@ -141,7 +137,7 @@ def judge(claim: Claim, m: Measurement, use_number: bool = True) -> tuple[str, s
         return DISAGREES_NUMBER, f"{DISAGREES_NUMBER}: {ours} lies {side} the seed's {n:.3g}, and {how}"
     mag = claim.magnitude
     if mag and cls == want:  # (b) a magnitude word's threshold
-        at, word = _beyond(claim, lo, hi, mag.at_least), f"the {mag.at_least:.3g}× that «{mag.words}» implies"
+        at, word = _beyond(claim, lo, hi, mag.at_least), f"the {numbers.fmt_factor(mag.at_least)} that «{mag.words}» implies"
         if at == "yes":
             return AGREES_DIRECTION, f"{AGREES_DIRECTION}: {ours} lies beyond {word}"
         if at == "no":

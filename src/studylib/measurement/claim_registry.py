@@ -23,7 +23,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
-from ..core import paths, study_registry
+from ..core import numbers, paths, study_registry
 from . import profiles
 
 REGISTRY_FILE = Path(__file__).with_name("claims.yaml")
@@ -332,5 +332,5 @@ def describe(claim: Claim) -> str:
     parts += [f"{k} (inferred): {getattr(c, k)}" for k in claim.inferred if k not in _SHOWN]
     if claim.magnitude:
         m = claim.magnitude
-        parts.append(f"«{m.words}» read as at least {m.at_least:.3g}× (our threshold, not the seed's)")
+        parts.append(f"«{m.words}» read as at least {numbers.fmt_factor(m.at_least)} (our threshold, not the seed's)")
     return " · ".join(parts) + f" [{claim.where}]"

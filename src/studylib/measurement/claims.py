@@ -53,7 +53,7 @@ import re
 
 import pandas as pd
 
-from ..core import speedups, verdicts
+from ..core import numbers, verdicts
 from ..core.study_registry import REGISTRY
 from .claim_coverage import (  # noqa: F401 - claims.<name> is how studies and tests reach them
     MIN_BATCHES,
@@ -73,7 +73,6 @@ from .claim_judge import (  # noqa: F401
     JUDGED,
     Measurement,
     NotAnswered,
-    fmt_ci,
     judge,
     least_favourable,
     per_cell,
@@ -156,7 +155,7 @@ def _row(claim: Claim, comparable: str, measured: str, verdict: str, judgement: 
 def _measurement_text(m: Measurement, claim: Claim) -> str:
     if m.value is None:
         return m.text
-    return f"{fmt_ci(m.value, m.ci_low, m.ci_high, m.unit)} — {claim.scale}: {m.text}"
+    return f"{numbers.fmt(m.value, m.ci_low, m.ci_high, unit=m.unit)} — {claim.scale}: {m.text}"
 
 
 def _number_applies(claim: Claim, rows: pd.DataFrame) -> bool:
@@ -193,7 +192,7 @@ def successor_note(claim: Claim, rows: pd.DataFrame, vt: verdicts.VerdictTable |
             continue
         counts = [f"{said} at {n}" for w, said in verdicts.SUCCESSOR_WORDS.items()
                   if (n := sum(v.decision == w for v in sel))]
-        span = speedups.fmt_span(min(v.speedup for v in sel), max(v.speedup for v in sel))
+        span = numbers.fmt_span(min(v.speedup for v in sel), max(v.speedup for v in sel))
         parts.append(f"its successor {c.candidate} against {c.baseline} at these shapes: {', '.join(counts)} of "
                      f"{len(sel)} ({span})")
     return "; ".join(parts)

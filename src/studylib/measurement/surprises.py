@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import speedups, stats
+from ..core import numbers, speedups, stats
 from ..core.speedups import EQUIVALENCE
 from ..machine.profiling import profile_prepared
 
@@ -101,8 +101,8 @@ class Found:
 
     def reason(self, replicate: int) -> str:
         s, e = self.speedup, self.expectation
-        return (f"{e.tag}; replicate {replicate} measured {s.ratio:.2f}× (95% CI {s.ci_low:.2f}–{s.ci_high:.2f}×, {s.n} "
-                f"paired rounds)")
+        return (f"{e.tag}; replicate {replicate} measured {numbers.fmt(s.ratio, s.ci_low, s.ci_high)} over {s.n} "
+                f"paired rounds")
 
 
 def check(expectations: Iterable[Expectation], configs: Iterable, rows: dict[str, dict]) -> list[Found]:
@@ -216,7 +216,7 @@ def profiled_pairs(df, expectations: Iterable[Expectation], band: float = EQUIVA
 
 def _sentence(pair: dict, band: float) -> str:
     e, s = pair["expectation"], pair["speedup"]
-    ratio = f"{s.ratio:.2f}× (95% CI {s.ci_low:.2f}–{s.ci_high:.2f}×)"
+    ratio = numbers.fmt(s.ratio, s.ci_low, s.ci_high)
     if s.ratio < 1:
         word = "slower than"
     elif s.ratio > 1:

@@ -17,7 +17,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..core import paths, speedups, variance
+from ..core import numbers, paths, speedups, variance
 from ..core.verdicts import VerdictTable
 from ..measurement import profiles
 from ..studies import STUDIES
@@ -102,9 +102,9 @@ def verdict_rows(vt: VerdictTable) -> pd.DataFrame:
         rows.append({"comparison": v.comparison, "shape": v.shape or v.workload,
                      "decision": v.decision if ok else f"{v.status}: {v.message[:120]}",
                      "speed-up (95% CI)": decisions.x(v) if ok else "",
-                     "re-run 95% interval": f"{v.rerun_low:.2f}–{v.rerun_high:.2f}×" if ok and np.isfinite(v.rerun_low)
+                     "re-run 95% interval": numbers.fmt_ci(v.rerun_low, v.rerun_high) if ok and np.isfinite(v.rerun_low)
                      else "",
-                     "detectable from": f"{v.detectable:.2f}× or {1 / v.detectable:.2f}×"
+                     "detectable from": f"{numbers.fmt(v.detectable)} or {numbers.fmt(1 / v.detectable)}"
                      if ok and v.decision == "undecided" and np.isfinite(v.detectable) else "",
                      "adjusted p": f"{v.p:.3g}" if ok and np.isfinite(v.p) else "",
                      "one-time cost": decisions.one_time(v) if ok and v.one_time_s > 0 else "",

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..core import speedups, verdicts
+from ..core import numbers, speedups, verdicts
 from ..core.verdicts import Verdict, VerdictTable
 
 MIN_COST_S = 0.5  # one-time costs below this are left out of the Answer's sentences (they are in the table)
@@ -35,18 +35,18 @@ def ms(value: float) -> str:
 
 def x(v: Verdict) -> str:
     """'1.22× (95% CI 1.18–1.27)'."""
-    return speedups.fmt(v.speedup, v.ci_low, v.ci_high)
+    return numbers.fmt(v.speedup, v.ci_low, v.ci_high)
 
 
 def x_short(v: Verdict) -> str:
     """'1.22× (1.18–1.27)', for table cells under a header that says what the interval is."""
-    return f"{v.speedup:.2f}× ({v.ci_low:.2f}–{v.ci_high:.2f})"
+    return numbers.fmt(v.speedup, v.ci_low, v.ci_high, brief=True)
 
 
 def calls_said(n: float, low: float | None = None, high: float | None = None, *, ci: bool = False) -> str:
     """Calls to pay a one-time cost back, said one way everywhere: '1 call', '146–1,167 calls' (a range over
     workloads, `low`–`high`), '4 (3–6) calls' (`ci`: the number with the interval its speed-up's CI gives)."""
-    n_, lo, hi = (speedups.fmt_calls(v) for v in (n, n if low is None else low, n if high is None else high))
+    n_, lo, hi = (numbers.fmt_calls(v) for v in (n, n if low is None else low, n if high is None else high))
     said = n_ if lo == hi else f"{n_} ({lo}–{hi})" if ci else f"{lo}–{hi}"
     if said == "never":
         return said
@@ -194,7 +194,7 @@ def pick(vt: VerdictTable, workload: str) -> tuple[str, Verdict | None]:
         return f"use {best.candidate}", best
     if any(v.decision == "undecided" for v in full):
         mde = min(v.detectable for v in full if v.decision == "undecided")
-        return f"undecided: could not tell effects under {mde:.2f}×; keep {base}", None
+        return f"undecided: could not tell effects under {numbers.fmt(mde)}; keep {base}", None
     if any(v.decision == "equal" for v in full):
         return f"tie: keep the default ({base})", None
     return f"keep the default ({base}): every option is slower", None
@@ -208,8 +208,8 @@ def what_to_use(vt: VerdictTable, study: str = "") -> pd.DataFrame:
         here = [v for v in vt.options() if v.workload == workload and v.ok]
         quant = [v for v in here if quantized(v.candidate)]
         words_, top = pick(vt, workload)
-        rec = {"study": study, "workload": workload,
-               "decision": words_ + (f" ({top.speedup:.2f}× faster)" if top is not None else "")}
+        faster = f" ({numbers.fmt_alone(top.speedup, top.ci_low, top.ci_high)} faster)" if top is not None else ""
+        rec = {"study": study, "workload": workload, "decision": words_ + faster}
         if top is not None:
             rec |= {"speed-up over default (95% CI)": f"{x(top)} over {top.baseline}", "latency": _latency(top),
                     "one-time cost": one_time(top),

@@ -11,6 +11,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import NullFormatter
 
+from ..core import numbers
 from ..core.config import SHAPE, is_aa
 from ..core.plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title
 from ..core.speedups import EQUIVALENCE
@@ -211,7 +212,8 @@ def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row:
             yi, xi = ys.index(getattr(t, y)), xs.index(getattr(t, x))
             if pd.notna(t.speedup):
                 grid[yi, xi] = np.log2(t.speedup)
-                ax.text(xi, yi, f"{t.speedup:.2f}×\n({t.ci_low:.2f}–{t.ci_high:.2f})", ha="center", va="center",
+                label = numbers.fmt(t.speedup, t.ci_low, t.ci_high, brief=True).replace(" (", "\n(", 1)
+                ax.text(xi, yi, label, ha="center", va="center",
                         fontsize=7, color=_ink(cmap(norm(grid[yi, xi]))))
             else:
                 status[(yi, xi)] = str(t.status)
@@ -231,7 +233,7 @@ def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row:
     if image is not None:
         bar = fig.colorbar(image, ax=[ax for ax, _, _ in cells], shrink=0.6, pad=0.02)
         ticks = [t for t in (-3, -2, -1, -0.5, 0, 0.5, 1, 2, 3) if abs(t) <= max(span, 0.1)]
-        bar.set_ticks(ticks, labels=[f"{2 ** t:.2g}×" for t in ticks])
+        bar.set_ticks(ticks, labels=[numbers.fmt_factor(2 ** t) for t in ticks])
         bar.set_label("speed-up (log scale)")
     if title:
         fig.suptitle(title)

@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from ..core import speedups, verdicts
+from ..core import numbers, speedups, verdicts
 from ..core.verdicts import Verdict, VerdictTable
 from .decisions import MIN_COST_S, calls_said, pick, quantized, seconds
 
@@ -50,7 +50,9 @@ def joined(labels: list[str]) -> str:
 
 
 def _range(rows: list[Verdict]) -> str:
-    return speedups.fmt_span(min(v.speedup for v in rows), max(v.speedup for v in rows))
+    """The speed-ups of `rows` from lowest to highest, each end at its own CI's decimals (as its table cell)."""
+    lo, hi = min(rows, key=lambda v: v.speedup), max(rows, key=lambda v: v.speedup)
+    return numbers.fmt_span((lo.speedup, lo.ci_low, lo.ci_high), (hi.speedup, hi.ci_low, hi.ci_high))
 
 
 def _span(values: list[float]) -> str:
@@ -189,7 +191,7 @@ def _closing(vt: VerdictTable) -> str:
     band = f"±{(vt.rows[0].band if len(vt) else speedups.EQUIVALENCE) - 1:.0%}"
     if undecided:
         return (f"Ties are within {band}; undecided cells could not tell effects under "
-                f"{min(undecided):.2f}×.")
+                f"{numbers.fmt(min(undecided))}.")
     return f"Ties are within {band}."
 
 

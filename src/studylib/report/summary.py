@@ -12,7 +12,7 @@ import os
 
 import pandas as pd
 
-from ..core import paths, study_registry, verdicts
+from ..core import numbers, paths, study_registry, verdicts
 from ..core.files import read_json
 from ..core.results import ResultsTable
 from ..core.verdicts import VerdictTable
@@ -196,8 +196,8 @@ def speedup_matrix(table: pd.DataFrame) -> pd.DataFrame:
         if r["status"] != "ok":
             return f"— ({r['status']})"
         if str(r["reading"]).startswith("depends"):  # verdicts differ by shape: the range, never a mean
-            return f"{r['lowest']:.2f}–{r['highest']:.2f}× by shape ({r['reading'][len('depends on the shape: '):]})"
-        return f"{r['speedup']:.2f}× ({r['ci_low']:.2f}–{r['ci_high']:.2f}) · {int(r['n'])}/{int(r['of'])} shapes"
+            return f"{numbers.fmt_span(r['lowest'], r['highest'])} by shape ({r['reading'][len('depends on the shape: '):]})"
+        return f"{numbers.fmt(r['speedup'], r['ci_low'], r['ci_high'], brief=True)} · {int(r['n'])}/{int(r['of'])} shapes"
 
     if not len(table):
         return pd.DataFrame()
@@ -242,8 +242,8 @@ def findings(table: pd.DataFrame, claims_table: pd.DataFrame) -> list[str]:
     for comp, whole in ok.groupby("comparison", sort=False):
         split = whole.tf32.nunique() > 1  # rows of different precision policies are never read as like for like
         for policy, g in whole.groupby("tf32", sort=False):
-            parts = [f"{r.profile} {r.lowest:.2f}–{r.highest:.2f}× by shape" if str(r.reading).startswith("depends")
-                     else f"{r.profile} {r.speedup:.2f}× ({r.ci_low:.2f}–{r.ci_high:.2f})" for r in g.itertuples()]
+            parts = [f"{r.profile} {numbers.fmt_span(r.lowest, r.highest)} by shape" if str(r.reading).startswith("depends")
+                     else f"{r.profile} {numbers.fmt(r.speedup, r.ci_low, r.ci_high, brief=True)}" for r in g.itertuples()]
             readings = g.reading.value_counts()
             where = ", ".join(f"{word} on {n}" for word, n in readings.items())
             label = f"{comp}, TF32 {policy}" if split else comp

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..core import run_shift, speedups, stats, variance
+from ..core import numbers, run_shift, speedups, stats, variance
 from ..core.speedups import EQUIVALENCE
 from ..workloads.models import MODELS
 
@@ -25,8 +25,8 @@ def threshold_note(claim, lo: float, hi: float, band: float = EQUIVALENCE) -> st
     beyond = lo >= m.at_least if claim.expect == "higher" else hi <= 1 / m.at_least
     if speedups.verdict(lo, hi, band) != want or beyond:
         return ""
-    return (f" (decided {want}; only the registry's reading of «{m.words}» as at least {m.at_least:.3g}× — our "
-            f"threshold, not the seed's number — stands between this and agreeing)")
+    return (f" (decided {want}; only the registry's reading of «{m.words}» as at least "
+            f"{numbers.fmt_factor(m.at_least)} — our threshold, not the seed's number — stands between this and agreeing)")
 
 
 def fmt_ms(seconds: float) -> str:
@@ -41,13 +41,9 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def fmt_x(ratio: float) -> str:
-    return f"{ratio:.2f}×"
-
-
 def describe_ci(row) -> str:
-    """'1.23× (95% CI 1.20–1.26×)' from a row with speedup, ci_low, ci_high."""
-    return speedups.fmt(row["speedup"], row["ci_low"], row["ci_high"])
+    """'1.23× (95% CI 1.20–1.26)' from a row with speedup, ci_low, ci_high (numbers.fmt)."""
+    return numbers.fmt(row["speedup"], row["ci_low"], row["ci_high"])
 
 
 def aa_finding(df: pd.DataFrame) -> str:
@@ -69,11 +65,14 @@ def aa_finding(df: pd.DataFrame) -> str:
         what = (f"**A/A controls** ({', '.join(r + '-aa' for r in runtimes)}: each an independently prepared copy of "
                 f"its variant, timed like any variant): called different from their original in {cal.false_pos} of "
                 f"{cal.n} pairs ({per})")
-    return (f"{what} (false-positive rate {cal.rate:.0%}, exact 95% CI {cal.rate_low:.0%}–{cal.rate_high:.0%}; 5% "
-            f"expected); mean z² of the A/A log ratios {cal.mean_z2:.2f} (95% CI {cal.z2_low:.2f}–{cal.z2_high:.2f}; "
-            f"about 1 where the CIs are as wide as the noise, above 1 where they are too narrow); A/A ratios "
-            f"{aa.speedup.min():.3f}–{aa.speedup.max():.3f}×, CIs as wide as {aa.ci_low.min():.3f}–"
-            f"{aa.ci_high.max():.3f}× — the machine's noise floor, {floor}.")
+    rate_ci = numbers.fmt_range(cal.rate_low, cal.rate_high, ".0%", collapse=False)
+    z2_ci = numbers.fmt_range(cal.z2_low, cal.z2_high, ".2f", collapse=False)
+    ratios = numbers.fmt_range(aa.speedup.min(), aa.speedup.max(), ".3f", "×")
+    widest = numbers.fmt_range(aa.ci_low.min(), aa.ci_high.max(), ".3f", "×", collapse=False)
+    return (f"{what} (false-positive rate {cal.rate:.0%}, exact 95% CI {rate_ci}; 5% expected); mean z² of the A/A "
+            f"log ratios {cal.mean_z2:.2f} (95% CI {z2_ci}; about 1 where the CIs are as wide as the noise, above 1 "
+            f"where they are too narrow); A/A ratios {ratios}, CIs as wide as {widest} — the machine's noise floor, "
+            f"{floor}.")
 
 
 def rerun_line(ok: pd.DataFrame) -> str:
@@ -84,8 +83,9 @@ def rerun_line(ok: pd.DataFrame) -> str:
     # the shift these rows were measured with (the record may have grown since)
     shift = run_shift.of(*stamped.iloc[-1])
     half = (ok.rerun_high_s / ok.median_s - 1) if "rerun_high_s" in ok else pd.Series(dtype=float)
-    return (run_shift.describe(shift) + (f" Re-run CIs' upper half-widths: {half.min():.1%}–{half.max():.1%}."
-                                         if half.notna().any() else ""))
+    if not half.notna().any():
+        return run_shift.describe(shift)
+    return run_shift.describe(shift) + f" Re-run CIs' upper half-widths: {numbers.fmt_range(half.min(), half.max(), '.1%')}."
 
 
 def drift_finding(df: pd.DataFrame) -> str | None:
@@ -113,9 +113,10 @@ def drift_finding(df: pd.DataFrame) -> str | None:
         odd_line = (f" {odd} configuration(s) whose replicates disagree far beyond that (Q test, p < "
                     f"{variance.HETEROGENEITY_P}) keep their own spread." if odd else "")
         half = ok.ci_high_s / ok.median_s - 1
+        widths = numbers.fmt_range(half.min(), half.max(), ".1%")
         line += (f" Between processes: beyond its rounds' sampling noise a configuration's median moves by "
                  f"{medians.pct:.1f}% (SD, pooled over {counted(medians.units, 'configuration')}); the medians' 95% CIs (this "
-                 f"run) include it, upper half-widths {half.min():.1%}–{half.max():.1%}.{odd_line}{paired} "
+                 f"run) include it, upper half-widths {widths}.{odd_line}{paired} "
                  + rerun_line(ok))
     return line
 
@@ -131,7 +132,7 @@ def failures_and_noise(df: pd.DataFrame, where) -> list[str]:
              + "; ".join(f"{where(r)}: {r['status']} — {r['error']}"
                          for _, r in failed.drop_duplicates(["variant", "error"]).iterrows())]
     if len(measured):
-        lines.append(f"Noise: CV of pass times {measured.cv.min():.1%}–{measured.cv.max():.1%}.")
+        lines.append(f"Noise: CV of pass times {numbers.fmt_range(measured.cv.min(), measured.cv.max(), '.1%')}.")
     return lines
 
 
@@ -207,8 +208,7 @@ def aoti_steps(df: pd.DataFrame) -> str:
         values = [s[step][key] * scale for s in steps if s.get(step, {}).get(key) is not None]
         if not values:
             return "?"
-        lo, hi = format(min(values), spec), format(max(values), spec)
-        return lo if lo == hi else f"{lo}–{hi}"
+        return numbers.fmt_range(min(values), max(values), spec)
 
     return (f"torch.export {span('torch.export', spec='.2f')} s, AOTInductor's compile into a package "
             f"{span('aoti_compile_and_package')} s (package {span('aoti_compile_and_package', 'bytes', 1e-6, '.3g')} MB), "

@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from .. import runtimes
 from ..analysis import roofline
+from ..core import numbers
 from ..core import speedups as speedups_layer
 from ..core import verdicts
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
@@ -30,7 +31,6 @@ from .common import (  # noqa: F401
     describe_ci,
     drift_finding,
     fmt_or_blank,
-    fmt_x,
     latency_table,
     size_label,
 )
@@ -170,7 +170,8 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     ok = ok[ok.variant.map(runtimes.family).isin(COMPILED)]  # compile cost and break-even: compiled variants only
     jit, aot = (ok[ok.variant.map(runtimes.family) == f] for f in COMPILED)
     if len(jit):
-        lines.append(f"Compiling cost {jit.compile_s.min():.1f}–{jit.compile_s.max():.1f} s per configuration (the first "
+        cost = numbers.fmt_range(jit.compile_s.min(), jit.compile_s.max(), ".1f", " s")
+        lines.append(f"Compiling cost {cost} per configuration (the first "
                      f"call beyond one steady compiled call, with its preparation){_warm_cost(df)}; where it pays back "
                      f"is in the decision table.")
     if len(aot):
@@ -204,7 +205,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         noisy = measured.loc[measured.cv.astype(float).idxmax()]
         budget = int(measured.stop_reason.str.contains("budget").sum())
         lines.append(
-            f"Noise: CV ranged {measured.cv.min():.1%}–{measured.cv.max():.1%} (noisiest: {noisy['variant']} "
+            f"Noise: CV ranged {numbers.fmt_range(measured.cv.min(), measured.cv.max(), '.1%')} (noisiest: {noisy['variant']} "
             f"{_where(noisy)}); {budget} of {len(measured)} configurations hit their time budget before reaching "
             f"the precision target."
         )
@@ -226,7 +227,8 @@ def _warm_cost(df: pd.DataFrame) -> str:
     costs = [c for c in map(warm_one_time_s, rows) if np.isfinite(c)]
     missed = sum(r["warm_cache_misses"] > 0 for r in rows)
     differ = sum(r["warm_max_abs_diff"] > r["parity_tol"] for r in rows)
-    said = (f"; from the compile cache an earlier process saved, {min(costs):.1f}–{max(costs):.1f} s ({len(costs)} of "
+    warm = numbers.fmt_range(min(costs), max(costs), ".1f", " s") if costs else ""
+    said = (f"; from the compile cache an earlier process saved, {warm} ({len(costs)} of "
             f"{len(rows)} compiled configurations)" if costs else "")
     return (said + (f"; {missed} compile(s) from an earlier process's cache missed it, so are not counted as warm"
                     if missed else "")

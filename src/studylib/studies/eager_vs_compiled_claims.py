@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import runtimes
+from ..core import numbers
 from ..core import speedups as speedups_layer
 from ..core.config import is_aa
 from ..measurement import claims as seedclaims
@@ -37,7 +38,7 @@ def equal_at_batches(df: pd.DataFrame, tables: dict, claim, variant: str = "comp
     cells = [(_label(r), _cell(r)) for _, r in g.iterrows()]
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
     text = f"{variant} over eager, furthest from equal: {label}; all: " + "; ".join(
-        f"{lab} {c[0]:.2f}×" for lab, c in cells)
+        f"{lab} {numbers.fmt(c[0])}" for lab, c in cells)
     return seedclaims.Measurement(v, lo, hi, text, rows=g, band=speedups_layer.band(df))
 
 
@@ -53,7 +54,7 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-de
             continue
         a, b = (large, small) if over == "large/small" else (small, large)
         cells.append(speedups_layer.ratio_of(_cell(a), _cell(b)))
-        used.append(f"{model} {dtype}: {a['speedup']:.2f}× at b{int(a['batch_size'])} vs {b['speedup']:.2f}× at "
+        used.append(f"{model} {dtype}: {numbers.fmt(a['speedup'])} at b{int(a['batch_size'])} vs {numbers.fmt(b['speedup'])} at "
                     f"b{int(b['batch_size'])}")
     if not cells:
         return seedclaims.NotAnswered(f"no {variant} measured at a batch above {large_above} beside a smaller one "
@@ -79,7 +80,7 @@ def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compil
         at = both[both.batch_size == b.index.max()].set_index("dtype")
         s = speedups_layer.speedup(at.loc["fp32"], at.loc[half])
         cells.append(tuple(s))
-        used.append(f"{model} b{int(b.index.max())}: {half} {s.ratio:.2f}× fp32's speed")
+        used.append(f"{model} b{int(b.index.max())}: {half} {numbers.fmt(s.ratio)} fp32's speed")
         rows.append(at.reset_index())
     if not cells:
         return seedclaims.NotAnswered(f"no batch above {large_above} has both fp32 and {half} compiled here")
@@ -115,7 +116,7 @@ def first_call_cost(df: pd.DataFrame, tables: dict, claim):
     first = cold[ratio.idxmin()]
     return seedclaims.Measurement(first / r.median_s, first / r.ci_high_s, first / r.ci_low_s,
                                   f"least over {len(ok)} compiled configurations: {r['variant']} {_where(r)}; "
-                                  f"largest {ratio.max():,.0f}×", rows=ok, band=speedups_layer.band(df))
+                                  f"largest {numbers.fmt(ratio.max(), digits=0)}", rows=ok, band=speedups_layer.band(df))
 
 
 def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-last", "eager"),

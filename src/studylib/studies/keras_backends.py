@@ -18,6 +18,7 @@ from pydantic import Field, field_validator
 
 from .. import runtimes
 from ..analysis import roofline
+from ..core import numbers
 from ..core import speedups as speedups_layer
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
 from ..core.speedups import Comparison
@@ -27,7 +28,7 @@ from ..measurement.schemas import Grid
 from ..runtimes.keras import BACKENDS
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import aa_finding, describe_ci, drift_finding, fmt_x, latency_table  # noqa: F401
+from .common import aa_finding, describe_ci, drift_finding, latency_table  # noqa: F401
 
 NOTEBOOK = "05_keras_backends"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
@@ -195,7 +196,7 @@ def native_table(sp: pd.DataFrame) -> pd.DataFrame:
         compiled = g[g.variant == NATIVE_COMPILED]
         if len(compiled):
             v, lo, hi = speedups_layer.ratio_of(_triple(top), _triple(compiled.iloc[0]))
-            rec |= {"over native compiled": seedclaims.fmt_ci(v, lo, hi), "ratio": v, "ci_low": lo, "ci_high": hi}
+            rec |= {"over native compiled": numbers.fmt(v, lo, hi), "ratio": v, "ci_low": lo, "ci_high": hi}
         out.append(rec)
     return pd.DataFrame(out, columns=NATIVE_COLUMNS)
 
@@ -223,8 +224,8 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
         rows.append({"model": model, "variant": variant,
-                     "first call (s)": f"{g.first_call_s.min():.2f}–{g.first_call_s.max():.2f}",
-                     "first call ÷ steady call": f"{(g.first_call_s / g.median_s).median():.0f}× (median)",
+                     "first call (s)": numbers.fmt_range(g.first_call_s.min(), g.first_call_s.max(), ".2f"),
+                     "first call ÷ steady call": f"{numbers.fmt((g.first_call_s / g.median_s).median(), digits=0)} (median)",
                      "torch.compile graphs": "" if g.compilations.isna().all() else int(g.compilations.max()),
                      "graph breaks": "" if g.graph_breaks.isna().all() else int(g.graph_breaks.max())})
     return pd.DataFrame(rows)
@@ -248,22 +249,22 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
         mine = ok[ok.backend == backend]
         parts = []
         for variant, g in mine[mine.variant.map(is_keras3).astype(bool)].groupby("variant", sort=False):
-            parts.append(f"{variant} {fmt_x(_geo(g)[0])}")
+            parts.append(f"{variant} {numbers.fmt(_geo(g)[0])}")
         if parts:
             lines.append(f"On the {backend} backend, speed-up over native eager PyTorch (geometric mean over shapes): "
                          + ", ".join(parts) + ".")
     if len(native):
         over = native[native.ratio.notna()]
         text = ("**Keras 3 vs native PyTorch**: the fastest Keras 3 variant over native eager, per shape: "
-                + ", ".join(f"{r.shape} {fmt_x(r.vs_eager)}" for r in native.itertuples()))
+                + ", ".join(f"{r.shape} {numbers.fmt(r.vs_eager)}" for r in native.itertuples()))
         if len(over):
             text += ("; over native torch.compile, per shape: "
-                     + ", ".join(f"{r.shape} {seedclaims.fmt_ci(r.ratio, r.ci_low, r.ci_high)}" for r in over.itertuples()))
+                     + ", ".join(f"{r.shape} {numbers.fmt(r.ratio, r.ci_low, r.ci_high)}" for r in over.itertuples()))
         lines.append(text + ".")
     if len(keras2):
         g, lo, hi = _geo(keras2)
-        lines.append(f"**Keras 3 over Keras 2** (TensorFlow, predict_on_batch, graph mode): {fmt_x(g)} (95% CI "
-                     f"{lo:.2f}–{hi:.2f}×) over {len(keras2)} shape(s).")
+        lines.append(f"**Keras 3 over Keras 2** (TensorFlow, predict_on_batch, graph mode): {numbers.fmt(g, lo, hi)} "
+                     f"over {len(keras2)} shape(s).")
     calls = []
     for backend in BACKENDS:
         a = ok[(ok.variant == f"keras-{backend}") & (ok.backend == backend)].set_index(SHAPE_COLUMNS)
@@ -271,7 +272,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
         both = a.index.intersection(b.index)
         if len(both):
             v, lo, hi = speedups_layer.ratio_of(_geo(a.loc[both].reset_index()), _geo(b.loc[both].reset_index()))
-            calls.append(f"{backend} {fmt_x(v)} ({lo:.2f}–{hi:.2f}×)")
+            calls.append(f"{backend} {numbers.fmt(v, lo, hi, brief=True)}")
     if calls:
         lines.append("predict_on_batch over a direct model call (same backend; above 1, predict is faster): "
                      + ", ".join(calls) + ". TensorFlow's predict runs a traced graph, so a direct (eager) call pays "
@@ -306,7 +307,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
         lines.append("Every configuration ran.")
     if len(measured):
         noisy = measured.loc[measured.cv.astype(float).idxmax()]
-        lines.append(f"Noise: CV {measured.cv.min():.1%}–{measured.cv.max():.1%} (noisiest: {noisy['variant']} "
+        lines.append(f"Noise: CV {numbers.fmt_range(measured.cv.min(), measured.cv.max(), '.1%')} (noisiest: {noisy['variant']} "
                      f"{_shape_label(noisy)}).")
     drift = drift_finding(df)
     return lines + ([drift] if drift else [])

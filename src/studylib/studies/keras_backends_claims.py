@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..core import numbers
 from ..core import speedups as speedups_layer
 from ..measurement import claims as seedclaims
 from ..runtimes.keras import BACKENDS
@@ -66,7 +67,7 @@ def share_above(df: pd.DataFrame, tables: dict, claim, at_least: str | float = 1
     if not len(n):
         return seedclaims.NotAnswered("no shape has Keras 3 beside native torch.compile'd PyTorch")
     above = int((n.ci_low > at_least).sum())
-    return seedclaims.Measurement(None, None, None, f"above {at_least:.3g}× on {above} of {len(n)} shape(s)",
+    return seedclaims.Measurement(None, None, None, f"above {numbers.fmt_factor(at_least)} on {above} of {len(n)} shape(s)",
                                   rows=seedclaims.matching(df[df.status == "ok"], claim), holds=above >= share * len(n))
 
 
@@ -88,7 +89,7 @@ def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "co
         g = speedups_layer.combine(list(zip(n[col].astype(float), n[lo_col].astype(float), n[hi_col].astype(float))))
         return seedclaims.Measurement(g.ratio, g.ci_low, g.ci_high, f"the fastest Keras 3 variant over native {against} "
                                       f"PyTorch, geometric mean over {len(n)} shape(s): " + "; ".join(
-                                          f"{s} {b} {float(v):.2f}×" for s, b, v in zip(n["shape"], n["best Keras 3"],
+                                          f"{s} {b} {numbers.fmt(float(v))}" for s, b, v in zip(n["shape"], n["best Keras 3"],
                                                                                       n[col])),
                                       rows=rows, band=speedups_layer.band(df))
     best = n.loc[n[col].astype(float).idxmax()]
@@ -114,8 +115,8 @@ def native_gap_trend(df: pd.DataFrame, tables: dict, claim):
         small, large = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
         cells.append(speedups_layer.ratio_of(*((float(r.ratio), float(r.ci_low), float(r.ci_high))
                                                for r in (small, large))))
-        used.append(f"{small['model']}: {float(small.ratio):.2f}× at b{int(small.batch_size)} vs "
-                    f"{float(large.ratio):.2f}× at b{int(large.batch_size)}")
+        used.append(f"{small['model']}: {numbers.fmt(float(small.ratio))} at b{int(small.batch_size)} vs "
+                    f"{numbers.fmt(float(large.ratio))} at b{int(large.batch_size)}")
     if not cells:
         return seedclaims.NotAnswered("Keras 3 and native torch.compile'd PyTorch were not measured at two batch sizes "
                                       "of one model and shape")
@@ -167,6 +168,6 @@ def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
     g, lo, hi = _geo(k)
     rows = df[(df.status == "ok") & df.variant.isin([KERAS2, "keras-tensorflow"])]
     return seedclaims.Measurement(g, lo, hi, f"keras-tensorflow over keras2-tensorflow, geometric mean over {len(k)} "
-                                  f"shape(s): " + "; ".join(f"{s} {r.speedup:.2f}×" for s, (_, r)
+                                  f"shape(s): " + "; ".join(f"{s} {numbers.fmt(r.speedup)}" for s, (_, r)
                                                             in zip(k["shape"], k.iterrows())),
                                   rows=rows, band=speedups_layer.band(df))

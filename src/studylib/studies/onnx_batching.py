@@ -9,7 +9,7 @@ import pandas as pd
 
 from .. import runtimes
 from ..analysis import roofline
-from ..core import speedups
+from ..core import numbers, speedups
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
@@ -24,7 +24,6 @@ from .common import (
     failures_and_noise,
     fmt_ms,
     fmt_or_blank,
-    fmt_x,
     text_workloads,
     threshold_note,
 )
@@ -181,7 +180,7 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
             lo, hi = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
             lines.append(f"{variant} ({model} {dtype}): lowest time per text at batch {int(best.batch_size)} "
                          f"({best.median_ms_per_sample:.3g} ms); from batch {int(lo.batch_size)} to "
-                         f"{int(hi.batch_size)} its time per text changes {fmt_x(hi.median_s / lo.median_s)} "
+                         f"{int(hi.batch_size)} its time per text changes {numbers.fmt(hi.median_s / lo.median_s)} "
                          f"(padding waste {lo.padding_waste:.0%} → {hi.padding_waste:.0%}).")
     s = same[same.speedup.notna()]
     for (model, dtype, variant), g in s.groupby(["model", "dtype", "variant"], sort=False):
@@ -192,7 +191,7 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
         q = df[(df.variant == variant) & (df.status == "ok")]
         if len(q):
             lines.append(f"{variant}: predicted labels agree with eager fp32 PyTorch on "
-                         f"{q.label_agreement.min():.1%}–{q.label_agreement.max():.1%} of texts "
+                         f"{numbers.fmt_range(q.label_agreement.min(), q.label_agreement.max(), '.1%')} of texts "
                          f"(max abs logit difference up to {q.max_abs_diff.max():.2g}); with random weights the "
                          f"logit margins are small, so this shows how far int8 moves the outputs, not a trained "
                          f"model's accuracy.")
@@ -262,7 +261,7 @@ def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
     used = ok[ok.batch_size.isin(_batches(ok, below, batch, at_least)) & ok.variant.isin(variants + over)]
     band = speedups.band(df)
     return seedclaims.Measurement(v, lo, hi, f"least favourable: {label}; all: "
-                                  + "; ".join(f"{lab} {c[0]:.2f}×" for lab, c in cells)
+                                  + "; ".join(f"{lab} {numbers.fmt(c[0])}" for lab, c in cells)
                                   + threshold_note(claim, lo, hi, band), rows=used, band=band)
 
 
@@ -284,8 +283,8 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
         return seedclaims.NotAnswered("the variants were not measured at two batch sizes")
     (b1, s), (b2, large) = ends
     v, lo, hi = speedups.ratio_of(s[2], large[2])
-    return seedclaims.Measurement(v, lo, hi, f"best: {s[0]} over {s[1]} {s[2][0]:.2f}× at b{b1} vs {large[0]} over "
-                                  f"{large[1]} {large[2][0]:.2f}× at b{b2}",
+    return seedclaims.Measurement(v, lo, hi, f"best: {s[0]} over {s[1]} {numbers.fmt(s[2][0])} at b{b1} vs {large[0]} over "
+                                  f"{large[1]} {numbers.fmt(large[2][0])} at b{b2}",
                                   rows=ok[ok.batch_size.isin([b1, b2])], band=speedups.band(df))
 
 
@@ -302,7 +301,7 @@ def over_batch1(df: pd.DataFrame, tables: dict, claim, variants: list[str], batc
     return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high,
                                   f"best: {best['variant']} at b{int(best['batch_size'])} over eager at "
                                   f"b{int(best['baseline_batch_size'])} (of " + ", ".join(
-                                      f"{r['variant']} b{int(r['batch_size'])} {r['speedup']:.2f}×"
+                                      f"{r['variant']} b{int(r['batch_size'])} {numbers.fmt(r['speedup'])}"
                                       for _, r in o.iterrows()) + ")",
                                   rows=_ok(df, claim)[lambda t: t.variant.isin(variants + [REFERENCE])], band=speedups.band(df))
 
@@ -311,7 +310,7 @@ def int8_accuracy(df: pd.DataFrame, tables: dict, claim):
     """Seed 003's 'dynamic quantization will likely cost accuracy': not answerable with random weights; says how far
     int8 moved the predicted labels all the same."""
     q = df[df.variant.isin(list(INT8)) & (df.status == "ok")]
-    moved = (f"; int8 labels agree with fp32 on {q.label_agreement.min():.1%}–{q.label_agreement.max():.1%} of texts"
+    moved = (f"; int8 labels agree with fp32 on {numbers.fmt_range(q.label_agreement.min(), q.label_agreement.max(), '.1%')} of texts"
              if len(q) else "; no int8 variant ran")
     return seedclaims.NotAnswered("the classifiers carry random weights, so there is no accuracy to lose" + moved)
 

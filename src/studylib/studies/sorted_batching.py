@@ -9,7 +9,7 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from ..analysis import roofline
-from ..core import speedups
+from ..core import numbers, speedups
 from ..core.config import REFERENCE, Config, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
@@ -24,7 +24,6 @@ from .common import (
     drift_finding,
     failures_and_noise,
     fmt_or_blank,
-    fmt_x,
     text_workloads,
 )
 from .onnx_batching import estimate_s as _pass_estimate
@@ -195,7 +194,7 @@ def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted
               & (df["dtype"] == r["dtype"]) & df.strategy.isin([strategy, BASELINE])]
     return seedclaims.Measurement(r.speedup, r.ci_low, r.ci_high, f"{variant}, {strategy} over unsorted at batch "
                                   f"{int(r.batch_size)} (others: " + ", ".join(
-                                      f"b{int(x.batch_size)} {x.speedup:.2f}×" for x in g.itertuples()) + ")",
+                                      f"b{int(x.batch_size)} {numbers.fmt(x.speedup)}" for x in g.itertuples()) + ")",
                                   rows=rows, band=speedups.band(df))
 
 
@@ -233,8 +232,8 @@ def predicted_table(p: pd.DataFrame) -> pd.DataFrame:
     """predicted_gains for the page: the measured gain with its CI, the two predictions, and where the CI lies."""
     t = p[p.speedup.notna()].copy()
     t["measured gain (95% CI)"] = [describe_ci(r) for _, r in t.iterrows()]
-    t["predicted from tokens"] = t.predicted_tokens.map(lambda v: fmt_x(v) if pd.notna(v) else "")
-    t["predicted from FLOPs"] = t.predicted_flops.map(lambda v: fmt_x(v) if pd.notna(v) else "")
+    t["predicted from tokens"] = t.predicted_tokens.map(lambda v: numbers.fmt(v) if pd.notna(v) else "")
+    t["predicted from FLOPs"] = t.predicted_flops.map(lambda v: numbers.fmt(v) if pd.notna(v) else "")
     t["measured vs prediction"] = [_against_prediction(r) for _, r in t.iterrows()]
     return t[["model", "dtype", "variant", "strategy", "batch_size", "measured gain (95% CI)", "predicted from tokens",
               "predicted from FLOPs", "measured vs prediction"]]
@@ -264,10 +263,10 @@ def prediction_findings(p: pd.DataFrame) -> list[str]:
     ok = p[p.speedup.notna() & p.predicted_tokens.notna()]
     for (model, dtype, variant, strategy), h in ok.groupby(["model", "dtype", "variant", "strategy"], sort=False):
         r = h.loc[h.batch_size.idxmax()]
-        flops = f", {r.predicted_flops:.2f}× from FLOPs" if pd.notna(r.predicted_flops) else ""
+        flops = f", {numbers.fmt(r.predicted_flops)} from FLOPs" if pd.notna(r.predicted_flops) else ""
         inside = sum(_against_prediction(x).startswith("as predicted") for _, x in h.iterrows())
         lines.append(f"**Padding arithmetic, {strategy} over unsorted**, {variant} ({model} {dtype}) at batch "
-                     f"{int(r.batch_size)}: predicted {r.predicted_tokens:.2f}× from computed tokens{flops}; measured "
+                     f"{int(r.batch_size)}: predicted {numbers.fmt(r.predicted_tokens)} from computed tokens{flops}; measured "
                      f"{describe_ci(r)} — {_against_prediction(r)}. The prediction lies within the measured CI at "
                      f"{inside} of {len(h)} batch sizes.")
     return lines

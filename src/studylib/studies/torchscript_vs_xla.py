@@ -10,6 +10,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from ..analysis import roofline
+from ..core import numbers
 from ..core import speedups as speedups_layer
 from ..core import verdicts
 from ..core.config import REFERENCE, Config, aa_of, original_of, with_aa
@@ -19,7 +20,7 @@ from ..measurement import surprises
 from ..measurement.schemas import Grid, VariantSkips
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import aa_finding, aoti_prepare_s, aoti_steps, describe_ci, drift_finding, fmt_x, latency_table  # noqa: F401
+from .common import aa_finding, aoti_prepare_s, aoti_steps, describe_ci, drift_finding, latency_table  # noqa: F401
 
 NOTEBOOK = "02_torchscript_vs_xla"
 SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len"]
@@ -196,8 +197,8 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
             continue
         small, large = g[g.tokens == g.tokens.min()], g[g.tokens == g.tokens.max()]
         gm = lambda s: float(np.exp(np.log(s).mean()))  # noqa: E731
-        lines.append(f"Input size, {cand} over {base}: {fmt_x(gm(small.speedup))} at the smallest input "
-                     f"({int(small.tokens.iloc[0])} tokens per call) vs {fmt_x(gm(large.speedup))} at the largest "
+        lines.append(f"Input size, {cand} over {base}: {numbers.fmt(gm(small.speedup))} at the smallest input "
+                     f"({int(small.tokens.iloc[0])} tokens per call) vs {numbers.fmt(gm(large.speedup))} at the largest "
                      f"({int(large.tokens.iloc[0])}), geometric means over models; Spearman correlation of speed-up "
                      f"with tokens per call {g[['speedup', 'tokens']].corr(method='spearman').iloc[0, 1]:+.2f}.")
     lines += op_findings(df, band)
@@ -205,7 +206,8 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     if len(xla):
         build = xla.first_call_s - xla.median_s
         lines.append(f"XLA compiled {int(xla.compilations.sum())} graphs in the first calls of {len(xla)} "
-                     f"configurations (one per input shape; {build.min():.1f}–{build.max():.1f} s each beyond a steady "
+                     f"configurations (one per input shape; {numbers.fmt_range(build.min(), build.max(), '.1f', ' s')} "
+                     f"each beyond a steady "
                      f"call) and recompiled {int(xla.recompilations.sum())} times during steady-state timing.")
     aot = aoti_steps(df)
     if aot:
@@ -231,7 +233,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         lines.append("Every configuration ran.")
     if len(measured):
         noisy = measured.loc[measured.cv.astype(float).idxmax()]
-        lines.append(f"Noise: CV {measured.cv.min():.1%}–{measured.cv.max():.1%} (noisiest: {noisy['variant']} "
+        lines.append(f"Noise: CV {numbers.fmt_range(measured.cv.min(), measured.cv.max(), '.1%')} (noisiest: {noisy['variant']} "
                      f"{noisy['model']} b{noisy['batch_size']} s{noisy['seq_len']}); "
                      f"{int(measured.stop_reason.str.contains('budget').sum())} of {len(measured)} configurations hit their "
                      f"time budget before the precision target.")
@@ -304,9 +306,9 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
         rows.append({"model": model, "variant": variant, "framework": FRAMEWORK[variant],
-                     "prepare (s)": f"{g.prepare_s.min():.2f}–{g.prepare_s.max():.2f}",
-                     "first call (s)": f"{g.first_call_s.min():.2f}–{g.first_call_s.max():.2f}",
-                     "first call ÷ steady call": f"{(g.first_call_s / g.median_s).median():.0f}× (median)",
+                     "prepare (s)": numbers.fmt_range(g.prepare_s.min(), g.prepare_s.max(), ".2f"),
+                     "first call (s)": numbers.fmt_range(g.first_call_s.min(), g.first_call_s.max(), ".2f"),
+                     "first call ÷ steady call": f"{numbers.fmt((g.first_call_s / g.median_s).median(), digits=0)} (median)",
                      "graphs built": "" if g.compilations.isna().all() else int(g.compilations.sum()),
                      "rebuilt in steady state": "" if g.recompilations.isna().all() else int(g.recompilations.sum())})
     return pd.DataFrame(rows)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..core import numbers
 from ..core import speedups as speedups_layer
 from ..measurement import claims as seedclaims
 from .common import describe_ci
@@ -98,8 +99,8 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
         a, b = b, a  # a gap in TensorFlow's disfavour widens as the ratio falls
     v, lo, hi = speedups_layer.ratio_of(a, b)
     t = _tokens(rows)
-    return seedclaims.Measurement(v, lo, hi, f"{candidate} over {baseline}: {small[0]:.2f}× at the smallest input "
-                                  f"({int(t.min())} tokens per call) vs {large[0]:.2f}× at the largest ({int(t.max())})",
+    return seedclaims.Measurement(v, lo, hi, f"{candidate} over {baseline}: {numbers.fmt(small[0])} at the smallest input "
+                                  f"({int(t.min())} tokens per call) vs {numbers.fmt(large[0])} at the largest ({int(t.max())})",
                                   rows=rows, band=speedups_layer.band(df))
 
 
@@ -129,7 +130,7 @@ def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured")
     worst = min(per, key=lambda m: per[m].ratio)
     return seedclaims.Measurement(*per[worst], f"least gain: {worst}; all: " + "; ".join(
-        f"{m} {s.ratio:.2f}×" for m, s in per.items()), rows=rows, band=speedups_layer.band(df))
+        f"{m} {numbers.fmt(s.ratio)}" for m, s in per.items()), rows=rows, band=speedups_layer.band(df))
 
 
 def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
@@ -162,14 +163,14 @@ def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
         span = np.log(long.seq_len / short.seq_len)
         k = tuple(float(np.log(x) / span) for x in r)
         cells.append(k)
-        used.append(f"{model}: time ×{r.ratio:.2f} for seq {short.seq_len} → {long.seq_len}, k = {k[0]:.2f}")
+        used.append(f"{model}: time {numbers.fmt(r.ratio)} from seq {short.seq_len} to {long.seq_len}, k = {k[0]:.2f}")
     if not cells:
         return seedclaims.NotAnswered(f"no model has two sequence lengths at batch {b}")
     k = np.asarray(cells)
     point = k[:, 0].mean()
     lo = point - np.sqrt(((k[:, 0] - k[:, 1]) ** 2).sum()) / len(k)
     hi = point + np.sqrt(((k[:, 2] - k[:, 0]) ** 2).sum()) / len(k)
-    return seedclaims.Measurement(float(point), float(lo), float(hi), f"batch {b}; k CI {lo:.2f}–{hi:.2f}; " +
+    return seedclaims.Measurement(float(point), float(lo), float(hi), f"batch {b}; k CI {numbers.fmt_ci(lo, hi, unit='')}; " +
                                   "; ".join(used), rows=at, band=1.0, unit="")
 
 
@@ -202,7 +203,7 @@ def seq_curvature(df: pd.DataFrame, tables: dict, claim, variant: str = "eager",
             used.append(f"{model}: time does not rise clearly between seq {s1}, {s2} and {s3}")
             continue
         cells.append((long[1] / short[1], long[0] / short[2], long[2] / short[0]))
-        used.append(f"{model}: {long[1] / short[1]:.2f}× the time per added token between seq {s2} → {s3} as "
+        used.append(f"{model}: {numbers.fmt(long[1] / short[1])} the time per added token between seq {s2} → {s3} as "
                     f"between {s1} → {s2}")
     if not cells:
         return seedclaims.NotAnswered(f"no model has three sequence lengths with rising times at batch {batch} (two "
@@ -325,7 +326,7 @@ def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "ea
             gain.append(speedups_layer.ratio_of(per_call, (1 / big,) * 3))  # per sample: × big
         if len(gain) == 2:
             cells.append(speedups_layer.ratio_of(gain[1], gain[0]))
-            used.append(f"{model}: batch {big} gains {gain[0].ratio:.2f}× at seq {ends[0]}, {gain[1].ratio:.2f}× at "
+            used.append(f"{model}: batch {big} gains {numbers.fmt(gain[0].ratio)} at seq {ends[0]}, {numbers.fmt(gain[1].ratio)} at "
                         f"seq {ends[1]}")
     if not cells:
         return seedclaims.NotAnswered("no model ran batch 1 and a larger batch at two sequence lengths")

@@ -1,0 +1,92 @@
+"""The one way a page writes a speed-up, a ratio, a CI, a range or a count of calls.
+
+Digits follow the CI, in the spirit of torch.utils.benchmark (whose Measurement trims significant figures to what
+its spread supports): a number is never printed more precisely than its 95% CI knows it. A speed-up and its CI get
+the decimals the CI's half-width (half of high − low, on the ratio) supports: 3 where it is under TIGHT (0.005),
+2 from TIGHT to WIDE (0.5, the usual case), 1 above WIDE. Without a finite CI (missing, NaN or infinite) a ratio is
+printed alone, with 2 decimals. A range over shapes collapses to one number where both ends print alike; a CI never
+does. A factor given rather than measured (a threshold, an axis tick) prints as given (`fmt_factor`). Every other
+range or CI (percentages, seconds, GFLOP/s) goes through `fmt_range`, in the format spec its caller names.
+tests/test_layers.py finds a ratio or CI formatted anywhere else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+TIGHT, WIDE = 0.005, 0.5  # CI half-widths (on the ratio) below which 3 decimals, above which 1, are shown
+PLAIN = 2  # decimals of a ratio without a CI
+
+
+def _finite(*values) -> bool:
+    try:
+        return all(v is not None and math.isfinite(float(v)) for v in values)
+    except (TypeError, ValueError):
+        return False
+
+
+def _num(value: float, d: int) -> str:
+    return f"{value:,.{d}f}"
+
+
+def decimals(ci_low: float | None, ci_high: float | None) -> int:
+    """The decimals a 95% CI supports: 3 for a half-width under TIGHT, 1 above WIDE, else 2 (also without a CI)."""
+    if not _finite(ci_low, ci_high):
+        return PLAIN
+    half = abs(float(ci_high) - float(ci_low)) / 2
+    return 3 if half < TIGHT else 1 if half > WIDE else 2
+
+
+def fmt(ratio: float, ci_low: float | None = None, ci_high: float | None = None, *, unit: str = "×",
+        brief: bool = False, digits: int | None = None) -> str:
+    """'1.87× (95% CI 1.80–1.95)'; `brief`: '1.87× (1.80–1.95)', for a table cell whose header names the interval;
+    '1.87×' where the CI is missing or not finite. `digits` fixes the decimals (a ratio of medians: 0)."""
+    d = decimals(ci_low, ci_high) if digits is None else digits
+    head = _num(ratio, d) + unit
+    if not _finite(ci_low, ci_high):
+        return head
+    return f"{head} ({'' if brief else '95% CI '}{_num(ci_low, d)}–{_num(ci_high, d)})"
+
+
+def fmt_alone(ratio: float, ci_low: float | None = None, ci_high: float | None = None) -> str:
+    """The ratio alone at the decimals of its CI ('1.87×'), where the sentence does not print the CI."""
+    return _num(ratio, decimals(ci_low, ci_high)) + "×"
+
+
+def fmt_ci(ci_low: float, ci_high: float, *, unit: str = "×") -> str:
+    """A CI alone, at the decimals of its half-width: '1.80–1.95×'."""
+    d = decimals(ci_low, ci_high)
+    return f"{_num(ci_low, d)}–{_num(ci_high, d)}{unit}"
+
+
+def _end(value) -> str:
+    """One end of a span: a ratio (PLAIN decimals) or a (ratio, ci_low, ci_high) triple (its CI's decimals)."""
+    if isinstance(value, Sequence):
+        ratio, lo, hi = value
+        return _num(ratio, decimals(lo, hi))
+    return _num(value, PLAIN)
+
+
+def fmt_span(low, high, *, unit: str = "×") -> str:
+    """A range of speed-ups over shapes (not a CI): '0.93–0.99×', or '1.20×' where both ends print alike. Each end
+    is a ratio, or a (ratio, ci_low, ci_high) triple printed at its own CI's decimals (as its table cell is)."""
+    a, b = _end(low), _end(high)
+    return f"{a}{unit}" if a == b else f"{a}–{b}{unit}"
+
+
+def fmt_range(low: float, high: float, spec: str, unit: str = "", *, collapse: bool = True) -> str:
+    """Any other range or CI, both ends in one format spec: ('.1%') '1.2%–3.4%', ('.1f', ' s') '1.2–3.4 s'; one
+    number where both ends print alike, unless `collapse` is False (a CI)."""
+    a, b = format(low, spec), format(high, spec)
+    return f"{a}{unit}" if collapse and a == b else f"{a}–{b}{unit}"
+
+
+def fmt_factor(factor: float) -> str:
+    """A factor given, not measured (a threshold, an axis tick), to 3 significant figures: '1.5×', '10×', '0.125×'."""
+    return f"{factor:.3g}×"
+
+
+def fmt_calls(n: float) -> str:
+    """Calls to pay a one-time cost back: '1,203', or 'never' where the candidate saves nothing."""
+    return f"{n:,.0f}" if _finite(n) else "never"
