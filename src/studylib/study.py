@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .core import paths, study_registry
+from .core import numbers, paths, study_registry
 from .core.config import Config
 from .core.files import read_json, write_json_atomic
 from .core.results import ResultsTable
@@ -170,9 +170,7 @@ class StudyRun:
                 ("libraries", ", ".join(f"{k} {v}" for k, v in e["libraries"].items() if v)),
                 ("git commit", e["git_commit"] or "unknown"),
                 ("machine limits (roofline)", limits.describe_peaks(self.plan.peaks)),
-                ("harness overhead per call", f"{self.overhead.median * 1e6:.2f} µs (median of {self.overhead.n} "
-                                              f"no-op calls; 95% CI {self.overhead.ci_low * 1e6:.2f}–"
-                                              f"{self.overhead.ci_high * 1e6:.2f} µs)"),
+                ("harness overhead per call", self._overhead_text()),
                 ("measurement", ", ".join(f"{k}={v}" for k, v in self.plan.measure.model_dump().items())),
                 ("machine and software ID (equal IDs: same setup)", e["fingerprint"])]
         return (pd.DataFrame(rows, columns=["", "value"]).set_index("").style
@@ -180,6 +178,11 @@ class StudyRun:
 
 
     # The cells every study page ends with, one method each (the notebook holds what differs between studies).
+    def _overhead_text(self) -> str:
+        o = self.overhead
+        return (f"{numbers.fmt(o.median * 1e6, o.ci_low * 1e6, o.ci_high * 1e6, unit=' µs')}, the median of {o.n} "
+                f"no-op calls")
+
     def what_ran(self):
         """The page's "What ran": the parameters, what this run measured and reused, and the environment."""
         from IPython.display import display

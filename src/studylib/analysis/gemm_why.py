@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import numbers
+
 # the ratio and rates live with the record (machine/gemm.py), where the claims layer reads them too
 from ..machine.gemm import GAP_RATIO as MECHANISM_RATIO
 from ..machine.gemm import _gemm, gemm_ratio, study_rates, study_shapes  # noqa: F401 - gemm_ratio: re-exported

@@ -12,9 +12,8 @@ from pydantic import Field, model_validator
 
 from .. import runtimes
 from ..analysis import roofline
-from ..core import numbers
+from ..core import numbers, verdicts
 from ..core import speedups as speedups_layer
-from ..core import verdicts
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
 from ..core.results import warm_one_time_s
 from ..core.speedups import Comparison
@@ -175,9 +174,9 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
                      f"call beyond one steady compiled call, with its preparation){_warm_cost(df)}; where it pays back "
                      f"is in the decision table.")
     if len(aot):
-        lines.append(f"Compiling ahead of time (torch.export + AOTInductor) cost {aot.compile_s.min():.1f}–"
-                     f"{aot.compile_s.max():.1f} s per configuration (its preparation and the first call beyond a "
-                     f"steady one): {aoti_steps(df)}.")
+        cost = numbers.fmt_range(aot.compile_s.min(), aot.compile_s.max(), ".1f", " s")
+        lines.append(f"Compiling ahead of time (torch.export + AOTInductor) cost {cost} per configuration "
+                     f"(its preparation and the first call beyond a steady one): {aoti_steps(df)}.")
     if len(ok):
         for (variant, model, dtype), g in ok.groupby(["variant", "model", "dtype"], sort=False):
             if g.batch_size.nunique() > 1:

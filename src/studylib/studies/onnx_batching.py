@@ -112,6 +112,12 @@ def speedups_over_batch1(df: pd.DataFrame) -> pd.DataFrame:
     return t[~((t.variant == REFERENCE) & (t.batch_size == first))].reset_index(drop=True)
 
 
+def _ms_ci(row) -> str:
+    """ms per text with its CI, at the decimals the CI supports: '1.23 (1.20–1.26)'."""
+    return numbers.fmt(row.median_ms_per_sample, row.ci_low_ms_per_sample, row.ci_high_ms_per_sample, unit="",
+                       brief=True)
+
+
 def best_batches(df: pd.DataFrame) -> pd.DataFrame:
     """Per variant (A/A copies left out): ms per text at the smallest batch, and the batch size with the lowest median
     ms per text."""
@@ -120,12 +126,9 @@ def best_batches(df: pd.DataFrame) -> pd.DataFrame:
     for (model, dtype, variant), g in t.groupby(["model", "dtype", "variant"], sort=False):
         first, best = g.loc[g.batch_size.idxmin()], g.loc[g.median_ms_per_sample.idxmin()]
         rows.append({"model": model, "dtype": dtype, "variant": variant,
-                     f"ms/text at batch {int(first.batch_size)}": f"{first.median_ms_per_sample:.3g} "
-                                                                  f"({first.ci_low_ms_per_sample:.3g}–"
-                                                                  f"{first.ci_high_ms_per_sample:.3g})",
+                     f"ms/text at batch {int(first.batch_size)}": _ms_ci(first),
                      "best batch": int(best.batch_size),
-                     "ms/text at best": f"{best.median_ms_per_sample:.3g} ({best.ci_low_ms_per_sample:.3g}–"
-                                        f"{best.ci_high_ms_per_sample:.3g})",
+                     "ms/text at best": _ms_ci(best),
                      "texts/s at best": f"{best.throughput_samples_s:,.1f}",
                      "real tokens/s at best": f"{best.throughput_tokens_s:,.0f}"})
     return pd.DataFrame(rows)

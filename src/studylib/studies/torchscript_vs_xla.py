@@ -10,9 +10,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from ..analysis import roofline
-from ..core import numbers
+from ..core import numbers, verdicts
 from ..core import speedups as speedups_layer
-from ..core import verdicts
 from ..core.config import REFERENCE, Config, aa_of, original_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
