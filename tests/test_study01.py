@@ -211,7 +211,7 @@ def test_export_aoti_is_a_compiled_variant_whose_one_time_cost_is_its_preparatio
     assert list(table.index) == ["compile-default", "export-aoti"]
     assert table.loc["export-aoti", "compile cold (s)"] == "32.0" and pd.isna(table.loc["export-aoti", "graphs"])
     text = "\n".join(s01.findings(frame, sp))
-    assert ("Compiling ahead of time (torch.export + AOTInductor) cost 32.0–32.0 s per configuration (its preparation "
+    assert ("Compiling ahead of time (torch.export + AOTInductor) cost 32.0 s per configuration (its preparation "
             "and the first call beyond a steady one): torch.export 1.50 s, AOTInductor's compile into a package 30.0 s "
             "(package 44 MB), loading it 0.25 s, over 1 configuration.") in text
     assert "Compiling cost 1.0 s per configuration" in text  # torch.compile's line counts torch.compile only

@@ -98,7 +98,7 @@ def test_editing_one_saved_verdict_changes_every_page_element_that_names_it(resu
     write_json_atomic(paths.results_dir(profile) / "env.json", {})
     before = _page_elements(profile, results)
     for name, text in before.items():
-        assert re.search(r"1\.4\d×", text), name  # compile-default's 1.43× on resnet-50 is named everywhere
+        assert re.search(r"1\.4\d+×", text), name  # compile-default's 1.43× on resnet-50 is named everywhere
         assert "0.50×" not in text, name
 
     table = pd.read_csv(saved, dtype=str, keep_default_na=False)
@@ -124,7 +124,7 @@ def test_the_answer_is_short_and_never_names_a_winner_of_a_tie(results):
     assert sentences[0].startswith("Pick: ")
     picks = decisions.what_to_use(vt, "01").set_index("workload").decision
     assert picks["bert-base fp32 batch 1 seq 128"] == "tie: keep the default (eager)"
-    assert picks["resnet-50 fp32 batch 8 224px"] == "use compile-default (1.43× faster)"
+    assert re.fullmatch(r"use compile-default \(1\.4[23]\d?× faster\)", picks["resnet-50 fp32 batch 8 224px"])
     assert "Ties are within ±5%" in sentences[-1]
 
 
@@ -222,8 +222,10 @@ def test_the_page_says_where_each_successor_matches_or_beats_the_path_it_replace
     line = prose.successor_line(vt, STUDIES["03_onnx_batching"].comparisons)
     dynamo, ao = line.split("**Successors of deprecated paths.** ", 1)[1].split(". `torchao-int8`")
     assert dynamo.startswith("`ort-dynamo` against `ort` (torch.onnx.export's TorchScript-based exporter")
-    assert "beats it at m fp32 batch 1 seq 128 (1.25×)" in dynamo and "matches it at m fp32 batch 8 seq" in dynamo
-    assert "falls behind at m fp32 batch 1 seq 128 (0.62×)" in ao and "matches it at m fp32 batch 8 seq" in ao
+    # each speed-up at the decimals its CI supports (core/numbers.py)
+    assert re.search(r"beats it at m fp32 batch 1 seq 128 \(1\.2[45]\d?×\)", dynamo), dynamo
+    assert re.search(r"falls behind at m fp32 batch 1 seq 128 \(0\.6[12]\d?×\)", ao), ao
+    assert "matches it at m fp32 batch 8 seq" in dynamo and "matches it at m fp32 batch 8 seq" in ao
     top = answer.top_html("03_onnx_batching", vt, pd.DataFrame(rows), "a test machine")
     after = top.split('class="answer"', 1)[1].split("</div>", 1)[1]
     assert "<strong>Successors of deprecated paths.</strong> <code>ort-dynamo</code> against" in after
