@@ -25,7 +25,7 @@ from studylib.core import paths, verdicts
 from studylib.core.files import write_json_atomic
 from studylib.core.results import ResultsTable
 from studylib.machine import limits
-from studylib.report import decisions, prose, render, summary
+from studylib.report import answer, decisions, prose, render, summary
 from studylib.studies import STUDIES
 
 PROFILE = "cpu"
@@ -88,9 +88,9 @@ def _study02(rng, successor: bool) -> list[dict]:
 
 
 def _study03(rng, successor: bool) -> list[dict]:
-    """ONNX Runtime 1.5× eager at batch 1 and 8; with `successor`, TorchScript about eager's time and the dynamo
+    """ONNX Runtime 1.5× eager at batch 1 and 8, TorchScript about eager's time; with `successor`, the dynamo
     export's ONNX Runtime 1.25× the TorchScript export's."""
-    variants = [("eager", 1.0), ("ort", 1 / 1.5)] + [("torchscript", 1 / 1.01), ("ort-dynamo", 1 / 1.875)] * successor
+    variants = [("eager", 1.0), ("torchscript", 1 / 1.01), ("ort", 1 / 1.5)] + [("ort-dynamo", 1 / 1.875)] * successor
     return [_pass(NB03, v, 2000.0 * f / (1 + (b > 1)), rng, batch=b) for b in (1, 8) for v, f in variants]
 
 
@@ -120,22 +120,24 @@ class Case:
 
 
 # An option over the study's default: the decision table's column, the Answer, the findings' verdict line, the study's
-# own findings (the roofline's regime lines name it), the index's headline and "What to use", the summary's headline.
-OPTION = ("decision table", "Answer", "verdict line", "study findings", "index headline", "what to use",
+# own findings (the roofline's regime lines name it), "How sure are we", the index's headline and "What to use", the
+# summary's headline; in the data-set studies also "Which batch size".
+OPTION = ("decision table", "Answer", "verdict line", "study findings", "how sure", "index headline", "what to use",
           "summary headline")
 # A successor over the deprecated path it replaces: the Answer, the verdict line, the successor line under the Answer,
-# the claims that name the deprecated path, the summary's headline.
-SUCCESSOR = ("Answer", "verdict line", "successor line", "claims", "summary headline")
+# "How sure are we", the claims that name the deprecated path, the summary's headline.
+SUCCESSOR = ("Answer", "verdict line", "successor line", "how sure", "claims", "summary headline")
 CASES = {
     "01 torch.compile": Case(NB01, "torch.compile (default) over eager", _study01, OPTION),
     "02 TorchScript": Case(NB02, "TorchScript over eager PyTorch", lambda rng: _study02(rng, False), OPTION),
     # study 02's roofline pairs export-aoti with torchscript too, so its regime line states this comparison
     "02 AOTInductor successor": Case(NB02, "torch.export + AOTInductor over TorchScript",
                                      lambda rng: _study02(rng, True), (*SUCCESSOR, "study findings")),
-    "03 ONNX Runtime": Case(NB03, "ONNX Runtime over eager PyTorch", lambda rng: _study03(rng, False), OPTION),
+    "03 ONNX Runtime": Case(NB03, "ONNX Runtime over eager PyTorch", lambda rng: _study03(rng, False),
+                             (*OPTION, "which batch size")),
     "03 dynamo export successor": Case(NB03, "dynamo ONNX export over the TorchScript export",
                                        lambda rng: _study03(rng, True), SUCCESSOR),
-    "04 sorted": Case(NB04, "sorted over unsorted batches", _study04, OPTION),
+    "04 sorted": Case(NB04, "sorted over unsorted batches", _study04, (*OPTION, "which batch size")),
     "05 Keras on JAX": Case(NB05, "Keras 3 (JAX, jit) over eager PyTorch", _study05, OPTION),
 }
 # Elements that decide for themselves, where: their xfail (strict) turns into a failure once they read the table.
@@ -186,6 +188,7 @@ def _page(case: Case, rows: list[dict], outputs, flip: str | None) -> Page:
         use = summary.what_to_use(PROFILE)
         heads = summary.headline_speedups([PROFILE])
         heads = heads[heads.status == "ok"]
+        sure, batches = answer.verdict_rows(vt), decisions.batch_table(vt)
         elements = {
             "decision table": [f"{c} at {w}: {cell}" for c in columns for w, cell in zip(dt.workload, dt[c])],
             "Answer": prose.answer_sentences(vt),
@@ -196,6 +199,9 @@ def _page(case: Case, rows: list[dict], outputs, flip: str | None) -> Page:
             "index headline": [render._headline(PROFILE, nb)],
             "what to use": [f"{r.workload}: {r.decision}" for r in use.itertuples()],
             "summary headline": [f"{r.comparison}: {r.reading} ({r.speedup:.3f})" for r in heads.itertuples()],
+            "how sure": [f"{r['comparison']} at {r['shape']}: {r['decision']}" for r in sure.to_dict("records")],
+            "which batch size": [f"{r['option']} at batch {r['batch']}: {r['decision']}"
+                                 for r in batches.to_dict("records")],
         }
     options = {v.candidate for v in vt.rows if v.kind == "option" and v.comparison == case.label}
     return Page(elements, vt, options)
