@@ -2,8 +2,8 @@
 
 tests/test_layers.py checks the layering by names (imports, sizes, formats); this checks it by behaviour. For each
 study, a small fake results table (stored and read back as a run stores it) gives a page: the decision table, the
-Answer, the findings (the verdict lines, then the study's own), the successor line under the Answer, the claims, the
-index's headline and "What to use", and the summary's headline. The same page is built again with the one place
+Answer, the findings (the verdict lines, then the study's own), "How sure are we", "Which batch size", the successor
+line under the Answer, the claims, the index's headline and "What to use", and the summary's headline. The same page is built again with the one place
 verdicts are decided (core/verdicts.compute) doctored, so that one comparison's decision flips (faster ↔ slower) with
 every number left as it was. Every element that states that comparison's decision must change with it: one that does
 not decides for itself, and the test names it. Elements known to decide for themselves are marked xfail (strict), with
@@ -40,8 +40,8 @@ PEAKS = {"method": limits.METHOD, "device": "cpu", "threads": 2, "seconds": 1.0,
          "bandwidth": {"gbs": 10.0, "ci_low": 9.0, "ci_high": 11.0, "n": 10, "bytes": 1, "kernel": "triad"}}
 # The doctored decision: the other direction, numbers untouched.
 FLIP = {"faster": "slower", "slower": "faster", "equal": "slower", "undecided": "faster"}
-# Words a finding states a decision with (verdicts.DECISIONS, prose's "no gain", verdicts.SUCCESSOR_WORDS).
-DECISION_WORDS = re.compile(r"\b(faster|slower|equal|undecided|no gain|beats it|matches it|falls behind)\b")
+# Words a finding or a claim states a decision with (verdicts.DECISIONS, prose's "no gain", verdicts.SUCCESSOR_WORDS).
+DECISION_WORDS = re.compile(r"\b(faster|slower|equal|undecided|no gain|beats|matches it|falls behind)\b")
 
 
 # --- fake results ----------------------------------------------------------------------------------------------------
@@ -138,14 +138,21 @@ CASES = {
     "03 dynamo export successor": Case(NB03, "dynamo ONNX export over the TorchScript export",
                                        lambda rng: _study03(rng, True), SUCCESSOR),
     "04 sorted": Case(NB04, "sorted over unsorted batches", _study04, (*OPTION, "which batch size")),
-    "05 Keras on JAX": Case(NB05, "Keras 3 (JAX, jit) over eager PyTorch", _study05, OPTION),
+    # its claims measure whether the fastest Keras 3 variant beats native eager PyTorch: this comparison
+    "05 Keras on JAX": Case(NB05, "Keras 3 (JAX, jit) over eager PyTorch", _study05, (*OPTION, "claims")),
 }
-# Elements that decide for themselves, where: their xfail (strict) turns into a failure once they read the table.
-OWN_VERDICT = {
-    "study findings": "src/studylib/analysis/roofline.py:162, regime_findings (\"<candidate> over <baseline> by "
-                      "regime: faster in n of m ... shapes\") decides each shape with speedups.verdict on its own CI "
-                      "(no Benjamini-Hochberg), not from the verdict table",
-}
+# Elements that decide for themselves, and where: their xfail (strict) turns into a failure once they read the table.
+ROOFLINE = ("src/studylib/analysis/roofline.py:162, regime_findings (\"<candidate> over <baseline> by regime: faster in "
+            "n of m ... shapes\") decides each shape with speedups.verdict on its own CI (no Benjamini-Hochberg), not "
+            "from the verdict table")
+KERAS_CLAIMS = ("src/studylib/studies/keras_backends_claims.py:150, fastest_beats_rest (\"keras-jax-jit at ...: beats "
+                "native eager\") decides with speedups.verdict on its own CI; the claims' judgements (claim_judge.judge) "
+                "read their own CIs too")
+OWN_VERDICT = {("study findings", None): ROOFLINE, ("claims", "05 Keras on JAX"): KERAS_CLAIMS}  # None: every case
+
+
+def _own_verdict(key: str, element: str) -> str | None:
+    return OWN_VERDICT.get((element, key)) or OWN_VERDICT.get((element, None))
 
 
 # --- one page, real or doctored ----------------------------------------------------------------------------------------
@@ -195,7 +202,7 @@ def _page(case: Case, rows: list[dict], outputs, flip: str | None) -> Page:
             "verdict line": prose.verdict_lines(vt),
             "study findings": list(analysis.findings),
             "successor line": [prose.successor_line(vt, study_.comparisons)],
-            "claims": [str(v) for v in analysis.claims.verdict],
+            "claims": [f"{r['our measurement (95% CI)']} — {r['verdict']}" for r in analysis.claims.to_dict("records")],
             "index headline": [render._headline(PROFILE, nb)],
             "what to use": [f"{r.workload}: {r.decision}" for r in use.itertuples()],
             "summary headline": [f"{r.comparison}: {r.reading} ({r.speedup:.3f})" for r in heads.itertuples()],
@@ -232,7 +239,7 @@ def _stating(key: str, page: Page, element: str) -> list[str]:
             f"`{c.candidate}` against `{c.baseline}`", *page.options}
     names = re.compile("|".join(rf"(?<![\w-]){re.escape(s)}(?![\w-])" for s in sorted(said, key=len, reverse=True)))
     lines = [line for line in page.elements[element] if names.search(line)]
-    return [line for line in lines if DECISION_WORDS.search(line)] if element == "study findings" else lines
+    return [line for line in lines if DECISION_WORDS.search(line)] if element in ("study findings", "claims") else lines
 
 
 # --- the checks -------------------------------------------------------------------------------------------------------
@@ -268,8 +275,8 @@ def test_the_element_states_the_comparison(pages, key, element):
 
 
 @pytest.mark.parametrize("key, element", [
-    pytest.param(key, element, marks=pytest.mark.xfail(strict=True, reason=OWN_VERDICT[element]))
-    if element in OWN_VERDICT else (key, element) for key, element in CHECKED])
+    pytest.param(key, element, marks=pytest.mark.xfail(strict=True, reason=_own_verdict(key, element)))
+    if _own_verdict(key, element) else (key, element) for key, element in CHECKED])
 def test_the_element_changes_with_the_verdict_table(pages, key, element):
     """What an element says of the comparison is gone from it once the table's decision flips: every such line reads
     the table. A line still there decides for itself."""
