@@ -3,11 +3,11 @@
 tests/test_layers.py checks the layering by names (imports, sizes, formats); this checks it by behaviour. For each
 study, a small fake results table (stored and read back as a run stores it) gives a page: the decision table, the
 Answer, the findings (the verdict lines, then the study's own), "How sure are we", "Which batch size", the successor
-line under the Answer, the claims, the index's headline and "What to use", and the summary's headline. The same page is built again with the one place
-verdicts are decided (core/verdicts.compute) doctored, so that one comparison's decision flips (faster ↔ slower) with
-every number left as it was. Every element that states that comparison's decision must change with it: one that does
-not decides for itself, and the test names it. Elements known to decide for themselves are marked xfail (strict), with
-where they do it.
+line under the Answer, the claims, the index's headline and "What to use", and the summary's headline. The same page
+is built again with the one place verdicts are decided (core/verdicts.compute) doctored, so that one comparison's
+decision flips (faster ↔ slower) with every number left as it was. Every element that states that comparison's
+decision must change with it: one that does not decides for itself, and the test names it. Elements known to decide
+for themselves are marked xfail (strict), with where they do it.
 """
 
 import dataclasses
