@@ -230,10 +230,18 @@ def pages(tmp_path_factory):
     return both
 
 
+# Elements with a line per comparison, which opens with the comparison's label (a lead's line, "X over Y (fastest
+# over runner-up)", names the option too but is another comparison).
+BY_LABEL = {"verdict line": "**{}**:", "how sure": "{} at ", "summary headline": "{}: "}
+
+
 def _stating(key: str, page: Page, element: str) -> list[str]:
-    """The lines of `element` that state the case's comparison: they name it (its label, 'X over Y', 'X against Y',
-    or its option's name), and in the study's own findings also say a decision."""
+    """The lines of `element` that state the case's comparison: its own line where the element has one per comparison
+    (BY_LABEL); else the lines that name it (its label, 'X over Y', 'X against Y', or its option's name), which in
+    the study's own findings and the claims also say a decision."""
     case = CASES[key]
+    if element in BY_LABEL:
+        return [line for line in page.elements[element] if line.startswith(BY_LABEL[element].format(case.label))]
     c = next(c for c in STUDIES[case.notebook].comparisons if c.label == case.label)
     said = {case.label, f"{c.candidate} over {c.baseline}", f"{c.candidate} against {c.baseline}",
             f"`{c.candidate}` against `{c.baseline}`", *page.options}
