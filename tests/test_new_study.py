@@ -82,6 +82,9 @@ def test_it_writes_a_module_a_notebook_and_its_profile_sections(scaffolded):
     assert len(params) == 1 and "".join(params[0]["source"]) == new_study.PARAMETERS
     assert any("study.start(s07.NOTEBOOK, profile, overrides=overrides, force=force)" in "".join(c["source"])
                for c in cells)
+    # the question, the parameters, then start, measure and answer: each step a cell, saying what re-running it does
+    assert [c["id"] for c in cells[:5]] == ["c00", "c01", "c02", "measure", "answer"]
+    assert [c["source"][0].rstrip("\n") for c in cells[2:5]] == list(new_study.STEPS.values())
     # the checkout this test runs from is untouched
     assert not (paths.ROOT / "src/studylib/studies" / f"{MODULE}.py").exists()
     assert not paths.notebook_path(NAME).exists()
@@ -107,6 +110,8 @@ def test_it_passes_the_house_checks(repo):
     assert tests.returncode == 0, tests.stdout[-3000:]
     for check in ("test_the_parameters_cell_names_the_profile_its_overrides_and_force",
                   "test_a_study_notebook_hands_its_parameters_to_study_start_and_shares_the_common_cells",
+                  "test_start_measure_and_answer_are_three_cells_after_the_parameters",
+                  "test_each_step_re_runs_alone_and_the_three_run_top_to_bottom",
                   "test_a_study_notebook_reads_no_value_it_does_not_define"):
         assert f"PASSED tests/test_notebooks.py::{check}[{NAME}]" in tests.stdout
     assert tests.stdout.count("PASSED") >= len(REGISTRY_TESTS)

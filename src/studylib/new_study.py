@@ -156,6 +156,17 @@ PARAMETERS = (
     "overrides = {}\n"
     "force = False  # True re-measures configurations already in the results table")
 
+# Then three cells, one step each, so a reader re-runs only the step they need: from `start` after editing the
+# parameters, `answer` alone to read the answer again. Each says in its first line what re-running it does.
+STEPS = {
+    "start": "# Start. Re-running it reads and checks the profile with the overrides (cached: an unchanged file is not "
+             "read again).",
+    "measure": "# Measure. Re-running it measures only what is not measured yet (force = True: everything again), then "
+               "decides the verdicts.",
+    "answer": "# Answer. Re-running it analyses the rows measured and shows the decision table and the Answer again; it "
+              "measures nothing.",
+}
+
 
 def _write_notebook(path: Path, name: str, module: str, title: str) -> None:
     alias = f"s{name[:2]}"
@@ -286,10 +297,13 @@ CELLS = [
      "**Question.** TODO: the question in the reader's words — which workload, which options, what decides. As "
      "written,\nthe study asks how much faster than eager PyTorch `torch.compile` runs a small text model, at each "
      "batch size."),
-    ("c02", "code", "%matplotlib inline\nfrom studylib.report import plots\nfrom studylib import study\n"
+    # start, measure, answer: each cell re-runs one step, and says which in its first line (STEPS)
+    ("c02", "code", STEPS["start"] + "\n%matplotlib inline\nfrom studylib.report import plots\nfrom studylib import study\n"
      "from studylib.studies import {module} as {alias}\n\n"
-     "ctx = study.start({alias}.NOTEBOOK, profile, overrides=overrides, force=force)\n"
-     "df = ctx.run({alias}.configs(ctx.section, device=ctx.settings.device, threads=ctx.settings.threads))\n"
+     "ctx = study.start({alias}.NOTEBOOK, profile, overrides=overrides, force=force)"),
+    ("measure", "code", STEPS["measure"] + "\n"
+     "df = ctx.run({alias}.configs(ctx.section, device=ctx.settings.device, threads=ctx.settings.threads))"),
+    ("answer", "code", STEPS["answer"] + "\n"
      "analysis = {alias}.analyse(df)  # tables, findings and claims, computed from df\n"
      "sp = analysis.tables[\"speedups\"]\nctx.answer(df)"),
     ("about-md", "markdown", "## About this study\n**How it is measured.** Models are built from transformers "
