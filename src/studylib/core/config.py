@@ -144,3 +144,9 @@ def shape_label(row, columns=None, *, short: bool = False) -> str:
         parts.append((spec.format(v), bool(meta.get("size"))))
     return "".join(("" if i == 0 else " × " if short and size and parts[i - 1][1] else " ") + text
                    for i, (text, size) in enumerate(parts))
+
+
+def shape_of(row) -> tuple:
+    """What a row computes: its value of every SHAPE field (model, precision, batch, sizes, strategy, data, backend),
+    None where missing or blank, whether the row is a dict or a pandas row (NaN there, and NaN equals nothing)."""
+    return tuple(_value(row, name) for name in SHAPE)
