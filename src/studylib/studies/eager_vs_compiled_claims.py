@@ -72,16 +72,16 @@ def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compil
     cells, used, rows = [], [], []
     models = claim.conditions.models
     for model, g in (ok[ok.model.isin(models)] if ok.model.isin(models).any() else ok).groupby("model", sort=False):
-        both = g[g.dtype.isin(["fp32", half])]
-        b = both.groupby("batch_size").dtype.nunique()
-        b = b[(b == 2) & (b.index > large_above)]
-        if not len(b):
+        h, f = speedups_layer.paired(g, half, "fp32", column="dtype")  # each shape in both precisions
+        large = h.batch_size[h.batch_size > large_above]
+        if not len(large):
             continue
-        at = both[both.batch_size == b.index.max()].set_index("dtype")
-        s = speedups_layer.speedup(at.loc["fp32"], at.loc[half])
+        i = large.idxmax()
+        s = speedups_layer.speedup(f.iloc[i], h.iloc[i])
         cells.append(tuple(s))
-        used.append(f"{model} b{int(b.index.max())}: {half} {numbers.fmt(s.ratio)} fp32's speed")
-        rows.append(at.reset_index())
+        used.append(f"{shape_label(h.iloc[i], ('model', 'batch_size'), short=True)}: {half} {numbers.fmt(s.ratio)} "
+                    f"fp32's speed")
+        rows.append(pd.concat([f.iloc[[i]], h.iloc[[i]]]))
     if not cells:
         return seedclaims.NotAnswered(f"no batch above {large_above} has both fp32 and {half} compiled here")
     v, lo, hi = speedups_layer.combine(cells)
