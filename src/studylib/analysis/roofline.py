@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import speedups
-from ..core.config import shape_columns, shape_label
+from ..core.config import shape_label
 from ..machine.limits import peak_bandwidth, peak_gflops, roof
 
 OVERHEAD_SHARE = 0.25  # below this share of the attainable rate a call is overhead-bound
@@ -137,12 +137,12 @@ def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[st
                     shape: list[str] | None = None, *, column: str = "variant", band: float | None = None) -> list[str]:
     """For each (candidate, baseline) pair of `column` values: in how many shapes of each regime (the
     baseline's, where the shape runs as the baseline runs it) the candidate is faster, slower or equal
-    (speed-up CIs, speedups.verdict), paired on the `shape` columns (speedups.paired; default: the shape columns
-    the results have, config.shape_columns). `rt` is roofline_table(df, …), row for row; `df` needs raw samples."""
+    (speed-up CIs, speedups.verdict), paired on the `shape` columns (speedups.paired; default: every configuration
+    field but `column`). `rt` is roofline_table(df, …), row for row; `df` needs raw samples."""
     band = band or speedups.EQUIVALENCE
     ok = df.assign(_regime=list(rt.regime))
     ok = ok[ok.status == "ok"]
-    keys = [c for c in (shape_columns(ok, without=(column,)) if shape is None else shape) if c in ok]
+    keys = None if shape is None else [c for c in shape if c in ok]
     lines = []
     for cand, base in pairs:
         c_rows, b_rows = speedups.paired(ok, cand, base, column=column, on=keys)

@@ -266,13 +266,12 @@ def matched(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: s
 def paired(df: pd.DataFrame, candidate: str, baseline: str, *, column: str = "variant",
            on: Iterable[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(candidate rows, baseline rows) at every shape where `candidate` and `baseline` (values of `column`) both have a
-    row in `df`, aligned (the i-th rows share the shape, in the candidate's order, indexed 0..n-1): matched on the
-    columns `on`, by default the shape columns `df` has less `column` (config.shape_columns). Every comparison that
-    needs the two sides' rows themselves (claims, findings, regimes, compare) pairs them here."""
+    row in `df`, aligned (the i-th rows share the shape, in the candidate's order, indexed 0..n-1), matched as `matched`
+    matches them: on `on`, by default every configuration field but `column` (as pair_table pairs). Every comparison
+    that reads the two sides' rows itself (claims, findings, regimes, compare) pairs them here."""
     if not len(df) or column not in df:
         return df.iloc[:0], df.iloc[:0]
     df = df.reset_index(drop=True)
-    on = [c for c in shape_columns(df) if c != column] if on is None else list(on)
     pairs = [(c.name, b.name) for c, b in matched(df, candidate, baseline, column=column, on=on) if b is not None]
     return tuple(df.iloc[[p[i] for p in pairs]].reset_index(drop=True) for i in (0, 1))
 
