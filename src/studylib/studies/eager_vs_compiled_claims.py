@@ -71,7 +71,7 @@ def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compil
     half = "fp16" if "fp16" in set(ok.dtype) else "bf16"
     cells, used, rows = [], [], []
     models = claim.conditions.models
-    for model, g in (ok[ok.model.isin(models)] if ok.model.isin(models).any() else ok).groupby("model", sort=False):
+    for _, g in (ok[ok.model.isin(models)] if ok.model.isin(models).any() else ok).groupby("model", sort=False):
         h, f = speedups_layer.paired(g, half, "fp32", column="dtype")  # each shape in both precisions
         large = h.batch_size[h.batch_size > large_above]
         if not len(large):
