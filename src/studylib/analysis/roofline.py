@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import speedups
+from ..core.config import shape_label
 from ..machine.limits import peak_bandwidth, peak_gflops, roof
 
 OVERHEAD_SHARE = 0.25  # below this share of the attainable rate a call is overhead-bound
@@ -129,35 +130,24 @@ def share_text(share: float) -> str:
 
 
 def _shape(row) -> str:
-    parts = [f"{row['model']}", f"b{int(row['batch_size'])}"]
-    if pd.notna(row.get("seq_len")):
-        parts.append(f"s{int(row['seq_len'])}")
-    if pd.notna(row.get("image_size")):
-        parts.append(f"{int(row['image_size'])}px")
-    if isinstance(row.get("strategy"), str):
-        parts.append(row["strategy"])
-    return " ".join(parts)
+    return shape_label(row, ("model", "batch_size", "seq_len", "image_size", "strategy"), short=True)
 
 
-def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[str, str]], shape: list[str], *,
-                    column: str = "variant", band: float | None = None) -> list[str]:
+def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[str, str]],
+                    shape: list[str] | None = None, *, column: str = "variant", band: float | None = None) -> list[str]:
     """For each (candidate, baseline) pair of `column` values: in how many shapes of each regime (the
     baseline's, where the shape runs as the baseline runs it) the candidate is faster, slower or equal
-    (speed-up CIs, speedups.verdict), matched on the `shape` columns. `rt` is roofline_table(df, …), row for
-    row; `df` needs raw samples."""
+    (speed-up CIs, speedups.verdict), paired on the `shape` columns (speedups.paired; default: every configuration
+    field but `column`). `rt` is roofline_table(df, …), row for row; `df` needs raw samples."""
     band = band or speedups.EQUIVALENCE
     ok = df.assign(_regime=list(rt.regime))
     ok = ok[ok.status == "ok"]
-    keys = [c for c in shape if c in ok]
+    keys = None if shape is None else [c for c in shape if c in ok]
     lines = []
     for cand, base in pairs:
-        c_rows = ok[ok[column] == cand].set_index(keys)
-        b_rows = ok[ok[column] == base].set_index(keys)
+        c_rows, b_rows = speedups.paired(ok, cand, base, column=column, on=keys)
         tally: dict[str, list[str]] = {}
-        for key in c_rows.index.intersection(b_rows.index):
-            b, c = b_rows.loc[key], c_rows.loc[key]
-            if isinstance(b, pd.DataFrame) or isinstance(c, pd.DataFrame):
-                continue  # not one row per shape: not a pair
+        for (_, c), (_, b) in zip(c_rows.iterrows(), b_rows.iterrows()):
             s = speedups.speedup(b, c)
             tally.setdefault(b["_regime"], []).append(speedups.verdict(s.ci_low, s.ci_high, band))
         if not tally or set(tally) == {UNKNOWN}:
@@ -179,10 +169,10 @@ def plottable(rt: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 
-def attach(analysis, df: pd.DataFrame, peaks: dict | None, pairs: Iterable[tuple[str, str]], shape: list[str], *,
-           column: str = "variant", band: float | None = None):
+def attach(analysis, df: pd.DataFrame, peaks: dict | None, pairs: Iterable[tuple[str, str]],
+           shape: list[str] | None = None, *, column: str = "variant", band: float | None = None):
     """A study's Analysis with the roofline added: tables["roofline"] (roofline_table) and findings on where the
-    configurations sit and in which regime each candidate beats its baseline (regime_findings)."""
+    configurations sit and in which regime each candidate beats its baseline (regime_findings, paired on `shape`)."""
     rt = roofline_table(df, peaks)
     analysis.tables["roofline"] = rt
     analysis.findings.append(summary_finding(rt, peaks))

@@ -1,12 +1,20 @@
 """A configuration: what is run (model, variant, precision), on what (device, threads), at which size.
 
-The lowest layer of the study: the comparison layer (speedups.py) derives its shape vocabulary from these
-fields, and the measurement (sweep.py) runs them.
+The lowest layer of the study, and its one shape vocabulary. Each field of `Config` says, in its metadata, its `role`:
+'shape' (what is computed: the model, its precision, the size of its inputs, the data), 'how' (how it runs: the variant,
+device and threads) or 'process' (study 05's Keras backend: the process a shape runs in, which comparisons pair on but
+which does not change the inputs); how `Config.key` writes it (`key`, at place `at`); its place in `Config.shape_key`
+(`inputs`); and how a label names it (`words`, `short`). SHAPE, HOW, Config.key, Config.shape_key, shape_columns and
+shape_label are derived from it. The comparison layer (speedups.py) pairs rows on the shape, and the measurement
+(sweep.py) runs the configurations.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import math
+from dataclasses import MISSING, dataclass, field, fields
+from itertools import groupby
+from typing import Any
 
 REFERENCE = "eager"  # every variant's output is compared with eager PyTorch on the same inputs
 # A/A controls: a variant named `<variant>-aa` is a second, independently prepared copy of `<variant>` (its own
@@ -40,40 +48,105 @@ def with_aa(variants, aa) -> list[str]:
 
 AA = aa_of(REFERENCE)  # eager's A/A copy, the control every study has run since the start
 
+ROLES = ("shape", "how", "process")
+_REQUIRED = object()
+
+
+def _field(role: str, key: str, at: int, *, inputs: int | None = None, words: str | None = "{}",
+           short: str | None = None, size: bool = False, default: Any = _REQUIRED):
+    """A Config field with its metadata: its `role` (ROLES); `key`, how Config.key writes it, at place `at` (of the
+    fields sharing a place the first one set is written); `inputs`, its place in Config.shape_key (None: not in it);
+    `words` and `short`, how shape_label names it in words and in short (None: never; short defaults to words);
+    `size`, a size (the short label joins neighbouring sizes with ×). A field with a default is written in the key
+    only where it is set, except at a place another field shares (the input size: 's128', else 'i224')."""
+    meta = {"role": role, "key": key, "at": at, "inputs": inputs, "words": words,
+            "short": words if short is None else short, "size": size}
+    return field(metadata=meta) if default is _REQUIRED else field(default=default, metadata=meta)
+
 
 @dataclass(frozen=True)
 class Config:
     """One configuration of a sweep: what is run, on what, at which size."""
 
-    model: str
-    variant: str
-    dtype: str
-    batch_size: int
-    device: str
-    threads: int
-    seq_len: int | None = None  # fixed-shape studies: the sequence length; data-set studies: the maximum
-    image_size: int | None = None
-    strategy: str | None = None  # data-set studies: how texts are batched (see batching.STRATEGIES)
-    data: str | None = None  # data-set studies: which data (corpus, sample, tokenizer; see dataset.data_tag)
+    model: str = _field("shape", "{}", 0, inputs=0)
+    variant: str = _field("how", "{}", 1)
+    dtype: str = _field("shape", "{}", 3, inputs=1)
+    batch_size: int = _field("shape", "b{}", 4, inputs=3, words="batch {}", short="b{}", size=True)
+    device: str = _field("how", "{}", 2, inputs=2)
+    threads: int = _field("how", "t{}", 6)
+    # fixed-shape studies: the sequence length; data-set studies: the maximum
+    seq_len: int | None = _field("shape", "s{}", 5, inputs=4, words="seq {}", short="s{}", size=True, default=None)
+    image_size: int | None = _field("shape", "i{}", 5, inputs=5, words="{}px", size=True, default=None)
+    # data-set studies: how texts are batched (see batching.STRATEGIES)
+    strategy: str | None = _field("shape", "{}", 7, inputs=6, default=None)
+    # data-set studies: which data (corpus, sample, tokenizer; see dataset.data_tag); never in a label
+    data: str | None = _field("shape", "{}", 8, inputs=7, words=None, default=None)
     # study 05: the Keras backend of the process this configuration runs in (fixed when Keras is imported, so
     # each backend's groups run in processes of their own; see process_env). None: any process.
-    backend: str | None = None
+    backend: str | None = _field("process", "keras={}", 9, default=None)
 
     @property
     def key(self) -> str:
-        size = f"s{self.seq_len}" if self.seq_len is not None else f"i{self.image_size}"
-        key = f"{self.model}|{self.variant}|{self.device}|{self.dtype}|b{self.batch_size}|{size}|t{self.threads}"
-        return key + "".join(f"|{v}" for v in (self.strategy, self.data) if v is not None) + (
-            f"|keras={self.backend}" if self.backend is not None else "")
+        """The configuration in one string (results rows carry it as config_key; a re-run resumes by it): each
+        place's field (metadata `key`, `at`) in order, 'bert-base|eager|cpu|fp32|b1|s128|t2'."""
+        parts = []
+        for _, shared in groupby(_KEY_ORDER, key=lambda f: f.metadata["at"]):
+            shared = list(shared)
+            written = next((f for f in shared if getattr(self, f.name) is not None), None)
+            if written is None and (len(shared) > 1 or shared[-1].default is MISSING):
+                written = shared[-1]
+            if written is not None:
+                parts.append(written.metadata["key"].format(getattr(self, written.name)))
+        return "|".join(parts)
 
     @property
     def shape_key(self) -> tuple:
-        """Configurations sharing this key time the same model on the same inputs (by default, one group)."""
-        return (self.model, self.dtype, self.device, self.batch_size, self.seq_len, self.image_size, self.strategy,
-                self.data)
+        """Configurations sharing this key time the same model on the same inputs on the same device (by default,
+        one group): the fields with a place in it (metadata `inputs`), in that order."""
+        return tuple(getattr(self, f.name) for f in _INPUTS)
 
 
-# The fields that say how a configuration runs rather than what it computes: everything else is its shape.
-HOW = ("variant", "device", "threads")
+_KEY_ORDER = sorted(fields(Config), key=lambda f: f.metadata["at"])
+_INPUTS = sorted((f for f in fields(Config) if f.metadata["inputs"] is not None), key=lambda f: f.metadata["inputs"])
 FIELDS = tuple(f.name for f in fields(Config))
+# The fields that say how a configuration runs rather than what it computes: everything else is its shape.
+HOW = tuple(f.name for f in fields(Config) if f.metadata["role"] == "how")
 SHAPE = tuple(name for name in FIELDS if name not in HOW)
+_META = {f.name: f.metadata for f in fields(Config)}
+
+
+def _value(row, name: str):
+    """`row`'s `name` (a dict, a pandas row or a Config), None where it is missing or blank (None, NaN)."""
+    v = row.get(name) if hasattr(row, "get") else getattr(row, name, None)
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def shape_columns(frame, *, without=()) -> list[str]:
+    """The shape fields (SHAPE) that `frame` has, less `without`: a results table's columns (those with a value, where
+    it has rows: a column of blanks says nothing about a shape), or a row's fields with a value."""
+    skip = set(without)
+    if hasattr(frame, "columns"):  # a table
+        return [c for c in SHAPE if c in frame.columns and c not in skip and (not len(frame) or frame[c].notna().any())]
+    return [c for c in SHAPE if c not in skip and _value(frame, c) is not None]
+
+
+def shape_label(row, columns=None, *, short: bool = False) -> str:
+    """A shape as a reader names it, from the `columns` given (default: SHAPE), blanks left out: in words, 'bert-base
+    fp32 batch 8 seq 128' (decision tables, answers), or `short`, 'bert-base fp32 b8 × s128' (lists in findings and
+    claims); an image size is '224px' in both, and `data` is never named."""
+    parts: list[tuple[str, bool]] = []
+    for c in SHAPE if columns is None else columns:
+        meta, v = _META.get(c, {}), _value(row, c)
+        spec = meta.get("short" if short else "words", "{}")
+        if v is None or spec is None:
+            continue
+        v = int(v) if isinstance(v, float) and v.is_integer() else v
+        parts.append((spec.format(v), bool(meta.get("size"))))
+    return "".join(("" if i == 0 else " × " if short and size and parts[i - 1][1] else " ") + text
+                   for i, (text, size) in enumerate(parts))
+
+
+def shape_of(row) -> tuple:
+    """What a row computes: its value of every SHAPE field (model, precision, batch, sizes, strategy, data, backend),
+    None where missing or blank, whether the row is a dict or a pandas row (NaN there, and NaN equals nothing)."""
+    return tuple(_value(row, name) for name in SHAPE)

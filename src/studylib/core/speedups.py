@@ -4,6 +4,7 @@
   fields that say what is computed) except the ones a comparison varies (`column`, and any the baseline is fixed
   at, e.g. eager at batch 1). `pair_table` gives one row per candidate shape: the paired speed-up with its 95% CI
   (variance.speedup: per-round ratios where both sides shared rounds), or the failing side's status and message.
+  `matched` pairs the rows; `paired` gives both sides' rows aligned, for a comparison that reads them itself.
 - Pooling: `geomean` over the shapes both sides ran (variance.geomean_speedup). It is shown only where the
   per-shape verdicts agree; otherwise an answer gives the range by regime (`conditional`).
 - Judging, one rule for every page, claim and comparison (`verdict`): the equality band is a fixed ±5% (`band`);
@@ -28,7 +29,7 @@ import pandas as pd
 from scipy import stats as _st
 
 from . import calibration, numbers, variance
-from .config import FIELDS, REFERENCE, SHAPE, is_aa, original_of
+from .config import FIELDS, REFERENCE, is_aa, original_of, shape_columns, shape_label
 from .stats import Speedup
 
 EQUIVALENCE = 1.05  # the narrowest 'equal' band: ±5%
@@ -58,27 +59,6 @@ class Comparison:
     column: str = "variant"
     along: tuple[str, ...] = ("model", "dtype", "batch_size", "seq_len", "image_size")
     replaces: str = ""
-
-
-def shape_columns(df: pd.DataFrame, *, without: Iterable[str] = ()) -> list[str]:
-    """The shape columns (config.SHAPE) that `df` has, less `without`."""
-    skip = set(without)
-    return [c for c in SHAPE if c in df and c not in skip]
-
-
-_NAMES = {"batch_size": "batch", "seq_len": "seq", "image_size": "px"}
-
-
-def shape_label(row, columns: Iterable[str]) -> str:
-    """A shape as a reader names it: 'bert-base fp32 batch 8 seq 128' (only the columns given, blanks left out)."""
-    parts = []
-    for c in columns:
-        v = row.get(c) if hasattr(row, "get") else getattr(row, c, None)
-        if v is None or (isinstance(v, float) and np.isnan(v)) or c == "data":
-            continue
-        v = int(v) if isinstance(v, float) and float(v).is_integer() else v
-        parts.append(f"{v}px" if c == "image_size" else f"{_NAMES[c]} {v}" if c in _NAMES else str(v))
-    return " ".join(parts)
 
 
 def match_columns(df: pd.DataFrame, column: str) -> list[str]:
@@ -258,13 +238,14 @@ def _fixed(where: dict[str, Any] | None, row) -> dict[str, Any]:
 
 
 def matched(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: str, *, column: str = "variant",
-            baseline_where: dict[str, Any] | None = None) -> list[tuple[Any, Any]]:
+            baseline_where: dict[str, Any] | None = None, on: Iterable[str] | None = None) -> list[tuple[Any, Any]]:
     """(candidate row, baseline row or None) for every candidate row of `df`: the baseline is the row whose `column`
-    is `baseline` and whose shape columns equal the candidate's, except those `baseline_where` fixes (a value, or a
-    function of the candidate row). `candidate` None: every value of `column` but the baseline and the A/A copies."""
+    is `baseline` and whose columns `on` (default: every configuration field `df` has but `column`) equal the
+    candidate's, except those `baseline_where` fixes (a value, or a function of the candidate row); an ok row first.
+    `candidate` None: every value of `column` but the baseline and the A/A copies."""
     if not len(df) or column not in df:
         return []
-    on = match_columns(df, column)
+    on = match_columns(df, column) if on is None else list(on)
     if candidate is None:
         cands = df[(df[column] != baseline) & ~df[column].map(is_aa)]
     else:
@@ -280,6 +261,19 @@ def matched(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: s
         want = {c: r[c] for c in on} | _fixed(baseline_where, r)
         out.append((r, index.get(tuple(_key(want[c]) for c in on))))
     return out
+
+
+def paired(df: pd.DataFrame, candidate: str, baseline: str, *, column: str = "variant",
+           on: Iterable[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(candidate rows, baseline rows) at every shape where `candidate` and `baseline` (values of `column`) both have a
+    row in `df`, aligned (the i-th rows share the shape, in the candidate's order, indexed 0..n-1), matched as `matched`
+    matches them: on `on`, by default every configuration field but `column` (as pair_table pairs). Every comparison
+    that reads the two sides' rows itself (claims, findings, regimes, compare) pairs them here."""
+    if not len(df) or column not in df:
+        return df.iloc[:0], df.iloc[:0]
+    df = df.reset_index(drop=True)
+    pairs = [(c.name, b.name) for c, b in matched(df, candidate, baseline, column=column, on=on) if b is not None]
+    return tuple(df.iloc[[p[i] for p in pairs]].reset_index(drop=True) for i in (0, 1))
 
 
 def _key(v):

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as _st
 
-from .config import SHAPE
+from .config import shape_of
 from .stats import CONFIDENCE, Speedup, common_share, field, paired_log_ratios, present, row_samples
 
 HETEROGENEITY_P = 0.001  # a median whose replicates' Q test gives p below this keeps its own between-process variance
@@ -213,12 +213,6 @@ def _groups(rows: list[Any]) -> dict[Any, list]:
 def runtime_class(row: Any) -> tuple[Any, Any]:
     """What a row's τ² of speed-ups is pooled over: its runtime (`variant`) and its task (a model, an operation)."""
     return field(row, "variant"), field(row, "task")
-
-
-def shape_of(row: Any) -> tuple:
-    """What a row computes (config.SHAPE: model, precision, batch, sizes, strategy, data, backend); a missing field is
-    None whether the row is a dict or a pandas row (NaN there, and NaN equals nothing)."""
-    return tuple(v if present(v := field(row, name)) else None for name in SHAPE)
 
 
 def _anchors(rows: list[Any]) -> dict[tuple, Any]:

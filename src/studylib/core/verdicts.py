@@ -41,7 +41,7 @@ SUCCESSOR_WORDS = {"faster": "beats it", "equal": "matches it", "slower": "falls
 # the rule's words as a page prints them (speedups.verdict's 'unclear' is 'undecided' here)
 _WORD = {"faster": "faster", "slower": "slower", "equal": "equal", "unclear": "undecided"}
 SUFFIX = ".verdicts.csv"
-SHAPE_FIELDS = ("model", "dtype", "batch_size", "seq_len", "image_size", "strategy", "backend")
+SHAPE_FIELDS = tuple(c for c in SHAPE if c != "data")  # the shape a Verdict carries (config.SHAPE, its data tag aside)
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,10 @@ import pandas as pd
 
 from ..core import speedups
 from ..core.calibration import Calibration, calibrate
-from ..core.config import is_aa, original_of
+from ..core.config import is_aa, original_of, shape_columns
 from ..core.files import read_json
 from ..core.results import ResultsTable
 from ..core.speedups import speedup
-from ..core.variance import shape_of
 from ..machine.limits import matmul_gflops, peak_bandwidth
 
 WORST_SHOWN = 10
@@ -241,14 +240,16 @@ def _outcome(ref_verdict: str, new_verdict: str) -> str:
 
 def compare_aa(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dict]) -> pd.DataFrame:
     """Each A/A pair (variant X and X-aa, same REF group and shape): its speed-up and significance in each run."""
-    originals = {(group_key(r), shape_of(r), r.get("variant")): r for r in ref_rows}  # A/A copy -> original
+    frame = pd.DataFrame(ref_rows)
+    pairs = []  # (A/A copy, its original): the same group and shape (speedups.paired)
+    for v in dict.fromkeys(frame.variant) if "variant" in frame else ():
+        if is_aa(v):
+            c, b = speedups.paired(frame, v, original_of(v), on=["group_key", *shape_columns(frame)])
+            pairs += zip(c.config_key, b.config_key)
+    by_key, order = {r["config_key"]: r for r in ref_rows}, {r["config_key"]: i for i, r in enumerate(ref_rows)}
     out = []
-    for r in ref_rows:
-        if not is_aa(r.get("variant")):
-            continue
-        base = originals.get((group_key(r), shape_of(r), original_of(r["variant"])))
-        if base is None:
-            continue
+    for copy, original in sorted(pairs, key=lambda p: order[p[0]]):  # in REF's order
+        r, base = by_key[copy], by_key[original]
         row = {"notebook": notebook, "a": base["config_key"], "b": r["config_key"]}
         for run, a, b in (("ref", base, r), ("new", new_by_key[base["config_key"]], new_by_key[r["config_key"]])):
             s = speedup(a, b)

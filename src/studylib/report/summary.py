@@ -13,6 +13,7 @@ import os
 import pandas as pd
 
 from ..core import numbers, paths, study_registry, verdicts
+from ..core.config import FIELDS
 from ..core.files import read_json
 from ..core.results import ResultsTable
 from ..core.verdicts import VerdictTable
@@ -57,8 +58,7 @@ def results(profile: str, notebook: str) -> pd.DataFrame:
     keys = _grid_keys(profile, notebook)
     if keys is not None:
         df = df[df.config_key.isin(keys)]
-    workload = [c for c in ("model", "variant", "dtype", "batch_size", "device", "seq_len", "image_size", "strategy",
-                            "backend") if c in df]
+    workload = [c for c in FIELDS if c not in ("threads", "data") and c in df]  # config.FIELDS, less threads and data
     if len(df) and "timestamp" in df:
         df = df.sort_values("timestamp", kind="stable").drop_duplicates(workload, keep="last")
     return df.reset_index(drop=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..core import numbers, run_shift, speedups, stats, variance
+from ..core.config import shape_label
 from ..core.speedups import EQUIVALENCE
 from ..workloads.models import MODELS
 
@@ -137,7 +138,8 @@ def failures_and_noise(df: pd.DataFrame, where) -> list[str]:
 
 
 def size_label(row) -> str:
-    return f"seq {int(row['seq_len'])}" if pd.notna(row.get("seq_len")) else f"{int(row['image_size'])}px"
+    """The input size of a row's shape: 'seq 128' or '224px' (config.shape_label)."""
+    return shape_label(row, ("seq_len", "image_size"))
 
 
 def fmt_or_blank(series: pd.Series, spec: str) -> pd.Series:

@@ -14,7 +14,7 @@ from .. import runtimes
 from ..analysis import roofline
 from ..core import numbers, verdicts
 from ..core import speedups as speedups_layer
-from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
+from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, with_aa
 from ..core.results import warm_one_time_s
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
@@ -35,7 +35,6 @@ from .common import (  # noqa: F401
 )
 
 NOTEBOOK = "01_eager_vs_compiled"
-SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
 NOISY_CV = 0.10  # above this coefficient of variation a configuration's timing is called unstable
 # What a compiler is for: a replicate where one is slower than eager profiles a call of each (surprises.py).
 EXPECTATIONS = tuple(surprises.Expectation(v, REFERENCE) for v in
@@ -158,7 +157,7 @@ def speedups(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _where(row) -> str:
-    return f"{row['model']}, {row['dtype']}, batch {row['batch_size']}"
+    return shape_label(row, ("model", "dtype", "batch_size"))
 
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
@@ -277,7 +276,8 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
     graphs = ["graphs", "graph breaks", "recompiled"]
     warm = ["compile warm (s)", "cache hits / misses"]
     if df is not None and len(t):
-        counts = df.reindex(columns=[*SHAPE_COLUMNS, "variant", "compilations", "graph_breaks", "recompilations",
+        on = shape_columns(df)  # the shape columns these results fill
+        counts = df.reindex(columns=[*on, "variant", "compilations", "graph_breaks", "recompilations",
                                      *_WARM])
         counts = counts[~counts.variant.map(is_aa) & counts.variant.map(runtimes.family).isin(COMPILED)].copy()
         counts[warm[0]] = fmt_or_blank(pd.Series([warm_one_time_s(r) for r in counts.to_dict("records")],
@@ -286,7 +286,7 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
                            for h, m in zip(counts.warm_cache_hits, counts.warm_cache_misses)]
         counts = counts.drop(columns=_WARM).rename(
             columns=dict(zip(["compilations", "graph_breaks", "recompilations"], graphs)))
-        t = t.merge(counts, on=[*SHAPE_COLUMNS, "variant"], how="left")
+        t = t.merge(counts, on=[*on, "variant"], how="left")
         for col in graphs:
             t[col] = t[col].astype("Int64")
         t[warm] = t[warm].fillna("")
@@ -310,7 +310,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     analysis = roofline.attach(Analysis(tables={"speedups": sp, "compile": compile_table(sp, df),
                                                 "layout": layout_table(df)},
                                         findings=findings(df, sp), claims=claims(df, sp)),
-                               df, peaks, roofline_pairs(df), SHAPE_COLUMNS, band=band)
+                               df, peaks, roofline_pairs(df), band=band)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 

@@ -9,9 +9,9 @@ import pandas as pd
 from .. import runtimes
 from ..core import numbers
 from ..core import speedups as speedups_layer
-from ..core.config import is_aa
+from ..core.config import is_aa, shape_columns, shape_label
 from ..measurement import claims as seedclaims
-from .eager_vs_compiled import SHAPE_COLUMNS, _where
+from .eager_vs_compiled import _where
 
 
 def _cell(r) -> tuple[float, float, float]:
@@ -19,7 +19,7 @@ def _cell(r) -> tuple[float, float, float]:
 
 
 def _label(r) -> str:
-    return f"{r['model']} {r['dtype']} b{int(r['batch_size'])}"
+    return shape_label(r, ("model", "dtype", "batch_size"), short=True)
 
 
 def _gains(tables: dict, claim, variant: str) -> pd.DataFrame:
@@ -71,17 +71,17 @@ def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compil
     half = "fp16" if "fp16" in set(ok.dtype) else "bf16"
     cells, used, rows = [], [], []
     models = claim.conditions.models
-    for model, g in (ok[ok.model.isin(models)] if ok.model.isin(models).any() else ok).groupby("model", sort=False):
-        both = g[g.dtype.isin(["fp32", half])]
-        b = both.groupby("batch_size").dtype.nunique()
-        b = b[(b == 2) & (b.index > large_above)]
-        if not len(b):
+    for _, g in (ok[ok.model.isin(models)] if ok.model.isin(models).any() else ok).groupby("model", sort=False):
+        h, f = speedups_layer.paired(g, half, "fp32", column="dtype")  # each shape in both precisions
+        large = h.batch_size[h.batch_size > large_above]
+        if not len(large):
             continue
-        at = both[both.batch_size == b.index.max()].set_index("dtype")
-        s = speedups_layer.speedup(at.loc["fp32"], at.loc[half])
+        i = large.idxmax()
+        s = speedups_layer.speedup(f.iloc[i], h.iloc[i])
         cells.append(tuple(s))
-        used.append(f"{model} b{int(b.index.max())}: {half} {numbers.fmt(s.ratio)} fp32's speed")
-        rows.append(at.reset_index())
+        used.append(f"{shape_label(h.iloc[i], ('model', 'batch_size'), short=True)}: {half} {numbers.fmt(s.ratio)} "
+                    f"fp32's speed")
+        rows.append(pd.concat([f.iloc[[i]], h.iloc[[i]]]))
     if not cells:
         return seedclaims.NotAnswered(f"no batch above {large_above} has both fp32 and {half} compiled here")
     v, lo, hi = speedups_layer.combine(cells)
@@ -92,15 +92,13 @@ def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-r
               baseline: str = "compile-default"):
     """`candidate` over `baseline` (two compile modes), geometric mean over the shapes both ran."""
     ok = df[df.status == "ok"]
-    c = ok[ok.variant == candidate].set_index(SHAPE_COLUMNS)
-    b = ok[ok.variant == baseline].set_index(SHAPE_COLUMNS)
-    both = c.index.intersection(b.index)
-    if not len(both):
+    c, b = speedups_layer.paired(ok, candidate, baseline)
+    if not len(c):
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
-    s = speedups_layer.geomean_of([(b.loc[k], c.loc[k]) for k in both])
+    s = speedups_layer.geomean_of(zip(b.to_dict("records"), c.to_dict("records")))
     where = "with CUDA graphs" if (df.device == "cuda").any() else "on CPU, where both compile the same code"
     return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"{candidate} over {baseline} ({where}), geometric "
-                                  f"mean over {len(both)} shapes", rows=ok[ok.variant.isin([candidate, baseline])],
+                                  f"mean over {len(c)} shapes", rows=ok[ok.variant.isin([candidate, baseline])],
                                   band=speedups_layer.band(df))
 
 
@@ -126,17 +124,15 @@ def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-l
     ok = seedclaims.matching(df[df.status == "ok"], claim)
     cells, used, rows = [], [], []
     for cand, base in pairs:
-        c = ok[ok.variant == cand].set_index(SHAPE_COLUMNS)
-        b = ok[ok.variant == base].set_index(SHAPE_COLUMNS)
-        both = c.index.intersection(b.index)
-        cells += [(b.loc[k], c.loc[k]) for k in both]
-        if len(both):
-            used.append(f"{cand} over {base} on {len(both)} shape(s)")
+        c, b = speedups_layer.paired(ok, cand, base)
+        cells += zip(b.to_dict("records"), c.to_dict("records"))
+        if len(c):
+            used.append(f"{cand} over {base} on {len(c)} shape(s)")
             rows.append(ok[ok.variant.isin([cand, base])])
     if not cells:
         return seedclaims.NotAnswered("no channels-last variant ran beside its default-layout baseline "
                                       "(they run on image models only)")
     s = speedups_layer.geomean_of(cells)
     return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "geometric mean of " + "; ".join(used),
-                                  rows=pd.concat(rows).drop_duplicates(subset=[*SHAPE_COLUMNS, "variant"]),
+                                  rows=pd.concat(rows).drop_duplicates(subset=[*shape_columns(ok), "variant"]),
                                   band=speedups_layer.band(df))

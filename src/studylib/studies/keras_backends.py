@@ -20,7 +20,7 @@ from .. import runtimes
 from ..analysis import roofline
 from ..core import numbers
 from ..core import speedups as speedups_layer
-from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
+from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, shape_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import surprises
@@ -31,8 +31,6 @@ from .base import Analysis, Study, register
 from .common import aa_finding, describe_ci, drift_finding, latency_table  # noqa: F401
 
 NOTEBOOK = "05_keras_backends"
-SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len", "image_size"]
-GROUP_COLUMNS = [*SHAPE_COLUMNS, "backend"]
 NATIVE_COMPILED = "compile-default"
 KERAS2 = "keras2-tensorflow"
 KERAS_MODELS = ("bert-base", "bert-tiny", "resnet-50")  # the models keras_models can build
@@ -128,9 +126,6 @@ def estimate_s(c: Config, section: KerasBackends, measure: dict, speed: float = 
                                     + measure["min_time_s"] / 6)
 
 
-SPEEDUP_COLUMNS = [*GROUP_COLUMNS, "variant", "baseline", "status", "error", "speedup", "ci_low", "ci_high"]
-
-
 def speedups(df: pd.DataFrame) -> pd.DataFrame:
     """Every variant of a group over the group's native eager PyTorch, paired by round (its own process;
     speedups.pair_table matches the backend too). A side that failed keeps a row with its status and message and
@@ -138,17 +133,23 @@ def speedups(df: pd.DataFrame) -> pd.DataFrame:
     return speedups_layer.pair_table(df, None, REFERENCE, band=speedups_layer.band(df))
 
 
+def _across(frame) -> list[str]:
+    """The shape columns of `frame` (a table or a row) but the backend: a shape as every backend's processes run it."""
+    return shape_columns(frame, without=("backend",))
+
+
 def _shape_label(row) -> str:
-    size = f"s{int(row['seq_len'])}" if pd.notna(row.get("seq_len")) else f"{int(row['image_size'])}px"
-    return f"{row['model']} {row['dtype']} b{int(row['batch_size'])} {size}"
+    """'bert-base fp32 b1 × s128': a shape as every backend's processes run it (config.shape_label)."""
+    return shape_label(row, _across(row), short=True)
 
 
 def _triple(r) -> tuple[float, float, float]:
     return float(r["speedup"]), float(r["ci_low"]), float(r["ci_high"])
 
 
-BACKEND_COLUMNS = ["shape", *SHAPE_COLUMNS, "fastest", "fastest over native eager", "runner-up",
-                   "fastest over runner-up", "ratio", "ci_low", "ci_high", "decided"]
+# what the backend table holds per shape, after the shape and its columns
+BACKEND_COLUMNS = ["fastest", "fastest over native eager", "runner-up", "fastest over runner-up", "ratio", "ci_low",
+                   "ci_high", "decided"]
 
 
 def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -156,63 +157,61 @@ def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
     lead over the runner-up backend: the runner-up's latency over the fastest's, unpaired (the backends run in
     processes of their own), with its CI from the results rows `df`, and `decided` by the one verdict rule."""
     ok = sp[sp.speedup.notna() & sp.variant.map(is_keras3)]
-    rows = df[df.status == "ok"] if df is not None and len(df) else None
-    out = []
-    for key, g in ok.groupby(SHAPE_COLUMNS, dropna=False, sort=False):
+    rows = None if df is None or not len(df) else {  # the results row of each shape and variant
+        (shape_of(r), r["variant"]): r for r in df[df.status == "ok"].to_dict("records")}
+    on, out = _across(sp), []
+    for key, g in ok.groupby(on, dropna=False, sort=False):
         best = g.loc[g.groupby("backend").median_s.idxmin()].sort_values("median_s")
         top = best.iloc[0]
-        rec = dict(zip(SHAPE_COLUMNS, key)) | {"shape": _shape_label(top), "fastest": top.variant,
-                                               "fastest over native eager": describe_ci(top)}
+        rec = dict(zip(on, key)) | {"shape": _shape_label(top), "fastest": top.variant,
+                                    "fastest over native eager": describe_ci(top)}
         if len(best) > 1 and rows is not None:
             second = best.iloc[1]
-            a, b = (rows[(rows.variant == r.variant) & (rows.backend == r.backend)
-                         & (rows.model == r.model)].iloc[0] for r in (second, top))
-            lead = speedups_layer.speedup(a, b)
+            lead = speedups_layer.speedup(*(rows[(shape_of(r), r.variant)] for r in (second, top)))
             rec |= {"runner-up": second.variant, "fastest over runner-up": describe_ci(
                 {"speedup": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high}),
                     "ratio": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high,
                     "decided": speedups_layer.verdict(lead.ci_low, lead.ci_high) == "faster"}
         out.append(rec)
-    return pd.DataFrame(out, columns=BACKEND_COLUMNS)
+    return pd.DataFrame(out, columns=["shape", *on, *BACKEND_COLUMNS])
 
 
-NATIVE_COLUMNS = ["shape", *SHAPE_COLUMNS, "best Keras 3", "over native eager", "over native compiled",
-                  "ratio", "ci_low", "ci_high", "vs_eager", "vs_eager_low", "vs_eager_high"]
+# what the native table holds per shape, after the shape and its columns
+NATIVE_COLUMNS = ["best Keras 3", "over native eager", "over native compiled", "ratio", "ci_low", "ci_high", "vs_eager",
+                  "vs_eager_low", "vs_eager_high"]
 
 
 def native_table(sp: pd.DataFrame) -> pd.DataFrame:
     """Per shape: the fastest Keras 3 variant over native eager PyTorch (paired in its process) and over native
     torch.compile (that speed-up divided by compiled-over-eager from the torch backend's process)."""
     ok = sp[sp.speedup.notna()]
-    out = []
-    for key, g in ok.groupby(SHAPE_COLUMNS, dropna=False, sort=False):
+    on, out = _across(sp), []
+    for key, g in ok.groupby(on, dropna=False, sort=False):
         keras = g[g.variant.map(is_keras3)]
         if not len(keras):
             continue
         top = keras.loc[keras.speedup.idxmax()]
-        rec = dict(zip(SHAPE_COLUMNS, key)) | {"shape": _shape_label(top), "best Keras 3": top.variant,
-                                               "over native eager": describe_ci(top), "vs_eager": top.speedup,
-                                               "vs_eager_low": top.ci_low, "vs_eager_high": top.ci_high}
+        rec = dict(zip(on, key)) | {"shape": _shape_label(top), "best Keras 3": top.variant,
+                                    "over native eager": describe_ci(top), "vs_eager": top.speedup,
+                                    "vs_eager_low": top.ci_low, "vs_eager_high": top.ci_high}
         compiled = g[g.variant == NATIVE_COMPILED]
         if len(compiled):
             v, lo, hi = speedups_layer.ratio_of(_triple(top), _triple(compiled.iloc[0]))
             rec |= {"over native compiled": numbers.fmt(v, lo, hi), "ratio": v, "ci_low": lo, "ci_high": hi}
         out.append(rec)
-    return pd.DataFrame(out, columns=NATIVE_COLUMNS)
+    return pd.DataFrame(out, columns=["shape", *on, *NATIVE_COLUMNS])
 
 
 def keras2_table(df: pd.DataFrame) -> pd.DataFrame:
     """Keras 3 over Keras 2 on TensorFlow, both predict_on_batch in graph mode, paired in the same rounds."""
     ok = df[df.status == "ok"]
-    out = []
-    for key, g in ok.groupby(GROUP_COLUMNS, dropna=False, sort=False):
-        by = {r.variant: r for _, r in g.iterrows()}
-        if KERAS2 in by and "keras-tensorflow" in by:
-            s = speedups_layer.speedup(by[KERAS2], by["keras-tensorflow"])
-            rec = {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
-            out.append(dict(zip(GROUP_COLUMNS, key)) | rec | {"shape": _shape_label(by[KERAS2]),
-                                                              "Keras 3 over Keras 2": describe_ci(rec)})
-    return pd.DataFrame(out, columns=["shape", *GROUP_COLUMNS, "Keras 3 over Keras 2", "speedup", "ci_low", "ci_high"])
+    on, out = shape_columns(ok), []
+    keras3, keras2 = speedups_layer.paired(ok, "keras-tensorflow", KERAS2)
+    for new, old in zip(keras3.to_dict("records"), keras2.to_dict("records")):
+        s = speedups_layer.speedup(old, new)
+        rec = {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
+        out.append({c: new[c] for c in on} | rec | {"shape": _shape_label(old), "Keras 3 over Keras 2": describe_ci(rec)})
+    return pd.DataFrame(out, columns=["shape", *on, "Keras 3 over Keras 2", "speedup", "ci_low", "ci_high"])
 
 
 def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -267,11 +266,9 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
                      f"over {len(keras2)} shape(s).")
     calls = []
     for backend in BACKENDS:
-        a = ok[(ok.variant == f"keras-{backend}") & (ok.backend == backend)].set_index(SHAPE_COLUMNS)
-        b = ok[(ok.variant == f"keras-{backend}-call") & (ok.backend == backend)].set_index(SHAPE_COLUMNS)
-        both = a.index.intersection(b.index)
-        if len(both):
-            v, lo, hi = speedups_layer.ratio_of(_geo(a.loc[both].reset_index()), _geo(b.loc[both].reset_index()))
+        a, b = speedups_layer.paired(ok[ok.backend == backend], f"keras-{backend}", f"keras-{backend}-call")
+        if len(a):
+            v, lo, hi = speedups_layer.ratio_of(_geo(a), _geo(b))
             calls.append(f"{backend} {numbers.fmt(v, lo, hi, brief=True)}")
     if calls:
         lines.append("predict_on_batch over a direct model call (same backend; above 1, predict is faster): "
@@ -326,7 +323,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
                                                          tables["keras 2"]),
                         claims=seedclaims.study_claims(NOTEBOOK, df, tables, peaks=peaks))
     pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
-    analysis = roofline.attach(analysis, df, peaks, pairs, GROUP_COLUMNS, band=band)
+    analysis = roofline.attach(analysis, df, peaks, pairs, band=band)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 

@@ -7,9 +7,10 @@ import pandas as pd
 
 from ..core import numbers
 from ..core import speedups as speedups_layer
+from ..core.config import shape_label
 from ..measurement import claims as seedclaims
 from ..runtimes.keras import BACKENDS
-from .keras_backends import KERAS2, NATIVE_COMPILED, SHAPE_COLUMNS, _geo, _triple, backend_of, is_keras3
+from .keras_backends import KERAS2, NATIVE_COMPILED, _across, _geo, _triple, backend_of, is_keras3
 
 
 def _every_backend(df: pd.DataFrame, claim):
@@ -109,7 +110,7 @@ def native_gap_trend(df: pd.DataFrame, tables: dict, claim):
     n = seedclaims.matching(tables["native"], claim)
     n = n[n.ratio.notna()]
     cells, used = [], []
-    for _, g in n.groupby(["model", "dtype", "seq_len", "image_size"], dropna=False, sort=False):
+    for _, g in n.groupby([c for c in _across(n) if c != "batch_size"], dropna=False, sort=False):
         if g.batch_size.nunique() < 2:
             continue
         small, large = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
@@ -137,7 +138,7 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
     sp = tables["speedups"]
     sp = seedclaims.matching(sp[sp.speedup.notna()], claim) if len(sp) else sp
     beats, lines = 0, []
-    for _, g in sp.groupby(SHAPE_COLUMNS, dropna=False, sort=False) if len(sp) else ():
+    for _, g in sp.groupby(_across(sp), dropna=False, sort=False) if len(sp) else ():
         keras = g[g.variant.map(is_keras3)]
         if not len(keras):
             continue
@@ -149,7 +150,7 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
                 rivals[name] = speedups_layer.ratio_of(_triple(top), _triple(other.iloc[0]))
         lost = [name for name, (_, lo, hi) in rivals.items() if speedups_layer.verdict(lo, hi, band) != "faster"]
         beats += not lost
-        lines.append(f"{top['variant']} at {top['model']} b{int(top['batch_size'])}: "
+        lines.append(f"{top['variant']} at {shape_label(top, ('model', 'batch_size'), short=True)}: "
                      + ("beats " + ", ".join(rivals) if not lost else "not decided faster than " + ", ".join(lost)))
     if not lines:
         return seedclaims.NotAnswered("no shape has a Keras 3 variant beside native PyTorch")

@@ -237,10 +237,8 @@ def _batches(ok: pd.DataFrame, below: int | None = None, batch=None, at_least: i
 
 def _pair(ok: pd.DataFrame, cand: str, base: str, batch: int):
     """(ratio, low, high) of `cand` over `base` at one batch size, or None."""
-    at = ok[ok.batch_size == batch].set_index("variant")
-    if cand not in at.index or base not in at.index:
-        return None
-    return tuple(speedups.speedup(at.loc[base], at.loc[cand]))
+    c, b = speedups.paired(ok[ok.batch_size == batch], cand, base)
+    return tuple(speedups.speedup(b.iloc[0], c.iloc[0])) if len(c) else None
 
 
 def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over: list[str] | None = None,

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 
 from ..analysis import roofline
 from ..core import numbers, speedups
-from ..core.config import REFERENCE, Config, with_aa
+from ..core.config import REFERENCE, Config, shape_columns, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import dataset, surprises
@@ -89,14 +89,14 @@ def planned_padding(data: dataset.TextDataset, strategies, batch_sizes, seed: in
 
 
 def gains(df: pd.DataFrame) -> pd.DataFrame:
-    """Throughput of every strategy over unsorted at the same runtime and batch size, with CIs."""
-    ok = df[df.status == "ok"].set_index(["model", "dtype", "variant", "batch_size", "strategy"])
+    """Throughput of every strategy over unsorted at the same runtime and shape (batch size included), with CIs: each
+    row paired with its unsorted row (speedups.matched, an ok one first)."""
+    on = [*shape_columns(df, without=("strategy",)), "variant"]
     out = []
-    for _, r in df[df.strategy != BASELINE].iterrows():
+    for r, base in speedups.matched(df, None, BASELINE, column="strategy", on=on):
         rec = {k: r[k] for k in ("model", "dtype", "variant", "batch_size", "strategy", "status", "error")}
-        key = (r.model, r["dtype"], r.variant, r.batch_size, BASELINE)
-        if r.status == "ok" and key in ok.index:
-            ratio, lo, hi = speedups.speedup(ok.loc[key], r)
+        if r.status == "ok" and base is not None and base.status == "ok":
+            ratio, lo, hi = speedups.speedup(base, r)
             rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi}
         elif r.status == "ok":
             rec |= {"status": "baseline missing", "error": "no ok unsorted row at this batch size"}

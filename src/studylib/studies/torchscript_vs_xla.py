@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from ..analysis import roofline
 from ..core import numbers, verdicts
 from ..core import speedups as speedups_layer
-from ..core.config import REFERENCE, Config, aa_of, original_of, with_aa
+from ..core.config import REFERENCE, Config, aa_of, original_of, shape_columns, shape_label, shape_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import surprises
@@ -22,7 +22,8 @@ from .base import Analysis, Study, register
 from .common import aa_finding, aoti_prepare_s, aoti_steps, describe_ci, drift_finding, latency_table  # noqa: F401
 
 NOTEBOOK = "02_torchscript_vs_xla"
-SHAPE_COLUMNS = ["model", "dtype", "batch_size", "seq_len"]
+# How the findings and claims name a shape: model, batch and sequence ("bert-base b1 × s128"; config.shape_label).
+LABEL_COLUMNS = ("model", "batch_size", "seq_len")
 FRAMEWORK = {"eager": "PyTorch", "torchscript": "PyTorch", "torchscript-optimized": "PyTorch", "export-aoti": "PyTorch",
              "tf-eager": "TensorFlow", "tf-function": "TensorFlow", "tf-xla": "TensorFlow"}
 FRAMEWORK |= {aa_of(v): fw for v, fw in FRAMEWORK.items()}  # an A/A copy runs in its original's framework
@@ -140,8 +141,8 @@ def estimate_s(c: Config, section: TorchscriptVsXla, measure: dict, speed: float
     return measure["replicates"] * (build + max(per_call / speed, measure["block_s"]) * calls + measure["min_time_s"] / 7)
 
 
-SPEEDUP_COLUMNS = [*SHAPE_COLUMNS, "tokens", "pair", "candidate", "baseline", "kind", "status", "error", "speedup",
-                   "ci_low", "ci_high"]
+# What a speed-up table holds beside the shape columns of the results (pair_table), where no pair ran.
+SPEEDUP_COLUMNS = ["tokens", "pair", "candidate", "baseline", "kind", "status", "error", "speedup", "ci_low", "ci_high"]
 
 
 def speedups(df: pd.DataFrame) -> pd.DataFrame:
@@ -171,7 +172,7 @@ def _pair_speedups(df: pd.DataFrame, pairs) -> pd.DataFrame:
         parts.append(t.assign(tokens=(t.batch_size * t.seq_len).astype(int), pair=f"{cand} over {base}",
                               kind="within" if (cand, base) in WITHIN else "across"))
     if not parts:
-        return pd.DataFrame(columns=SPEEDUP_COLUMNS)
+        return pd.DataFrame(columns=[*shape_columns(df), *SPEEDUP_COLUMNS])
     return pd.concat(parts, ignore_index=True)
 
 
@@ -220,7 +221,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         lines.append("Parity with eager PyTorch (same inputs): largest max-abs difference "
                      + ", ".join(f"{fw} {v:.1e}" for fw, v in worst.items()) + "; "
                      + (f"**{len(bad)} configuration(s) exceed the tolerance**: "
-                        + ", ".join(f"{r['variant']} {r['model']} b{r['batch_size']} s{r['seq_len']}"
+                        + ", ".join(f"{r['variant']} {shape_label(r, LABEL_COLUMNS, short=True)}"
                                     for _, r in bad.iterrows()) if len(bad) else "all within tolerance."))
     failed = df[df.status != "ok"]
     if len(failed):
@@ -233,7 +234,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     if len(measured):
         noisy = measured.loc[measured.cv.astype(float).idxmax()]
         lines.append(f"Noise: CV {numbers.fmt_range(measured.cv.min(), measured.cv.max(), '.1%')} (noisiest: {noisy['variant']} "
-                     f"{noisy['model']} b{noisy['batch_size']} s{noisy['seq_len']}); "
+                     f"{shape_label(noisy, LABEL_COLUMNS, short=True)}); "
                      f"{int(measured.stop_reason.str.contains('budget').sum())} of {len(measured)} configurations hit their "
                      f"time budget before the precision target.")
     drift = drift_finding(df)
@@ -266,11 +267,11 @@ def op_table(df: pd.DataFrame) -> pd.DataFrame:
     """The micro-ops as the notebook shows them: per operation, size and PyTorch-over-TensorFlow pair, both medians
     and the speed-up with its 95% CI (below 1: PyTorch slower), or which side did not run."""
     sp = op_speedups(df)
-    ok = df[df.status == "ok"].set_index([*SHAPE_COLUMNS, "variant"]).median_s if len(df) else pd.Series(dtype=float)
+    ok = {(shape_of(r), r["variant"]): r["median_s"] for r in df[df.status == "ok"].to_dict("records")} if len(df) else {}
 
-    def median_ms(r, side):
-        key = (r["model"], r["dtype"], r["batch_size"], r["seq_len"], r[side])
-        return f"{ok[key] * 1e3:.3g}" if key in ok.index else ""
+    def median_ms(r, side):  # each side's own median, also where the other did not run
+        key = (shape_of(r), r[side])
+        return f"{ok[key] * 1e3:.3g}" if key in ok else ""
 
     return pd.DataFrame([{
         "operation": r["model"], "batch × seq (× 768)": f"{int(r['batch_size'])} × {int(r['seq_len'])}",
@@ -321,7 +322,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     analysis = roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df),
                                                 "micro-ops": op_table(df)},
                                         findings=findings(df, sp), claims=claims(df, sp, peaks)),
-                               df, peaks, PAIRS, SHAPE_COLUMNS, band=band)
+                               df, peaks, PAIRS, band=band)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 

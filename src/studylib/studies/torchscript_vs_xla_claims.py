@@ -9,20 +9,24 @@ import pandas as pd
 
 from ..core import numbers
 from ..core import speedups as speedups_layer
+from ..core.config import shape_label, shape_of
 from ..measurement import claims as seedclaims
 from .common import describe_ci
-from .torchscript_vs_xla import FRAMEWORK, SHAPE_COLUMNS, is_op
+from .torchscript_vs_xla import FRAMEWORK, LABEL_COLUMNS, is_op
+
+_SIZES = ("batch_size", "seq_len")  # an input as the claims name it: "b1 × s128"
 
 
 def _mean_of_medians(df: pd.DataFrame, a: str, b: str) -> tuple[float, float, int]:
     """Seed 000's metric (a plain mean of per-cell times), over the cells where both variants ran."""
-    ok = df[df.status == "ok"]
-    x = ok[ok.variant == a].set_index(SHAPE_COLUMNS).median_s
-    y = ok[ok.variant == b].set_index(SHAPE_COLUMNS).median_s
-    both = x.index.intersection(y.index)
-    return float(x[both].mean()), float(y[both].mean()), len(both)
+    x, y = speedups_layer.paired(df[df.status == "ok"], a, b)
+    return float(x.median_s.mean()), float(y.median_s.mean()), len(x)
 
 
+def _at_shapes(rows: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `rows` at the shapes of `like`'s rows (config.shape_of)."""
+    shapes = {shape_of(r) for r in like.to_dict("records")}
+    return rows[pd.Series([shape_of(r) in shapes for r in rows.to_dict("records")], index=rows.index, dtype=bool)]
 
 
 def _rows(df: pd.DataFrame, claim, variants) -> pd.DataFrame:
@@ -46,10 +50,8 @@ def _at_input(frame: pd.DataFrame, which: str) -> pd.DataFrame:
 
 def _geo_rows(rows: pd.DataFrame, cand: str, base: str):
     """Geometric-mean speed-up of `cand` over `base` over the shapes both ran in `rows`, or None."""
-    c = rows[rows.variant == cand].set_index(SHAPE_COLUMNS)
-    b = rows[rows.variant == base].set_index(SHAPE_COLUMNS)
-    both = c.index.intersection(b.index)
-    return (speedups_layer.geomean_of([(b.loc[k], c.loc[k]) for k in both]), len(both)) if len(both) else (None, 0)
+    c, b = speedups_layer.paired(rows, cand, base)
+    return (speedups_layer.geomean_of(zip(b.to_dict("records"), c.to_dict("records"))), len(c)) if len(c) else (None, 0)
 
 
 def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, at: str = "all"):
@@ -57,8 +59,7 @@ def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseli
     smallest or largest input (batch × sequence) of the seed's models; with seed 000's own metric (the plain mean
     of per-shape times) beside it."""
     rows = _rows(df, claim, (candidate, baseline))
-    rows = rows if at == "all" else _at_input(rows[rows.variant == candidate], at).pipe(
-        lambda c: rows[rows.set_index(SHAPE_COLUMNS).index.isin(c.set_index(SHAPE_COLUMNS).index)])
+    rows = rows if at == "all" else _at_shapes(rows, _at_input(rows[rows.variant == candidate], at))
     s, n = _geo_rows(rows, candidate, baseline)
     if s is None:
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
@@ -74,7 +75,7 @@ def every_input_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, base
     """Seed 000's 'a lasting gain on XLNet': `candidate` over `baseline` at each input (batch × sequence) of the
     seed's models, judged per input (claims.per_cell: the least favourable input, or the directions that differ)."""
     rows = _rows(df, claim, (candidate, baseline))
-    cells = [(f"{m} b{b} × s{s}", tuple(sp)) for (m, _, b, s, *_), sp in _cells(rows, candidate, baseline)]
+    cells = [(label, tuple(sp)) for label, sp in _cells(rows, candidate, baseline)]
     if not cells:
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
     return seedclaims.per_cell(cells, claim, text=f"{candidate} over {baseline} at each of {len(cells)} input(s)",
@@ -89,8 +90,8 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     rows = _rows(df, claim, (candidate, baseline))
     ends = {}
     for which in ("smallest", "largest"):
-        keep = _at_input(rows[rows.variant == candidate], which).set_index(SHAPE_COLUMNS).index
-        ends[which] = _geo_rows(rows[rows.set_index(SHAPE_COLUMNS).index.isin(keep)], candidate, baseline)[0]
+        keep = _at_input(rows[rows.variant == candidate], which)
+        ends[which] = _geo_rows(_at_shapes(rows, keep), candidate, baseline)[0]
     if ends["smallest"] is None or ends["largest"] is None or _tokens(rows).nunique() < 2:
         return seedclaims.NotAnswered(f"{candidate} over {baseline} was not measured at two input sizes")
     small, large = tuple(ends["smallest"]), tuple(ends["largest"])
@@ -143,7 +144,7 @@ def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", 
     best = cells.loc[cells.speedup.idxmax()]
     where = "the smallest input" if best.tokens == cells.tokens.min() else "not the smallest input"
     return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high,
-                                  f"largest cut {1 - 1 / best.speedup:.0%} at b{best.batch_size} × s{best.seq_len} "
+                                  f"largest cut {1 - 1 / best.speedup:.0%} at {shape_label(best, _SIZES, short=True)} "
                                   f"({best.model}; {where})", rows=cells, band=speedups_layer.band(df))
 
 
@@ -222,8 +223,8 @@ def oom_count(df: pd.DataFrame, tables: dict, claim):
     pt, tf = int(per.get("PyTorch", 0)), int(per.get("TensorFlow", 0))
     largest = df.loc[_tokens(df).idxmax()]
     if pt == tf == 0:
-        return seedclaims.NotAnswered(f"neither framework ran out of memory (largest input here b{largest.batch_size} "
-                                      f"× s{largest.seq_len})")
+        return seedclaims.NotAnswered(f"neither framework ran out of memory (largest input here "
+                                      f"{shape_label(largest, _SIZES, short=True)})")
     return seedclaims.Measurement(None, None, None, f"out of memory: PyTorch in {pt} cells, TensorFlow in {tf}",
                                   rows=df, holds=pt > tf)
 
@@ -238,7 +239,7 @@ def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", bas
     rows = rows[is_op(rows)] if len(rows) else rows
     if op is not None:
         rows = rows[rows.model == op]
-    cells = [(f"{m} b{b} × s{s}", tuple(sp)) for (m, _, b, s, *_), sp in _cells(rows, candidate, baseline)]
+    cells = [(label, tuple(sp)) for label, sp in _cells(rows, candidate, baseline)]
     if not cells:
         return seedclaims.NotAnswered(f"no single operation{f' {op}' if op else ''} ran in both {candidate} and "
                                       f"{baseline} (the profile's micro_ops)")
@@ -246,11 +247,11 @@ def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", bas
                                band=speedups_layer.band(df))
 
 
-def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[tuple, object]]:
-    """(shape, paired speed-up of `cand` over `base`) at every shape both ran in `rows`."""
-    c = rows[rows.variant == cand].set_index(SHAPE_COLUMNS)
-    b = rows[rows.variant == base].set_index(SHAPE_COLUMNS)
-    return [(k, speedups_layer.speedup(b.loc[k], c.loc[k])) for k in c.index.intersection(b.index)]
+def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[str, object]]:
+    """(the shape's label, paired speed-up of `cand` over `base`) at every shape both ran in `rows`."""
+    c, b = speedups_layer.paired(rows, cand, base)
+    return [(shape_label(x, LABEL_COLUMNS, short=True), speedups_layer.speedup(y, x))
+            for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
 
 
 def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
@@ -282,14 +283,12 @@ def memory_lower(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla
     """Seed 000's 'XLA improved memory use': holds when `candidate`'s peak memory is below `baseline`'s on more than
     half the shapes where both recorded one (one peak per shape: counted, no CI)."""
     rows = _rows(df, claim, (candidate, baseline)).dropna(subset=["peak_mem_mb"])
-    c = rows[rows.variant == candidate].set_index(SHAPE_COLUMNS).peak_mem_mb
-    b = rows[rows.variant == baseline].set_index(SHAPE_COLUMNS).peak_mem_mb
-    both = c.index.intersection(b.index)
-    if not len(both):
+    c, b = speedups_layer.paired(rows, candidate, baseline)
+    if not len(c):
         return seedclaims.NotAnswered(f"no shape has peak memory of both {candidate} and {baseline}")
-    lower = int((c.loc[both] < b.loc[both]).sum())
+    lower = int((c.peak_mem_mb < b.peak_mem_mb).sum())
     return seedclaims.Measurement(None, None, None, f"{candidate}'s peak memory below {baseline}'s on {lower} of "
-                                  f"{len(both)} shape(s)", rows=rows, holds=lower * 2 > len(both))
+                                  f"{len(c)} shape(s)", rows=rows, holds=lower * 2 > len(c))
 
 
 def input_weight(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", top: float = 0.25):
