@@ -216,9 +216,7 @@ def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False
     names = select_notebooks(loaded, notebooks)
     with runlock.hold(loaded.name, f"studylib run --profile {loaded.name}"), _run_id():
         if loaded.overrides:  # before the early passes, whose processes load the profile by this name
-            manifest = read_json(paths.manifest_path(loaded.name), {}) or {}
-            write_json_atomic(paths.manifest_path(loaded.name),
-                              manifest | {profiles.OVERRIDES_KEY: profiles.override_record(loaded)})
+            profiles.record_overrides(loaded)
         counters = {nb: _counter(loaded, nb) for nb in names}
         work = _work(loaded, names, force)
         with progress.RunProgress(loaded.name, work, stream=stream, terminal=terminal, clock=clock) as display:

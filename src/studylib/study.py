@@ -272,8 +272,8 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
     peaks = limits.cached_peaks(env, read_json(env_path), device=settings.device,
                                 budget=limits.budget_s(settings.measure.model_dump()))
     write_json_atomic(env_path, env | {"peaks": peaks})  # the record: the environment and its measured limits
-    if loaded.overrides:
-        _record_overrides(loaded)
+    if loaded.overrides:  # so that its name loads again (studylib report, the summary, the index)
+        profiles.record_overrides(loaded)
     run_plan = plan.build(notebook, loaded.name, settings, env, frameworks=tuple(frameworks),
                           expectations=STUDIES[notebook].expectations, peaks=peaks,
                           warm_compile=STUDIES[notebook].warm_compile)
@@ -282,16 +282,6 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
     params = {"profile": params.pop("profile"), "overrides": list(loaded.overrides), **params, "force": bool(force)}
     return StudyRun(notebook, loaded.name, settings, section, run_plan, table, bool(force), harness_overhead(),
                     params, loaded=loaded)
-
-
-def _record_overrides(loaded: profiles.LoadedProfile) -> None:
-    """Record an overridden profile's overrides in its run.json, as `studylib run` does, so that its name loads again
-    (`studylib report --profile <name>`, the summary, the index)."""
-    path = paths.manifest_path(loaded.name)
-    manifest = read_json(path, {}) or {}
-    record = profiles.override_record(loaded)
-    if manifest.get(profiles.OVERRIDES_KEY) != record:
-        write_json_atomic(path, manifest | {profiles.OVERRIDES_KEY: record})
 
 
 def measure_replicate(profile: str, notebook: str, replicate: int, *, force: bool = False) -> None:

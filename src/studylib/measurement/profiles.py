@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..core import paths, study_registry
-from ..core.files import read_json
+from ..core.files import read_json, write_json_atomic
 from . import overrides as overrides_
 from .schemas import AutoProfile, MeasureSettings, Profile, ProfileError, sections
 
@@ -206,6 +206,16 @@ def override_record(loaded: LoadedProfile) -> dict:
     file = loaded.path.stem if params.is_file() and params.resolve() == loaded.path.resolve() else str(
         loaded.path.resolve())
     return {"profile": file, "set": list(loaded.overrides)}
+
+
+def record_overrides(loaded: LoadedProfile) -> None:
+    """Record an overridden profile's overrides in its run.json (where none or others are recorded), so that its name
+    loads again (`studylib report --profile <name>`, a replicate process, the summary, the index)."""
+    path = paths.manifest_path(loaded.name)
+    manifest = read_json(path, {}) or {}
+    record = override_record(loaded)
+    if manifest.get(OVERRIDES_KEY) != record:
+        write_json_atomic(path, manifest | {OVERRIDES_KEY: record})
 
 
 def recorded_overrides(name: str) -> dict | None:
