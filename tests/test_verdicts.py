@@ -139,6 +139,26 @@ def test_a_quantized_option_stands_apart_and_a_lead_that_is_not_told_apart_names
     assert lead is not None and lead.decision in ("equal", "undecided") and lead.kind == "lead"
 
 
+def test_a_declared_comparison_of_the_fastest_over_its_runner_up_is_the_lead_the_pick_reads():
+    """Study 01 declares export-aoti over compile-default: where they are the fastest and the runner-up, that row is
+    the lead (no second one is computed), so a pick never says 'use export-aoti' while it says they are not told
+    apart."""
+    rows = [_row("eager", "m", 1, 0.10), _row("compile-default", "m", 1, 0.0800), _row("export-aoti", "m", 1, 0.0799)]
+    vt = verdicts.for_study(NB, pd.DataFrame(rows))
+    workload = vt.options()[0].workload
+    lead = vt.lead(workload)
+    assert lead is not None and lead.kind == "declared" and (lead.candidate, lead.baseline) == ("export-aoti",
+                                                                                                 "compile-default")
+    assert not [v for v in vt if v.kind == "lead"] and lead.decision in ("equal", "undecided")
+    words, top = decisions.pick(vt, workload)
+    assert words == f"use export-aoti or compile-default (not told apart: {lead.decision})" and top.candidate == \
+        "export-aoti"
+    # where the default is the runner-up there is no lead: the option's own row decides
+    alone = verdicts.for_study(NB, pd.DataFrame([_row("eager", "m", 1, 0.10), _row("export-aoti", "m", 1, 0.08),
+                                                 _row("compile-default", "m", 1, 0.12)]))
+    assert alone.lead(workload) is None and decisions.pick(alone, workload)[0] == "use export-aoti"
+
+
 def test_the_decision_table_has_a_cell_per_option_with_its_decision_and_latency(results):
     t = decisions.decision_table(verdicts.for_study(NB, results))
     assert list(t.columns[:2]) == ["workload", "eager (baseline)"]

@@ -128,9 +128,15 @@ class VerdictTable:
         return [v for v in self.rows if v.kind == "option"]
 
     def lead(self, workload: str) -> Verdict | None:
-        """The workload's fastest full-precision option over its runner-up (None where the runner-up is the
-        default, or one option ran)."""
-        return next((v for v in self.rows if v.kind == "lead" and v.workload == workload), None)
+        """The workload's fastest full-precision option over its runner-up: its 'lead' row, or the declared comparison
+        of the two where the study declares one (_leads leaves the pair to it); None where the runner-up is the
+        default, or one option ran."""
+        rows = [v for v in self.rows if v.workload == workload]
+        full = sorted((v for v in rows if v.kind == "option" and v.ok and "int8" not in str(v.candidate)),
+                      key=lambda v: v.ms_per_call)
+        pair = (full[0].candidate, full[1].candidate) if len(full) > 1 else None
+        return next((v for v in rows if v.kind == "lead" or (v.kind == "declared" and (v.candidate, v.baseline) == pair
+                                                             and full[1].ms_per_call < full[1].base_ms_per_call)), None)
 
     def of(self, comparison: str) -> list[Verdict]:
         return [v for v in self.rows if v.comparison == comparison]
@@ -174,10 +180,6 @@ def option_name(row, options: tuple[str, ...]) -> str:
 def workload_columns(df: pd.DataFrame, options: tuple[str, ...]) -> list[str]:
     """The shape columns that tell a study's workloads apart (its shape less its options)."""
     return speedups.shape_columns(df, without=(*options, "data", "task"))
-
-
-def workload_label(row, columns: Iterable[str]) -> str:
-    return speedups.shape_label(row, columns) or "the one workload run"
 
 
 # --- computing -------------------------------------------------------------------------------------------------------
@@ -345,7 +347,7 @@ def _verdict(study: str, r: dict, cand: dict | None, base: dict | None, options,
         study=study, kind=r["kind"], candidate_value=_s(r.get("candidate")), baseline_value=_s(r.get("baseline")),
         comparison=r["comparison"] or f"{name} over {base_name}" + (" (fastest over runner-up)" if r["kind"] == "lead"
                                                                      else ""), column=r["column"], candidate=name,
-        baseline=base_name, workload=workload_label(row, shown),
+        baseline=base_name, workload=speedups.shape_label(row, shown) or "the one workload run",
         shape=speedups.shape_label(r, [c for c in full if c != r["column"]]),
         model=_s(row.get("model")), dtype=_s(row.get("dtype")), batch_size=_f(row.get("batch_size")),
         seq_len=_f(row.get("seq_len")), image_size=_f(row.get("image_size")), strategy=_s(row.get("strategy")),
