@@ -141,14 +141,9 @@ CASES = {
     # its claims measure whether the fastest Keras 3 variant beats native eager PyTorch: this comparison
     "05 Keras on JAX": Case(NB05, "Keras 3 (JAX, jit) over eager PyTorch", _study05, (*OPTION, "claims")),
 }
-# Elements that decide for themselves, and where: their xfail (strict) turns into a failure once they read the table.
-ROOFLINE = ("src/studylib/analysis/roofline.py:162, regime_findings (\"<candidate> over <baseline> by regime: faster in "
-            "n of m ... shapes\") decides each shape with speedups.verdict on its own CI (no Benjamini-Hochberg), not "
-            "from the verdict table")
-KERAS_CLAIMS = ("src/studylib/studies/keras_backends_claims.py:150, fastest_beats_rest (\"keras-jax-jit at ...: beats "
-                "native eager\") decides with speedups.verdict on its own CI; the claims' judgements (claim_judge.judge) "
-                "read their own CIs too")
-OWN_VERDICT = {("study findings", None): ROOFLINE, ("claims", "05 Keras on JAX"): KERAS_CLAIMS}  # None: every case
+# Elements that decide for themselves, and where (their xfail, strict, turns into a failure once they read the
+# table); none since the roofline's regime lines and study 05's claims read it (issue 45, items 1 and 6).
+OWN_VERDICT = {}  # (element, case key or None: every case) -> where it decides for itself
 
 
 def _own_verdict(key: str, element: str) -> str | None:

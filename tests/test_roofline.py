@@ -1,6 +1,7 @@
 """The roofline: FLOP counts against hand counts, the measured limits against a direct timing, the regime rule,
 work per call in measured rows, and old tables (without the work columns) still analysed. No timing thresholds."""
 
+import dataclasses
 import json
 import time
 
@@ -10,8 +11,10 @@ import pytest
 
 import measuring
 from studylib.analysis import roofline
+from studylib.core import verdicts
 from studylib.core.config import Config
 from studylib.core.results import ResultsTable
+from studylib.core.verdict_lookup import Decisions
 from studylib.machine import limits
 from studylib.report import plots
 from studylib.workloads import models
@@ -185,9 +188,21 @@ def test_roofline_table_and_regime_findings_on_synthetic_rows():
     assert eager.loc[8, "share_of_peak"] == pytest.approx(0.8, rel=0.02)
     assert eager.loc[1, "intensity"] == 100.0
     assert rt[rt.variant == "tf-xla"].regime.iloc[0] == roofline.UNKNOWN
-    lines = roofline.regime_findings(df, rt, [("torchscript", "eager")], ["model", "dtype", "batch_size"])
-    assert lines == ["**torchscript over eager by regime** (the regime of eager's call): faster in 1 of 1 "
-                     "overhead-bound shapes; faster in 0 of 1 compute-bound shapes (slower in 0, equal in 1)."]
+    vt = verdicts.compute("t", df)
+    assert [v.decision for v in vt.options() if v.candidate == "torchscript"] == ["faster", "equal"]
+    lines = roofline.regime_findings(df, rt, [("torchscript", "eager"), ("tf-xla", "torchscript")],
+                                     Decisions(vt), ["model", "dtype", "batch_size"])
+    assert lines == ["**torchscript over eager by regime** (the regime of eager's call; decisions from the verdict "
+                     "table): faster in 1 of 1 overhead-bound shapes; faster in 0 of 1 compute-bound shapes (equal in 1)."]
+    # the regime lines say what the verdict table decides, not what they would decide from the rows' CIs
+    doctored = dataclasses.replace(vt, rows=tuple(dataclasses.replace(v, decision="undecided") for v in vt.rows))
+    assert roofline.regime_findings(df, rt, [("torchscript", "eager")], Decisions(doctored),
+                                    ["model", "dtype", "batch_size"])[0].endswith(
+        "faster in 0 of 1 overhead-bound shapes (undecided in 1); faster in 0 of 1 compute-bound shapes (undecided in 1).")
+    # a pair the table does not compare (tf-xla failed) has no line; one read the other way round is mirrored
+    assert roofline.regime_findings(df, rt, [("eager", "torchscript")], Decisions(vt),
+                                    ["model", "dtype", "batch_size"])[0].endswith(
+        "faster in 0 of 1 overhead-bound shapes (slower in 1); faster in 0 of 1 compute-bound shapes (equal in 1).")
     assert "2 overhead-bound, 0 memory-bound, 2 compute-bound" in roofline.summary_finding(rt, PEAKS)
     fig = plots.roofline(rt, PEAKS)
     assert "not plotted, 1 configuration(s): 1 error" in " ".join(t.get_text() for t in fig.axes[0].texts)

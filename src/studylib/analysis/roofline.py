@@ -23,6 +23,8 @@ import pandas as pd
 
 from ..core import speedups
 from ..core.config import shape_label
+from ..core.verdict_lookup import Decisions
+from ..core.verdicts import VerdictTable
 from ..machine.limits import peak_bandwidth, peak_gflops, roof
 
 OVERHEAD_SHARE = 0.25  # below this share of the attainable rate a call is overhead-bound
@@ -133,13 +135,13 @@ def _shape(row) -> str:
     return shape_label(row, ("model", "batch_size", "seq_len", "image_size", "strategy"), short=True)
 
 
-def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[str, str]],
-                    shape: list[str] | None = None, *, column: str = "variant", band: float | None = None) -> list[str]:
+def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[str, str]], decisions: Decisions,
+                    shape: list[str] | None = None, *, column: str = "variant") -> list[str]:
     """For each (candidate, baseline) pair of `column` values: in how many shapes of each regime (the
-    baseline's, where the shape runs as the baseline runs it) the candidate is faster, slower or equal
-    (speed-up CIs, speedups.verdict), paired on the `shape` columns (speedups.paired; default: every configuration
-    field but `column`). `rt` is roofline_table(df, …), row for row; `df` needs raw samples."""
-    band = band or speedups.EQUIVALENCE
+    baseline's, where the shape runs as the baseline runs it) the candidate is faster, slower, equal or undecided,
+    as the study's verdict table decides it (`decisions`; a shape the table does not compare is not counted, a pair
+    it compares nowhere has no line), paired on the `shape` columns (speedups.paired; default: every configuration
+    field but `column`). `rt` is roofline_table(df, …), row for row."""
     ok = df.assign(_regime=list(rt.regime))
     ok = ok[ok.status == "ok"]
     keys = None if shape is None else [c for c in shape if c in ok]
@@ -148,15 +150,17 @@ def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[st
         c_rows, b_rows = speedups.paired(ok, cand, base, column=column, on=keys)
         tally: dict[str, list[str]] = {}
         for (_, c), (_, b) in zip(c_rows.iterrows(), b_rows.iterrows()):
-            s = speedups.speedup(b, c)
-            tally.setdefault(b["_regime"], []).append(speedups.verdict(s.ci_low, s.ci_high, band))
+            word = decisions.of(c, b)
+            if word:
+                tally.setdefault(b["_regime"], []).append(word)
         if not tally or set(tally) == {UNKNOWN}:
             continue
-        parts = [f"faster in {v.count('faster')} of {len(v)} {r} shapes"
-                 + (f" (slower in {v.count('slower')}, equal in {v.count('equal')})" if len(v) > v.count("faster")
-                    else "")
+        parts = [f"faster in {v.count('faster')} of {len(v)} {r} shapes" + (
+            " (" + ", ".join(f"{w} in {v.count(w)}" for w in ("slower", "equal", "undecided") if v.count(w)) + ")"
+            if len(v) > v.count("faster") else "")
                  for r, v in sorted(tally.items(), key=lambda kv: (REGIMES + (UNKNOWN,)).index(kv[0]))]
-        lines.append(f"**{cand} over {base} by regime** (the regime of {base}'s call): " + "; ".join(parts) + ".")
+        lines.append(f"**{cand} over {base} by regime** (the regime of {base}'s call; decisions from the verdict "
+                     f"table): " + "; ".join(parts) + ".")
     return lines
 
 
@@ -166,16 +170,14 @@ def plottable(rt: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return rt[ok], rt[~ok]
 
 
-
-
-
-def attach(analysis, df: pd.DataFrame, peaks: dict | None, pairs: Iterable[tuple[str, str]],
-           shape: list[str] | None = None, *, column: str = "variant", band: float | None = None):
+def attach(analysis, df: pd.DataFrame, peaks: dict | None, pairs: Iterable[tuple[str, str]], vt: VerdictTable | None,
+           shape: list[str] | None = None, *, column: str = "variant", options: tuple[str, ...] = ("variant",)):
     """A study's Analysis with the roofline added: tables["roofline"] (roofline_table) and findings on where the
-    configurations sit and in which regime each candidate beats its baseline (regime_findings, paired on `shape`)."""
+    configurations sit and in which regime each candidate beats its baseline (regime_findings, paired on `shape`,
+    decided by the study's verdict table `vt`, whose options are `options`)."""
     rt = roofline_table(df, peaks)
     analysis.tables["roofline"] = rt
     analysis.findings.append(summary_finding(rt, peaks))
     if peaks:
-        analysis.findings.extend(regime_findings(df, rt, pairs, shape, column=column, band=band))
+        analysis.findings.extend(regime_findings(df, rt, pairs, Decisions(vt, options), shape, column=column))
     return analysis

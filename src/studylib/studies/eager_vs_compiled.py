@@ -310,7 +310,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     analysis = roofline.attach(Analysis(tables={"speedups": sp, "compile": compile_table(sp, df),
                                                 "layout": layout_table(df)},
                                         findings=findings(df, sp), claims=claims(df, sp)),
-                               df, peaks, roofline_pairs(df), band=band)
+                               df, peaks, roofline_pairs(df), verdicts.for_study(NOTEBOOK, df) if len(df) else None)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 

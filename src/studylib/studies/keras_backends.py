@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 
 from .. import runtimes
 from ..analysis import roofline
-from ..core import numbers
+from ..core import numbers, verdicts
 from ..core import speedups as speedups_layer
 from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, shape_of, with_aa
 from ..core.speedups import Comparison
@@ -319,11 +319,12 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     tables = {"speedups": sp, "backends": backend_table(sp, df), "native": native_table(sp), "keras 2": keras2_table(df),
               "first call": first_call_table(df)}
     band = speedups_layer.band(df)
+    vt = verdicts.for_study(NOTEBOOK, df) if len(df) else None  # the decisions the roofline and the claims read
     analysis = Analysis(tables=tables, findings=findings(df, sp, tables["backends"], tables["native"],
                                                          tables["keras 2"]),
-                        claims=seedclaims.study_claims(NOTEBOOK, df, tables, peaks=peaks))
+                        claims=seedclaims.study_claims(NOTEBOOK, df, {**tables, "verdicts": vt}, peaks=peaks, vt=vt))
     pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
-    analysis = roofline.attach(analysis, df, peaks, pairs, band=band)
+    analysis = roofline.attach(analysis, df, peaks, pairs, vt, options=STUDY.options)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 

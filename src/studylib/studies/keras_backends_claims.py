@@ -7,10 +7,11 @@ import pandas as pd
 
 from ..core import numbers
 from ..core import speedups as speedups_layer
-from ..core.config import shape_label
+from ..core.config import REFERENCE, shape_label
+from ..core.verdict_lookup import Decisions
 from ..measurement import claims as seedclaims
 from ..runtimes.keras import BACKENDS
-from .keras_backends import KERAS2, NATIVE_COMPILED, _across, _geo, _triple, backend_of, is_keras3
+from .keras_backends import KERAS2, NATIVE_COMPILED, STUDY, _across, _geo, _triple, backend_of, is_keras3
 
 
 def _every_backend(df: pd.DataFrame, claim):
@@ -129,12 +130,16 @@ def native_gap_trend(df: pd.DataFrame, tables: dict, claim):
 
 def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float = 0.9):
     """Seed 002's 'the fastest Keras 3 choice almost always beats Keras 2 and PyTorch': per shape, whether the fastest
-    Keras 3 variant is decided faster (the one verdict rule) than each of native eager PyTorch, native torch.compile
-    and Keras 2, where each ran the shape; holds on at least `share` of the shapes."""
+    Keras 3 variant is decided faster than each of native eager PyTorch, native torch.compile and Keras 2, where each
+    ran the shape; holds on at least `share` of the shapes. Decided as the study's verdict table (tables["verdicts"])
+    decides the pair (native eager: the option's own row); a pair the table does not compare (a Keras 3 variant over
+    native torch.compile in another process, unless it is the shape's fastest over runner-up) by the one verdict rule
+    on the ratio of the two speed-ups over native eager."""
     missing = _every_backend(df, claim)
     if missing:
         return missing
     share, band = seedclaims.arithmetic(share), speedups_layer.band(df)
+    decisions = Decisions(tables.get("verdicts"), STUDY.options)
     sp = tables["speedups"]
     sp = seedclaims.matching(sp[sp.speedup.notna()], claim) if len(sp) else sp
     beats, lines = 0, []
@@ -143,12 +148,14 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
         if not len(keras):
             continue
         top = keras.loc[keras.speedup.idxmax()]
-        rivals = {"native eager": _triple(top)}  # each speed-up is over native eager, paired in its process
+        # each speed-up is over native eager, paired in its process
+        rivals = {"native eager": (top.to_dict() | {"variant": REFERENCE}, _triple(top))}
         for name, variant in (("native compiled", NATIVE_COMPILED), ("Keras 2", KERAS2)):
             other = g[g.variant == variant]
             if len(other):
-                rivals[name] = speedups_layer.ratio_of(_triple(top), _triple(other.iloc[0]))
-        lost = [name for name, (_, lo, hi) in rivals.items() if speedups_layer.verdict(lo, hi, band) != "faster"]
+                rivals[name] = (other.iloc[0], speedups_layer.ratio_of(_triple(top), _triple(other.iloc[0])))
+        lost = [name for name, (row, (_, lo, hi)) in rivals.items()
+                if (decisions.of(top, row) or speedups_layer.verdict(lo, hi, band)) != "faster"]
         beats += not lost
         lines.append(f"{top['variant']} at {shape_label(top, ('model', 'batch_size'), short=True)}: "
                      + ("beats " + ", ".join(rivals) if not lost else "not decided faster than " + ", ".join(lost)))

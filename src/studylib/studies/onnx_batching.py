@@ -9,7 +9,7 @@ import pandas as pd
 
 from .. import runtimes
 from ..analysis import roofline
-from ..core import numbers, speedups
+from ..core import numbers, speedups, verdicts
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
@@ -333,7 +333,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     analysis = roofline.attach(Analysis(tables={"same batch": same, "over batch 1": over1,
                                                 "best batches": best_batches(df), "preparation": preparation_table(df)},
                                         findings=findings(df, same, over1), claims=claims(df, same, over1, peaks)),
-                               df, peaks, pairs, shape, band=band)
+                               df, peaks, pairs, verdicts.for_study(NOTEBOOK, df) if len(df) else None, shape)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from ..analysis import roofline
-from ..core import numbers, speedups
+from ..core import numbers, speedups, verdicts
 from ..core.config import REFERENCE, Config, shape_columns, with_aa
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
@@ -285,8 +285,9 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     analysis.tables["predicted gains"] = predicted_table(predicted)
     analysis.findings.extend(prediction_findings(predicted))
     band = speedups.band(df)
-    return surprises.attach(roofline.attach(analysis, df, peaks, pairs, shape, column="strategy", band=band),
-                            df, EXPECTATIONS, band)
+    vt = verdicts.for_study(NOTEBOOK, df) if len(df) else None
+    return surprises.attach(roofline.attach(analysis, df, peaks, pairs, vt, shape, column="strategy",
+                                            options=STUDY.options), df, EXPECTATIONS, band)
 
 
 STUDY = register(Study(

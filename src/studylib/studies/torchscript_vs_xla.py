@@ -322,7 +322,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     analysis = roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df),
                                                 "micro-ops": op_table(df)},
                                         findings=findings(df, sp), claims=claims(df, sp, peaks)),
-                               df, peaks, PAIRS, band=band)
+                               df, peaks, PAIRS, verdicts.for_study(NOTEBOOK, df) if len(df) else None)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 
