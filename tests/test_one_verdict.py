@@ -80,9 +80,11 @@ def _study01(rng) -> list[dict]:
             for v, f in (("eager", 1.0), ("eager-aa", 1.0), ("compile-default", 0.7))]
 
 
-def _study02(rng, successor: bool) -> list[dict]:
-    """TorchScript 1.25× eager on four shapes; with `successor`, torch.export + AOTInductor 1.5× TorchScript."""
-    variants = [("eager", 1.0), ("eager-aa", 1.0), ("torchscript", 0.8)] + [("export-aoti", 0.8 / 1.5)] * successor
+def _study02(rng, successor: bool, tf: bool = False) -> list[dict]:
+    """TorchScript 1.25× eager on four shapes; with `successor`, torch.export + AOTInductor 1.5× TorchScript; with
+    `tf`, tf.function 1.6× eager."""
+    variants = ([("eager", 1.0), ("eager-aa", 1.0), ("torchscript", 0.8)] + [("export-aoti", 0.8 / 1.5)] * successor
+                + [("tf-function", 0.625)] * tf)
     return [_row(NB02, v, 2.0 * f * b * s / 8, rng, batch=b, seq=s) for b in (1, 4) for s in (8, 64)
             for v, f in variants]
 
@@ -133,6 +135,9 @@ CASES = {
     # study 02's roofline pairs export-aoti with torchscript too, so its regime line states this comparison
     "02 AOTInductor successor": Case(NB02, "torch.export + AOTInductor over TorchScript",
                                      lambda rng: _study02(rng, True), (*SUCCESSOR, "study findings")),
+    # seed 000's and 001's claims count its decisions per shape ("similar results in most cases", "sometimes faster")
+    "02 tf.function": Case(NB02, "tf.function over eager PyTorch", lambda rng: _study02(rng, False, tf=True),
+                           ("decision table", "verdict line", "how sure", "claims")),
     "03 ONNX Runtime": Case(NB03, "ONNX Runtime over eager PyTorch", lambda rng: _study03(rng, False),
                              (*OPTION, "which batch size")),
     "03 dynamo export successor": Case(NB03, "dynamo ONNX export over the TorchScript export",

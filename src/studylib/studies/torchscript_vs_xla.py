@@ -291,9 +291,9 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame, peaks: dict | None = None) -> pd.
     mine = [c for c in seedclaims.registry() if c.study == NOTEBOOK]
     ops = is_op(df) if len(df) else pd.Series(False, index=df.index)
     tables = {"speedups": sp, "micro-ops": op_speedups(df)}
-    vt = verdicts.for_study(NOTEBOOK, df[~ops]) if len(df) else None  # for the successor of TorchScript
-    parts = [seedclaims.study_claims(NOTEBOOK, df[ops] if c.evaluator in OP_EVALUATORS else df[~ops], tables,
-                                     claims=(c,), peaks=peaks, vt=vt) for c in mine]
+    vt = verdicts.for_study(NOTEBOOK, df[~ops]) if len(df) else None  # TorchScript's successor; per-shape claims
+    parts = [seedclaims.study_claims(NOTEBOOK, df[ops] if c.evaluator in OP_EVALUATORS else df[~ops],
+                                     tables | {"verdicts": vt}, claims=(c,), peaks=peaks, vt=vt) for c in mine]
     return pd.concat(parts, ignore_index=True) if parts else seedclaims.study_claims(NOTEBOOK, df, tables, claims=())
 
 

@@ -10,9 +10,12 @@ import pandas as pd
 from ..core import numbers
 from ..core import speedups as speedups_layer
 from ..core.config import shape_label, shape_of
+from ..core.verdict_lookup import Decisions
 from ..measurement import claims as seedclaims
 from .common import describe_ci
 from .torchscript_vs_xla import FRAMEWORK, LABEL_COLUMNS, is_op
+
+_WORD = {"unclear": "undecided", "faster": "faster", "slower": "slower", "equal": "equal"}  # as the table words them
 
 _SIZES = ("batch_size", "seq_len")  # an input as the claims name it: "b1 × s128"
 
@@ -254,29 +257,42 @@ def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[str, object]]
             for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
 
 
+def _decided(rows: pd.DataFrame, cand: str, base: str, tables: dict, band: float) -> list[str]:
+    """Per shape both ran in `rows`, `cand` over `base` decided as the study's verdict table (tables["verdicts"])
+    decides it (read the other way round where it holds `base` over `cand`); the one verdict rule on the pair's CI
+    only at a shape the table does not compare."""
+    decisions, (c, b) = Decisions(tables.get("verdicts")), speedups_layer.paired(rows, cand, base)
+
+    def own(x, y) -> str:
+        s = speedups_layer.speedup(y, x)
+        return _WORD[speedups_layer.verdict(s.ci_low, s.ci_high, band)]
+
+    return [decisions.of(x, y) or own(x, y) for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
+
+
 def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
-    """Seed 000's 'similar results in most cases': holds when more than half of the shapes are judged equal (the one
-    verdict rule, the A/A band)."""
+    """Seed 000's 'similar results in most cases': holds when more than half of the shapes are decided equal (the
+    verdict table's decisions, _decided)."""
     rows = _rows(df, claim, (candidate, baseline))
-    cells, band = _cells(rows, candidate, baseline), speedups_layer.band(df)
-    if not cells:
+    band = speedups_layer.band(df)
+    words = pd.Series(_decided(rows, candidate, baseline, tables, band), dtype=object)
+    if not len(words):
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
-    verdicts = pd.Series([speedups_layer.verdict(s.ci_low, s.ci_high, band) for _, s in cells])
-    counts = ", ".join(f"{n} {v}" for v, n in verdicts.value_counts().items())
+    counts = ", ".join(f"{n} {v}" for v, n in words.value_counts().items())
     return seedclaims.Measurement(None, None, None, f"{candidate} over {baseline} per shape: {counts} of "
-                                  f"{len(cells)} (band ±{band - 1:.0%})", rows=rows,
-                                  holds=bool((verdicts == "equal").sum() * 2 > len(cells)))
+                                  f"{len(words)} (band ±{band - 1:.0%})", rows=rows,
+                                  holds=bool((words == "equal").sum() * 2 > len(words)))
 
 
 def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
-    """Seed 001's 'sometimes even faster': holds when `candidate` is judged faster on at least one shape."""
+    """Seed 001's 'sometimes even faster': holds when `candidate` is decided faster on at least one shape (the verdict
+    table's decisions, _decided)."""
     rows = _rows(df, claim, (candidate, baseline))
-    cells, band = _cells(rows, candidate, baseline), speedups_layer.band(df)
-    if not cells:
+    words = _decided(rows, candidate, baseline, tables, speedups_layer.band(df))
+    if not words:
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
-    faster = [k for k, s in cells if speedups_layer.verdict(s.ci_low, s.ci_high, band) == "faster"]
-    return seedclaims.Measurement(None, None, None, f"{candidate} faster than {baseline} on {len(faster)} of "
-                                  f"{len(cells)} shape(s)", rows=rows, holds=bool(faster))
+    return seedclaims.Measurement(None, None, None, f"{candidate} faster than {baseline} on {words.count('faster')} of "
+                                  f"{len(words)} shape(s)", rows=rows, holds="faster" in words)
 
 
 def memory_lower(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
