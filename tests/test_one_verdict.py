@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import stored_row
@@ -209,6 +210,9 @@ def _page(case: Case, rows: list[dict], outputs, flip: str | None) -> Page:
             "how sure": [f"{r['comparison']} at {r['shape']}: {r['decision']}" for r in sure.to_dict("records")],
             "which batch size": [f"{r['option']} at batch {r['batch']}: {r['decision']}"
                                  for r in batches.to_dict("records")],
+            "fastest backend": [f"{r['fastest']} over {r['runner-up']} at {r['shape']}: "
+                                + ("decided" if r["decided"] is True else "not decided")
+                                for r in analysis.tables.get("backends", pd.DataFrame()).to_dict("records")],
         }
     options = {v.candidate for v in vt.rows if v.kind == "option" and v.comparison == case.label}
     return Page(elements, vt, options)
@@ -292,3 +296,26 @@ def test_the_element_changes_with_the_verdict_table(pages, key, element):
     kept = [line for line in _stating(key, real, element) if line in doctored.elements[element]]
     assert not kept, (f"{element} ({CASES[key].notebook}) decides {CASES[key].label!r} for itself: with the verdict "
                       f"table's decision flipped it still says {kept}")
+
+
+def test_the_fastest_backend_reads_the_tables_lead(tmp_path):
+    """Study 05's backend table (and the claims that count its decided shapes) says whether the fastest Keras 3
+    backend beats the runner-up as the table's fastest-over-runner-up row decides it, where the two are the shape's
+    two fastest options: here keras-jax-jit 2× eager, keras-tensorflow-jit 1.6×."""
+    def rows(rng):
+        return [_row(NB05, v, 10.0 / gain, rng, backend=b) for b, keras, k_gain in
+                (("torch", "keras-torch", 0.5), ("tensorflow", "keras-tensorflow-jit", 1.6), ("jax", "keras-jax-jit", 2.0))
+                for v, gain in (("eager", 1.0), ("eager-aa", 1.0), (keras, k_gain))]
+
+    case = Case(NB05, "", rows, ())
+    fake = rows(np.random.default_rng(45))
+    real = _page(case, fake, tmp_path / "real", None)
+    lead = [v for v in real.vt if v.kind == "lead"]
+    assert [(v.candidate_value, v.baseline_value, v.decision) for v in lead] == [
+        ("keras-jax-jit", "keras-tensorflow-jit", "faster")]
+    doctored = _page(dataclasses.replace(case, label=lead[0].comparison), fake, tmp_path / "doctored",
+                     lead[0].comparison)
+    assert real.elements["fastest backend"] == ["keras-jax-jit over keras-tensorflow-jit at bert-tiny fp32 b1 × s16: "
+                                                "decided"]
+    assert doctored.elements["fastest backend"] == [real.elements["fastest backend"][0].replace("decided",
+                                                                                              "not decided")]

@@ -22,6 +22,7 @@ from ..core import numbers, verdicts
 from ..core import speedups as speedups_layer
 from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, shape_of, with_aa
 from ..core.speedups import Comparison
+from ..core.verdict_lookup import Decisions
 from ..measurement import claims as seedclaims
 from ..measurement import surprises
 from ..measurement.schemas import Grid
@@ -152,10 +153,13 @@ BACKEND_COLUMNS = ["fastest", "fastest over native eager", "runner-up", "fastest
                    "ci_high", "decided"]
 
 
-def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFrame:
+def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None = None, vt=None) -> pd.DataFrame:
     """Per shape: each Keras 3 backend's best variant (its lowest latency), the fastest backend by latency, and its
     lead over the runner-up backend: the runner-up's latency over the fastest's, unpaired (the backends run in
-    processes of their own), with its CI from the results rows `df`, and `decided` by the one verdict rule."""
+    processes of their own), with its CI from the results rows `df`, and `decided` (faster) as the verdict table `vt`
+    decides the two where it compares them (its fastest-over-runner-up row, when they are the shape's two fastest
+    options), else by the one verdict rule on this CI."""
+    decisions = Decisions(vt, STUDY.options)
     ok = sp[sp.speedup.notna() & sp.variant.map(is_keras3)]
     rows = None if df is None or not len(df) else {  # the results row of each shape and variant
         (shape_of(r), r["variant"]): r for r in df[df.status == "ok"].to_dict("records")}
@@ -167,11 +171,13 @@ def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
                                     "fastest over native eager": describe_ci(top)}
         if len(best) > 1 and rows is not None:
             second = best.iloc[1]
-            lead = speedups_layer.speedup(*(rows[(shape_of(r), r.variant)] for r in (second, top)))
+            pair = [rows[(shape_of(r), r.variant)] for r in (second, top)]
+            lead = speedups_layer.speedup(*pair)
             rec |= {"runner-up": second.variant, "fastest over runner-up": describe_ci(
                 {"speedup": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high}),
                     "ratio": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high,
-                    "decided": speedups_layer.verdict(lead.ci_low, lead.ci_high) == "faster"}
+                    "decided": (decisions.of(pair[1], pair[0])
+                                or speedups_layer.verdict(lead.ci_low, lead.ci_high)) == "faster"}
         out.append(rec)
     return pd.DataFrame(out, columns=["shape", *on, *BACKEND_COLUMNS])
 
@@ -316,10 +322,10 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     """Speed-ups over native eager per backend process, the fastest backend per shape, Keras 3 vs native and vs
     Keras 2, first-call costs, findings, seed claims; the roofline with `peaks` (the machine's limits)."""
     sp = speedups(df)
-    tables = {"speedups": sp, "backends": backend_table(sp, df), "native": native_table(sp), "keras 2": keras2_table(df),
-              "first call": first_call_table(df)}
+    vt = verdicts.for_study(NOTEBOOK, df) if len(df) else None  # the decisions every table, line and claim reads
+    tables = {"speedups": sp, "backends": backend_table(sp, df, vt), "native": native_table(sp),
+              "keras 2": keras2_table(df), "first call": first_call_table(df)}
     band = speedups_layer.band(df)
-    vt = verdicts.for_study(NOTEBOOK, df) if len(df) else None  # the decisions the roofline and the claims read
     analysis = Analysis(tables=tables, findings=findings(df, sp, tables["backends"], tables["native"],
                                                          tables["keras 2"]),
                         claims=seedclaims.study_claims(NOTEBOOK, df, {**tables, "verdicts": vt}, peaks=peaks, vt=vt))
