@@ -4,6 +4,7 @@ work per call in measured rows, and old tables (without the work columns) still 
 import dataclasses
 import json
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -203,6 +204,14 @@ def test_roofline_table_and_regime_findings_on_synthetic_rows():
     assert roofline.regime_findings(df, rt, [("eager", "torchscript")], Decisions(vt),
                                     ["model", "dtype", "batch_size"])[0].endswith(
         "faster in 0 of 1 overhead-bound shapes (slower in 1); faster in 0 of 1 compute-bound shapes (equal in 1).")
+    # attach counts the pairs the table compares at every shape (an option, a declared comparison), not a pair it
+    # holds only where the two lead (a fastest-over-runner-up row)
+    attached = roofline.attach(SimpleNamespace(tables={}, findings=[]), df, PEAKS, [("torchscript", "eager")], vt,
+                               ["model", "dtype", "batch_size"])
+    assert attached.findings[1:] == lines
+    as_leads = dataclasses.replace(vt, rows=tuple(dataclasses.replace(v, kind="lead") for v in vt.rows))
+    assert roofline.attach(SimpleNamespace(tables={}, findings=[]), df, PEAKS, [("torchscript", "eager")], as_leads,
+                           ["model", "dtype", "batch_size"]).findings[1:] == []
     assert "2 overhead-bound, 0 memory-bound, 2 compute-bound" in roofline.summary_finding(rt, PEAKS)
     fig = plots.roofline(rt, PEAKS)
     assert "not plotted, 1 configuration(s): 1 error" in " ".join(t.get_text() for t in fig.axes[0].texts)

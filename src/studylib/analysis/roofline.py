@@ -174,10 +174,14 @@ def attach(analysis, df: pd.DataFrame, peaks: dict | None, pairs: Iterable[tuple
            shape: list[str] | None = None, *, column: str = "variant", options: tuple[str, ...] = ("variant",)):
     """A study's Analysis with the roofline added: tables["roofline"] (roofline_table) and findings on where the
     configurations sit and in which regime each candidate beats its baseline (regime_findings, paired on `shape`,
-    decided by the study's verdict table `vt`, whose options are `options`)."""
+    decided by the study's verdict table `vt`, whose options are `options`, for the pairs it compares: an option
+    over the default, a declared comparison)."""
     rt = roofline_table(df, peaks)
     analysis.tables["roofline"] = rt
     analysis.findings.append(summary_finding(rt, peaks))
     if peaks:
-        analysis.findings.extend(regime_findings(df, rt, pairs, Decisions(vt, options), shape, column=column))
+        # options and declared comparisons, which the table decides at every shape both sides ran; not a fastest-
+        # over-runner-up row, which holds a pair at the few shapes where the two lead (a line would count those alone)
+        decisions = Decisions(vt, options, kinds=("option", "declared"))
+        analysis.findings.extend(regime_findings(df, rt, pairs, decisions, shape, column=column))
     return analysis

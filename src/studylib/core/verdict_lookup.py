@@ -24,13 +24,15 @@ def _shape(get) -> tuple:
 
 class Decisions:
     """A verdict table's decisions by (candidate, baseline, shape); `options` are the study's (Study.options), which
-    name an option as the table names it."""
+    name an option as the table names it; `kinds`, the kinds of row read (Verdict.kind; None: every kind)."""
 
-    def __init__(self, vt: VerdictTable | None, options: tuple[str, ...] = ("variant",)):
+    def __init__(self, vt: VerdictTable | None, options: tuple[str, ...] = ("variant",),
+                 kinds: tuple[str, ...] | None = None):
         self.options = tuple(options)
         self._by = {}
         for v in vt or ():
-            self._by.setdefault((v.candidate, v.baseline, _shape(lambda c, v=v: getattr(v, c))), v.decision)
+            if kinds is None or v.kind in kinds:
+                self._by.setdefault((v.candidate, v.baseline, _shape(lambda c, v=v: getattr(v, c))), v.decision)
 
     def _name(self, row) -> str:
         return option_name(row, self.options)
