@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from .speedups import _key
 from .verdicts import SHAPE_FIELDS, VerdictTable, option_name
 
 MIRROR = {"faster": "slower", "slower": "faster", "equal": "equal", "undecided": "undecided", "": ""}
 
 
+def _blank(v) -> bool:
+    return v is None or v is pd.NA or v == "" if not isinstance(v, float) else math.isnan(v)
+
+
 def _shape(get) -> tuple:
-    return tuple(_key(None if v == "" or (isinstance(v, float) and math.isnan(v)) else v)
-                 for v in (get(c) for c in SHAPE_FIELDS))
+    """The shape fields a Verdict carries (verdicts.SHAPE_FIELDS), blanks (None, NaN, NA, '') as None."""
+    return tuple(None if _blank(v) else _key(v) for v in (get(c) for c in SHAPE_FIELDS))
 
 
 class Decisions:
