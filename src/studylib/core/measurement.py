@@ -139,6 +139,8 @@ class Measurement:
         """The Measurement of a results row: a dict, a pandas row (NaN read as None) or a Measurement (itself)."""
         if isinstance(row, Measurement):
             return row
+        if hasattr(row, "to_dict"):  # a pandas row: read as a dict, once
+            row = row.to_dict()
         get = row.get if hasattr(row, "get") else lambda name: getattr(row, name, None)
         return cls(**{name: v for name in _NAMES if (v := _value(get(name), name in _INTS)) is not None})
 
@@ -196,17 +198,16 @@ _NAMES = tuple(f.name for f in fields(Measurement))
 _INTS = frozenset(f.name for f in fields(Measurement) if f.type.startswith("int"))
 
 
-def _blank(v):
-    """None for a missing or blank value (None, NaN), numpy scalars as Python's."""
-    if hasattr(v, "item") and not isinstance(v, (list, tuple, str, np.ndarray)):
-        v = v.item()
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-
 def _value(v, whole: bool = False):
-    """A column's value as a field holds it: blanks None, lists tuples, a whole number of an int column an int (a
-    pandas column with blanks holds floats)."""
-    v = _blank(v)
-    if whole and isinstance(v, float) and v.is_integer():
-        return int(v)
-    return tuple(v) if isinstance(v, (list, np.ndarray)) else v
+    """A column's value as a field holds it: blanks (None, NaN) None, numpy scalars Python's, lists tuples, a whole
+    number of an int column an int (a pandas column with blanks holds floats)."""
+    kind = type(v)
+    if v is None or kind is str or kind is int or kind is bool:
+        return v
+    if kind is list or kind is np.ndarray:
+        return tuple(v)
+    if hasattr(v, "item"):  # a numpy scalar
+        return _value(v.item(), whole)
+    if kind is float:
+        return None if math.isnan(v) else int(v) if whole and v.is_integer() else v
+    return v
