@@ -221,10 +221,10 @@ def _warm_cost(df: pd.DataFrame) -> str:
     cost over the compiled configurations that had one, those whose warm compile missed the cache (not reported as
     warm) and those whose warm output differs from eager; '' where none ran."""
     rows = df[(df.status == "ok") & ~df.variant.map(is_aa) & (df.variant.map(runtimes.family) == "compile")]
-    rows = rows.reindex(columns=_WARM).apply(pd.to_numeric, errors="coerce").to_dict("records")
-    costs = [c for r in rows if np.isfinite(c := Measurement.of(r).warm_one_time_s)]
-    missed = sum(r["warm_cache_misses"] > 0 for r in rows)
-    differ = sum(r["warm_max_abs_diff"] > r["parity_tol"] for r in rows)
+    rows = [Measurement.of(r) for r in rows.reindex(columns=_WARM).to_dict("records")]
+    costs = [c for r in rows if np.isfinite(c := r.warm_one_time_s)]
+    missed = sum((r.warm_cache_misses or 0) > 0 for r in rows)
+    differ = sum(None not in (r.warm_max_abs_diff, r.parity_tol) and r.warm_max_abs_diff > r.parity_tol for r in rows)
     warm = numbers.fmt_range(min(costs), max(costs), ".1f", " s") if costs else ""
     said = (f"; from the compile cache an earlier process saved, {warm} ({len(costs)} of "
             f"{len(rows)} compiled configurations)" if costs else "")
