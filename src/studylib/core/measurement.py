@@ -6,8 +6,8 @@ timing summary, the raw samples with their replicate and round ids, the one-time
 the rest of the stored columns (results.COLUMNS), each None where the row lacks it or leaves it blank (older rows,
 failed rows, NaN in a table), which every reader treats as unknown. The columns the variance model adds when a table
 is read (variance.with_reported_ci: the reported interval, the table's τ²) are fields too, None on a row not read
-through it. What readers derive again and again is a method here, defined once: `ok`, `samples`,
-`samples_by_replicate`, `steady_median_s`, `one_time_s`, `warm_one_time_s`. The stored format is results.py's; pages
+through it. What readers derive again and again is a method here, defined once: `ok`, `config`, `shape`, `samples`,
+`steady_median_s`, `one_time_s`, `warm_one_time_s`. The stored format is results.py's; pages
 read tables through `ResultsTable.frame()`, the code that computes (variance, speedups) reads Measurements.
 """
 
@@ -168,11 +168,6 @@ class Measurement:
         reps = np.asarray(reps) if reps is not None and len(reps) == len(x) else np.zeros(len(x), dtype=int)
         rounds = np.asarray(rounds) if rounds is not None and len(rounds) == len(x) else np.arange(len(x))
         return x, reps, rounds
-
-    def samples_by_replicate(self) -> dict[Any, np.ndarray]:
-        """The samples of each replicate process, in the order the replicates first appear."""
-        x, reps, _ = self.samples()
-        return {r: x[reps == r] for r in dict.fromkeys(reps.tolist())}
 
     @property
     def steady_median_s(self) -> float:
