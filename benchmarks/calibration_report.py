@@ -33,6 +33,7 @@ from scipy import stats as _st
 import studylib.studies  # noqa: F401 - registers the studies
 from studylib.core import design, speedups
 from studylib.core.files import read_json
+from studylib.core.measurement import Measurement
 from studylib.core.results import ResultsTable
 from studylib.core.study_registry import studies
 from studylib.report import compare
@@ -74,10 +75,10 @@ def answer_parts(df: pd.DataFrame, notebook: str) -> list[design.Parts]:
     return out
 
 
-def compared_parts(rows: list[dict], notebook: str) -> list[design.Parts]:
+def compared_parts(rows: list[Measurement], notebook: str) -> list[design.Parts]:
     """The variance parts of every pair `compare` counts among the decided ones (this run's verdict not unclear)."""
-    ok = [r for r in rows if r.get("status") == "ok"]
-    by_key = {r["config_key"]: r for r in ok}
+    ok = [r for r in rows if r.ok]
+    by_key = {r.config_key: r for r in ok}
     pairs = compare.compare_pairs(notebook, ok, by_key)
     out = []
     for p in pairs[pairs.ref_verdict != "unclear"].itertuples():
@@ -87,13 +88,12 @@ def compared_parts(rows: list[dict], notebook: str) -> list[design.Parts]:
     return out
 
 
-def study_seconds(folder: Path, notebook: str, rows: list[dict]) -> tuple[float, float, float]:
+def study_seconds(folder: Path, notebook: str, rows: list[Measurement]) -> tuple[float, float, float]:
     """(the study's whole time, its groups' time, its timed rounds' time) in seconds."""
     run = (read_json(folder / "run.json", default={}) or {}).get(notebook, {})
     whole = float(run.get("duration_s") or 0) + float(run.get("early_replicates_s") or 0)
-    groups = sum(float(r.get("wall_s") or 0) for r in rows)
-    timed = sum(float(np.sum(r["samples_s"])) * float(r.get("block_calls") or 1)
-                for r in rows if r.get("status") == "ok" and r.get("samples_s"))
+    groups = sum(float(r.wall_s or 0) for r in rows)
+    timed = sum(float(np.sum(r.samples_s)) * float(r.block_calls or 1) for r in rows if r.ok and r.samples_s)
     return whole, groups, timed
 
 
@@ -113,11 +113,11 @@ def projection(folder: Path, per_study: dict[str, float] | None = None) -> str:
         path = folder / "results" / f"{notebook}.jsonl"
         if not path.exists():
             continue
-        rows = ResultsTable(path).rows()
+        rows = ResultsTable(path).measurements()
         df = pd.DataFrame(rows)
         by_study[notebook] = (answer_parts(df[df.task != "op"] if "task" in df else df, notebook),
                               compared_parts(rows, notebook), study_seconds(folder, notebook, rows))
-        ks += [int(r["replicates"]) for r in rows if r.get("status") == "ok" and r.get("replicates")]
+        ks += [int(r.replicates) for r in rows if r.ok and r.replicates]
     answers = [p for a, _, _ in by_study.values() for p in a]
     seconds = [s for *_, s in by_study.values()]
     if not answers or not ks:

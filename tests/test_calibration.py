@@ -13,6 +13,7 @@ from scipy import stats as _st
 
 from studylib.__main__ import main
 from studylib.core import calibration, stats
+from studylib.core.measurement import Measurement
 from studylib.report.compare import compare
 
 NB = "01_eager_vs_compiled"
@@ -145,7 +146,7 @@ def test_the_common_shift_is_removed_before_the_medians_z():
 
     medians = pd.DataFrame({"notebook": ["n"] * 3, "config_key": ["a", "b", "c"], "ref_median_s": [1.0, 2.0, 4.0],
                             "new_median_s": [1.1, 2.2, 4.4]})
-    rows = {("n", k): {"se_log": 0.05, "df_log": 10.0} for k in "abc"}
+    rows = {("n", k): Measurement.of({"se_log": 0.05, "df_log": 10.0}) for k in "abc"}
     t = calibration.median_z(medians, rows, rows)
     assert np.allclose(t.z, 0) and t.attrs["shift_log"] == pytest.approx(np.log(1.1))
 

@@ -294,3 +294,35 @@ def test_numpy_scalars_are_stored_as_python_numbers(tmp_path):
     table.append(_row("a", n=np.int64(6), median_s=np.float32(1.5), drift=np.bool_(False)))
     stored = json.loads((tmp_path / "r.jsonl").read_text())
     assert stored["n"] == 6 and stored["median_s"] == 1.5 and stored["drift"] is False
+
+
+def test_a_measurement_holds_every_column_read_alike_from_a_row_or_the_frame(tmp_path):
+    """Measurement.of reads a stored row, a frame's row (NaN blanks, float batch sizes) and itself alike; every stored
+    column and every column the reported table adds is one of its fields, so no reader falls back on a dict."""
+    from dataclasses import fields
+
+    from studylib.core.measurement import Measurement
+    from studylib.core.results import COLUMNS
+
+    t = ResultsTable(tmp_path / "r.jsonl")
+    t.append(_row("a|eager", model="m", variant="eager", dtype="fp32", batch_size=1, device="cpu", threads=2,
+                  group_id="g", prepare_s=0.5, first_call_s=1.5, samples_s=[1.0, 1.2, 0.8, 1.1, 0.9, 1.0],
+                  sample_rep=[0, 0, 0, 1, 1, 1], sample_round=[0, 1, 2, 0, 1, 2]))
+    t.append(_row("b|x", model="m", variant="x", dtype="fp32", batch_size=None, device="cpu", threads=2,
+                  warm_prepare_s=0.25, warm_first_call_s=1.25, status="error", error="boom"))
+    names = {f.name for f in fields(Measurement)}
+    assert set(COLUMNS) <= names and {k for r in t.rows() for k in r} <= names
+    typed = t.measurements()
+    frame = t.frame(with_samples=True)
+    assert [Measurement.of(r) for _, r in frame.iterrows()] == typed
+    a, b = typed
+    assert Measurement.of(a) is a and a.ok and not b.ok and b.error == "boom" and b.batch_size is None
+    assert a.config == Config("m", "eager", "fp32", 1, "cpu", 2) and a.shape == b.shape[:2] + (1,) + b.shape[3:]
+    assert a.one_time_s == pytest.approx(0.5 + 1.5 - a.median_s)  # preparation and first call less a steady call
+    assert np.isnan(a.warm_one_time_s)  # no warm compile measured
+    assert Measurement.of({"median_s": 1.0, "warm_first_call_s": 1.25}).warm_one_time_s == pytest.approx(0.25)
+    x, reps, rounds = a.samples()
+    assert list(reps) == [0, 0, 0, 1, 1, 1] and list(rounds) == [0, 1, 2, 0, 1, 2] and x[1] == 1.2
+    x, reps, rounds = Measurement.of({"samples_s": [3.0, 2.0]}).samples()  # no ids stored: one replicate, in order
+    assert list(x) == [3.0, 2.0] and list(reps) == [0, 0] and list(rounds) == [0, 1]
+    assert Measurement.of({"samples_s": [3.0, 1.0]}).steady_median_s == 2.0  # no median stored: the samples'

@@ -19,7 +19,8 @@ import studylib
 from studylib import runtimes
 from studylib.core import verdicts
 from studylib.core.config import Config
-from studylib.core.results import ResultsTable, warm_one_time_s
+from studylib.core.measurement import Measurement
+from studylib.core.results import ResultsTable
 from studylib.measurement import warm
 from studylib.measurement.builder import Workloads
 from studylib.report import decisions, prose
@@ -87,7 +88,7 @@ def test_the_warm_compile_fills_its_columns_and_combines_over_replicates(tmp_pat
     assert compiled["status"] == "ok" and compiled["replicates"] == 2
     assert compiled["warm_cache_hits"] > 0 and compiled["warm_cache_misses"] == 0
     assert compiled["warm_first_call_s"] > 0 and compiled["warm_prepare_s"] > 0
-    assert np.isfinite(warm_one_time_s(compiled))
+    assert np.isfinite(Measurement.of(compiled).warm_one_time_s)
     assert compiled["warm_max_abs_diff"] <= compiled["parity_tol"]
     assert warm.NO_FILE in compiled["warm_note"] and "this same process" in compiled["warm_note"]
     assert len(list((tmp_path / "cache" / compile_cache.FOLDER).glob("*.bin"))) == 1

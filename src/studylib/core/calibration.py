@@ -67,15 +67,16 @@ def z_of(t, df) -> np.ndarray:
     return np.sign(t) * _st.norm.isf(_st.t.sf(np.abs(t), df))
 
 
-def median_z(medians: pd.DataFrame, ref_rows: dict[str, dict], new_rows: dict[str, dict]) -> pd.DataFrame:
+def median_z(medians: pd.DataFrame, ref_rows: dict, new_rows: dict) -> pd.DataFrame:
     """Per configuration (compare.compare_medians' rows): the change of log median beyond the common shift, and its z
-    against the two medians' standard errors (variance.with_reported_ci's se_log and df_log)."""
+    against the two medians' standard errors (variance.with_reported_ci's se_log and df_log; rows are
+    measurement.Measurement by (notebook, config_key))."""
     t = medians.copy()
     d = np.log(t.new_median_s.astype(float) / t.ref_median_s.astype(float))
     shift = float(d.mean()) if len(d) else 0.0
 
     def se_df(rows, keys):
-        got = [(rows[k].get("se_log"), rows[k].get("df_log")) for k in keys]
+        got = [(rows[k].se_log, rows[k].df_log) for k in keys]
         return ([np.nan if s is None else float(s) for s, _ in got], [np.nan if f is None else float(f) for _, f in got])
 
     keys = list(zip(t.notebook, t.config_key))

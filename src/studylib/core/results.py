@@ -9,13 +9,13 @@ re-measured configuration appends a row, and the newest row per configuration wi
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 from . import variance
 from .files import write_text_atomic
+from .measurement import Measurement
 
 STATUSES = ("ok", "oom", "error", "skipped")
 
@@ -124,6 +124,10 @@ class ResultsTable:
         """
         return variance.with_reported_ci(list(self.latest().values()))
 
+    def measurements(self) -> list[Measurement]:
+        """The newest row of each configuration as reported (`rows`), typed: what the code that computes reads."""
+        return [Measurement.of(row) for row in self.rows()]
+
     def append(self, row: dict[str, Any]) -> None:
         """Store one row (checked by `validated`) as one whole line, fsync'd."""
         row = validated(row)
@@ -160,7 +164,7 @@ class ResultsTable:
             f.truncate(0)
 
     def frame(self, *, with_samples: bool = False):
-        """The table as a pandas DataFrame (raw samples dropped unless asked for)."""
+        """The table as a pandas DataFrame (raw samples dropped unless asked for): the door for pages and analyses."""
         import pandas as pd
 
         df = pd.DataFrame(self.rows())
@@ -177,18 +181,3 @@ def measured_alike(row: dict[str, Any] | None, env_fingerprint: str, settings_ha
     """Whether a configuration's newest row is 'ok' and from this environment and these settings."""
     return (row is not None and row["status"] == "ok" and row.get("env_fingerprint") == env_fingerprint
             and row.get("settings_hash") == settings_hash)
-
-
-def warm_one_time_s(row) -> float:
-    """A compile's one-time cost from the cache an earlier process saved, defined as the cold one is (preparation and
-    first call less one steady call): NaN where no warm compile was measured (a results row, dict or pandas)."""
-    def num(key):
-        try:
-            return float(row.get(key))
-        except (TypeError, ValueError):
-            return math.nan
-
-    first, prepare, median = num("warm_first_call_s"), num("warm_prepare_s"), num("median_s")
-    if math.isnan(first) or math.isnan(median):
-        return math.nan
-    return (0.0 if math.isnan(prepare) else prepare) + first - median

@@ -30,6 +30,7 @@ from scipy import stats as _st
 
 from . import calibration, numbers, variance
 from .config import FIELDS, REFERENCE, is_aa, original_of, shape_columns, shape_label
+from .measurement import Measurement
 from .stats import Speedup
 
 EQUIVALENCE = 1.05  # the narrowest 'equal' band: ±5%
@@ -283,7 +284,8 @@ def _key(v):
 
 
 def speedup(base, cand) -> Speedup:
-    """`cand` over `base` (two results rows): variance.speedup, paired by round where they shared rounds."""
+    """`cand` over `base` (two results rows of any kind, read as measurement.Measurement): variance.speedup, paired
+    by round where they shared rounds."""
     return variance.speedup(base, cand)
 
 
@@ -297,15 +299,6 @@ def break_even(one_time_s: float, base_median_s: float, s: Speedup) -> tuple[flo
         return float(max(1, np.ceil(max(one_time_s, 0.0) / saved))) if saved > 0 else np.inf
 
     return calls(s.ratio), calls(s.ci_high), calls(s.ci_low)
-
-
-def _get(row, name):
-    v = row.get(name) if row is not None else None
-    return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
-
-
-def _median(row) -> float:
-    return _get(row, "median_s") or float(np.median(row["samples_s"]))
 
 
 def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: str = REFERENCE, *,
@@ -327,16 +320,15 @@ def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline
         elif rec["status"] == "ok" and base.get("status", "ok") != "ok":
             rec |= {"status": base.status, "error": f"{base[column]}: {base.get('error', '')}"}
         elif rec["status"] == "ok":
-            s = speedup(base, cand)
-            base_median, median = _median(base), _median(cand)
-            one_time = (_get(cand, "prepare_s") or 0.0) + (_get(cand, "first_call_s") or median) - median
-            n, n_lo, n_hi = break_even(one_time, base_median, s)
+            b, c = Measurement.of(base), Measurement.of(cand)
+            s = speedup(b, c)
+            n, n_lo, n_hi = break_even(c.one_time_s, b.steady_median_s, s)
             rec |= {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high, "paired": s.paired,
                     "detectable": variance.detectable(s.se, s.df, band), "se": s.se, "df": s.df,
-                    "base_median_s": base_median, "median_s": median, "one_time_s": one_time,
+                    "base_median_s": b.steady_median_s, "median_s": c.steady_median_s, "one_time_s": c.one_time_s,
                     "break_even": n, "break_even_low": n_lo, "break_even_high": n_hi,
-                    **{k: _get(cand, k) for k in ("peak_mem_mb", "max_abs_diff", "parity_ok", "label_agreement")},
-                    "base_peak_mem_mb": _get(base, "peak_mem_mb")}
+                    "peak_mem_mb": c.peak_mem_mb, "max_abs_diff": c.max_abs_diff, "parity_ok": c.parity_ok,
+                    "label_agreement": c.label_agreement, "base_peak_mem_mb": b.peak_mem_mb}
         out.append(rec)
     t = pd.DataFrame(out)
     t = t.reindex(columns=[*on, column, *[c for c in t.columns if c.startswith("baseline_")], *PAIR_COLUMNS])
@@ -354,7 +346,8 @@ def geomean(df: pd.DataFrame, candidate: str, baseline: str = REFERENCE, *, colu
 
 
 def geomean_of(pairs: Iterable[tuple[Any, Any]]) -> Speedup:
-    """The geometric-mean speed-up over (baseline row, candidate row) pairs already matched, with its CI."""
+    """The geometric-mean speed-up over (baseline row, candidate row) pairs already matched (rows of any kind), with
+    its CI."""
     return variance.geomean_speedup(pairs)
 
 

@@ -12,7 +12,6 @@ medians and of speed-ups, come from one random-effects model over a table's repl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy import stats as _st
@@ -128,32 +127,15 @@ class Speedup:
         return (self.ratio, self.ci_low, self.ci_high)[i]
 
 
-def field(row: Any, name: str):
-    """A field of a results row: a dict, a pandas row or a namedtuple."""
-    return row.get(name) if hasattr(row, "get") else getattr(row, name, None)
-
-
-def present(v) -> bool:
-    return v is not None and not (isinstance(v, float) and np.isnan(v))
-
-
-def row_samples(row) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(samples, replicate ids, round ids) of a results row; rows without ids get one replicate, rounds 0…n-1."""
-    x = np.asarray(field(row, "samples_s"), dtype=float)
-    reps, rounds = field(row, "sample_rep"), field(row, "sample_round")
-    reps = np.asarray(reps) if present(reps) and len(reps) == len(x) else np.zeros(len(x), dtype=int)
-    rounds = np.asarray(rounds) if present(rounds) and len(rounds) == len(x) else np.arange(len(x))
-    return x, reps, rounds
-
-
 def paired_log_ratios(base, cand) -> tuple[np.ndarray, np.ndarray] | None:
-    """log(baseline/candidate) per shared round, with the replicate of each; None if the rows share no rounds."""
-    bx, br, bn = row_samples(base)
-    cx, cr, cn = row_samples(cand)
-    if not (present(field(base, "sample_round")) and present(field(cand, "sample_round"))):
+    """log(baseline/candidate) per shared round, with the replicate of each (two measurement.Measurement); None if
+    the rows share no rounds."""
+    if base.sample_round is None or cand.sample_round is None:
         return None
-    if not (present(field(base, "group_id")) and field(base, "group_id") == field(cand, "group_id")):
+    if base.group_id is None or base.group_id != cand.group_id:
         return None  # rounds of different groups (or runs) are not the same moments
+    bx, br, bn = base.samples()
+    cx, cr, cn = cand.samples()
     b = {(int(r), int(k)): v for r, k, v in zip(br, bn, bx)}
     c = {(int(r), int(k)): v for r, k, v in zip(cr, cn, cx)}
     keys = [k for k in b if k in c]

@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as _st
 
-from .config import shape_of
-from .stats import CONFIDENCE, Speedup, common_share, field, paired_log_ratios, present, row_samples
+from .measurement import Measurement
+from .stats import CONFIDENCE, Speedup, common_share, paired_log_ratios
 
 HETEROGENEITY_P = 0.001  # a median whose replicates' Q test gives p below this keeps its own between-process variance
 MIN_CLASS_DF = 4  # a runtime's own τ² of speed-ups needs this many degrees of freedom, else the table's is used
@@ -161,26 +161,29 @@ def estimate(u: Unit, between: Between | None) -> Estimate:
 
 
 # --- a table's rows: medians -----------------------------------------------------------------------------------
+# Rows are read as measurement.Measurement; the public functions take results rows of any kind (Measurement.of).
 
 
 def row_unit(row: Any) -> Unit | None:
-    if field(row, "status") not in (None, "ok") or not present(field(row, "samples_s")):
+    m = Measurement.of(row)
+    if m.status not in (None, "ok") or m.samples_s is None:
         return None
-    x, reps, _ = row_samples(row)
+    x, reps, _ = m.samples()
     if len(x) < 2 or np.any(x <= 0):
         return None
     return unit_of(np.log(x), reps)
 
 
-def _group(row: Any):
-    return field(row, "group_id") or field(row, "config_key")
+def _group(m: Measurement):
+    return m.group_id or m.config_key
 
 
 def medians_between(rows: list[Any], units: dict[int, Unit | None] | None = None) -> Between | None:
     """τ² of medians pooled over a table's rows. Degrees of freedom: (k − 1) per group (a group's rows share their
     processes), divided by the design effect 1 + (G − 1)ρ² (ρ: stats.common_share of each group's deviations of its
     replicate medians from their mean, averaged over its rows), at least one group's k − 1. `units`: the rows' units
-    by id, where the caller made them already."""
+    by id, where the caller made them already (of Measurements)."""
+    rows = [Measurement.of(r) for r in rows]
     units = units if units is not None else {id(r): row_unit(r) for r in rows}
     ks: dict[Any, int] = {}
     devs: dict[Any, dict[Any, list[float]]] = {}
@@ -198,28 +201,28 @@ def medians_between(rows: list[Any], units: dict[int, Unit | None] | None = None
 
 
 def pair_unit(base: Any, cand: Any) -> Unit | None:
-    paired = paired_log_ratios(base, cand)
+    paired = paired_log_ratios(Measurement.of(base), Measurement.of(cand))
     return None if paired is None else unit_of(*paired)
 
 
-def _groups(rows: list[Any]) -> dict[Any, list]:
+def _groups(rows: list[Measurement]) -> dict[Any, list[Measurement]]:
     groups: dict[Any, list] = {}
-    for row in rows:
-        if field(row, "status") == "ok" and present(field(row, "samples_s")) and field(row, "group_id"):
-            groups.setdefault(field(row, "group_id"), []).append(row)
+    for m in rows:
+        if m.ok and m.samples_s is not None and m.group_id:
+            groups.setdefault(m.group_id, []).append(m)
     return groups
 
 
-def runtime_class(row: Any) -> tuple[Any, Any]:
+def runtime_class(m: Measurement) -> tuple[Any, Any]:
     """What a row's τ² of speed-ups is pooled over: its runtime (`variant`) and its task (a model, an operation)."""
-    return field(row, "variant"), field(row, "task")
+    return m.variant, m.task
 
 
-def _anchors(rows: list[Any]) -> dict[tuple, Any]:
+def _anchors(rows: list[Measurement]) -> dict[tuple, Measurement]:
     """Each shape's first row in a group's order: what the shape's speed-ups are estimated against."""
-    out: dict[tuple, Any] = {}
-    for r in rows:
-        out.setdefault(shape_of(r), r)
+    out: dict[tuple, Measurement] = {}
+    for m in rows:
+        out.setdefault(m.shape, m)
     return out
 
 
@@ -230,14 +233,14 @@ def _pair_units(groups: dict[Any, list]) -> list[tuple[Any, Unit | None]]:
     for m in groups.values():
         anchors = _anchors(m)
         for c in m[1:]:
-            a = anchors[shape_of(c)]
+            a = anchors[c.shape]
             out.append((runtime_class(c), pair_unit(m[0] if a is c else a, c)))
     return out
 
 
 def ratios_between(rows: list[Any]) -> Between | None:
     """τ² of paired speed-ups pooled over a table's pairs: every row of a group against the group's first."""
-    return pool(u for _, u in _pair_units(_groups(rows)))
+    return pool(u for _, u in _pair_units(_groups([Measurement.of(r) for r in rows])))
 
 
 def _by_runtime(pairs: list[tuple[Any, Unit | None]]) -> dict[Any, Between]:
@@ -258,12 +261,12 @@ def ratios_between_by_runtime(rows: list[Any]) -> dict[Any, Between]:
     moves between processes is a property of the runtime and what it computes (its allocator, threads, graph): a
     PyTorch batch-32 pass can move 10% where ONNX Runtime's moves 1%, so one τ² for the whole table would be too wide
     for the one and too narrow for the other."""
-    return _by_runtime(_pair_units(_groups(rows)))
+    return _by_runtime(_pair_units(_groups([Measurement.of(r) for r in rows])))
 
 
-def _stamped(row: Any, prefix: str) -> Between | None:
-    tau2, df = field(row, f"{prefix}_tau2"), field(row, f"{prefix}_df")
-    return Between(float(tau2), int(df), 0) if present(tau2) and present(df) else None
+def _stamped(m: Measurement, prefix: str) -> Between | None:
+    tau2, df = getattr(m, f"{prefix}_tau2"), getattr(m, f"{prefix}_df")
+    return Between(float(tau2), int(df), 0) if tau2 is not None and df is not None else None
 
 
 def _around(median: float, e: Estimate) -> tuple[float, float]:
@@ -272,7 +275,7 @@ def _around(median: float, e: Estimate) -> tuple[float, float]:
     return median * float(np.exp(lo - e.value)), median * float(np.exp(hi - e.value))
 
 
-def _report_estimate(row: dict, u: Unit) -> float:
+def _report_estimate(row: dict, m: Measurement, u: Unit) -> float:
     """The row's median as reported: its estimate where it has several replicates (its rates rescaled to it; the
     stored median of all samples kept as `median_pooled_s`), else the stored median (the same figure)."""
     stored = row["median_pooled_s"] = row.get("median_s")
@@ -280,7 +283,7 @@ def _report_estimate(row: dict, u: Unit) -> float:
         return float(stored or np.exp(u.estimate))
     row["median_s"] = median = float(np.exp(u.estimate))
     for rate in ("throughput_samples_s", "throughput_tokens_s"):  # per second at the median: rescaled with it
-        if present(row.get(rate)):
+        if getattr(m, rate) is not None:
             row[rate] = float(row[rate]) * float(stored) / median
     return median
 
@@ -292,18 +295,19 @@ def with_reported_ci(rows: list[dict]) -> list[dict]:
     `df_log`, `heterogeneous`, and the table's τ² of medians and of speed-ups (`process_tau2`, `ratio_tau2`, with
     `_df`) so that speed-ups between its rows can use them."""
     out = [dict(r) for r in rows]
-    units = {id(r): row_unit(r) for r in out}  # each row's and each pair's unit made once
-    groups = _groups(out)
+    ms = [Measurement.of(r) for r in out]
+    units = {id(m): row_unit(m) for m in ms}  # each row's and each pair's unit made once
+    groups = _groups(ms)
     pairs = _pair_units(groups)
-    medians, ratios, by_runtime = medians_between(out, units), pool(u for _, u in pairs), _by_runtime(pairs)
-    anchors = {id(a) for m in groups.values() for a in _anchors(m).values()}
-    for row in out:
-        ok = row.get("status") == "ok"
-        u = units[id(row)] if ok else None
+    medians, ratios, by_runtime = medians_between(ms, units), pool(u for _, u in pairs), _by_runtime(pairs)
+    anchors = {id(a) for g in groups.values() for a in _anchors(g).values()}
+    for row, m in zip(out, ms):
+        ok = m.ok
+        u = units[id(m)] if ok else None
         row["process_tau2"], row["process_df"] = (medians.tau2, medians.df) if medians and ok else (None, None)
-        own = by_runtime.get(runtime_class(row), ratios)  # its runtime class's τ² of speed-ups, else the table's
+        own = by_runtime.get(runtime_class(m), ratios)  # its runtime class's τ² of speed-ups, else the table's
         row["ratio_tau2"], row["ratio_df"] = (own.tau2, own.df) if own and ok else (None, None)
-        row["ratio_anchor"] = id(row) in anchors  # the row its shape's speed-ups were paired with
+        row["ratio_anchor"] = id(m) in anchors  # the row its shape's speed-ups were paired with
         row["process_spread_pct"] = medians.pct if medians and ok else None
         row["rerun_low_s"] = row["rerun_high_s"] = row["se_log"] = row["df_log"] = None
         row["heterogeneous"] = False
@@ -312,10 +316,10 @@ def with_reported_ci(rows: list[dict]) -> list[dict]:
             continue
         e = estimate(u, medians)
         row["se_log"], row["df_log"], row["heterogeneous"] = e.se, e.df, e.heterogeneous
-        median = _report_estimate(row, u)
+        median = _report_estimate(row, m, u)
         row["ci_low_s"], row["ci_high_s"] = _around(median, e)
-        sigma, df = field(row, "run_shift_sigma"), field(row, "run_shift_df")
-        if present(sigma) and present(df):
+        sigma, df = m.run_shift_sigma, m.run_shift_df
+        if sigma is not None and df is not None:
             row["rerun_low_s"], row["rerun_high_s"] = _around(median, e.plus(float(sigma), float(df)))
     return out
 
@@ -323,19 +327,20 @@ def with_reported_ci(rows: list[dict]) -> list[dict]:
 # --- speed-ups -----------------------------------------------------------------------------------------------------
 
 
-def _median_estimate(row: Any) -> Estimate | None:
-    u = row_unit(row)
-    return None if u is None else estimate(u, _stamped(row, "process"))
+def _median_estimate(m: Measurement) -> Estimate | None:
+    u = row_unit(m)
+    return None if u is None else estimate(u, _stamped(m, "process"))
 
 
 def pair_between(base: Any, cand: Any) -> Between | None:
     """The τ² of a pair's speed-up: the other row's runtime's where one side is the anchor of the other's shape (what
     each runtime's τ² was estimated against), else the mean of the two runtimes' (each holds its anchor's share)."""
+    base, cand = Measurement.of(base), Measurement.of(cand)
     a, b = _stamped(base, "ratio"), _stamped(cand, "ratio")
-    same = shape_of(base) == shape_of(cand)
-    if (same and field(base, "ratio_anchor")) or a is None:
+    same = base.shape == cand.shape
+    if (same and base.ratio_anchor) or a is None:
         return b
-    if (same and field(cand, "ratio_anchor")) or b is None:
+    if (same and cand.ratio_anchor) or b is None:
         return a
     return Between((a.tau2 + b.tau2) / 2, min(a.df, b.df), 0)
 
@@ -344,15 +349,16 @@ def speedup_estimate(base: Any, cand: Any) -> tuple[Estimate, bool, int] | None:
     """log(baseline/candidate) with its SE: paired where both rows shared rounds (the table's τ² of speed-ups
     added), else the difference of the two log medians (each with the table's τ² of medians: measured in different
     processes). (estimate, paired, n) or None where a side has too few samples."""
+    base, cand = Measurement.of(base), Measurement.of(cand)
     u = pair_unit(base, cand)
     if u is not None:
-        return estimate(u, pair_between(base, cand)), True, len(row_samples(base)[0])
+        return estimate(u, pair_between(base, cand)), True, len(base.samples()[0])
     b, c = _median_estimate(base), _median_estimate(cand)
     if b is None or c is None:
         return None
     parts = [(b.se ** 2, b.df), (c.se ** 2, c.df)]
     e = Estimate(b.value - c.value, float(np.hypot(b.se, c.se)), satterthwaite(parts), b.heterogeneous or c.heterogeneous)
-    return e, False, min(len(row_samples(base)[0]), len(row_samples(cand)[0]))
+    return e, False, min(len(base.samples()[0]), len(cand.samples()[0]))
 
 
 def to_speedup(e: Estimate, *, paired: bool = True, n: int = 0) -> Speedup:
@@ -374,7 +380,7 @@ def geomean_speedup(pairs: Iterable[tuple[Any, Any]]) -> Speedup:
     """Geometric mean over shapes of each shape's speed-up ((baseline, candidate) row pairs), with its 95% CI: the
     mean log speed-up, its variance Σ SE²/n² (shapes are different groups, so independent). The set of shapes is
     fixed: it is the grid, not a sample of one."""
-    got = [speedup_estimate(b, c) for b, c in pairs]
+    got = [speedup_estimate(b, c) for b, c in pairs]  # (baseline, candidate) rows of any kind
     got = [g for g in got if g is not None]
     if not got:
         return Speedup(float("nan"), float("nan"), float("nan"), n=0)

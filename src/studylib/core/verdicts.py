@@ -30,9 +30,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import calibration, results, speedups, variance
+from . import calibration, speedups, variance
 from .config import SHAPE, is_aa
 from .files import write_text_atomic
+from .measurement import Measurement
 from .speedups import Comparison
 
 DECISIONS = ("faster", "slower", "equal", "undecided")
@@ -252,7 +253,7 @@ def _leads(df: pd.DataFrame, options: tuple[str, ...], default: dict, records: d
     for _, g in ok.groupby(work, dropna=False, sort=False) if work else [(None, ok)]:
         if len(g) < 2:
             continue
-        g = g.assign(median_s=[speedups._median(r) for _, r in g.iterrows()]).sort_values("median_s")
+        g = g.assign(median_s=[Measurement.of(r).steady_median_s for _, r in g.iterrows()]).sort_values("median_s")
         top, second = g.iloc[0], g.iloc[1]
         if all(speedups._key(second.get(k)) == speedups._key(v) for k, v in default.items()):
             continue
@@ -260,7 +261,7 @@ def _leads(df: pd.DataFrame, options: tuple[str, ...], default: dict, records: d
         if keys in records:
             continue
         s = speedups.speedup(second, top)
-        one_time = _num(top.get("prepare_s")) + (_num(top.get("first_call_s")) or top.median_s) - top.median_s
+        one_time = Measurement.of(top).one_time_s
         n, n_lo, n_hi = speedups.break_even(one_time, second.median_s, s)
         out[keys] = {**{c: top.get(c) for c in _KEY}, "candidate": top[options[0]], "baseline": second[options[0]],
                      "status": "ok", "error": "", "speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high,
@@ -271,11 +272,6 @@ def _leads(df: pd.DataFrame, options: tuple[str, ...], default: dict, records: d
                      **{k: top.get(k) for k in ("max_abs_diff", "parity_ok", "label_agreement")},
                      "kind": "lead", "column": options[0], "comparison": ""}
     return out
-
-
-def _num(v) -> float:
-    f = _f(v)
-    return 0.0 if math.isnan(f) else f
 
 
 def for_study(notebook: str, df: pd.DataFrame) -> VerdictTable:
@@ -360,7 +356,7 @@ def _verdict(study: str, r: dict, cand: dict | None, base: dict | None, options,
         break_even_low=_f(r.get("break_even_low")), break_even_high=_f(r.get("break_even_high")),
         parity_ok=None if parity is None or (isinstance(parity, float) and math.isnan(parity)) else bool(parity),
         max_abs_diff=_f(r.get("max_abs_diff")), label_agreement=_f(r.get("label_agreement")),
-        warm_one_time_s=results.warm_one_time_s(cand) if cand is not None else math.nan)
+        warm_one_time_s=Measurement.of(cand).warm_one_time_s if cand is not None else math.nan)
 
 
 # --- saving and loading ----------------------------------------------------------------------------------------------

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import numbers, speedups, stats
+from ..core.config import FIELDS as CONFIG_FIELDS
+from ..core.measurement import Measurement
 from ..core.speedups import EQUIVALENCE
 from ..machine.profiling import profile_prepared
 
 EXPECTS = ("faster", "equal")
-CONFIG_FIELDS = ("model", "variant", "dtype", "batch_size", "device", "threads", "seq_len", "image_size", "strategy",
-                 "data", "backend")
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,10 @@ def check(expectations: Iterable[Expectation], configs: Iterable, rows: dict[str
     samples and rounds), with the speed-up paired over the replicate's rounds."""
     out = []
     for e, base, cand in config_pairs(expectations, configs):
-        b, c = rows.get(base.key), rows.get(cand.key)
-        if not (b and c and b.get("status") == "ok" and c.get("status") == "ok" and b.get("samples_s")
-                and c.get("samples_s")):
+        if base.key not in rows or cand.key not in rows:
+            continue
+        b, c = Measurement.of(rows[base.key]), Measurement.of(rows[cand.key])
+        if not (b.ok and c.ok and b.samples_s and c.samples_s):
             continue
         s = speedups.speedup(b, c)
         if s.n >= 2 and math.isfinite(s.ratio):
@@ -154,59 +155,41 @@ def profile_surprises(ready: list, rows: dict[str, dict], expectations: Iterable
 
 # -- reading them back -------------------------------------------------------------------------------------------
 
-def _norm(v):
-    """A configuration value as a comparable key: NaN/None → None, integral floats → int."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if hasattr(v, "item"):
-        return _norm(v.item())
-    return v
-
-
-def _where(row, column: str) -> str:
-    parts = [str(row["model"]), str(row["dtype"]), f"batch {_norm(row['batch_size'])}"]
-    if _norm(row.get("strategy")) is None:
-        if _norm(row.get("seq_len")) is not None:
-            parts.append(f"seq {_norm(row['seq_len'])}")
-        if _norm(row.get("image_size")) is not None:
-            parts.append(f"{_norm(row['image_size'])}px")
+def _where(m: Measurement, column: str) -> str:
+    parts = [str(m.model), str(m.dtype), f"batch {m.batch_size}"]
+    if m.strategy is None:
+        if m.seq_len is not None:
+            parts.append(f"seq {m.seq_len}")
+        if m.image_size is not None:
+            parts.append(f"{m.image_size}px")
     else:
-        parts.append(f"{row['variant']}" if column != "variant" else f"{row['strategy']} batches")
-    if _norm(row.get("device")) not in (None, "cpu"):
-        parts.append(str(row["device"]))
+        parts.append(f"{m.variant}" if column != "variant" else f"{m.strategy} batches")
+    if m.device not in (None, "cpu"):
+        parts.append(str(m.device))
     return " ".join(parts)
 
 
-def _profiled_for(row, e: Expectation) -> bool:
+def _profiled_for(m: Measurement, e: Expectation) -> bool:
     """Whether the row was profiled because of `e` (its note names it: a row can be profiled for another pair)."""
-    note = row.get("profile_note")
-    return isinstance(note, str) and e.tag in note
+    return isinstance(m.profile_note, str) and e.tag in m.profile_note
 
 
 def profiled_pairs(df, expectations: Iterable[Expectation], band: float = EQUIVALENCE) -> list[dict]:
     """Each expectation's (baseline, candidate) row pair in `df` (a results frame with samples) where either side
     was profiled for it (a replicate found it contradicted), with the speed-up over all replicates (variance.speedup),
-    whether it is a surprise there too, and both rows. Tables stored before profiling existed have no profile
-    column: no pairs."""
+    whether it is a surprise there too, and both rows (measurement.Measurement). Tables stored before profiling
+    existed have no profile column: no pairs."""
     if df is None or not len(df) or "profile_note" not in df:
         return []
-    records = df.to_dict("records")
-    index = {}
-    for r in records:
-        index[tuple(_norm(r.get(f)) for f in CONFIG_FIELDS)] = r
+    rows = [Measurement.of(r) for r in df.to_dict("records")]
+    index = {r.config: r for r in rows}  # the baseline: the candidate's configuration with e.column replaced
     out = []
     for e in expectations:
-        col = CONFIG_FIELDS.index(e.column)
-        for cand in records:
-            if (cand.get(e.column) != e.candidate or cand.get("status") != "ok"
-                    or (_norm(cand.get("batch_size")) or 0) < e.min_batch):
+        for cand in rows:
+            if getattr(cand, e.column) != e.candidate or not cand.ok or (cand.batch_size or 0) < e.min_batch:
                 continue
-            key = [_norm(cand.get(f)) for f in CONFIG_FIELDS]
-            key[col] = e.baseline
-            base = index.get(tuple(key))
-            if base is None or base.get("status") != "ok" or not (_profiled_for(base, e) or _profiled_for(cand, e)):
+            base = index.get(dataclasses.replace(cand.config, **{e.column: e.baseline}))
+            if base is None or not base.ok or not (_profiled_for(base, e) or _profiled_for(cand, e)):
                 continue
             s = speedups.speedup(base, cand)
             out.append({"expectation": e, "baseline": base, "candidate": cand, "speedup": s,
@@ -246,15 +229,14 @@ def _cell(v, spec: str) -> str:
     return "" if v is None else format(v, spec)
 
 
-def _side_rows(row) -> list[dict]:
-    ops = row.get("profile_top_ops")
-    return list(ops) if isinstance(ops, list) else []
+def _side_rows(m: Measurement) -> list[dict]:
+    return list(m.profile_top_ops or ())
 
 
 def pair_html(pair: dict, band: float = EQUIVALENCE) -> str:
     """One surprise as a collapsed <details>: the finding as its summary, the two calls' top operators side by side."""
     e, base, cand = pair["expectation"], pair["baseline"], pair["candidate"]
-    sides = [(cand[e.column], cand), (base[e.column], base)]
+    sides = [(getattr(cand, e.column), cand), (getattr(base, e.column), base)]
     ops = [_side_rows(r) for _, r in sides]
     n = max((len(o) for o in ops), default=0)
     esc = _html.escape
@@ -274,7 +256,7 @@ def pair_html(pair: dict, band: float = EQUIVALENCE) -> str:
         share.append(f'<td colspan="3">top {len(o)}: {pct:.0f}% of the call\'s self time</td>' if o
                      else '<td colspan="3">no operators recorded</td>')
     body.append(f"<tr><td></td>{''.join(share)}</tr>")
-    notes = "".join(f"<li><b>{esc(str(name))}</b>: {esc(str(r.get('profile_note') or 'not profiled in this run'))}</li>"
+    notes = "".join(f"<li><b>{esc(str(name))}</b>: {esc(str(r.profile_note or 'not profiled in this run'))}</li>"
                     for name, r in sides)
     summary = _sentence(pair, band).replace("**", "")
     return (f'<details class="surprise"><summary>{esc(summary)} — top operators of one call of each</summary>'

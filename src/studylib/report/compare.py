@@ -29,8 +29,9 @@ import pandas as pd
 
 from ..core import speedups
 from ..core.calibration import Calibration, calibrate
-from ..core.config import is_aa, original_of, shape_columns
+from ..core.config import is_aa, original_of
 from ..core.files import read_json
+from ..core.measurement import Measurement
 from ..core.results import ResultsTable
 from ..core.speedups import speedup
 from ..machine.limits import matmul_gflops, peak_bandwidth
@@ -52,7 +53,7 @@ class Run:
 
     folder: Path
     profile: str | None
-    notebooks: dict[str, list[dict[str, Any]]]
+    notebooks: dict[str, list[Measurement]]
     env: dict[str, Any] = field(default_factory=dict)  # env.json, {} when missing
 
 
@@ -100,12 +101,12 @@ def load_run(path: Path) -> Run:
     The profile is env.json's "profile", or else the one named by the rows.
     """
     folder = results_folder(path)
-    notebooks = {p.stem: ResultsTable(p).rows() for p in sorted(folder.glob("*.jsonl"))}
+    notebooks = {p.stem: ResultsTable(p).measurements() for p in sorted(folder.glob("*.jsonl"))}
     env = read_json(folder / "env.json", default={}) or {}
     env = env if isinstance(env, dict) else {}
     profile = env.get("profile")
     if not profile:
-        named = [r.get("profile") for rows in notebooks.values() for r in rows if r.get("profile")]
+        named = [r.profile for rows in notebooks.values() for r in rows if r.profile]
         profile = max(set(named), key=named.count) if named else None
     return Run(folder, profile, notebooks, env)
 
@@ -150,9 +151,9 @@ def machine_differences(ref_env: dict[str, Any], new_env: dict[str, Any]) -> lis
     return out
 
 
-def group_key(row: dict[str, Any]) -> str:
+def group_key(row: Measurement) -> str:
     """The comparison group of a row (sweep.base_row writes it on every row): its variants were timed together."""
-    return str(row["group_key"])
+    return str(row.group_key)
 
 
 def _inside(value: float | None, lo: float | None, hi: float | None) -> bool:
@@ -169,59 +170,59 @@ def _delta_pct(ref: float | None, new: float | None) -> float:
     return 100 * (new / ref - 1)
 
 
-def _ok(row: dict[str, Any] | None) -> bool:
-    return row is not None and row.get("status") == "ok"
+def _ok(row: Measurement | None) -> bool:
+    return row is not None and row.ok
 
 
-def _rerun_ci(row: dict) -> tuple:
+def _rerun_ci(row: Measurement) -> tuple:
     """A row's re-run interval, or its within-run one where the profile does not know the shift between runs."""
-    if row.get("rerun_low_s") is not None and row.get("rerun_high_s") is not None:
-        return row["rerun_low_s"], row["rerun_high_s"]
-    return row.get("ci_low_s"), row.get("ci_high_s")
+    if row.rerun_low_s is not None and row.rerun_high_s is not None:
+        return row.rerun_low_s, row.rerun_high_s
+    return row.ci_low_s, row.ci_high_s
 
 
-def compare_medians(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dict]) -> pd.DataFrame:
+def compare_medians(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str, Measurement]) -> pd.DataFrame:
     """One row per configuration ok in both runs: both medians, the change in %, and the CI checks."""
     out = []
     for r in ref_rows:
-        n = new_by_key[r["config_key"]]
+        n = new_by_key[r.config_key]
         out.append({
             "notebook": notebook,
-            "config_key": r["config_key"],
-            "ref_median_s": r.get("median_s"),
-            "new_median_s": n.get("median_s"),
-            "delta_pct": _delta_pct(r.get("median_s"), n.get("median_s")),
+            "config_key": r.config_key,
+            "ref_median_s": r.median_s,
+            "new_median_s": n.median_s,
+            "delta_pct": _delta_pct(r.median_s, n.median_s),
             # the re-run interval (this run's CI with the shift between whole runs) where the profile knows it
-            "new_in_ref_ci": _inside(n.get("median_s"), *_rerun_ci(r)),
-            "ref_in_new_ci": _inside(r.get("median_s"), *_rerun_ci(n)),
+            "new_in_ref_ci": _inside(n.median_s, *_rerun_ci(r)),
+            "ref_in_new_ci": _inside(r.median_s, *_rerun_ci(n)),
             # the reference's interval within its own run only (its processes, not the shift between runs)
-            "new_in_ref_run_ci": _inside(n.get("median_s"), r.get("ci_low_s"), r.get("ci_high_s")),
+            "new_in_ref_run_ci": _inside(n.median_s, r.ci_low_s, r.ci_high_s),
         })
     return pd.DataFrame(out, columns=["notebook", "config_key", "ref_median_s", "new_median_s", "delta_pct",
                                       "new_in_ref_ci", "ref_in_new_ci", "new_in_ref_run_ci"])
 
 
-def _speedup_fields(prefix: str, a: dict, b: dict) -> dict[str, Any]:
+def _speedup_fields(prefix: str, a: Measurement, b: Measurement) -> dict[str, Any]:
     s = speedup(a, b)
     return {f"{prefix}_ratio": s.ratio, f"{prefix}_ci_low": s.ci_low, f"{prefix}_ci_high": s.ci_high,
             f"{prefix}_se": s.se, f"{prefix}_df": s.df, f"{prefix}_verdict": verdict(s.ci_low, s.ci_high)}
 
 
-def compare_pairs(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dict]) -> pd.DataFrame:
+def compare_pairs(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str, Measurement]) -> pd.DataFrame:
     """Every unordered pair (a, b) of one REF group, A/A copies left out: the speed-up of b over a in each run.
 
     `ref_rows` are the configurations ok in both runs, in REF's order; a comes before b in that order.
     """
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[Measurement]] = {}
     for r in ref_rows:
-        if not is_aa(r.get("variant")):
+        if not is_aa(r.variant):
             groups.setdefault(group_key(r), []).append(r)
     out = []
     for g, rows in groups.items():
         for i, a in enumerate(rows):
             for b in rows[i + 1:]:
-                na, nb = new_by_key[a["config_key"]], new_by_key[b["config_key"]]
-                out.append({"notebook": notebook, "group": g, "a": a["config_key"], "b": b["config_key"],
+                na, nb = new_by_key[a.config_key], new_by_key[b.config_key]
+                out.append({"notebook": notebook, "group": g, "a": a.config_key, "b": b.config_key,
                             **_speedup_fields("ref", a, b), **_speedup_fields("new", na, nb)})
     df = pd.DataFrame(out, columns=["notebook", "group", "a", "b"] + [
         f"{p}_{c}" for p in ("ref", "new") for c in ("ratio", "ci_low", "ci_high", "se", "df", "verdict")])
@@ -238,20 +239,18 @@ def _outcome(ref_verdict: str, new_verdict: str) -> str:
     return "reversed"
 
 
-def compare_aa(notebook: str, ref_rows: list[dict], new_by_key: dict[str, dict]) -> pd.DataFrame:
+def compare_aa(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str, Measurement]) -> pd.DataFrame:
     """Each A/A pair (variant X and X-aa, same REF group and shape): its speed-up and significance in each run."""
-    frame = pd.DataFrame(ref_rows)
-    pairs = []  # (A/A copy, its original): the same group and shape (speedups.paired)
-    for v in dict.fromkeys(frame.variant) if "variant" in frame else ():
-        if is_aa(v):
-            c, b = speedups.paired(frame, v, original_of(v), on=["group_key", *shape_columns(frame)])
-            pairs += zip(c.config_key, b.config_key)
-    by_key, order = {r["config_key"]: r for r in ref_rows}, {r["config_key"]: i for i, r in enumerate(ref_rows)}
+    originals: dict[tuple, Measurement] = {}  # by group, shape and variant; an ok row first
+    for r in sorted(ref_rows, key=lambda r: not r.ok):
+        originals.setdefault((r.group_key, r.shape, r.variant), r)
     out = []
-    for copy, original in sorted(pairs, key=lambda p: order[p[0]]):  # in REF's order
-        r, base = by_key[copy], by_key[original]
-        row = {"notebook": notebook, "a": base["config_key"], "b": r["config_key"]}
-        for run, a, b in (("ref", base, r), ("new", new_by_key[base["config_key"]], new_by_key[r["config_key"]])):
+    for r in ref_rows:  # in REF's order
+        base = originals.get((r.group_key, r.shape, original_of(r.variant))) if is_aa(r.variant) else None
+        if base is None:
+            continue
+        row = {"notebook": notebook, "a": base.config_key, "b": r.config_key}
+        for run, a, b in (("ref", base, r), ("new", new_by_key[base.config_key], new_by_key[r.config_key])):
             s = speedup(a, b)
             row.update({f"{run}_ratio": s.ratio, f"{run}_ci_low": s.ci_low, f"{run}_ci_high": s.ci_high,
                         f"{run}_significant": s.significant})
@@ -302,8 +301,8 @@ def compare(ref: Path, new: Path) -> Comparison:
                            f"(REF has {', '.join(r.notebooks)}; NEW has {', '.join(n.notebooks)})")
     lines, all_medians, all_pairs, all_aa = [], [], [], []
     for nb in common:
-        new_by_key = {row["config_key"]: row for row in n.notebooks[nb]}
-        both = [row for row in r.notebooks[nb] if _ok(row) and _ok(new_by_key.get(row["config_key"]))]
+        new_by_key = {row.config_key: row for row in n.notebooks[nb]}
+        both = [row for row in r.notebooks[nb] if _ok(row) and _ok(new_by_key.get(row.config_key))]
         medians = compare_medians(nb, both, new_by_key)
         pairs = compare_pairs(nb, both, new_by_key)
         aa = compare_aa(nb, both, new_by_key)
@@ -313,7 +312,7 @@ def compare(ref: Path, new: Path) -> Comparison:
         all_aa.append(aa)
     medians = pd.concat(all_medians, ignore_index=True)
     pairs = pd.concat(all_pairs, ignore_index=True)
-    by_key = [{(nb, row["config_key"]): row for nb in common for row in run.notebooks[nb]} for run in (r, n)]
+    by_key = [{(nb, row.config_key): row for nb in common for row in run.notebooks[nb]} for run in (r, n)]
     lines.append(summarize("all", medians, pairs, pd.concat(all_aa, ignore_index=True)))
     order = medians["delta_pct"].abs().sort_values(ascending=False, kind="stable").index
     return Comparison(

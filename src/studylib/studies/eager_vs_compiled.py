@@ -15,7 +15,7 @@ from ..analysis import roofline
 from ..core import numbers, verdicts
 from ..core import speedups as speedups_layer
 from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, with_aa
-from ..core.results import warm_one_time_s
+from ..core.measurement import Measurement
 from ..core.speedups import Comparison
 from ..measurement import claims as seedclaims
 from ..measurement import surprises
@@ -45,7 +45,7 @@ EXPECTATIONS = tuple(surprises.Expectation(v, REFERENCE) for v in
 VISION_ONLY = ("eager-channels-last", "compile-default-channels-last", "eager-cudnn-benchmark")
 LAYOUT_PAIRS = (("eager-channels-last", "eager"), ("compile-default-channels-last", "compile-default"),
                 ("eager-cudnn-benchmark", "eager"))
-# what a compile from the cache an earlier process saved is read from (measurement/warm.py; results.warm_one_time_s)
+# what a compile from the cache an earlier process saved is read from (measurement/warm.py; Measurement.warm_one_time_s)
 _WARM = ["median_s", "warm_prepare_s", "warm_first_call_s", "warm_cache_hits", "warm_cache_misses", "warm_max_abs_diff",
          "parity_tol"]
 # What the compile table, its findings and the one-time cost cover: torch.compile (a just-in-time compile in the first
@@ -221,10 +221,10 @@ def _warm_cost(df: pd.DataFrame) -> str:
     cost over the compiled configurations that had one, those whose warm compile missed the cache (not reported as
     warm) and those whose warm output differs from eager; '' where none ran."""
     rows = df[(df.status == "ok") & ~df.variant.map(is_aa) & (df.variant.map(runtimes.family) == "compile")]
-    rows = rows.reindex(columns=_WARM).apply(pd.to_numeric, errors="coerce").to_dict("records")
-    costs = [c for c in map(warm_one_time_s, rows) if np.isfinite(c)]
-    missed = sum(r["warm_cache_misses"] > 0 for r in rows)
-    differ = sum(r["warm_max_abs_diff"] > r["parity_tol"] for r in rows)
+    rows = [Measurement.of(r) for r in rows.reindex(columns=_WARM).to_dict("records")]
+    costs = [c for r in rows if np.isfinite(c := r.warm_one_time_s)]
+    missed = sum((r.warm_cache_misses or 0) > 0 for r in rows)
+    differ = sum(None not in (r.warm_max_abs_diff, r.parity_tol) and r.warm_max_abs_diff > r.parity_tol for r in rows)
     warm = numbers.fmt_range(min(costs), max(costs), ".1f", " s") if costs else ""
     said = (f"; from the compile cache an earlier process saved, {warm} ({len(costs)} of "
             f"{len(rows)} compiled configurations)" if costs else "")
@@ -280,7 +280,7 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
         counts = df.reindex(columns=[*on, "variant", "compilations", "graph_breaks", "recompilations",
                                      *_WARM])
         counts = counts[~counts.variant.map(is_aa) & counts.variant.map(runtimes.family).isin(COMPILED)].copy()
-        counts[warm[0]] = fmt_or_blank(pd.Series([warm_one_time_s(r) for r in counts.to_dict("records")],
+        counts[warm[0]] = fmt_or_blank(pd.Series([Measurement.of(r).warm_one_time_s for r in counts.to_dict("records")],
                                                  index=counts.index, dtype=float), ".1f")
         counts[warm[1]] = [f"{h:.0f} / {m:.0f}" if pd.notna(h) and pd.notna(m) else ""
                            for h, m in zip(counts.warm_cache_hits, counts.warm_cache_misses)]
