@@ -81,6 +81,7 @@ class Measurement:
     # one-time costs
     first_call_s: float | None = None
     prepare_s: float | None = None
+    cold_prepare_s: float | None = None
     prepare_steps: tuple | None = None
     runtime_startup_s: float | None = None
     compilations: int | None = None
@@ -176,9 +177,12 @@ class Measurement:
 
     @property
     def one_time_s(self) -> float:
-        """The one-time cost: preparation (compile, trace, export) and the first call, less one steady call."""
+        """The one-time cost: preparation (compile, trace, export) and the first call, less one steady call. The
+        preparation is the cold one (steps an earlier process left in a cache count at what they cost it), where
+        the row has it (older rows: the preparation this process paid)."""
         median = self.steady_median_s
-        return (self.prepare_s or 0.0) + (self.first_call_s or median) - median
+        prepare = self.cold_prepare_s if self.cold_prepare_s is not None else self.prepare_s
+        return (prepare or 0.0) + (self.first_call_s or median) - median
 
     @property
     def warm_one_time_s(self) -> float:

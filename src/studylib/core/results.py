@@ -34,8 +34,11 @@ MEASURED_COLUMNS = {
     "samples_s": _L, "sample_rep": _L, "sample_round": _L, "block_calls": _I, "replicates": _I,
     "drift": _B, "drift_tau": _F, "drift_p": _F, "drift_pct": _F,
     "max_abs_diff": _F, "parity_tol": _F, "parity_ok": _B, "label_agreement": _F,
-    "prepare_s": _F, "prepare_steps": _L, "runtime_startup_s": _F, "compilations": _I, "recompilations": _I,
+    "prepare_s": _F, "cold_prepare_s": _F, "prepare_steps": _L, "runtime_startup_s": _F, "compilations": _I, "recompilations": _I,
     "peak_mem_mb": _F, "mem_kind": _S, "throughput_samples_s": _F, "throughput_tokens_s": _F, "notes": _S,
+    # cold_prepare_s: the preparation a process that finds no cache pays: prepare_s plus what the steps it loaded
+    # from a cache (ONNX export, optimize, quantize: prepare_steps' "cached") took when they were made; older rows
+    # lack it (readers fall back to prepare_s)
     # data-set studies: what one timed pass covers
     "n_texts": _I, "n_batches": _I, "real_tokens": _I, "computed_tokens": _I, "padding_waste": _F,
     "batched_vs_unbatched_max_diff": _F,

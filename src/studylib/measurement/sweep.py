@@ -140,7 +140,9 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     if extra:
         prepared.notes = (f"{prepared.notes}; peak memory through {extra} warm-up call(s) after the first "
                           f"(the CUDA graph pool is recorded there)").strip("; ")
+    cached_s = sum(s.seconds for s in prepared.steps if s.cached)  # made by an earlier process, paid there
     row.update(runtime_startup_s=startup_s, notes=prepared.notes, prepare_steps=[asdict(s) for s in prepared.steps],
+               cold_prepare_s=row["prepare_s"] + cached_s,
                peak_mem_mb=mem.increase_mb, mem_kind=mem.kind)  # on a GPU, the runtime's own framework's memory
     _count_work(row, workloads, c)
     return _Prepared(c, runtime, w, prepared, call, row, artifacts)
@@ -305,7 +307,7 @@ def combine(replicate_rows: list[list[dict]]) -> list[dict]:
     """One row per configuration from its rows of every replicate (same group, same order).
 
     Samples are pooled with their replicate and round ids; statistics are recomputed over all of them
-    (the CIs hierarchical). Cold costs (prepare, first call) are the median over replicates (a warm compile's over
+    (the CIs hierarchical). Cold costs (prepare, cold prepare, first call) are the median over replicates (a warm compile's over
     those that had one, warm.combined), memory and parity differences the worst; a configuration that failed in any
     replicate is that failure. A surprise's profile (profile_top_ops, profile_note) is the first replicate's that has
     one.
@@ -327,6 +329,7 @@ def combine(replicate_rows: list[list[dict]]) -> list[dict]:
                    sample_round=[i for r in reps for i in r["sample_round"]], replicates=len(reps),
                    first_call_s=float(np.median([r["first_call_s"] for r in reps])),
                    prepare_s=float(np.median([r["prepare_s"] for r in reps])),
+                   cold_prepare_s=float(np.median([r.get("cold_prepare_s") or r["prepare_s"] for r in reps])),
                    wall_s=sum(r["wall_s"] for r in reps), timestamp=reps[-1]["timestamp"],
                    stop_reason=",".join(dict.fromkeys(r["stop_reason"] for r in reps)),
                    git_commit=",".join(dict.fromkeys(str(r["git_commit"]) for r in reps)))
