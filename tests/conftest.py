@@ -12,6 +12,20 @@ os.environ.setdefault("USE_TF", "0")
 
 import studylib.studies  # noqa: E402, F401 - the tests are the callers: they register the built-in studies
 
+# `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadfile --no-loadscope-reorder`): each test
+# module is one unit of work, so its module-scoped fixtures are built once and its tests run in file order, as in one
+# process, and the units are handed out in the order below. The end-to-end report comes first: one worker spends most
+# of the run on it while the other takes the remaining modules, the slow ones first so that both end together; the
+# modules of the session's TensorFlow process (tensorflow_probe) follow one another, so one worker starts it once.
+# Without xdist (plain `pytest`, `make test-full`) only the order changes.
+FIRST = ("test_e2e_smoke", "test_models_xl", "test_seed001", "test_study02", "test_lab", "test_run_schedule",
+         "test_warm_compile", "test_export_aoti", "test_study05")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {module: i for i, module in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(FIRST)))  # stable: every other test keeps its place
+
 
 @pytest.fixture
 def outputs(tmp_path, monkeypatch):
