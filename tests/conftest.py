@@ -99,6 +99,25 @@ def cli_process(*args, outputs) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+def seed_peaks(outputs, profile: str, threads: int) -> dict:
+    """Machine limits in outputs/<profile>/results/env.json that the next study process there reuses instead of
+    measuring them (limits.cached_peaks: same environment fingerprint, device, threads and method), for a test that
+    starts a real study process but reads nothing of the roofline: it skips their many seconds (a matmul, a triad and
+    every library's GEMM in processes of their own). Stand-in rates, as tests/test_roofline.py's; returns them."""
+    import json
+
+    from studylib.machine import environment, limits
+
+    peaks = {"method": limits.METHOD, "device": "cpu", "threads": threads, "seconds": 1.0, "measured_at": "now",
+             "matmul": {"fp32": {"gflops": 100.0, "ci_low": 95.0, "ci_high": 105.0, "n": 10, "size": 1024,
+                                 "kernel": "torch.mm"}},
+             "bandwidth": {"gbs": 10.0, "ci_low": 9.0, "ci_high": 11.0, "n": 10, "bytes": 1, "kernel": "triad"}}
+    folder = outputs / profile / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "env.json").write_text(json.dumps({"fingerprint": environment.capture()["fingerprint"], "peaks": peaks}))
+    return peaks
+
+
 def stored_row(config_key: str, status: str = "ok", **values) -> dict:
     """A complete results row as the table stores it (every column of results.COLUMNS), for tests that write
     tables by hand: an 'ok' row has six samples around 1 s; `values` override any column."""
