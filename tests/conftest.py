@@ -16,8 +16,10 @@ import studylib.studies  # noqa: E402, F401 - the tests are the callers: they re
 # module is one unit of work, so its module-scoped fixtures are built once and its tests run in file order, as in one
 # process, and the units are handed out in the order below. The end-to-end report comes first: one worker spends most
 # of the run on it while the other takes the remaining modules, the slow ones first so that both end together; the
-# modules of the session's TensorFlow process (tensorflow_probe) follow one another, so one worker starts it once.
-# Without xdist (plain `pytest`, `make test-full`) only the order changes.
+# modules of the session's TensorFlow process (tensorflow_probe) follow it, so the other worker takes all three and
+# starts that process once.
+# Without xdist (plain `pytest`, `make test-full`) only the order changes. (Not `--dist loadgroup`: xdist 3.8 marks a
+# group by suffixing the node id, which pytest 9.2's Node.nodeid no longer reads, so its groups never form.)
 FIRST = ("test_e2e_smoke", "test_models_xl", "test_seed001", "test_study02", "test_lab", "test_run_schedule",
          "test_warm_compile", "test_export_aoti", "test_study05")
 
