@@ -87,8 +87,11 @@ check-report: $(STAMP) browser  ## open REPORT/index.html (outputs, or REPORT=re
 lint: $(STAMP)  ## ruff: lint and import order of src/ and tests/ (pyproject.toml's [tool.ruff])
 	$(PY) -m ruff check src tests
 
-test: $(STAMP) browser lint  ## run ruff, then the test suite (unit tests, the smoke-fast end-to-end report, the browser tests); full ones are left out
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -m "not full" tests
+# Two pytest-xdist workers, one test module at a time each, the end-to-end report first (tests/conftest.py): one worker
+# spends the run on that report while the other takes the rest. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+test: $(STAMP) browser lint  ## run ruff, then the test suite (unit tests, the smoke-fast end-to-end report, the browser tests) in two workers; full ones are left out
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not full" tests
 
 test-full: $(STAMP) browser lint  ## the tests marked full: the whole smoke profile end to end, and Run All on its notebook (~10 min)
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -m full tests

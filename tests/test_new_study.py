@@ -93,7 +93,8 @@ def test_it_writes_a_module_a_notebook_and_its_profile_sections(scaffolded):
 def test_plan_lists_its_configurations(repo):
     out = _python(repo, "-m", "studylib", "plan", "--profile", paths.FAST_SMOKE)
     assert out.returncode == 0, out.stderr
-    keys = [f"bert-tiny|{v}|cpu|fp32|b{b}|s16|t2" for b in new_study.SECTION["batch_sizes"]
+    threads = yaml.safe_load((repo / "params" / f"{paths.FAST_SMOKE}.yaml").read_text())["threads"]
+    keys = [f"bert-tiny|{v}|cpu|fp32|b{b}|s16|t{threads}" for b in new_study.SECTION["batch_sizes"]
             for v in ("eager", "eager-aa", "compile-default")]
     assert f"{NAME}: {len(keys)} configurations" in out.stdout
     assert all(f"todo  {k}" in out.stdout for k in keys), out.stdout

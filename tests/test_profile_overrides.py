@@ -38,10 +38,10 @@ def test_an_override_changes_the_plan_of_its_study_only(outputs):
 
 def test_overrides_are_validated_and_merged_like_the_file():
     base = profiles.load("smoke-fast")
-    loaded = profiles.load("smoke-fast", overrides=["measure.replicates=2", "threads=1", f"{NB3}.models=[distilroberta-classifier]"])
+    loaded = profiles.load("smoke-fast", overrides=["measure.replicates=2", "threads=2", f"{NB3}.models=[distilroberta-classifier]"])
     assert loaded.profile.measure.replicates == 2 and base.profile.measure.replicates == 1
     assert loaded.profile.measure.min_rounds == base.profile.measure.min_rounds  # merged key by key
-    assert loaded.profile.threads == 1 and loaded.sections[NB3].models == ["distilroberta-classifier"]
+    assert loaded.profile.threads == 2 and base.profile.threads == 1 and loaded.sections[NB3].models == ["distilroberta-classifier"]
     assert loaded.sections[NB3].variants == base.sections[NB3].variants
 
 

@@ -7,8 +7,11 @@ import os
 import subprocess
 import sys
 
+import yaml
+
+from conftest import seed_peaks
 from studylib import run
-from studylib.core import study_registry
+from studylib.core import paths, study_registry
 from studylib.core.files import read_json
 from studylib.measurement import profiles, replicates
 
@@ -66,16 +69,24 @@ def test_a_failed_early_pass_is_reported_and_its_notebook_still_runs(outputs, mo
     assert "early pass of replicate 1 ended with exit code 1; the notebook measures what it left" in capsys.readouterr().err
 
 
-def test_an_early_pass_process_leaves_one_replicate_in_parts_and_the_table_empty(outputs):
-    """The real process (python -m studylib.study) on an empty outputs/: smoke's study 04, replicate 0 of 2."""
+def test_an_early_pass_process_leaves_one_replicate_in_parts_and_the_table_empty(outputs, tmp_path):
+    """The real process (python -m studylib.study) on an outputs/ with no results: study 04 of smoke-fast with smoke's
+    two replicates (a profile file of its own), replicate 0 of 2; the machine's limits recorded there are reused."""
     notebook = "04_sorted_length_batching"
-    done = subprocess.run([sys.executable, "-m", "studylib.study", "smoke", notebook, "0"], capture_output=True,
+    data = yaml.safe_load((paths.PARAMS_DIR / f"{paths.FAST_SMOKE}.yaml").read_text())
+    data["measure"]["replicates"] = 2
+    profile = tmp_path / "early.yaml"
+    profile.write_text(yaml.safe_dump(data))
+    loaded = profiles.load(str(profile))
+    assert loaded.measure_for(notebook).replicates == 2
+    peaks = seed_peaks(outputs, loaded.name, loaded.settings_for(notebook).threads)
+    done = subprocess.run([sys.executable, "-m", "studylib.study", str(profile), notebook, "0"], capture_output=True,
                           text=True, env=os.environ | {replicates.RUN_ID_VAR: "run-x"}, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    parts = sorted((outputs / "smoke" / "results" / f"{notebook}.parts").glob("*.json"))
+    assert read_json(outputs / loaded.name / "results" / "env.json")["peaks"] == peaks  # not measured again
+    parts = sorted((outputs / loaded.name / "results" / f"{notebook}.parts").glob("*.json"))
     assert parts and all(p.name.endswith(".r0.json") for p in parts)
-    loaded = profiles.load("smoke")
     rows = [row for p in parts for row in read_json(p)["rows"]]
     assert {r["config_key"] for r in rows} == {c.key for c in study_registry.grid(loaded, notebook)}
     assert all(read_json(p)["run_id"] == "run-x" for p in parts) and all(r["status"] == "ok" for r in rows)
-    assert not (outputs / "smoke" / "results" / f"{notebook}.jsonl").exists()  # combined only with both replicates
+    assert not (outputs / loaded.name / "results" / f"{notebook}.jsonl").exists()  # combined only with both replicates
