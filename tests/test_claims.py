@@ -110,8 +110,7 @@ def test_a_malformed_registry_names_the_file_the_claim_and_the_field(tmp_path):
              (f"claims:\n- {{id: x-5, {BASE}, expect: higher, why_not: n, basis: guessed, {COND}}}}}\n",
               r"claims.0 \(x-5\): basis: Input should be"),
              (f"claims:\n- {{id: x-6, {BASE}, expect: higher, study: 02_torchscript_vs_xla, evaluator: nope, {COND}}}}}\n",
-              r"x-6: studylib.studies.torchscript_vs_xla \(or studylib.studies.torchscript_vs_xla_claims\) has no "
-              r"evaluator 'nope'")]
+              r"x-6: study '02_torchscript_vs_xla' registers no evaluator 'nope'")]
     for text, message in cases:
         bad.write_text(text)
         with pytest.raises(claims.ClaimError, match=message):

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib
-import importlib.util
 import operator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -256,28 +255,26 @@ def cite(seed: str) -> str:
     return f"«{a.title}» ({a.title_en}), {a.author}, {a.date}"
 
 
-def _claims_module(name: str):
-    """The study's evaluators module `<study module>_claims`, where it has one, else None."""
-    if importlib.util.find_spec(f"{name}_claims") is None:
-        return None
-    return importlib.import_module(f"{name}_claims")
+# Every study's claim evaluators by study id and name: each module that defines evaluators registers them once
+# (register_evaluators), so a claim's `evaluator` names a function its study registered, not one found by its name.
+EVALUATORS: dict[str, dict[str, Callable]] = {}
+
+
+def register_evaluators(study: str, *functions: Callable) -> None:
+    """Register `functions` as study `study`'s claim evaluators, under their names (a second one replaces the first)."""
+    EVALUATORS.setdefault(study, {}).update({fn.__name__: fn for fn in functions})
 
 
 def evaluator(claim: Claim):
-    """The claim's evaluator: `claim.evaluator` in the module of its study (built-in or plug-in), or in the module
-    beside it named `<study module>_claims` (where a study keeps its claim evaluators apart)."""
+    """The claim's evaluator: the function its study (built-in or plug-in) registered under `claim.evaluator`."""
     known = study_registry.studies()
     if claim.study not in known:
         raise ClaimError(f"{REGISTRY_FILE.name}: {claim.id}: study {claim.study!r} is not registered")
-    name = known[claim.study].analyse.__module__
-    for module in (importlib.import_module(name), _claims_module(name)):
-        fn = getattr(module, claim.evaluator, None) if module is not None else None
-        if fn is not None:
-            return fn
-    raise ClaimError(f"{REGISTRY_FILE.name}: {claim.id}: {name} (or {name}_claims) has no evaluator "
-                     f"{claim.evaluator!r}")
-
-
+    fn = EVALUATORS.get(claim.study, {}).get(claim.evaluator)
+    if fn is None:
+        raise ClaimError(f"{REGISTRY_FILE.name}: {claim.id}: study {claim.study!r} registers no evaluator "
+                         f"{claim.evaluator!r} (claims.register_evaluators)")
+    return fn
 
 
 def sizes_text(values) -> str:

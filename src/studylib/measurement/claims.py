@@ -94,6 +94,7 @@ from .claim_registry import (  # noqa: F401
     evaluator,
     load,
     load_articles,
+    register_evaluators,
     registry,
     sizes_text,
     testing_profiles,

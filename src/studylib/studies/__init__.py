@@ -5,12 +5,15 @@ Each module registers a `Study` (see base); STUDIES is the registry, by notebook
 
 from __future__ import annotations
 
-from . import (  # noqa: F401 - each registers itself
+from . import (  # noqa: F401 - each registers itself (a study, or its claim evaluators)
     eager_vs_compiled,
+    eager_vs_compiled_claims,
     keras_backends,
+    keras_backends_claims,
     onnx_batching,
     sorted_batching,
     torchscript_vs_xla,
+    torchscript_vs_xla_claims,
 )
 from .base import REGISTRY as STUDIES
 from .base import Analysis, Comparison, Study, register, unregister

@@ -1,6 +1,6 @@
 """Study 01's claim evaluators (studylib.measurement.claims): each turns the study's results into our measurement of one seed
-claim (seeds 001, 002 and 004), or says from the data why they cannot answer it. claims.evaluator finds them here,
-beside the study module (eager_vs_compiled)."""
+claim (seeds 001, 002 and 004), or says from the data why they cannot answer it. They register themselves with
+claims.register_evaluators, beside the study module (eager_vs_compiled)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..core import numbers
 from ..core import speedups as speedups_layer
 from ..core.config import is_aa, shape_columns, shape_label
 from ..measurement import claims as seedclaims
-from .eager_vs_compiled import _where
+from .eager_vs_compiled import NOTEBOOK, _where
 
 
 def _cell(r) -> tuple[float, float, float]:
@@ -136,3 +136,8 @@ def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-l
     return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "geometric mean of " + "; ".join(used),
                                   rows=pd.concat(rows).drop_duplicates(subset=[*shape_columns(ok), "variant"]),
                                   band=speedups_layer.band(df))
+
+
+# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
+seedclaims.register_evaluators(NOTEBOOK, equal_at_batches, gain_trend, half_over_fp32, mode_gain, first_call_cost,
+                               layout_gain)

@@ -1,5 +1,6 @@
 """Study 05's claim evaluators (studylib.measurement.claims): seed 002's claims measured on the study's results and tables, or
-why they cannot be. claims.evaluator finds them here, beside the study module (keras_backends)."""
+why they cannot be. They register themselves with claims.register_evaluators,
+beside the study module (keras_backends)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..core.config import REFERENCE, shape_label
 from ..core.verdict_lookup import Decisions
 from ..measurement import claims as seedclaims
 from ..runtimes.keras import BACKENDS
-from .keras_backends import KERAS2, NATIVE_COMPILED, STUDY, _across, _geo, _triple, backend_of, is_keras3
+from .keras_backends import KERAS2, NATIVE_COMPILED, NOTEBOOK, STUDY, _across, _geo, _triple, backend_of, is_keras3
 
 
 def _every_backend(df: pd.DataFrame, claim):
@@ -179,3 +180,8 @@ def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
                                   f"shape(s): " + "; ".join(f"{s} {numbers.fmt(r.speedup)}" for s, (_, r)
                                                             in zip(k["shape"], k.iterrows())),
                                   rows=rows, band=speedups_layer.band(df))
+
+
+# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
+seedclaims.register_evaluators(NOTEBOOK, fastest_backend, jax_first, share_above, keras3_over_native,
+                               native_gap_trend, fastest_beats_rest, keras3_over_keras2)

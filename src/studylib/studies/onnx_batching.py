@@ -359,3 +359,7 @@ STUDY = register(Study(
             "the int8 rows do not carry over; larger batches use a GPU better, so the best batch size grows."),
     expectations=EXPECTATIONS,
 ))
+
+
+# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
+seedclaims.register_evaluators(NOTEBOOK, worst_gain, gain_trend, over_batch1, int8_accuracy)

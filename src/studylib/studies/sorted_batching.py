@@ -304,3 +304,7 @@ STUDY = register(Study(
             "GPU is launch-bound rather than compute-bound and the gain shrinks."),
     expectations=EXPECTATIONS,
 ))
+
+
+# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
+seedclaims.register_evaluators(NOTEBOOK, batch_change, strategy_gain)

@@ -1,6 +1,6 @@
 """Study 02's claim evaluators (studylib.measurement.claims): each turns the study's results into our measurement of one seed
-claim (seeds 000, 001 and 003), or says from the data why they cannot answer it. claims.evaluator finds them here,
-beside the study module (torchscript_vs_xla)."""
+claim (seeds 000, 001 and 003), or says from the data why they cannot answer it. They register themselves with
+claims.register_evaluators, beside the study module (torchscript_vs_xla)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..core.config import shape_label, shape_of
 from ..core.verdict_lookup import Decisions
 from ..measurement import claims as seedclaims
 from .common import describe_ci
-from .torchscript_vs_xla import FRAMEWORK, LABEL_COLUMNS, is_op
+from .torchscript_vs_xla import FRAMEWORK, LABEL_COLUMNS, NOTEBOOK, is_op
 
 _WORD = {"unclear": "undecided", "faster": "faster", "slower": "slower", "equal": "equal"}  # as the table words them
 
@@ -347,3 +347,9 @@ def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "ea
         return seedclaims.NotAnswered("no model ran batch 1 and a larger batch at two sequence lengths")
     s = speedups_layer.combine(cells)
     return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "; ".join(used), rows=ok, band=speedups_layer.band(df))
+
+
+# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
+seedclaims.register_evaluators(NOTEBOOK, framework_gain, every_input_gain, input_trend, model_spread,
+                               least_model_gain, best_cell, seq_exponent, seq_curvature, oom_count, op_gain,
+                               share_equal, some_shape_faster, memory_lower, input_weight, batching_by_length)
