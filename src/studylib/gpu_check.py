@@ -13,11 +13,14 @@ expected, named skip (TensorRT, which the overlay does not install), 1 when some
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 import subprocess
 import sys
 
+from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
 from .machine import gpu, gpu_probes
+from .measurement import profiles
 
 
 def _nvidia_smi() -> str | None:
@@ -53,8 +56,6 @@ def lines(found: list[gpu_probes.Probe]) -> list[str]:
 
 def check(tf32: bool) -> tuple[int, list[str]]:
     """Apply the policy, run every probe; (exit code, the report's lines)."""
-    import importlib.util
-
     has_tf = "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is not None
     gpu.apply(gpu.policy(tf32, "cuda"), ("torch",) + (("tensorflow",) if has_tf else ()))
     found = gpu_probes.probes(tf32)
@@ -69,11 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m studylib.gpu_check", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="gpu-smoke", help="whose precision policy to apply (a cuda profile)")
     args = parser.parse_args(argv)
-    from .measurement import profiles
 
     try:
-        from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
-
         loaded = profiles.load(args.profile)
     except profiles.ProfileError as e:
         print(f"error: {e}", file=sys.stderr)

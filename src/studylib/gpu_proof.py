@@ -24,7 +24,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .core import numbers
+from . import gpu_check, runtimes
+from .core import numbers, paths
+from .core.config import Config
+from .core.results import ResultsTable
+from .machine.gpu import apply, policy
+from .measurement import sweep
+from .measurement.builder import Workloads
+from .measurement.plan import Plan
+from .measurement.schemas import MeasureSettings
+from .runtimes.base import RuntimeUnavailable
+from .runtimes.pytorch import TorchEager
+from .workloads import models
 
 SMOKE_PROFILE, SMOKE_NOTEBOOK = "gpu-smoke", "01_eager_vs_compiled"
 AT_LEAST = 10.0  # the factor the sync and the TensorRT cache must show
@@ -72,8 +83,6 @@ def sync_section() -> Section:
 
 
 def _plan(precision: dict):
-    from .measurement.plan import Plan
-    from .measurement.schemas import MeasureSettings
 
     settings = MeasureSettings(warmup_calls=1, min_rounds=3, max_rounds=6, min_time_s=0.0, target_ci_pct=50.0,
                                budget_s=0.5, block_s=0.0, replicates=1)
@@ -84,12 +93,6 @@ def _plan(precision: dict):
 def oom_section() -> Section:
     """A configuration that asks for twice the card: an "oom" row, and the configuration after it ok."""
     import torch
-
-    from . import runtimes
-    from .core.config import Config
-    from .measurement import sweep
-    from .measurement.builder import Workloads
-    from .runtimes.pytorch import TorchEager
 
     class TooBig(TorchEager):
         name = "proof-oom"
@@ -119,9 +122,6 @@ def tensorrt_section() -> Section:
     if "TensorrtExecutionProvider" not in ort.get_available_providers():
         return Section("TensorRT engine cache", None, ["skipped: onnxruntime-gpu has no TensorRT provider here "
                                                        "(TensorRT 10 is not in the overlay: docs/profiles.md)"])
-    from . import runtimes
-    from .runtimes.base import RuntimeUnavailable
-    from .workloads import models
 
     seconds = []
     with tempfile.TemporaryDirectory() as cache:
@@ -170,8 +170,6 @@ def smoke_verdict(rows: list[dict]) -> tuple[bool, list[str]]:
 
 
 def smoke_section() -> Section:
-    from .core import paths
-    from .core.results import ResultsTable
 
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "studylib", "run", "--profile", SMOKE_PROFILE, "--notebook",
@@ -187,8 +185,6 @@ def smoke_section() -> Section:
 
 
 def _policy() -> dict:
-    from .machine.gpu import policy
-
     return policy(False, "cuda")
 
 
@@ -201,13 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m studylib.gpu_proof", description=__doc__.splitlines()[0])
     parser.add_argument("--skip-smoke", action="store_true", help="leave out the study-01 run (the longest part)")
     args = parser.parse_args(argv)
-    from . import gpu_check
 
     missing = gpu_check.no_gpu()
     if missing:
         print(f"gpu-proof: {missing}", file=sys.stderr)
         return 2
-    from .machine.gpu import apply
 
     apply(_policy(), ("torch",))
     started = time.perf_counter()

@@ -18,6 +18,7 @@ import yaml
 
 from .core import paths
 from .measurement import profiles
+from .studies import STUDIES
 
 NAME = re.compile(r"(\d{2})_([a-z][a-z0-9]*(?:_[a-z][a-z0-9]*)*)")
 MAX_NAME, MAX_TITLE = 32, 80
@@ -34,8 +35,6 @@ class Refused(ValueError):
 
 def check(name: str, title: str | None, root: Path) -> tuple[str, str]:
     """The study's module name and title, or Refused where NAME is malformed or taken (nothing is written)."""
-    from .studies import STUDIES
-
     m = NAME.fullmatch(name)
     if m and len(name) > MAX_NAME:
         raise Refused(f"NAME {name!r}: at most {MAX_NAME} characters (it names a module, a class and a page)")

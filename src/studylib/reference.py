@@ -25,6 +25,8 @@ from .core import paths
 from .core.files import read_json, write_json_atomic
 from .core.results import ResultsTable
 from .measurement import profiles
+from .report.render import report
+from .run import run
 
 PROFILE = "cpu"
 RECORD = "REFERENCE.json"
@@ -100,8 +102,6 @@ def publish(staging: Path, target: Path, record: dict, profile: str = PROFILE) -
 
 def make_reference(profile: str = PROFILE) -> int:
     """Measure `profile` (default cpu) from a clean commit and publish it under reference/; the run's exit status."""
-    from .report.render import report
-    from .run import run
 
     profiles.load(profile)  # a bad or unknown profile stops here (ProfileError: one line, exit 2)
     commit = clean_head()

@@ -21,9 +21,14 @@ from contextlib import contextmanager
 from .core import paths, progress, study_registry
 from .core.files import read_json, write_json_atomic
 from .core.notebooks import execute as execute_file
-from .machine import runlock
+from .core.results import ResultsTable
+from .machine import environment, runlock
+from .machine.gpu import policy
 from .machine.threads import OMP_WAIT_POLICY
-from .measurement import profiles
+from .measurement import grouping, plan, profiles
+from .measurement.replicates import RUN_ID_VAR, pending_parts
+from .report import render
+from .studies import STUDIES
 
 KERNEL = "studylib"
 
@@ -39,7 +44,6 @@ def select_notebooks(loaded: profiles.LoadedProfile, wanted: list[str] | None) -
     """The profile's notebooks, or those asked for; an unknown one is a ProfileError."""
     if not wanted:
         return loaded.notebooks()
-    from .studies import STUDIES
 
     known = list(STUDIES)
     for name in wanted:
@@ -54,11 +58,6 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     """(all configurations of a notebook, those a run would measure now) — what `plan` and the bar show.
 
     A configuration left to measure brings its whole group with it (its variants are timed together)."""
-    from .core.results import ResultsTable
-    from .machine import environment
-    from .machine.gpu import policy
-    from .measurement import grouping, plan
-    from .studies import STUDIES
 
     study = STUDIES[notebook]
     prof = loaded.settings_for(notebook)  # what study.start measures with: its section's `measure`
@@ -82,8 +81,6 @@ def machine_speed(device: str, threads: int) -> float:
 
 def estimate_s(loaded: profiles.LoadedProfile, notebook: str, configs) -> float:
     """Plan's model: the seconds a notebook's `configs` take to measure, all replicates (the study's estimate_s)."""
-    from .studies import STUDIES
-
     p = loaded.profile
     measure, section = loaded.measure_for(notebook).model_dump(), loaded.sections[notebook]
     speed = machine_speed(p.device, p.threads)
@@ -100,8 +97,6 @@ def _rows_in(path) -> int:
 def _counter(loaded: profiles.LoadedProfile, notebook: str):
     """A function: configuration-replicates of the notebook measured since now (part files of replicates not yet
     combined, and combined rows as k each); parts left by an interrupted run count as measured."""
-    from .measurement.replicates import pending_parts
-
     table = paths.results_dir(loaded.name) / f"{notebook}.jsonl"
     parts = paths.parts_dir(loaded.name, notebook)
     k, start = loaded.measure_for(notebook).replicates, _rows_in(table)
@@ -164,8 +159,6 @@ def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: li
 @contextmanager
 def _run_id() -> Iterator[str]:
     """An id for this run, inherited by every process it starts (a forced run keeps its own early passes' parts)."""
-    from .measurement.replicates import RUN_ID_VAR
-
     previous, run_id = os.environ.get(RUN_ID_VAR), uuid.uuid4().hex[:12]
     os.environ[RUN_ID_VAR] = run_id
     try:
@@ -179,8 +172,6 @@ def _run_id() -> Iterator[str]:
 
 def _notebook_file(notebook: str):
     """A study's notebook (where its registry entry says), or a notebook under notebooks/ (the summary)."""
-    from .studies import STUDIES
-
     return STUDIES[notebook].notebook_path if notebook in STUDIES else paths.notebook_path(notebook)
 
 
@@ -210,8 +201,6 @@ def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False
     in place on a terminal (`terminal`: detected), one line per phase elsewhere, its `clock` time.monotonic unless given;
     a summary line per study at the end. `overrides` (`--set KEY=VALUE`) make a profile of their own
     (profiles.load), recorded in its run.json before anything runs."""
-    from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
-
     loaded = profiles.load(profile, overrides=overrides)
     names = select_notebooks(loaded, notebooks)
     with runlock.hold(loaded.name, f"studylib run --profile {loaded.name}"), _run_id():
@@ -247,8 +236,6 @@ def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False
 
 def _render(profile: str, display: progress.RunProgress) -> int:
     """The render phase: each executed notebook's page, the summary's, the index; 0 when all were written."""
-    from .report import render
-
     executed = sorted(paths.executed_dir(profile).glob("*.ipynb"))
     try:
         for i, nb in enumerate(executed, 1):
@@ -274,8 +261,6 @@ def _shown(path) -> str:
 def summary_lines(loaded: profiles.LoadedProfile, notebooks: list[str], manifest: dict) -> list[str]:
     """One line per study: its configurations ok / skipped / failed (the newest row of each), the minutes it took
     (early passes included) and where its page is (or its executed notebook, before `studylib report`)."""
-    from .core.results import ResultsTable
-
     lines = []
     for nb in notebooks:
         keys = [c.key for c in study_registry.grid(loaded, nb)]

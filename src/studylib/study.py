@@ -9,16 +9,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .core import numbers, paths, study_registry
+import pandas as pd
+
+from .core import numbers, paths, study_registry, tables, verdicts
 from .core.config import Config
 from .core.files import read_json, write_json_atomic
+from .core.progress import group_progress
 from .core.results import ResultsTable
 from .core.timing import Overhead, harness_overhead
 from .machine import environment, gpu, limits, runlock
 from .machine.threads import apply_threads
-from .measurement import grouping, plan, profiles, replicates, schemas
+from .measurement import claims, dataset, grouping, plan, profiles, replicates, schemas, surprises
 from .measurement.builder import Workloads
 from .measurement.plan import Plan
+from .report import answer, gpu_paths, prose
+from .studies import STUDIES
+from .workloads import batching
 
 
 @dataclass
@@ -68,8 +74,6 @@ class StudyRun:
                  group_by: Callable[[Config], tuple] | None = None,
                  only_replicate: int | None = None) -> tuple[list[dict], int]:
         """What `run` measures (and measure_replicate, `only_replicate` alone): the rows it added, and its groups."""
-        from .core.progress import group_progress
-        from .studies import STUDIES
 
         study = STUDIES[self.notebook]
         group_by = group_by or study.group_by
@@ -90,8 +94,6 @@ class StudyRun:
 
     def text_data(self):
         """The data-set studies' tokenized sample and the workloads that time passes over it."""
-        from .measurement import dataset
-        from .workloads import batching
 
         s = self.section
         cache = paths.cache_dir(self.profile)
@@ -104,23 +106,17 @@ class StudyRun:
     def _decide(self, df):
         """The study's verdict table, computed once from this run's rows and saved beside the results
         (results/<notebook>.verdicts.csv); every element of the page reads it back from there."""
-        from .core import verdicts
-
         path = verdicts.save(verdicts.for_study(self.notebook, df), paths.results_dir(self.profile))
         return verdicts.load(path)
 
     def saved_verdicts(self):
         """This run's verdict table as saved (`run` writes it); read again from the file, so an edited table shows."""
-        from .core import verdicts
-
         return verdicts.load(verdicts.path_for(paths.results_dir(self.profile), self.notebook))
 
     def answer(self, df, why: str = ""):
         """The page's opening (answer.top_html): the decision table, the Answer under it, `why` (a measured
         mechanism, one sentence), which batch size, and what this profile did not run."""
         from IPython.display import HTML
-
-        from .report import answer
 
         return HTML(answer.top_html(self.notebook, self.saved_verdicts(), df, environment.machine(self.env), why))
 
@@ -129,14 +125,10 @@ class StudyRun:
         every verdict."""
         from IPython.display import HTML
 
-        from .report import answer
-
         return HTML(answer.how_sure_html(self.saved_verdicts(), df))
 
     def parameters_table(self):
         """What ran, once and readable: the profile, its overrides and every setting they resolve to, with its value."""
-        import pandas as pd
-
         def value(v) -> str:
             if isinstance(v, dict):
                 return ", ".join(f"{k}={x}" for k, x in v.items())
@@ -155,8 +147,6 @@ class StudyRun:
 
     def environment_table(self):
         """Environment as a two-column table, for the top of the notebook."""
-        import pandas as pd
-
         e = self.env
         overridden = profiles.describe_overrides(self.loaded or self.profile)  # the file and its overrides
         rows = [("profile", f"{self.profile} ({overridden})" if overridden else self.profile),
@@ -175,7 +165,6 @@ class StudyRun:
                 ("machine and software ID (equal IDs: same setup)", e["fingerprint"])]
         return (pd.DataFrame(rows, columns=["", "value"]).set_index("").style
                 .set_properties(**{"text-align": "left", "white-space": "normal"}))
-
 
     # The cells every study page ends with, one method each (the notebook holds what differs between studies).
     def _overhead_text(self) -> str:
@@ -196,16 +185,12 @@ class StudyRun:
         (decisions.verdict_lines), then the study's own, computed from the data."""
         from IPython.display import Markdown
 
-        from .report import prose
-
         lines = prose.verdict_lines(self.saved_verdicts()) + list(analysis.findings)
         return Markdown("\n".join(f"- {line}" for line in lines))
 
     def surprises(self, df):
         """Where an expectation failed, and what the profiler says (surprises.html)."""
         from IPython.display import HTML
-
-        from .measurement import surprises
 
         return HTML(surprises.html(df, study_registry.studies()[self.notebook]))
 
@@ -214,8 +199,6 @@ class StudyRun:
         """The seeds' claims beside this run: the totals line, then the table."""
         from IPython.display import Markdown, display
 
-        from .measurement import claims
-
         display(Markdown(claims.totals_line(analysis.claims)))
         return claims.styled(analysis.claims)
 
@@ -223,8 +206,6 @@ class StudyRun:
     def gpu_note(df):
         """What this run's rows did not exercise of the CUDA paths (gpu_paths)."""
         from IPython.display import Markdown
-
-        from .report import gpu_paths
 
         return Markdown(gpu_paths.not_exercised_note(df))
 
@@ -246,8 +227,6 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
     (profiles.load), so an edited file or override is validated again, and a bad one is one ProfileError line naming
     its key. `force`: re-measure stored configurations. `frameworks` whose threads are set: the study's own (its
     registry entry) unless given."""
-    from .studies import STUDIES
-
     loaded = profiles.load(profile, overrides=overrides or {}, notebook=notebook)
     settings, section = loaded.settings_for(notebook), loaded.sections[notebook]
     frameworks = frameworks or STUDIES[notebook].frameworks
@@ -261,7 +240,6 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's start-up chatter out of the report
     else:
         os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import TensorFlow too
-    from .core import tables
 
     tables.install()  # every table a page shows: no NaN, None or <NA>, no plain row numbers
     apply_threads(settings.threads, frameworks)
@@ -291,8 +269,6 @@ def measure_replicate(profile: str, notebook: str, replicate: int, *, force: boo
     0 … k-2 of every notebook before it executes any, so that a group's replicates lie far apart in time
     (replicates.py); the notebook then measures its last replicate and combines the parts. PROFILE: the name the
     notebook's start loads too (an overridden one's `<file>+<hash>` loads from the overrides run.json records)."""
-    from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
-
     ctx = start(notebook, profile, force=force)
     ctx._measure(study_registry.grid(ctx.loaded, notebook), only_replicate=replicate)
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from .. import runtimes
 from ..core import speedups
 from ..core.config import shape_label
 from ..core.verdict_lookup import Decisions
@@ -54,8 +55,6 @@ ROOFLINE_COLUMNS = ["config_key", "model", "variant", "dtype", "batch_size", "se
 
 def peak_key(variant: str, dtype: str) -> str:
     """Whose peak a row is held against: its runtime's precision (int8) where it has one, else its dtype."""
-    from .. import runtimes
-
     runtime = runtimes.REGISTRY.get(variant)
     return (runtime.precision if runtime is not None else None) or dtype
 

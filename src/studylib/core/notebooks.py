@@ -14,6 +14,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from . import paths
+
 ENGINE = "studylib"  # papermill's nbclient engine, reporting each cell as it starts
 
 
@@ -105,9 +107,7 @@ def normalise(path: Path) -> bool:
 
 def committed() -> list[Path]:
     """The notebooks under notebooks/."""
-    from .paths import NOTEBOOKS_DIR
-
-    return sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+    return sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))  # read when called: tests point it elsewhere
 
 
 def main(argv: list[str]) -> int:

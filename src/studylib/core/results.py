@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from . import variance
 from .files import write_text_atomic
 from .measurement import Measurement
@@ -168,8 +170,6 @@ class ResultsTable:
 
     def frame(self, *, with_samples: bool = False):
         """The table as a pandas DataFrame (raw samples dropped unless asked for): the door for pages and analyses."""
-        import pandas as pd
-
         df = pd.DataFrame(self.rows())
         if not with_samples and "samples_s" in df:
             df = df.drop(columns="samples_s")

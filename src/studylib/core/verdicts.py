@@ -35,6 +35,7 @@ from .config import SHAPE, is_aa
 from .files import write_text_atomic
 from .measurement import Measurement
 from .speedups import Comparison
+from .study_registry import studies
 
 DECISIONS = ("faster", "slower", "equal", "undecided")
 # a successor's decision over the deprecated path it replaces, in words (the Answer's line and the claims)
@@ -276,8 +277,6 @@ def _leads(df: pd.DataFrame, options: tuple[str, ...], default: dict, records: d
 
 def for_study(notebook: str, df: pd.DataFrame) -> VerdictTable:
     """`compute` with the registered study's comparisons, options and default (core/study_registry)."""
-    from .study_registry import studies
-
     study = studies()[notebook]
     return compute(notebook, df, comparisons=study.comparisons, options=study.options, default=dict(study.default))
 

@@ -28,6 +28,8 @@ import os
 import sys
 from collections.abc import Iterable
 
+from .threads import tensorflow_start_up_log
+
 PRECISION_VAR = "STUDYLIB_TF32"  # "1" / "0": the policy, as the replicates' processes inherit it
 CUDNN_BENCHMARK_VAR = "STUDYLIB_CUDNN_BENCHMARK"  # "1": torch.backends.cudnn.benchmark on from process start
 
@@ -89,8 +91,6 @@ def apply(precision: dict, frameworks: Iterable[str] = ("torch",)) -> dict[str, 
     if precision["device"] != "cuda":  # torch's flags above are its CPU defaults; TensorFlow and JAX are left alone
         return env
     if "tensorflow" in frameworks or "tensorflow" in sys.modules:
-        from .threads import tensorflow_start_up_log
-
         with tensorflow_start_up_log():
             import tensorflow as tf
         tf.config.experimental.enable_tensor_float_32_execution(s["tensorflow"]["enable_tensor_float_32_execution"])
@@ -158,8 +158,6 @@ def _torch_arch_missing(torch) -> str | None:
 
 def _tensorflow_sees() -> str | None:
     try:
-        from .threads import tensorflow_start_up_log
-
         with tensorflow_start_up_log():
             import tensorflow as tf
     except ImportError:

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
+
+import numpy as np
+
+from .gpu import ort_cuda_options, policy
 
 TF32_LEVEL = 1e-4  # relative error of an fp32 4096² matmul: TF32 gives ~1e-3, full FP32 ~1e-6
 TF32_SIZE = 4096
@@ -59,8 +64,6 @@ def torch_eager() -> Probe:
 
 
 def torch_compile() -> Probe:
-    from importlib import metadata
-
     import torch
 
     try:
@@ -84,7 +87,6 @@ def tensorflow_xla() -> Probe:
         return Probe("TensorFlow + XLA", "skip", "TensorFlow is not installed")
     if not tf.config.list_physical_devices("GPU"):
         return Probe("TensorFlow + XLA", "fail", f"TensorFlow {tf.__version__} sees no GPU")
-    import numpy as np
 
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((TF32_SIZE, TF32_SIZE)).astype("float32") for _ in range(2))
@@ -104,7 +106,6 @@ def jax_probe() -> Probe:
         import jax.numpy as jnp
     except ImportError:
         return Probe("JAX", "skip", "JAX is not installed")
-    import numpy as np
 
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((TF32_SIZE, TF32_SIZE)).astype("float32") for _ in range(2))
@@ -154,7 +155,6 @@ def ort_session(provider: str, options: dict | None = None, *, make=None) -> Pro
         return Probe(path, "skip" if trt else "fail",
                      f"{provider} is in the build but the session runs on {', '.join(used)} (its libraries did not "
                      f"load{': libnvinfer (TensorRT 10) is not installed' if trt else ''})", expected=trt)
-    import numpy as np
 
     binding = session.io_binding()
     binding.bind_cpu_input("x", np.ones((4, 8), dtype="float32"))
@@ -169,8 +169,6 @@ def ort_session(provider: str, options: dict | None = None, *, make=None) -> Pro
 
 def probes(tf32: bool) -> list[Probe]:
     """Every path's probe, in order; one that raises is that path's failure, never a crash."""
-    from .gpu import ort_cuda_options, policy
-
     out = []
     for path, run in (("torch eager", torch_eager), ("torch.compile (Triton)", torch_compile),
                       ("TensorFlow + XLA", tensorflow_xla), ("JAX", jax_probe),

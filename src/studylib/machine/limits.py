@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+import warnings
 
 from ..core import numbers
 from . import gemm
@@ -35,8 +36,6 @@ def _matmul(dtype: str, device: str):
     if dtype == "int8" and device == "cpu":
         # What torch-int8 runs: a dynamically quantized Linear (fbgemm / onednn), activations quantized per call.
         def make(n):
-            import warnings
-
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 layer = torch.ao.nn.quantized.dynamic.Linear(n, n, bias_=False)

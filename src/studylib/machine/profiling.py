@@ -7,8 +7,11 @@ surprises (surprises.py) profile both sides of an expectation that failed, after
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
+
+from .threads import PROFILER_NOISE, filtered_stderr
 
 TOP = 10  # operators kept per profiled call
 
@@ -25,11 +28,7 @@ def top_ops(totals: dict[str, list[float]], top: int = TOP) -> list[dict]:
 def torch_profile(call: Callable[[], Any], device: str = "cpu", top: int = TOP, family: str = "") -> tuple[list[dict], str]:
     """One call under torch.profiler (CPU activity; CUDA too on a GPU): its `top` operators by self time (device
     time on a GPU) and a note on what was profiled."""
-    import time
-
     from torch.profiler import ProfilerActivity, profile
-
-    from .threads import PROFILER_NOISE, filtered_stderr
 
     cuda = device == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import runtimes
 from ..core.config import Config
+from ..machine.threads import tensorflow_start_up_log
 from ..runtimes.base import RuntimeUnavailable
 from ..runtimes.keras import BACKENDS  # noqa: F401 - the backends, in their processes' order
 from ..runtimes.keras_process import backend, check_backend, keras_module, to_numpy
@@ -120,7 +121,6 @@ def build(name: str, *, dtype: str = "fp32", image_size: int | None = None, seed
     if not path.exists():  # the first process to need them makes them, in fp32, and saves them
         if flavour != "keras":
             raise RuntimeUnavailable(f"{name}'s Keras weights are made by a Keras 3 variant first (none ran)")
-        from ..machine.threads import tensorflow_start_up_log
 
         with tensorflow_start_up_log():  # seeding Keras seeds TensorFlow too where it is installed (importing it)
             k.utils.set_random_seed(seed)

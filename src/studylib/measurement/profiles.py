@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..core import paths, study_registry
 from ..core.files import read_json, write_json_atomic
+from ..machine.environment import detect_machine
 from . import overrides as overrides_
 from .schemas import AutoProfile, MeasureSettings, Profile, ProfileError, sections
 
@@ -265,8 +266,6 @@ def _extended(raw: dict, where: str, files: list[Path]) -> dict:
 
 
 def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
-    from ..machine.environment import detect_machine
-
     try:
         auto = AutoProfile.model_validate(raw).auto
     except ValidationError as e:

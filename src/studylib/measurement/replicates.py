@@ -41,6 +41,9 @@ from typing import Any
 from ..core.config import Config
 from ..core.files import read_json, write_json_atomic
 from ..core.results import ResultsTable
+from ..machine import gpu
+from ..machine.environment import git_commit
+from ..machine.threads import apply_threads
 from . import grouping, sweep
 from .builder import Workloads
 from .plan import Plan
@@ -104,16 +107,13 @@ def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], N
     """Measure the task's groups in this process, writing a part per group as it finishes. 0 when every group was
     measured; FRESH_PROCESS_EXIT when a CUDA error or a GPU out-of-memory (sweep.spoils_process) ended a group with
     groups left: its rows are written, and the parent starts a fresh process for the rest."""
-    from ..machine.environment import git_commit
-    from ..machine.threads import apply_threads
 
     plan = task.plan
     if own_process:
         apply_threads(plan.threads, _frameworks(task))
         if plan.env.get("precision"):  # the profile's precision policy, as the notebook's process applied it
-            from ..machine.gpu import apply
 
-            apply(plan.env["precision"], _frameworks(task))
+            gpu.apply(plan.env["precision"], _frameworks(task))
     parts_dir = Path(task.parts_dir)
     for i, (group_key, group_id, configs) in enumerate(task.groups):
         write_json_atomic(_in_flight_path(parts_dir, task.replicate), {"group_key": group_key})
@@ -142,9 +142,7 @@ def _frameworks(task: Task) -> tuple[str, ...]:
 def _start_vars(task: Task) -> dict[str, str]:
     """What the process starts with before any framework loads: the precision policy's variables and JAX's
     no-preallocation (gpu.process_vars)."""
-    from ..machine.gpu import process_vars
-
-    return process_vars(task.plan.env.get("precision"))
+    return gpu.process_vars(task.plan.env.get("precision"))
 
 
 def _died_rows(configs: list[Config], task: Task, group_key: str, group_id: str, rc: int) -> list[dict]:

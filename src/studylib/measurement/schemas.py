@@ -14,6 +14,7 @@ from ..core import study_registry
 from ..core.config import original_of
 from ..workloads.corpus import CorpusSettings
 from ..workloads.models import MODELS
+from ..workloads.tokenization import TokenizerError, vocabulary_size
 
 Dtype = Literal["fp32", "bf16", "fp16"]
 # The published articles this study re-examines (../shared/seeds/); a profile says which it follows.
@@ -237,8 +238,6 @@ class DataGrid(_Strict):
         vocab = self.corpus.vocab_size
         where = "corpus.vocab_size"
         if self.corpus.tokenizer is not None:
-            from ..workloads.tokenization import TokenizerError, vocabulary_size
-
             try:
                 vocab, where = vocabulary_size(self.corpus.tokenizer), f"corpus.tokenizer ({self.corpus.tokenizer})"
             except TokenizerError as e:

@@ -25,6 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from ..core import numbers, speedups, stats
 from ..core.config import FIELDS as CONFIG_FIELDS
 from ..core.measurement import Measurement
@@ -281,8 +283,6 @@ def html(df, study, band: float | None = None) -> str:
 def attach(analysis, df, expectations: Iterable[Expectation], band: float = EQUIVALENCE):
     """A study's Analysis with the surprises added: their findings, and tables["surprises"] (one row per profiled
     pair: where, expectation, speed-up with CI, whether it holds over all replicates)."""
-    import pandas as pd
-
     expectations = tuple(expectations)
     pairs = profiled_pairs(df, expectations, band)
     analysis.tables["surprises"] = pd.DataFrame(

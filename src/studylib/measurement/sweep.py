@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import gc
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -27,6 +29,7 @@ from ..core.results import MEASURED_COLUMNS, RUN_COLUMNS
 from ..core.timing import first_call, measure_rounds, row_statistics
 from ..machine import allocator, gpu
 from ..runtimes.base import synced
+from ..runtimes.pytorch import dynamo_counts, reset_compiled
 from ..workloads import models
 from . import surprises, warm
 from .builder import Workloads
@@ -169,8 +172,6 @@ def _count_work(row: dict, workloads: Workloads, c: Config) -> None:
 
 
 def _dynamo_counts() -> dict[str, int]:
-    from ..runtimes.pytorch import dynamo_counts
-
     return dynamo_counts()
 
 
@@ -202,8 +203,6 @@ def release_memory(device: str, *, between_groups: bool = False) -> None:
     gpu.process_vars, holds to what was used). Never imports a framework just for this."""
     if device != "cuda":
         return
-    import gc
-    import sys
 
     gc.collect()
     if "torch" in sys.modules:
@@ -243,8 +242,6 @@ def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, gr
     ready: list[_Prepared] = []
     rows: dict[str, dict] = {}
     if any(runtimes.get(c.variant).family == "compile" for c in configs):
-        from ..runtimes.pytorch import reset_compiled
-
         reset_compiled()  # every group compiles cold; variants within it share the (reset) dynamo cache
     with contextlib.ExitStack() as stack:
         lost = ""  # a sticky CUDA error in the group: the configurations after it cannot run in this process

@@ -15,6 +15,7 @@ The browser is the system's Chromium (`find_chromium`), driven by Playwright thr
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -29,6 +30,8 @@ from pathlib import Path
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, Request, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from ..core import paths
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 """Executables looked up on PATH, in this order, when STUDYLIB_CHROMIUM is not set."""
@@ -360,9 +363,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     Chromium. Screenshots go to outputs/screenshots/<report folder's name>/ (outputs/ is ignored by git, so
     checking the committed reference/ leaves it untouched).
     """
-    import argparse
-
-    from ..core import paths
 
     parser = argparse.ArgumentParser(prog="python -m studylib.report.browser", description=main.__doc__)
     parser.add_argument("outputs_dir", nargs="?", type=Path, default=None, help="default: the project's outputs/")

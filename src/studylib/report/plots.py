@@ -11,10 +11,12 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import NullFormatter
 
+from ..analysis import roofline as rf
 from ..core import numbers
 from ..core.config import SHAPE, is_aa
 from ..core.plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title
 from ..core.speedups import EQUIVALENCE
+from ..machine import limits
 from .palette import NOISE, colour, marker
 
 BAND_LABEL = f"equal within ±{EQUIVALENCE - 1:.0%} (the verdicts' band)"
@@ -306,8 +308,6 @@ def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: ac
     marker per dtype, under the machine's roofs: the bandwidth slope and each dtype's roof, the best GEMM rate
     any library reached (roofline.roofline_table and limits.roof). Rows that cannot be placed (failed, or no FLOP count) are
     listed in a note under the axes. Returns the figure."""
-    from ..analysis import roofline as rf
-    from ..machine import limits
 
     points, left_out = rf.plottable(rt)
     fig, ax = plt.subplots(figsize=(9, 5.4))

@@ -8,7 +8,8 @@ from pathlib import Path
 from ..core import paths
 from ..core.files import read_json, write_text_atomic
 from ..measurement.profiles import OVERRIDES_KEY, RESERVED, describe_overrides
-from . import glossary, seeds
+from ..studies import STUDIES
+from . import glossary, prose, seeds, summary
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -59,8 +60,6 @@ def _entry_row(entry: dict, name: str, href: str, page: Path, headline: str = ""
 
 def _headline(profile: str, notebook: str) -> str:
     """A study's headline on the index: its Answer's first sentence, from the profile's saved verdict table."""
-    from ..studies import STUDIES
-    from . import prose, summary
 
     if notebook not in STUDIES:
         return ""
@@ -102,8 +101,6 @@ def _profile_section(profile_dir: Path) -> str:
 def _what_to_use(profile: str, env: dict | None) -> str:
     """The profile's opening table: per study and workload, the decision (decisions.what_to_use, from the saved
     verdict tables) and what the chosen option costs."""
-    from . import summary
-
     table = summary.what_to_use(profile)
     device = "cuda" if (env or {}).get("gpu_name") else "cpu"
     intro = (f'<p class="env">Machine: {html.escape(summary.machine_line(profile))}</p>'

@@ -4,6 +4,7 @@ compact verdict matrix whose cells link to the study page that holds each claim'
 from __future__ import annotations
 
 import html
+import json
 
 import pandas as pd
 
@@ -19,8 +20,6 @@ SHORT = {"not comparable on this profile": "not comparable here", "not run on th
 
 def _study_title(notebook: str) -> str:
     """A study's page title from its notebook's first heading ('01 · Eager PyTorch vs …')."""
-    import json
-
     cells = json.loads(paths.notebook_path(notebook).read_text())["cells"]
     first = "".join(cells[0]["source"]).splitlines()[0] if cells else notebook
     return first.lstrip("# ").strip()

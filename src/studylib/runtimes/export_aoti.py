@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..workloads.models import quiet_loggers
 from .base import Prepared, PrepareStep, RuntimeUnavailable
 from .pytorch import TorchCompiled, _fresh_inductor_cache, _Torch, torch_sync
 
@@ -105,8 +106,6 @@ def timed_step(step: str, make: Callable[[], Any]) -> tuple[Any, float]:
 
 @contextlib.contextmanager
 def _quiet():
-    from ..workloads.models import quiet_loggers
-
     with warnings.catch_warnings(), quiet_loggers(*_NOTICES):
         for category in (FutureWarning, UserWarning, DeprecationWarning):
             warnings.simplefilter("ignore", category)

@@ -17,6 +17,11 @@ in the configuration's process); its backend is the process's (KERAS_BACKEND, gr
 
 from __future__ import annotations
 
+import logging
+import warnings
+
+import numpy as np
+
 from .base import Prepared, Runtime, RuntimeUnavailable
 from .keras_process import check_backend, keras_module, to_numpy
 
@@ -39,8 +44,6 @@ class KerasRuntime(Runtime):
     def warm_up(self) -> float:
         check_backend(self.backend)
         if self.uses_dynamo:  # Keras's layers make dynamo warn per graph break and recompile; the row counts them
-            import logging
-            import warnings
 
             import torch
 
@@ -124,8 +127,6 @@ class Keras2Runtime(Runtime):
 
     @staticmethod
     def to_numpy(output):
-        import numpy as np
-
         return np.asarray(output).astype("float64")
 
 

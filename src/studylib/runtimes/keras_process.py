@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..machine.threads import tensorflow_start_up_log
 from .base import RuntimeUnavailable
 
 
@@ -22,7 +23,6 @@ def keras_module(flavour: str = "keras"):
         except ImportError:
             raise RuntimeUnavailable("tf-keras (Keras 2) is not installed") from None
         return tf_keras
-    from ..machine.threads import tensorflow_start_up_log
 
     try:
         with tensorflow_start_up_log():  # Keras imports TensorFlow where it is installed, whatever the backend

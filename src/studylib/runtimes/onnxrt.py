@@ -42,6 +42,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
+from ..workloads.models import FAMILIES, spec
 from . import onnx_export
 from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable
 from .ort_gpu import cuda_provider_options, session_inputs, tensorrt_options
@@ -153,8 +156,6 @@ def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict)
 
 
 def _input_names(workload) -> tuple[str, ...]:
-    from ..workloads.models import FAMILIES, spec
-
     return FAMILIES[spec(workload.model_name).family].inputs
 
 
@@ -164,8 +165,6 @@ def _export(workload, path: Path, exporter: str = "torchscript") -> None:
 
 
 def _optimizer_settings(workload) -> dict:
-    from ..workloads.models import spec
-
     config = workload.module.inner.config
     return {"model_type": "gpt2" if spec(workload.model_name).family == "gpt2" else "bert",  # "bert" covers RoBERTa
             "num_heads": config.num_attention_heads, "hidden_size": config.hidden_size,
@@ -331,8 +330,6 @@ class OnnxRuntime(Runtime):
 
     @staticmethod
     def to_numpy(output):
-        import numpy as np
-
         if not isinstance(output, np.ndarray):  # an OrtValue on the GPU
             output = output.numpy()
         return output.astype("float64")

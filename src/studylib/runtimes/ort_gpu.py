@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..machine.gpu import current_precision, ort_cuda_options
+
 
 def cuda_provider_options() -> dict[str, str]:
     """The CUDA provider's options: the process's precision policy (use_tf32) and an arena grown by what a call
     asks for (gpu.ort_cuda_options)."""
-    from ..machine.gpu import current_precision, ort_cuda_options
-
     return ort_cuda_options(current_precision())
 
 

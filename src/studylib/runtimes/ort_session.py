@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..machine.profiling import top_ops
+
 OUTPUT_NAME = "output"  # the exported graph's one output (onnxrt's export names it)
 
 
@@ -47,8 +49,6 @@ class OrtCall:
         """`call` (which runs this OrtCall, once or once per batch) profiled by ONNX Runtime: a session created with
         enable_profiling (profiling is fixed when a session is made) replaces this one for one warm-up call and one
         profiled call, then the timed session is back. The top op types by kernel time, and a note."""
-        from ..machine.profiling import top_ops
-
         if self.make_session is None:
             return None, "not profiled: this session cannot be rebuilt with ONNX Runtime's profiler on"
         tmp = Path(tempfile.mkdtemp(prefix="studylib-ort-profile-"))

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import time
+import warnings
 
+from ..machine.gpu import CUDNN_BENCHMARK_VAR
+from ..workloads.models import TORCHAO_NOTICES, quiet_loggers
 from . import compile_cache
 from .base import Prepared, Runtime, RuntimeUnavailable
 
@@ -131,8 +136,6 @@ class TorchScript(_Torch):
         self.family = "torchscript"
 
     def prepare(self, workload) -> Prepared:
-        import warnings
-
         import torch
 
         with warnings.catch_warnings():
@@ -155,8 +158,6 @@ class TorchDynamicInt8(_Torch):
     family = "int8"
 
     def prepare(self, workload) -> Prepared:
-        import copy
-        import warnings
 
         import torch
 
@@ -183,8 +184,6 @@ def _torchao():
     """torchao's `quantize_` and its int8 dynamic-activation config, or RuntimeUnavailable naming why not: not
     installed, not importable with this torch, or (its own import-time check) built for another torch."""
     import torch
-
-    from ..workloads.models import TORCHAO_NOTICES, quiet_loggers
 
     try:
         with quiet_loggers(*TORCHAO_NOTICES):
@@ -215,8 +214,6 @@ class TorchaoDynamicInt8(_Torch):
     family = "int8"
 
     def prepare(self, workload) -> Prepared:
-        import copy
-
         import torch
 
         if workload.device != "cpu":
@@ -237,8 +234,6 @@ class TorchaoDynamicInt8(_Torch):
 def _channels_last(workload) -> tuple:
     """A copy of the workload's module and inputs in channels_last (NHWC in memory) layout; a model without
     4-D image inputs has no layout to change (RuntimeUnavailable)."""
-    import copy
-
     import torch
 
     if not any(x.dim() == 4 for x in workload.inputs):
@@ -277,8 +272,6 @@ class TorchCompiledChannelsLast(TorchCompiled):
         self.name = f"compile-{mode}-channels-last"
 
     def prepare(self, workload) -> Prepared:
-        import dataclasses
-
         module, inputs, adapt = _channels_last(workload)
         prepared = super().prepare(dataclasses.replace(workload, module=module, inputs=inputs))
         prepared.adapt = adapt
@@ -297,8 +290,6 @@ class TorchEagerCudnnBenchmark(_Torch):
     name = "eager-cudnn-benchmark"
 
     def process_env(self, device: str) -> dict[str, str]:
-        from ..machine.gpu import CUDNN_BENCHMARK_VAR
-
         return {CUDNN_BENCHMARK_VAR: "1"} if device == "cuda" else {}
 
     def prepare(self, workload) -> Prepared:

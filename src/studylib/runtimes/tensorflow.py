@@ -9,6 +9,8 @@ retrace during steady state (a shape or Python-argument change) shows up in the 
 
 from __future__ import annotations
 
+import numpy as np
+
 from .base import Prepared, Runtime, RuntimeUnavailable
 
 
@@ -37,8 +39,6 @@ class _TF(Runtime):
 
     @staticmethod
     def to_numpy(output):
-        import numpy as np
-
         return np.asarray(output, dtype="float64")
 
 

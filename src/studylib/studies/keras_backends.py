@@ -18,13 +18,13 @@ from pydantic import Field, field_validator
 
 from .. import runtimes
 from ..analysis import roofline
-from ..core import numbers, verdicts
+from ..core import numbers, paths, verdicts
 from ..core import speedups as speedups_layer
 from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, shape_of, with_aa
 from ..core.speedups import Comparison
 from ..core.verdict_lookup import Decisions
 from ..measurement import claims as seedclaims
-from ..measurement import surprises
+from ..measurement import keras_models, surprises
 from ..measurement.schemas import Grid
 from ..runtimes.keras import BACKENDS
 from ..workloads.models import MODELS
@@ -337,8 +337,6 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
 def keras_workloads(run):
     """What each configuration runs (StudyRun -> keras_models.KerasWorkloads): a Keras model on the backend of its
     process, or native PyTorch."""
-    from ..core import paths
-    from ..measurement import keras_models
 
     return keras_models.KerasWorkloads(run.settings.seed, cache_dir=paths.cache_dir(run.profile))
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import models
+
 
 @dataclass(frozen=True)
 class Work:
@@ -68,8 +70,6 @@ def _meta_model(name: str, dtype: str):
     two matmuls are the FLOPs scaled-dot-product attention counts, and its mask code runs on meta."""
     import torch
 
-    from . import models
-
     key = (name, dtype)
     if key not in _META:
         _META.clear()  # one model at a time
@@ -88,8 +88,6 @@ def work_per_call(name: str, *, dtype: str, batch_size: int, seq_len: int | None
 
     Counted on the meta device; where the model cannot run there, `real()` gives (module, inputs) of the real
     model to count on once (its values do not change the count)."""
-    from . import models
-
     key = (name, dtype, batch_size, seq_len, image_size)
     if key not in _WORK:
         inputs = models.torch_inputs(name, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
