@@ -5,7 +5,8 @@ Each module registers a `Study` (see base); STUDIES is the registry, by notebook
 
 from __future__ import annotations
 
-from . import (  # noqa: F401 - each registers itself (a study, or its claim evaluators)
+# each registers itself: a study, or its claim evaluators (claims.register_evaluators)
+from . import (  # noqa: F401 - each registers itself
     eager_vs_compiled,
     eager_vs_compiled_claims,
     keras_backends,
