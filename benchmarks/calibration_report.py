@@ -31,12 +31,12 @@ import pandas as pd
 from scipy import stats as _st
 
 import studylib.studies  # noqa: F401 - registers the studies
-from studylib.core import design, speedups
 from studylib.core.files import read_json
-from studylib.core.measurement import Measurement
-from studylib.core.results import ResultsTable
 from studylib.core.study_registry import studies
 from studylib.report import compare
+from studylib.stats import design, speedups
+from studylib.stats.measurement import Measurement
+from studylib.stats.results import ResultsTable
 
 # (processes, rounds × the measured ones)
 DESIGNS = [(3, 1.0), (3, 1.2), (3, 1.3), (3, 1.4), (3, 1.5), (3, 2.0), (4, 1.0), (4, 1.5), (5, 1.0), (6, 1.0)]

@@ -5,7 +5,7 @@ It runs the measurement the study's limits make once per environment (machine/ge
 peaks["gemm"]): one process per library, the same thread count for all, the studies' GEMM shapes (BERT-base's
 linear layers at 32 and 256 tokens, and a square product). It prints the CPU's instruction sets, every library's
 figures with their 95% CIs and code paths, the roof (the best of them), each library against PyTorch at BERT-base's
-256-token shapes, and the sentence a page would print where two differ by more than 1.3× (analysis/gemm_why.py).
+256-token shapes, and the sentence a page would print where two differ by more than 1.3× (machine/gemm_why.py).
 
 With --ops it then profiles one call of BERT-base (random weights) in eager PyTorch (torch.profiler) and in a
 tf.function (TensorFlow's profiler, its XSpace trace read here: self time per op type, summed over threads) and
@@ -123,8 +123,7 @@ def main() -> int:
     parser.add_argument("--seq", type=int, default=256)
     args = parser.parse_args()
 
-    from studylib.analysis import gemm_why
-    from studylib.machine import gemm, limits
+    from studylib.machine import gemm, gemm_why, limits
 
     started = time.perf_counter()
     load = os.getloadavg()[0]  # other processes on the cores slow every library, each at its own moments

@@ -30,11 +30,11 @@ import sys
 
 def _child(model: str, seq_lens: list[int], seconds: float, threads: int) -> None:
     from studylib import runtimes
-    from studylib.core import stats
+    from studylib.bench.builder import Workloads
+    from studylib.bench.timing import measure_rounds
     from studylib.core.config import Config
-    from studylib.core.timing import measure_rounds
     from studylib.machine.threads import apply_threads
-    from studylib.measurement.builder import Workloads
+    from studylib.stats import stats
 
     apply_threads(threads, ("torch", "tensorflow"))
     import torch

@@ -123,7 +123,7 @@ def seed_peaks(outputs, profile: str, threads: int) -> dict:
 def stored_row(config_key: str, status: str = "ok", **values) -> dict:
     """A complete results row as the table stores it (every column of results.COLUMNS), for tests that write
     tables by hand: an 'ok' row has six samples around 1 s; `values` override any column."""
-    from studylib.core.results import COLUMNS
+    from studylib.stats.results import COLUMNS
 
     row = dict.fromkeys(COLUMNS) | {"config_key": config_key, "status": status, "error": ""}
     if status == "ok":

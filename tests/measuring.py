@@ -2,12 +2,12 @@
 
 from pathlib import Path
 
+from studylib.bench import grouping, replicates
+from studylib.bench.builder import Workloads
+from studylib.bench.plan import Plan
+from studylib.bench.schemas import MeasureSettings
 from studylib.core import paths
 from studylib.machine import environment
-from studylib.measurement import grouping, replicates
-from studylib.measurement.builder import Workloads
-from studylib.measurement.plan import Plan
-from studylib.measurement.schemas import MeasureSettings
 
 FAST = {"warmup_calls": 1, "min_rounds": 6, "max_rounds": 20, "min_time_s": 0.0, "target_ci_pct": 50.0,
         "budget_s": 0.05, "block_s": 0.0, "replicates": 1}

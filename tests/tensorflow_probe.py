@@ -70,10 +70,10 @@ for name in ("xlnet-tiny", "xlm-tiny"):
 # One study-02 group per tiny XLNet and XLM, measured as a run does: every variant ok, parity, work counted.
 XL_GROUP = r"""
 from studylib.core.config import Config
-from studylib.measurement import sweep
-from studylib.measurement.plan import Plan
-from studylib.measurement.schemas import MeasureSettings
-from studylib.measurement.builder import Workloads
+from studylib.bench import sweep
+from studylib.bench.plan import Plan
+from studylib.bench.schemas import MeasureSettings
+from studylib.bench.builder import Workloads
 out = {}
 plan = Plan("02_torchscript_vs_xla", "p", {"fingerprint": "f", "git_commit": None},
             MeasureSettings(warmup_calls=1, min_rounds=3, max_rounds=3, min_time_s=0.0, target_ci_pct=50.0,

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib.core import speedups
+from studylib.stats import speedups
 from studylib.studies import common
 
 
@@ -93,7 +93,7 @@ def test_every_aa_copy_is_paired_with_its_own_original():
 
 
 def test_no_aa_copy_is_a_candidate_or_an_option():
-    from studylib.core import verdicts
+    from studylib.stats import verdicts
 
     df = pd.DataFrame(_copies(np.random.default_rng(4), {"eager": 1.0, "ort": 0.5}))  # ort-aa would be fastest
     assert not speedups.pair_table(df, None).candidate.str.endswith("-aa").any()
@@ -181,9 +181,9 @@ def test_an_aa_copy_is_its_variant_prepared_again_on_its_own_model():
 def test_the_profiles_aa_setting_decides_which_copies_each_study_runs():
     from collections import Counter
 
+    from studylib.bench import profiles
     from studylib.core import study_registry
     from studylib.core.config import is_aa, original_of
-    from studylib.measurement import profiles
 
     def copies(name):
         loaded = profiles.load(name)

@@ -12,9 +12,9 @@ import pytest
 from scipy import stats as _st
 
 from studylib.__main__ import main
-from studylib.core import calibration, stats
-from studylib.core.measurement import Measurement
 from studylib.report.compare import compare
+from studylib.stats import calibration, stats
+from studylib.stats.measurement import Measurement
 
 NB = "01_eager_vs_compiled"
 ROUNDS = 40

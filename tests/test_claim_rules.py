@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib.core import numbers
+from studylib.claims import claims
 from studylib.machine import gemm, limits
-from studylib.measurement import claims
+from studylib.stats import numbers
 from studylib.studies import onnx_batching as s03
 
 rng = np.random.default_rng(43)
@@ -179,7 +179,7 @@ def _peaks(**rates: float) -> dict:
 
 
 def test_a_cpu_verdict_over_eager_pytorch_names_the_hosts_gemm_figures_where_they_differ(rows):
-    from studylib.measurement import claim_host
+    from studylib.claims import claim_host
 
     registry = {c.id: c for c in claims.registry()}
     far, near = _peaks(torch=100.0, onnxruntime=210.0, tensorflow=120.0), _peaks(torch=100.0, onnxruntime=120.0)
@@ -250,7 +250,7 @@ def test_a_claim_about_a_deprecated_path_says_where_its_successor_stands_at_the_
     """A claim judging the TorchScript-based ONNX export (`ort`) names where the dynamo exporter beats, matches or
     falls behind it — at the sizes the claim was judged on only (batch below 32, not 32); a claim naming no
     deprecated path says nothing of successors."""
-    from studylib.core import verdicts
+    from studylib.stats import verdicts
     from studylib.studies import STUDIES
 
     dynamo = [_row("ort-dynamo", 1, 2.0 / 1.5 / 1.25), _row("ort-dynamo", 8, 1.0 / 1.5), _row("ort-dynamo", 32, 0.6)]

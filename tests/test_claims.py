@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib.measurement import claims
+from studylib.claims import claims
 from studylib.studies import onnx_batching as s03
 
 rng = np.random.default_rng(3)
@@ -260,8 +260,8 @@ def test_totals_count_only_claims_under_the_seeds_conditions_as_agreeing_or_not(
 
 def test_the_seeds_profile_runs_the_seeds_own_sizes_within_100_minutes_on_two_cores(outputs):
     from conftest import cli
+    from studylib.bench import profiles
     from studylib.core import paths
-    from studylib.measurement import profiles
 
     loaded = profiles.load("seeds")
     assert loaded.profile.device == "cpu" and loaded.profile.threads == 2
@@ -299,7 +299,7 @@ XL_CLAIMS = ("000-torchscript-model-dependent", "000-torchscript-helps-small", "
 @pytest.mark.parametrize("profile, answerable", [("seeds", True), ("cpu", False)])
 def test_xlnet_and_xlm_claims_are_answerable_where_the_profile_runs_them(profile, answerable):
     """Coverage on the rows a profile's study 02 would measure: the seeds profile runs XLNet and XLM, cpu does not."""
-    from studylib.measurement import profiles
+    from studylib.bench import profiles
 
     loaded = profiles.load(profile)
     shapes = loaded.sections["02_torchscript_vs_xla"].shapes()

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib.measurement import claims
+from studylib.claims import claims
 
 BASE = ('seed: "001", where: w, original: 测试用的句子, words: w, basis: measured, scale: s, number_text: n, '
         "conditions: {device: cpu, hardware: h, models_text: m, precision: [fp32], software: s")

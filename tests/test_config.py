@@ -6,9 +6,10 @@ import math
 
 import pandas as pd
 
-from studylib.core import paths, speedups
+from studylib.bench import grouping
+from studylib.core import paths
 from studylib.core.config import FIELDS, HOW, ROLES, SHAPE, Config, shape_columns, shape_label, shape_of
-from studylib.measurement import grouping
+from studylib.stats import speedups
 from studylib.studies import STUDIES
 
 

@@ -11,10 +11,10 @@ import pytest
 
 import measuring
 from studylib import runtimes
+from studylib.bench import sweep
+from studylib.bench.builder import Workloads
+from studylib.bench.dataset import DatasetWorkloads, TextDataset
 from studylib.core.config import Config
-from studylib.measurement import sweep
-from studylib.measurement.builder import Workloads
-from studylib.measurement.dataset import DatasetWorkloads, TextDataset
 from studylib.runtimes.pytorch import TorchEager
 
 

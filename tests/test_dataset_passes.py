@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import measuring
+from studylib.bench import dataset
 from studylib.core.config import Config
-from studylib.core.results import ResultsTable
-from studylib.measurement import dataset
+from studylib.stats.results import ResultsTable
 from studylib.workloads import batching
 from studylib.workloads.corpus import CorpusSettings
 

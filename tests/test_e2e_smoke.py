@@ -19,9 +19,9 @@ import pytest
 
 from answer_numbers import answer_numbers_missing
 from studylib import run
+from studylib.bench import profiles
 from studylib.core import paths, study_registry
-from studylib.core.results import ResultsTable
-from studylib.measurement import profiles
+from studylib.stats.results import ResultsTable
 from studylib.studies import STUDIES
 
 pytestmark = pytest.mark.e2e

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from studylib.core.memory import PeakMemory
+from studylib.bench.memory import PeakMemory
 from studylib.machine import environment
 
 

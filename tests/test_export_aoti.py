@@ -7,10 +7,10 @@ import torch
 
 import measuring
 from studylib import runtimes
+from studylib.bench.sweep import classify_failure
 from studylib.core.config import Config
-from studylib.core.results import ResultsTable
-from studylib.measurement.sweep import classify_failure
 from studylib.runtimes import RuntimeUnavailable, export_aoti
+from studylib.stats.results import ResultsTable
 from studylib.workloads import models
 
 AOTI = runtimes.REGISTRY["export-aoti"]

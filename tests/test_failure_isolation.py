@@ -14,10 +14,10 @@ import pytest
 
 import measuring
 from studylib import runtimes
+from studylib.bench import replicates, sweep
 from studylib.core.config import Config
-from studylib.core.results import ResultsTable
-from studylib.measurement import replicates, sweep
 from studylib.runtimes.pytorch import TorchEager
+from studylib.stats.results import ResultsTable
 
 STICKY = "CUDA error: an illegal memory access was encountered"
 

@@ -10,8 +10,8 @@ import pytest
 
 matplotlib.use("Agg")
 
-from studylib.core import speedups  # noqa: E402
 from studylib.report import palette, plots  # noqa: E402
+from studylib.stats import speedups  # noqa: E402
 from studylib.studies import STUDIES  # noqa: E402
 from studylib.studies import eager_vs_compiled as s01  # noqa: E402
 
@@ -86,7 +86,7 @@ def test_one_study_figures_keep_each_variant_colour_and_have_no_empty_axes(resul
 
 
 def test_the_band_drawn_is_the_verdicts_band_and_the_aa_copy_is_no_variant(results):
-    from studylib.core.speedups import EQUIVALENCE
+    from studylib.stats.speedups import EQUIVALENCE
 
     _, gains = _figures(results)
     labels = {lb for ax in gains.axes for lb in ax.get_legend_handles_labels()[1]}
@@ -155,7 +155,7 @@ def test_a_long_table_shows_its_first_rows_and_folds_the_rest_with_its_csv():
     import base64
     import re
 
-    from studylib.core import tables
+    from studylib.report import tables
 
     long = pd.DataFrame({"variant": [f"v{i}" for i in range(98)], "median": range(98)})
     page = tables.folded(long, "02_measurements").data

@@ -1,5 +1,5 @@
 """The GEMM of every library (machine/gemm.py, gemm_child.py), the roof as the best of them (limits.roof), and why one
-framework beats another (analysis/gemm_why.py): the record's structure from a fake runner, failures as rows, the
+framework beats another (machine/gemm_why.py): the record's structure from a fake runner, failures as rows, the
 roof, the mechanism's sentence above and below its threshold, no share of a roof above 100% in words. No timing."""
 
 import json
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib.analysis import gemm_why, roofline
-from studylib.machine import gemm, gemm_child, limits
+from studylib.bench import roofline
+from studylib.machine import gemm, gemm_child, gemm_why, limits
 
 CPUINFO = ("processor\t: 0\nmodel name\t: AMD EPYC 9R14\n"
            "flags\t\t: fpu sse2 avx fma avx2 avx512f avx512bw avx512vl avx512_bf16 avx512_vnni amx_tile\n")

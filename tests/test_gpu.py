@@ -17,10 +17,10 @@ import torch
 
 import measuring
 from studylib import gpu_check, runtimes
+from studylib.bench import grouping, sweep
+from studylib.bench.builder import Workloads
 from studylib.core.config import Config
 from studylib.machine import gpu, limits
-from studylib.measurement import grouping, sweep
-from studylib.measurement.builder import Workloads
 from studylib.runtimes.ort_gpu import tensorrt_options
 from studylib.workloads.models import Workload
 
@@ -110,7 +110,7 @@ def test_on_a_cpu_the_policy_sets_torchs_defaults_and_nothing_else(monkeypatch):
 
 
 def test_the_replicates_processes_start_with_the_policy_and_no_jax_preallocation():
-    from studylib.measurement import replicates
+    from studylib.bench import replicates
 
     task = types.SimpleNamespace(plan=types.SimpleNamespace(env={"precision": gpu.policy(False, "cuda")}))
     start = replicates._start_vars(task)
@@ -295,8 +295,8 @@ def test_study_start_applies_the_profiles_policy_and_records_it(outputs, monkeyp
     import json
 
     from studylib import study
+    from studylib.bench import profiles
     from studylib.core import paths
-    from studylib.measurement import profiles
 
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "USE_TF"):
         monkeypatch.setenv(var, os.environ.get(var, ""))

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from studylib import runtimes
-from studylib.core.memory import PeakMemory
-from studylib.measurement import sweep
+from studylib.bench import sweep
+from studylib.bench.memory import PeakMemory
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from conftest import stored_row
-from studylib.core import variance
 from studylib.machine.threads import tensorflow_start_up_log
 from studylib.report import gpu_paths, summary
+from studylib.stats import variance
 from studylib.studies import eager_vs_compiled as s01
 
 
@@ -100,8 +100,8 @@ def testtensorflow_start_up_log_is_kept_out_but_other_lines_pass(capfd):
 
 
 def test_summary_reads_only_the_profile_grid_of_today_and_the_newest_row_per_workload(tmp_path, monkeypatch):
-    from studylib.core.results import ResultsTable
-    from studylib.measurement import profiles
+    from studylib.bench import profiles
+    from studylib.stats.results import ResultsTable
     from studylib.studies import onnx_batching as s03
 
     monkeypatch.setenv("STUDYLIB_OUTPUTS", str(tmp_path))

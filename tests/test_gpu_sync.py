@@ -15,8 +15,7 @@ import pytest
 import torch
 
 from studylib import runtimes
-from studylib.core import timing
-from studylib.measurement import sweep
+from studylib.bench import sweep, timing
 from studylib.runtimes.keras import KerasRuntime
 from studylib.runtimes.onnxrt import OrtCall
 from studylib.workloads.models import Workload

@@ -4,9 +4,9 @@ import pytest
 import yaml
 
 from conftest import cli
+from studylib.bench import profiles, schemas
 from studylib.core import paths
 from studylib.machine.environment import Machine
-from studylib.measurement import profiles, schemas
 
 SEED_PROFILES = ["cpu-32", "gpu-t4", "gpu-v100", "gpu-a100", "gpu-3090ti", "gpu-h100"]
 

@@ -19,10 +19,10 @@ import nbformat
 import pytest
 from playwright.sync_api import expect
 
+from studylib.bench import profiles
 from studylib.core import paths
-from studylib.core.results import ResultsTable
-from studylib.measurement import profiles
 from studylib.report import browser
+from studylib.stats.results import ResultsTable
 
 pytestmark = pytest.mark.e2e
 NB = "01_eager_vs_compiled"

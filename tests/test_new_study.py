@@ -105,7 +105,7 @@ def test_it_passes_the_house_checks(repo):
     cover it."""
     lint = _python(repo, "-m", "ruff", "check", "src", "tests")
     assert lint.returncode == 0, lint.stdout
-    clean = _python(repo, "-m", "studylib.core.notebooks", "--check")
+    clean = _python(repo, "-m", "studylib.notebooks", "--check")
     assert clean.returncode == 0, clean.stdout + clean.stderr
     tests = _python(repo, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *REGISTRY_TESTS)
     assert tests.returncode == 0, tests.stdout[-3000:]

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from studylib import new_study, study
+from studylib.bench import profiles
 from studylib.core import paths
-from studylib.measurement import profiles
 from studylib.studies import STUDIES
 
 NOTEBOOKS = list(STUDIES)

@@ -4,7 +4,7 @@ tests/test_layers.py checks the layering by names (imports, sizes, formats); thi
 study, a small fake results table (stored and read back as a run stores it) gives a page: the decision table, the
 Answer, the findings (the verdict lines, then the study's own), "How sure are we", "Which batch size", the successor
 line under the Answer, the claims, the index's headline and "What to use", and the summary's headline. The same page
-is built again with the one place verdicts are decided (core/verdicts.compute) doctored, so that one comparison's
+is built again with the one place verdicts are decided (stats/verdicts.compute) doctored, so that one comparison's
 decision flips (faster ↔ slower) with every number left as it was. Every element that states that comparison's
 decision must change with it: one that does not decides for itself, and the test names it. Elements known to decide
 for themselves are marked xfail (strict), with where they do it.
@@ -22,11 +22,12 @@ import pytest
 
 from conftest import stored_row
 from studylib import study
-from studylib.core import paths, verdicts
+from studylib.core import paths
 from studylib.core.files import write_json_atomic
-from studylib.core.results import ResultsTable
 from studylib.machine import limits
 from studylib.report import answer, decisions, prose, render, summary
+from studylib.stats import verdicts
+from studylib.stats.results import ResultsTable
 from studylib.studies import STUDIES
 
 PROFILE = "cpu"

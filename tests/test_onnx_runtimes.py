@@ -266,7 +266,7 @@ def test_dynamo_export_matches_eager_on_other_shapes_and_records_its_graph(modul
 def test_without_onnxscript_the_dynamo_export_is_a_skipped_row(module, tmp_path, monkeypatch):
     import importlib.util
 
-    from studylib.measurement import sweep
+    from studylib.bench import sweep
 
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -282,8 +282,8 @@ def test_without_onnxscript_the_dynamo_export_is_a_skipped_row(module, tmp_path,
 def test_a_failing_dynamo_export_is_an_error_row_beside_rows_that_ran(tmp_path, monkeypatch):
     import measuring
     from studylib.core.config import Config
-    from studylib.core.results import ResultsTable
     from studylib.runtimes import onnx_export
+    from studylib.stats.results import ResultsTable
 
     real = onnx_export.export
 
@@ -321,7 +321,7 @@ def test_torchao_int8_close_to_eager_same_labels_and_leaves_the_module_alone(bat
 def test_torchao_that_does_not_support_this_torch_is_a_skipped_row_naming_both_versions(module, tmp_path, monkeypatch):
     import types
 
-    from studylib.measurement import sweep
+    from studylib.bench import sweep
 
     w = workload(tmp_path, module=module)
     monkeypatch.setitem(sys.modules, "torchao", None)  # not installed

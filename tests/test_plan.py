@@ -11,11 +11,12 @@ import torch
 
 import measuring
 from studylib import study
-from studylib.core import config, paths, run_shift
+from studylib.bench import profiles, replicates, sweep
+from studylib.bench.builder import Workloads
+from studylib.bench.plan import Plan
+from studylib.core import config, paths
 from studylib.machine import limits
-from studylib.measurement import profiles, replicates, sweep
-from studylib.measurement.builder import Workloads
-from studylib.measurement.plan import Plan
+from studylib.stats import run_shift
 
 PEAKS = {"method": 0, "device": "cpu", "matmul": {"fp32": {"gflops": 100.0}}}
 

@@ -9,8 +9,8 @@ import yaml
 
 from conftest import cli
 from studylib import run
+from studylib.bench import profiles
 from studylib.core import paths
-from studylib.measurement import profiles
 
 NB3 = "03_onnx_batching"
 

@@ -4,8 +4,8 @@ import pytest
 import yaml
 
 from conftest import cli, cli_process
+from studylib.bench import profiles, schemas
 from studylib.core import paths
-from studylib.measurement import profiles, schemas
 
 SMOKE = yaml.safe_load((paths.PARAMS_DIR / "smoke.yaml").read_text())
 NB = "01_eager_vs_compiled"

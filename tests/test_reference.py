@@ -8,7 +8,7 @@ import pytest
 from conftest import cli, stored_row
 from studylib import reference
 from studylib.core import paths
-from studylib.core.results import ResultsTable
+from studylib.stats.results import ResultsTable
 
 
 def _git(repo, *args):
@@ -145,7 +145,7 @@ def test_each_committed_study_has_its_verdict_table_and_it_is_what_its_results_g
     import numpy as np
 
     import studylib.studies  # noqa: F401 - registers the studies
-    from studylib.core import verdicts
+    from studylib.stats import verdicts
 
     results = paths.reference_root() / reference.PROFILE / "results"
     studies = sorted(p.stem for p in results.glob("*.jsonl"))

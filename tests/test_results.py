@@ -7,11 +7,11 @@ import pytest
 
 import measuring
 from conftest import stored_row
+from studylib.bench import replicates, sweep
 from studylib.core.config import Config
 from studylib.core.files import read_json, write_json_atomic
-from studylib.core.results import ResultsTable, measured_alike
 from studylib.machine import environment
-from studylib.measurement import replicates, sweep
+from studylib.stats.results import ResultsTable, measured_alike
 
 FAST = measuring.FAST
 TOL = {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02}
@@ -192,7 +192,7 @@ def test_a_group_is_timed_in_shared_rounds_and_replicates_pool(tmp_path, env):
     assert len(eager["samples_s"]) == len(eager["sample_rep"]) == len(eager["sample_round"]) == eager["n"]
     assert eager["sample_rep"] == aa["sample_rep"] and eager["sample_round"] == aa["sample_round"]
     assert aa["max_abs_diff"] == 0.0  # the A/A copy computes exactly what eager does
-    from studylib.core import variance
+    from studylib.stats import variance
 
     s = variance.speedup(eager, aa)
     assert s.paired and s.n == eager["n"] and s.ci_low <= s.ratio <= s.ci_high
@@ -301,8 +301,8 @@ def test_a_measurement_holds_every_column_read_alike_from_a_row_or_the_frame(tmp
     column and every column the reported table adds is one of its fields, so no reader falls back on a dict."""
     from dataclasses import fields
 
-    from studylib.core.measurement import Measurement
-    from studylib.core.results import COLUMNS
+    from studylib.stats.measurement import Measurement
+    from studylib.stats.results import COLUMNS
 
     t = ResultsTable(tmp_path / "r.jsonl")
     t.append(_row("a|eager", model="m", variant="eager", dtype="fp32", batch_size=1, device="cpu", threads=2,

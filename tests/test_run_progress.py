@@ -12,9 +12,10 @@ import warnings
 import nbformat
 import pytest
 
-from studylib import run
-from studylib.core import notebooks, paths, progress, study_registry
-from studylib.measurement import profiles
+from studylib import notebooks, run
+from studylib.bench import profiles
+from studylib.core import paths, study_registry
+from studylib.report import progress
 
 SMOKE = "smoke"
 ONE, TWO = "01_eager_vs_compiled", "02_torchscript_vs_xla"  # smoke: one replicate, two replicates

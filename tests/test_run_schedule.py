@@ -11,9 +11,9 @@ import yaml
 
 from conftest import seed_peaks
 from studylib import run
+from studylib.bench import profiles, replicates
 from studylib.core import paths, study_registry
 from studylib.core.files import read_json
-from studylib.measurement import profiles, replicates
 
 
 def _recording(monkeypatch, fail: set[str] = frozenset()):

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from studylib import runtimes
+from studylib.bench import grouping, profiles, sweep
 from studylib.core.config import Config
-from studylib.measurement import grouping, profiles, sweep
 from studylib.studies import eager_vs_compiled as s01
 from studylib.studies import torchscript_vs_xla as s02
 from studylib.workloads import models
@@ -239,8 +239,8 @@ def test_layout_table_findings_and_claim(layout_rows):
     skipped = lay[lay.candidate == "eager-cudnn-benchmark"]
     assert len(skipped) == 2 and (skipped.status == "skipped").all() and "CUDA setting" in skipped.error.iloc[0]
     sp = s01.speedups(layout_rows)
-    from studylib.core import verdicts
     from studylib.report import prose
+    from studylib.stats import verdicts
 
     text = "\n".join(prose.verdict_lines(verdicts.for_study(s01.NOTEBOOK, layout_rows.assign(task="vision"))))
     assert "**channels_last (NHWC) over the default layout, eager**: faster at every workload (1.2" in text
@@ -295,12 +295,12 @@ def test_micro_ops_stay_out_of_the_whole_model_analysis(op_rows):
     assert set(ops.model) == {"op-argmax", "op-gather"} and len(eager_fn) == 4
     assert np.allclose(eager_fn.speedup, 1 / 1.5, rtol=0.03)
     text = "\n".join(s02.findings(op_rows, sp))
-    from studylib.core import verdicts
+    from studylib.stats import verdicts
 
     tasks = op_rows.assign(task=["op" if m.startswith("op-") else "text" for m in op_rows.model])
     vt = verdicts.for_study(s02.NOTEBOOK, tasks)  # the verdict table judges whole models only
     assert {v.model for v in vt} == {"bert-tiny"} and any(v.candidate == "tf-function" for v in vt.options())
-    # about 1/1.5 (the fake samples are noisy, 3%) at the decimals its CI supports (core/numbers.py): 0.67× or 0.667×
+    # about 1/1.5 (the fake samples are noisy, 3%) at the decimals its CI supports (stats/numbers.py): 0.67× or 0.667×
     assert re.search(r"\*\*Single operations, eager over tf-function\*\* \(below 1: PyTorch slower\): op-argmax "
                      r"0\.6[4-9]\d?×", text), text
     assert "PyTorch faster in 0, slower in 4" in text

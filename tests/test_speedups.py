@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from answer_numbers import answer_numbers_missing
-from studylib.core import speedups
-from studylib.core.stats import Speedup
+from studylib.stats import speedups
+from studylib.stats.stats import Speedup
 
 rng = np.random.default_rng(1)
 

@@ -116,7 +116,7 @@ def test_results_table_formats_ok_rows_and_blanks_failed_ones(df):
 def test_everything_skipped_still_renders(tmp_path):
     """A cuda profile on a machine without a GPU: every row skipped, and every table and figure still works."""
     import measuring
-    from studylib.core.results import ResultsTable
+    from studylib.stats.results import ResultsTable
 
     table = ResultsTable(tmp_path / "r.jsonl")
     configs = [Config("resnet-tiny", v, "fp32", 1, "cuda", 2, image_size=32) for v in ("eager", "compile-default")]

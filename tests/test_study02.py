@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studylib.core import variance
 from studylib.report import plots
+from studylib.stats import variance
 from studylib.studies import torchscript_vs_xla as s02
 
 rng = np.random.default_rng(1)
@@ -86,8 +86,8 @@ def test_geomean_ci_covers_the_true_ratio_and_narrows_with_samples():
 def test_findings_and_claims_come_from_the_data(df):
     sp = s02.speedups(df)
     text = "\n".join(s02.findings(df, sp))
-    from studylib.core import verdicts
     from studylib.report import prose
+    from studylib.stats import verdicts
 
     lines = "\n".join(prose.verdict_lines(verdicts.for_study(s02.NOTEBOOK, df)))
     assert "**TorchScript over eager PyTorch**: faster at bert-tiny (all 4 shapes) (1.2" in lines and "4 not measured" in lines

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 import measuring
+from studylib.bench import grouping, profiles, replicates
+from studylib.bench.builder import Workloads
 from studylib.core.config import Config
-from studylib.core.results import ResultsTable
-from studylib.measurement import grouping, profiles, replicates
-from studylib.measurement.builder import Workloads
+from studylib.stats.results import ResultsTable
 from studylib.studies import keras_backends as s05
 
 rng = np.random.default_rng(5)
@@ -95,7 +95,7 @@ BACKEND_SCRIPT = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     from studylib.core.config import Config
-    from studylib.measurement import keras_models
+    from studylib.bench import keras_models
     from studylib import runtimes
     from studylib.runtimes import keras_process
     cache = Path(sys.argv[1])

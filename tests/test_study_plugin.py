@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
+from studylib.bench import profiles
 from studylib.core import study_registry
 from studylib.machine import gemm
-from studylib.measurement import profiles
 from studylib.report import summary
 from studylib.studies import STUDIES, unregister
 
@@ -26,8 +26,8 @@ from typing import Literal
 
 import pandas as pd
 
-from studylib.core import speedups
-from studylib.measurement.schemas import Grid
+from studylib.stats import speedups
+from studylib.bench.schemas import Grid
 from studylib.studies import Analysis, Comparison, Study, register
 from studylib.studies.base import CLAIM_COLUMNS
 from studylib.core.config import AA, REFERENCE, Config

@@ -14,12 +14,12 @@ import pytest
 import measuring
 from conftest import stored_row
 from studylib import runtimes
+from studylib.bench import surprises
+from studylib.bench.surprises import Expectation
 from studylib.core.config import Config
-from studylib.core.results import ResultsTable, validated
 from studylib.machine import profiling
-from studylib.measurement import surprises
-from studylib.measurement.surprises import Expectation
 from studylib.runtimes.pytorch import TorchEager
+from studylib.stats.results import ResultsTable, validated
 from studylib.studies import STUDIES, Analysis
 from studylib.workloads import models
 
@@ -42,7 +42,7 @@ def _rows(times: dict[str, float], spread=0.01, n=12, seed=0):
 
 
 def test_band_is_the_layers_band():
-    from studylib.core import speedups
+    from studylib.stats import speedups
 
     assert surprises.EQUIVALENCE is speedups.EQUIVALENCE
 

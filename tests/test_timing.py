@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from scipy import stats as sst
 
-from studylib.core import stats, timing, variance
-from studylib.core.timing import STOP_BUDGET, STOP_MAX_ROUNDS, STOP_PRECISION
+from studylib.bench import timing
+from studylib.bench.timing import STOP_BUDGET, STOP_MAX_ROUNDS, STOP_PRECISION
+from studylib.stats import stats, variance
 
 # ---------------------------------------------------------------------------------------------------
 # A fake machine: a clock that moves only when a variant is called, with an optional drifting speed.

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from conftest import stored_row
-from studylib.core import calibration, design, run_shift, stats, timing, variance
-from studylib.core.results import ResultsTable
+from studylib.bench import timing
+from studylib.stats import calibration, design, run_shift, stats, variance
+from studylib.stats.results import ResultsTable
 
 TRUE = {"eager": 0.100, "eager-aa": 0.100, "fast": 0.070}  # per-call medians in the machine's average phase
 RUN_SD, PHASE_SD, OWN_SD, ROUND_SD, NOISE_SD = 0.04, 0.05, 0.015, 0.03, 0.02

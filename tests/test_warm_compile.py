@@ -1,4 +1,4 @@
-"""The warm compile (measurement/warm.py, runtimes/compile_cache.py): a compiled configuration compiled again from the
+"""The warm compile (bench/warm.py, runtimes/compile_cache.py): a compiled configuration compiled again from the
 cache an earlier process saved, beside its cold compile, without a timing threshold anywhere."""
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import pytest
 import measuring
 import studylib
 from studylib import runtimes
-from studylib.core import verdicts
+from studylib.bench import warm
+from studylib.bench.builder import Workloads
 from studylib.core.config import Config
-from studylib.core.measurement import Measurement
-from studylib.core.results import ResultsTable
-from studylib.measurement import warm
-from studylib.measurement.builder import Workloads
 from studylib.report import decisions, prose
 from studylib.runtimes import compile_cache
+from studylib.stats import verdicts
+from studylib.stats.measurement import Measurement
+from studylib.stats.results import ResultsTable
 from studylib.studies import eager_vs_compiled as s01
 
 FAKE_ENV = {"fingerprint": "f", "git_commit": None}
@@ -36,7 +36,7 @@ PROCESS = r"""
 import json, sys
 from pathlib import Path
 from studylib import runtimes
-from studylib.core.timing import first_call
+from studylib.bench.timing import first_call
 from studylib.runtimes import compile_cache
 from studylib.workloads import models
 

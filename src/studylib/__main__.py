@@ -11,9 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from .bench import profiles, schemas
 from .core import paths
 from .machine import runlock
-from .measurement import profiles, schemas
 
 BUSY = 3  # exit status: another run holds the profile's lock (see runlock)
 PROFILE_HELP = ("a profile: its name (params/<name>.yaml; default cpu) or the path of a YAML file, whose name (without "
@@ -76,9 +76,9 @@ def _profiles() -> int:
 def _compare(ref: str, new: str, check: bool = False) -> int:
     """Print the comparison and its calibration; with `check`, exit 1 when a calibration figure is outside its
     limits (calibration.LIMITS)."""
-    from .core.calibration import format_calibration
     from .report.compare import CompareError, compare
     from .report.compare_text import format_comparison
+    from .stats.calibration import format_calibration
 
     try:
         c = compare(Path(ref), Path(new))

@@ -19,8 +19,8 @@ import subprocess
 import sys
 
 from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
+from .bench import profiles
 from .machine import gpu, gpu_probes
-from .measurement import profiles
 
 
 def _nvidia_smi() -> str | None:

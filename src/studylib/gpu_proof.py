@@ -25,16 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import gpu_check, runtimes
-from .core import numbers, paths
+from .bench import sweep
+from .bench.builder import Workloads
+from .bench.plan import Plan
+from .bench.schemas import MeasureSettings
+from .core import paths
 from .core.config import Config
-from .core.results import ResultsTable
 from .machine.gpu import apply, policy
-from .measurement import sweep
-from .measurement.builder import Workloads
-from .measurement.plan import Plan
-from .measurement.schemas import MeasureSettings
 from .runtimes.base import RuntimeUnavailable
 from .runtimes.pytorch import TorchEager
+from .stats import numbers
+from .stats.results import ResultsTable
 from .workloads import models
 
 SMOKE_PROFILE, SMOKE_NOTEBOOK = "gpu-smoke", "01_eager_vs_compiled"

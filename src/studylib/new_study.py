@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from .bench import profiles
 from .core import paths
-from .measurement import profiles
 from .studies import STUDIES
 
 NAME = re.compile(r"(\d{2})_([a-z][a-z0-9]*(?:_[a-z][a-z0-9]*)*)")
@@ -202,12 +202,12 @@ import pandas as pd
 from pydantic import model_validator
 
 from .. import runtimes
-from ..core import speedups, verdicts
+from ..bench import surprises
+from ..bench.schemas import Grid
+from ..claims import claims as seedclaims
 from ..core.config import REFERENCE, Config, is_aa, with_aa
-from ..core.speedups import Comparison
-from ..measurement import claims as seedclaims
-from ..measurement import surprises
-from ..measurement.schemas import Grid
+from ..stats import speedups, verdicts
+from ..stats.speedups import Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import aa_finding, describe_ci, drift_finding, failures_and_noise, latency_table, size_label
@@ -276,7 +276,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     """Speed-ups over eager, the measurements table, the findings, the claims of the registry this study tests
-    (measurement/claims.yaml; none until it names some) and the surprises. `peaks` is unused (no roofline here)."""
+    (claims/claims.yaml; none until it names some) and the surprises. `peaks` is unused (no roofline here)."""
     sp = speedup_table(df)
     analysis = Analysis(tables={{"speedups": sp, "measurements": latency_table(df)}}, findings=findings(df, sp),
                         claims=seedclaims.study_claims(NOTEBOOK, df, {{"speedups": sp}}))
@@ -315,7 +315,7 @@ CELLS = [
     ("c04", "code", "ctx.what_ran()"),
     ("c05", "markdown", "## Measurements\nOne row per configuration. Failed configurations stay in the table with "
      "their status and message."),
-    ("c06", "code", "from studylib.core import tables\n\n"
+    ("c06", "code", "from studylib.report import tables\n\n"
      "tables.folded(analysis.tables[\"measurements\"], f\"{{alias}.NOTEBOOK}_measurements\")"),
     ("c07", "markdown", "## Latency by batch size\nMedian latency per call, with the 95% CI of the median as a band "
      "(log scales)."),
@@ -326,7 +326,7 @@ CELLS = [
      "    caption=\"Lower is faster; where two variants' CI bars overlap, this run cannot tell them apart.\");"),
     ("c09", "markdown", "## Speed-up over eager\nThe median of the per-round ratios eager latency / variant latency on "
      "the same shape, with its 95% CI;\nthe grey band is the ±5% band the verdicts use."),
-    ("c10", "code", "from studylib.core import speedups\n\nif len(sp):\n"
+    ("c10", "code", "from studylib.stats import speedups\n\nif len(sp):\n"
      "    sp[\"workload\"] = sp.model + \" · \" + sp.apply({alias}.size_label, axis=1)\n"
      "    plots.speedup_points(sp, row=\"workload\", col=\"dtype\", control=speedups.aa_pairs(df),\n"
      "                         title=\"Speed-up over eager (95% CI)\",\n"
@@ -339,7 +339,7 @@ CELLS = [
      "its baseline, one call of each was profiled."),
     ("c18", "code", "ctx.surprises(df)"),
     ("c19", "markdown", "## Beside the published claims\nThe registry's claims this study tests "
-     "(src/studylib/measurement/claims.yaml; none until it names some)."),
+     "(src/studylib/claims/claims.yaml; none until it names some)."),
     ("c20", "code", "ctx.claims(analysis)"),
     ("c21", "markdown", "## Caveats\n- Random weights: speed does not depend on weight values.\n"
      "- The numbers hold for this machine, this thread count and these library versions (see What ran).\n"

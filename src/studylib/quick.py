@@ -5,11 +5,11 @@
     result            # in Jupyter: the decision table; print(result) in a script
 
 Each callable is called once, cold, alone (its first call: compile, trace, export land there, reported apart);
-then all of them are timed in interleaved rounds in random order (core.timing.measure_rounds), in `replicates`
+then all of them are timed in interleaved rounds in random order (bench.timing.measure_rounds), in `replicates`
 blocks with their own seeds, beside an A/A copy of the baseline (the same callable under `<baseline>-aa`), which
 calibrates the ±5% band exactly as on the study pages. The speed-up of each over the baseline gets its 95% CI, its
 decision (faster, slower, equal, undecided) and its Benjamini-Hochberg step from the same verdict table
-(core.verdicts) the pages use; the first outputs are compared with the baseline's (max abs difference).
+(stats.verdicts) the pages use; the first outputs are compared with the baseline's (max abs difference).
 
 Replicates here are blocks within one process (the studies' are separate processes): intervals then do not include
 process-to-process variation such as a new compile. Pass `sync` (e.g. torch.cuda.synchronize) to wait for a device
@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .core import speedups
-from .core.timing import first_call, measure_rounds, row_statistics
-from .core.verdicts import VerdictTable, compute
+from .bench.timing import first_call, measure_rounds, row_statistics
 from .report import decisions
+from .stats import speedups
+from .stats.verdicts import VerdictTable, compute
 
 STUDY = "quick"
 WORKLOAD = {"study": STUDY, "profile": STUDY, "model": "yours", "dtype": "fp32", "batch_size": 1, "seq_len": None,

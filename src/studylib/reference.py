@@ -21,12 +21,12 @@ import subprocess
 import time
 from pathlib import Path
 
+from .bench import profiles
 from .core import paths
 from .core.files import read_json, write_json_atomic
-from .core.results import ResultsTable
-from .measurement import profiles
 from .report.render import report
 from .run import run
+from .stats.results import ResultsTable
 
 PROFILE = "cpu"
 RECORD = "REFERENCE.json"

@@ -18,16 +18,16 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .core import paths, progress, study_registry
+from .bench import grouping, plan, profiles
+from .bench.replicates import RUN_ID_VAR, pending_parts
+from .core import paths, study_registry
 from .core.files import read_json, write_json_atomic
-from .core.notebooks import execute as execute_file
-from .core.results import ResultsTable
 from .machine import environment, runlock
 from .machine.gpu import policy
 from .machine.threads import OMP_WAIT_POLICY
-from .measurement import grouping, plan, profiles
-from .measurement.replicates import RUN_ID_VAR, pending_parts
-from .report import render
+from .notebooks import execute as execute_file
+from .report import progress, render
+from .stats.results import ResultsTable
 from .studies import STUDIES
 
 KERNEL = "studylib"

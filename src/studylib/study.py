@@ -11,18 +11,20 @@ from typing import Any
 
 import pandas as pd
 
-from .core import numbers, paths, study_registry, tables, verdicts
+from .bench import dataset, grouping, plan, profiles, replicates, schemas, surprises
+from .bench.builder import Workloads
+from .bench.plan import Plan
+from .bench.timing import Overhead, harness_overhead
+from .claims import claims
+from .core import paths, study_registry
 from .core.config import Config
 from .core.files import read_json, write_json_atomic
-from .core.progress import group_progress
-from .core.results import ResultsTable
-from .core.timing import Overhead, harness_overhead
 from .machine import environment, gpu, limits, runlock
 from .machine.threads import apply_threads
-from .measurement import claims, dataset, grouping, plan, profiles, replicates, schemas, surprises
-from .measurement.builder import Workloads
-from .measurement.plan import Plan
-from .report import answer, gpu_paths, prose
+from .report import answer, gpu_paths, prose, tables
+from .report.progress import group_progress
+from .stats import numbers, verdicts
+from .stats.results import ResultsTable
 from .studies import STUDIES
 from .workloads import batching
 
@@ -42,7 +44,7 @@ class StudyRun:
     params: dict | None = None  # the parameters it ran with, as the profile and its overrides resolve them
     loaded: Any = None  # the profile it loaded (profiles.LoadedProfile), overrides included
     run_note: str = "nothing measured yet"  # what the last `run` measured and reused (the page's "What ran")
-    verdicts: Any = None  # the verdict table the last `run` computed and saved (core/verdicts.py)
+    verdicts: Any = None  # the verdict table the last `run` computed and saved (stats/verdicts.py)
 
     @property
     def env(self) -> dict:

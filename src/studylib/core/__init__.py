@@ -1,2 +1,2 @@
-"""The core: timing, statistics, the comparison layer (speed-ups, bands, verdicts), the results table, the
-configuration and its shape. Imports nothing above it."""
+"""The vocabulary every layer shares: a configuration and its shape, where files go, atomic files and the
+registry of studies. Imports nothing of studylib."""

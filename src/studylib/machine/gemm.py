@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..core import numbers
+from ..stats import numbers
 from .gemm_child import CHILDREN, DTYPES, MARK, shapes
 from .threads import OMP_WAIT_POLICY
 
@@ -142,7 +142,7 @@ def describe(gemm: dict | None) -> str:
 
 # ----------------------------------------------------------------------- two libraries at the studies' shapes
 
-GAP_RATIO = 1.3  # two libraries' GEMMs further apart than this explain a framework's gap (analysis/gemm_why.py)
+GAP_RATIO = 1.3  # two libraries' GEMMs further apart than this explain a framework's gap (machine/gemm_why.py)
 
 
 def _gemm(peaks: dict | None) -> dict:

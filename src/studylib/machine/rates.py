@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..core import stats
+from ..stats import stats
 
 MIN_SAMPLES = 10  # timed calls per kernel at least (the order-statistic CI needs 6 at 95%)
 MAX_SAMPLES = 200

@@ -1,4 +1,4 @@
-"""The top and the bottom of a study page, from its verdict table (core/verdicts.py, worded by decisions.py).
+"""The top and the bottom of a study page, from its verdict table (stats/verdicts.py, worded by decisions.py).
 
 A page opens with its decision table (workloads down, options across: the decision, the speed-up over the named
 baseline with its 95% CI, the latency per call and per item), then the Answer (at most prose.ANSWER_WORDS words: what to use where,
@@ -17,9 +17,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..core import numbers, paths, speedups, variance
-from ..core.verdicts import VerdictTable
-from ..measurement import profiles
+from ..bench import profiles
+from ..core import paths
+from ..stats import numbers, speedups, variance
+from ..stats.verdicts import VerdictTable
 from ..studies import STUDIES
 from . import decisions, prose
 

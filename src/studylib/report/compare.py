@@ -27,14 +27,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core import speedups
-from ..core.calibration import Calibration, calibrate
 from ..core.config import is_aa, original_of
 from ..core.files import read_json
-from ..core.measurement import Measurement
-from ..core.results import ResultsTable
-from ..core.speedups import speedup
 from ..machine.limits import matmul_gflops, peak_bandwidth
+from ..stats import speedups
+from ..stats.calibration import Calibration, calibrate
+from ..stats.measurement import Measurement
+from ..stats.results import ResultsTable
+from ..stats.speedups import speedup
 
 WORST_SHOWN = 10
 # Fields of env.json compared as they are; the machine's measured limits are compared with PEAK_TOLERANCE.

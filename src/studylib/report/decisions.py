@@ -1,4 +1,4 @@
-"""What pages show of a study's verdicts (core/verdicts.py), as tables and picks: the decision table a study page
+"""What pages show of a study's verdicts (stats/verdicts.py), as tables and picks: the decision table a study page
 opens with, the "which batch size" table of the data-set studies, the pick per workload (the index's "What to use")
 and the summary's headlines; the numbers' formats. The Answer's words are prose.py's. Every function here reads a
 VerdictTable and nothing else decides: a verdict edited in a saved table changes every element that names it
@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..core import numbers, speedups, verdicts
-from ..core.verdicts import Verdict, VerdictTable
+from ..stats import numbers, speedups, verdicts
+from ..stats.verdicts import Verdict, VerdictTable
 
 MIN_COST_S = 0.5  # one-time costs below this are left out of the Answer's sentences (they are in the table)
 WHAT_TO_USE_COLUMNS = ["study", "workload", "decision", "speed-up over default (95% CI)", "latency", "one-time cost",

@@ -11,13 +11,13 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import NullFormatter
 
-from ..analysis import roofline as rf
-from ..core import numbers
+from ..bench import roofline as rf
 from ..core.config import SHAPE, is_aa
-from ..core.plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title
-from ..core.speedups import EQUIVALENCE
 from ..machine import limits
+from ..stats import numbers
+from ..stats.speedups import EQUIVALENCE
 from .palette import NOISE, colour, marker
+from .plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title
 
 BAND_LABEL = f"equal within ±{EQUIVALENCE - 1:.0%} (the verdicts' band)"
 

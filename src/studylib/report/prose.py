@@ -1,7 +1,7 @@
 """The Answer a study page gives under its decision table, in words: at most ANSWER_WORDS words of plain prose
 (what to use where, where it does not pay off, the one-time cost and the calls that pay it back, one sentence on
 ties), the index's one-line headline of a study, and the findings' verdict lines. Every sentence is built from a
-VerdictTable (core/verdicts.py), through the picks and numbers of decisions.py."""
+VerdictTable (stats/verdicts.py), through the picks and numbers of decisions.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import re
 
 import numpy as np
 
-from ..core import numbers, speedups, verdicts
-from ..core.verdicts import Verdict, VerdictTable
+from ..stats import numbers, speedups, verdicts
+from ..stats.verdicts import Verdict, VerdictTable
 from .decisions import MIN_COST_S, calls_said, pick, quantized, seconds
 
 ANSWER_WORDS = 110  # counted strictly (`words`): the box, its heading and machine line stay under 150

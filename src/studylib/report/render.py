@@ -5,9 +5,9 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from ..bench.profiles import OVERRIDES_KEY, RESERVED, describe_overrides
 from ..core import paths
 from ..core.files import read_json, write_text_atomic
-from ..measurement.profiles import OVERRIDES_KEY, RESERVED, describe_overrides
 from ..studies import STUDIES
 from . import glossary, prose, seeds, summary
 

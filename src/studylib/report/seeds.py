@@ -11,7 +11,7 @@ import html
 import re
 from dataclasses import dataclass
 
-from ..measurement.claim_registry import articles
+from ..claims.claim_registry import articles
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,16 @@ import os
 
 import pandas as pd
 
-from ..core import numbers, paths, study_registry, verdicts
+from ..bench import profiles
+from ..bench.profiles import RESERVED
+from ..claims import claims as seedclaims
+from ..core import paths, study_registry
 from ..core.config import FIELDS
 from ..core.files import read_json
-from ..core.results import ResultsTable
-from ..core.verdicts import VerdictTable
 from ..machine import environment, limits
-from ..measurement import claims as seedclaims
-from ..measurement import profiles
-from ..measurement.profiles import RESERVED
+from ..stats import numbers, verdicts
+from ..stats.results import ResultsTable
+from ..stats.verdicts import VerdictTable
 from ..studies import STUDIES, Comparison
 from . import decisions, gpu_paths
 
@@ -93,7 +94,7 @@ SUMMARY_CLAIM_COLUMNS = ["profile", "study", *seedclaims.COLUMNS]
 
 
 def claims(profiles: list[str]) -> pd.DataFrame:
-    """Every claim of the registry (studylib.measurement.claims) on every profile, one row per claim and profile: judged by its
+    """Every claim of the registry (studylib.claims.claims) on every profile, one row per claim and profile: judged by its
     study's analysis where that study has results here, else marked as not run or, with why, as not testable.
     A plug-in study's own claim rows come along."""
     registry = seedclaims.registry()

@@ -8,8 +8,8 @@ import json
 
 import pandas as pd
 
+from ..claims import claims as seedclaims
 from ..core import paths
-from ..measurement import claims as seedclaims
 from ..studies import STUDIES
 
 # A claim's short verdict (the claims table's `judgement`) as one word or two for the matrix.

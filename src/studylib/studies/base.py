@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..bench.builder import Workloads
+from ..bench.surprises import Expectation
+from ..claims.claims import CLAIM_COLUMNS  # noqa: F401 - a study's claims table has these columns
 from ..core import paths
 from ..core.config import Config
-from ..core.speedups import Comparison
 from ..core.study_registry import REGISTRY, register, unregister  # noqa: F401 - the studies register through here
-from ..measurement.builder import Workloads
-from ..measurement.claims import CLAIM_COLUMNS  # noqa: F401 - a study's claims table has these columns
-from ..measurement.surprises import Expectation
+from ..stats.speedups import Comparison
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Analysis:
 
     tables: named tables its notebook shows (speed-ups, gains, preparation, …); findings: the sentences
     of its "answer first" section, computed from the data; claims: one row per registry claim it tests
-    (CLAIM_COLUMNS, built by studylib.measurement.claims.study_claims), and any columns of its own."""
+    (CLAIM_COLUMNS, built by studylib.claims.claims.study_claims), and any columns of its own."""
 
     tables: dict[str, pd.DataFrame]
     findings: list[str]
@@ -55,7 +55,7 @@ class Study:
     frameworks: tuple[str, ...] = ("torch",)  # whose threads the study sets (and records)
     comparisons: tuple[Comparison, ...] = ()  # the speed-ups its Answer box gives by regime (speedups.py)
     # the configuration columns a reader chooses between (a workload is the shape less these), and the default
-    # choice every option's speed-up is taken over (core/verdicts.py); a choice the default leaves open is matched
+    # choice every option's speed-up is taken over (stats/verdicts.py); a choice the default leaves open is matched
     options: tuple[str, ...] = ("variant",)
     default: tuple[tuple[str, str], ...] = (("variant", "eager"),)
     notebook_file: Path | None = None  # where its notebook is (default: notebooks/<notebook>.ipynb)
@@ -64,7 +64,7 @@ class Study:
     # one call of each side after its rounds (surprises.py)
     expectations: tuple[Expectation, ...] = ()
     # compile each torch.compile configuration again from the cache an earlier process saved, after its rounds: the warm
-    # one-time cost beside the cold one (measurement/warm.py)
+    # one-time cost beside the cold one (bench/warm.py)
     warm_compile: bool = False
 
     @property

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..core import numbers, run_shift, speedups, stats, variance
 from ..core.config import shape_label
-from ..core.speedups import EQUIVALENCE
+from ..stats import numbers, run_shift, speedups, stats, variance
+from ..stats.speedups import EQUIVALENCE
 from ..workloads.models import MODELS
 
 

@@ -11,15 +11,14 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from .. import runtimes
-from ..analysis import roofline
-from ..core import numbers, verdicts
-from ..core import speedups as speedups_layer
+from ..bench import roofline, surprises
+from ..bench.schemas import SKIP_KEYS, Grid, Skip, VariantSkips
+from ..claims import claims as seedclaims
 from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, with_aa
-from ..core.measurement import Measurement
-from ..core.speedups import Comparison
-from ..measurement import claims as seedclaims
-from ..measurement import surprises
-from ..measurement.schemas import SKIP_KEYS, Grid, Skip, VariantSkips
+from ..stats import numbers, verdicts
+from ..stats import speedups as speedups_layer
+from ..stats.measurement import Measurement
+from ..stats.speedups import Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401
@@ -45,7 +44,7 @@ EXPECTATIONS = tuple(surprises.Expectation(v, REFERENCE) for v in
 VISION_ONLY = ("eager-channels-last", "compile-default-channels-last", "eager-cudnn-benchmark")
 LAYOUT_PAIRS = (("eager-channels-last", "eager"), ("compile-default-channels-last", "compile-default"),
                 ("eager-cudnn-benchmark", "eager"))
-# what a compile from the cache an earlier process saved is read from (measurement/warm.py; Measurement.warm_one_time_s)
+# what a compile from the cache an earlier process saved is read from (bench/warm.py; Measurement.warm_one_time_s)
 _WARM = ["median_s", "warm_prepare_s", "warm_first_call_s", "warm_cache_hits", "warm_cache_misses", "warm_max_abs_diff",
          "parity_tol"]
 # What the compile table, its findings and the one-time cost cover: torch.compile (a just-in-time compile in the first
@@ -131,7 +130,7 @@ def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float 
     if original_of(c.variant) == "eager-cudnn-benchmark" and c.device != "cuda":
         return 0.0  # a skipped row
     calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
-    # replicates 2..k of a fresh cache compile once more, from the cache the one before saved (measurement/warm.py)
+    # replicates 2..k of a fresh cache compile once more, from the cache the one before saved (bench/warm.py)
     warm_s = (measure["replicates"] - 1) * compile_s * _WARM_SHARE if family == "compile" and not is_aa(c.variant) else 0.0
     return warm_s + measure["replicates"] * (compile_s + max(per_call / speed, measure["block_s"]) * calls
                                              + measure["min_time_s"] / 5)
@@ -217,7 +216,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
 
 
 def _warm_cost(df: pd.DataFrame) -> str:
-    """The findings' words on a compile from the cache an earlier process saved (measurement/warm.py): its one-time
+    """The findings' words on a compile from the cache an earlier process saved (bench/warm.py): its one-time
     cost over the compiled configurations that had one, those whose warm compile missed the cache (not reported as
     warm) and those whose warm output differs from eager; '' where none ran."""
     rows = df[(df.status == "ok") & ~df.variant.map(is_aa) & (df.variant.map(runtimes.family) == "compile")]
@@ -260,14 +259,14 @@ def _geo_pairs(df: pd.DataFrame, cand: str, base: str) -> dict | None:
 
 
 def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 001, 002 and 004), judged on these results (see studylib.measurement.claims)."""
+    """The registry's claims this study tests (seeds 001, 002 and 004), judged on these results (see studylib.claims.claims)."""
     return seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp})
 
 
 def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Compile cost, speed-up and break-even calls per compiled configuration (torch.compile, and torch.export +
     AOTInductor); with the results `df`, also the one-time cost of a torch.compile from the cache an earlier process
-    saved with the caches' hits / misses over the replicates that ran it (measurement/warm.py), the graphs each cold
+    saved with the caches' hits / misses over the replicates that ran it (bench/warm.py), the graphs each cold
     torch.compile built, its graph breaks and the graphs rebuilt in steady state (dynamo's counters); blank for rows
     measured before they were recorded, and for export-aoti, whose export gives one graph or fails."""
     t = sp[~sp.variant.map(is_aa) & sp.variant.map(runtimes.family).isin(COMPILED)].copy()

@@ -1,4 +1,4 @@
-"""Study 01's claim evaluators (studylib.measurement.claims): each turns the study's results into our measurement of one seed
+"""Study 01's claim evaluators (studylib.claims.claims): each turns the study's results into our measurement of one seed
 claim (seeds 001, 002 and 004), or says from the data why they cannot answer it. They register themselves with
 claims.register_evaluators, beside the study module (eager_vs_compiled)."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import runtimes
-from ..core import numbers
-from ..core import speedups as speedups_layer
+from ..claims import claims as seedclaims
 from ..core.config import is_aa, shape_columns, shape_label
-from ..measurement import claims as seedclaims
+from ..stats import numbers
+from ..stats import speedups as speedups_layer
 from .eager_vs_compiled import NOTEBOOK, _where
 
 

@@ -17,16 +17,16 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from .. import runtimes
-from ..analysis import roofline
-from ..core import numbers, paths, verdicts
-from ..core import speedups as speedups_layer
+from ..bench import keras_models, roofline, surprises
+from ..bench.schemas import Grid
+from ..claims import claims as seedclaims
+from ..core import paths
 from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, shape_of, with_aa
-from ..core.speedups import Comparison
-from ..core.verdict_lookup import Decisions
-from ..measurement import claims as seedclaims
-from ..measurement import keras_models, surprises
-from ..measurement.schemas import Grid
 from ..runtimes.keras import BACKENDS
+from ..stats import numbers, verdicts
+from ..stats import speedups as speedups_layer
+from ..stats.speedups import Comparison
+from ..stats.verdict_lookup import Decisions
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import aa_finding, describe_ci, drift_finding, latency_table  # noqa: F401

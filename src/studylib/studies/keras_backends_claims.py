@@ -1,4 +1,4 @@
-"""Study 05's claim evaluators (studylib.measurement.claims): seed 002's claims measured on the study's results and tables, or
+"""Study 05's claim evaluators (studylib.claims.claims): seed 002's claims measured on the study's results and tables, or
 why they cannot be. They register themselves with claims.register_evaluators,
 beside the study module (keras_backends)."""
 
@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..core import numbers
-from ..core import speedups as speedups_layer
+from ..claims import claims as seedclaims
 from ..core.config import REFERENCE, shape_label
-from ..core.verdict_lookup import Decisions
-from ..measurement import claims as seedclaims
 from ..runtimes.keras import BACKENDS
+from ..stats import numbers
+from ..stats import speedups as speedups_layer
+from ..stats.verdict_lookup import Decisions
 from .keras_backends import KERAS2, NATIVE_COMPILED, NOTEBOOK, STUDY, _across, _geo, _triple, backend_of, is_keras3
 
 

@@ -8,13 +8,12 @@ import numpy as np
 import pandas as pd
 
 from .. import runtimes
-from ..analysis import roofline
-from ..core import numbers, speedups, verdicts
+from ..bench import dataset, roofline, surprises
+from ..bench.schemas import DataGrid
+from ..claims import claims as seedclaims
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
-from ..core.speedups import Comparison
-from ..measurement import claims as seedclaims
-from ..measurement import dataset, surprises
-from ..measurement.schemas import DataGrid
+from ..stats import numbers, speedups, verdicts
+from ..stats.speedups import Comparison
 from .base import Analysis, Study, register
 from .common import (
     aa_finding,
@@ -317,7 +316,7 @@ def int8_accuracy(df: pd.DataFrame, tables: dict, claim):
 
 
 def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 003 and 004), judged on these results (studylib.measurement.claims);
+    """The registry's claims this study tests (seeds 003 and 004), judged on these results (studylib.claims.claims);
     `peaks` (the machine's limits) give verdicts over eager PyTorch their host caveat."""
     return seedclaims.study_claims(NOTEBOOK, df, {"same batch": same, "over batch 1": over1}, peaks=peaks)
 

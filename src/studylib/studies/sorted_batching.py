@@ -8,13 +8,12 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from ..analysis import roofline
-from ..core import numbers, speedups, verdicts
+from ..bench import dataset, roofline, surprises
+from ..bench.schemas import DataGrid
+from ..claims import claims as seedclaims
 from ..core.config import REFERENCE, Config, shape_columns, with_aa
-from ..core.speedups import Comparison
-from ..measurement import claims as seedclaims
-from ..measurement import dataset, surprises
-from ..measurement.schemas import DataGrid
+from ..stats import numbers, speedups, verdicts
+from ..stats.speedups import Comparison
 from ..workloads import batching
 from .base import Analysis, Study, register
 from .common import (
@@ -199,7 +198,7 @@ def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted
 
 
 def claims(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
-    """The registry's claims this study tests (seed 003's batching), judged on these results (studylib.measurement.claims)."""
+    """The registry's claims this study tests (seed 003's batching), judged on these results (studylib.claims.claims)."""
     return seedclaims.study_claims(NOTEBOOK, df, {"gains": g})
 
 

@@ -9,14 +9,13 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from ..analysis import roofline
-from ..core import numbers, verdicts
-from ..core import speedups as speedups_layer
+from ..bench import roofline, surprises
+from ..bench.schemas import Grid, VariantSkips
+from ..claims import claims as seedclaims
 from ..core.config import REFERENCE, Config, aa_of, original_of, shape_columns, shape_label, shape_of, with_aa
-from ..core.speedups import Comparison
-from ..measurement import claims as seedclaims
-from ..measurement import surprises
-from ..measurement.schemas import Grid, VariantSkips
+from ..stats import numbers, verdicts
+from ..stats import speedups as speedups_layer
+from ..stats.speedups import Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import aa_finding, aoti_prepare_s, aoti_steps, describe_ci, drift_finding, latency_table  # noqa: F401
@@ -285,7 +284,7 @@ OP_EVALUATORS = ("op_gain",)  # claims judged on the micro-ops' rows; every othe
 
 
 def claims(df: pd.DataFrame, sp: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 000, 001 and 003), judged on these results (studylib.measurement.claims):
+    """The registry's claims this study tests (seeds 000, 001 and 003), judged on these results (studylib.claims.claims):
     seed 001's single-operation claim on the micro-ops' rows, every other claim on the whole models'; `peaks` (the
     machine's limits) give verdicts over eager PyTorch their host caveat."""
     mine = [c for c in seedclaims.registry() if c.study == NOTEBOOK]

@@ -1,4 +1,4 @@
-"""Study 02's claim evaluators (studylib.measurement.claims): each turns the study's results into our measurement of one seed
+"""Study 02's claim evaluators (studylib.claims.claims): each turns the study's results into our measurement of one seed
 claim (seeds 000, 001 and 003), or says from the data why they cannot answer it. They register themselves with
 claims.register_evaluators, beside the study module (torchscript_vs_xla)."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core import numbers
-from ..core import speedups as speedups_layer
+from ..claims import claims as seedclaims
 from ..core.config import shape_label, shape_of
-from ..core.verdict_lookup import Decisions
-from ..measurement import claims as seedclaims
+from ..stats import numbers
+from ..stats import speedups as speedups_layer
+from ..stats.verdict_lookup import Decisions
 from .common import describe_ci
 from .torchscript_vs_xla import FRAMEWORK, LABEL_COLUMNS, NOTEBOOK, is_op
 

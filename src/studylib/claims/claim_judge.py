@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..core import numbers
-from ..core.speedups import EQUIVALENCE, verdict
+from ..stats import numbers
+from ..stats.speedups import EQUIVALENCE, verdict
 from .claim_registry import Claim
 
 AGREES_NUMBER, AGREES_DIRECTION = "agrees (number)", "agrees (direction)"

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from ..core.config import is_aa
-from ..core.timing import first_call
 from ..runtimes import compile_cache
 from ..runtimes.base import synced
+from .timing import first_call
 
 WARM_COLUMNS = ("warm_prepare_s", "warm_first_call_s", "warm_cache_hits", "warm_cache_misses", "warm_max_abs_diff",
                 "warm_note")

@@ -24,16 +24,16 @@ import numpy as np
 
 from .. import runtimes
 from ..core.config import REFERENCE, Config
-from ..core.memory import PeakMemory
-from ..core.results import MEASURED_COLUMNS, RUN_COLUMNS
-from ..core.timing import first_call, measure_rounds, row_statistics
 from ..machine import allocator, gpu
 from ..runtimes.base import synced
 from ..runtimes.pytorch import dynamo_counts, reset_compiled
+from ..stats.results import MEASURED_COLUMNS, RUN_COLUMNS
 from ..workloads import models
 from . import surprises, warm
 from .builder import Workloads
+from .memory import PeakMemory
 from .plan import Plan
+from .timing import first_call, measure_rounds, row_statistics
 
 # Out-of-memory as PyTorch (CPU, CUDA), TensorFlow and ONNX Runtime word it.
 OOM_PATTERNS = ("out of memory", "can't allocate memory", "oom when allocating", "failed to allocate memory")
@@ -152,7 +152,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
 
 
 def allocator_of(runtime: runtimes.Runtime) -> str:
-    """The framework whose GPU allocator a runtime's memory lands in (core.memory.PeakMemory reads that one)."""
+    """The framework whose GPU allocator a runtime's memory lands in (bench.memory.PeakMemory reads that one)."""
     if runtime.family == "onnxruntime":
         return "onnxruntime"
     if runtime.family == "tensorflow":

@@ -2,7 +2,7 @@
 
 A CI built from one burst of samples in one process cannot see what changes between runs (where the
 process's memory landed, which phase the machine was in). So each replicate is a fresh Python
-process (`python -m studylib.measurement.replicates TASK`) that measures every pending group, and replicate r+1
+process (`python -m studylib.bench.replicates TASK`) that measures every pending group, and replicate r+1
 starts only when replicate r has finished the whole grid: the replicates of a group lie minutes apart.
 `studylib run` spreads them further: before any notebook runs, it measures replicates 0 … k-2 of every
 notebook it was asked for, pass by pass (`only_replicate`; study.measure_replicate), and each notebook then
@@ -40,10 +40,10 @@ from typing import Any
 
 from ..core.config import Config
 from ..core.files import read_json, write_json_atomic
-from ..core.results import ResultsTable
 from ..machine import gpu
 from ..machine.environment import git_commit
 from ..machine.threads import apply_threads
+from ..stats.results import ResultsTable
 from . import grouping, sweep
 from .builder import Workloads
 from .plan import Plan
@@ -167,7 +167,7 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
     with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as f:
         pickle.dump(task, f)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "studylib.measurement.replicates", f.name],
+        proc = subprocess.Popen([sys.executable, "-m", "studylib.bench.replicates", f.name],
                                 env=os.environ | _start_vars(task) | (task.env_vars or {}))
         try:
             while proc.poll() is None:

@@ -22,8 +22,9 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
-from ..core import numbers, paths, study_registry
-from . import profiles
+from ..bench import profiles
+from ..core import paths, study_registry
+from ..stats import numbers
 
 REGISTRY_FILE = Path(__file__).with_name("claims.yaml")
 SEEDS = ("000", "001", "002", "003", "004")

@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 
 from .. import runtimes
-from ..core import speedups
 from ..core.config import shape_label
-from ..core.verdict_lookup import Decisions
-from ..core.verdicts import VerdictTable
 from ..machine.limits import peak_bandwidth, peak_gflops, roof
+from ..stats import speedups
+from ..stats.verdict_lookup import Decisions
+from ..stats.verdicts import VerdictTable
 
 OVERHEAD_SHARE = 0.25  # below this share of the attainable rate a call is overhead-bound
 REGIMES = ("overhead-bound", "memory-bound", "compute-bound")

@@ -27,11 +27,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..core import numbers, speedups, stats
 from ..core.config import FIELDS as CONFIG_FIELDS
-from ..core.measurement import Measurement
-from ..core.speedups import EQUIVALENCE
 from ..machine.profiling import profile_prepared
+from ..stats import numbers, speedups, stats
+from ..stats.measurement import Measurement
+from ..stats.speedups import EQUIVALENCE
 
 EXPECTS = ("faster", "equal")
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..core.files import write_text_atomic
 from . import variance
-from .files import write_text_atomic
 from .measurement import Measurement
 
 STATUSES = ("ok", "oom", "error", "skipped")
@@ -52,7 +52,7 @@ MEASURED_COLUMNS = {
     # a surprise (surprises.py): one steady-state call's top operators by self time ({op, self_ms, calls, self_pct}),
     # and what was profiled and why (or why not); None where the configuration was not part of a surprise
     "profile_top_ops": _L, "profile_note": _S,
-    # torch.compile again in a later process, from the cache an earlier one saved (measurement/warm.py): its preparation
+    # torch.compile again in a later process, from the cache an earlier one saved (bench/warm.py): its preparation
     # (loading the artifacts, torch.compile) and first call, only where every cache lookup hit; the lookups' hits and
     # misses; its output's max abs difference to eager; what the step did or why not. None where not measured (older
     # rows lack them: readers treat a missing column as unknown)

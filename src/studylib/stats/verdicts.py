@@ -30,12 +30,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..core.config import SHAPE, is_aa
+from ..core.files import write_text_atomic
+from ..core.study_registry import studies
 from . import calibration, speedups, variance
-from .config import SHAPE, is_aa
-from .files import write_text_atomic
 from .measurement import Measurement
 from .speedups import Comparison
-from .study_registry import studies
 
 DECISIONS = ("faster", "slower", "equal", "undecided")
 # a successor's decision over the deprecated path it replaces, in words (the Answer's line and the claims)

@@ -1,7 +1,7 @@
 """The host caveat of a CPU verdict of the form "X over eager PyTorch", where X runs on another library (TensorFlow,
 ONNX Runtime, JAX): that library's fp32 GEMM and PyTorch's on this host, from the machine's limits (peaks["gemm"],
 machine/gemm.py), where they differ by more than gemm.GAP_RATIO. Such a verdict then carries this host's GEMM path:
-another CPU can give both libraries the same path (analysis/gemm_why.py explains it at length on study pages).
+another CPU can give both libraries the same path (machine/gemm_why.py explains it at length on study pages).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import inspect
 
 from .. import runtimes
-from ..core import numbers
 from ..machine import gemm
+from ..stats import numbers
 from ..workloads import models as model_registry
 from .claim_registry import Claim, ClaimError, evaluator
 

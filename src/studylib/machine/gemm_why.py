@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core import numbers
+from ..stats import numbers
 
 # the ratio and rates live with the record (machine/gemm.py), where the claims layer reads them too
-from ..machine.gemm import GAP_RATIO as MECHANISM_RATIO
-from ..machine.gemm import _gemm, gemm_ratio, study_rates, study_shapes  # noqa: F401 - gemm_ratio: re-exported
-from ..machine.gemm import rate_span as _span
-from ..machine.gemm import study_cells as _cells
+from .gemm import GAP_RATIO as MECHANISM_RATIO
+from .gemm import _gemm, gemm_ratio, study_rates, study_shapes  # noqa: F401 - gemm_ratio: re-exported
+from .gemm import rate_span as _span
+from .gemm import study_cells as _cells
 
 NAMES = {"torch": "PyTorch", "torch-onednn": "PyTorch through oneDNN's linear", "tensorflow": "TensorFlow",
          "onnxruntime": "ONNX Runtime", "jax": "JAX"}

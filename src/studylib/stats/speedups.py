@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
+from ..core.config import FIELDS, REFERENCE, is_aa, original_of, shape_columns, shape_label
 from . import calibration, numbers, variance
-from .config import FIELDS, REFERENCE, is_aa, original_of, shape_columns, shape_label
 from .measurement import Measurement
 from .stats import Speedup
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import runtimes
-from ..core import run_shift, timing
 from ..core.config import Config
-from ..core.run_shift import RunShift
+from ..stats import run_shift
+from ..stats.run_shift import RunShift
+from . import timing
 from .schemas import MeasureSettings, Profile
 
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
+from ..stats import stats
 
 STOP_PRECISION = "precision"  # every median's and every speed-up's CI half-width reached the target
 STOP_BUDGET = "budget"  # the group's time budget was spent

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from .. import runtimes
 from ..core.config import Config
-from ..core.results import ResultsTable, measured_alike
+from ..stats.results import ResultsTable, measured_alike
 from .plan import Plan
 
 

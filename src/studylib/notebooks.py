@@ -1,7 +1,7 @@
 """The project's notebook files: executing one through papermill on a local kernel, and keeping the committed ones
 normalised (every cell has an id, nbformat 4.5, no outputs).
 
-`python -m studylib.core.notebooks` normalises notebooks/*.ipynb in place (or the files named) and says which it
+`python -m studylib.notebooks` normalises notebooks/*.ipynb in place (or the files named) and says which it
 changed; `--check` only lists what is not normalised and exits 1 if anything is.
 """
 
@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from . import paths
+from .core import paths
 
 ENGINE = "studylib"  # papermill's nbclient engine, reporting each cell as it starts
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import FIELDS as CONFIG_FIELDS
-from .config import Config, shape_of
+from ..core.config import FIELDS as CONFIG_FIELDS
+from ..core.config import Config, shape_of
 
 
 @dataclass(frozen=True)
