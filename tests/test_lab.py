@@ -19,6 +19,7 @@ import nbformat
 import pytest
 from playwright.sync_api import expect
 
+from conftest import seed_peaks
 from studylib.bench import profiles
 from studylib.core import paths
 from studylib.report import browser
@@ -27,7 +28,8 @@ from studylib.stats.results import ResultsTable
 pytestmark = pytest.mark.e2e
 NB = "01_eager_vs_compiled"
 # The edit a tinkerer makes: the parameters cell's overrides, another batch size and a shorter grid (so the test runs
-# in about a minute); the results go to the overridden profile's own folder, outputs/smoke+<hash>/.
+# in well under a minute); the results go to the overridden profile's own folder, outputs/smoke+<hash>/. The machine's
+# limits are seeded there (conftest.seed_peaks): the page's roofline is not what this test reads.
 OVERRIDES = {"batch_sizes": [3], "models": ["bert-tiny"],
              "variants": ["eager", "compile-default", "eager-channels-last", "compile-default-channels-last",
                           "export-aoti"]}
@@ -110,6 +112,8 @@ def _wait_for_run_all(page, timeout: float) -> None:
 
 def test_change_a_parameter_in_jupyterlab_and_run_all(lab):
     url, outputs = lab
+    loaded = profiles.load("smoke", overrides=OVERRIDES, notebook=NB)  # the folder the notebook measures into
+    peaks = seed_peaks(outputs, loaded.name, loaded.settings_for(NB).threads)
     with browser.launch(loopback=True) as page:
         page.goto(url)
         # the notebook is open and its kernel idle (the status bar says so)
@@ -134,8 +138,9 @@ def test_change_a_parameter_in_jupyterlab_and_run_all(lab):
         images = outputs_area.locator("img").evaluate_all(
             "images => images.filter(i => i.complete && i.naturalWidth > 0).length")
 
-    profile = profiles.load("smoke", overrides=OVERRIDES, notebook=NB).name  # the folder the notebook measured into
+    profile = loaded.name
     assert profile.startswith("smoke+") and not (outputs / "smoke").exists()
+    assert json.loads((outputs / profile / "results" / "env.json").read_text())["peaks"] == peaks  # not measured again
     rows = ResultsTable(outputs / profile / "results" / f"{NB}.jsonl").rows()
     assert rows and {r["batch_size"] for r in rows} == {3} and {r["model"] for r in rows} == {"bert-tiny"}
     assert {"eager", "compile-default"} <= {r["variant"] for r in rows} and all(r["status"] == "ok" for r in rows)
