@@ -10,6 +10,7 @@ from . import (  # noqa: F401 - each registers itself
     keras_backends,
     onnx_batching,
     sorted_batching,
+    text_generation,
     torchscript_vs_xla,
 )
 from .base import REGISTRY as STUDIES
