@@ -99,10 +99,11 @@ def configs(section: TextGeneration, *, device: str, threads: int) -> list[Confi
 
 # `plan`'s per-call guesses for a quiet 2-core host: eager prefill at ~100 GFLOP/s (BERT-base's 128 tokens in ~0.1 s,
 # study 01's constant), a decode step reading its bytes at ~10 GB/s plus ~10 ms of per-step overhead for 30 layers;
-# a cold torch.compile of SmolLM2's forward ~90 s per graph shape, optimum's export ~30 s once per model (then cached)
-# and its int8 quantization ~10 s. Measured on the shared development host (5 sessions on 2 cores, 2026-11-27) these
+# a cold torch.compile of SmolLM2's forward ~40 s per graph shape (study 01's 14 s for BERT-base's 12 layers, scaled
+# by layers), optimum's export ~30 s once per model (then cached, for every later replicate too) and its int8
+# quantization ~10 s. Measured on the shared development host (5 sessions on 2 cores, 2026-11-27) these
 # were 2-10x slower: an export of 54 s, a decode step of ~0.9 s; `plan` assumes the quiet host the reference runs on.
-GFLOPS, GBS, STEP_S, COMPILE_S, EXPORT_S, QUANTIZE_S = 100.0, 10.0, 0.010, 90.0, 30.0, 10.0
+GFLOPS, GBS, STEP_S, COMPILE_S, EXPORT_S, QUANTIZE_S = 100.0, 10.0, 0.010, 40.0, 30.0, 10.0
 
 
 def _per_call_s(c: Config) -> float:
@@ -119,19 +120,20 @@ def estimate_s(c: Config, section: TextGeneration, measure: dict, speed: float =
     once per model), then the first call, the warm-up and the minimum rounds, and parity's teacher-forced run."""
     big = not c.model.endswith("tiny")
     variant = original_of(c.variant)
-    one_time = 0.0
+    once, one_time = 0.0, 0.0  # once per profile (the export, cached), and per replicate (a compile, a session)
     if variant == "static-compile":
         one_time = (COMPILE_S if big else 8.0) * (1 if c.strategy == "decode" else 2)
     first = (c.batch_size, c.seq_len) == (section.batch_sizes[0], section.seq_lens[0])
     if variant.startswith("ort") and first and c.strategy == next(
-            p for p in section.phases if section.runs_phase(variant, p)):  # exported once per model, then cached
-        one_time = (EXPORT_S if big else 3.0) if variant == "ort" else (QUANTIZE_S if big else 0.5)
+            p for p in section.phases if section.runs_phase(variant, p)):
+        once = (EXPORT_S if big else 3.0) if variant == "ort" else (QUANTIZE_S if big else 0.5)
     if variant.startswith("ort"):
-        one_time += 2.0 if big else 0.2  # the session, built in every preparation
+        one_time += 2.0 if big else 0.2
     per_call = _per_call_s(c) / speed
     parity = (1 if c.strategy == "decode" else 0.2) * PARITY_STEPS + (c.strategy == "generate") * 0.2
     calls = 1 + measure["warmup_calls"] + measure["min_rounds"] + parity  # + parity's teacher-forced run
-    return measure["replicates"] * (one_time + max(per_call, measure["block_s"]) * calls + measure["min_time_s"] / 5)
+    return once + measure["replicates"] * (one_time + max(per_call, measure["block_s"]) * calls
+                                           + measure["min_time_s"] / 5)
 
 
 def speedup_table(df: pd.DataFrame) -> pd.DataFrame:

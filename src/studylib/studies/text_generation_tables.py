@@ -120,13 +120,16 @@ def one_time_view(t: pd.DataFrame) -> pd.DataFrame:
     if not len(t):
         return t
 
+    def count(x: float) -> str:
+        return f"{x:,.0f}" if np.isfinite(x) else "∞"
+
     def tokens(r) -> str:
         if not np.isfinite(r.break_even_tokens):
             return "never (saves nothing per call)"
-        return f"{r.break_even_tokens:,.0f} ({numbers.fmt_range(r.break_even_tokens_low, r.break_even_tokens_high, ',.0f')})"
+        return f"{count(r.break_even_tokens)} ({count(r.break_even_tokens_low)}–{count(r.break_even_tokens_high)})"
 
     return pd.DataFrame({"model": t.model, "batch": t.batch_size, "prompt": t.seq_len, "phase": t.phase,
-                         "variant": t.variant, "one-time (s)": t.one_time_s.map(lambda x: f"{x:,.1f}"),
+                         "variant": t.variant, "one-time (s)": t.one_time_s.map(lambda x: f"{max(x, 0.0):,.1f}"),
                          "of it, cached export (s)": t.cached_steps_s.map(lambda x: f"{x:,.1f}" if x else ""),
                          "saved per call (ms)": t.saved_ms_per_call.map(lambda x: f"{x:,.2f}"),
                          "break-even: generated tokens (95% CI)": [tokens(r) for r in t.itertuples()],
@@ -153,6 +156,23 @@ def mechanism_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
                      "gbs": gbs, "share_of_bandwidth": gbs / bw if bw else np.nan,
                      "gflops": gflops, "share_of_roof": gflops / roof if roof else np.nan})
     return pd.DataFrame(rows)
+
+
+def mechanism_view(t: pd.DataFrame) -> pd.DataFrame:
+    """mechanism_table as a reader scans it: MB, GB/s and GFLOP/s rounded, shares in percent."""
+    if not len(t):
+        return t
+
+    def pct(x: float) -> str:
+        return f"{x:.1%}" if pd.notna(x) else ""
+
+    return pd.DataFrame({"model": t.model, "batch": t.batch_size, "prompt": t.seq_len, "phase": t.phase,
+                         "variant": t.variant, "weights (MB)": t.weights_mb.map(lambda x: f"{x:,.1f}"),
+                         "KV cache (MB)": t.kv_cache_mb.map(lambda x: f"{x:,.2f}"),
+                         "read (GB/s)": t.gbs.map(lambda x: f"{x:,.2f}" if pd.notna(x) else ""),
+                         "of the bandwidth": t.share_of_bandwidth.map(pct),
+                         "GFLOP/s": t.gflops.map(lambda x: f"{x:,.1f}" if pd.notna(x) else ""),
+                         "of the fp32 roof": t.share_of_roof.map(pct)})
 
 
 def mechanism_findings(mt: pd.DataFrame, peaks: dict | None) -> list[str]:
