@@ -1,6 +1,7 @@
 """Study 07's ONNX Runtime runners: optimum's ORTModelForCausalLM, exported from the random-weight model saved to a
 temporary folder (never downloaded), and its dynamic int8 (onnxruntime.quantization.quantize_dynamic: weights int8
-ahead of time, activations per call).
+ahead of time, activations per call). The registered `ort` and `ort-int8` (onnxrt.py's OnnxRuntime, the names study
+03 uses) hand a causal LM's workload to `prepare_generation`, so one name means one runtime across the studies.
 
 The export does not depend on the shape (its batch, sequence and past axes are dynamic), so it is made once per model,
 dtype and weights and kept under `<cache_dir>/onnx/generation/<key>/` with the seconds each step took when it was made
@@ -19,8 +20,8 @@ import time
 import warnings
 from pathlib import Path
 
-from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable
-from .generation import PARITY_STEPS, check
+from .base import Prepared, PrepareStep, RuntimeUnavailable
+from .generation import PARITY_STEPS
 from .onnxrt import _hash, cache_root, weights_fingerprint
 
 QUANTIZED = "model_int8.onnx"
@@ -169,57 +170,42 @@ class OrtRunner:
         return torch.cat(out, dim=1)
 
 
-class OrtGeneration(Runtime):
-    """ONNX Runtime through optimum's ORTModelForCausalLM; `int8`: its dynamic int8 quantization (CPU only)."""
+def prepare_generation(runtime, workload) -> Prepared:
+    """`ort` and `ort-int8` (runtimes/onnxrt.py's OnnxRuntime, its plain and int8 variants) on study 07's workload:
+    optimum's ORTModelForCausalLM on the shared export, its int8 on the quantized file; the other ONNX Runtime variants
+    (optimized, TensorRT, dynamo) are not offered for generation."""
+    import torch
 
-    family = "onnxruntime"
+    int8 = runtime.variant == "int8"
+    if runtime.variant not in ("plain", "int8"):
+        raise RuntimeUnavailable(f"{runtime.name} is not offered for text generation (study 07 runs ort and ort-int8)")
+    ort_model = _optimum()
+    import onnxruntime as ort
 
-    def __init__(self, int8: bool = False):
-        self.int8 = int8
-        self.name = "ort-int8" if int8 else "ort"
-        self.precision = "int8" if int8 else None
+    if workload.dtype != "fp32":
+        raise RuntimeUnavailable(f"{runtime.name} runs the fp32 export only in this study (asked {workload.dtype})")
+    provider = "CPUExecutionProvider"
+    if workload.device == "cuda":
+        if int8:
+            raise RuntimeUnavailable("ONNX Runtime dynamic int8 quantization runs on CPU only")
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            raise RuntimeUnavailable("this onnxruntime has no CUDAExecutionProvider (pip install onnxruntime-gpu)")
+        provider = "CUDAExecutionProvider"
+    folder, steps = exported(workload, int8)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = torch.get_num_threads()  # the cores PyTorch has (the study sets them)
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    t0 = time.perf_counter()
+    from ..workloads.models import _quiet_transformers, quiet_loggers
 
-    def context(self):
-        import torch
-
-        return torch.inference_mode()
-
-    def prepare(self, workload) -> Prepared:
-        import torch
-
-        check(workload)
-        ort_model = _optimum()
-        import onnxruntime as ort
-
-        if workload.dtype != "fp32":
-            raise RuntimeUnavailable(f"{self.name} runs the fp32 export only in this study (asked {workload.dtype})")
-        provider = "CPUExecutionProvider"
-        if workload.device == "cuda":
-            if self.int8:
-                raise RuntimeUnavailable("ONNX Runtime dynamic int8 quantization runs on CPU only")
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise RuntimeUnavailable("this onnxruntime has no CUDAExecutionProvider (pip install onnxruntime-gpu)")
-            provider = "CUDAExecutionProvider"
-        folder, steps = exported(workload, self.int8)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = torch.get_num_threads()  # the cores PyTorch has (the study sets them)
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        t0 = time.perf_counter()
-        from ..workloads.models import _quiet_transformers, quiet_loggers
-
-        with _quiet_transformers(), warnings.catch_warnings(), quiet_loggers("optimum"):
-            warnings.simplefilter("ignore")
-            model = ort_model.from_pretrained(folder, file_name=QUANTIZED if self.int8 else "model.onnx",
-                                              provider=provider, session_options=options, use_cache=True)
-        steps.append(PrepareStep("session", time.perf_counter() - t0, False))
-        runner = OrtRunner(workload, model)
-        notes = (f"optimum ORTModelForCausalLM ({provider}, intra_op_threads={options.intra_op_num_threads}); its graph "
-                 f"computes logits at every prompt position")
-        if self.int8:
-            notes += "; weights int8 (quantize_dynamic, QInt8, per tensor)"
-        return Prepared(runner, (), None, notes, steps=steps)
-
-    @staticmethod
-    def to_numpy(output):
-        return output.detach().float().cpu().numpy().astype("float64")
+    with _quiet_transformers(), warnings.catch_warnings(), quiet_loggers("optimum"):
+        warnings.simplefilter("ignore")
+        model = ort_model.from_pretrained(folder, file_name=QUANTIZED if int8 else "model.onnx", provider=provider,
+                                          session_options=options, use_cache=True)
+    steps.append(PrepareStep("session", time.perf_counter() - t0, False))
+    notes = (f"optimum ORTModelForCausalLM ({provider}, intra_op_threads={options.intra_op_num_threads}); its graph "
+             f"computes logits at every prompt position")
+    if int8:
+        notes += "; weights int8 (quantize_dynamic, QInt8, per tensor)"
+    return Prepared(OrtRunner(workload, model), (), None, notes, steps=steps)

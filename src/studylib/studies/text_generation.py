@@ -15,6 +15,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
+from .. import runtimes
 from ..analysis import roofline
 from ..core import paths, speedups, verdicts
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
@@ -115,9 +116,20 @@ def _per_call_s(c: Config) -> float:
     return w["flops_per_call"] / (GFLOPS * 1e9) + w["bytes_per_call"] / (GBS * 1e9) + steps * STEP_S * layers / 30
 
 
+def _skipped(c: Config, section: TextGeneration) -> bool:
+    """Whether the configuration will be a skipped row (GenerationWorkloads.check: positions, cache size)."""
+    try:
+        GenerationWorkloads(0, max_cache_mb=section.max_cache_mb).check(c)
+    except runtimes.RuntimeUnavailable:
+        return True
+    return False
+
+
 def estimate_s(c: Config, section: TextGeneration, measure: dict, speed: float = 1.0) -> float:
     """A rough wall-time guess for `plan`, per replicate: one-time costs (a cold compile per graph shape, the export
     once per model), then the first call, the warm-up and the minimum rounds, and parity's teacher-forced run."""
+    if _skipped(c, section):
+        return 0.0
     big = not c.model.endswith("tiny")
     variant = original_of(c.variant)
     once, one_time = 0.0, 0.0  # once per profile (the export, cached), and per replicate (a compile, a session)
