@@ -23,6 +23,7 @@ from pathlib import Path
 from .base import Prepared, PrepareStep, RuntimeUnavailable
 from .generation import PARITY_STEPS
 from .onnxrt import _hash, cache_root, weights_fingerprint
+from .pytorch import torch_sync
 
 QUANTIZED = "model_int8.onnx"
 
@@ -208,4 +209,5 @@ def prepare_generation(runtime, workload) -> Prepared:
              f"computes logits at every prompt position")
     if int8:
         notes += "; weights int8 (quantize_dynamic, QInt8, per tensor)"
-    return Prepared(OrtRunner(workload, model), (), None, notes, steps=steps)
+    # on a GPU the outputs are torch tensors on the device (optimum's IO binding): wait for them inside the timed call
+    return Prepared(OrtRunner(workload, model), (), torch_sync(workload.device), notes, steps=steps)
