@@ -1,7 +1,8 @@
 """Study 07's ONNX Runtime runners: optimum's ORTModelForCausalLM, exported from the random-weight model saved to a
 temporary folder (never downloaded), and its dynamic int8 (onnxruntime.quantization.quantize_dynamic: weights int8
 ahead of time, activations per call). The registered `ort` and `ort-int8` (onnxrt.py's OnnxRuntime, the names study
-03 uses) hand a causal LM's workload to `prepare_generation`, so one name means one runtime across the studies.
+03 uses) prepare study 07's workload through `prepare_generation`, which the workload names (its `onnxruntime`), so
+one name means one runtime across the studies.
 
 The export does not depend on the shape (its batch, sequence and past axes are dynamic), so it is made once per model,
 dtype and weights and kept under `<cache_dir>/onnx/generation/<key>/` with the seconds each step took when it was made

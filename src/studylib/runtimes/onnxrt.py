@@ -281,10 +281,9 @@ class OnnxRuntime(Runtime):
         return path, records, key
 
     def prepare(self, workload) -> Prepared:
-        if getattr(workload, "lm", None) is not None:  # study 07's causal LM: optimum's model (generation_ort.py)
-            from .generation_ort import prepare_generation  # imported here: generation_ort builds on this module
-
-            return prepare_generation(self, workload)
+        own = getattr(workload, "onnxruntime", None)  # a workload ONNX Runtime prepares its own way (study 07's LM)
+        if own is not None:
+            return own(self, workload)
         ort = _ort()
         self._check(workload, ort)
         import torch

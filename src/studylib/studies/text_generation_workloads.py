@@ -17,6 +17,7 @@ from .. import runtimes
 from ..core.config import REFERENCE, Config, original_of
 from ..measurement.builder import Workloads
 from ..runtimes.generation import eager_runner
+from ..runtimes.generation_ort import prepare_generation
 from ..workloads import generation, models
 
 
@@ -71,7 +72,8 @@ class GenerationWorkloads(Workloads):
         prompt, continuation = generation.prompts(self._stream["ids"], batch_size=c.batch_size, prompt_len=c.seq_len,
                                                   new_tokens=n, vocab_size=lm.config.vocab_size, device=c.device)
         w = generation.GenerationWorkload(c.model, lm, prompt, continuation, c.strategy, n, c.dtype, c.device,
-                                          c.batch_size, c.seq_len, cache_dir=self.cache_dir)
+                                          c.batch_size, c.seq_len, cache_dir=self.cache_dir,
+                                          onnxruntime=prepare_generation)
         if original_of(c.variant) == REFERENCE:  # the registered eager runtime calls w.module: the dynamic-cache runner
             w.module = eager_runner(w)
         return w

@@ -37,6 +37,8 @@ class GenerationWorkload:
     batch_size: int
     seq_len: int  # the prompt's length
     module: Any = None  # eager's runner (runtimes.generation.eager_runner): what the registered eager runtime calls
+    # how `ort` and `ort-int8` (runtimes/onnxrt.py) prepare it: runtimes.generation_ort.prepare_generation
+    onnxruntime: Any = None
     inputs: tuple = ()
     kind: str = "text"
     framework: str = "torch"
