@@ -17,7 +17,7 @@ from answer_numbers import answer_numbers_missing
 from studylib import new_study
 from studylib.core import paths
 
-NAME, MODULE = "07_text_generation", "text_generation"
+NAME, MODULE = "08_speculative_decoding", "speculative_decoding"
 PARTS = ("src", "notebooks", "params", "tests", "pyproject.toml")
 # the house's tests that read every registered study (besides the end-to-end runs)
 REGISTRY_TESTS = ("tests/test_notebooks.py", "tests/test_layers.py",
@@ -75,12 +75,12 @@ def test_it_writes_a_module_a_notebook_and_its_profile_sections(scaffolded):
     cpu = (repo / "params/cpu.yaml").read_text()
     assert NAME not in yaml.safe_load(cpu)["notebooks"] and f"  # {NAME}:\n" in cpu  # commented out
     cells = json.loads((repo / "notebooks" / f"{NAME}.ipynb").read_text())["cells"]
-    assert cells[0]["source"][0].startswith("# 07 · Text generation")
+    assert cells[0]["source"][0].startswith("# 08 · Speculative decoding")
     assert any("ctx.answer(df)" in "".join(c["source"]) for c in cells)
     # the parameters cell names the profile and its overrides, which study.start receives
     params = [c for c in cells if "parameters" in c["metadata"].get("tags", [])]
     assert len(params) == 1 and "".join(params[0]["source"]) == new_study.PARAMETERS
-    assert any("study.start(s07.NOTEBOOK, profile, overrides=overrides, force=force)" in "".join(c["source"])
+    assert any("study.start(s08.NOTEBOOK, profile, overrides=overrides, force=force)" in "".join(c["source"])
                for c in cells)
     # the question, the parameters, then start, measure and answer: each step a cell, saying what re-running it does
     assert [c["id"] for c in cells[:5]] == ["c00", "c01", "c02", "measure", "answer"]
@@ -120,24 +120,24 @@ def test_it_passes_the_house_checks(repo):
 
 def test_a_taken_or_malformed_name_exits_2_with_one_line_and_writes_nothing(repo):
     before = _files(repo)
-    for name, why in ((NAME, "number 07 is taken by 07_text_generation"), ("7_text", "must be two digits")):
+    for name, why in ((NAME, "number 08 is taken by 08_speculative_decoding"), ("7_text", "must be two digits")):
         out = _python(repo, "-m", "studylib", "new-study", name)
         assert out.returncode == 2 and out.stderr.count("\n") == 1 and why in out.stderr, out.stderr
     assert _files(repo) == before
 
 
 @pytest.mark.parametrize("name, title, why", [
-    ("07_other", None, "number 07 is taken by 07_text_generation; the next free one is 08"),
+    ("07_other", None, "number 07 is taken by 07_text_generation; the next free one is 09"),
     ("06_charts", None, "number 06 is taken by 06_summary"),
-    ("08_eager_vs_compiled", None, "src/studylib/studies/eager_vs_compiled.py exists"),
-    ("08_common", None, "cannot name a study module"),
-    ("08_class", None, "cannot name a study module"),
-    ("08_Text", None, "must be two digits, an underscore and lowercase words"),
-    ("08-text", None, "must be two digits"),
-    ("008_text", None, "must be two digits"),
-    ("08_" + "_".join(["word"] * 7), None, "at most 32 characters"),
-    ("08_text", "  ", "--title: must be 1 to 80 characters"),
-    ("08_text", "A \"quoted\" title", "without double quotes"),
+    ("09_eager_vs_compiled", None, "src/studylib/studies/eager_vs_compiled.py exists"),
+    ("09_common", None, "cannot name a study module"),
+    ("09_class", None, "cannot name a study module"),
+    ("09_Text", None, "must be two digits, an underscore and lowercase words"),
+    ("09-text", None, "must be two digits"),
+    ("009_text", None, "must be two digits"),
+    ("09_" + "_".join(["word"] * 7), None, "at most 32 characters"),
+    ("09_text", "  ", "--title: must be 1 to 80 characters"),
+    ("09_text", "A \"quoted\" title", "without double quotes"),
 ])
 def test_names_it_refuses(repo, name, title, why):
     with pytest.raises(new_study.Refused, match=why):
@@ -145,7 +145,8 @@ def test_names_it_refuses(repo, name, title, why):
 
 
 def test_a_free_name_gets_its_module_and_title():
-    assert new_study.check("08_text_generation", None, paths.ROOT) == ("text_generation", "Text generation")
+    assert new_study.check("08_speculative_decoding", None, paths.ROOT) == ("speculative_decoding",
+                                                                            "Speculative decoding")
     assert new_study.check("08_llm", " Decoding  speed ", paths.ROOT) == ("llm", "Decoding speed")
 
 

@@ -34,6 +34,7 @@ PROFILE = "cpu"
 ROUNDS = 30
 NB01, NB02, NB03, NB04, NB05 = ("01_eager_vs_compiled", "02_torchscript_vs_xla", "03_onnx_batching",
                                 "04_sorted_length_batching", "05_keras_backends")
+NB07 = "07_text_generation"
 # The machine's limits as a run measures them (as tests/test_roofline.py's): with them the analyses place every row on
 # the roofline, as on a real page.
 PEAKS = {"method": limits.METHOD, "device": "cpu", "threads": 2, "seconds": 1.0, "measured_at": "now",
@@ -112,6 +113,14 @@ def _study05(rng) -> list[dict]:
             for v, gain in (("eager", 1.0), ("eager-aa", 1.0), (keras, k_gain))]
 
 
+def _study07(rng) -> list[dict]:
+    """A tiny Llama's prefill and decode step: ONNX Runtime 1.5× eager's dynamic cache in both, the static cache about
+    eager's time (the phase in `strategy`, the new tokens in `data`, as the study writes them)."""
+    return [_row(NB07, v, ms * f, rng, model="llama-tiny", seq=16, strategy=phase, data="new8")
+            for phase, ms in (("prefill", 10.0), ("decode", 2.0))
+            for v, f in (("eager", 1.0), ("eager-aa", 1.0), ("static", 1 / 1.01), ("ort", 1 / 1.5))]
+
+
 @dataclass(frozen=True)
 class Case:
     """A comparison whose decision the doctored table flips, the fake results of its study, and the page elements
@@ -147,6 +156,7 @@ CASES = {
     "04 sorted": Case(NB04, "sorted over unsorted batches", _study04, (*OPTION, "which batch size")),
     # its claims measure whether the fastest Keras 3 variant beats native eager PyTorch: this comparison
     "05 Keras on JAX": Case(NB05, "Keras 3 (JAX, jit) over eager PyTorch", _study05, (*OPTION, "claims")),
+    "07 ONNX Runtime": Case(NB07, "ONNX Runtime (optimum) over eager", _study07, OPTION),
 }
 # Elements that decide for themselves, and where (their xfail, strict, turns into a failure once they read the
 # table); none since the roofline's regime lines and study 05's claims read it (issue 45, items 1 and 6).

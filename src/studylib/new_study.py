@@ -40,7 +40,7 @@ def check(name: str, title: str | None, root: Path) -> tuple[str, str]:
         raise Refused(f"NAME {name!r}: at most {MAX_NAME} characters (it names a module, a class and a page)")
     if not m:
         raise Refused(f"NAME {name!r}: must be two digits, an underscore and lowercase words joined by underscores "
-                      f"(e.g. 07_text_generation)")
+                      f"(e.g. 08_speculative_decoding)")
     number, module = m.groups()
     if keyword.iskeyword(module) or module in ("base", "common"):
         raise Refused(f"NAME {name!r}: {module!r} cannot name a study module; choose other words")

@@ -30,6 +30,7 @@ FAMILIES = (
     ("Reds", ("keras-torch", "keras-torch-jit", "keras-torch-call")),
     ("YlOrBr", ("keras-tensorflow", "keras-tensorflow-jit", "keras-tensorflow-call", "keras2-tensorflow")),
     ("BuPu", ("keras-jax", "keras-jax-jit", "keras-jax-call")),
+    ("GnBu", ("static", "static-compile")),  # study 07's static KV cache, eager and compiled
 )
 # Study 04's batching strategies; 'unsorted' is its baseline.
 STRATEGIES = ("sorted", "bucketed", "pad-to-max")

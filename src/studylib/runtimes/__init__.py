@@ -9,6 +9,7 @@ from __future__ import annotations
 from .aa import AACopy
 from .base import Prepared, Runtime, RuntimeUnavailable
 from .export_aoti import ExportAOTI
+from .generation import StaticCacheCompiled, StaticCacheRuntime
 from .keras import all_runtimes as keras_runtimes
 from .onnxrt import OnnxRuntime
 from .pytorch import (
@@ -45,6 +46,9 @@ _ORIGINALS: list[Runtime] = [
     OnnxRuntime("tensorrt"),
     OnnxRuntime("dynamo"),
     *keras_runtimes(),
+    # study 07 (text generation): its phases on a static cache, and compiled (its ort and ort-int8 are OnnxRuntime's)
+    StaticCacheRuntime(),
+    StaticCacheCompiled(),
 ]
 # every runtime, and its A/A copy `<name>-aa` (runtimes/aa.py: the same runtime prepared again on its own copy)
 REGISTRY: dict[str, Runtime] = {r.name: r for o in _ORIGINALS for r in (o, AACopy(o))}

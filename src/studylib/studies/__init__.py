@@ -13,6 +13,7 @@ from . import (  # noqa: F401 - each registers itself
     keras_backends_claims,
     onnx_batching,
     sorted_batching,
+    text_generation,
     torchscript_vs_xla,
     torchscript_vs_xla_claims,
 )

@@ -41,14 +41,19 @@ FAMILIES = {
     "xlm": Family("XLMConfig", "XLMModel", "TFXLMModel"),
     "resnet": Family("ResNetConfig", "ResNetForImageClassification", "TFResNetForImageClassification",
                      inputs=("pixel_values",)),
+    # Study 07's decoder-only language models (LM head included: generation needs the logits); no TensorFlow twin
+    "llama-lm": Family("LlamaConfig", "LlamaForCausalLM", "", inputs=("input_ids",)),
+    "gpt2-lm": Family("GPT2Config", "GPT2LMHeadModel", "", inputs=("input_ids",), max_positions_key="n_positions"),
     # Seed 001's "unusual" operations, one per model: no transformers class (see OPS); inputs are made here.
     "op": Family("", "", "", inputs=("x",)),
 }
 
 # Defaults of each config class that the registry relies on (no transformers import needed to validate).
-_DEFAULT_POSITIONS = {"bert": 512, "distilbert": 512, "gpt2": 1024, "roberta": 514, "roberta-classifier": 514,
+_DEFAULT_POSITIONS = {"llama-lm": 2048, "gpt2-lm": 1024,
+                      "bert": 512, "distilbert": 512, "gpt2": 1024, "roberta": 514, "roberta-classifier": 514,
                       "xlm": 512}
-_DEFAULT_VOCAB = {"bert": 30522, "distilbert": 30522, "gpt2": 50257, "roberta": 50265, "roberta-classifier": 50265,
+_DEFAULT_VOCAB = {"llama-lm": 32000, "gpt2-lm": 50257,
+                  "bert": 30522, "distilbert": 30522, "gpt2": 50257, "roberta": 50265, "roberta-classifier": 50265,
                   "xlnet": 32000, "xlm": 30145}
 # XLNet without its recurrence memory: no `mems` computed or returned in eval (use_mems_eval), none kept (mem_len)
 _NO_MEMS = dict(use_mems_eval=False, mem_len=None)
@@ -118,6 +123,17 @@ MODELS: dict[str, ModelSpec] = {
                   mirrors="distilroberta-base sentence classifier (6 layers, ~82M parameters)"),
         ModelSpec("roberta-tiny-classifier", "text", "roberta-classifier", _TINY["roberta"] | dict(num_labels=2),
                   mirrors="a 2-layer RoBERTa classifier for tests"),
+        # Study 07 (text generation): SmolLM2-135M's shape, a tiny Llama of the same form (grouped-query attention,
+        # tied embeddings) and distilgpt2's; the tiny one's vocabulary is the corpus BPE's (8,000 ids)
+        ModelSpec("smollm2-135m", "text", "llama-lm",
+                  dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                       num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True, max_position_embeddings=8192,
+                       rope_theta=100000.0), mirrors="HuggingFaceTB/SmolLM2-135M (135M parameters)", cost=1.2),
+        ModelSpec("llama-tiny", "text", "llama-lm",
+                  dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, vocab_size=8000, tie_word_embeddings=True, max_position_embeddings=512),
+                  mirrors="a 2-layer Llama (grouped-query attention) for tests"),
+        ModelSpec("distilgpt2", "text", "gpt2-lm", dict(n_layer=6), mirrors="distilgpt2 (82M parameters)"),
         ModelSpec("resnet-50", "vision", "resnet", {}, mirrors="microsoft/resnet-50 (25.6M parameters)"),
         # Single operations on a (batch, seq_len, 768) fp32 tensor, sized by the grid's batch × sequence: seed 001's
         # "unusual ops" (argmax, slicing) where PyTorch was said to be much slower than TensorFlow.

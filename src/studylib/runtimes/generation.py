@@ -1,0 +1,148 @@
+"""Study 07's PyTorch runners: one phase of text generation with transformers' dynamic cache (eager, the baseline), a
+static cache, or a static cache with the forward compiled (torch.compile; transformers 4.57's `generate` compiles it
+by itself only on CUDA, so on a CPU this study compiles it, as a CPU user would have to).
+
+A runner is prepared once per configuration and called with no arguments: `prefill` resets its cache, runs the
+prompt and returns the first new token's id (the time to first token); `decode` runs ONE step at a fixed context
+(prompt + half the new tokens, prefilled when the runner is made, uncompiled: a compiled runner compiles the
+step alone) and puts the cache back as it was (a static cache
+overwrites the same slot; a dynamic one is cropped), so every call does the same work; `generate` resets the cache and
+produces the forced number of new tokens greedily (the prefill, then new_tokens − 1 steps; no end-of-sequence stop).
+`logits()` is parity's teacher-forced run: the phase's prefix, then PARITY_STEPS tokens of the forced continuation fed one a step
+through the same cache path, the next-token logits of each position stacked (greedy tokens of random weights are
+near ties, so tokens would diverge on noise); it leaves the runner ready for its phase again.
+"""
+
+from __future__ import annotations
+
+from .base import Prepared, PrepareStep, RuntimeUnavailable
+from .pytorch import TorchCompiled, _Torch, torch_sync
+
+PARITY_STEPS = 4  # forced tokens parity feeds after the prefix, one a step (each through the variant's cache path)
+
+
+class TorchRunner:
+    """One phase of generation on a transformers causal LM: dynamic or static cache, forward compiled or not."""
+
+    def __init__(self, w, *, static: bool = False, compiled: bool = False):
+        import torch
+
+        self.w, self.lm, self.static = w, w.lm, static
+        self.ids = torch.cat([w.prompt, w.continuation], dim=1)  # prompt then the forced continuation
+        self.forward = torch.compile(self.lm.forward) if compiled else self.lm.forward
+        self.cache = None
+        if static:
+            from transformers import StaticCache
+
+            self.cache = StaticCache(config=self.lm.config, max_cache_len=w.cache_len)
+            config = self.lm.config  # allocated now, not lazily in the first (possibly compiled) call
+            heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+            self.cache.early_initialization(w.batch_size, heads, config.hidden_size // config.num_attention_heads,
+                                            self.lm.dtype, w.prompt.device)
+        self.prefix = w.decode_context if w.phase == "decode" else w.seq_len  # what the phase's cache starts from
+        self.steps: list[PrepareStep] = []
+        if w.phase == "decode":
+            import time
+
+            t0 = time.perf_counter()
+            self._setup()
+            self.steps.append(PrepareStep("prefill to the decode context", time.perf_counter() - t0, False))
+
+    def _fresh(self):
+        from transformers import DynamicCache
+
+        if self.static:
+            self.cache.reset()
+            return self.cache
+        return DynamicCache(config=self.lm.config)
+
+    def _step(self, ids, cache, start: int, *, eager: bool = False):
+        """Next-token logits (batch, 1, vocab) after `ids` at positions start.. (the cache updated in place); `eager`:
+        through the uncompiled forward (the decode phase's context, so a compiled runner compiles its step alone)."""
+        import torch
+
+        n = ids.shape[1]
+        positions = torch.arange(start, start + n, device=ids.device)
+        out = (self.lm.forward if eager else self.forward)(input_ids=ids, past_key_values=cache, cache_position=positions,
+                           position_ids=positions.unsqueeze(0).expand(ids.shape[0], -1), use_cache=True,
+                           logits_to_keep=1)
+        return out.logits[:, -1:, :]
+
+    def _setup(self) -> None:
+        """The decode phase's cache: the prompt and half the new tokens, and the token its one step feeds."""
+        self.state = self._fresh()
+        self._step(self.ids[:, : self.prefix], self.state, 0, eager=True)
+        self.token = self.ids[:, self.prefix: self.prefix + 1]
+
+    def __call__(self):
+        w = self.w
+        if w.phase == "decode":
+            logits = self._step(self.token, self.state, self.prefix)
+            if not self.static:
+                self.state.crop(self.prefix)  # back to the context, so the next call is the same step
+            return logits.argmax(-1)
+        cache = self._fresh()
+        token = self._step(w.prompt, cache, 0).argmax(-1)
+        if w.phase == "prefill":
+            return token
+        tokens = [token]
+        for i in range(w.new_tokens - 1):
+            token = self._step(token, cache, w.seq_len + i).argmax(-1)
+            tokens.append(token)
+        import torch
+
+        return torch.cat(tokens, dim=1)
+
+    def logits(self):
+        """Teacher-forced next-token logits (batch, positions, vocab): the phase's prefix, then one forced token a step."""
+        import torch
+
+        cache = self._fresh()
+        out = [self._step(self.ids[:, : self.prefix], cache, 0, eager=self.w.phase == "decode")]
+        for j in range(self.prefix, min(self.ids.shape[1] - 1, self.prefix + PARITY_STEPS)):
+            out.append(self._step(self.ids[:, j: j + 1], cache, j))
+        if self.w.phase == "decode":
+            self._setup()
+        return torch.cat(out, dim=1)
+
+
+def eager_runner(w) -> TorchRunner:
+    """The baseline's runner (transformers' default dynamic cache, eager): what the registered `eager` calls."""
+    return TorchRunner(w)
+
+
+def check(w) -> None:
+    """A workload these runners take: study 07's (a causal LM and a phase)."""
+    if not hasattr(w, "lm"):
+        raise RuntimeUnavailable("a text-generation variant runs study 07's workloads only (a causal LM and a phase)")
+
+
+class StaticCacheRuntime(_Torch):
+    """transformers' StaticCache (allocated once for prompt + new tokens), forward eager."""
+
+    name = "static"
+
+    def prepare(self, workload) -> Prepared:
+        check(workload)
+        runner = TorchRunner(workload, static=True)
+        return Prepared(runner, (), torch_sync(workload.device), steps=runner.steps)
+
+
+class StaticCacheCompiled(TorchCompiled):
+    """StaticCache with the model's forward torch.compile'd (default mode): the compile is paid in the first call
+    (and, for decode, in preparing its context), cold, like every compiled variant of the study."""
+
+    def __init__(self):
+        super().__init__("default")
+        self.name = "static-compile"
+
+    def prepare(self, workload) -> Prepared:
+        import torch
+
+        check(workload)
+        if not hasattr(torch, "compile"):
+            raise RuntimeUnavailable(f"torch {torch.__version__} has no torch.compile")
+        runner = TorchRunner(workload, static=True, compiled=True)
+        notes = ("forward compiled by the study (torch.compile, default mode): transformers' generate compiles a static "
+                 "cache's forward by itself only on CUDA")
+        return Prepared(runner, (), torch_sync(workload.device), notes, steps=runner.steps)

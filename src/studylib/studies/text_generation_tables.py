@@ -1,0 +1,251 @@
+"""Study 07's tables and the findings read off them: the phases side by side (time to first token, time per output
+token, tokens/s, end-to-end), the one-time costs and the generated tokens that pay them back, and the mechanism
+(bytes a decode step reads against the measured bandwidth, a prefill's FLOPs against the GEMM roof).
+
+Every number comes from the results rows; which option is faster is the verdict table's (core/verdicts.py) alone.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from ..core import numbers, speedups, verdicts
+from ..core.config import REFERENCE, is_aa
+from ..machine.limits import peak_bandwidth, peak_gflops
+from ..workloads import generation
+from .common import fmt_ms, latency_table
+
+SHAPE = ["model", "dtype", "batch_size", "seq_len", "data"]
+NOTEBOOK = "07_text_generation"
+
+
+def shape_words(row, phase: bool = True) -> str:
+    """'smollm2-135m fp32 batch 4 prompt 256' (and ' decode' with `phase`)."""
+    words = f"{row['model']} {row['dtype']} batch {int(row['batch_size'])} prompt {int(row['seq_len'])}"
+    return f"{words} {row['strategy']}" if phase and isinstance(row.get("strategy"), str) else words
+
+
+def _new_tokens(data) -> int:
+    return int(str(data)[3:]) if isinstance(data, str) and data.startswith("new") else 0
+
+
+def phase_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per shape and variant: time to first token (prefill's median, ms), time per output token (decode's
+    median and p90, ms), decode and prompt tokens/s, end-to-end latency (generate's median, ms), its parts
+    TTFT + (n − 1)·TPOT and their ratio, the worst peak memory and parity difference; a phase that did not run ok
+    leaves its cells blank and says why in `notes`."""
+    if not len(df):
+        return pd.DataFrame()
+    out = []
+    frame = df[~df.variant.map(is_aa)]
+    for key, g in frame.groupby(SHAPE + ["variant"], sort=False, dropna=False):
+        rec = dict(zip(SHAPE + ["variant"], key))
+        phase = {r["strategy"]: r for _, r in g.iterrows()}
+        ok = {p: r for p, r in phase.items() if r["status"] == "ok"}
+        b, s, n = int(rec["batch_size"]), int(rec["seq_len"]), _new_tokens(rec["data"])
+        pre, dec, gen = (ok.get(p) for p in generation.PHASES)
+        rec |= {"new_tokens": n,
+                "ttft_ms": pre["median_s"] * 1e3 if pre is not None else np.nan,
+                "tpot_ms": dec["median_s"] * 1e3 if dec is not None else np.nan,
+                "tpot_p90_ms": dec["p90_s"] * 1e3 if dec is not None and pd.notna(dec.get("p90_s")) else np.nan,
+                "decode_tok_s": b / dec["median_s"] if dec is not None else np.nan,
+                "prompt_tok_s": b * s / pre["median_s"] if pre is not None else np.nan,
+                "e2e_ms": gen["median_s"] * 1e3 if gen is not None else np.nan}
+        rec["parts_ms"] = rec["ttft_ms"] + (n - 1) * rec["tpot_ms"]
+        rec["e2e_over_parts"] = rec["e2e_ms"] / rec["parts_ms"]
+        rec["peak_mem_mb"] = max((r["peak_mem_mb"] for r in ok.values() if pd.notna(r.get("peak_mem_mb"))),
+                                 default=np.nan)
+        rec["max_abs_diff"] = max((r["max_abs_diff"] for r in ok.values() if pd.notna(r.get("max_abs_diff"))),
+                                  default=np.nan)
+        rec["parity_ok"] = all(bool(r.get("parity_ok")) for r in ok.values()) if ok else None
+        rec["notes"] = "; ".join(f"{p}: {r['status']} ({r['error']})" for p, r in phase.items() if r["status"] != "ok")
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+def phase_view(t: pd.DataFrame) -> pd.DataFrame:
+    """phase_table as a reader scans it: times in ms, rates rounded."""
+    if not len(t):
+        return t
+    v = pd.DataFrame({"model": t.model, "dtype": t.dtype, "batch": t.batch_size, "prompt": t.seq_len,
+                      "new tokens": t.new_tokens, "variant": t.variant})
+    v["time to first token"] = (t.ttft_ms / 1e3).map(fmt_ms)
+    v["per output token (median)"] = (t.tpot_ms / 1e3).map(fmt_ms)
+    v["per output token (p90)"] = (t.tpot_p90_ms / 1e3).map(fmt_ms)
+    v["decode tokens/s"] = t.decode_tok_s.map(lambda x: f"{x:,.1f}" if pd.notna(x) else "")
+    v["prompt tokens/s"] = t.prompt_tok_s.map(lambda x: f"{x:,.0f}" if pd.notna(x) else "")
+    v["end to end"] = (t.e2e_ms / 1e3).map(fmt_ms)
+    v["end to end ÷ (TTFT + (n−1)·TPOT)"] = t.e2e_over_parts.map(lambda x: f"{x:.2f}" if pd.notna(x) else "")
+    v["peak MB"] = t.peak_mem_mb.map(lambda x: f"{x:,.0f}" if pd.notna(x) else "")
+    v["max |Δ| logits"] = t.max_abs_diff.map(lambda x: f"{x:.1e}" if pd.notna(x) else "")
+    v["notes"] = t.notes
+    return v
+
+
+def _cached_s(steps) -> float:
+    """Seconds of the preparation steps loaded from the cache (the export made once, by an earlier configuration)."""
+    return float(sum(s.get("seconds") or 0.0 for s in steps if s.get("cached"))) if isinstance(steps, list) else 0.0
+
+
+def one_time_table(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
+    """Per candidate, shape and phase: its one-time cost (preparation and first call beyond a steady call, plus the
+    export steps it loaded from the cache, at what they cost when made), the time a call saves over eager, and the
+    calls and generated tokens after which the one-time cost is paid back (speedups.break_even; ∞: it saves none)."""
+    if not len(sp) or "speedup" not in sp:
+        return pd.DataFrame()
+    out = []
+    for _, r in sp[sp.speedup.notna() & ~sp.variant.map(is_aa)].iterrows():
+        match = df[(df.variant == r["variant"]) & (df.strategy == r["strategy"])
+                   & np.logical_and.reduce([df[c] == r[c] for c in SHAPE if c in sp and c in df])]
+        steps = match.prepare_steps.iloc[0] if len(match) and "prepare_steps" in match else None
+        cached = _cached_s(steps)
+        one_time = float(r["one_time_s"]) + cached
+        s = SimpleNamespace(ratio=r["speedup"], ci_low=r["ci_low"], ci_high=r["ci_high"])
+        calls, lo, hi = speedups.break_even(one_time, float(r["base_median_s"]), s)
+        b, n = int(r["batch_size"]), _new_tokens(r.get("data"))
+        per_call = {"prefill": b, "decode": b, "generate": b * n}.get(r["strategy"], b)
+        out.append({**{c: r[c] for c in SHAPE if c in r}, "phase": r["strategy"], "variant": r["variant"],
+                    "one_time_s": one_time, "cached_steps_s": cached, "saved_ms_per_call":
+                    (float(r["base_median_s"]) - float(r["median_s"])) * 1e3,
+                    "break_even_calls": calls, "break_even_tokens": calls * per_call,
+                    "break_even_tokens_low": lo * per_call, "break_even_tokens_high": hi * per_call,
+                    "verdict": r.get("verdict")})
+    return pd.DataFrame(out)
+
+
+def one_time_view(t: pd.DataFrame) -> pd.DataFrame:
+    if not len(t):
+        return t
+
+    def count(x: float) -> str:
+        return f"{x:,.0f}" if np.isfinite(x) else "∞"
+
+    def tokens(r) -> str:
+        if not np.isfinite(r.break_even_tokens):
+            return "never (saves nothing per call)"
+        return f"{count(r.break_even_tokens)} ({count(r.break_even_tokens_low)}–{count(r.break_even_tokens_high)})"
+
+    return pd.DataFrame({"model": t.model, "batch": t.batch_size, "prompt": t.seq_len, "phase": t.phase,
+                         "variant": t.variant, "one-time (s)": t.one_time_s.map(lambda x: f"{max(x, 0.0):,.1f}"),
+                         "of it, cached export (s)": t.cached_steps_s.map(lambda x: f"{x:,.1f}" if x else ""),
+                         "saved per call (ms)": t.saved_ms_per_call.map(lambda x: f"{x:,.2f}"),
+                         "break-even: generated tokens (95% CI)": [tokens(r) for r in t.itertuples()],
+                         "verdict": t.verdict})
+
+
+def mechanism_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
+    """Per ok row: bytes a call reads (weights, and the KV cache), achieved GB/s and its share of the measured
+    bandwidth (decode's limit), FLOPs and achieved GFLOP/s against the fp32 GEMM roof (prefill's)."""
+    if not len(df):
+        return pd.DataFrame()
+    ok = df[(df.status == "ok") & ~df.variant.map(is_aa)].copy()
+    bw, roof = peak_bandwidth(peaks), peak_gflops(peaks, "fp32")
+    rows = []
+    for _, r in ok.iterrows():
+        n = _new_tokens(r.get("data"))
+        ctx = int(r["seq_len"]) + (n // 2 if r["strategy"] == "decode" else 0)
+        kv = generation.kv_cache_bytes(r["model"], batch_size=int(r["batch_size"]), positions=ctx, dtype=r["dtype"])
+        moved, flops = r.get("bytes_per_call"), r.get("flops_per_call")
+        gbs = moved / r["median_s"] / 1e9 if pd.notna(moved) else np.nan
+        gflops = flops / r["median_s"] / 1e9 if pd.notna(flops) else np.nan
+        rows.append({**{c: r[c] for c in SHAPE}, "phase": r["strategy"], "variant": r["variant"],
+                     "weights_mb": generation.weight_bytes(r["model"], r["dtype"]) / 1e6, "kv_cache_mb": kv / 1e6,
+                     "gbs": gbs, "share_of_bandwidth": gbs / bw if bw else np.nan,
+                     "gflops": gflops, "share_of_roof": gflops / roof if roof else np.nan})
+    return pd.DataFrame(rows)
+
+
+def mechanism_view(t: pd.DataFrame) -> pd.DataFrame:
+    """mechanism_table as a reader scans it: MB, GB/s and GFLOP/s rounded, shares in percent."""
+    if not len(t):
+        return t
+
+    def pct(x: float) -> str:
+        return f"{x:.1%}" if pd.notna(x) else ""
+
+    return pd.DataFrame({"model": t.model, "batch": t.batch_size, "prompt": t.seq_len, "phase": t.phase,
+                         "variant": t.variant, "weights (MB)": t.weights_mb.map(lambda x: f"{x:,.1f}"),
+                         "KV cache (MB)": t.kv_cache_mb.map(lambda x: f"{x:,.2f}"),
+                         "read (GB/s)": t.gbs.map(lambda x: f"{x:,.2f}" if pd.notna(x) else ""),
+                         "of the bandwidth": t.share_of_bandwidth.map(pct),
+                         "GFLOP/s": t.gflops.map(lambda x: f"{x:,.1f}" if pd.notna(x) else ""),
+                         "of the fp32 roof": t.share_of_roof.map(pct)})
+
+
+def mechanism_findings(mt: pd.DataFrame, peaks: dict | None) -> list[str]:
+    """Decode's bytes against the bandwidth and prefill's FLOPs against the roof, for eager and the best variant."""
+    if not len(mt):
+        return []
+    bw, roof = peak_bandwidth(peaks), peak_gflops(peaks, "fp32")
+    lines = []
+    dec = mt[mt.phase == "decode"]
+    if len(dec):
+        best = dec.loc[dec.gbs.idxmax()]
+        eager = dec[dec.variant == REFERENCE]
+        span = numbers.fmt_range(eager.gbs.min(), eager.gbs.max(), ".2f") if len(eager) else "?"
+        lines.append(
+            f"**Decode is a memory read**: a step reads the weights once ({best.weights_mb:,.0f} MB in {best.model}) "
+            f"and the whole KV cache ({numbers.fmt_range(dec.kv_cache_mb.min(), dec.kv_cache_mb.max(), '.2g')} MB here); "
+            f"eager's steps move {span} GB/s, the fastest ({best.variant}, {shape_words(dict(best), phase=False)}) "
+            f"{best.gbs:.2f} GB/s" + (f", {best.share_of_bandwidth:.0%} of the {bw:,.1f} GB/s this machine's memory "
+                                      f"reached" if bw else " (the machine's bandwidth was not measured)") + ".")
+    pre = mt[mt.phase == "prefill"]
+    if len(pre):
+        best = pre.loc[pre.gflops.idxmax()]
+        lines.append(
+            f"**Prefill is GEMMs**: the fastest prefill ({best.variant}, {shape_words(dict(best), phase=False)}) "
+            f"computes {best.gflops:,.1f} GFLOP/s" + (f", {best.share_of_roof:.0%} of the fp32 GEMM roof "
+                                                      f"({roof:,.1f} GFLOP/s)" if roof else
+                                                      " (the GEMM roof was not measured)") + ".")
+    return lines
+
+
+def fastest_findings(df: pd.DataFrame) -> list[str]:
+    """Per phase and shape, the verdict table's lead (its fastest option over the runner-up) or, where it has none,
+    how the fastest option stands over eager: one line each, the verdict table's decision and CI."""
+    if not len(df) or not (df.status == "ok").any():
+        return []
+    vt = verdicts.for_study(NOTEBOOK, df)
+    lines = []
+    for workload in dict.fromkeys(v.workload for v in vt.options()):
+        rows = sorted((v for v in vt.options() if v.workload == workload and v.ok), key=lambda v: v.ms_per_call)
+        if not rows:
+            continue
+        lead = vt.lead(workload)
+        top = rows[0]
+        if top.ms_per_call >= top.base_ms_per_call:
+            lines.append(f"**{workload}**: eager's dynamic cache has the lowest median ({top.base_ms_per_call:.3g} ms); "
+                         f"the next, {top.candidate}, is {top.decision} ({numbers.fmt(top.speedup, top.ci_low, top.ci_high)}).")
+        elif lead is not None:
+            lines.append(f"**{workload}**: {lead.candidate} has the lowest median ({lead.ms_per_call:.3g} ms); over "
+                         f"{lead.baseline} it is {lead.decision} ({numbers.fmt(lead.speedup, lead.ci_low, lead.ci_high)}).")
+        else:
+            lines.append(f"**{workload}**: {top.candidate} has the lowest median ({top.ms_per_call:.3g} ms); over eager "
+                         f"it is {top.decision} ({numbers.fmt(top.speedup, top.ci_low, top.ci_high)}).")
+    return lines
+
+
+def consistency_findings(phases: pd.DataFrame) -> list[str]:
+    """Whether the end-to-end latency is its parts: generate's median over TTFT + (n − 1)·TPOT, per variant."""
+    if not len(phases) or phases.e2e_over_parts.notna().sum() == 0:
+        return []
+    t = phases[phases.e2e_over_parts.notna()]
+    parts = [f"{v} {numbers.fmt_range(g.e2e_over_parts.min(), g.e2e_over_parts.max(), '.2f')}"
+             for v, g in t.groupby("variant", sort=False)]
+    return ["**End to end against its parts** (a generation's median ÷ (time to first token + (n − 1) × time per "
+            "output token), about 1 where the decode step at mid-context stands for every step): "
+            + "; ".join(parts) + f", over {len(t)} shape × variant pairs."]
+
+
+def measurements(df: pd.DataFrame) -> pd.DataFrame:
+    """The results, one row per configuration (common.latency_table), with the phase and tokens/s."""
+    if not len(df):
+        return latency_table(df)
+    t = latency_table(df)
+    t.insert(3, "phase", df.strategy.values)
+    t.insert(t.columns.get_loc("samples/s") + 1, "tokens/s",
+             df.throughput_tokens_s.map(lambda x: f"{x:,.1f}" if pd.notna(x) else "").values)
+    return t
