@@ -13,11 +13,11 @@ import yaml
 import measuring
 from conftest import cli, stored_row
 from studylib import runtimes
+from studylib.bench import sweep
 from studylib.core import paths
 from studylib.core.config import Config
-from studylib.core.results import ResultsTable
-from studylib.measurement import sweep
 from studylib.runtimes.generation import PARITY_STEPS, TorchRunner, eager_runner
+from studylib.stats.results import ResultsTable
 from studylib.studies import text_generation as s07
 from studylib.studies.text_generation_workloads import GenerationWorkloads
 from studylib.workloads import generation

@@ -16,14 +16,14 @@ import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from .. import runtimes
-from ..analysis import roofline
-from ..core import paths, speedups, verdicts
+from ..bench import roofline, surprises
+from ..bench.schemas import Grid, Skip, VariantSkips
+from ..claims import claims as seedclaims
+from ..core import paths
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
-from ..core.speedups import Comparison
-from ..measurement import claims as seedclaims
-from ..measurement import surprises
-from ..measurement.schemas import Grid, Skip, VariantSkips
 from ..runtimes.generation import PARITY_STEPS
+from ..stats import speedups, verdicts
+from ..stats.speedups import Comparison
 from ..workloads import generation
 from ..workloads.models import MODELS
 from . import text_generation_tables as tables

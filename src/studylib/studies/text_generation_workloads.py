@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from .. import runtimes
+from ..bench.builder import Workloads
 from ..core.config import REFERENCE, Config, original_of
-from ..measurement.builder import Workloads
 from ..runtimes.generation import eager_runner
 from ..runtimes.generation_ort import prepare_generation
 from ..workloads import generation, models
