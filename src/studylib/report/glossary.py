@@ -22,6 +22,10 @@ VARIANTS = {
     "torchao-int8": "torchao's int8 dynamic quantization of every Linear (quantize_ with "
                     "Int8DynamicActivationInt8WeightConfig), the successor of torch-int8's deprecated torch.ao "
                     "(changes the outputs)",
+    "static": "text generation on transformers' StaticCache (allocated once at its full length) instead of the "
+              "default dynamic cache",
+    "static-compile": "StaticCache with the model's forward compiled by torch.compile (transformers 4.57 compiles it "
+                      "by itself only on CUDA: on a CPU the study compiles it)",
     "tf-eager": "TensorFlow, the same weights, run eagerly",
     "tf-function": "TensorFlow, the same weights, traced into a tf.function graph",
     "tf-xla": "tf.function compiled by XLA (jit_compile=True)",

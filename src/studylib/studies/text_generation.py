@@ -181,8 +181,9 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
                                 "measurements": tables.measurements(df)},
                         findings=findings(df, sp, phases),
                         claims=seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp}))
-    analysis = roofline.attach(analysis, df, peaks, [(v, REFERENCE) for v in dict.fromkeys(df.variant)
-                                                     if v != REFERENCE and not is_aa(v)] if len(df) else [])
+    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)] if len(df) else []
+    vt = verdicts.for_study(NOTEBOOK, df) if len(df) else None  # the decisions the roofline's regime lines read
+    analysis = roofline.attach(analysis, df, peaks, pairs, vt, options=STUDY.options)
     analysis.findings.extend(tables.mechanism_findings(analysis.tables["mechanism"], peaks))
     return surprises.attach(analysis, df, EXPECTATIONS, speedups.band(df))
 

@@ -219,9 +219,10 @@ def fastest_findings(df: pd.DataFrame) -> list[str]:
         if top.ms_per_call >= top.base_ms_per_call:
             lines.append(f"**{workload}**: eager's dynamic cache has the lowest median ({top.base_ms_per_call:.3g} ms); "
                          f"the next, {top.candidate}, is {top.decision} ({numbers.fmt(top.speedup, top.ci_low, top.ci_high)}).")
-        elif lead is not None:
-            lines.append(f"**{workload}**: {lead.candidate} has the lowest median ({lead.ms_per_call:.3g} ms); over "
-                         f"{lead.baseline} it is {lead.decision} ({numbers.fmt(lead.speedup, lead.ci_low, lead.ci_high)}).")
+        elif lead is not None and lead.candidate == top.candidate:
+            lines.append(f"**{workload}**: {top.candidate} has the lowest median ({top.ms_per_call:.3g} ms); over eager "
+                         f"it is {top.decision} ({numbers.fmt(top.speedup, top.ci_low, top.ci_high)}), over the "
+                         f"runner-up {lead.baseline} {lead.decision} ({numbers.fmt(lead.speedup, lead.ci_low, lead.ci_high)}).")
         else:
             lines.append(f"**{workload}**: {top.candidate} has the lowest median ({top.ms_per_call:.3g} ms); over eager "
                          f"it is {top.decision} ({numbers.fmt(top.speedup, top.ci_low, top.ci_high)}).")
