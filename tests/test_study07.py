@@ -188,6 +188,7 @@ def _row(variant, phase, median, *, batch=1, first=None, steps=None):
             "samples_s": samples, "sample_rep": [0] * rounds, "sample_round": list(range(rounds)),
             "median_s": float(np.median(samples)), "p90_s": float(np.percentile(samples, 90)),
             "first_call_s": first if first is not None else median, "prepare_s": 0.5, "prepare_steps": steps or [],
+            "cold_prepare_s": 0.5 + sum(s["seconds"] for s in steps or [] if s["cached"]),  # as the sweep stores it
             "max_abs_diff": 1e-6, "parity_ok": True, "peak_mem_mb": 10.0, "cv": 0.03, "n": rounds,
             "ci_low_s": float(np.median(samples)) * 0.98, "ci_high_s": float(np.median(samples)) * 1.02,
             "throughput_tokens_s": None, "flops_per_call": 1e9, "bytes_per_call": 1e8}

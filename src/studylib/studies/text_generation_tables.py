@@ -17,6 +17,7 @@ from ..machine.limits import peak_bandwidth, peak_gflops
 from ..stats import numbers, speedups, verdicts
 from ..workloads import generation
 from .common import fmt_ms, latency_table
+from .text_generation_workloads import tokens_in
 
 SHAPE = ["model", "dtype", "batch_size", "seq_len", "data"]
 NOTEBOOK = "07_text_generation"
@@ -26,10 +27,6 @@ def shape_words(row, phase: bool = True) -> str:
     """'smollm2-135m fp32 batch 4 prompt 256' (and ' decode' with `phase`)."""
     words = f"{row['model']} {row['dtype']} batch {int(row['batch_size'])} prompt {int(row['seq_len'])}"
     return f"{words} {row['strategy']}" if phase and isinstance(row.get("strategy"), str) else words
-
-
-def _new_tokens(data) -> int:
-    return int(str(data)[3:]) if isinstance(data, str) and data.startswith("new") else 0
 
 
 def phase_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -45,7 +42,7 @@ def phase_table(df: pd.DataFrame) -> pd.DataFrame:
         rec = dict(zip(SHAPE + ["variant"], key))
         phase = {r["strategy"]: r for _, r in g.iterrows()}
         ok = {p: r for p, r in phase.items() if r["status"] == "ok"}
-        b, s, n = int(rec["batch_size"]), int(rec["seq_len"]), _new_tokens(rec["data"])
+        b, s, n = int(rec["batch_size"]), int(rec["seq_len"]), tokens_in(rec["data"]) or 0
         pre, dec, gen = (ok.get(p) for p in generation.PHASES)
         rec |= {"new_tokens": n,
                 "ttft_ms": pre["median_s"] * 1e3 if pre is not None else np.nan,
@@ -86,13 +83,15 @@ def phase_view(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cached_s(steps) -> float:
-    """Seconds of the preparation steps loaded from the cache (the export made once, by an earlier configuration)."""
+    """Seconds of the preparation steps loaded from the cache (the export made once, by an earlier configuration):
+    the part of the one-time cost a process that found the cache did not pay itself (shown beside it)."""
     return float(sum(s.get("seconds") or 0.0 for s in steps if s.get("cached"))) if isinstance(steps, list) else 0.0
 
 
 def one_time_table(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """Per candidate, shape and phase: its one-time cost (preparation and first call beyond a steady call, plus the
-    export steps it loaded from the cache, at what they cost when made), the time a call saves over eager, and the
+    """Per candidate, shape and phase: its one-time cost (the cold one, Measurement.one_time_s: preparation with the
+    export steps it loaded from the cache at what they cost when made, and first call beyond a steady call; of it the
+    cached steps' seconds), the time a call saves over eager, and the
     calls and generated tokens after which the one-time cost is paid back (speedups.break_even; ∞: it saves none)."""
     if not len(sp) or "speedup" not in sp:
         return pd.DataFrame()
@@ -102,10 +101,10 @@ def one_time_table(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
                    & np.logical_and.reduce([df[c] == r[c] for c in SHAPE if c in sp and c in df])]
         steps = match.prepare_steps.iloc[0] if len(match) and "prepare_steps" in match else None
         cached = _cached_s(steps)
-        one_time = float(r["one_time_s"]) + cached
+        one_time = float(r["one_time_s"])
         s = SimpleNamespace(ratio=r["speedup"], ci_low=r["ci_low"], ci_high=r["ci_high"])
         calls, lo, hi = speedups.break_even(one_time, float(r["base_median_s"]), s)
-        b, n = int(r["batch_size"]), _new_tokens(r.get("data"))
+        b, n = int(r["batch_size"]), tokens_in(r.get("data")) or 0
         per_call = {"prefill": b, "decode": b, "generate": b * n}.get(r["strategy"], b)
         out.append({**{c: r[c] for c in SHAPE if c in r}, "phase": r["strategy"], "variant": r["variant"],
                     "one_time_s": one_time, "cached_steps_s": cached, "saved_ms_per_call":
@@ -145,7 +144,7 @@ def mechanism_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
     bw, roof = peak_bandwidth(peaks), peak_gflops(peaks, "fp32")
     rows = []
     for _, r in ok.iterrows():
-        n = _new_tokens(r.get("data"))
+        n = tokens_in(r.get("data")) or 0
         ctx = int(r["seq_len"]) + (n // 2 if r["strategy"] == "decode" else 0)
         kv = generation.kv_cache_bytes(r["model"], batch_size=int(r["batch_size"]), positions=ctx, dtype=r["dtype"])
         moved, flops = r.get("bytes_per_call"), r.get("flops_per_call")
@@ -203,12 +202,11 @@ def mechanism_findings(mt: pd.DataFrame, peaks: dict | None) -> list[str]:
     return lines
 
 
-def fastest_findings(df: pd.DataFrame) -> list[str]:
+def fastest_findings(df: pd.DataFrame, vt: verdicts.VerdictTable | None) -> list[str]:
     """Per phase and shape, the verdict table's lead (its fastest option over the runner-up) or, where it has none,
     how the fastest option stands over eager: one line each, the verdict table's decision and CI."""
-    if not len(df) or not (df.status == "ok").any():
+    if vt is None or not len(df) or not (df.status == "ok").any():
         return []
-    vt = verdicts.for_study(NOTEBOOK, df)
     lines = []
     for workload in dict.fromkeys(v.workload for v in vt.options()):
         rows = sorted((v for v in vt.options() if v.workload == workload and v.ok), key=lambda v: v.ms_per_call)

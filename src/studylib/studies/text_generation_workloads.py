@@ -26,11 +26,17 @@ def data_tag(new_tokens: int) -> str:
     return f"new{new_tokens}"
 
 
+def tokens_in(data) -> int | None:
+    """The new tokens a `data` field names ('new32' -> 32); None where it names none."""
+    return int(data[3:]) if isinstance(data, str) and data.startswith("new") and data[3:].isdigit() else None
+
+
 def new_tokens_of(c: Config) -> int:
     """The new tokens a configuration's `data` field names ('new32' -> 32)."""
-    if not (c.data or "").startswith("new"):
+    n = tokens_in(c.data)
+    if n is None:
         raise ValueError(f"{c.key}: its data field {c.data!r} names no number of new tokens (study 07 writes 'new32')")
-    return int(c.data[3:])
+    return n
 
 
 class GenerationWorkloads(Workloads):
