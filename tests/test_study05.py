@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import measuring
-from studylib.bench import grouping, profiles, replicates
+from studylib.bench import grouping, profiles, replicates, workers
 from studylib.bench.builder import Workloads
 from studylib.core.config import Config
 from studylib.stats.results import ResultsTable
@@ -71,8 +71,9 @@ def test_replicates_start_one_process_per_backend_with_its_environment(tmp_path,
 
     def fake_process(task, poll, in_process=False):
         seen.append((task.replicate, task.env_vars, [key for key, _, _ in task.groups]))
-        assert replicates._frameworks(task) == (("torch", "tensorflow") if task.env_vars["KERAS_BACKEND"] == "tensorflow"
-                                                else ("torch",))
+        # its Keras worker sets TensorFlow's threads only on the TensorFlow backend (workers.frameworks_of)
+        assert workers.frameworks_of("keras", task.plan, task.env_vars) == (
+            ("torch", "tensorflow") if task.env_vars["KERAS_BACKEND"] == "tensorflow" else ("torch",))
         return 1  # died: every group of it becomes error rows, one at a time
 
     monkeypatch.setattr(replicates, "_run_process", fake_process)

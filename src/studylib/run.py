@@ -24,7 +24,6 @@ from .core import paths, study_registry
 from .core.files import read_json, write_json_atomic
 from .machine import environment, runlock
 from .machine.gpu import policy
-from .machine.threads import OMP_WAIT_POLICY
 from .notebooks import execute as execute_file
 from .report import progress, render
 from .stats.results import ResultsTable
@@ -116,7 +115,6 @@ def _measuring_environment(loaded: profiles.LoadedProfile) -> None:
     """What the kernels and measuring processes inherit: threads are fixed before torch is imported."""
     os.environ.update(OMP_NUM_THREADS=str(loaded.profile.threads), MKL_NUM_THREADS=str(loaded.profile.threads),
                       STUDYLIB_RUNNER="papermill")
-    os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
 
 
 def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False,

@@ -103,6 +103,10 @@ class Workloads:
                                    image_size=c.image_size, real=real)
         return {"flops_per_call": w.flops, "bytes_per_call": w.bytes}
 
+    def reference_is_eager(self, c: Config) -> bool:
+        """Whether `c`'s parity reference is eager PyTorch's output (made in the PyTorch worker, bench/workers.py)."""
+        return True
+
     def has_reference(self, c: Config) -> bool:
         return c.shape_key in self._references
 

@@ -218,6 +218,9 @@ class KerasWorkloads(Workloads):
         size = f"s{c.seq_len}" if c.seq_len is not None else f"i{c.image_size}"
         return f"{c.model}-{c.dtype}-{c.device}-b{c.batch_size}-{size}-seed{self.seed}"
 
+    def reference_is_eager(self, c: Config) -> bool:
+        return not _is_keras(c)  # a Keras variant's is the shape's saved Keras output, made in its own process
+
     def has_reference(self, c: Config) -> bool:
         return (c.shape_key, "keras") in self._references if _is_keras(c) else super().has_reference(c)
 

@@ -10,7 +10,8 @@ measures its last replicate and combines. A group's replicates then lie about a 
 so the spread between them (the reported CIs' between-process term, variance.medians_between) also
 sees the slower phases of a shared machine that come and go over tens of minutes.
 Groups that need a process environment of their own (grouping.process_env: study 05's Keras backend) run in
-one process per environment, one after another, within each replicate.
+one process per environment, one after another, within each replicate. A replicate process imports no framework:
+each framework of a group is measured in a worker process of its own (workers.py), kept for the replicate's groups.
 
 Each replicate writes one part file per group as the group finishes (`<notebook>.parts/`, atomically).
 When a group has its k parts, its rows are combined (sweep.combine) and appended to the results table
@@ -42,9 +43,8 @@ from ..core.config import Config
 from ..core.files import read_json, write_json_atomic
 from ..machine import gpu
 from ..machine.environment import git_commit
-from ..machine.threads import apply_threads
 from ..stats.results import ResultsTable
-from . import grouping, sweep
+from . import grouping, sweep, workers
 from .builder import Workloads
 from .plan import Plan
 
@@ -104,39 +104,30 @@ FRESH_PROCESS_EXIT = 75  # a replicate process's own exit code: a failure spoile
 
 
 def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], None] | None = None) -> int:
-    """Measure the task's groups in this process, writing a part per group as it finishes. 0 when every group was
-    measured; FRESH_PROCESS_EXIT when a CUDA error or a GPU out-of-memory (sweep.spoils_process) ended a group with
-    groups left: its rows are written, and the parent starts a fresh process for the rest."""
+    """Measure the task's groups, writing a part per group as it finishes. In its own process this one coordinates
+    and imports no framework: each framework is measured in a worker process of its own (workers.ProcessPool, kept
+    for all the task's groups); otherwise (`in_process`) every framework runs here (sweep.LocalPool). 0 when every
+    group was measured; FRESH_PROCESS_EXIT when a CUDA error or a GPU out-of-memory (sweep.spoils_process) ended a
+    group with groups left: its rows are written, and the parent starts a fresh process for the rest."""
 
     plan = task.plan
-    if own_process:
-        apply_threads(plan.threads, _frameworks(task))
-        if plan.env.get("precision"):  # the profile's precision policy, as the notebook's process applied it
-
-            gpu.apply(plan.env["precision"], _frameworks(task))
+    pool = workers.ProcessPool(plan, task.workloads) if own_process else sweep.LocalPool(plan, task.workloads)
     parts_dir = Path(task.parts_dir)
-    for i, (group_key, group_id, configs) in enumerate(task.groups):
-        write_json_atomic(_in_flight_path(parts_dir, task.replicate), {"group_key": group_key})
-        rows = sweep.measure_group(configs, plan, workloads=task.workloads, group_key=group_key, group_id=group_id,
-                                   replicate=task.replicate, commit=git_commit())  # the commit it is measured at
-        _write_part(parts_dir, group_key, group_id, task.replicate, rows, plan.fingerprint)
-        sweep.release_memory(configs[0].device, between_groups=True)
-        if after_group:
-            after_group()
-        if i + 1 < len(task.groups) and any(sweep.spoils_process(r) for r in rows):
-            _in_flight_path(parts_dir, task.replicate).unlink(missing_ok=True)
-            return FRESH_PROCESS_EXIT
+    try:
+        for i, (group_key, group_id, configs) in enumerate(task.groups):
+            write_json_atomic(_in_flight_path(parts_dir, task.replicate), {"group_key": group_key})
+            rows = sweep.measure_group(configs, plan, workloads=task.workloads, group_key=group_key,
+                                       group_id=group_id, replicate=task.replicate, commit=git_commit(), pool=pool)
+            _write_part(parts_dir, group_key, group_id, task.replicate, rows, plan.fingerprint)
+            if after_group:
+                after_group()
+            if i + 1 < len(task.groups) and any(sweep.spoils_process(r) for r in rows):
+                _in_flight_path(parts_dir, task.replicate).unlink(missing_ok=True)
+                return FRESH_PROCESS_EXIT
+    finally:
+        pool.close()
     _in_flight_path(parts_dir, task.replicate).unlink(missing_ok=True)
     return 0
-
-
-def _frameworks(task: Task) -> tuple[str, ...]:
-    """The frameworks whose threads this process sets: TensorFlow only where it runs (a process on another Keras
-    backend would import it just to set its threads)."""
-    backend = (task.env_vars or {}).get("KERAS_BACKEND")
-    if backend is None:
-        return tuple(task.plan.frameworks)
-    return tuple(f for f in task.plan.frameworks if f != "tensorflow" or backend == "tensorflow")
 
 
 def _start_vars(task: Task) -> dict[str, str]:

@@ -125,34 +125,37 @@ def check(expectations: Iterable[Expectation], configs: Iterable, rows: dict[str
 
 # -- profiling a surprise ---------------------------------------------------------------------------------------
 
-def profile_surprises(ready: list, rows: dict[str, dict], expectations: Iterable[Expectation], replicate: int) -> None:
-    """Check the group's expectations on this replicate's rows and profile both sides of each surprise once,
-    into their rows (`profile_top_ops`, `profile_note`). `ready` holds the group's prepared configurations
-    (sweep._Prepared: config, runtime, prepared, call). A profile that fails is a note, never a lost row."""
+def to_profile(expectations: Iterable[Expectation], configs: list, rows: dict[str, dict],
+               replicate: int) -> dict[str, list[str]]:
+    """The configurations to profile, each with why: both sides of every expectation that this replicate's rows (by
+    config key, with their samples and rounds) contradict. Checking never costs the group its rows."""
     expectations = tuple(expectations)
     if not expectations:
-        return
-    by_key = {p.config.key: p for p in ready}
+        return {}
     reasons: dict[str, list[str]] = {}
     try:
-        checked = check(expectations, [p.config for p in ready], rows)
+        checked = check(expectations, configs, rows)
     except Exception as exc:  # noqa: BLE001 - checking never costs the group its rows
         print(f"surprises: expectations not checked: {type(exc).__name__}: {exc}")
-        return
+        return {}
     for found in checked:
         if found.surprising:
             for key in (found.baseline_key, found.candidate_key):
                 reasons.setdefault(key, []).append(found.reason(replicate))
-    for key, why in reasons.items():
-        p = by_key[key]
-        try:
-            ops, note = profile_prepared(p.runtime, p.prepared, p.call, p.config.device)
-        except Exception as exc:  # noqa: BLE001 - a failed profile never drops the measurement
-            first = (str(exc).strip().splitlines() or [""])[0][:200]
-            ops, note = None, f"not profiled: {type(exc).__name__}: {first}"
-        rows[key]["profile_top_ops"] = ops
-        rows[key]["profile_note"] = (f"one steady-state call, after the timed rounds of replicate {replicate}, "
-                                     f"because {'; '.join(why)}. {note}")[:2000]
+    return reasons
+
+
+def profile(p, why: list[str], replicate: int) -> dict[str, Any]:
+    """One steady-state call of a prepared configuration (sweep._Prepared: config, runtime, prepared, call) profiled,
+    as its row stores it (`profile_top_ops`, `profile_note`); a profile that fails is a note, never a lost row."""
+    try:
+        ops, note = profile_prepared(p.runtime, p.prepared, p.call, p.config.device)
+    except Exception as exc:  # noqa: BLE001 - a failed profile never drops the measurement
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        ops, note = None, f"not profiled: {type(exc).__name__}: {first}"
+    return {"profile_top_ops": ops,
+            "profile_note": (f"one steady-state call, after the timed rounds of replicate {replicate}, "
+                             f"because {'; '.join(why)}. {note}")[:2000]}
 
 
 # -- reading them back -------------------------------------------------------------------------------------------

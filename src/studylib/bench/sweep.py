@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import gc
 import sys
 import time
@@ -25,7 +26,7 @@ import numpy as np
 from .. import runtimes
 from ..core.config import REFERENCE, Config
 from ..machine import allocator, gpu
-from ..runtimes.base import synced
+from ..runtimes.base import REFERENCE_PROCESS, synced
 from ..runtimes.pytorch import dynamo_counts, reset_compiled
 from ..stats.results import MEASURED_COLUMNS, RUN_COLUMNS
 from ..workloads import models
@@ -33,14 +34,27 @@ from . import surprises, warm
 from .builder import Workloads
 from .memory import PeakMemory
 from .plan import Plan
-from .timing import first_call, measure_rounds, row_statistics
+from .timing import first_call, row_statistics, run_rounds, time_block
 
 # Out-of-memory as PyTorch (CPU, CUDA), TensorFlow and ONNX Runtime word it.
 OOM_PATTERNS = ("out of memory", "can't allocate memory", "oom when allocating", "failed to allocate memory")
 
 
+class RemoteFailure(Exception):
+    """A failure in a worker process, as classify_failure worded it there (the exception itself stays there)."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+    def __reduce__(self):
+        return RemoteFailure, (self.status, self.message)
+
+
 def classify_failure(exc: BaseException) -> tuple[str, str]:
     """(status, one-line message) for an exception raised while preparing or timing."""
+    if isinstance(exc, RemoteFailure):  # classified where it happened, in its worker process
+        return exc.status, exc.message
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
     message = f"{type(exc).__name__}: {first}"[:300]
@@ -177,7 +191,8 @@ def _dynamo_counts() -> dict[str, int]:
 
 def _steady_recompilations(ready: list[_Prepared], before: dict[str, int] | None) -> None:
     """Graphs torch.compile built while the group was timed (a recompile in steady state) into the compiled
-    rows: exact when none was built or one compiled variant ran; otherwise the count is the group's, noted."""
+    rows of this process: exact when none was built or one compiled variant ran here; otherwise the count is the
+    process's, noted."""
     if before is None:
         return
     built = _dynamo_counts()["graphs"] - before["graphs"]
@@ -229,75 +244,299 @@ def spoils_process(row: dict) -> bool:
     return row["status"] == "error" and any(p in str(row.get("error", "")).lower() for p in CUDA_ERROR_PATTERNS)
 
 
-def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, group_key: str, group_id: str,
-                  replicate: int, commit: str | None = None) -> list[dict]:
-    """Prepare every configuration of a group, then time them together in interleaved rounds.
+class Worker:
+    """What one framework's process does for a group (bench/workers.py runs one in a child process; `LocalPool` runs
+    every framework's in this one): prepare its configurations, time blocks of their calls, and after the rounds
+    the rates, the steady-state recompilations, the surprises' profiles and the warm compile.
 
-    Returns one row per configuration for this replicate (never raises for a failed configuration: a
-    failure is a row with its status and message). The first configuration is the group's baseline.
-    After the rounds, each of the plan's `expectations` that this replicate's paired speed-up contradicts
-    has one steady-state call of both its configurations profiled into their rows (surprises.profile_surprises).
-    """
-    started = time.perf_counter()
-    ready: list[_Prepared] = []
-    rows: dict[str, dict] = {}
-    if any(runtimes.get(c.variant).family == "compile" for c in configs):
-        reset_compiled()  # every group compiles cold; variants within it share the (reset) dynamo cache
-    with contextlib.ExitStack() as stack:
-        lost = ""  # a sticky CUDA error in the group: the configurations after it cannot run in this process
-        for c in configs:
-            row = base_row(c, plan, group_key=group_key, group_id=group_id, commit=commit)
-            rows[c.key] = row
-            if lost:
-                row.update(status="error", error=f"not measured: {lost}")
-                continue
-            try:
-                ready.append(_prepare(c, row, runtime=runtimes.get(c.variant), workloads=workloads,
-                                      tolerance=plan.tolerance(c), stack=stack, keep_cache=plan.warm_compile))
-            except KeyboardInterrupt:
-                raise
-            except Exception as exc:  # a failure is a result
-                _fail(row, exc)
-            if row["status"] != "ok":
-                release_memory(c.device)  # the failed configuration's sessions and buffers, before the next one
-                if row["status"] == "error" and spoils_process(row):
-                    lost = (f"{c.variant}'s CUDA error before it ({row['error'][:120]}) leaves every later CUDA call "
-                            f"of its process failing")
-        calls = {p.config.key: p.call for p in ready}
-        baseline = configs[0].key if configs[0].key in calls else None
-        graphs = _dynamo_counts() if any(p.runtime.uses_dynamo for p in ready) else None
-        with allocator.reused_memory():  # no call pays page faults for memory the last one freed
-            rounds = measure_rounds(calls, baseline=baseline, seed=plan.seed * 1000 + replicate,
-                                    **plan.rounds(len(calls))) if calls else None
-        for p in ready:
-            row, key = p.row, p.config.key
-            if key in rounds.failed:
-                _fail(row, rounds.failed.pop(key))  # popped: its traceback holds the call (sessions, buffers)
-                continue
-            xs = rounds.samples[key]
-            row.update(row_statistics(xs), samples_s=xs, sample_rep=[replicate] * len(xs),
-                       sample_round=list(range(len(xs))), block_calls=rounds.block[key], replicates=1,
-                       warmup_calls=rounds.warmup_calls, stop_reason=rounds.stop_reason)
+    Rows travel as dicts: each call that changes rows takes the coordinator's and returns them updated (in this
+    process they are the same objects)."""
+
+    def __init__(self, plan: Plan, workloads: Workloads):
+        self.plan, self.workloads = plan, workloads
+        self.ready: dict[str, _Prepared] = {}
+        self.stack: contextlib.ExitStack | None = None
+        self._graphs: dict[str, int] | None = None
+        self._rounds: contextlib.ExitStack | None = None
+        self.device = "cpu"
+
+    def begin_group(self, configs: list[Config]) -> None:
+        self.end_group(between_groups=False)  # what an interrupted group left
+        self.stack = contextlib.ExitStack()
+        self.device = configs[0].device if configs else "cpu"
+        if any(runtimes.get(c.variant).family == "compile" for c in configs):
+            reset_compiled()  # every group compiles cold; variants within it share the (reset) dynamo cache
+
+    def has_reference(self, c: Config) -> bool:
+        return self.workloads.has_reference(c)
+
+    def reference(self, c: Config) -> np.ndarray:
+        return self.workloads.reference(c)
+
+    def set_reference(self, c: Config, output: np.ndarray) -> None:
+        self.workloads.set_reference(c, output)
+
+    def prepare(self, c: Config, row: dict) -> dict:
+        """Prepare `c` (`_prepare`), its failure a row; the failed configuration's memory handed back either way."""
+        try:
+            self.ready[c.key] = _prepare(c, row, runtime=runtimes.get(c.variant), workloads=self.workloads,
+                                         tolerance=self.plan.tolerance(c), stack=self.stack,
+                                         keep_cache=self.plan.warm_compile)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # a failure is a result
+            _fail(row, exc)
+        if row["status"] != "ok":
+            self.ready.pop(c.key, None)
+            _release_quietly(row, c.device)  # the failed configuration's sessions and buffers, before the next one
+        return row
+
+    def block(self, key: str, calls: int) -> float:
+        """Seconds per call of a block of `calls` calls of `key` (timing.time_block), timed here."""
+        seconds = time_block(self.ready[key].call, calls, time.perf_counter)
+        if self._rounds is not None:
+            gc.collect(0)  # young objects collected between blocks, never inside one
+        return seconds
+
+    def begin_rounds(self) -> None:
+        """From here to `end_rounds`: Python's collector off and freed memory kept for reuse (allocator.py), so no
+        call pays page faults for memory the last one freed; torch.compile's graph count noted."""
+        self._graphs = _dynamo_counts() if any(p.runtime.uses_dynamo for p in self.ready.values()) else None
+        self._rounds = contextlib.ExitStack()
+        self._rounds.enter_context(allocator.reused_memory())
+        if gc.isenabled():
+            gc.collect()
+            gc.disable()
+            self._rounds.callback(gc.enable)
+
+    def end_rounds(self) -> None:
+        if self._rounds is not None:
+            self._rounds.close()
+            self._rounds = None
+
+    def drop(self, key: str) -> None:
+        """Let go of a configuration that failed in the rounds (its sessions and buffers)."""
+        p = self.ready.pop(key, None)
+        if p is not None:
+            device = p.config.device
+            del p
+            release_memory(device)
+
+    def after_rounds(self, rows: dict[str, dict]) -> dict[str, dict]:
+        """The rates at each timed configuration's median, and the graphs compiled in steady state."""
+        for key, row in rows.items():
+            p = self.ready[key]
+            p.row = row
             if p.prepared.compilations:  # graphs built after the first call: a retrace in steady state
                 row["recompilations"] = p.prepared.compilations() - row["compilations"]
             try:
-                row.update(workloads.rates(p.config, p.workload, row["median_s"]))
+                row.update(self.workloads.rates(p.config, p.workload, row["median_s"]))
             except Exception as exc:  # noqa: BLE001 - rates never drop a measurement
                 row["notes"] = f"{row['notes']}; rates failed: {type(exc).__name__}: {exc}".strip("; ")
-        calls.clear()  # the rounds are over; `ready` keeps what the surprises' profiles call
-        if any(p.row["status"] != "ok" for p in ready):  # a configuration that failed in the rounds: let go of it
-            ready = [p for p in ready if p.row["status"] == "ok"]
-            p = None  # the loop's last configuration, possibly a failed one
-            release_memory(configs[0].device)
-        _steady_recompilations(ready, graphs)
-        surprises.profile_surprises(ready, rows, plan.expectations, replicate)  # after the rounds: never in a sample
-        if plan.warm_compile:  # after the profiles too: a compile from the cache an earlier process saved
-            warm.measure(ready, workloads, plan, parity)
+        _steady_recompilations([self.ready[k] for k in rows], self._graphs)
+        return rows
+
+    def profile(self, key: str, why: list[str], replicate: int) -> dict:
+        """One steady-state call of `key` profiled (a surprise, surprises.to_profile), after the timed rounds."""
+        return surprises.profile(self.ready[key], why, replicate)
+
+    def warm(self, rows: dict[str, dict]) -> dict[str, dict]:
+        """The warm compile of the compiled configurations (warm.py), after the profiles."""
+        for key, row in rows.items():
+            self.ready[key].row = row
+        warm.measure([self.ready[k] for k in rows], self.workloads, self.plan, parity)
+        return rows
+
+    def end_group(self, between_groups: bool = True) -> None:
+        self.end_rounds()
+        self.ready.clear()
+        if self.stack is not None:
+            self.stack.close()
+            self.stack = None
+            release_memory(self.device, between_groups=between_groups)
+
+    def close(self) -> None:
+        self.end_group()
+
+
+def _release_quietly(row: dict, device: str) -> None:
+    """release_memory after a failure; a failure of its own (a sticky CUDA error) is a note on the failed row."""
+    try:
+        release_memory(device)
+    except Exception as exc:  # noqa: BLE001 - the row already says what failed
+        row["error"] = f"{row['error']}; memory not released: {type(exc).__name__}: {exc}"[:500]
+
+
+class LocalPool:
+    """Every framework's worker in this process, one `Worker` for all (tests, debugging, `in_process` runs): quick to
+    start, no isolation; the frameworks share the process."""
+
+    separate = False
+
+    def __init__(self, plan: Plan, workloads: Workloads):
+        self._worker = Worker(plan, workloads)
+
+    def name_of(self, c: Config) -> str:
+        return runtimes.get(c.variant).process
+
+    def get(self, name: str) -> Worker:
+        return self._worker
+
+    def settings(self, name: str) -> str:
+        return "this process (in-process run: every framework shares it)"
+
+    def close(self) -> None:
+        self._worker.close()
+
+
+def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, group_key: str, group_id: str,
+                  replicate: int, commit: str | None = None, pool=None) -> list[dict]:
+    """Prepare every configuration of a group in its framework's worker, then time them together in interleaved
+    rounds.
+
+    `pool` (bench/workers.py's ProcessPool, default a LocalPool in this process) gives each configuration's worker
+    by its runtime's `process`: each framework in a process of its own, each A/A copy in a second one of its
+    original's. Configurations are prepared one at a time in the group's order; a worker that checks parity
+    against eager PyTorch gets eager's output from the PyTorch worker first. Then `timing.run_rounds` times a
+    block of a variant inside its worker while the others wait idle. Returns one row per configuration for this
+    replicate (never raises for a failed configuration: a failure is a row with its status and message). The
+    first configuration is the group's baseline. After the rounds, each of the plan's `expectations` that this
+    replicate's paired speed-up contradicts has one steady-state call of both its configurations profiled into
+    their rows (surprises.to_profile).
+    """
+    own = pool is None
+    pool = pool or LocalPool(plan, workloads)
+    started = time.perf_counter()
+    rows = {c.key: base_row(c, plan, group_key=group_key, group_id=group_id, commit=commit) for c in configs}
+    worker = _begin(pool, configs, rows)
+    try:
+        lost: dict[str, str] = {}  # a sticky CUDA error in a worker: its configurations after it cannot run there
+        for c in configs:
+            row, n = rows[c.key], pool.name_of(c)
+            if row["status"] != "ok":  # its worker could not start
+                continue
+            if n in lost:
+                row.update(status="error", error=f"not measured: {lost[n]}")
+                continue
+            try:
+                _hand_reference(pool, n, c, workloads)
+                rows[c.key] = row = worker[c.key].prepare(c, row)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # the worker itself failed (its process died): a result
+                _fail(row, exc)
+            if row["status"] == "error" and spoils_process(row):
+                lost[n] = (f"{c.variant}'s CUDA error before it ({row['error'][:120]}) leaves every later CUDA call "
+                           f"of its process failing")
+        ready = [c for c in configs if rows[c.key]["status"] == "ok"]
+        _time(worker, ready, rows, plan, replicate, baseline=configs[0].key)
+        _after(worker, ready, rows, plan, replicate)
+    finally:
+        for w in _distinct(worker.values()):
+            with contextlib.suppress(Exception):
+                w.end_group()
+        if own:
+            pool.close()
     elapsed = time.perf_counter() - started
     stamp = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     for row in rows.values():
         row.update(wall_s=elapsed / len(rows), timestamp=stamp)
     return [rows[c.key] for c in configs]
+
+
+def _distinct(ws) -> list:
+    """Each worker once (a LocalPool gives one for every framework)."""
+    return list({id(w): w for w in ws}.values())
+
+
+def _begin(pool, configs: list[Config], rows: dict[str, dict]) -> dict:
+    """Each configuration's worker, told which of the group's configurations it prepares (each worker once), and
+    its process and threading in the row; where a worker cannot start, its configurations are failed rows."""
+    worker = {}
+    for c in configs:
+        try:
+            worker[c.key] = pool.get(pool.name_of(c))
+            rows[c.key]["process"] = pool.settings(pool.name_of(c))
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every configuration of that worker is a failed row
+            _fail(rows[c.key], exc)
+    for w in _distinct(worker.values()):
+        theirs = [c for c in configs if worker.get(c.key) is w]
+        try:
+            w.begin_group(theirs)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            for c in theirs:
+                _fail(rows[c.key], exc)
+    return worker
+
+
+def _hand_reference(pool, n: str, c: Config, workloads: Workloads) -> None:
+    """A worker that checks `c`'s parity against eager PyTorch gets eager's output from the PyTorch worker (made
+    there, or its eager configuration's first call), so every worker compares with the same reference and none
+    runs eager PyTorch itself."""
+    if not pool.separate or n == REFERENCE_PROCESS or not workloads.reference_is_eager(c):
+        return
+    w = pool.get(n)
+    if not w.has_reference(c):
+        w.set_reference(c, pool.get(REFERENCE_PROCESS).reference(c))
+
+
+def _time(worker: dict, ready: list[Config], rows: dict[str, dict], plan: Plan, replicate: int, *,
+          baseline: str) -> None:
+    """The interleaved rounds, each block timed in its configuration's worker; their samples into the rows."""
+    if not ready:
+        return
+    timers = {c.key: functools.partial(worker[c.key].block, c.key) for c in ready}
+    timing = _distinct(worker[c.key] for c in ready)
+    for w in timing:
+        w.begin_rounds()
+    try:
+        rounds = run_rounds(timers, baseline=baseline if baseline in timers else None,
+                            seed=plan.seed * 1000 + replicate, **plan.rounds(len(timers)))
+    finally:
+        for w in timing:
+            with contextlib.suppress(Exception):
+                w.end_rounds()
+    for c in ready:
+        row = rows[c.key]
+        if c.key in rounds.failed:
+            _fail(row, rounds.failed.pop(c.key))
+            with contextlib.suppress(Exception):
+                worker[c.key].drop(c.key)  # its sessions and buffers, before the next group
+            continue
+        xs = rounds.samples[c.key]
+        row.update(row_statistics(xs), samples_s=xs, sample_rep=[replicate] * len(xs),
+                   sample_round=list(range(len(xs))), block_calls=rounds.block[c.key], replicates=1,
+                   warmup_calls=rounds.warmup_calls, stop_reason=rounds.stop_reason)
+
+
+def _after(worker: dict, ready: list[Config], rows: dict[str, dict], plan: Plan, replicate: int) -> None:
+    """After the rounds, in each worker: rates and steady-state recompilations, the surprises' profiles, then the
+    warm compile. A worker that fails here leaves its rows measured, with a note."""
+    timed = [c for c in ready if rows[c.key]["status"] == "ok"]
+
+    def each(step: str, run: Callable[[Any, dict[str, dict]], dict[str, dict]]) -> None:
+        for w in _distinct(worker[c.key] for c in timed):
+            theirs = {c.key: rows[c.key] for c in timed if worker[c.key] is w}
+            try:
+                rows.update(run(w, theirs))
+            except Exception as exc:  # noqa: BLE001 - never costs a measured row
+                for row in theirs.values():
+                    row["notes"] = f"{row['notes'] or ''}; {step} failed: {type(exc).__name__}: {exc}".strip("; ")[:500]
+
+    each("rates", lambda w, theirs: w.after_rounds(theirs))
+    why = surprises.to_profile(plan.expectations, timed, rows, replicate)  # after the rounds: never in a sample
+    for c in timed:
+        if c.key in why:
+            try:
+                rows[c.key].update(worker[c.key].profile(c.key, why[c.key], replicate))
+            except Exception as exc:  # noqa: BLE001 - a failed profile never drops the measurement
+                rows[c.key]["profile_note"] = f"not profiled: {type(exc).__name__}: {exc}"[:2000]
+    if plan.warm_compile:  # after the profiles too: a compile from the cache an earlier process saved
+        each("warm compile", lambda w, theirs: w.warm(theirs))
 
 
 def combine(replicate_rows: list[list[dict]]) -> list[dict]:
@@ -329,7 +568,8 @@ def combine(replicate_rows: list[list[dict]]) -> list[dict]:
                    cold_prepare_s=float(np.median([r.get("cold_prepare_s") or r["prepare_s"] for r in reps])),
                    wall_s=sum(r["wall_s"] for r in reps), timestamp=reps[-1]["timestamp"],
                    stop_reason=",".join(dict.fromkeys(r["stop_reason"] for r in reps)),
-                   git_commit=",".join(dict.fromkeys(str(r["git_commit"]) for r in reps)))
+                   git_commit=",".join(dict.fromkeys(str(r["git_commit"]) for r in reps)),
+                   process=" | ".join(dict.fromkeys(str(r["process"]) for r in reps if r.get("process"))) or None)
         for key, pick in (("max_abs_diff", max), ("peak_mem_mb", max), ("recompilations", sum),
                           ("compilations", max), ("graph_breaks", max), ("batched_vs_unbatched_max_diff", max)):
             values = [r[key] for r in reps if r.get(key) is not None]

@@ -44,10 +44,11 @@ STOP_PRECISION = "precision"  # every median's and every speed-up's CI half-widt
 STOP_BUDGET = "budget"  # the group's time budget was spent
 STOP_MAX_ROUNDS = "max_rounds"
 MAX_BLOCK = 10_000
-METHOD = 3  # how a sample is taken (3: blocks sized from an untimed steady-state block, each timed after an untimed
-# lead-in call, and the rounds run with freed memory kept for reuse, machine/allocator.py; 2 sized blocks by the
-# fastest warm-up call and left glibc's defaults); part of every row's settings hash, so rows timed the older way are
-# measured again rather than resumed or mixed
+METHOD = 4  # how a sample is taken (4: each framework in a worker process of its own, with its own default threading,
+# bench/workers.py; 3: every framework in one process under OMP_WAIT_POLICY=PASSIVE, blocks sized from an untimed
+# steady-state block, each timed after an untimed lead-in call, the rounds run with freed memory kept for reuse,
+# machine/allocator.py; 2 sized blocks by the fastest warm-up call and left glibc's defaults); part of every row's
+# settings hash, so rows timed the older way are measured again rather than resumed or mixed
 
 
 @dataclass
@@ -99,7 +100,7 @@ def _block_size(block_s: float, per_call_s: float) -> int:
     return min(MAX_BLOCK, max(1, math.ceil(block_s / per_call_s)))
 
 
-def _time_block(fn: Callable[[], Any], calls: int, clock: Callable[[], float]) -> float:
+def time_block(fn: Callable[[], Any], calls: int, clock: Callable[[], float]) -> float:
     """Seconds per call of `calls` calls of `fn` timed together, after one untimed lead-in call where calls > 1
     (the variants before it in the round evicted its data: the block is timed warm)."""
     if calls > 1:
@@ -110,22 +111,34 @@ def _time_block(fn: Callable[[], Any], calls: int, clock: Callable[[], float]) -
     return (clock() - t0) / calls
 
 
-def _steady_blocks(calls: dict[str, Callable[[], Any]], block: dict[str, int], block_s: float,
-                   failed: dict[str, BaseException], clock: Callable[[], float]) -> dict[str, int]:
+def _steady_blocks(timers: dict[str, Callable[[int], float]], block: dict[str, int], block_s: float,
+                   failed: dict[str, BaseException]) -> dict[str, int]:
     """The blocks sized again from one untimed block per variant (its warm-up's size, timed the way a sample is):
     warm-up calls can be far slower than steady state (TorchScript's profiling runs, a cold cache), and a block
     sized from them holds too few calls to settle. A variant that raises here goes to `failed`."""
     out = {}
-    for name, fn in calls.items():
+    for name, timer in timers.items():
         try:
-            out[name] = _block_size(block_s, _time_block(fn, block[name], clock))
+            out[name] = _block_size(block_s, timer(block[name]))
         except Exception as exc:  # noqa: BLE001 - a failure is a result
             failed[name] = exc
     return out
 
 
-def measure_rounds(
-    calls: dict[str, Callable[[], Any]],
+def local_timers(calls: dict[str, Callable[[], Any]],
+                 clock: Callable[[], float] = time.perf_counter) -> dict[str, Callable[[int], float]]:
+    """Each callable as a timer of `calls` calls in this process (`time_block`): what `run_rounds` takes."""
+    return {name: (lambda n, fn=fn: time_block(fn, n, clock)) for name, fn in calls.items()}
+
+
+def measure_rounds(calls: dict[str, Callable[[], Any]], *, clock: Callable[[], float] = time.perf_counter,
+                   **settings) -> Rounds:
+    """Time every callable of `calls` in this process, in interleaved rounds (`run_rounds` on `local_timers`)."""
+    return run_rounds(local_timers(calls, clock), clock=clock, **settings)
+
+
+def run_rounds(
+    timers: dict[str, Callable[[int], float]],
     *,
     baseline: str | None = None,
     warmup_calls: int = 2,
@@ -138,26 +151,27 @@ def measure_rounds(
     seed: int = 0,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Rounds:
-    """Time every callable of `calls` in interleaved rounds (see the module's docstring).
+    """Time every variant of `timers` in interleaved rounds (see the module's docstring).
 
-    `baseline` names the variant the others' speed-ups are taken over (for the precision rule). A call
-    that raises drops its variant from later rounds; it is reported in `Rounds.failed`.
+    A timer takes a number of calls and returns the seconds per call of a block of them, timed where the variant
+    lives (`time_block`: in this process, or in the variant's worker process, bench/workers.py); `clock` keeps
+    the rounds' own time (budget, minimum time). `baseline` names the variant the others' speed-ups are taken over
+    (for the precision rule). A timer that raises drops its variant from later rounds; it is reported in
+    `Rounds.failed`.
     """
-    names = list(calls)
+    names = list(timers)
     failed: dict[str, BaseException] = {}
     per_call: dict[str, float] = {}
     for name in names:  # untimed warm-up; the fastest call calibrates the block size
         try:
             for _ in range(max(warmup_calls, 1 if block_s > 0 else 0)):
-                t0 = clock()
-                calls[name]()
-                per_call[name] = min(clock() - t0, per_call.get(name, math.inf))
+                per_call[name] = min(timers[name](1), per_call.get(name, math.inf))
         except Exception as exc:  # noqa: BLE001 - a failure is a result
             failed[name] = exc
     live = [n for n in names if n not in failed]
     block = {n: _block_size(block_s, per_call.get(n, 0.0)) for n in live}
     if block_s > 0:
-        block = _steady_blocks({n: calls[n] for n in live}, block, block_s, failed, clock)
+        block = _steady_blocks({n: timers[n] for n in live}, block, block_s, failed)
         live = [n for n in live if n not in failed]
     samples: dict[str, list[float]] = {n: [] for n in live}
     rng = np.random.default_rng(seed)
@@ -172,7 +186,7 @@ def measure_rounds(
             for i in rng.permutation(len(live)):
                 name = live[i]
                 try:
-                    samples[name].append(_time_block(calls[name], block[name], clock))
+                    samples[name].append(timers[name](block[name]))
                 except Exception as exc:  # noqa: BLE001
                     failed[name] = exc
             if any(n in failed for n in live):

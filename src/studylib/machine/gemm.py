@@ -26,7 +26,6 @@ from pathlib import Path
 
 from ..stats import numbers
 from .gemm_child import CHILDREN, DTYPES, MARK, shapes
-from .threads import OMP_WAIT_POLICY
 
 # The instruction sets that decide a GEMM's code path (/proc/cpuinfo's names), in the order they are shown.
 ISA_FLAGS = ("avx", "fma", "avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
@@ -64,7 +63,6 @@ def cpu_model(cpuinfo: str | None = None) -> str | None:
 def child_env(threads: int) -> dict[str, str]:
     """The environment of a library's process: apply_threads' thread settings, studylib importable."""
     env = dict(os.environ)
-    env.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
     env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     src = str(Path(__file__).resolve().parents[2])

@@ -18,7 +18,8 @@ from .rates import MIN_SAMPLES
 from .rates import rate as _rate
 from .rates import timed_calls as _timed_calls
 
-METHOD = 2  # bump when the way limits are measured changes: cached limits of another method are re-measured
+METHOD = 3  # bump when the way limits are measured changes: cached limits of another method are re-measured
+# (3: every library's process with OpenMP's own wait policy, as the studies' workers run; 2: under OMP_WAIT_POLICY=PASSIVE)
 MATMUL_SIZES = {"cpu": (256, 2048), "cuda": (1024, 8192)}  # smallest and largest square size tried
 TRIAD_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 26}  # fp32 elements per array: far beyond the last-level cache
 

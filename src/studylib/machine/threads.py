@@ -8,9 +8,6 @@ import sys
 import tempfile
 from contextlib import contextmanager
 
-OMP_WAIT_POLICY = "PASSIVE"
-
-
 # TensorFlow's C++ start-up log, written to the process's stderr before its logging is set up (so
 # TF_CPP_MIN_LOG_LEVEL does not hold it back): absl's notice, INFO/WARNING lines, and cuInit failing
 # where there is no GPU. Anything else TensorFlow writes while starting is passed on.
@@ -50,12 +47,10 @@ def tensorflow_start_up_log():
 def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> None:
     """Same thread count for every framework in a comparison: intra-op and inter-op, torch and TensorFlow.
 
-    ONNX Runtime sessions take torch's intra-op count when they are created (see runtimes.onnxrt).
+    ONNX Runtime sessions take torch's intra-op count when they are created (see runtimes.onnxrt). Nothing else is
+    imposed: OpenMP keeps its own wait policy (OMP_WAIT_POLICY only where the user set it), as each framework runs
+    for its users, in a process of its own (bench/workers.py).
     """
-    # OpenMP threads sleep rather than spin when idle, so a framework's idle pool does not take the cores the
-    # next variant in a round needs (benchmarks/interference.py; README, "How things are measured"). Read when
-    # a framework starts: the replicates' processes start with it. A value set by the user is kept.
-    os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ["MKL_NUM_THREADS"] = str(threads)
     import torch
@@ -80,3 +75,18 @@ def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> Non
                 tf.config.threading.set_inter_op_parallelism_threads(threads)
             except RuntimeError as e:  # TF's runtime already started in this process with other settings
                 raise RuntimeError(f"TensorFlow already runs with other thread settings; restart the kernel ({e})") from e
+
+
+def threads_in_force(frameworks: tuple[str, ...] = ("torch",)) -> str:
+    """The threading this process runs with, as a results row records it (`process`): OpenMP's wait policy, and
+    each of `frameworks`' intra-op and inter-op pools (ONNX Runtime's sessions take torch's intra-op count)."""
+    policy = os.environ.get("OMP_WAIT_POLICY")
+    parts = [f"OMP_WAIT_POLICY={policy}" if policy else "OMP_WAIT_POLICY unset (OpenMP's default)"]
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        parts.append(f"torch {torch.get_num_threads()} intra-op, {torch.get_num_interop_threads()} inter-op")
+    if "tensorflow" in frameworks and "tensorflow" in sys.modules:
+        tf = sys.modules["tensorflow"].config.threading
+        parts.append(f"TensorFlow {tf.get_intra_op_parallelism_threads()} intra-op, "
+                     f"{tf.get_inter_op_parallelism_threads()} inter-op")
+    return "; ".join(parts)

@@ -49,6 +49,11 @@ class AACopy(Runtime):
         self.family = original.family
 
     @property
+    def process(self) -> str:
+        """A second worker of its original's framework: the A/A pair is timed across processes, as every pair is."""
+        return f"{self.original.process}~aa"
+
+    @property
     def uses_dynamo(self) -> bool:
         return self.original.uses_dynamo
 

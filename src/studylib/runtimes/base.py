@@ -7,6 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+# The worker process eager PyTorch runs in (bench/workers.py): the one that makes the reference outputs parity reads.
+REFERENCE_PROCESS = "torch"
+# A runtime family's worker process, where it is not PyTorch's: one per framework, as its users run it.
+_PROCESS_OF_FAMILY = {"tensorflow": "tensorflow", "onnxruntime": "onnxruntime", "keras": "keras"}
+
 
 class RuntimeUnavailable(Exception):
     """The runtime cannot run here (missing package, no device, unsupported shape): a 'skipped' row."""
@@ -73,6 +78,13 @@ class Runtime:
     framework: str = "torch"  # which model the workload hands it: "torch" or "tensorflow"
     precision: str | None = None  # "int8" for quantized runtimes: parity uses that tolerance, not the dtype's
     family: str = "eager"  # what kind: eager, compile, export, torchscript, int8, tensorflow, onnxruntime or keras
+
+    @property
+    def process(self) -> str:
+        """The worker process it is measured in (bench/workers.py), one per framework as its users run it: 'torch'
+        (eager, torch.compile, TorchScript, export, int8, the static caches), 'tensorflow', 'onnxruntime', or 'keras'
+        (the group's backend, fixed per process)."""
+        return _PROCESS_OF_FAMILY.get(self.family, REFERENCE_PROCESS)
 
     @property
     def uses_dynamo(self) -> bool:

@@ -119,6 +119,7 @@ class Measurement:
     run_shift_sigma: float | None = None
     run_shift_df: int | None = None
     tf32: str | None = None
+    process: str | None = None  # the worker process that measured it, and its threading
     # what the variance model adds when a table is read (variance.with_reported_ci); None on a row not read so
     median_pooled_s: float | None = None
     ci_low_s: float | None = None

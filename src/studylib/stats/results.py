@@ -62,7 +62,10 @@ MEASURED_COLUMNS = {
 # the SD (log scale) of the shift between whole runs and its degrees of freedom (run_shift.py), which a median's
 # re-run CI adds (variance.with_reported_ci); None where the profile does not know it
 RUN_COLUMNS = {"wall_s": _F, "timestamp": _S, "run_shift_sigma": _F, "run_shift_df": _I,
-               "tf32": _S}  # the precision policy (gpu.py): "on", "off" or "n/a (cpu)"
+               "tf32": _S,  # the precision policy (gpu.py): "on", "off" or "n/a (cpu)"
+               # the worker process that measured it and the threading in force there (bench/workers.py); older
+               # rows, measured with every framework in one process, lack it
+               "process": _S}
 COLUMNS = IDENTITY_COLUMNS | MEASURED_COLUMNS | RUN_COLUMNS
 # An 'ok' row has these measured, never None.
 OK_REQUIRES = ("n", "median_s", "ci_run_low_s", "ci_run_high_s", "first_call_s", "samples_s", "sample_rep",
