@@ -453,14 +453,20 @@ def _begin(pool, configs: list[Config], rows: dict[str, dict]) -> dict:
     """Each configuration's worker, told which of the group's configurations it prepares (each worker once), and
     its process and threading in the row; where a worker cannot start, its configurations are failed rows."""
     worker = {}
-    for c in configs:
-        try:
-            worker[c.key] = pool.get(pool.name_of(c))
-            rows[c.key]["process"] = pool.settings(pool.name_of(c))
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:  # noqa: BLE001 - every configuration of that worker is a failed row
-            _fail(rows[c.key], exc)
+    for step in ("start", "settings"):  # every worker started before any is waited for: they start side by side
+        for c in configs:
+            if rows[c.key]["status"] != "ok":
+                continue
+            try:
+                if step == "start":
+                    worker[c.key] = pool.get(pool.name_of(c))
+                else:
+                    rows[c.key]["process"] = pool.settings(pool.name_of(c))
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # noqa: BLE001 - every configuration of that worker is a failed row
+                worker.pop(c.key, None)
+                _fail(rows[c.key], exc)
     for w in _distinct(worker.values()):
         theirs = [c for c in configs if worker.get(c.key) is w]
         try:

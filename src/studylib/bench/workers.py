@@ -67,7 +67,8 @@ def worker_env(process: str, base_env: dict[str, str]) -> dict[str, str]:
 
 
 class ProcessWorker:
-    """A `sweep.Worker` in a child process: the same methods, each a message over a socket."""
+    """A `sweep.Worker` in a child process: the same methods, each a message over a socket. It is started at once and
+    answers its start when first called (`settings`), so a group's workers import their frameworks side by side."""
 
     def __init__(self, process: str, plan: Plan, workloads: Workloads, env: dict[str, str]):
         self.process = process
@@ -79,31 +80,51 @@ class ProcessWorker:
             theirs.close()
         self.conn = Connection(ours.detach())
         self.dead: WorkerDied | None = None
-        self.settings = self._call("start", process, plan, workloads, frameworks_of(process, plan, env))
+        self._settings: str | None = None
+        self._send("start", process, plan, workloads, frameworks_of(process, plan, env))
 
-    def _call(self, method: str, *args) -> Any:
-        if self.dead is not None:
-            raise self.dead
+    @property
+    def settings(self) -> str:
+        """Its process and threading as a row records it; waits for its start."""
+        if self._settings is None:
+            self._settings = self._receive("start")
+        return self._settings
+
+    def _send(self, method: str, *args) -> None:
         try:
             self.conn.send((method, args))
+        except OSError:
+            self._died(method)
+
+    def _receive(self, method: str) -> Any:
+        try:
             ok, value = self.conn.recv()
         except (EOFError, OSError):
-            try:
-                rc = self.proc.wait(STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                rc = self.proc.wait()
-            signal = f" (signal {-rc})" if rc < 0 else ""
-            oom = "; the kernel's out-of-memory killer is the likely cause" if rc in (-9, 137) else ""
-            self.dead = WorkerDied(f"the {self.process} worker process died with exit code {rc}{signal} "
-                                   f"during {method}{oom}")
-            raise self.dead from None
+            self._died(method)
         if not ok:
             raise value
         return value
 
+    def _died(self, method: str):
+        try:
+            rc = self.proc.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        signal = f" (signal {-rc})" if rc < 0 else ""
+        oom = "; the kernel's out-of-memory killer is the likely cause" if rc in (-9, 137) else ""
+        self.dead = WorkerDied(f"the {self.process} worker process died with exit code {rc}{signal} during {method}{oom}")
+        raise self.dead from None
+
+    def _call(self, method: str, *args) -> Any:
+        if self.dead is not None:
+            raise self.dead
+        self.settings  # noqa: B018 - its start answered first
+        self._send(method, *args)
+        return self._receive(method)
+
     def __getattr__(self, method: str):
-        if method.startswith("_") or method in ("proc", "conn", "dead", "settings", "process"):
+        if method.startswith("_") or method in ("proc", "conn", "dead", "process"):
             raise AttributeError(method)
         return lambda *args: self._call(method, *args)
 
