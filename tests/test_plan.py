@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import pickle
+import re
 import subprocess
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 
 import measuring
 from studylib import study
-from studylib.bench import profiles, replicates, sweep
+from studylib.bench import profiles, replicates, sweep, timing, workers
 from studylib.bench.builder import Workloads
 from studylib.bench.plan import Plan
 from studylib.core import config, paths
@@ -86,19 +87,29 @@ def _plan_of(loaded: profiles.LoadedProfile, notebook: str) -> Plan:
                 prof.threads)
 
 
-def _reference_profile(tmp_path) -> profiles.LoadedProfile:
-    """The cpu profile as it was at the committed reference's commit (REFERENCE.json), from git."""
+def _at_reference(path: str) -> str:
+    """A file as it was at the committed reference's commit (REFERENCE.json), from git."""
     commit = json.loads((paths.ROOT / "reference" / "REFERENCE.json").read_text())["commit"]
-    got = subprocess.run(["git", "-C", str(paths.ROOT), "show", f"{commit}:params/cpu.yaml"], capture_output=True,
-                         text=True)
+    got = subprocess.run(["git", "-C", str(paths.ROOT), "show", f"{commit}:{path}"], capture_output=True, text=True)
     if got.returncode != 0:
         pytest.skip(f"the reference's commit {commit[:12]} is not in this clone's history")
-    (tmp_path / "cpu.yaml").write_text(got.stdout)
+    return got.stdout
+
+
+def _reference_profile(tmp_path) -> profiles.LoadedProfile:
+    """The cpu profile as it was at the committed reference's commit."""
+    (tmp_path / "cpu.yaml").write_text(_at_reference("params/cpu.yaml"))
     return profiles.load(str(tmp_path / "cpu.yaml"))
 
 
+def _reference_method() -> int:
+    """The timing method the committed reference was measured with (timing.METHOD at its commit)."""
+    return int(re.search(r"^METHOD = (\d+)", _at_reference("src/studylib/bench/timing.py"), re.M).group(1))
+
+
 @pytest.mark.parametrize("notebook", ["01_eager_vs_compiled", "03_onnx_batching"])
-def test_the_committed_reference_counts_as_measured_alike_where_todays_settings_are_its_own(notebook, tmp_path):
+def test_the_committed_reference_counts_as_measured_alike_where_todays_settings_are_its_own(notebook, tmp_path,
+                                                                                           monkeypatch):
     """The hash is computed as the reference's rows were: the profile of the reference's commit gives their hashes
     (a resumed or compared run matches them). Today's plan gives the same hash where today's settings for the
     notebook are the reference's, and another where they changed (so a run re-measures them; `make reference`
@@ -107,12 +118,15 @@ def test_the_committed_reference_counts_as_measured_alike_where_todays_settings_
     then = _reference_profile(tmp_path)
     now = profiles.load("cpu")
     then_plan, now_plan = _plan_of(then, notebook), _plan_of(now, notebook)
+    method = _reference_method()  # part of the hash: rows of an older timing method are measured again
     same = then_plan.measure == now_plan.measure and then_plan.parity_tolerance == now_plan.parity_tolerance \
-        and then_plan.seed == now_plan.seed
+        and then_plan.seed == now_plan.seed and method == timing.METHOD
     for row in rows[:20]:
         c = config.Config(**{f: row[f] for f in config.FIELDS})
-        assert then_plan.settings_hash(c) == row["settings_hash"], c.key
         assert (now_plan.settings_hash(c) == row["settings_hash"]) == same, c.key
+        with monkeypatch.context() as m:
+            m.setattr(timing, "METHOD", method)
+            assert then_plan.settings_hash(c) == row["settings_hash"], c.key
 
 
 def test_a_replicate_process_receives_the_plan_whole(tmp_path):
@@ -120,5 +134,5 @@ def test_a_replicate_process_receives_the_plan_whole(tmp_path):
                           peaks=PEAKS, frameworks=("torch", "tensorflow"))
     task = replicates.Task(plan, [], 0, Workloads(0), str(tmp_path))
     again = pickle.loads(pickle.dumps(task))
-    assert again.plan == plan and replicates._frameworks(again) == ("torch", "tensorflow")
+    assert again.plan == plan and workers.frameworks_of("tensorflow", again.plan, {}) == ("torch", "tensorflow")
     assert not {f.name for f in dataclasses.fields(replicates.Task)} & {"env", "measure_settings", "seed", "threads"}
