@@ -86,3 +86,46 @@ def test_the_session_not_the_build_says_which_provider_ran(fake_ort):
     assert ort_session("TensorrtExecutionProvider").expected  # not in the build at all: expected, named
     code, problems = verdict(ALL_OK + [cuda, trt], tf32=False)
     assert code == 1 and problems == [f"ONNX Runtime CUDA: {cuda.detail}"]
+
+
+def test_the_probe_model_loads_in_the_installed_onnxruntime():
+    """The ONNX Runtime probes' model is read by this machine's onnxruntime on its CPU provider: onnx 1.23 writes IR
+    14 by default, which onnxruntime refuses ("max supported IR version: 13"), and both probes failed on a good GPU
+    install. Its IR version is what onnxruntime says it reads."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    from studylib.machine import gpu_probes
+
+    model = onnx.load_from_string(gpu_probes._tiny_onnx())
+    assert model.ir_version == min(onnx.IR_VERSION, gpu_probes.max_ir_version())
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"x": np.ones((4, 8), dtype="float32")})
+    assert np.allclose(y, 4.0)
+
+
+@pytest.mark.parametrize(("refuses_above", "message"), [
+    (13, "Unsupported model IR version: {ir}, max supported IR version: 13"),  # onnxruntime's words: read
+    (9, "some other wording, without the maximum"),  # no number: found by trying onnx's versions downwards
+])
+def test_the_maximum_ir_version_is_asked_of_onnxruntime(refuses_above, message):
+    from studylib.machine import gpu_probes
+
+    tried = []
+
+    def make(model, providers):
+        import onnx
+
+        ir = onnx.load_from_string(model).ir_version
+        tried.append(ir)
+        assert providers == ["CPUExecutionProvider"]
+        if ir > refuses_above:
+            raise RuntimeError(message.format(ir=ir))
+
+    assert gpu_probes.max_ir_version(make) == refuses_above
+    assert tried[0] == 1000 and (len(tried) == 1) == ("max supported" in message)
+    import onnx
+
+    stamped = onnx.load_from_string(gpu_probes._tiny_onnx(max_ir=refuses_above)).ir_version
+    assert stamped == min(refuses_above, onnx.IR_VERSION)

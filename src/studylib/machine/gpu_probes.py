@@ -120,14 +120,53 @@ def jax_probe() -> Probe:
                  f"jax {jax.__version__}, {version}", major, tf32_error=err)
 
 
-def _tiny_onnx() -> bytes:
+_max_ir: int | None = None
+
+
+def max_ir_version(make=None) -> int:
+    """The highest ONNX IR version the installed onnxruntime reads, asked of it, not assumed: an empty model stamped
+    with an IR version no runtime reads is loaded on the CPU provider, and onnxruntime's refusal names its maximum
+    ("Unsupported model IR version: 1000, max supported IR version: 13"); where the message names none, the highest
+    of onnx's own versions that loads. `make`: the session's maker (tests; the answer is then not kept). Asked once
+    per process."""
+    global _max_ir
+    if make is None and _max_ir is not None:
+        return _max_ir
+    import onnx
+    from onnx import helper
+
+    maker = make or __import__("onnxruntime").InferenceSession
+
+    def refusal(ir: int) -> str | None:
+        model = helper.make_model(helper.make_graph([], "ir", [], []))
+        model.ir_version = ir
+        try:
+            maker(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - what refused it is read from the message
+            return str(exc)
+        return None
+
+    named = re.search(r"max supported IR version:\s*(\d+)", refusal(1000) or "")
+    found = int(named.group(1)) if named else next(
+        (ir for ir in range(onnx.IR_VERSION, 3, -1) if refusal(ir) is None), 3)
+    if make is None:
+        _max_ir = found
+    return found
+
+
+def _tiny_onnx(max_ir: int | None = None) -> bytes:
+    """An 8×8 MatMul at opset 17, stamped with the lower of onnx's IR version and the one onnxruntime reads
+    (onnx 1.23 writes IR 14, which onnxruntime 1.26 and 1.31 refuse)."""
+    import onnx
     from onnx import TensorProto, helper
 
     node = helper.make_node("MatMul", ["x", "w"], ["y"])
     w = helper.make_tensor("w", TensorProto.FLOAT, [8, 8], [0.5] * 64)
     graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = min(onnx.IR_VERSION, max_ir if max_ir is not None else max_ir_version())
+    return model.SerializeToString()
 
 
 def ort_session(provider: str, options: dict | None = None, *, make=None) -> Probe:
