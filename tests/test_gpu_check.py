@@ -129,3 +129,20 @@ def test_the_maximum_ir_version_is_asked_of_onnxruntime(refuses_above, message):
 
     stamped = onnx.load_from_string(gpu_probes._tiny_onnx(max_ir=refuses_above)).ir_version
     assert stamped == min(refuses_above, onnx.IR_VERSION)
+
+
+def test_gpu_check_says_whether_export_aoti_finds_a_cuda_toolkit(tmp_path):
+    """No toolkit: an expected skip naming it (the export-aoti rows will be skipped rows); a toolkit: ok, and not a
+    "not on the GPU" problem (nothing runs: it is looked for)."""
+    from studylib.machine import gpu_probes
+
+    missing = gpu_probes.aoti_toolkit(lambda: None)
+    assert (missing.status, missing.expected) == ("skip", True)
+    assert "finds none here" in missing.detail and "install the CUDA 12 toolkit" in missing.detail
+    assert missing.detail.endswith("its rows are skipped")
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "cuda_runtime_api.h").write_text("")
+    found = gpu_probes.aoti_toolkit(lambda: str(tmp_path))
+    assert found.status == "ok" and found.detail == f"CUDA toolkit at {tmp_path}"
+    assert verdict(ALL_OK + [TRT_MISSING, missing], tf32=False) == (0, [])
+    assert verdict(ALL_OK + [TRT_MISSING, found], tf32=False) == (0, [])

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from .threads import tensorflow_start_up_log
 
@@ -124,6 +125,25 @@ def frameworks_of(runtime) -> tuple[str, ...]:
     if runtime.family == "keras":
         own = {"torch": None}.get(runtime.backend, runtime.backend)
     return ("torch",) + ((own,) if own else ())
+
+
+CUDA_HEADER = "include/cuda_runtime_api.h"  # what AOTInductor's CUDA wrapper includes from the toolkit (export-aoti)
+
+
+def cuda_toolkit(find: Callable[[], str | None] | None = None) -> tuple[str | None, str]:
+    """(the CUDA toolkit AOTInductor's CUDA wrapper compiles against, or None; the line that says where it was looked
+    for). Found as torch finds it (torch.utils.cpp_extension._find_cuda_home: CUDA_HOME or CUDA_PATH, then nvcc on
+    PATH, then /usr/local/cuda) and only where its headers are there: a driver-only machine or a container with pip's
+    CUDA runtime libraries has none, and torch's lookup of its include folder raised (an error row). `find`: the
+    lookup (tests)."""
+    if find is None:
+        from torch.utils.cpp_extension import _find_cuda_home as find
+    home = find()
+    if home and (Path(home) / CUDA_HEADER).is_file():
+        return home, f"CUDA toolkit at {home}"
+    where = f"{home} has no {CUDA_HEADER}" if home else "CUDA_HOME and CUDA_PATH unset, no nvcc on PATH, no /usr/local/cuda"
+    return None, (f"AOTInductor on CUDA compiles its C++ wrapper against a CUDA toolkit and finds none here ({where}): "
+                  f"install the CUDA 12 toolkit (nvcc and headers, README's GPU prerequisites) or set CUDA_HOME")
 
 
 def _torch_sees() -> str | None:

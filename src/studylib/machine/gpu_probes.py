@@ -1,7 +1,8 @@
 """One tiny real operation per GPU path, and what each says about itself (for `make gpu-check` and `make gpu-proof`).
 
 Each probe runs one small operation on the GPU through one path (torch eager, torch.compile with Triton, TensorFlow
-with XLA, JAX, ONNX Runtime's CUDA provider, TensorRT through ONNX Runtime) and returns a `Probe`: ok with the device
+with XLA, JAX, ONNX Runtime's CUDA provider, TensorRT through ONNX Runtime; for export-aoti, the CUDA toolkit it
+compiles against is looked for) and returns a `Probe`: ok with the device
 its real output lies on, a skip with its reason (expected or not), or a failure. torch, TensorFlow and JAX also
 multiply two fp32 4096² matrices and compare with fp64: a relative error near 1e-3 is TF32, near 1e-6 full FP32.
 `verdict` turns the probes into the exit code; `loaded_cuda_libraries` reads which CUDA libraries this process
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .gpu import ort_cuda_options, policy
+from .gpu import cuda_toolkit, ort_cuda_options, policy
 
 TF32_LEVEL = 1e-4  # relative error of an fp32 4096² matmul: TF32 gives ~1e-3, full FP32 ~1e-6
 TF32_SIZE = 4096
@@ -35,6 +36,7 @@ class Probe:
     versions: str = ""  # the framework's version, CUDA / cuDNN as it reports them
     cuda_major: int | None = None
     expected: bool = False  # a skip that is expected here (TensorRT is not in the overlay)
+    on_device: bool = True  # whether the probe runs an operation (False: a toolkit looked for, no output to place)
     tf32_error: float | None = None  # the 4096² fp32 matmul's max relative error against fp64
 
 
@@ -206,6 +208,16 @@ def ort_session(provider: str, options: dict | None = None, *, make=None) -> Pro
     return Probe(path, "ok", f"MatMul on {used[0]}", device, device.lower() == "cuda", f"onnxruntime {ort.__version__}")
 
 
+def aoti_toolkit(find=None) -> Probe:
+    """Whether export-aoti can compile on CUDA here: the CUDA toolkit its C++ wrapper compiles against (gpu.cuda_toolkit).
+    Without one an expected skip naming it: the study's export-aoti rows are then skipped rows that say so."""
+    home, line = cuda_toolkit(find)
+    if home is None:
+        return Probe("export-aoti (CUDA toolkit)", "skip", f"{line}; its rows are skipped", expected=True,
+                     on_device=False)
+    return Probe("export-aoti (CUDA toolkit)", "ok", line, "n/a (a compile-time toolkit)", on_device=False)
+
+
 def probes(tf32: bool) -> list[Probe]:
     """Every path's probe, in order; one that raises is that path's failure, never a crash."""
     out = []
@@ -213,7 +225,8 @@ def probes(tf32: bool) -> list[Probe]:
                       ("TensorFlow + XLA", tensorflow_xla), ("JAX", jax_probe),
                       ("ONNX Runtime CUDA", lambda: ort_session("CUDAExecutionProvider",
                                                                 ort_cuda_options(policy(tf32, "cuda")))),
-                      ("ONNX Runtime TensorRT", lambda: ort_session("TensorrtExecutionProvider"))):
+                      ("ONNX Runtime TensorRT", lambda: ort_session("TensorrtExecutionProvider")),
+                      ("export-aoti (CUDA toolkit)", aoti_toolkit)):
         try:
             out.append(run())
         except Exception as exc:  # noqa: BLE001 - the table says what failed
@@ -247,7 +260,7 @@ def verdict(found: list[Probe], tf32: bool, libraries: dict[str, set[str]] | Non
             problems.append(f"{p.path}: {p.detail}")
         elif p.status == "skip" and not p.expected:
             problems.append(f"{p.path}: skipped: {p.detail}")
-        elif p.status == "ok" and not p.on_gpu:
+        elif p.status == "ok" and p.on_device and not p.on_gpu:
             problems.append(f"{p.path}: its output lies on {p.device or 'an unknown device'}, not the GPU")
         if p.status == "ok" and p.tf32_error is not None and not tf32 and p.tf32_error > TF32_LEVEL:
             problems.append(f"{p.path}: fp32 matmul error {p.tf32_error:.2g} against fp64 is TF32's, and the "
