@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .gpu import cuda_toolkit, ort_cuda_options, policy
+from .gpu import cuda_toolkit, ort_cuda_options, policy, preload_tensorrt, tensorrt_major
 
 TF32_LEVEL = 1e-4  # relative error of an fp32 4096² matmul: TF32 gives ~1e-3, full FP32 ~1e-6
 TF32_SIZE = 4096
@@ -171,31 +171,42 @@ def _tiny_onnx(max_ir: int | None = None) -> bytes:
     return model.SerializeToString()
 
 
-def ort_session(provider: str, options: dict | None = None, *, make=None) -> Probe:
+def ort_session(provider: str, options: dict | None = None, *, make=None, tensorrt=None) -> Probe:
     """A session with `provider` first: what ran is what the *session* reports (session.get_providers()), not the
-    build's list; the output is bound on the GPU (IO binding) so its device is the provider's."""
-    path = "ONNX Runtime " + ("TensorRT" if provider.startswith("Tensorrt") else "CUDA")
+    build's list; the output is bound on the GPU (IO binding) so its device is the provider's. For TensorRT, its
+    libraries are loaded first (gpu.preload_tensorrt; `tensorrt`: that, for tests): not installed is an expected
+    skip, installed but not loadable a failure, loaded but not started by the session a failure."""
+    trt = provider.startswith("Tensorrt")
+    path = "ONNX Runtime " + ("TensorRT" if trt else "CUDA")
     try:
         import onnxruntime as ort
     except ImportError:
         return Probe(path, "skip", "ONNX Runtime is not installed")
     built = ort.get_available_providers()
     if provider not in built:
-        trt = provider.startswith("Tensorrt")
-        why = "TensorRT 10 is not installed: requirements-gpu.txt says where it comes from" if trt else \
-            "the CPU package onnxruntime instead of onnxruntime-gpu?"
+        why = "a build without its TensorRT provider" if trt else "the CPU package onnxruntime instead of onnxruntime-gpu?"
         return Probe(path, "skip" if trt else "fail", f"onnxruntime {ort.__version__} has no {provider} ({why})",
                      expected=trt)
+    libraries = None
+    if trt:
+        major = tensorrt_major(ort.__version__)
+        if major is None:
+            return Probe(path, "fail", f"which TensorRT major onnxruntime {ort.__version__} links is not known here "
+                                       f"(gpu.ORT_TENSORRT_MAJOR)")
+        libraries = (tensorrt or preload_tensorrt)(major)
+        if libraries.state == "not installed":
+            return Probe(path, "skip", f"{libraries.detail}; ort-tensorrt rows are skipped", expected=True)
+        if libraries.state != "loaded":
+            return Probe(path, "fail", f"installed but not loadable: {libraries.detail}")
     providers = [(provider, options or {}), "CUDAExecutionProvider", "CPUExecutionProvider"]
     if provider == "CUDAExecutionProvider":
         providers = providers[:1] + providers[2:]
     session = (make or ort.InferenceSession)(_tiny_onnx(), providers=providers)
     used = session.get_providers()
     if used[0] != provider:
-        trt = provider.startswith("Tensorrt")
-        return Probe(path, "skip" if trt else "fail",
-                     f"{provider} is in the build but the session runs on {', '.join(used)} (its libraries did not "
-                     f"load{': libnvinfer (TensorRT 10) is not installed' if trt else ''})", expected=trt)
+        return Probe(path, "fail", f"{provider} is in the build but the session runs on {', '.join(used)} ("
+                     + (f"{libraries.detail} loaded, yet the provider did not start" if trt else
+                        "its libraries did not load") + ")")
 
     binding = session.io_binding()
     binding.bind_cpu_input("x", np.ones((4, 8), dtype="float32"))

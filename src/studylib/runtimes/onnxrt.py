@@ -22,7 +22,8 @@ region (a plain `session.run` would time host<->device copies for ORT only; onnx
 fp16 follows ONNX Runtime's recommended path: export an fp32 copy of the (fp16) module, optimize it,
 then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int8 are not offered.
 `ort-tensorrt` runs the plain graph with the TensorrtExecutionProvider first (CUDA behind it for what
-TensorRT does not take), where the installed onnxruntime-gpu has it, with one optimization profile over the
+TensorRT does not take), where the installed onnxruntime-gpu has it and TensorRT's libraries of the major it links
+loaded (gpu.preload_tensorrt, before its first session), with one optimization profile over the
 grid's shapes and its engines beside the model file they are built from, one folder per shape,
 `<cache>/onnx/<key>/trt/b{B}s{S}` (ort_gpu.py, also the CUDA provider's options).
 The session a runtime times, and ONNX Runtime's profiler on it, are ort_session.py's (OrtCall).
@@ -44,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..machine import gpu
 from ..workloads.models import FAMILIES, spec
 from . import onnx_export
 from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable
@@ -239,6 +241,13 @@ class OnnxRuntime(Runtime):
                 raise RuntimeUnavailable(
                     f"onnxruntime {ort.__version__} has no TensorrtExecutionProvider (install onnxruntime-gpu and "
                     f"TensorRT); available: {', '.join(ort.get_available_providers())}")
+            major = gpu.tensorrt_major(ort.__version__)
+            if major is None:
+                raise RuntimeUnavailable(f"which TensorRT major onnxruntime {ort.__version__} links is not known here "
+                                         f"(gpu.ORT_TENSORRT_MAJOR)")
+            libraries = gpu.preload_tensorrt(major)  # before any session asks for the provider
+            if libraries.state != "loaded":
+                raise RuntimeUnavailable(f"ort-tensorrt: {libraries.detail}")
         if workload.device == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():
                 raise RuntimeUnavailable(
