@@ -73,7 +73,17 @@ class OrtCall:
                      f"the profiler, {sum(v[0] for v in totals.values()) * 1e3:.3g} ms of kernel time in {len(totals)} "
                      f"op types over {runs} model run(s); the top {len(ops)} op types shown")
 
+    on_first_call: Callable[[float], object] | None = None  # told the first call's seconds (a TensorRT engine build)
+
     def __call__(self, *inputs):
+        if self.on_first_call is not None:
+            hook, self.on_first_call = self.on_first_call, None
+            t0 = time.perf_counter()
+            out = self(*inputs)
+            if self.binding is not None:
+                self.sync()
+            hook(time.perf_counter() - t0)
+            return out
         if self.binding is None:
             return self.session.run([OUTPUT_NAME], dict(zip(self.input_names, inputs)))[0]
         for name, value in zip(self.input_names, inputs):
