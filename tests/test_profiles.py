@@ -106,6 +106,10 @@ BAD = {
     "A/A copy named twice": (lambda d: _section(d).update(aa=["eager", "eager"]),
                              f"notebooks.{NB}: aa: lists a variant twice"),
     "A/A setting not a list": (lambda d: _section(d, NB4).update(aa="ort"), f"notebooks.{NB4}.aa: Input should be"),
+    "TF32 on without a tf32 tolerance": (lambda d: d.update(device="cuda", tf32=True,
+                                                           parity_tolerance={"fp32": 0.001, "int8": 0.1}),
+                                         "parity_tolerance: has no tolerance for tf32 (the profile's fp32 rows run "
+                                         "with tf32: true)"),
     "int8 without a tolerance": (lambda d: d.update(parity_tolerance={"fp32": 0.001}),
                                  f"parity_tolerance: has no tolerance for int8 (used by notebooks.{NB3}.variants)"),
 }

@@ -25,7 +25,10 @@ SEEDS = {
     "003": "PyTorch, TorchScript and ONNX Runtime with smart batching: CPU, T4 and V100",
     "004": "PyTorch 2 torch.compile vs ONNX Runtime and TensorRT: RTX 3090 Ti",
 }
-Tolerance = Literal["fp32", "bf16", "fp16", "int8"]  # int8: quantized runtimes, whatever the input dtype
+# int8: quantized runtimes, whatever the input dtype; tf32: fp32 rows under a tf32 precision policy (their matmuls
+# and convolutions in TF32's 10-bit mantissa, on both sides of the parity check): by default fp16's tolerance, the
+# same mantissa
+Tolerance = Literal["fp32", "tf32", "bf16", "fp16", "int8"]
 Device = Literal["cpu", "cuda"]
 
 
@@ -272,7 +275,7 @@ class Profile(_Strict):
                     "'recorded' (estimated from the development hosts' same-host re-run pairs, run_shifts.yaml; "
                     "medians get a re-run CI) or 'unknown' (another machine: no re-run CI is given)")
     parity_tolerance: dict[Tolerance, float] = Field(
-        default_factory=lambda: {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02, "int8": 0.1},
+        default_factory=lambda: {"fp32": 1e-3, "tf32": 0.02, "bf16": 0.1, "fp16": 0.02, "int8": 0.1},
         description="largest max-abs-difference to eager allowed, relative to max(1, max |eager output|)",
     )
     # Default off: an fp32 row means IEEE FP32 in every framework (PyTorch's own default for matmuls), which the
