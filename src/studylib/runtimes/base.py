@@ -30,6 +30,20 @@ class PrepareStep:
     bytes: int | None = None
 
 
+def device_sync(device: str) -> Callable[[], Any] | None:
+    """What waits for the device inside the timed region, one call for every framework: on CUDA, one device
+    synchronize (torch.cuda.synchronize, cudaDeviceSynchronize), which waits for every stream of the CUDA context
+    torch, TensorFlow, ONNX Runtime's CUDA provider and TensorRT share in one process (each uses the device's primary
+    context), so no framework's own, costlier wait (TensorFlow's sync_devices) times differently; None on a CPU,
+    where these calls return when done. JAX is the exception: its dispatch is asynchronous on the host too, so its
+    rows wait with block_until_ready on the output (keras.py)."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.synchronize
+    return None
+
+
 def synced(call: Callable[[], Any], sync: Callable[[], Any] | None) -> Callable[[], Any]:
     """`call` followed by `sync` (waiting for the device inside the timed region); `call` itself where there is none."""
     if sync is None:

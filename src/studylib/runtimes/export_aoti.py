@@ -37,8 +37,8 @@ from typing import Any
 
 from ..machine import gpu
 from ..workloads.models import quiet_loggers
-from .base import Prepared, PrepareStep, RuntimeUnavailable
-from .pytorch import TorchCompiled, _fresh_inductor_cache, _Torch, torch_sync
+from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
+from .pytorch import TorchCompiled, _fresh_inductor_cache, _Torch
 
 STEPS = ("torch.export", "aoti_compile_and_package", "load")
 # notices of the export and the compile (pytree deprecations, torchvision ops skipped, Inductor's tuning hints): not
@@ -156,7 +156,7 @@ class ExportAOTI(_Torch):
                  PrepareStep("load", load_s, False)]
         notes = (f"torch.export {export_s:.2f} s ({nodes} graph nodes); AOTInductor compile {compile_s:.1f} s "
                  f"(package {size / 1e6:.3g} MB); load {load_s:.2f} s; static shapes, cold Inductor cache")
-        return Prepared(loaded, inputs, torch_sync(workload.device), notes, steps=steps)
+        return Prepared(loaded, inputs, device_sync(workload.device), notes, steps=steps)
 
     @staticmethod
     def to_numpy(output):

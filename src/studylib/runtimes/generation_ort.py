@@ -21,10 +21,9 @@ import time
 import warnings
 from pathlib import Path
 
-from .base import Prepared, PrepareStep, RuntimeUnavailable
+from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
 from .generation import PARITY_STEPS
 from .onnxrt import _hash, cache_root, weights_fingerprint
-from .pytorch import torch_sync
 
 QUANTIZED = "model_int8.onnx"
 
@@ -211,4 +210,4 @@ def prepare_generation(runtime, workload) -> Prepared:
     if int8:
         notes += "; weights int8 (quantize_dynamic, QInt8, per tensor)"
     # on a GPU the outputs are torch tensors on the device (optimum's IO binding): wait for them inside the timed call
-    return Prepared(OrtRunner(workload, model), (), torch_sync(workload.device), notes, steps=steps)
+    return Prepared(OrtRunner(workload, model), (), device_sync(workload.device), notes, steps=steps)

@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from .base import Prepared, Runtime, RuntimeUnavailable
+from .base import Prepared, Runtime, RuntimeUnavailable, device_sync
 from .keras_process import check_backend, keras_module, to_numpy
 
 BACKENDS = ("torch", "tensorflow", "jax")  # Keras 3's, in the order study 05 runs their processes
@@ -83,19 +83,12 @@ class KerasRuntime(Runtime):
         if self.backend == "jax":
             def call(*xs):
                 return model(*xs, training=False).block_until_ready()
-        elif self.backend == "torch" and device == "cuda":
-            import torch
+        elif device == "cuda":  # the torch and TensorFlow backends: the one device synchronize (base.device_sync)
+            sync = device_sync(device)
 
             def call(*xs):
                 out = model(*xs, training=False)
-                torch.cuda.synchronize()
-                return out
-        elif self.backend == "tensorflow" and device == "cuda":
-            import tensorflow as tf
-
-            def call(*xs):
-                out = model(*xs, training=False)
-                tf.test.experimental.sync_devices()
+                sync()
                 return out
         else:  # eager PyTorch and TensorFlow on a CPU return when the work is done
             def call(*xs):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..machine.profiling import top_ops
+from .base import device_sync
 
 OUTPUT_NAME = "output"  # the exported graph's one output (onnxrt's export names it)
 
@@ -44,6 +45,7 @@ class OrtCall:
         self.session, self.input_names, self.device = session, input_names, device
         self.binding = session.io_binding() if device == "cuda" else None
         self.make_session = make_session
+        self._device_sync = device_sync(device)
 
     def profile(self, call: Callable[[], object], top: int = 10) -> tuple[list[dict] | None, str]:
         """`call` (which runs this OrtCall, once or once per batch) profiled by ONNX Runtime: a session created with
@@ -93,4 +95,6 @@ class OrtCall:
         return self.binding.get_outputs()[0]
 
     def sync(self):
-        self.binding.synchronize_outputs()
+        """The one device synchronize every framework's rows wait with (base.device_sync; ONNX Runtime's CUDA provider
+        runs in the process's primary CUDA context), not the binding's own."""
+        self._device_sync()
