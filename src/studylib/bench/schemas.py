@@ -266,6 +266,9 @@ class Profile(_Strict):
     description: str
     follows: list[str] = Field(default_factory=list, description="the seeds (articles) whose set-up this profile follows")
     device: Device = "cpu"
+    card: Literal["t4", "v100", "a100", "3090ti", "h100"] | None = Field(None, description=(
+        "cuda: the GPU the profile describes, for `make plan`'s estimate (run.card_speed); unset: any card, "
+        "estimated as an A100"))
     threads: int = Field(ge=1)
     seed: int = 0
     measure: MeasureSettings = MeasureSettings()
@@ -285,6 +288,13 @@ class Profile(_Strict):
                                           "in torch, TensorFlow, JAX, ONNX Runtime and TensorRT alike; a cpu "
                                           "profile leaves it false (TF32 is a GPU format)")
     notebooks: dict[str, dict[str, Any]]
+
+    @field_validator("card")
+    @classmethod
+    def _card_on_cuda(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and info.data.get("device") != "cuda":
+            raise ValueError(f"a GPU card ({v}) on a cpu profile: set device: cuda, or leave card out")
+        return v
 
     @field_validator("tf32")
     @classmethod
