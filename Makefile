@@ -54,7 +54,7 @@ gpu-check: $(STAMP)  ## on a CUDA machine: one tiny operation per GPU path, its 
 
 # The proof's output is kept in PROOF_OUT (commit it under reference/ from a GPU machine).
 PROOF_OUT ?= outputs/gpu-proof.txt
-gpu-proof: $(STAMP)  ## on one GPU, under 10 min: every path, sync, CUDA graphs, cudnn.benchmark, TensorRT cache, OOM row, study 01 smoke (exit 2 without a GPU)
+gpu-proof: $(STAMP)  ## on one GPU, under 10 min by its estimate: one line per check: each runtime's output device and wait, TensorRT cache, OOM row, study 01 smoke (exit 2 without a GPU)
 	@mkdir -p $(dir $(PROOF_OUT)); set -o pipefail; $(PY) -m studylib.gpu_proof 2>&1 | tee $(PROOF_OUT)
 
 report: $(STAMP)  ## run every notebook of PROFILE (default cpu) and render HTML + outputs/index.html
