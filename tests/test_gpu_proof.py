@@ -133,14 +133,19 @@ def test_the_tensorrt_engine_is_built_by_the_first_replicate_and_loaded_by_the_s
 
 
 def test_every_runtime_of_the_smallest_shapes_is_checked_within_ten_minutes():
-    """gpu-smoke's studies 01, 02 and 03 at their smallest shape: every runtime once per model (no A/A copy), ONNX
-    Runtime's and TensorRT's included; the proof's own estimate under ten minutes with the smoke run."""
-    configs = gpu_proof.smallest_paths()
+    """gpu-smoke's studies 01, 02, 03 and 07 at their smallest shape: every runtime once per model (no A/A copy), ONNX
+    Runtime's, TensorRT's and the generation runners' included; the proof's own estimate under ten minutes with the
+    smoke run."""
+    paths = gpu_proof.smallest_paths()
+    configs = [c for _, c in paths]
     variants = {c.variant for c in configs}
-    assert {"eager", "compile-default", "export-aoti", "torchscript", "tf-xla", "ort", "ort-tensorrt"} <= variants
-    assert not any(c.variant.endswith("-aa") for c in configs) and {c.batch_size for c in configs} == {1}
-    assert len({(c.model, c.variant, c.dtype) for c in configs}) == len(configs)
-    assert 0 < gpu_proof.estimate_s(configs, smoke=True) <= 600
+    assert {"eager", "compile-default", "export-aoti", "torchscript", "tf-xla", "ort", "ort-tensorrt", "static",
+            "static-compile"} <= variants
+    assert not any(c.variant.endswith("-aa") for c in configs)
+    assert {nb for nb, _ in paths} == set(gpu_proof.PATH_STUDIES)
+    assert {c.strategy for nb, c in paths if nb == gpu_proof.GENERATION} == {"decode"}
+    assert len({(nb, c.model, c.variant, c.dtype) for nb, c in paths}) == len(paths)
+    assert 0 < gpu_proof.estimate_s(paths, smoke=True) <= 600
 
 
 def test_one_line_per_check_and_a_failed_check_fails_the_proof():

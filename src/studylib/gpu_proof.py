@@ -3,7 +3,7 @@
     python -m studylib.gpu_proof [--skip-smoke]
 
 One line per check, PASS, FAIL or SKIP (with why): gpu-check's probes (every path's output device, versions, the
-TF32 probe, the CUDA libraries of one process); for the smallest shape of studies 01, 02 and 03 (gpu-smoke's grid),
+TF32 probe, the CUDA libraries of one process); for the smallest shape of studies 01, 02, 03 and 07 (gpu-smoke's grid),
 every runtime's output device as the runtime reports it (runtimes.base.output_device, never assumed) and that its
 timed call waits for the device: behind a GPU spin kernel (torch.cuda._sleep) the call with its wait measures at
 least the spin, and the same call with its wait removed (the test hook runtimes.base.sync_removed; for compiled
@@ -11,9 +11,9 @@ runtimes the compiled call with its wait dropped, to spare a second cold compile
 out-of-memory that must be an "oom" row with the next configuration ok; ort-tensorrt's engine built by the first
 replicate and loaded from its cache by the second ("tensorrt engine", a cached prepare step); and gpu-smoke's study
 01 run (its statuses, reduce-overhead's parity and CUDA-graph skips, cudnn.benchmark's own process). Exit 0 when no
-check fails, 1 when one does, 2 on a machine without a GPU (one line, at once). Studies 05 and 07's runtimes (Keras
-backends in processes of their own, the generation runners) are checked by gpu-smoke's run, not here. Not run yet:
-no GPU while it was written.
+check fails, 1 when one does, 2 on a machine without a GPU (one line, at once). Study 05's Keras backends (a process
+each, Keras fixes its backend at import) are not checked here: gpu-smoke's run of study 05 runs them. Not run yet: no
+GPU while it was written.
 """
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ from .stats.results import ResultsTable
 from .workloads import models
 
 SMOKE_PROFILE, SMOKE_NOTEBOOK = "gpu-smoke", "01_eager_vs_compiled"
-PATH_STUDIES = ("01_eager_vs_compiled", "02_torchscript_vs_xla", "03_onnx_batching")  # fixed-shape workloads here
+# whose runtimes the proof runs in this process: fixed-shape workloads (a data-set study's runtimes at one batch) and
+# study 07's runners in their decode phase; study 05's Keras backends need a process each (gpu-smoke's run has them)
+PATH_STUDIES = ("01_eager_vs_compiled", "02_torchscript_vs_xla", "03_onnx_batching", "07_text_generation")
+GENERATION = "07_text_generation"
 WAIT_SHARE = 0.1  # without its wait, a timed call behind the spin measures at most this share of it
 SPIN_CYCLES = 100_000_000  # torch.cuda._sleep's spin: some 50-100 ms on today's cards (measured each run)
 TRIES = 3
@@ -65,13 +68,15 @@ class Check:
         return f"{'PASS' if self.passed else 'SKIP' if self.passed is None else 'FAIL'}  {self.name}: {self.detail}"
 
 
-def smallest_paths(profile: str = SMOKE_PROFILE) -> list[Config]:
-    """For each of PATH_STUDIES, every runtime (no A/A copy) at the study's smallest shape per model in `profile`:
-    its first dtype, smallest batch and sequence (a data-set study's runtimes at batch 1 × 16 tokens, fixed)."""
+def smallest_paths(profile: str = SMOKE_PROFILE) -> list[tuple[str, Config]]:
+    """(notebook, configuration) for each of PATH_STUDIES: every runtime (no A/A copy) at the study's smallest shape
+    per model in `profile`: its first dtype, smallest batch and sequence (a data-set study's runtimes at batch 1 × 16
+    tokens, fixed; study 07's in the decode phase)."""
     loaded = profiles.load(profile)
     out, seen = [], set()
     for nb in PATH_STUDIES:
-        configs = [c for c in study_registry.grid(loaded, nb) if not is_aa(c.variant)]
+        configs = [c for c in study_registry.grid(loaded, nb) if not is_aa(c.variant)
+                   and (nb != GENERATION or c.strategy == "decode")]
         for model in dict.fromkeys(c.model for c in configs):
             mine = [c for c in configs if c.model == model]
             dtype = mine[0].dtype
@@ -83,10 +88,19 @@ def smallest_paths(profile: str = SMOKE_PROFILE) -> list[Config]:
                     continue
                 fixed = c if c.seq_len is not None or c.image_size is not None else Config(
                     c.model, c.variant, c.dtype, 1, c.device, c.threads, seq_len=16)
-                if (fixed.model, fixed.variant, fixed.dtype) not in seen:
-                    seen.add((fixed.model, fixed.variant, fixed.dtype))
-                    out.append(fixed)
+                if (nb, fixed.model, fixed.variant, fixed.dtype) not in seen:
+                    seen.add((nb, fixed.model, fixed.variant, fixed.dtype))
+                    out.append((nb, fixed))
     return out
+
+
+def path_workloads(notebook: str):
+    """What builds a path's workload: study 07's runners (GenerationWorkloads), else the fixed-shape Workloads."""
+    if notebook == GENERATION:
+        from .studies.text_generation_workloads import GenerationWorkloads
+
+        return GenerationWorkloads(0)
+    return Workloads(0)
 
 
 def spin(cycles: int = SPIN_CYCLES) -> Callable[[], object]:
@@ -264,11 +278,11 @@ def _policy() -> dict:
     return policy(False, "cuda")
 
 
-def estimate_s(configs: list[Config], smoke: bool) -> float:
+def estimate_s(configs: list[tuple[str, Config]], smoke: bool) -> float:
     """The proof's own estimate: gpu-check, each path (a compiled one more), the OOM and TensorRT checks, the smoke
     run (gpu-smoke's study 01 by make plan's model)."""
-    paths_s = sum(ESTIMATE_S["compile" if runtimes.family(c.variant) in ("compile", "export") else "path"]
-                  for c in configs)
+    paths_s = sum(ESTIMATE_S["compile" if runtimes.family(c.variant) in ("compile", "export")
+                             or c.variant == "static-compile" else "path"] for _, c in configs)
     smoke_s = 0.0
     if smoke:
         from .run import estimate_s as plan_estimate_s
@@ -307,9 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     checks = [Check("gpu-check", code == 0, "every path ran on the GPU or is an expected skip" if code == 0
                     else "; ".join(line for line in report if line.startswith("problem:")))]
     print(checks[-1].line(), flush=True)
-    workloads = Workloads(0)
+    workloads = {nb: path_workloads(nb) for nb in dict.fromkeys(nb for nb, _ in configs)}
     steps: list[Callable[[], list[Check]]] = [
-        (lambda c=c: path_checks(replace(c, device="cuda"), workloads, spin(), torch.cuda.synchronize)) for c in configs]
+        (lambda nb=nb, c=c: path_checks(replace(c, device="cuda"), workloads[nb], spin(), torch.cuda.synchronize))
+        for nb, c in configs]
     steps += [oom_checks, tensorrt_checks] + ([] if args.skip_smoke else [smoke_checks])
     for step in steps:
         try:
