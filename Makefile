@@ -13,7 +13,7 @@ STAMP := $(VENV)/.studylib-installed
 GPU_STAMP := $(VENV)/.studylib-gpu
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup setup-gpu gpu-check gpu-proof browser report reference run render plan compare check-report lint test test-full lab clean distclean
+.PHONY: help setup setup-gpu setup-tensorrt gpu-check gpu-proof browser report reference run render plan compare check-report lint test test-full lab clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -46,12 +46,15 @@ $(GPU_STAMP): $(STAMP) requirements-gpu.txt requirements-gpu.resolved.txt
 	@if [ -f $(VENV)/.studylib-gpu-fresh ]; then rm $(VENV)/.studylib-gpu-fresh; else $(GPU_INSTALL); fi
 	touch $@
 
+setup-tensorrt: $(GPU_STAMP)  ## after setup-gpu: TensorRT 10 for ort-tensorrt (requirements-gpu-tensorrt.txt, from NVIDIA's index)
+	$(PY) -m pip install -q -r requirements-gpu-tensorrt.txt -c requirements-gpu.resolved.txt
+
 gpu-check: $(STAMP)  ## on a CUDA machine: one tiny operation per GPU path, its output device, CUDA/cuDNN, the TF32 probe (exit 2 without a GPU)
 	$(PY) -m studylib.gpu_check --profile $(if $(filter cpu,$(PROFILE)),gpu-smoke,$(PROFILE))
 
 # The proof's output is kept in PROOF_OUT (commit it under reference/ from a GPU machine).
 PROOF_OUT ?= outputs/gpu-proof.txt
-gpu-proof: $(STAMP)  ## on one GPU, under 10 min: every path, sync, CUDA graphs, cudnn.benchmark, TensorRT cache, OOM row, study 01 smoke (exit 2 without a GPU)
+gpu-proof: $(STAMP)  ## on one GPU, under 10 min by its estimate: one line per check: each runtime's output device and wait, TensorRT cache, OOM row, study 01 smoke (exit 2 without a GPU)
 	@mkdir -p $(dir $(PROOF_OUT)); set -o pipefail; $(PY) -m studylib.gpu_proof 2>&1 | tee $(PROOF_OUT)
 
 report: $(STAMP)  ## run every notebook of PROFILE (default cpu) and render HTML + outputs/index.html

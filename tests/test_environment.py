@@ -1,6 +1,7 @@
 """Environment capture and peak memory."""
 
 import numpy as np
+import torch
 
 from studylib.bench.memory import PeakMemory
 from studylib.machine import environment
@@ -63,3 +64,18 @@ def test_the_commit_is_dirty_for_changed_code_but_not_for_changed_outputs(tmp_pa
     assert environment.git_commit() == clean
     (tmp_path / "code.py").write_text("x = 2\n")
     assert environment.git_commit() == clean + "-dirty"
+
+
+def test_a_gpu_page_says_which_torch_ran_and_why_where_it_is_not_the_cpu_locks():
+    """Every page's machine line (environment.one_line, under render's "Machine:"): a GPU run on the overlay's torch
+    names it, the CPU lock's and why; a GPU run on the lock's torch, and a CPU run, say nothing more."""
+    locked = environment.locked_version("torch")
+    assert locked and locked.split("+")[0] == torch.__version__.split("+")[0]  # the CPU lock is what runs here
+    gpu = {"gpu_name": "NVIDIA H100", "cuda": "12.8", "cpu_model": "x", "usable_cpus": 16, "python": "3.11",
+           "libraries": {"torch": "2.10.0+cu128"}, "git_commit": "abc"}
+    line = environment.one_line(gpu)
+    assert f"torch 2.10.0+cu128 (torch 2.10.0+cu128 ran, not the CPU lock's {locked}: the last PyPI torch built for " \
+           f"CUDA 12: TensorFlow's GPU build is CUDA 12 only" in line and line.endswith(" · commit abc")
+    same = gpu | {"libraries": {"torch": locked.split("+")[0] + "+cu130"}}
+    cpu = gpu | {"gpu_name": None}
+    assert "ran, not the CPU lock's" not in environment.one_line(same) + environment.one_line(cpu)

@@ -78,3 +78,27 @@ def test_an_export_that_fails_is_an_error_naming_the_step():
     status, message = classify_failure(e.value)
     assert status == "error" and message.startswith("AotiStepError: torch.export failed: ")
     assert "GuardOnDataDependentSymNode: Could not guard on data-dependent expression" in message  # the exporter's words
+
+
+def test_on_cuda_without_a_cuda_toolkit_it_is_skipped_naming_the_toolkit(monkeypatch):
+    """A driver-only machine (no CUDA_HOME, no nvcc, no /usr/local/cuda): torch's lookup of the toolkit's include
+    folder raised inside the compile, an error row; now a skipped row that names the missing toolkit, before any
+    export is tried."""
+    import torch.utils.cpp_extension
+
+    monkeypatch.setattr(torch.utils.cpp_extension, "_find_cuda_home", lambda: None)
+    w = models.Workload("bert-tiny", "text", _DataDependent().eval(), (torch.ones(2, 3),), "fp32", "cuda", 2, 3)
+    with pytest.raises(RuntimeUnavailable, match=r"finds none here \(CUDA_HOME and CUDA_PATH unset, no nvcc on PATH, "
+                                                 r"no /usr/local/cuda\): install the CUDA 12 toolkit") as e:
+        AOTI.prepare(w)
+    assert classify_failure(e.value)[0] == "skipped"
+
+
+def test_a_toolkit_is_one_with_its_headers(tmp_path):
+    from studylib.machine import gpu
+
+    home, line = gpu.cuda_toolkit(lambda: str(tmp_path))
+    assert home is None and f"{tmp_path} has no include/cuda_runtime_api.h" in line
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "cuda_runtime_api.h").write_text("")
+    assert gpu.cuda_toolkit(lambda: str(tmp_path)) == (str(tmp_path), f"CUDA toolkit at {tmp_path}")

@@ -374,3 +374,49 @@ def test_release_on_a_gpu_collects_and_empties_torchs_cache(monkeypatch):
     assert emptied == [] and collected == []
     sweep.release_memory("cuda")
     assert emptied == [1] and collected == [1]
+
+
+def test_the_tensorrt_engine_build_is_a_prepare_step_cached_in_a_later_replicate(tmp_path):
+    """Replicate 1 builds the engine when its session is made: a step made then, its seconds recorded beside the
+    engine; replicate 2 finds it: a cached step with replicate 1's seconds, which cold_prepare_s adds (the cold
+    one-time cost was about half the real one when the build was no step)."""
+    from studylib.runtimes.ort_gpu import ENGINE_STEP, EngineBuild
+
+    engines = tmp_path / "trt" / "b4s16"
+    engines.mkdir(parents=True)
+    first = EngineBuild(engines)
+    assert not first.cached
+    (engines / "TensorrtExecutionProvider_TRTKernel_graph_1.engine").write_bytes(b"x" * 10)  # the session wrote it
+    made = first.after_session(12.5)
+    assert (made.step, made.seconds, made.cached, made.bytes) == (ENGINE_STEP, 12.5, False, 10)
+    second = EngineBuild(engines)
+    loaded = second.after_session(0.3)
+    assert (loaded.seconds, loaded.cached, loaded.key) == (12.5, True, "b4s16")
+    assert sum(s.seconds for s in [loaded] if s.cached) == 12.5  # what sweep adds to prepare_s for cold_prepare_s
+
+
+def test_without_an_optimization_profile_the_first_call_builds_the_engine_and_is_its_step(tmp_path):
+    """No engine after the session (an image model: TensorRT builds at the first call's shape): the first call's
+    seconds are the step's, recorded for the next replicate; the calls after it are not timed by the hook."""
+    from studylib.runtimes.ort_gpu import EngineBuild
+    from studylib.runtimes.ort_session import OrtCall
+
+    engines = tmp_path / "b8"
+    engines.mkdir()
+    build = EngineBuild(engines)
+    assert build.after_session(0.2) is None
+
+    class Session:
+        runs = 0
+
+        def run(self, names, feeds):
+            Session.runs += 1
+            (engines / "graph.engine").write_bytes(b"e")
+            return ["out"]
+
+    steps = []
+    call = OrtCall(Session(), ["x"], "cpu")
+    call.on_first_call = lambda seconds: steps.extend(s for s in [build.after_first_call(seconds)] if s)
+    assert call(1) == "out" and call(1) == "out" and Session.runs == 2
+    assert len(steps) == 1 and not steps[0].cached and steps[0].seconds >= 0 and call.on_first_call is None
+    assert EngineBuild(engines).cached and EngineBuild(engines).after_session(0.1).seconds == steps[0].seconds

@@ -76,13 +76,125 @@ def fake_ort(monkeypatch):
     return ort
 
 
+def _trt(state, detail="TensorRT 10 (libnvinfer.so.10, ...)"):
+    from studylib.machine.gpu import TensorRT
+
+    return lambda major: TensorRT(state, f"{detail} [major {major}]")
+
+
 def test_the_session_not_the_build_says_which_provider_ran(fake_ort):
     """The build lists CUDA, the session falls back to the CPU: a failure, not 'sees the GPU'."""
     cuda = ort_session("CUDAExecutionProvider", make=_FakeSession)
     assert cuda.status == "fail" and "the session runs on CPUExecutionProvider" in cuda.detail
-    trt = ort_session("TensorrtExecutionProvider", make=_FakeSession)  # libnvinfer missing: TensorRT is optional
-    assert trt.status == "skip" and trt.expected and "libnvinfer" in trt.detail
+    trt = ort_session("TensorrtExecutionProvider", make=_FakeSession, tensorrt=_trt("not installed"))
+    assert trt.status == "skip" and trt.expected and "[major 10]" in trt.detail  # optional: an expected skip
+    trt = ort_session("TensorrtExecutionProvider", make=_FakeSession, tensorrt=_trt("loaded"))
+    assert trt.status == "fail" and "loaded, yet the provider did not start" in trt.detail
     fake_ort.get_available_providers = lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
     assert ort_session("TensorrtExecutionProvider").expected  # not in the build at all: expected, named
     code, problems = verdict(ALL_OK + [cuda, trt], tf32=False)
-    assert code == 1 and problems == [f"ONNX Runtime CUDA: {cuda.detail}"]
+    assert code == 1 and problems == [f"ONNX Runtime CUDA: {cuda.detail}", f"ONNX Runtime TensorRT: {trt.detail}"]
+
+
+def test_the_probe_model_loads_in_the_installed_onnxruntime():
+    """The ONNX Runtime probes' model is read by this machine's onnxruntime on its CPU provider: onnx 1.23 writes IR
+    14 by default, which onnxruntime refuses ("max supported IR version: 13"), and both probes failed on a good GPU
+    install. Its IR version is what onnxruntime says it reads."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    from studylib.machine import gpu_probes
+
+    model = onnx.load_from_string(gpu_probes._tiny_onnx())
+    assert model.ir_version == min(onnx.IR_VERSION, gpu_probes.max_ir_version())
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"x": np.ones((4, 8), dtype="float32")})
+    assert np.allclose(y, 4.0)
+
+
+@pytest.mark.parametrize(("refuses_above", "message"), [
+    (13, "Unsupported model IR version: {ir}, max supported IR version: 13"),  # onnxruntime's words: read
+    (9, "some other wording, without the maximum"),  # no number: found by trying onnx's versions downwards
+])
+def test_the_maximum_ir_version_is_asked_of_onnxruntime(refuses_above, message):
+    from studylib.machine import gpu_probes
+
+    tried = []
+
+    def make(model, providers):
+        import onnx
+
+        ir = onnx.load_from_string(model).ir_version
+        tried.append(ir)
+        assert providers == ["CPUExecutionProvider"]
+        if ir > refuses_above:
+            raise RuntimeError(message.format(ir=ir))
+
+    assert gpu_probes.max_ir_version(make) == refuses_above
+    assert tried[0] == 1000 and (len(tried) == 1) == ("max supported" in message)
+    import onnx
+
+    stamped = onnx.load_from_string(gpu_probes._tiny_onnx(max_ir=refuses_above)).ir_version
+    assert stamped == min(refuses_above, onnx.IR_VERSION)
+
+
+def test_gpu_check_says_whether_export_aoti_finds_a_cuda_toolkit(tmp_path):
+    """No toolkit: an expected skip naming it (the export-aoti rows will be skipped rows); a toolkit: ok, and not a
+    "not on the GPU" problem (nothing runs: it is looked for)."""
+    from studylib.machine import gpu_probes
+
+    missing = gpu_probes.aoti_toolkit(lambda: None)
+    assert (missing.status, missing.expected) == ("skip", True)
+    assert "finds none here" in missing.detail and "install the CUDA 12 toolkit" in missing.detail
+    assert missing.detail.endswith("its rows are skipped")
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "cuda_runtime_api.h").write_text("")
+    found = gpu_probes.aoti_toolkit(lambda: str(tmp_path))
+    assert found.status == "ok" and found.detail == f"CUDA toolkit at {tmp_path}"
+    assert verdict(ALL_OK + [TRT_MISSING, missing], tf32=False) == (0, [])
+    assert verdict(ALL_OK + [TRT_MISSING, found], tf32=False) == (0, [])
+
+
+def test_tensorrt_not_installed_is_told_from_not_loadable(fake_ort):
+    """gpu-check: TensorRT missing is an expected skip (ort-tensorrt rows are skipped rows), TensorRT there but
+    refused by the loader (a wrong major, a missing dependency) a failure that says which file and why."""
+    missing = ort_session("TensorrtExecutionProvider", make=_FakeSession, tensorrt=_trt("not installed"))
+    broken = ort_session("TensorrtExecutionProvider", make=_FakeSession,
+                         tensorrt=_trt("not loadable", "libnvinfer.so.10 did not load: libcudart.so.13: cannot open"))
+    assert (missing.status, missing.expected) == ("skip", True)
+    assert (broken.status, broken.expected) == ("fail", False)
+    assert broken.detail.startswith("installed but not loadable: libnvinfer.so.10 did not load: libcudart.so.13")
+    assert verdict(ALL_OK + [missing], tf32=False)[0] == 0 and verdict(ALL_OK + [broken], tf32=False)[0] == 1
+    fake_ort.__version__ = "1.99.0"  # a release whose TensorRT major is not known: said, never guessed
+    unknown = ort_session("TensorrtExecutionProvider", make=_FakeSession, tensorrt=_trt("loaded"))
+    assert unknown.status == "fail" and "which TensorRT major onnxruntime 1.99.0 links is not known" in unknown.detail
+
+
+def _libs(folder, names=("libnvinfer", "libnvinfer_plugin", "libnvonnxparser"), major=10):
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        (folder / f"{name}.so.{major}").write_bytes(b"")
+    return folder
+
+
+def test_tensorrt_libraries_are_loaded_globally_from_the_pip_package(tmp_path):
+    """preload_tensorrt loads TensorRT 10's three libraries from tensorrt_libs before a session asks for them; no
+    package or no files is "not installed", a file the loader refuses or one missing is "not loadable"."""
+    from studylib.machine.gpu import preload_tensorrt
+
+    loaded = []
+    got = preload_tensorrt(10, _libs(tmp_path / "ok"), load=loaded.append)
+    assert got.state == "loaded" and [p.rsplit("/", 1)[1] for p in loaded] == [
+        "libnvinfer.so.10", "libnvinfer_plugin.so.10", "libnvonnxparser.so.10"] and got.files == tuple(loaded)
+    assert preload_tensorrt(10, tmp_path / "nothing", load=loaded.append).state == "not installed"
+    assert preload_tensorrt(10, _libs(tmp_path / "v11", major=11), load=loaded.append).state == "not installed"
+    partial = preload_tensorrt(10, _libs(tmp_path / "part", names=("libnvinfer",)), load=loaded.append)
+    assert partial.state == "not loadable" and "lacks libnvinfer_plugin.so.10, libnvonnxparser.so.10" in partial.detail
+
+    def refuse(path):
+        raise OSError("libcudart.so.13: cannot open shared object file: No such file or directory")
+
+    refused = preload_tensorrt(10, _libs(tmp_path / "ok"), load=refuse)
+    assert refused.state == "not loadable" and "libnvinfer.so.10 in" in refused.detail and "libcudart.so.13" in refused.detail
+

@@ -2,8 +2,9 @@
 
 A call enqueues work and returns at once; only a sync waits for it. A sample that holds the sync measures the work,
 one without measures the launch: so each test below fails if a runtime's sync moves out of the timed region. No GPU
-is used: the frameworks' CUDA entry points (torch.cuda.synchronize, TensorFlow's sync_devices, ONNX Runtime's IO
-binding, JAX's block_until_ready) are the fake device's.
+is used: the one device synchronize (torch.cuda.synchronize, which every framework's rows but JAX's wait with:
+base.device_sync) and JAX's block_until_ready are the fake device's; TensorFlow's sync_devices and ONNX Runtime's
+binding's own wait raise, so a runtime that went back to them fails here.
 """
 
 from __future__ import annotations
@@ -87,12 +88,17 @@ def test_without_the_sync_the_fake_device_times_only_the_launch():
     assert _samples(prepared, prepared.call, device) == pytest.approx([device.launch] * 6)
 
 
+def _not_this_wait(*args, **kwargs):
+    raise AssertionError("a framework's own wait, not the one device synchronize")
+
+
 @pytest.mark.parametrize("variant", ["tf-eager", "tf-function", "tf-xla"])
 def test_each_tensorflow_runtime_syncs_inside_the_timed_sample(variant, monkeypatch):
     device = FakeDevice()
+    monkeypatch.setattr(torch.cuda, "synchronize", device.sync)
     tf = types.ModuleType("tensorflow")
     tf.config = types.SimpleNamespace(list_physical_devices=lambda kind: ["/physical_device:GPU:0"])
-    tf.test = types.SimpleNamespace(experimental=types.SimpleNamespace(sync_devices=device.sync))
+    tf.test = types.SimpleNamespace(experimental=types.SimpleNamespace(sync_devices=_not_this_wait))
 
     def function(fn, jit_compile=False):
         wrapped = lambda *xs: fn(*xs)  # noqa: E731
@@ -103,11 +109,13 @@ def test_each_tensorflow_runtime_syncs_inside_the_timed_sample(variant, monkeypa
     monkeypatch.setitem(sys.modules, "tensorflow", tf)
     w = Workload("bert-tiny", "text", lambda *xs: device.enqueue(), (1,), "fp32", "cuda", 1, 8, framework="tensorflow")
     prepared = runtimes.get(variant).prepare(w)
+    assert prepared.sync is torch.cuda.synchronize  # the one device synchronize, not sync_devices
     assert _samples(prepared, prepared.call, device) == pytest.approx([device.work] * 6)
 
 
-def test_onnx_runtimes_io_binding_syncs_inside_the_timed_sample():
+def test_onnx_runtimes_io_binding_syncs_inside_the_timed_sample(monkeypatch):
     device = FakeDevice()
+    monkeypatch.setattr(torch.cuda, "synchronize", device.sync)
 
     class Binding:
         def bind_ortvalue_input(self, name, value):
@@ -119,8 +127,7 @@ def test_onnx_runtimes_io_binding_syncs_inside_the_timed_sample():
         def get_outputs(self):
             return [None]
 
-        def synchronize_outputs(self):
-            device.sync()
+        synchronize_outputs = _not_this_wait
 
     session = types.SimpleNamespace(io_binding=Binding, run_with_iobinding=lambda binding: device.enqueue())
     call = OrtCall(session, ["input_ids"], "cuda")
@@ -133,7 +140,7 @@ def test_keras_direct_calls_wait_for_the_device_inside_the_timed_sample(backend,
     device = FakeDevice()
     monkeypatch.setattr(torch.cuda, "synchronize", device.sync)
     tf = types.ModuleType("tensorflow")
-    tf.test = types.SimpleNamespace(experimental=types.SimpleNamespace(sync_devices=device.sync))
+    tf.test = types.SimpleNamespace(experimental=types.SimpleNamespace(sync_devices=_not_this_wait))
     monkeypatch.setitem(sys.modules, "tensorflow", tf)
 
     class Output:

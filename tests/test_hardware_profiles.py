@@ -23,10 +23,21 @@ def test_each_seed_machine_has_a_profile_that_follows_a_seed(name):
     assert set(loaded.notebooks()) == {"01_eager_vs_compiled", "02_torchscript_vs_xla", "03_onnx_batching",
                                        "04_sorted_length_batching", "05_keras_backends"} | (
         {"07_text_generation"} if p.device == "cuda" else set())  # study 07: in every GPU profile, cpu-32 not yet
-    grid02 = loaded.sections["02_torchscript_vs_xla"]
-    assert grid02.batch_sizes == [1, 2, 4, 8] and grid02.seq_lens == [8, 64, 128, 256, 512, 1024]  # seed 000
-    assert loaded.sections["03_onnx_batching"].batch_sizes == [1, 2, 4, 8, 16, 32, 64]  # seed 003
-    assert loaded.sections["04_sorted_length_batching"].batch_sizes == [16, 64]  # seed 003
+    # the seeds' grids where the profile follows the seed; a profile that does not keeps a part of each, and its
+    # section says what it leaves out
+    grids = {"02_torchscript_vs_xla": ("000", {"batch_sizes": [1, 2, 4, 8], "seq_lens": [8, 64, 128, 256, 512, 1024]}),
+             "03_onnx_batching": ("003", {"batch_sizes": [1, 2, 4, 8, 16, 32, 64]}),
+             "04_sorted_length_batching": ("003", {"batch_sizes": [16, 64]})}
+    for nb, (seed, grid) in grids.items():
+        section = loaded.sections[nb]
+        for key, values in grid.items():
+            got = getattr(section, key)
+            if seed in p.follows:
+                assert got == values, (nb, key)
+            else:
+                assert set(got) <= set(values), (nb, key)
+                if got != values:
+                    assert section.left_out.strip(), f"{name}: {nb} leaves part of seed {seed}'s {key} out unsaid"
     if "002" in p.follows:  # seed 002 ran its LLMs in bf16
         assert "bf16" in loaded.sections["05_keras_backends"].dtypes
     if p.device == "cuda":
@@ -112,3 +123,27 @@ def test_an_unknown_seed_and_a_reserved_name_are_one_line_errors(tmp_path, outpu
     r = _cli("run", "--profile", str(reserved), outputs=outputs)
     assert r.returncode == 2 and "the name 'summary' is reserved" in r.stderr
     assert not outputs.exists()
+
+
+@pytest.mark.parametrize(("name", "limit_min"), [("gpu-a100", 90), ("gpu-a100-tf32", 90), ("gpu-h100", 90),
+                                                 ("gpu-smoke", 10)])
+def test_the_gpu_profiles_finish_in_bounded_time_by_plans_estimate(name, limit_min):
+    """make plan's estimate of the whole profile: an afternoon for a card's profile, minutes for gpu-smoke (it said
+    1,114 minutes for gpu-a100 and gpu-h100 alike, one speed for every card)."""
+    from studylib.run import estimate_s, planned, select_notebooks
+
+    loaded = profiles.load(name)
+    minutes = sum(estimate_s(loaded, nb, planned(loaded, nb)[0]) for nb in select_notebooks(loaded, None)) / 60
+    assert 0 < minutes <= limit_min, minutes
+
+
+def test_each_card_has_its_own_speed_and_a_profile_names_its_card():
+    """The speed model is per card (by its memory bandwidth against the A100's guessed speed): an H100 is faster than
+    an A100, a T4 slower, and each card's profile names its card (gpu-smoke, any card, none)."""
+    from studylib.run import CARD_BANDWIDTH_GBS, card_speed, machine_speed
+
+    assert card_speed("h100") > card_speed("a100") > card_speed("3090ti") > card_speed("t4")
+    assert card_speed(None) == card_speed("a100") and machine_speed("cuda", 12, "h100") == card_speed("h100")
+    for card in CARD_BANDWIDTH_GBS:
+        assert profiles.load(f"gpu-{card}").profile.card == card
+    assert profiles.load("gpu-smoke").profile.card is None

@@ -155,3 +155,22 @@ def test_every_locked_package_is_needed_by_a_declared_one():
                 todo.append((dep, dep.extras))
     unused = sorted(pins - needed)
     assert not unused, f"locked but required by nothing pyproject.toml declares: {unused}"
+
+
+def test_tensorrt_is_pinned_to_the_major_the_overlays_onnxruntime_links():
+    """requirements-gpu-tensorrt.txt pins TensorRT's libraries at the major onnxruntime-gpu's TensorRT provider loads
+    (PyPI's newest tensorrt-cu12 is 11.x, libnvinfer.so.11, which onnxruntime-gpu 1.26 cannot load: every
+    ort-tensorrt row was a skip), for the overlay's CUDA major, and make setup-tensorrt installs it."""
+    from studylib.machine import gpu
+
+    lines = [ln.strip() for ln in (paths.ROOT / "requirements-gpu-tensorrt.txt").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    reqs = [Requirement(ln) for ln in lines if not ln.startswith("--")]
+    [trt] = [r for r in reqs if canonicalize_name(r.name).startswith("tensorrt")]
+    [spec] = trt.specifier
+    ort = next(r for r in _overlay() if canonicalize_name(r.name) == "onnxruntime-gpu")
+    major = gpu.tensorrt_major(next(iter(ort.specifier)).version)
+    assert spec.operator == "==" and major is not None and int(spec.version.split(".")[0]) == major, (trt, major)
+    cuda = re.search(r"One CUDA major,[\s#]+(\d+)", (paths.ROOT / "requirements-gpu.txt").read_text()).group(1)
+    assert CUDA_SUFFIX.search(canonicalize_name(trt.name)).group(1) == cuda
+    assert "-r requirements-gpu-tensorrt.txt" in (paths.ROOT / "Makefile").read_text()

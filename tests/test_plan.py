@@ -136,3 +136,28 @@ def test_a_replicate_process_receives_the_plan_whole(tmp_path):
     again = pickle.loads(pickle.dumps(task))
     assert again.plan == plan and workers.frameworks_of("tensorflow", again.plan, {}) == ("torch", "tensorflow")
     assert not {f.name for f in dataclasses.fields(replicates.Task)} & {"env", "measure_settings", "seed", "threads"}
+
+
+def test_fp32_rows_under_a_tf32_policy_get_the_tf32_tolerance_and_record_it():
+    """The parity tolerance follows the precision policy: gpu-a100-tf32's fp32 rows are held to its tf32 tolerance
+    (looser: TF32 keeps fp16's 10-bit mantissa), gpu-a100's to fp32's; bf16, fp16 and int8 are their own either way.
+    The row records the tolerance it was held to (parity_tol) and the policy (tf32)."""
+    from studylib.bench import plan as plan_module
+    from studylib.bench import profiles
+    from studylib.core.config import Config
+    from studylib.machine.gpu import policy
+
+    def tolerance(profile, dtype="fp32", variant="eager"):
+        loaded = profiles.load(profile)
+        settings = loaded.settings_for("01_eager_vs_compiled")
+        env = {"fingerprint": "f", "precision": policy(settings.tf32, "cuda")}
+        p = plan_module.build("01_eager_vs_compiled", profile, settings, env)
+        return p.tolerance(Config("bert-base", variant, dtype, 1, "cuda", 12, seq_len=128)), p
+
+    on, on_plan = tolerance("gpu-a100-tf32")
+    off, off_plan = tolerance("gpu-a100")
+    assert on == on_plan.parity_tolerance["tf32"] > off == off_plan.parity_tolerance["fp32"]
+    assert on_plan.row_stamp()["tf32"] == "on" and off_plan.row_stamp()["tf32"] == "off"
+    assert tolerance("gpu-a100-tf32", "bf16")[0] == tolerance("gpu-a100", "bf16")[0] == on_plan.parity_tolerance["bf16"]
+    assert on_plan.settings_hash(Config("bert-base", "eager", "fp32", 1, "cuda", 12, seq_len=128)) != \
+        off_plan.settings_hash(Config("bert-base", "eager", "fp32", 1, "cuda", 12, seq_len=128))

@@ -56,6 +56,9 @@ BAD = {
                                           "run_shift: Input should be 'recorded' or 'unknown'"),
     "TF32 on a cpu profile": (lambda d: d.update(tf32=True),
                               "tf32: TF32 is a CUDA GPU format; a cpu profile must leave it false"),
+    "a card on a cpu profile": (lambda d: d.update(card="h100"),
+                                "card: a GPU card (h100) on a cpu profile: set device: cuda, or leave card out"),
+    "an unknown card": (lambda d: d.update(device="cuda", card="b200"), "card: Input should be 't4', 'v100', "),
     "precision policy not a boolean": (lambda d: d.update(device="cuda", tf32="on"),
                                        "tf32: Input should be a valid boolean (got 'on')"),
     "negative budget": (lambda d: d["measure"].update(budget_s=-1), "measure.budget_s: Input should be greater than 0"),
@@ -106,6 +109,10 @@ BAD = {
     "A/A copy named twice": (lambda d: _section(d).update(aa=["eager", "eager"]),
                              f"notebooks.{NB}: aa: lists a variant twice"),
     "A/A setting not a list": (lambda d: _section(d, NB4).update(aa="ort"), f"notebooks.{NB4}.aa: Input should be"),
+    "TF32 on without a tf32 tolerance": (lambda d: d.update(device="cuda", tf32=True,
+                                                           parity_tolerance={"fp32": 0.001, "int8": 0.1}),
+                                         "parity_tolerance: has no tolerance for tf32 (the profile's fp32 rows run "
+                                         "with tf32: true)"),
     "int8 without a tolerance": (lambda d: d.update(parity_tolerance={"fp32": 0.001}),
                                  f"parity_tolerance: has no tolerance for int8 (used by notebooks.{NB3}.variants)"),
 }

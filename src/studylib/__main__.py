@@ -36,7 +36,7 @@ def _plan(profile: str, overrides=()) -> int:
     if p.device == "cuda" and not detect_machine().cuda:
         print("note: this machine has no CUDA GPU, so a run here records every configuration as skipped; "
               "the times below are for the machine the profile describes")
-    speed = machine_speed(p.device, p.threads)
+    speed = machine_speed(p.device, p.threads, p.card)
     total = whole = 0.0
     for nb in select_notebooks(loaded, None):
         configs, todo = planned(loaded, nb)

@@ -3,7 +3,8 @@
     python -m studylib.gpu_check [--profile gpu-smoke]
 
 One line per path (torch eager, torch.compile with Triton, TensorFlow with XLA, JAX, ONNX Runtime's CUDA provider as
-its session reports it, TensorRT through ONNX Runtime where it is installed): ok and the device of its real output,
+its session reports it, TensorRT through ONNX Runtime where it is installed, the CUDA toolkit export-aoti compiles
+against): ok and the device of its real output,
 or why not; each framework's CUDA and cuDNN; the TF32 probe (an fp32 4096² matmul's error against fp64) under the
 profile's precision policy; the CUDA libraries the process loaded. Exit 0 when every path ran on the GPU or is an
 expected, named skip (TensorRT, which the overlay does not install), 1 when something is wrong (the lines say what),

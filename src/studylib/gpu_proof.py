@@ -1,97 +1,185 @@
-"""`make gpu-proof`: on one GPU, in under ten minutes, that the study's GPU paths do what they claim.
+"""`make gpu-proof`: on one GPU, in under ten minutes by its own estimate, that the study's GPU paths do what they claim.
 
     python -m studylib.gpu_proof [--skip-smoke]
 
-Prints, a section each: the GPU, its driver, each framework's version, CUDA and cuDNN, and the CUDA libraries loaded
-in one process (gpu_check); each path's output device or skip reason; the TF32 probe; a chain of fp32 matmuls timed
-with and without synchronisation (the two must differ at least 10×: timing without a sync times the launches only);
-a forced out-of-memory that must give an "oom" row with the next configuration ok; a TensorRT engine built and then
-loaded from its cache at least 10× faster (where TensorRT is installed); and a run of study 01 on the gpu-smoke
-profile: its status counts, compile-reduce-overhead on a tiny BERT with parity ok and no CUDA-graph skip, and
-eager-cudnn-benchmark, which runs only in a process started with cudnn.benchmark on. Exit 0 when every section
-passes, 1 when one does not, 2 on a machine without a GPU (one line). Not run yet: no GPU while it was written.
+One line per check, PASS, FAIL or SKIP (with why): gpu-check's probes (every path's output device, versions, the
+TF32 probe, the CUDA libraries of one process); for the smallest shape of studies 01, 02, 03 and 07 (gpu-smoke's grid),
+every runtime's output device as the runtime reports it (runtimes.base.output_device, never assumed) and that its
+timed call waits for the device: behind a GPU spin kernel (torch.cuda._sleep) the call with its wait measures at
+least the spin, and the same call with its wait removed (the test hook runtimes.base.sync_removed; for compiled
+runtimes the compiled call with its wait dropped, to spare a second cold compile) at most a tenth of it; a forced
+out-of-memory that must be an "oom" row with the next configuration ok; ort-tensorrt's engine built by the first
+replicate and loaded from its cache by the second ("tensorrt engine", a cached prepare step); and gpu-smoke's study
+01 run (its statuses, reduce-overhead's parity and CUDA-graph skips, cudnn.benchmark's own process). Exit 0 when no
+check fails, 1 when one does, 2 on a machine without a GPU (one line, at once). Study 05's Keras backends (a process
+each, Keras fixes its backend at import) are not checked here: gpu-smoke's run of study 05 runs them. Not run yet: no
+GPU while it was written.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import gpu_check, runtimes
-from .bench import sweep
+from .bench import profiles, sweep
 from .bench.builder import Workloads
 from .bench.plan import Plan
 from .bench.schemas import MeasureSettings
-from .core import paths
-from .core.config import Config
-from .machine.gpu import apply, policy
-from .runtimes.base import RuntimeUnavailable
+from .core import paths, study_registry
+from .core.config import Config, is_aa
+from .machine.gpu import apply, policy, unavailable
+from .runtimes.base import RuntimeUnavailable, on_gpu, output_device, sync_removed, synced
+from .runtimes.ort_gpu import ENGINE_STEP
 from .runtimes.pytorch import TorchEager
-from .stats import numbers
 from .stats.results import ResultsTable
 from .workloads import models
 
 SMOKE_PROFILE, SMOKE_NOTEBOOK = "gpu-smoke", "01_eager_vs_compiled"
-AT_LEAST = 10.0  # the factor the sync and the TensorRT cache must show
+# whose runtimes the proof runs in this process: fixed-shape workloads (a data-set study's runtimes at one batch) and
+# study 07's runners in their decode phase; study 05's Keras backends need a process each (gpu-smoke's run has them)
+PATH_STUDIES = ("01_eager_vs_compiled", "02_torchscript_vs_xla", "03_onnx_batching", "07_text_generation")
+GENERATION = "07_text_generation"
+WAIT_SHARE = 0.1  # without its wait, a timed call behind the spin measures at most this share of it
+SPIN_CYCLES = 100_000_000  # torch.cuda._sleep's spin: some 50-100 ms on today's cards (measured each run)
+TRIES = 3
+# make gpu-proof's own estimate, seconds (guesses until a GPU has run it): per path (prepare, its hook's copy and
+# nine calls behind the spin; a tiny model's cold compile more), per check; the smoke run by make plan's model
+ESTIMATE_S = {"gpu-check": 30.0, "path": 3.0, "compile": 15.0, "oom": 20.0, "tensorrt": 60.0}
 
 
 @dataclass
-class Section:
-    """One part of the proof: passed (True / False; None: skipped, with the reason) and its lines."""
+class Check:
+    """One check of the proof: passed (True / False; None: skipped, `detail` says why) and what it saw."""
 
     name: str
     passed: bool | None
-    lines: list[str]
+    detail: str
+
+    def line(self) -> str:
+        return f"{'PASS' if self.passed else 'SKIP' if self.passed is None else 'FAIL'}  {self.name}: {self.detail}"
 
 
-def chain_times(launch: Callable[[], object], sync: Callable[[], object], clock=time.perf_counter) -> tuple[float, float]:
-    """Seconds for `launch` alone (asynchronous kernels are only queued) and for `launch` then `sync`."""
-    sync()
-    t0 = clock()
-    launch()
-    without = clock() - t0
-    sync()
-    t0 = clock()
-    launch()
-    sync()
-    return without, clock() - t0
+def smallest_paths(profile: str = SMOKE_PROFILE) -> list[tuple[str, Config]]:
+    """(notebook, configuration) for each of PATH_STUDIES: every runtime (no A/A copy) at the study's smallest shape
+    per model in `profile`: its first dtype, smallest batch and sequence (a data-set study's runtimes at batch 1 × 16
+    tokens, fixed; study 07's in the decode phase)."""
+    loaded = profiles.load(profile)
+    out, seen = [], set()
+    for nb in PATH_STUDIES:
+        configs = [c for c in study_registry.grid(loaded, nb) if not is_aa(c.variant)
+                   and (nb != GENERATION or c.strategy == "decode")]
+        for model in dict.fromkeys(c.model for c in configs):
+            mine = [c for c in configs if c.model == model]
+            dtype = mine[0].dtype
+            batch = min(c.batch_size for c in mine if c.dtype == dtype)
+            here = [c for c in mine if c.dtype == dtype and c.batch_size == batch]
+            seq = min((c.seq_len for c in here if c.seq_len is not None), default=None)
+            for c in here:
+                if c.seq_len != seq:
+                    continue
+                fixed = c if c.seq_len is not None or c.image_size is not None else Config(
+                    c.model, c.variant, c.dtype, 1, c.device, c.threads, seq_len=16)
+                if (nb, fixed.model, fixed.variant, fixed.dtype) not in seen:
+                    seen.add((nb, fixed.model, fixed.variant, fixed.dtype))
+                    out.append((nb, fixed))
+    return out
 
 
-def sync_section() -> Section:
+def path_workloads(notebook: str):
+    """What builds a path's workload: study 07's runners (GenerationWorkloads), else the fixed-shape Workloads."""
+    if notebook == GENERATION:
+        from .studies.text_generation_workloads import GenerationWorkloads
+
+        return GenerationWorkloads(0)
+    return Workloads(0)
+
+
+def spin(cycles: int = SPIN_CYCLES) -> Callable[[], object]:
+    """A GPU kernel that spins `cycles` on torch's current stream: queued, it keeps the device busy for a while."""
     import torch
 
-    a = torch.randn(4096, 4096, device="cuda")
+    return lambda: torch.cuda._sleep(cycles)
 
-    def launch():
-        x = a
-        for _ in range(20):
-            x = x @ a * (1.0 / 64)
-        return x
 
-    launch()
-    without, with_sync = chain_times(launch, torch.cuda.synchronize)
-    ratio = with_sync / without if without > 0 else float("inf")
-    return Section("timing needs the sync", ratio >= AT_LEAST, [
-        f"20 fp32 4096² matmuls: {without * 1e3:.3g} ms without synchronize (launches only), {with_sync * 1e3:.3g} ms "
-        f"with it: {numbers.fmt(ratio)} (at least {numbers.fmt_factor(AT_LEAST)} expected)"])
+def behind(call: Callable[[], object], delay: Callable[[], object], settle: Callable[[], object],
+           clock=time.perf_counter, tries: int = TRIES) -> float:
+    """The median seconds of `call` timed right after `delay` queued device work (settled, untimed, after each)."""
+    seconds = []
+    for _ in range(tries):
+        settle()
+        delay()
+        t0 = clock()
+        call()
+        seconds.append(clock() - t0)
+        settle()
+    return statistics.median(seconds)
+
+
+def wait_verdict(name: str, spin_s: float, with_s: float, without_s: float) -> Check:
+    """The timed call waits for the device: with its wait it measures at least most of the spin, without it at most
+    WAIT_SHARE of it (else the wait is missing, or the call waits by itself and its removal proves nothing)."""
+    ok = with_s >= 0.5 * spin_s and without_s <= WAIT_SHARE * spin_s
+    return Check(f"{name}: timing waits for the device", ok,
+                 f"behind a {spin_s * 1e3:.3g} ms GPU spin, the timed call took {with_s * 1e3:.3g} ms with its wait and "
+                 f"{without_s * 1e3:.3g} ms without (at least half the spin, and at most {WAIT_SHARE:.0%} of it, "
+                 f"expected)")
+
+
+def path_checks(c: Config, workloads, delay: Callable[[], object], settle: Callable[[], object],
+                clock=time.perf_counter) -> list[Check]:
+    """One runtime at one shape: its output device as it reports it, and that its timed call waits for the device
+    (the wait removed by the test hook: sync_removed; compiled runtimes drop the wait of their one compile)."""
+    runtime = runtimes.get(c.variant)
+    name = f"{c.variant} {c.model} {c.dtype} b{c.batch_size}" + (f"×{c.seq_len}" if c.seq_len else "")
+    why = unavailable(c.device, runtime)
+    if why:
+        return [Check(f"{name}: on the GPU", None, why)]
+    try:
+        runtime.warm_up()
+        w = workloads.workload(c, runtime.framework)
+        with runtime.context():
+            prepared = runtime.prepare(w)
+            if prepared.sync is None:
+                return [Check(f"{name}: timing waits for the device", False, "its prepared call has no wait on CUDA")]
+            out = prepared.call()
+            prepared.sync()
+            device = output_device(out)
+            checks = [Check(f"{name}: on the GPU", on_gpu(device), f"its output lies on {device}")]
+            compiled = runtime.family in ("compile", "export")
+            if compiled:
+                without = synced(prepared.call, None)
+            else:
+                with sync_removed():
+                    bare = runtime.prepare(w)
+                without = synced(bare.call, bare.sync)
+            spin_s = behind(settle, delay, lambda: None, clock)  # the spin alone, waited for
+            with_s = behind(synced(prepared.call, prepared.sync), delay, settle, clock)
+            without_s = behind(without, delay, settle, clock)
+        return checks + [wait_verdict(name, spin_s, with_s, without_s)]
+    except RuntimeUnavailable as e:
+        return [Check(f"{name}: on the GPU", None, str(e))]
+    except Exception as exc:  # noqa: BLE001 - the line says what failed
+        return [Check(f"{name}: on the GPU", False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")]
 
 
 def _plan(precision: dict):
-
     settings = MeasureSettings(warmup_calls=1, min_rounds=3, max_rounds=6, min_time_s=0.0, target_ci_pct=50.0,
                                budget_s=0.5, block_s=0.0, replicates=1)
     return Plan("gpu-proof", "gpu-proof", {"fingerprint": "gpu-proof", "git_commit": None, "precision": precision},
-                settings, {"fp32": 1e-3, "fp16": 0.02, "bf16": 0.1, "int8": 0.1}, 0, 1, ("torch",), None, None, ())
+                settings, {"fp32": 1e-3, "tf32": 0.02, "fp16": 0.02, "bf16": 0.1, "int8": 0.1}, 0, 1, ("torch",),
+                None, None, ())
 
 
-def oom_section() -> Section:
+def oom_checks() -> list[Check]:
     """A configuration that asks for twice the card: an "oom" row, and the configuration after it ok."""
     import torch
 
@@ -111,38 +199,41 @@ def oom_section() -> Section:
     finally:
         del runtimes.REGISTRY[TooBig.name]
     got = [(r["variant"], r["status"]) for r in rows]
-    return Section("a forced out-of-memory is a row", got == [("eager", "ok"), ("proof-oom", "oom"), ("torchscript", "ok")],
-                   [f"{v}: {s}" + (f" ({r['error'][:120]})" if r["error"] else "") for (v, s), r in zip(got, rows)]
-                   + [f"spoils the process (a fresh one measures the next group): {sweep.spoils_process(rows[1])}"])
+    return [Check("a forced out-of-memory is a row", got == [("eager", "ok"), ("proof-oom", "oom"), ("torchscript", "ok")],
+                  "; ".join(f"{v}: {s}" + (f" ({r['error'][:80]})" if r["error"] else "") for (v, s), r in zip(got, rows))
+                  + f"; a fresh process measures the next group: {sweep.spoils_process(rows[1])}")]
 
 
-def tensorrt_section() -> Section:
-    """ort-tensorrt prepared and first called twice on one cache: built, then loaded."""
-    import onnxruntime as ort
+def engine_verdict(first: list, second: list) -> Check:
+    """The first replicate builds the TensorRT engine (its "tensorrt engine" step made), the second loads it from
+    the cache (the same step, cached, with the first's seconds)."""
+    made = [s for s in first if s.step == ENGINE_STEP]
+    loaded = [s for s in second if s.step == ENGINE_STEP]
+    ok = (len(made) == len(loaded) == 1 and not made[0].cached and loaded[0].cached
+          and loaded[0].seconds == made[0].seconds)
+    said = (f"replicate 1: {'built' if made and not made[0].cached else 'no build step'}"
+            + (f" in {made[0].seconds:.3g} s" if made else "")
+            + f"; replicate 2: {'loaded from the cache' if loaded and loaded[0].cached else 'not loaded from the cache'}")
+    return Check("TensorRT engine loaded from its cache on the second replicate", ok, said)
 
-    if "TensorrtExecutionProvider" not in ort.get_available_providers():
-        return Section("TensorRT engine cache", None, ["skipped: onnxruntime-gpu has no TensorRT provider here "
-                                                       "(TensorRT 10 is not in the overlay: docs/profiles.md)"])
 
-    seconds = []
+def tensorrt_checks() -> list[Check]:
+    """ort-tensorrt prepared and first called in two replicates on one cache: built, then loaded."""
+    runtime = runtimes.get("ort-tensorrt")
+    steps = []
     with tempfile.TemporaryDirectory() as cache:
         for _ in range(2):
             w = models.torch_workload("bert-tiny", batch_size=1, seq_len=16, dtype="fp32", device="cuda", seed=0)
             w.cache_dir = Path(cache)
-            t0 = time.perf_counter()
             try:
-                prepared = runtimes.get("ort-tensorrt").prepare(w)
+                prepared = runtime.prepare(w)
             except RuntimeUnavailable as e:
-                return Section("TensorRT engine cache", None, [f"skipped: {e}"])
+                return [Check("TensorRT engine loaded from its cache on the second replicate", None, str(e))]
             prepared.call()
             prepared.sync()
-            seconds.append(time.perf_counter() - t0)
+            steps.append(list(prepared.steps))
             del prepared
-        engines = sorted(p.relative_to(cache).as_posix() for p in Path(cache).rglob("*.engine"))
-    ratio = seconds[0] / seconds[1]
-    return Section("TensorRT engine cache", ratio >= AT_LEAST and bool(engines), [
-        f"build and first call {seconds[0]:.3g} s, cached load and first call {seconds[1]:.3g} s: {numbers.fmt(ratio)} "
-        f"(at least {numbers.fmt_factor(AT_LEAST)})", f"engines: {', '.join(engines) or 'none written'}"])
+    return [engine_verdict(*steps)]
 
 
 def smoke_verdict(rows: list[dict]) -> tuple[bool, list[str]]:
@@ -170,28 +261,41 @@ def smoke_verdict(rows: list[dict]) -> tuple[bool, list[str]]:
     return ok, out
 
 
-def smoke_section() -> Section:
-
+def smoke_checks() -> list[Check]:
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "studylib", "run", "--profile", SMOKE_PROFILE, "--notebook",
                            SMOKE_NOTEBOOK, "--force"], capture_output=True, text=True)
     table = paths.results_dir(SMOKE_PROFILE) / f"{SMOKE_NOTEBOOK}.jsonl"
     rows = list(ResultsTable(table).latest().values()) if table.exists() else []
     ok, lines = smoke_verdict(rows)
-    lines.insert(0, f"make run PROFILE={SMOKE_PROFILE} NOTEBOOK={SMOKE_NOTEBOOK} FORCE=1: exit {done.returncode} in "
-                    f"{time.perf_counter() - t0:.0f} s")
+    lines.insert(0, f"exit {done.returncode} in {time.perf_counter() - t0:.0f} s")
     if done.returncode != 0:
         lines.append("its last output: " + " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:]))
-    return Section("study 01 on gpu-smoke", ok and done.returncode == 0, lines)
+    return [Check(f"study 01 on {SMOKE_PROFILE}", ok and done.returncode == 0, "; ".join(lines))]
 
 
 def _policy() -> dict:
     return policy(False, "cuda")
 
 
-def summary(sections: list[Section]) -> int:
-    """0 when no section failed (a skipped one says why), else 1."""
-    return 1 if any(s.passed is False for s in sections) else 0
+def estimate_s(configs: list[tuple[str, Config]], smoke: bool) -> float:
+    """The proof's own estimate: gpu-check, each path (a compiled one more), the OOM and TensorRT checks, the smoke
+    run (gpu-smoke's study 01 by make plan's model)."""
+    paths_s = sum(ESTIMATE_S["compile" if runtimes.family(c.variant) in ("compile", "export")
+                             or c.variant == "static-compile" else "path"] for _, c in configs)
+    smoke_s = 0.0
+    if smoke:
+        from .run import estimate_s as plan_estimate_s
+        from .run import planned
+
+        loaded = profiles.load(SMOKE_PROFILE)
+        smoke_s = plan_estimate_s(loaded, SMOKE_NOTEBOOK, planned(loaded, SMOKE_NOTEBOOK)[0])
+    return ESTIMATE_S["gpu-check"] + paths_s + ESTIMATE_S["oom"] + ESTIMATE_S["tensorrt"] + smoke_s
+
+
+def summary(checks: list[Check]) -> int:
+    """0 when no check failed (a skipped one says why), else 1."""
+    return 1 if any(c.passed is False for c in checks) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,26 +308,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu-proof: {missing}", file=sys.stderr)
         return 2
 
+    import torch
+
     apply(_policy(), ("torch",))
     started = time.perf_counter()
+    configs = smallest_paths()
     print(f"GPUs (nvidia-smi): {gpu_check._nvidia_smi() or 'nvidia-smi not found'}", flush=True)
+    print(f"estimated {estimate_s(configs, not args.skip_smoke) / 60:.1f} min: gpu-check, {len(configs)} paths, "
+          f"the out-of-memory and TensorRT checks" + ("" if args.skip_smoke else ", study 01 on gpu-smoke"), flush=True)
     code, report = gpu_check.check(tf32=False)
-    sections = [Section("gpu-check: every path, versions, TF32 probe, libraries", code == 0, report)]
-    steps = [sync_section, oom_section, tensorrt_section] + ([] if args.skip_smoke else [smoke_section])
-    for step in [None, *steps]:
-        if step is not None:
-            t0 = time.perf_counter()
-            try:
-                sections.append(step())
-            except Exception as exc:  # noqa: BLE001 - a section that crashes is a failed section
-                sections.append(Section(step.__name__, False, [f"{type(exc).__name__}: {str(exc)[:300]}"]))
-            sections[-1].lines.append(f"({time.perf_counter() - t0:.1f} s)")
-        s = sections[-1]
-        print(f"\n== {s.name}: {'pass' if s.passed else 'skipped' if s.passed is None else 'FAIL'}", flush=True)
-        print("\n".join(f"   {line}" for line in s.lines), flush=True)
-    print(f"\ngpu-proof: {sum(s.passed is True for s in sections)} passed, {sum(s.passed is False for s in sections)} "
-          f"failed, {sum(s.passed is None for s in sections)} skipped in {time.perf_counter() - started:.0f} s")
-    return summary(sections)
+    print("\n".join(f"      {line}" for line in report), flush=True)
+    checks = [Check("gpu-check", code == 0, "every path ran on the GPU or is an expected skip" if code == 0
+                    else "; ".join(line for line in report if line.startswith("problem:")))]
+    print(checks[-1].line(), flush=True)
+    workloads = {nb: path_workloads(nb) for nb in dict.fromkeys(nb for nb, _ in configs)}
+    steps: list[Callable[[], list[Check]]] = [
+        (lambda nb=nb, c=c: path_checks(replace(c, device="cuda"), workloads[nb], spin(), torch.cuda.synchronize))
+        for nb, c in configs]
+    steps += [oom_checks, tensorrt_checks] + ([] if args.skip_smoke else [smoke_checks])
+    for step in steps:
+        try:
+            found = step()
+        except Exception as exc:  # noqa: BLE001 - a check that crashes is a failed check
+            found = [Check(getattr(step, "__name__", "check"), False, f"{type(exc).__name__}: {str(exc)[:300]}")]
+        for check in found:
+            checks.append(check)
+            print(check.line(), flush=True)
+    print(f"gpu-proof: {sum(c.passed is True for c in checks)} passed, {sum(c.passed is False for c in checks)} "
+          f"failed, {sum(c.passed is None for c in checks)} skipped in {time.perf_counter() - started:.0f} s")
+    return summary(checks)
 
 
 if __name__ == "__main__":

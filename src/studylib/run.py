@@ -70,19 +70,28 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
 
 
 # How much faster than the 2-core CPU the estimates are calibrated on a machine is guessed to be: CPU
-# compute scales sublinearly with threads; a data-centre GPU runs these models some 30x faster.
+# compute scales sublinearly with threads; an A100 is guessed to run these models some 30x faster (a guess until a
+# GPU has run the study), and another card by its memory bandwidth against the A100's, since most of the studies'
+# calls at small batches read their weights and activations more than they compute (the vendors' figures, GB/s:
+# T4 320, V100 900, A100 40 GB 1,555, RTX 3090 Ti 1,008, H100 SXM 3,350).
 GPU_SPEED = 30.0
+CARD_BANDWIDTH_GBS = {"t4": 320.0, "v100": 900.0, "a100": 1555.0, "3090ti": 1008.0, "h100": 3350.0}
 
 
-def machine_speed(device: str, threads: int) -> float:
-    return GPU_SPEED if device == "cuda" else max(1.0, (threads / 2) ** 0.7)
+def card_speed(card: str | None) -> float:
+    """A card's guessed speed over the 2-core CPU: GPU_SPEED scaled by its bandwidth over the A100's (unset: an A100)."""
+    return GPU_SPEED * CARD_BANDWIDTH_GBS[card or "a100"] / CARD_BANDWIDTH_GBS["a100"]
+
+
+def machine_speed(device: str, threads: int, card: str | None = None) -> float:
+    return card_speed(card) if device == "cuda" else max(1.0, (threads / 2) ** 0.7)
 
 
 def estimate_s(loaded: profiles.LoadedProfile, notebook: str, configs) -> float:
     """Plan's model: the seconds a notebook's `configs` take to measure, all replicates (the study's estimate_s)."""
     p = loaded.profile
     measure, section = loaded.measure_for(notebook).model_dump(), loaded.sections[notebook]
-    speed = machine_speed(p.device, p.threads)
+    speed = machine_speed(p.device, p.threads, p.card)
     return sum(STUDIES[notebook].estimate_s(c, section, measure, speed) for c in configs)
 
 

@@ -22,10 +22,12 @@ from . import timing
 from .schemas import MeasureSettings, Profile
 
 
-def tolerance_key(c: Config) -> str:
-    """Which parity tolerance applies: 'int8' for quantized runtimes, else the configuration's dtype."""
+def tolerance_key(c: Config, tf32: bool = False) -> str:
+    """Which parity tolerance applies: 'int8' for quantized runtimes, 'tf32' for an fp32 configuration under a tf32
+    precision policy (`tf32`: the policy is on), else the configuration's dtype."""
     runtime = runtimes.REGISTRY.get(c.variant)
-    return (runtime.precision if runtime is not None else None) or c.dtype
+    key = (runtime.precision if runtime is not None else None) or c.dtype
+    return "tf32" if key == "fp32" and tf32 else key
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ class Plan:
         return self.measure.replicates
 
     def tolerance(self, c: Config) -> float:
-        return self.parity_tolerance[tolerance_key(c)]
+        """The parity tolerance of `c` under this plan's precision policy (the row records it: parity_tol, tf32)."""
+        return self.parity_tolerance[tolerance_key(c, bool((self.env.get("precision") or {}).get("tf32")))]
 
     def settings_hash(self, c: Config) -> str:
         """Identifies how `c` is measured: a re-run with other settings, tolerance, seed or timing method (timing.METHOD)

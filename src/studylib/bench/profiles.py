@@ -48,6 +48,9 @@ def _validate_section(name: str, raw: dict[str, Any], where: str, prof: Profile)
     if missing:
         raise ProfileError(f"{where}: parity_tolerance: has no tolerance for {missing[0]} "
                            f"(used by notebooks.{name}.dtypes)")
+    if prof.tf32 and "tf32" not in prof.parity_tolerance:
+        raise ProfileError(f"{where}: parity_tolerance: has no tolerance for tf32 (the profile's fp32 rows run with "
+                           f"tf32: true)")
     if "int8" not in prof.parity_tolerance and any(v.endswith("-int8") for v in getattr(section, "variants", [])):
         raise ProfileError(f"{where}: parity_tolerance: has no tolerance for int8 (used by notebooks.{name}.variants)")
     return section

@@ -25,7 +25,10 @@ SEEDS = {
     "003": "PyTorch, TorchScript and ONNX Runtime with smart batching: CPU, T4 and V100",
     "004": "PyTorch 2 torch.compile vs ONNX Runtime and TensorRT: RTX 3090 Ti",
 }
-Tolerance = Literal["fp32", "bf16", "fp16", "int8"]  # int8: quantized runtimes, whatever the input dtype
+# int8: quantized runtimes, whatever the input dtype; tf32: fp32 rows under a tf32 precision policy (their matmuls
+# and convolutions in TF32's 10-bit mantissa, on both sides of the parity check): by default fp16's tolerance, the
+# same mantissa
+Tolerance = Literal["fp32", "tf32", "bf16", "fp16", "int8"]
 Device = Literal["cpu", "cuda"]
 
 
@@ -263,6 +266,9 @@ class Profile(_Strict):
     description: str
     follows: list[str] = Field(default_factory=list, description="the seeds (articles) whose set-up this profile follows")
     device: Device = "cpu"
+    card: Literal["t4", "v100", "a100", "3090ti", "h100"] | None = Field(None, description=(
+        "cuda: the GPU the profile describes, for `make plan`'s estimate (run.card_speed); unset: any card, "
+        "estimated as an A100"))
     threads: int = Field(ge=1)
     seed: int = 0
     measure: MeasureSettings = MeasureSettings()
@@ -272,7 +278,7 @@ class Profile(_Strict):
                     "'recorded' (estimated from the development hosts' same-host re-run pairs, run_shifts.yaml; "
                     "medians get a re-run CI) or 'unknown' (another machine: no re-run CI is given)")
     parity_tolerance: dict[Tolerance, float] = Field(
-        default_factory=lambda: {"fp32": 1e-3, "bf16": 0.1, "fp16": 0.02, "int8": 0.1},
+        default_factory=lambda: {"fp32": 1e-3, "tf32": 0.02, "bf16": 0.1, "fp16": 0.02, "int8": 0.1},
         description="largest max-abs-difference to eager allowed, relative to max(1, max |eager output|)",
     )
     # Default off: an fp32 row means IEEE FP32 in every framework (PyTorch's own default for matmuls), which the
@@ -282,6 +288,13 @@ class Profile(_Strict):
                                           "in torch, TensorFlow, JAX, ONNX Runtime and TensorRT alike; a cpu "
                                           "profile leaves it false (TF32 is a GPU format)")
     notebooks: dict[str, dict[str, Any]]
+
+    @field_validator("card")
+    @classmethod
+    def _card_on_cuda(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and info.data.get("device") != "cuda":
+            raise ValueError(f"a GPU card ({v}) on a cpu profile: set device: cuda, or leave card out")
+        return v
 
     @field_validator("tf32")
     @classmethod

@@ -179,8 +179,35 @@ def machine(env: dict) -> str:
     return f"{env.get('cpu_model')} · {env.get('usable_cpus')} CPUs · {gpu}"
 
 
+# Why a GPU run's torch is not the CPU lock's (requirements-gpu.txt; checked by pip's resolver, docs/profiles.md):
+# TensorFlow 2.21, the newest, is built for CUDA 12 only (its [and-cuda] extra asks for CUDA 12 wheels), and every
+# torch from 2.11 on is a CUDA 13 build on PyPI: one process of study 02 or 05 would load two CUDA majors.
+GPU_TORCH_WHY = ("the last PyPI torch built for CUDA 12: TensorFlow's GPU build is CUDA 12 only, and torch 2.11 on "
+                 "are CUDA 13 builds")
+
+
+def locked_version(dist: str) -> str | None:
+    """`dist`'s version in requirements.lock (the CPU lock), or None."""
+    try:
+        lines = (paths.ROOT / "requirements.lock").read_text().splitlines()
+    except OSError:
+        return None
+    return next((ln.split("==", 1)[1].strip() for ln in lines if ln.split("==", 1)[0].strip().lower() == dist), None)
+
+
+def torch_note(env: dict) -> str:
+    """On a GPU run whose torch is not the CPU lock's: which torch ran and why (GPU_TORCH_WHY); else ""."""
+    ran = (env.get("libraries") or {}).get("torch")
+    locked = locked_version("torch")
+    if not env.get("gpu_name") or not ran or not locked or ran.split("+")[0] == locked.split("+")[0]:
+        return ""
+    return f"torch {ran} ran, not the CPU lock's {locked}: {GPU_TORCH_WHY}"
+
+
 def one_line(env: dict) -> str:
-    """The environment in one line, for the index page and notebook headers."""
+    """The environment in one line, for the index page and notebook headers; on a GPU run whose torch is not the CPU
+    lock's, which ran and why (torch_note)."""
     libs = env.get("libraries", {})
-    return (f"{machine(env)} · Python {env.get('python')} · torch {libs.get('torch')} · "
-            f"commit {env.get('git_commit') or 'unknown'}")
+    note = torch_note(env)
+    return (f"{machine(env)} · Python {env.get('python')} · torch {libs.get('torch')}"
+            + (f" ({note})" if note else "") + f" · commit {env.get('git_commit') or 'unknown'}")

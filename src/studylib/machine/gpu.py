@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 
 from .threads import tensorflow_start_up_log
 
@@ -124,6 +126,91 @@ def frameworks_of(runtime) -> tuple[str, ...]:
     if runtime.family == "keras":
         own = {"torch": None}.get(runtime.backend, runtime.backend)
     return ("torch",) + ((own,) if own else ())
+
+
+CUDA_HEADER = "include/cuda_runtime_api.h"  # what AOTInductor's CUDA wrapper includes from the toolkit (export-aoti)
+
+
+def cuda_toolkit(find: Callable[[], str | None] | None = None) -> tuple[str | None, str]:
+    """(the CUDA toolkit AOTInductor's CUDA wrapper compiles against, or None; the line that says where it was looked
+    for). Found as torch finds it (torch.utils.cpp_extension._find_cuda_home: CUDA_HOME or CUDA_PATH, then nvcc on
+    PATH, then /usr/local/cuda) and only where its headers are there: a driver-only machine or a container with pip's
+    CUDA runtime libraries has none, and torch's lookup of its include folder raised (an error row). `find`: the
+    lookup (tests)."""
+    if find is None:
+        from torch.utils.cpp_extension import _find_cuda_home as find
+    home = find()
+    if home and (Path(home) / CUDA_HEADER).is_file():
+        return home, f"CUDA toolkit at {home}"
+    where = f"{home} has no {CUDA_HEADER}" if home else "CUDA_HOME and CUDA_PATH unset, no nvcc on PATH, no /usr/local/cuda"
+    return None, (f"AOTInductor on CUDA compiles its C++ wrapper against a CUDA toolkit and finds none here ({where}): "
+                  f"install the CUDA 12 toolkit (nvcc and headers, README's GPU prerequisites) or set CUDA_HOME")
+
+
+# The TensorRT major each onnxruntime-gpu release's TensorRT provider links (its libonnxruntime_providers_tensorrt.so
+# needs libnvinfer.so.<major>, libnvinfer_plugin.so.<major> and libnvonnxparser.so.<major>, and has no RUNPATH to
+# find them): 1.18 to the overlay's 1.26 link TensorRT 10 (onnxruntime's setup.py lists the .so.10 files from 1.18
+# on, microsoft/onnxruntime#20557); a release not listed is not assumed.
+ORT_TENSORRT_MAJOR = {(1, minor): 10 for minor in range(18, 27)}
+TENSORRT_LIBRARIES = ("libnvinfer", "libnvinfer_plugin", "libnvonnxparser")
+
+
+def tensorrt_major(ort_version: str) -> int | None:
+    """The TensorRT major an onnxruntime-gpu version's TensorRT provider loads, or None where not known here."""
+    parts = ort_version.split(".")
+    try:
+        return ORT_TENSORRT_MAJOR.get((int(parts[0]), int(parts[1])))
+    except (IndexError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class TensorRT:
+    """Whether TensorRT's libraries are in this process: `state` "loaded", "not installed" (no tensorrt_libs package
+    and none of the files), or "not loadable" (the files are there and the loader refused one: `detail` says why)."""
+
+    state: str
+    detail: str
+    files: tuple[str, ...] = ()
+
+
+_tensorrt: TensorRT | None = None
+
+
+def preload_tensorrt(major: int = 10, folder: str | Path | None = None, load=None) -> TensorRT:
+    """Load TensorRT's libraries (`TENSORRT_LIBRARIES`, .so.<major>) from the tensorrt_libs package (pip's
+    tensorrt-cu12-libs) into this process, globally, before an ONNX Runtime session asks for its TensorRT provider:
+    the provider finds them by name among the loaded libraries (onnxruntime's own preload_dlls leaves TensorRT out).
+    `folder`, `load` (ctypes.CDLL with RTLD_GLOBAL): tests. Loaded once per process."""
+    global _tensorrt
+    real = folder is None and load is None
+    if real and _tensorrt is not None:
+        return _tensorrt
+    import ctypes
+    import importlib.util
+
+    if folder is None:
+        spec = importlib.util.find_spec("tensorrt_libs")
+        folder = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations \
+            else None
+    load = load or (lambda path: ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
+    files = [Path(folder) / f"{name}.so.{major}" for name in TENSORRT_LIBRARIES] if folder is not None else []
+    if not files or not any(f.is_file() for f in files):
+        got = TensorRT("not installed", f"TensorRT {major} is not installed (no tensorrt_libs package with "
+                                        f"libnvinfer.so.{major}: requirements-gpu-tensorrt.txt, make setup-tensorrt)")
+    else:
+        missing = [f.name for f in files if not f.is_file()]
+        got = TensorRT("not loadable", f"TensorRT {major} in {folder} lacks {', '.join(missing)}") if missing else None
+        for f in files if got is None else ():
+            try:
+                load(str(f))
+            except OSError as exc:
+                got = TensorRT("not loadable", f"{f.name} in {folder} did not load: {str(exc).splitlines()[0][:200]}")
+                break
+        got = got or TensorRT("loaded", f"TensorRT {major} from {folder}", tuple(str(f) for f in files))
+    if real:
+        _tensorrt = got
+    return got
 
 
 def _torch_sees() -> str | None:

@@ -1,7 +1,8 @@
 """One tiny real operation per GPU path, and what each says about itself (for `make gpu-check` and `make gpu-proof`).
 
 Each probe runs one small operation on the GPU through one path (torch eager, torch.compile with Triton, TensorFlow
-with XLA, JAX, ONNX Runtime's CUDA provider, TensorRT through ONNX Runtime) and returns a `Probe`: ok with the device
+with XLA, JAX, ONNX Runtime's CUDA provider, TensorRT through ONNX Runtime; for export-aoti, the CUDA toolkit it
+compiles against is looked for) and returns a `Probe`: ok with the device
 its real output lies on, a skip with its reason (expected or not), or a failure. torch, TensorFlow and JAX also
 multiply two fp32 4096² matrices and compare with fp64: a relative error near 1e-3 is TF32, near 1e-6 full FP32.
 `verdict` turns the probes into the exit code; `loaded_cuda_libraries` reads which CUDA libraries this process
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .gpu import ort_cuda_options, policy
+from .gpu import cuda_toolkit, ort_cuda_options, policy, preload_tensorrt, tensorrt_major
 
 TF32_LEVEL = 1e-4  # relative error of an fp32 4096² matmul: TF32 gives ~1e-3, full FP32 ~1e-6
 TF32_SIZE = 4096
@@ -35,6 +36,7 @@ class Probe:
     versions: str = ""  # the framework's version, CUDA / cuDNN as it reports them
     cuda_major: int | None = None
     expected: bool = False  # a skip that is expected here (TensorRT is not in the overlay)
+    on_device: bool = True  # whether the probe runs an operation (False: a toolkit looked for, no output to place)
     tf32_error: float | None = None  # the 4096² fp32 matmul's max relative error against fp64
 
 
@@ -120,41 +122,91 @@ def jax_probe() -> Probe:
                  f"jax {jax.__version__}, {version}", major, tf32_error=err)
 
 
-def _tiny_onnx() -> bytes:
+_max_ir: int | None = None
+
+
+def max_ir_version(make=None) -> int:
+    """The highest ONNX IR version the installed onnxruntime reads, asked of it, not assumed: an empty model stamped
+    with an IR version no runtime reads is loaded on the CPU provider, and onnxruntime's refusal names its maximum
+    ("Unsupported model IR version: 1000, max supported IR version: 13"); where the message names none, the highest
+    of onnx's own versions that loads. `make`: the session's maker (tests; the answer is then not kept). Asked once
+    per process."""
+    global _max_ir
+    if make is None and _max_ir is not None:
+        return _max_ir
+    import onnx
+    from onnx import helper
+
+    maker = make or __import__("onnxruntime").InferenceSession
+
+    def refusal(ir: int) -> str | None:
+        model = helper.make_model(helper.make_graph([], "ir", [], []))
+        model.ir_version = ir
+        try:
+            maker(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - what refused it is read from the message
+            return str(exc)
+        return None
+
+    named = re.search(r"max supported IR version:\s*(\d+)", refusal(1000) or "")
+    found = int(named.group(1)) if named else next(
+        (ir for ir in range(onnx.IR_VERSION, 3, -1) if refusal(ir) is None), 3)
+    if make is None:
+        _max_ir = found
+    return found
+
+
+def _tiny_onnx(max_ir: int | None = None) -> bytes:
+    """An 8×8 MatMul at opset 17, stamped with the lower of onnx's IR version and the one onnxruntime reads
+    (onnx 1.23 writes IR 14, which onnxruntime 1.26 and 1.31 refuse)."""
+    import onnx
     from onnx import TensorProto, helper
 
     node = helper.make_node("MatMul", ["x", "w"], ["y"])
     w = helper.make_tensor("w", TensorProto.FLOAT, [8, 8], [0.5] * 64)
     graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = min(onnx.IR_VERSION, max_ir if max_ir is not None else max_ir_version())
+    return model.SerializeToString()
 
 
-def ort_session(provider: str, options: dict | None = None, *, make=None) -> Probe:
+def ort_session(provider: str, options: dict | None = None, *, make=None, tensorrt=None) -> Probe:
     """A session with `provider` first: what ran is what the *session* reports (session.get_providers()), not the
-    build's list; the output is bound on the GPU (IO binding) so its device is the provider's."""
-    path = "ONNX Runtime " + ("TensorRT" if provider.startswith("Tensorrt") else "CUDA")
+    build's list; the output is bound on the GPU (IO binding) so its device is the provider's. For TensorRT, its
+    libraries are loaded first (gpu.preload_tensorrt; `tensorrt`: that, for tests): not installed is an expected
+    skip, installed but not loadable a failure, loaded but not started by the session a failure."""
+    trt = provider.startswith("Tensorrt")
+    path = "ONNX Runtime " + ("TensorRT" if trt else "CUDA")
     try:
         import onnxruntime as ort
     except ImportError:
         return Probe(path, "skip", "ONNX Runtime is not installed")
     built = ort.get_available_providers()
     if provider not in built:
-        trt = provider.startswith("Tensorrt")
-        why = "TensorRT 10 is not installed: requirements-gpu.txt says where it comes from" if trt else \
-            "the CPU package onnxruntime instead of onnxruntime-gpu?"
+        why = "a build without its TensorRT provider" if trt else "the CPU package onnxruntime instead of onnxruntime-gpu?"
         return Probe(path, "skip" if trt else "fail", f"onnxruntime {ort.__version__} has no {provider} ({why})",
                      expected=trt)
+    libraries = None
+    if trt:
+        major = tensorrt_major(ort.__version__)
+        if major is None:
+            return Probe(path, "fail", f"which TensorRT major onnxruntime {ort.__version__} links is not known here "
+                                       f"(gpu.ORT_TENSORRT_MAJOR)")
+        libraries = (tensorrt or preload_tensorrt)(major)
+        if libraries.state == "not installed":
+            return Probe(path, "skip", f"{libraries.detail}; ort-tensorrt rows are skipped", expected=True)
+        if libraries.state != "loaded":
+            return Probe(path, "fail", f"installed but not loadable: {libraries.detail}")
     providers = [(provider, options or {}), "CUDAExecutionProvider", "CPUExecutionProvider"]
     if provider == "CUDAExecutionProvider":
         providers = providers[:1] + providers[2:]
     session = (make or ort.InferenceSession)(_tiny_onnx(), providers=providers)
     used = session.get_providers()
     if used[0] != provider:
-        trt = provider.startswith("Tensorrt")
-        return Probe(path, "skip" if trt else "fail",
-                     f"{provider} is in the build but the session runs on {', '.join(used)} (its libraries did not "
-                     f"load{': libnvinfer (TensorRT 10) is not installed' if trt else ''})", expected=trt)
+        return Probe(path, "fail", f"{provider} is in the build but the session runs on {', '.join(used)} ("
+                     + (f"{libraries.detail} loaded, yet the provider did not start" if trt else
+                        "its libraries did not load") + ")")
 
     binding = session.io_binding()
     binding.bind_cpu_input("x", np.ones((4, 8), dtype="float32"))
@@ -167,6 +219,16 @@ def ort_session(provider: str, options: dict | None = None, *, make=None) -> Pro
     return Probe(path, "ok", f"MatMul on {used[0]}", device, device.lower() == "cuda", f"onnxruntime {ort.__version__}")
 
 
+def aoti_toolkit(find=None) -> Probe:
+    """Whether export-aoti can compile on CUDA here: the CUDA toolkit its C++ wrapper compiles against (gpu.cuda_toolkit).
+    Without one an expected skip naming it: the study's export-aoti rows are then skipped rows that say so."""
+    home, line = cuda_toolkit(find)
+    if home is None:
+        return Probe("export-aoti (CUDA toolkit)", "skip", f"{line}; its rows are skipped", expected=True,
+                     on_device=False)
+    return Probe("export-aoti (CUDA toolkit)", "ok", line, "n/a (a compile-time toolkit)", on_device=False)
+
+
 def probes(tf32: bool) -> list[Probe]:
     """Every path's probe, in order; one that raises is that path's failure, never a crash."""
     out = []
@@ -174,7 +236,8 @@ def probes(tf32: bool) -> list[Probe]:
                       ("TensorFlow + XLA", tensorflow_xla), ("JAX", jax_probe),
                       ("ONNX Runtime CUDA", lambda: ort_session("CUDAExecutionProvider",
                                                                 ort_cuda_options(policy(tf32, "cuda")))),
-                      ("ONNX Runtime TensorRT", lambda: ort_session("TensorrtExecutionProvider"))):
+                      ("ONNX Runtime TensorRT", lambda: ort_session("TensorrtExecutionProvider")),
+                      ("export-aoti (CUDA toolkit)", aoti_toolkit)):
         try:
             out.append(run())
         except Exception as exc:  # noqa: BLE001 - the table says what failed
@@ -208,7 +271,7 @@ def verdict(found: list[Probe], tf32: bool, libraries: dict[str, set[str]] | Non
             problems.append(f"{p.path}: {p.detail}")
         elif p.status == "skip" and not p.expected:
             problems.append(f"{p.path}: skipped: {p.detail}")
-        elif p.status == "ok" and not p.on_gpu:
+        elif p.status == "ok" and p.on_device and not p.on_gpu:
             problems.append(f"{p.path}: its output lies on {p.device or 'an unknown device'}, not the GPU")
         if p.status == "ok" and p.tf32_error is not None and not tf32 and p.tf32_error > TF32_LEVEL:
             problems.append(f"{p.path}: fp32 matmul error {p.tf32_error:.2g} against fp64 is TF32's, and the "

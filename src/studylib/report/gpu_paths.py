@@ -24,8 +24,8 @@ class Branch:
 
 
 BRANCHES = [
-    Branch("CUDA sync in the timed region", "torch.cuda.synchronize, TensorFlow sync_devices and ONNX Runtime "
-           "IO-binding synchronisation inside every timed call", lambda r: True),
+    Branch("CUDA sync in the timed region", "one device synchronize (torch.cuda.synchronize) for torch, TensorFlow and "
+           "ONNX Runtime, JAX's block_until_ready, inside every timed call", lambda r: True),
     Branch("CUDA allocator peak", "peak memory from torch's CUDA allocator per configuration", lambda r: True),
     Branch("fp16 on CUDA", "half-precision modules, inputs and ONNX graphs", lambda r: r["dtype"] == "fp16"),
     Branch("bf16 on CUDA", "bfloat16 modules and inputs", lambda r: r["dtype"] == "bf16"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,66 @@ class PrepareStep:
     key: str = ""
     nodes: int | None = None
     bytes: int | None = None
+
+
+SYNC_REMOVED_VAR = "STUDYLIB_SYNC_REMOVED"  # "1": a test hook (make gpu-proof) that takes every runtime's wait away
+
+
+@contextlib.contextmanager
+def sync_removed():
+    """A test hook: runtimes prepared inside it time their calls without waiting for the device (device_sync gives
+    None, Keras' direct calls skip their wait), so make gpu-proof shows, runtime by runtime, that a timed call with
+    its wait measures much more than without (a missing wait would go unseen otherwise). Never used to measure."""
+    before = os.environ.get(SYNC_REMOVED_VAR)
+    os.environ[SYNC_REMOVED_VAR] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SYNC_REMOVED_VAR, None)
+        else:
+            os.environ[SYNC_REMOVED_VAR] = before
+
+
+def sync_is_removed() -> bool:
+    return os.environ.get(SYNC_REMOVED_VAR) == "1"
+
+
+def output_device(output: Any) -> str:
+    """Where a runtime's output lies, as its framework reports it (the first of a tuple or list): a torch tensor's
+    device, an OrtValue's device_name, a JAX array's devices, a TensorFlow tensor's device; "host" for numpy and
+    other host values."""
+    if isinstance(output, (list, tuple)) and output:
+        return output_device(output[0])
+    if hasattr(output, "is_cuda") and hasattr(output, "device"):  # torch
+        return str(output.device)
+    if callable(getattr(output, "device_name", None)):  # onnxruntime.OrtValue
+        return str(output.device_name())
+    if callable(getattr(output, "devices", None)):  # jax.Array
+        return ", ".join(sorted(str(d) for d in output.devices()))
+    if isinstance(getattr(output, "device", None), str):  # tensorflow
+        return output.device or "host"
+    return "host"
+
+
+def on_gpu(device: str) -> bool:
+    """Whether a device name (output_device) is a GPU's."""
+    name = device.lower()
+    return "cuda" in name or "gpu" in name
+
+
+def device_sync(device: str) -> Callable[[], Any] | None:
+    """What waits for the device inside the timed region, one call for every framework: on CUDA, one device
+    synchronize (torch.cuda.synchronize, cudaDeviceSynchronize), which waits for every stream of the CUDA context
+    torch, TensorFlow, ONNX Runtime's CUDA provider and TensorRT share in one process (each uses the device's primary
+    context), so no framework's own, costlier wait (TensorFlow's sync_devices) times differently; None on a CPU,
+    where these calls return when done. JAX is the exception: its dispatch is asynchronous on the host too, so its
+    rows wait with block_until_ready on the output (keras.py). Inside `sync_removed` (a test hook), None."""
+    if device == "cuda" and not sync_is_removed():
+        import torch
+
+        return torch.cuda.synchronize
+    return None
 
 
 def synced(call: Callable[[], Any], sync: Callable[[], Any] | None) -> Callable[[], Any]:

@@ -16,7 +16,9 @@ configuration is reused. Inductor's one-time process start-up (imports, worker p
 torch.compile's, paid once per process, untimed (`warm_up`). The export is static: the package runs the example
 inputs' shapes, as each configuration of studies 01 and 02 calls it (a pass over other shapes would need
 `dynamic_shapes`). Its family is "export", not "compile": dynamo's counters (graphs, breaks) say nothing about it
-(torch.export either gives one graph or fails).
+(torch.export either gives one graph or fails). On CUDA its C++ wrapper compiles against a CUDA toolkit's headers:
+where there is none (a driver-only machine, a container with pip's CUDA libraries only) its rows are skipped rows
+naming it (gpu.cuda_toolkit; `make gpu-check` says so before a run).
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..machine import gpu
 from ..workloads.models import quiet_loggers
-from .base import Prepared, PrepareStep, RuntimeUnavailable
-from .pytorch import TorchCompiled, _fresh_inductor_cache, _Torch, torch_sync
+from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
+from .pytorch import TorchCompiled, _fresh_inductor_cache, _Torch
 
 STEPS = ("torch.export", "aoti_compile_and_package", "load")
 # notices of the export and the compile (pytree deprecations, torchvision ops skipped, Inductor's tuning hints): not
@@ -60,9 +63,10 @@ def package_dir() -> Path:
     return _packages
 
 
-def toolchain() -> tuple[Callable, Callable, Callable]:
+def toolchain(device: str = "cpu") -> tuple[Callable, Callable, Callable]:
     """(torch.export.export, aoti_compile_and_package, aoti_load_package), or RuntimeUnavailable saying what this torch
-    lacks, or that AOTInductor finds no C++ compiler (it compiles the wrapper, and a CPU's kernels, in C++)."""
+    lacks, that AOTInductor finds no C++ compiler (it compiles the wrapper, and a CPU's kernels, in C++), or, on CUDA,
+    no CUDA toolkit (gpu.cuda_toolkit)."""
     import torch._inductor  # binds torch too
 
     export = getattr(getattr(torch, "export", None), "export", None)
@@ -83,6 +87,10 @@ def toolchain() -> tuple[Callable, Callable, Callable]:
         searched = ", ".join(str(c) for c in cxx if c) or "none"
         raise RuntimeUnavailable(f"AOTInductor compiles C++ and finds no C++ compiler here (searched: {searched}; "
                                  f"set CXX or install g++): {type(exc).__name__}") from None
+    if device == "cuda":
+        home, why = gpu.cuda_toolkit()
+        if home is None:
+            raise RuntimeUnavailable(why)
     return export, aoti_compile_and_package, aoti_load_package
 
 
@@ -131,7 +139,7 @@ class ExportAOTI(_Torch):
     def prepare(self, workload) -> Prepared:
         import torch
 
-        export, compile_package, load_package = toolchain()
+        export, compile_package, load_package = toolchain(workload.device)
         module, inputs = workload.module, workload.inputs
         path = package_dir() / f"{next(_numbers)}-{workload.model_name}.pt2"
         # exported and compiled as a deployment does it: outside the inference mode the timing holds, gradients off
@@ -148,7 +156,7 @@ class ExportAOTI(_Torch):
                  PrepareStep("load", load_s, False)]
         notes = (f"torch.export {export_s:.2f} s ({nodes} graph nodes); AOTInductor compile {compile_s:.1f} s "
                  f"(package {size / 1e6:.3g} MB); load {load_s:.2f} s; static shapes, cold Inductor cache")
-        return Prepared(loaded, inputs, torch_sync(workload.device), notes, steps=steps)
+        return Prepared(loaded, inputs, device_sync(workload.device), notes, steps=steps)
 
     @staticmethod
     def to_numpy(output):

@@ -15,8 +15,8 @@ near ties, so tokens would diverge on noise); it leaves the runner ready for its
 
 from __future__ import annotations
 
-from .base import Prepared, PrepareStep, RuntimeUnavailable
-from .pytorch import TorchCompiled, _Torch, torch_sync
+from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
+from .pytorch import TorchCompiled, _Torch
 
 PARITY_STEPS = 4  # forced tokens parity feeds after the prefix, one a step (each through the variant's cache path)
 
@@ -125,7 +125,7 @@ class StaticCacheRuntime(_Torch):
     def prepare(self, workload) -> Prepared:
         check(workload)
         runner = TorchRunner(workload, static=True)
-        return Prepared(runner, (), torch_sync(workload.device), steps=runner.steps)
+        return Prepared(runner, (), device_sync(workload.device), steps=runner.steps)
 
 
 class StaticCacheCompiled(TorchCompiled):
@@ -145,4 +145,4 @@ class StaticCacheCompiled(TorchCompiled):
         runner = TorchRunner(workload, static=True, compiled=True)
         notes = ("forward compiled by the study (torch.compile, default mode): transformers' generate compiles a static "
                  "cache's forward by itself only on CUDA")
-        return Prepared(runner, (), torch_sync(workload.device), notes, steps=runner.steps)
+        return Prepared(runner, (), device_sync(workload.device), notes, steps=runner.steps)

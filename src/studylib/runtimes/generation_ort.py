@@ -6,9 +6,11 @@ one name means one runtime across the studies.
 
 The export does not depend on the shape (its batch, sequence and past axes are dynamic), so it is made once per model,
 dtype and weights and kept under `<cache_dir>/onnx/generation/<key>/` with the seconds each step took when it was made
-(save, export, quantize); a later configuration loads it and records those steps as cached. Building the session is
-timed in every preparation. The runner's phases are runtimes/generation.py's: the decode step feeds the same past each
-call (ONNX Runtime returns new present tensors and leaves the past it was given as it was).
+(save, export, last-position logits, quantize); a later configuration loads it and records those steps as cached. Its
+graph computes logits at the last position only, as eager's forward does (`keep_last_logits`), so both prefills do the
+same work. Building the session is timed in every preparation. The runner's phases are runtimes/generation.py's: the
+decode step feeds the same past each call (ONNX Runtime returns new present tensors and leaves the past it was given
+as it was).
 """
 
 from __future__ import annotations
@@ -21,10 +23,9 @@ import time
 import warnings
 from pathlib import Path
 
-from .base import Prepared, PrepareStep, RuntimeUnavailable
+from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
 from .generation import PARITY_STEPS
 from .onnxrt import _hash, cache_root, weights_fingerprint
-from .pytorch import torch_sync
 
 QUANTIZED = "model_int8.onnx"
 
@@ -45,7 +46,7 @@ def _key(w) -> str:
     import torch
     import transformers
 
-    return _hash({"model": w.model_name, "dtype": w.dtype, "weights": weights_fingerprint(w.lm),
+    return _hash({"model": w.model_name, "dtype": w.dtype, "weights": weights_fingerprint(w.lm), "logits": "last",
                   "versions": [torch.__version__, transformers.__version__, onnxruntime.__version__,
                                getattr(optimum, "__version__", "")]})
 
@@ -66,7 +67,45 @@ def _export(w, folder: Path) -> dict[str, float]:
             warnings.simplefilter("ignore")
             ort_model.from_pretrained(saved, export=True, use_cache=True).save_pretrained(folder)
         seconds["export"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    keep_last_logits(folder / "model.onnx")
+    seconds["last-position logits"] = time.perf_counter() - t0
     return seconds
+
+
+LOGITS = "logits"  # optimum's name for the graph's logits output
+
+
+def keep_last_logits(path: Path) -> None:
+    """Rewrite the exported graph at `path` to compute logits at the last position only, as eager's forward does
+    (transformers' logits_to_keep=1, generation.py): optimum's graph multiplies every prompt position's hidden
+    state by the vocabulary matrix (batch × prompt × vocabulary fp32 logits, which a 40 GB card may not hold at
+    the largest shapes, and prefill work eager does not do). A Slice of the last position goes in front of the
+    MatMul that produces `logits`, and the output's sequence axis becomes 1; a graph whose logits come from
+    another operation stops here (an error row naming it)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(path), load_external_data=False)
+    graph = model.graph
+    producer = next((n for n in graph.node if LOGITS in n.output), None)
+    if producer is None or producer.op_type != "MatMul":
+        raise RuntimeError(f"the exported graph's {LOGITS} come from {producer.op_type if producer else 'nothing'}, "
+                           f"not a MatMul: its last position cannot be kept alone")
+    import numpy as np
+
+    hidden, last = producer.input[0], f"{producer.input[0]}/last_position"
+    names = {k: f"studylib/last_position/{k}" for k in ("starts", "ends", "axes")}
+    graph.initializer.extend([numpy_helper.from_array(np.array([v], dtype=np.int64), names[k]) for k, v in
+                              (("starts", -1), ("ends", np.iinfo(np.int64).max), ("axes", 1))])
+    index = list(graph.node).index(producer)
+    graph.node.insert(index, helper.make_node("Slice", [hidden, names["starts"], names["ends"], names["axes"]], [last],
+                                              name="studylib/last_position"))
+    producer.input[0] = last
+    out = next(o for o in graph.output if o.name == LOGITS)
+    out.type.tensor_type.shape.dim[1].Clear()
+    out.type.tensor_type.shape.dim[1].dim_value = 1
+    onnx.save(model, str(path))  # weights stay in their external files, next to it, unchanged
 
 
 def _quantize(folder: Path) -> float:
@@ -207,8 +246,8 @@ def prepare_generation(runtime, workload) -> Prepared:
                                           session_options=options, use_cache=True)
     steps.append(PrepareStep("session", time.perf_counter() - t0, False))
     notes = (f"optimum ORTModelForCausalLM ({provider}, intra_op_threads={options.intra_op_num_threads}); its graph "
-             f"computes logits at every prompt position")
+             f"computes logits at the last position only, as eager's (keep_last_logits)")
     if int8:
         notes += "; weights int8 (quantize_dynamic, QInt8, per tensor)"
     # on a GPU the outputs are torch tensors on the device (optimum's IO binding): wait for them inside the timed call
-    return Prepared(OrtRunner(workload, model), (), torch_sync(workload.device), notes, steps=steps)
+    return Prepared(OrtRunner(workload, model), (), device_sync(workload.device), notes, steps=steps)

@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from .base import Prepared, Runtime, RuntimeUnavailable
+from .base import Prepared, Runtime, RuntimeUnavailable, device_sync, sync_is_removed
 from .keras_process import check_backend, keras_module, to_numpy
 
 BACKENDS = ("torch", "tensorflow", "jax")  # Keras 3's, in the order study 05 runs their processes
@@ -80,22 +80,15 @@ class KerasRuntime(Runtime):
 
     def _direct(self, model, device: str):
         """model(x) that returns only once the device is done (the output stays on the device)."""
-        if self.backend == "jax":
+        if self.backend == "jax" and not sync_is_removed():
             def call(*xs):
                 return model(*xs, training=False).block_until_ready()
-        elif self.backend == "torch" and device == "cuda":
-            import torch
+        elif device == "cuda" and self.backend != "jax" and (sync := device_sync(device)) is not None:
+            # the torch and TensorFlow backends: the one device synchronize (base.device_sync)
 
             def call(*xs):
                 out = model(*xs, training=False)
-                torch.cuda.synchronize()
-                return out
-        elif self.backend == "tensorflow" and device == "cuda":
-            import tensorflow as tf
-
-            def call(*xs):
-                out = model(*xs, training=False)
-                tf.test.experimental.sync_devices()
+                sync()
                 return out
         else:  # eager PyTorch and TensorFlow on a CPU return when the work is done
             def call(*xs):

@@ -22,9 +22,13 @@ region (a plain `session.run` would time host<->device copies for ORT only; onnx
 fp16 follows ONNX Runtime's recommended path: export an fp32 copy of the (fp16) module, optimize it,
 then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int8 are not offered.
 `ort-tensorrt` runs the plain graph with the TensorrtExecutionProvider first (CUDA behind it for what
-TensorRT does not take), where the installed onnxruntime-gpu has it, with one optimization profile over the
+TensorRT does not take), where the installed onnxruntime-gpu has it and TensorRT's libraries of the major it links
+loaded (gpu.preload_tensorrt, before its first session), with one optimization profile over the
 grid's shapes and its engines beside the model file they are built from, one folder per shape,
-`<cache>/onnx/<key>/trt/b{B}s{S}` (ort_gpu.py, also the CUDA provider's options).
+`<cache>/onnx/<key>/trt/b{B}s{S}` (ort_gpu.py, also the CUDA provider's options). Its engine build is a prepare step
+of its own ("tensorrt engine", ort_gpu.EngineBuild): made by the session, or by its first call where no optimization
+profile is given, or loaded from that folder, cached, with the seconds the build took, so the cold one-time cost
+counts it in every replicate.
 The session a runtime times, and ONNX Runtime's profiler on it, are ort_session.py's (OrtCall).
 The CUDA branches have not been run yet (no GPU while this was written); reports say so (gpu_paths).
 """
@@ -44,10 +48,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..machine import gpu
 from ..workloads.models import FAMILIES, spec
 from . import onnx_export
 from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable
-from .ort_gpu import cuda_provider_options, session_inputs, tensorrt_options
+from .ort_gpu import EngineBuild, cuda_provider_options, session_inputs, tensorrt_options
 from .ort_session import OUTPUT_NAME, OrtCall, profile_totals  # noqa: F401 - profile_totals re-exported (tests)
 
 OPSET = onnx_export.OPSET
@@ -239,6 +244,13 @@ class OnnxRuntime(Runtime):
                 raise RuntimeUnavailable(
                     f"onnxruntime {ort.__version__} has no TensorrtExecutionProvider (install onnxruntime-gpu and "
                     f"TensorRT); available: {', '.join(ort.get_available_providers())}")
+            major = gpu.tensorrt_major(ort.__version__)
+            if major is None:
+                raise RuntimeUnavailable(f"which TensorRT major onnxruntime {ort.__version__} links is not known here "
+                                         f"(gpu.ORT_TENSORRT_MAJOR)")
+            libraries = gpu.preload_tensorrt(major)  # before any session asks for the provider
+            if libraries.state != "loaded":
+                raise RuntimeUnavailable(f"ort-tensorrt: {libraries.detail}")
         if workload.device == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():
                 raise RuntimeUnavailable(
@@ -307,7 +319,10 @@ class OnnxRuntime(Runtime):
                 options.profile_file_prefix = profile_prefix
             return ort.InferenceSession(str(path), options, providers=providers)
 
+        build = EngineBuild(providers[0][1]["trt_engine_cache_path"]) if self.variant == "tensorrt" else None
+        t0 = time.perf_counter()
         session = make_session()
+        session_s = time.perf_counter() - t0
         first = providers[0] if isinstance(providers[0], str) else providers[0][0]
         if session.get_providers()[0] != first:
             raise RuntimeUnavailable(f"ONNX Runtime could not start {first} (providers: {session.get_providers()})")
@@ -316,6 +331,12 @@ class OnnxRuntime(Runtime):
         wanted = {i.name for i in session.get_inputs()}
         keep = [i for i, n in enumerate(_input_names(workload)) if n in wanted]
         call = OrtCall(session, [_input_names(workload)[i] for i in keep], workload.device, make_session)
+        if build is not None:  # the engine build, a step of its own: loaded from its cache or made by this session
+            step = build.after_session(session_s)
+            if step is not None:
+                steps.append(step)
+            else:  # no optimization profile: TensorRT builds the engine in the first call, which the hook times
+                call.on_first_call = lambda seconds: steps.extend(s for s in [build.after_first_call(seconds)] if s)
 
         def adapt(torch_inputs: tuple) -> tuple:
             arrays = [torch_inputs[i].detach().cpu().numpy() for i in keep]

@@ -1,13 +1,20 @@
-"""ONNX Runtime's GPU providers: the CUDA provider's options and TensorRT's caches and optimization profile.
+"""ONNX Runtime's GPU providers: the CUDA provider's options and TensorRT's caches, optimization profile and engine
+build as a prepare step (EngineBuild).
 
 Nothing here has run on a GPU yet (no GPU while this was written); tests check the options built (test_gpu.py).
 """
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 from ..machine.gpu import current_precision, ort_cuda_options
+from .base import PrepareStep
+
+ENGINE_STEP = "tensorrt engine"
+ENGINE_RECORD = "build.json"  # beside the engines: the seconds their build took, written when they were built
 
 
 def cuda_provider_options() -> dict[str, str]:
@@ -56,3 +63,40 @@ def tensorrt_options(workload, model_dir: Path | str, inputs: list[tuple[str, in
         options |= {"trt_profile_min_shapes": shape(1, 1), "trt_profile_opt_shapes": shape(batch, seq),
                     "trt_profile_max_shapes": shape(batch, seq)}
     return options
+
+
+def engine_files(engines: Path) -> list[Path]:
+    return sorted(Path(engines).glob("*.engine"))
+
+
+class EngineBuild:
+    """TensorRT's engine build as a cache-aware prepare step (`ENGINE_STEP`), so the cold one-time cost counts it
+    wherever the engine came from (Measurement.one_time_s reads cold_prepare_s, which adds the cached steps' seconds):
+    made before the session when its folder holds engines and their record (`ENGINE_RECORD`): a cached step with the
+    seconds the build took then; otherwise built by this session, when it is made (an optimization profile is given,
+    text models) or in its first call (no profile): a step made now, its seconds recorded for a later process."""
+
+    def __init__(self, engines: Path | str):
+        self.engines = Path(engines)
+        record = self.engines / ENGINE_RECORD
+        self.cached = bool(engine_files(self.engines)) and record.is_file()
+        self.made_s = float(json.loads(record.read_text())["seconds"]) if self.cached else None
+
+    def _size(self) -> int:
+        return sum(f.stat().st_size for f in engine_files(self.engines))
+
+    def _made(self, seconds: float, where: str) -> PrepareStep:
+        (self.engines / ENGINE_RECORD).write_text(json.dumps({"seconds": seconds, "built_in": where,
+                                                              "made_at": time.time()}))
+        return PrepareStep(ENGINE_STEP, seconds, False, self.engines.name, bytes=self._size())
+
+    def after_session(self, session_s: float) -> PrepareStep | None:
+        """The step once the session is made (`session_s`: making it took): cached, built now, or None when no
+        engine is there yet (the first call builds it: `after_first_call`)."""
+        if self.cached:
+            return PrepareStep(ENGINE_STEP, self.made_s, True, self.engines.name, bytes=self._size())
+        return self._made(session_s, "session") if engine_files(self.engines) else None
+
+    def after_first_call(self, seconds: float) -> PrepareStep | None:
+        """The step when the first call built the engine (`seconds`: that call), or None where it wrote none."""
+        return self._made(seconds, "first call") if engine_files(self.engines) else None

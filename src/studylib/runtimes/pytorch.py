@@ -11,16 +11,7 @@ import warnings
 from ..machine.gpu import CUDNN_BENCHMARK_VAR
 from ..workloads.models import TORCHAO_NOTICES, quiet_loggers
 from . import compile_cache
-from .base import Prepared, Runtime, RuntimeUnavailable
-
-
-def torch_sync(device: str):
-    """What waits for the device inside the timed region: CUDA synchronize on GPU, nothing on CPU."""
-    if device == "cuda":
-        import torch
-
-        return torch.cuda.synchronize
-    return None
+from .base import Prepared, Runtime, RuntimeUnavailable, device_sync
 
 
 class _Torch(Runtime):
@@ -38,7 +29,7 @@ class TorchEager(_Torch):
     name = "eager"
 
     def prepare(self, workload) -> Prepared:
-        return Prepared(workload.module, workload.inputs, torch_sync(workload.device))
+        return Prepared(workload.module, workload.inputs, device_sync(workload.device))
 
 
 def reset_compiled() -> None:
@@ -120,7 +111,7 @@ class TorchCompiled(_Torch):
         notes = ""
         if self.mode == "reduce-overhead" and workload.device != "cuda":
             notes = "CUDA graphs need a GPU: on CPU this mode compiles like default"
-        return Prepared(compiled, workload.inputs, torch_sync(workload.device), notes)
+        return Prepared(compiled, workload.inputs, device_sync(workload.device), notes)
 
 
 class TorchScript(_Torch):
@@ -143,7 +134,7 @@ class TorchScript(_Torch):
             traced = torch.jit.trace(workload.module, workload.inputs, check_trace=False)
         # optimize_for_inference freezes too (and folds conv-bn, pre-packs weights for oneDNN where it can).
         scripted = torch.jit.optimize_for_inference(traced) if self.optimize else torch.jit.freeze(traced)
-        return Prepared(scripted, workload.inputs, torch_sync(workload.device))
+        return Prepared(scripted, workload.inputs, device_sync(workload.device))
 
 
 class TorchDynamicInt8(_Torch):
@@ -261,7 +252,7 @@ class TorchEagerChannelsLast(_Torch):
 
     def prepare(self, workload) -> Prepared:
         module, inputs, adapt = _channels_last(workload)
-        return Prepared(module, inputs, torch_sync(workload.device), adapt=adapt)
+        return Prepared(module, inputs, device_sync(workload.device), adapt=adapt)
 
 
 class TorchCompiledChannelsLast(TorchCompiled):
@@ -300,5 +291,5 @@ class TorchEagerCudnnBenchmark(_Torch):
         if not torch.backends.cudnn.benchmark:
             raise RuntimeUnavailable("cudnn.benchmark must be on from the process's start: this process was not "
                                      "started for it (a replicate process of its own sets it; in-process runs do not)")
-        return Prepared(workload.module, workload.inputs, torch_sync(workload.device),
+        return Prepared(workload.module, workload.inputs, device_sync(workload.device),
                         notes="own process with cudnn.benchmark on from its first convolution; unpaired with eager")

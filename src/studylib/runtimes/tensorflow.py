@@ -11,16 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Prepared, Runtime, RuntimeUnavailable
-
-
-def tf_sync(device: str):
-    """On GPU, wait for every queued TF op (no copy of the output to the host); on CPU, TF eager is synchronous."""
-    if device == "cuda":
-        import tensorflow as tf
-
-        return tf.test.experimental.sync_devices
-    return None
+from .base import Prepared, Runtime, RuntimeUnavailable, device_sync
 
 
 class _TF(Runtime):
@@ -47,7 +38,7 @@ class TFEager(_TF):
 
     def prepare(self, workload) -> Prepared:
         self._check(workload)
-        return Prepared(workload.module, workload.inputs, tf_sync(workload.device))
+        return Prepared(workload.module, workload.inputs, device_sync(workload.device))
 
 
 class TFFunction(_TF):
@@ -62,4 +53,4 @@ class TFFunction(_TF):
 
         self._check(workload)
         fn = tf.function(workload.module, jit_compile=self.jit_compile)
-        return Prepared(fn, workload.inputs, tf_sync(workload.device), compilations=fn.experimental_get_tracing_count)
+        return Prepared(fn, workload.inputs, device_sync(workload.device), compilations=fn.experimental_get_tracing_count)
