@@ -49,16 +49,6 @@ def test_every_study_uses_the_layer_and_declares_its_comparisons_as_data():
         assert study.comparisons and all(isinstance(c, speedups.Comparison) for c in study.comparisons), name
 
 
-MAX_LINES = 400
-
-
-def test_no_module_is_over_400_lines():
-    """A module holds one thing; past MAX_LINES it holds several: split it by what it holds (issue 31)."""
-    lengths = {p.relative_to(SRC).as_posix(): len(p.read_text().splitlines()) for p in _modules()}
-    too_long = {name: n for name, n in lengths.items() if n > MAX_LINES}
-    assert not too_long, too_long
-
-
 def _import_graph() -> dict[str, set[str]]:
     """Module -> the studylib modules it imports, at the top or inside a function (a deferred import that works
     around a circle is still a circle)."""
