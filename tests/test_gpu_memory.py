@@ -54,3 +54,44 @@ def test_each_framework_counts_its_own_allocator(fake_gpu):
 ])
 def test_each_runtime_names_the_allocator_its_memory_lands_in(variant, allocator):
     assert sweep.allocator_of(runtimes.get(variant)) == allocator
+
+
+def test_weights_are_counted_once_per_tensor_in_every_framework():
+    from studylib.bench import memory
+
+    lin = torch.nn.Linear(256, 128)  # 256*128 + 128 fp32 numbers
+    assert memory.weights_mb(lin) == pytest.approx((256 * 128 + 128) * 4 / 2**20)
+    tied = torch.nn.Sequential(lin, torch.nn.Linear(128, 256))
+    tied[1].weight = torch.nn.Parameter(lin.weight.T)  # a new tensor: counted
+    assert memory.weights_mb(tied) > memory.weights_mb(lin)
+    var = types.SimpleNamespace
+    keras_like = var(weights=[var(shape=(1000, 8), dtype="float32"), var(shape=(8,), dtype=var(name="bfloat16"))])
+    assert memory.weights_mb(keras_like) == pytest.approx((1000 * 8 * 4 + 8 * 2) / 2**20)
+    assert memory.weights_mb(var(model=keras_like)) == memory.weights_mb(keras_like)  # a TF twin behind `model`
+    assert memory.weights_mb(lambda *x: x) is None
+
+
+def test_every_row_holds_the_weights_it_runs_on_once(monkeypatch, tmp_path):
+    """Eager runs on weights built before its window: they are added; torch-int8 and an A/A copy of a PyTorch module
+    make their own inside it: nothing is added (a fake window that always grew by 1 MiB)."""
+    import measuring
+    from studylib.bench import memory
+    from studylib.bench.builder import Workloads
+    from studylib.core.config import Config
+
+    class OneMiB(PeakMemory):
+        @property
+        def increase_mb(self):
+            return 1.0
+
+    monkeypatch.setattr(sweep, "PeakMemory", OneMiB)
+    configs = [Config("bert-tiny", v, "fp32", 1, "cpu", 1, seq_len=8) for v in ("eager", "torch-int8", "eager-aa")]
+    workloads = Workloads(0)
+    rows = sweep.measure_group(configs, measuring.plan(env={"fingerprint": "f", "git_commit": "c"}),
+                               workloads=workloads, group_key="g", group_id="i", replicate=0)
+    by = {r["variant"]: r for r in rows}
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    weights = memory.weights_mb(workloads.workload(configs[0]).module)
+    assert weights > 0.1  # bert-tiny's fp32 parameters (0.65 MiB)
+    assert by["eager"]["peak_mem_mb"] == pytest.approx(1.0 + weights)
+    assert by["torch-int8"]["peak_mem_mb"] == by["eager-aa"]["peak_mem_mb"] == 1.0

@@ -1,7 +1,10 @@
 """Memory a block adds at its peak: process RSS on CPU; on CUDA, the allocator of the framework that runs the block.
 
 `increase_mb` is the block's own: the peak while it ran minus what was in use when it started, so a
-configuration is not charged for the models and variants prepared before it in the same process. On a GPU each
+configuration is not charged for the models and variants prepared before it in the same process. A row's peak
+memory adds the weights it runs on where they were built before the block (`weights_mb`; sweep._prepare), so
+every framework's figure holds its weights: counted inside the block where a preparation copies them (an ONNX Runtime
+session, an AOTInductor package, an int8 model, an A/A copy of a PyTorch module), added where it runs on them in place. On a GPU each
 framework counts its own (`kind` says what): torch its caching allocator's peak of allocated bytes
 (`cuda_max_allocated`), TensorFlow its allocator's peak (`tf_peak_bytes`, get_memory_info, reset at the start),
 JAX and ONNX Runtime, whose peaks cannot be reset or read, the device memory in use after the block minus before
@@ -11,6 +14,7 @@ session or process ends; any other process on the GPU counts too).
 
 from __future__ import annotations
 
+import math
 import resource
 from pathlib import Path
 
@@ -47,6 +51,27 @@ def _device_used_mb() -> float:
 
     free, total = torch.cuda.mem_get_info(0)
     return (total - free) / 2**20
+
+
+# bytes per element of the dtypes a model's weights come in, by name (numpy has no bfloat16 of its own)
+_ITEM_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "uint8": 1, "int32": 4, "int64": 8}
+
+
+def weights_mb(model) -> float | None:
+    """A model's weights in MiB: a torch module's parameters and buffers, a TensorFlow or Keras model's variables (a
+    transformers TensorFlow twin's behind its `model`); None where there is no model to count."""
+    model = getattr(model, "model", model)
+    if hasattr(model, "parameters") and hasattr(model, "buffers"):
+        tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}  # tied weights once
+        return sum(t.numel() * t.element_size() for t in tensors.values()) / 2**20
+    variables = getattr(model, "weights", None)
+    if variables is None:
+        return None
+    total = 0
+    for v in variables:
+        name = str(getattr(v.dtype, "name", v.dtype)).split(".")[-1]
+        total += math.prod(int(d) for d in v.shape) * _ITEM_BYTES[name]
+    return total / 2**20
 
 
 class PeakMemory:

@@ -30,7 +30,7 @@ from ..runtimes.base import REFERENCE_PROCESS, synced
 from ..runtimes.pytorch import dynamo_counts, reset_compiled
 from ..stats.results import MEASURED_COLUMNS, RUN_COLUMNS
 from ..workloads import models
-from . import surprises, warm
+from . import memory, surprises, warm
 from .builder import Workloads
 from .memory import PeakMemory
 from .plan import Plan
@@ -159,10 +159,23 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
                           f"(the CUDA graph pool is recorded there)").strip("; ")
     cached_s = sum(s.seconds for s in prepared.steps if s.cached)  # made by an earlier process, paid there
     row.update(runtime_startup_s=startup_s, notes=prepared.notes, prepare_steps=[asdict(s) for s in prepared.steps],
-               cold_prepare_s=row["prepare_s"] + cached_s,
-               peak_mem_mb=mem.increase_mb, mem_kind=mem.kind)  # on a GPU, the runtime's own framework's memory
+               cold_prepare_s=row["prepare_s"] + cached_s, mem_kind=mem.kind,  # on a GPU, the runtime's own memory
+               peak_mem_mb=_with_weights(mem.increase_mb, runtime, w, row))
     _count_work(row, workloads, c)
     return _Prepared(c, runtime, w, prepared, call, row, artifacts)
+
+
+def _with_weights(increase_mb: float | None, runtime: runtimes.Runtime, w, row: dict) -> float | None:
+    """The configuration's peak memory with the weights it runs on, for every framework alike: counted in the window
+    where its preparation copies them (Runtime.copies_weights), added from the model where it runs on them in place
+    (they were built before the window); a model whose weights cannot be counted is a note."""
+    if increase_mb is None or runtime.copies_weights_of(w):
+        return increase_mb
+    weights = memory.weights_mb(getattr(w, "lm", None) or w.module)
+    if weights is None:
+        row["notes"] = f"{row['notes'] or ''}; peak memory without the model's weights (not countable)".strip("; ")
+        return increase_mb
+    return increase_mb + weights
 
 
 def allocator_of(runtime: runtimes.Runtime) -> str:

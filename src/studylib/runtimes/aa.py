@@ -57,6 +57,11 @@ class AACopy(Runtime):
     def uses_dynamo(self) -> bool:
         return self.original.uses_dynamo
 
+    def copies_weights_of(self, workload) -> bool:
+        """A PyTorch workload's module is deep-copied in `prepare` (see `prepare`): its weights are counted there."""
+        return (self.framework == "torch" and hasattr(workload.module, "parameters")) \
+            or self.original.copies_weights_of(workload)
+
     def process_env(self, device: str) -> dict[str, str]:
         return self.original.process_env(device)
 

@@ -139,6 +139,9 @@ class Runtime:
     framework: str = "torch"  # which model the workload hands it: "torch" or "tensorflow"
     precision: str | None = None  # "int8" for quantized runtimes: parity uses that tolerance, not the dtype's
     family: str = "eager"  # what kind: eager, compile, export, torchscript, int8, tensorflow, onnxruntime or keras
+    # whether its preparation makes its own copy of the model's weights (an ONNX Runtime session, an AOTInductor
+    # package, an int8 model): its peak memory counts them there; else the workload's are added (bench/memory.py)
+    copies_weights: bool = False
 
     @property
     def process(self) -> str:
@@ -157,6 +160,10 @@ class Runtime:
         cudnn.benchmark): a runtime that names any is measured in a process, and so a group, of its own, compared
         with its baseline unpaired (grouping.groups_to_measure, grouping.process_env). None by default."""
         return {}
+
+    def copies_weights_of(self, workload) -> bool:
+        """Whether preparing `workload` copies its weights (`copies_weights`; an A/A copy decides by the workload)."""
+        return self.copies_weights
 
     def memory_warmup_calls(self, device: str) -> int:
         """Calls after the first that its peak memory includes (CUDA graphs are recorded there); 0 by default."""

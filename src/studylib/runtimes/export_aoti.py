@@ -125,6 +125,7 @@ class ExportAOTI(_Torch):
 
     name = "export-aoti"
     family = "export"
+    copies_weights = True  # the package holds the weights as constants
 
     def warm_up(self) -> float:
         """Inductor's process start-up, shared with torch.compile (whichever runs first pays it, untimed)."""

@@ -222,6 +222,7 @@ class OnnxRuntime(Runtime):
 
     framework = "torch"
     family = "onnxruntime"
+    copies_weights = True  # the session holds its own initializers
     NAMES = {"plain": "ort", "optimized": "ort-optimized", "int8": "ort-int8", "tensorrt": "ort-tensorrt",
              "dynamo": "ort-dynamo"}
 

@@ -147,6 +147,7 @@ class TorchDynamicInt8(_Torch):
     name = "torch-int8"
     precision = "int8"
     family = "int8"
+    copies_weights = True  # the quantized copy of the module
 
     def prepare(self, workload) -> Prepared:
 
@@ -203,6 +204,7 @@ class TorchaoDynamicInt8(_Torch):
     name = "torchao-int8"
     precision = "int8"
     family = "int8"
+    copies_weights = True  # the quantized copy of the module
 
     def prepare(self, workload) -> Prepared:
         import torch
