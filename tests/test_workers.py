@@ -109,7 +109,12 @@ def test_workers_start_with_their_frameworks_defaults_and_a_users_wait_policy_is
     assert workers.worker_env("keras", base)["USE_TF"] == "0" and workers.worker_env("keras", base)["X"] == "1"
     assert "OMP_WAIT_POLICY" not in workers.worker_env("torch", base)
     assert workers.worker_env("torch", {"OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
+    # the shared workers (runtimes/shared.py): both frameworks in one process, one of them under PASSIVE
+    assert workers.worker_env("shared-passive", base)["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert "OMP_WAIT_POLICY" not in workers.worker_env("shared", base) and "USE_TF" not in workers.worker_env("shared", base)
+    assert workers.worker_env("shared-passive", {"OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
     plan = measuring.plan(env={}, frameworks=("torch", "tensorflow"))
+    assert workers.frameworks_of("shared-passive", plan, {}) == ("torch", "tensorflow")
     assert workers.frameworks_of("torch~aa", plan, {}) == ("torch",)
     assert workers.frameworks_of("tensorflow~aa", plan, {}) == ("torch", "tensorflow")
     assert workers.frameworks_of("keras", plan, {"KERAS_BACKEND": "jax"}) == ("torch",)

@@ -28,6 +28,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from .. import runtimes
+from ..core.config import SHARED_SETTINGS as SHARED
 from ..core.config import Config
 from ..machine import gpu
 from ..machine.threads import apply_threads, threads_in_force
@@ -44,21 +45,24 @@ class WorkerDied(RuntimeError):
 
 def frameworks_of(process: str, plan: Plan, env: dict[str, str]) -> tuple[str, ...]:
     """The frameworks whose thread pools (and precision policy) a worker sets: torch in every worker (it builds the
-    models: TensorFlow's twin and the ONNX export start from the PyTorch module), TensorFlow only in TensorFlow's and
-    in a Keras worker on the TensorFlow backend."""
+    models: TensorFlow's twin and the ONNX export start from the PyTorch module), TensorFlow only in TensorFlow's, in
+    the shared ones (runtimes/shared.py) and in a Keras worker on the TensorFlow backend."""
     base = process.split("~")[0]
     wanted = {"torch"}
-    if base == "tensorflow" or (base == "keras" and env.get("KERAS_BACKEND", "tensorflow") == "tensorflow"):
+    if base in ("tensorflow", *SHARED) or (base == "keras" and env.get("KERAS_BACKEND", "tensorflow") == "tensorflow"):
         wanted.add("tensorflow")
     return tuple(f for f in plan.frameworks if f in wanted) or ("torch",)
 
 
 def worker_env(process: str, base_env: dict[str, str]) -> dict[str, str]:
     """What a worker starts with: the replicate's environment (the precision variables, a Keras backend), transformers
-    kept from importing TensorFlow where the worker does not run it, and OMP_WAIT_POLICY only where the user set it."""
+    kept from importing TensorFlow where the worker does not run it, and OMP_WAIT_POLICY only where the user set it
+    (or in 'shared-passive', the worker that measures that setting)."""
     env = dict(base_env)
     base = process.split("~")[0]
-    if base == "tensorflow":
+    if base == "shared-passive":  # the setting that worker is for (runtimes/shared.py); a user's own policy is kept
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if base in ("tensorflow", *SHARED):
         for var in ("USE_TF", "USE_TORCH"):  # transformers enables TensorFlow only when neither is set
             env.pop(var, None)
     elif base != "keras":  # a Keras worker keeps its backend's (grouping.process_env)

@@ -34,6 +34,17 @@ def is_aa(variant) -> bool:
     return isinstance(variant, str) and variant.endswith(AA_SUFFIX) and len(variant) > len(AA_SUFFIX)
 
 
+# Two frameworks in one process (runtimes/shared.py): `<variant>-shared` is `<variant>` in a worker it shares with the
+# other framework's `-shared` variants, `<variant>-shared-passive` the same under OMP_WAIT_POLICY=PASSIVE. Like an A/A
+# copy it is never an option: it shows what that deployment costs the variant, declared against the variant itself.
+SHARED_SETTINGS = ("shared", "shared-passive")
+
+
+def is_shared(variant) -> bool:
+    """Whether `variant` names a variant measured in a process shared with another framework."""
+    return isinstance(variant, str) and any(variant.endswith(f"-{s}") for s in SHARED_SETTINGS)
+
+
 def original_of(variant: str) -> str:
     """The variant an A/A copy copies (`variant` itself where it is no copy)."""
     return variant[: -len(AA_SUFFIX)] if is_aa(variant) else variant

@@ -52,6 +52,10 @@ WORDS = {
                                                "every text padded to the maximum, or in the given order",
     "smoke, smoke-fast": "tiny profiles that check the pipeline in minutes; their numbers are not real models'",
     "(jax process)": "measured in the process of that Keras backend (backends run in processes of their own)",
+    "<variant>-shared": "the variant in one process with the other framework (eager PyTorch beside tf.function), "
+                        "where every other variant runs in a process of its own, as its users run it",
+    "<variant>-shared-passive": "the same, under OMP_WAIT_POLICY=PASSIVE (OpenMP threads sleep when idle), a setting "
+                                "often given a process that holds both frameworks",
 }
 
 

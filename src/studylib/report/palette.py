@@ -31,6 +31,9 @@ FAMILIES = (
     ("YlOrBr", ("keras-tensorflow", "keras-tensorflow-jit", "keras-tensorflow-call", "keras2-tensorflow")),
     ("BuPu", ("keras-jax", "keras-jax-jit", "keras-jax-call")),
     ("GnBu", ("static", "static-compile")),  # study 07's static KV cache, eager and compiled
+    # study 02's variants in a process shared with the other framework (runtimes/shared.py)
+    ("Greys", ("eager-shared", "eager-shared-passive")),
+    ("YlOrRd", ("tf-function-shared", "tf-function-shared-passive")),
 )
 # Study 04's batching strategies; 'unsorted' is its baseline.
 STRATEGIES = ("sorted", "bucketed", "pad-to-max")

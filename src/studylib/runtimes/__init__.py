@@ -6,6 +6,7 @@ Adding a runtime is one class in a family file plus one line in _ORIGINALS; REGI
 
 from __future__ import annotations
 
+from . import shared
 from .aa import AACopy
 from .base import Prepared, Runtime, RuntimeUnavailable
 from .export_aoti import ExportAOTI
@@ -52,6 +53,8 @@ _ORIGINALS: list[Runtime] = [
 ]
 # every runtime, and its A/A copy `<name>-aa` (runtimes/aa.py: the same runtime prepared again on its own copy)
 REGISTRY: dict[str, Runtime] = {r.name: r for o in _ORIGINALS for r in (o, AACopy(o))}
+# eager PyTorch and tf.function in a process they share, with and without OMP_WAIT_POLICY=PASSIVE (runtimes/shared.py)
+REGISTRY |= {r.name: r for name in ("eager", "tf-function") for r in shared.of(REGISTRY[name])}
 
 
 def family(name: str) -> str | None:
