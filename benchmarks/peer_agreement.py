@@ -791,14 +791,15 @@ def measure(selected: list[Runtime], args, log=print) -> dict[str, dict]:
             continue
         res = pooled([r["samples_s"] for r in ok]) | {"status": "ok"}
         res |= {k: ok[0].get(k) for k in ("method", "notes", "env", "calls_per_sample", "python")}
+        res["samples_s"] = [r["samples_s"] for r in ok]  # per process, seconds per call (per pass in study 03)
         res["first_call_s"] = [r["first_call_s"] for r in ok]
         res["prepare_s"] = [r["prepare_s"] for r in ok]
         if len(ok) < len(runs):
             res["error"] = f"{len(runs) - len(ok)} of {len(runs)} processes failed: {runs[0].get('error')}"
         if rt.export:
             res["export"] = {k: exports[rt.export].get(k) for k in ("seconds", "cached", "versions")}
-        if rt.measurement != first[rt.measurement].measurement or first[rt.measurement] is not rt:
-            res["shared_with"] = first[rt.measurement].key
+        if first[rt.measurement] is not rt:
+            res["shared_with"] = first[rt.measurement].key  # the same loop, measured once (05's eager is 01's)
         if rt.study == "03":
             res["pass_tokens"] = sum(map(len, ids))
         out[rt.key] = res

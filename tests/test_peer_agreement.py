@@ -189,20 +189,24 @@ def test_shares_no_code_with_the_harness():
     assert not re.search(r"OMP_WAIT_POLICY\"?\]?\s*=", text)  # never set (only removed from the children's env)
 
 
-def test_quick_smoke_of_one_runtime(results, tmp_path):
-    """Eager BERT-base at batch 1 × 8 alone in its own process, one second of timing, against the fake results."""
+def test_quick_smoke_of_one_runtime(tmp_path):
+    """Eager BERT-base at batch 1 × 8 alone in its own process, half a second of timing, against a fake harness row.
+    One thread: `make test`'s other worker has the other core."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
+    results = tmp_path / "results"
+    _write(results, "02_torchscript_vs_xla", [_row(model="bert-base", variant="eager", seq_len=8, threads=1,
+                                                   median_s=0.050)])
     out = tmp_path / "smoke.json"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--studies", "02", "--runtimes", "eager",
-                           "--seconds", "0.5", "--results", str(results), "--out", str(out), "--cache",
-                           str(tmp_path / "cache")], capture_output=True, text=True, env=env, timeout=240)
+                           "--threads", "1", "--seconds", "0.5", "--results", str(results), "--out", str(out),
+                           "--cache", str(tmp_path / "cache")], capture_output=True, text=True, env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
     assert len(rows) == 1 and rows[0]["status"] == "ok", rows
     s = rows[0]["standalone"]
     assert s["n"] >= 3 and s["median_s"] > 0 and s["env"]["OMP_WAIT_POLICY"] is None
-    assert s["env"]["OMP_NUM_THREADS"] == "2" and s["env"]["torch_intra_op"] == 2
+    assert s["env"]["OMP_NUM_THREADS"] == "1" and s["env"]["torch_intra_op"] == 1
     assert rows[0]["ratio"] == pytest.approx(0.050 / s["median_s"])
     assert "| 02 | bert-base fp32 b1×8 | eager |" in proc.stdout
