@@ -686,7 +686,9 @@ def time_child(spec: dict) -> dict:
             "notes": notes, "method": method,
             "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY",
                                                    "KERAS_BACKEND", "USE_TF", "USE_TORCH")} | threads_in_force,
-            "python": sys.version.split()[0], "pid": os.getpid()}
+            "python": sys.version.split()[0], "pid": os.getpid(),
+            # which frameworks this process holds (one alone, but where a wrapper needs another: optimum takes torch)
+            "frameworks_loaded": [m for m in ("torch", "tensorflow", "jax", "onnxruntime", "keras") if m in sys.modules]}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -790,7 +792,7 @@ def measure(selected: list[Runtime], args, log=print) -> dict[str, dict]:
             out[rt.key] = {"status": bad.get("status"), "error": bad.get("error"), "n": 0}
             continue
         res = pooled([r["samples_s"] for r in ok]) | {"status": "ok"}
-        res |= {k: ok[0].get(k) for k in ("method", "notes", "env", "calls_per_sample", "python")}
+        res |= {k: ok[0].get(k) for k in ("method", "notes", "env", "calls_per_sample", "python", "frameworks_loaded")}
         res["samples_s"] = [r["samples_s"] for r in ok]  # per process, seconds per call (per pass in study 03)
         res["first_call_s"] = [r["first_call_s"] for r in ok]
         res["prepare_s"] = [r["prepare_s"] for r in ok]

@@ -208,5 +208,6 @@ def test_quick_smoke_of_one_runtime(tmp_path):
     s = rows[0]["standalone"]
     assert s["n"] >= 3 and s["median_s"] > 0 and s["env"]["OMP_WAIT_POLICY"] is None
     assert s["env"]["OMP_NUM_THREADS"] == "1" and s["env"]["torch_intra_op"] == 1
+    assert "torch" in s["frameworks_loaded"] and "tensorflow" not in s["frameworks_loaded"]  # alone: USE_TF=0
     assert rows[0]["ratio"] == pytest.approx(0.050 / s["median_s"])
     assert "| 02 | bert-base fp32 b1×8 | eager |" in proc.stdout
