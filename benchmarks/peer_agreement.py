@@ -868,9 +868,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=None, help="timed seconds per runtime and process (default 10)")
     ap.add_argument("--processes", type=int, default=1, help="independent processes per runtime (default 1)")
     ap.add_argument("--quick", action="store_true", help="a smoke check: 1 s per runtime, one warm-up call")
-    ap.add_argument("--out", default="outputs/peer_agreement/peer_agreement.json",
-                    help="JSON (and a CSV beside it; default %(default)s)")
-    ap.add_argument("--cache", default="outputs/peer_agreement/cache", help="exports and study 03's token ids")
+    ap.add_argument("--out", help="JSON, and a CSV beside it (default outputs/peer_agreement/peer_agreement.json)")
+    ap.add_argument("--cache", help="exports and study 03's token ids (default outputs/peer_agreement/cache)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per timing process")
     ap.add_argument("--export-timeout", type=float, default=1200, help="seconds per export process")
     ap.add_argument("--list", action="store_true", help="print what each runtime's loop does and its harness rows")
@@ -900,9 +899,8 @@ def main(argv: list[str] | None = None) -> int:
     args.seconds = args.seconds if args.seconds is not None else (1.0 if args.quick else 10.0)
     args.warmup = 1 if args.quick else 3
     args.min_samples = 3 if args.quick else 10
-    for name in ("out", "cache"):
-        p = Path(getattr(args, name))
-        setattr(args, name, p if p.is_absolute() else ROOT / p)
+    args.out = Path(args.out).resolve() if args.out else ROOT / "outputs" / "peer_agreement" / "peer_agreement.json"
+    args.cache = Path(args.cache).resolve() if args.cache else ROOT / "outputs" / "peer_agreement" / "cache"
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     inherited = os.environ.get("OMP_WAIT_POLICY")
     print(f"peer agreement: {len(selected)} runtimes, {args.threads} threads, {args.seconds:g} s each, "
