@@ -4,10 +4,12 @@ tests/test_layers.py checks the layering by names (imports, sizes, formats); thi
 study, a small fake results table (stored and read back as a run stores it) gives a page: the decision table, the
 Answer, the findings (the verdict lines, then the study's own), "How sure are we", "Which batch size", the successor
 line under the Answer, the claims, the index's headline and "What to use", and the summary's headline. The same page
-is built again with the one place verdicts are decided (stats/verdicts.compute) doctored, so that one comparison's
-decision flips (faster ↔ slower) with every number left as it was. Every element that states that comparison's
-decision must change with it: one that does not decides for itself, and the test names it. Elements known to decide
-for themselves are marked xfail (strict), with where they do it.
+is built again from a doctored verdict table: the one the run decided (StudyRun._decide) with one comparison's
+decision flipped (faster ↔ slower) and every number left as it was, saved where the run saves it and handed to
+`analyse` as the run hands it; nothing else is patched, so an element that decided for itself (or computed the table
+again from the rows) would keep the real decision. Every element that states that comparison's decision must change
+with it: one that does not decides for itself, and the test names it. Elements known to decide for themselves are
+marked xfail (strict), with where they do it.
 """
 
 import dataclasses
@@ -177,15 +179,11 @@ class Page:
     options: set[str]  # the option names of the flipped comparison's rows (decision table columns)
 
 
-def _flipping(compute, label: str):
-    """verdicts.compute, with the decisions of `label`'s rows flipped (FLIP) and every number kept."""
-    def doctored(*args, **kwargs):
-        vt = compute(*args, **kwargs)
-        rows = tuple(dataclasses.replace(v, decision=FLIP[v.decision]) if v.comparison == label and v.decision in FLIP
-                     else v for v in vt.rows)
-        return dataclasses.replace(vt, rows=rows)
-
-    return doctored
+def _flipped(vt: verdicts.VerdictTable, label: str) -> verdicts.VerdictTable:
+    """`vt` with the decisions of `label`'s rows flipped (FLIP) and every number kept."""
+    rows = tuple(dataclasses.replace(v, decision=FLIP[v.decision]) if v.comparison == label and v.decision in FLIP
+                 else v for v in vt.rows)
+    return dataclasses.replace(vt, rows=rows)
 
 
 def _page(case: Case, rows: list[dict], outputs, flip: str | None) -> Page:
@@ -193,15 +191,15 @@ def _page(case: Case, rows: list[dict], outputs, flip: str | None) -> Page:
     nb, study_ = case.notebook, STUDIES[case.notebook]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("STUDYLIB_OUTPUTS", str(outputs))
-        if flip:
-            mp.setattr(verdicts, "compute", _flipping(verdicts.compute, flip))
         table = ResultsTable(paths.results_dir(PROFILE) / f"{nb}.jsonl")
         for row in rows:
             table.append(row)
         df = table.frame(with_samples=True)
         write_json_atomic(paths.results_dir(PROFILE) / "env.json", {})
         vt = study.StudyRun._decide(SimpleNamespace(notebook=nb, profile=PROFILE), df)  # as ctx.run: decided, saved
-        analysis = study_.analyse(df, PEAKS)
+        if flip:  # the saved table doctored: what the index and the summary read, and what analyse is handed
+            vt = verdicts.load(verdicts.save(_flipped(vt, flip), paths.results_dir(PROFILE)))
+        analysis = study_.analyse(df, PEAKS, vt=vt)
         dt = decisions.decision_table(vt)
         columns = [c for c in dt.columns if c != "workload" and not c.endswith("(baseline)")]
         use = summary.what_to_use(PROFILE)

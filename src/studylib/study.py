@@ -138,28 +138,25 @@ class StudyRun:
         return data, dataset.DatasetWorkloads(data, self.settings.seed, cache, bucket_batches=buckets)
 
     def _decide(self, df):
-        """The study's verdict table, computed once from this run's rows and saved beside the results
-        (results/<notebook>.verdicts.csv); every element of the page reads it back from there."""
+        """The study's verdict table, computed once from this run's rows (the one call of the decision rule outside
+        stats/), saved beside the results (results/<notebook>.verdicts.csv) and read back: `verdicts`, which
+        `analyse`, the Answer, the findings and "How sure are we" take; the index and the summary read the file."""
         path = verdicts.save(verdicts.for_study(self.notebook, df), paths.results_dir(self.profile))
         return verdicts.load(path)
-
-    def saved_verdicts(self):
-        """This run's verdict table as saved (`run` writes it); read again from the file, so an edited table shows."""
-        return verdicts.load(verdicts.path_for(paths.results_dir(self.profile), self.notebook))
 
     def answer(self, df, why: str = ""):
         """The page's opening (answer.top_html): the decision table, the Answer under it, `why` (a measured
         mechanism, one sentence), which batch size, and what this profile did not run."""
         from IPython.display import HTML
 
-        return HTML(answer.top_html(self.notebook, self.saved_verdicts(), df, environment.machine(self.env), why))
+        return HTML(answer.top_html(self.notebook, self.verdicts, df, environment.machine(self.env), why))
 
     def how_sure(self, df):
         """The page's "How sure are we" (answer.how_sure_html): the rule, the A/A controls, re-run intervals and
         every verdict."""
         from IPython.display import HTML
 
-        return HTML(answer.how_sure_html(self.saved_verdicts(), df))
+        return HTML(answer.how_sure_html(self.verdicts, df))
 
     def parameters_table(self):
         """What ran, once and readable: the profile, its overrides and every setting they resolve to, with its value."""
@@ -217,11 +214,11 @@ class StudyRun:
         return self.environment_table()
 
     def findings(self, analysis):
-        """The study's findings: first each comparison's verdicts as the saved verdict table has them
-        (decisions.verdict_lines), then the study's own, computed from the data."""
+        """The study's findings: first each comparison's verdicts as the run's verdict table has them
+        (prose.verdict_lines), then the study's own (`analysis`, which `analyse` built from the same table)."""
         from IPython.display import Markdown
 
-        lines = prose.verdict_lines(self.saved_verdicts()) + list(analysis.findings)
+        lines = prose.verdict_lines(self.verdicts) + list(analysis.findings)
         return Markdown("\n".join(f"- {line}" for line in lines))
 
     def surprises(self, df):

@@ -318,11 +318,10 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
 
 
 
-def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """Speed-ups over native eager per backend process, the fastest backend per shape, Keras 3 vs native and vs
     Keras 2, first-call costs, findings, seed claims; the roofline with `peaks` (the machine's limits)."""
     sp = speedups(df)
-    vt = verdicts.for_study(NOTEBOOK, df) if len(df) else None  # the decisions every table, line and claim reads
     tables = {"speedups": sp, "backends": backend_table(sp, df, vt), "native": native_table(sp),
               "keras 2": keras2_table(df), "first call": first_call_table(df)}
     band = speedups_layer.band(df)
