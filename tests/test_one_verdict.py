@@ -328,3 +328,56 @@ def test_the_fastest_backend_reads_the_tables_lead(tmp_path):
                                                 "decided"]
     assert doctored.elements["fastest backend"] == [real.elements["fastest backend"][0].replace("decided",
                                                                                               "not decided")]
+
+
+# --- by the import graph: who reaches the decision rule ----------------------------------------------------------------
+
+SRC = paths.ROOT / "src" / "studylib"
+# The rule (speedups.verdict, and the judging step that applies it over a page: speedups.judge) and what computes a
+# verdict table (verdicts.compute, verdicts.for_study). stats/ holds them; outside it, the table is computed once where
+# a run ends and the rule reached only through verdicts.unlisted (comparisons the table does not hold) and
+# verdicts.direction (compare's reproduction test).
+RULE = {("speedups", "verdict"), ("speedups", "judge"), ("speedups", "bh_adjust"), ("speedups", "p_beyond_band"),
+        ("verdicts", "compute"), ("verdicts", "for_study")}
+# where a run ends and its table is computed: a study run (StudyRun._decide), and quick.compare's (the Lab's own run)
+RUN_ENDS = {("study.py", "verdicts", "for_study"), ("quick.py", "verdicts", "compute")}
+
+
+def _reaching_the_rule(path) -> list[tuple[str, str, str, int]]:
+    """(module file, module alias's target, name, line) of every use of a RULE name in a module: an import of it from
+    its module, or an attribute of an alias bound to that module (`speedups_layer.verdict`)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    aliases, found = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = (node.module or "").split(".")[-1]
+            for a in node.names:
+                if (module, a.name) in RULE:
+                    found.append((path.name, module, a.name, node.lineno))
+                if module in ("stats", "") and a.name in ("speedups", "verdicts"):  # `from . import` inside stats/
+                    aliases[a.asname or a.name] = a.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            if (aliases[node.value.id], node.attr) in RULE:
+                found.append((path.name, aliases[node.value.id], node.attr, node.lineno))
+    return found
+
+
+def test_only_the_statistics_layer_and_the_run_s_end_reach_the_decision_rule():
+    uses = [u for p in sorted(SRC.rglob("*.py")) if "stats" not in p.relative_to(SRC).parts
+            for u in _reaching_the_rule(p)]
+    outside = [u for u in uses if u[:3] not in RUN_ENDS]
+    assert not outside, outside
+    assert sorted(u[:3] for u in uses) == sorted(RUN_ENDS)  # each run end computes its table once, in one place
+    assert _reaching_the_rule(SRC / "stats" / "verdicts.py")  # the scan sees a use where there is one
+
+
+def test_every_study_analysis_takes_the_run_s_verdict_table():
+    import inspect
+
+    for name, s in STUDIES.items():
+        parameter = inspect.signature(s.analyse).parameters.get("vt")
+        assert parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert parameter.default is inspect.Parameter.empty, name  # required: never computed in its place

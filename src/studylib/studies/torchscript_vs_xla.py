@@ -248,13 +248,13 @@ def op_findings(df: pd.DataFrame, band: float) -> list[str]:
     lines = []
     for (cand, base), g in sp[sp.speedup.notna()].groupby(["candidate", "baseline"], sort=False):
         per_op = [(m, _geo(ops, cand, base, lambda t, m=m: t.model == m)) for m in dict.fromkeys(g.model)]
-        classes = [speedups_layer.verdict(lo, hi, band) for lo, hi in zip(g.ci_low, g.ci_high)]
+        classes = [verdicts.unlisted(lo, hi, band) for lo, hi in zip(g.ci_low, g.ci_high)]  # not in the table
         sizes = sorted({(int(b), int(s)) for b, s in zip(g.batch_size, g.seq_len)}, key=lambda x: x[0] * x[1])
         lines.append(f"**Single operations, {cand} over {base}** (below 1: PyTorch slower): "
                      + "; ".join(f"{m} {_describe_geo(r)}" for m, r in per_op if r)
                      + f". Per size (batch × sequence {', '.join(f'{b}×{s}' for b, s in sizes)}, hidden 768): PyTorch "
                        f"faster in {classes.count('faster')}, slower in {classes.count('slower')}, within ±{band - 1:.0%} "
-                       f"in {classes.count('equal')}, unclear in {classes.count('unclear')} of {len(classes)}.")
+                       f"in {classes.count('equal')}, undecided in {classes.count('undecided')} of {len(classes)}.")
     failed = sp[sp.speedup.isna()]
     if len(failed):
         lines.append(f"Single operations: {len(failed)} pair(s) did not run — " + "; ".join(
