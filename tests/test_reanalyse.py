@@ -190,6 +190,13 @@ def test_a_reanalysing_study_run_reads_the_record_and_raises_where_it_would_meas
     configs = s01.configs(ctx.section, device=ctx.settings.device, threads=ctx.settings.threads)
     df = ctx.run(configs)
     assert len(df) == len(configs) and ctx.run_note.startswith("nothing measured")
+    assert "other measurement settings" not in ctx.run_note  # the reference's settings are the profile's today
+    table = root / "cpu" / "results" / f"{NB}.jsonl"
+    rows = [json.loads(line) for line in table.read_text().splitlines()]
+    rows[0]["settings_hash"] = "0123456789"
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ctx.run(configs)
+    assert "; 1 of them with other measurement settings than the profile's today" in ctx.run_note
     with pytest.raises(study.WouldMeasure, match="not in the results"):
         ctx.run([*configs, dataclasses.replace(configs[0], batch_size=999)])
     with pytest.raises(study.WouldMeasure):

@@ -83,6 +83,8 @@ class StudyRun:
                 raise WouldMeasure(f"{paths.display(self.table.path)}: {len(missing)} configuration(s) of the grid are "
                                    f"not in the results (first: {missing[0]}); a re-analysis measures nothing")
             new, groups = [], 0
+            # measured with other settings than the profile's today (its parameters table shows today's)
+            other = sum(latest[c.key].get("settings_hash") != self.plan.settings_hash(c) for c in configs)
         else:
             new, groups = self._measure(configs, workloads, group_by)
         df = self.table.frame(with_samples=True)
@@ -94,7 +96,9 @@ class StudyRun:
             commits = ", ".join(sorted({str(c) for c in df.git_commit.dropna() for c in str(c).split(",")}))
             self.run_note = (f"nothing measured: the {len(df)} configurations' rows as recorded (measured at commit "
                              f"{commits or 'unknown'}), analysed again at commit {environment.git_commit() or 'unknown'} "
-                             f"(`studylib reanalyse`)")
+                             f"(`studylib reanalyse`)" + (f"; {other} of them with other measurement settings than the "
+                                                          f"profile's today, which the parameters above show" if other
+                                                          else ""))
         else:
             self.run_note = (f"{len(new)} configurations measured in this run ({groups} groups, "
                              f"{self.plan.replicates} replicate process(es) each)"
