@@ -13,7 +13,7 @@ STAMP := $(VENV)/.studylib-installed
 GPU_STAMP := $(VENV)/.studylib-gpu
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup setup-gpu setup-tensorrt gpu-check gpu-proof browser report reference run render plan compare check-report lint test test-full lab clean distclean
+.PHONY: help setup setup-gpu setup-tensorrt gpu-check gpu-proof browser report reference reanalyse run render plan compare check-report lint test test-full lab clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -62,6 +62,9 @@ report: $(STAMP)  ## run every notebook of PROFILE (default cpu) and render HTML
 
 reference: $(STAMP)  ## from a clean commit: measure PROFILE (cpu: ~75 min on 2 cores) and publish it under reference/ (the committed report)
 	$(PY) -m studylib reference --profile $(PROFILE)
+
+reanalyse: $(STAMP)  ## analyse the results in REPORT (outputs, or REPORT=reference) again and rewrite its pages, summary and index; measures nothing
+	$(PY) -m studylib reanalyse $(REPORT)
 
 run: $(STAMP)  ## only execute the notebooks (no HTML)
 	$(PY) -m studylib run --profile $(PROFILE) $(if $(NOTEBOOK),--notebook $(NOTEBOOK)) $(if $(FORCE),--force)

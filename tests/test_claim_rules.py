@@ -12,7 +12,7 @@ import pytest
 
 from studylib.claims import claims
 from studylib.machine import gemm, limits
-from studylib.stats import numbers
+from studylib.stats import numbers, verdicts
 from studylib.studies import onnx_batching as s03
 
 rng = np.random.default_rng(43)
@@ -48,7 +48,8 @@ def _claim(cid, expect="higher", number=None, conditions=None, **extra):
 
 def _table(rows, *registry, peaks=None):
     tables = {"same batch": s03.speedups_same_batch(rows), "over batch 1": s03.speedups_over_batch1(rows)}
-    return claims.study_claims(s03.NOTEBOOK, rows, tables, claims=registry, peaks=peaks).set_index("id")
+    decided = verdicts.for_study(s03.NOTEBOOK, rows)
+    return claims.study_claims(s03.NOTEBOOK, rows, tables, claims=registry, peaks=peaks, vt=decided).set_index("id")
 
 
 # --- a. a caveat is shown, never a substitution ------------------------------------------------------------------
@@ -250,7 +251,6 @@ def test_a_claim_about_a_deprecated_path_says_where_its_successor_stands_at_the_
     """A claim judging the TorchScript-based ONNX export (`ort`) names where the dynamo exporter beats, matches or
     falls behind it — at the sizes the claim was judged on only (batch below 32, not 32); a claim naming no
     deprecated path says nothing of successors."""
-    from studylib.stats import verdicts
     from studylib.studies import STUDIES
 
     dynamo = [_row("ort-dynamo", 1, 2.0 / 1.5 / 1.25), _row("ort-dynamo", 8, 1.0 / 1.5), _row("ort-dynamo", 32, 0.6)]

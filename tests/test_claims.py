@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from studylib.claims import claims
+from studylib.stats import verdicts
 from studylib.studies import onnx_batching as s03
 
 rng = np.random.default_rng(3)
@@ -46,7 +47,7 @@ def _claim(cid, expect, number=None, device="cpu", batches=(1, 8), conditions=No
 def _table(rows, *registry):
     same, over1 = s03.speedups_same_batch(rows), s03.speedups_over_batch1(rows)
     return claims.study_claims(s03.NOTEBOOK, rows, {"same batch": same, "over batch 1": over1},
-                               claims=registry).set_index("id")
+                               claims=registry, vt=verdicts.for_study(s03.NOTEBOOK, rows)).set_index("id")
 
 
 # --- the registry ---------------------------------------------------------------------------------------------

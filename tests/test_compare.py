@@ -6,8 +6,9 @@ import math
 import pytest
 
 from studylib.__main__ import main
-from studylib.report.compare import CompareError, compare, verdict
+from studylib.report.compare import CompareError, compare
 from studylib.report.compare_text import format_comparison
+from studylib.stats.verdicts import direction as verdict
 
 NB = "01_eager_vs_compiled"
 ROUNDS = 12

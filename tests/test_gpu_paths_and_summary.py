@@ -9,7 +9,7 @@ import pytest
 from conftest import stored_row
 from studylib.machine.threads import tensorflow_start_up_log
 from studylib.report import gpu_paths, summary
-from studylib.stats import variance
+from studylib.stats import variance, verdicts
 from studylib.studies import eager_vs_compiled as s01
 
 
@@ -51,11 +51,21 @@ def _profile_rows(eager_s, compiled_s, rng):
     return pd.DataFrame(rows)
 
 
+def _saved(frames):
+    """summary.verdicts_of for profiles whose runs decided and saved the verdict tables of `frames`' rows."""
+    def verdicts_of(profile, notebook):
+        df = frames.get((profile, notebook))
+        return verdicts.for_study(notebook, df) if df is not None else verdicts.VerdictTable(notebook, ())
+
+    return verdicts_of
+
+
 def test_headline_speedups_per_profile(monkeypatch):
     rng = np.random.default_rng(0)
     frames = {("fast", s01.NOTEBOOK): _profile_rows(2.0, 1.0, rng),
               ("same", s01.NOTEBOOK): _profile_rows(1.0, 1.0, rng)}
     monkeypatch.setattr(summary, "results", lambda p, nb: frames.get((p, nb), pd.DataFrame()))
+    monkeypatch.setattr(summary, "verdicts_of", _saved(frames))
     t = summary.headline_speedups(["fast", "same"]).set_index(["comparison", "profile"])
     fast = t.loc[("torch.compile (default) over eager", "fast")]
     df = frames["fast", s01.NOTEBOOK]
@@ -124,6 +134,7 @@ def test_profiles_of_another_precision_policy_or_other_versions_are_not_read_ali
     frames = {(p, s01.NOTEBOOK): _profile_rows(2.0, 1.0, rng).assign(tf32=policy)
               for p, policy in (("gpu-a100", "off"), ("gpu-a100-tf32", "on"), ("gpu-h100", "off"))}
     monkeypatch.setattr(summary, "results", lambda p, nb: frames.get((p, nb), pd.DataFrame()))
+    monkeypatch.setattr(summary, "verdicts_of", _saved(frames))
     monkeypatch.setenv("STUDYLIB_OUTPUTS", str(tmp_path))
     for p, torch_version in (("gpu-a100", "2.10.0"), ("gpu-a100-tf32", "2.10.0"), ("gpu-h100", "2.13.0")):
         (tmp_path / p / "results").mkdir(parents=True)

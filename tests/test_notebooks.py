@@ -117,6 +117,7 @@ class _Kernel:
         self.calls, self.df = [], pd.DataFrame()
         loaded = profiles.load("smoke")
         self.section, self.settings, self.peaks = loaded.sections[name], loaded.settings_for(name), None
+        self.verdicts = "the run's verdict table"  # what `run` decided: the answer cell hands it to analyse
         monkeypatch.setattr(study, "start", self.start)
         monkeypatch.setattr(importlib.import_module(STUDIES[name].analyse.__module__), "analyse", self.analyse)
 
@@ -133,8 +134,8 @@ class _Kernel:
         self.calls.append("run")
         return self.df
 
-    def analyse(self, df, peaks=None):
-        assert df is self.df
+    def analyse(self, df, peaks=None, *, vt):
+        assert df is self.df and vt is self.verdicts
         self.calls.append("analyse")
         return SimpleNamespace(tables=defaultdict(pd.DataFrame), findings=[], claims=pd.DataFrame())
 

@@ -4,10 +4,12 @@ tests/test_layers.py checks the layering by names (imports, sizes, formats); thi
 study, a small fake results table (stored and read back as a run stores it) gives a page: the decision table, the
 Answer, the findings (the verdict lines, then the study's own), "How sure are we", "Which batch size", the successor
 line under the Answer, the claims, the index's headline and "What to use", and the summary's headline. The same page
-is built again with the one place verdicts are decided (stats/verdicts.compute) doctored, so that one comparison's
-decision flips (faster ↔ slower) with every number left as it was. Every element that states that comparison's
-decision must change with it: one that does not decides for itself, and the test names it. Elements known to decide
-for themselves are marked xfail (strict), with where they do it.
+is built again from a doctored verdict table: the one the run decided (StudyRun._decide) with one comparison's
+decision flipped (faster ↔ slower) and every number left as it was, saved where the run saves it and handed to
+`analyse` as the run hands it; nothing else is patched, so an element that decided for itself (or computed the table
+again from the rows) would keep the real decision. Every element that states that comparison's decision must change
+with it: one that does not decides for itself, and the test names it. Elements known to decide for themselves are
+marked xfail (strict), with where they do it.
 """
 
 import dataclasses
@@ -177,15 +179,11 @@ class Page:
     options: set[str]  # the option names of the flipped comparison's rows (decision table columns)
 
 
-def _flipping(compute, label: str):
-    """verdicts.compute, with the decisions of `label`'s rows flipped (FLIP) and every number kept."""
-    def doctored(*args, **kwargs):
-        vt = compute(*args, **kwargs)
-        rows = tuple(dataclasses.replace(v, decision=FLIP[v.decision]) if v.comparison == label and v.decision in FLIP
-                     else v for v in vt.rows)
-        return dataclasses.replace(vt, rows=rows)
-
-    return doctored
+def _flipped(vt: verdicts.VerdictTable, label: str) -> verdicts.VerdictTable:
+    """`vt` with the decisions of `label`'s rows flipped (FLIP) and every number kept."""
+    rows = tuple(dataclasses.replace(v, decision=FLIP[v.decision]) if v.comparison == label and v.decision in FLIP
+                 else v for v in vt.rows)
+    return dataclasses.replace(vt, rows=rows)
 
 
 def _page(case: Case, rows: list[dict], outputs, flip: str | None) -> Page:
@@ -193,15 +191,15 @@ def _page(case: Case, rows: list[dict], outputs, flip: str | None) -> Page:
     nb, study_ = case.notebook, STUDIES[case.notebook]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("STUDYLIB_OUTPUTS", str(outputs))
-        if flip:
-            mp.setattr(verdicts, "compute", _flipping(verdicts.compute, flip))
         table = ResultsTable(paths.results_dir(PROFILE) / f"{nb}.jsonl")
         for row in rows:
             table.append(row)
         df = table.frame(with_samples=True)
         write_json_atomic(paths.results_dir(PROFILE) / "env.json", {})
         vt = study.StudyRun._decide(SimpleNamespace(notebook=nb, profile=PROFILE), df)  # as ctx.run: decided, saved
-        analysis = study_.analyse(df, PEAKS)
+        if flip:  # the saved table doctored: what the index and the summary read, and what analyse is handed
+            vt = verdicts.load(verdicts.save(_flipped(vt, flip), paths.results_dir(PROFILE)))
+        analysis = study_.analyse(df, PEAKS, vt=vt)
         dt = decisions.decision_table(vt)
         columns = [c for c in dt.columns if c != "workload" and not c.endswith("(baseline)")]
         use = summary.what_to_use(PROFILE)
@@ -330,3 +328,56 @@ def test_the_fastest_backend_reads_the_tables_lead(tmp_path):
                                                 "decided"]
     assert doctored.elements["fastest backend"] == [real.elements["fastest backend"][0].replace("decided",
                                                                                               "not decided")]
+
+
+# --- by the import graph: who reaches the decision rule ----------------------------------------------------------------
+
+SRC = paths.ROOT / "src" / "studylib"
+# The rule (speedups.verdict, and the judging step that applies it over a page: speedups.judge) and what computes a
+# verdict table (verdicts.compute, verdicts.for_study). stats/ holds them; outside it, the table is computed once where
+# a run ends and the rule reached only through verdicts.unlisted (comparisons the table does not hold) and
+# verdicts.direction (compare's reproduction test).
+RULE = {("speedups", "verdict"), ("speedups", "judge"), ("speedups", "bh_adjust"), ("speedups", "p_beyond_band"),
+        ("verdicts", "compute"), ("verdicts", "for_study")}
+# where a run ends and its table is computed: a study run (StudyRun._decide), and quick.compare's (the Lab's own run)
+RUN_ENDS = {("study.py", "verdicts", "for_study"), ("quick.py", "verdicts", "compute")}
+
+
+def _reaching_the_rule(path) -> list[tuple[str, str, str, int]]:
+    """(module file, module alias's target, name, line) of every use of a RULE name in a module: an import of it from
+    its module, or an attribute of an alias bound to that module (`speedups_layer.verdict`)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    aliases, found = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = (node.module or "").split(".")[-1]
+            for a in node.names:
+                if (module, a.name) in RULE:
+                    found.append((path.name, module, a.name, node.lineno))
+                if module in ("stats", "") and a.name in ("speedups", "verdicts"):  # `from . import` inside stats/
+                    aliases[a.asname or a.name] = a.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            if (aliases[node.value.id], node.attr) in RULE:
+                found.append((path.name, aliases[node.value.id], node.attr, node.lineno))
+    return found
+
+
+def test_only_the_statistics_layer_and_the_run_s_end_reach_the_decision_rule():
+    uses = [u for p in sorted(SRC.rglob("*.py")) if "stats" not in p.relative_to(SRC).parts
+            for u in _reaching_the_rule(p)]
+    outside = [u for u in uses if u[:3] not in RUN_ENDS]
+    assert not outside, outside
+    assert sorted(u[:3] for u in uses) == sorted(RUN_ENDS)  # each run end computes its table once, in one place
+    assert _reaching_the_rule(SRC / "stats" / "verdicts.py")  # the scan sees a use where there is one
+
+
+def test_every_study_analysis_takes_the_run_s_verdict_table():
+    import inspect
+
+    for name, s in STUDIES.items():
+        parameter = inspect.signature(s.analyse).parameters.get("vt")
+        assert parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert parameter.default is inspect.Parameter.empty, name  # required: never computed in its place

@@ -46,7 +46,8 @@ def test_start_builds_one_frozen_plan_and_the_environment_holds_the_machine_only
     assert plan.expectations and plan.frameworks == ("torch",)
     assert "run_shift" not in plan.env and "peaks" not in plan.env
     saved = json.loads((paths.results_dir("cpu") / "env.json").read_text())
-    assert saved == plan.env | {"peaks": PEAKS}  # the record: the environment and the limits measured on it
+    # the record: the environment, the limits measured on it and the harness's overhead (what a re-analysis reads)
+    assert saved == plan.env | {"peaks": PEAKS, "overhead": dataclasses.asdict(ctx.overhead)}
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.seed = 1
     assert started("smoke").plan.run_shift is None  # smoke: unknown

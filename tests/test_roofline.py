@@ -238,13 +238,14 @@ def test_old_tables_without_work_columns_still_analyse(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     df = ResultsTable(path).frame(with_samples=True)
     for peaks in (None, PEAKS):
-        analysis = s01.analyse(df, peaks)
+        analysis = s01.analyse(df, peaks, vt=verdicts.for_study(s01.NOTEBOOK, df))
         rt = analysis.tables["roofline"]
         assert list(rt.regime) == [roofline.UNKNOWN] * 2 and rt.gflops.isna().all()
         assert any(line.startswith("**Roofline**") for line in analysis.findings)
         assert "graph breaks" in analysis.tables["compile"]
-    assert "none of the 2 measured configurations has a FLOP count" in " ".join(s01.analyse(df, PEAKS).findings)
-    assert "peaks unknown" in " ".join(s01.analyse(df).findings)
+    decided = verdicts.for_study(s01.NOTEBOOK, df)
+    assert "none of the 2 measured configurations has a FLOP count" in " ".join(s01.analyse(df, PEAKS, vt=decided).findings)
+    assert "peaks unknown" in " ".join(s01.analyse(df, vt=verdicts.for_study(s01.NOTEBOOK, df)).findings)
 
 
 def test_measured_rows_carry_their_work(tmp_path):

@@ -14,6 +14,7 @@ import torch
 from studylib import runtimes
 from studylib.bench import grouping, profiles, sweep
 from studylib.core.config import Config
+from studylib.stats import verdicts
 from studylib.studies import eager_vs_compiled as s01
 from studylib.studies import torchscript_vs_xla as s02
 from studylib.workloads import models
@@ -238,23 +239,24 @@ def test_layout_table_findings_and_claim(layout_rows):
     assert np.allclose(ok.speedup, 1.25, rtol=0.03)
     skipped = lay[lay.candidate == "eager-cudnn-benchmark"]
     assert len(skipped) == 2 and (skipped.status == "skipped").all() and "CUDA setting" in skipped.error.iloc[0]
-    sp = s01.speedups(layout_rows)
+    sp = s01.speedups(layout_rows, vt=verdicts.for_study(s01.NOTEBOOK, layout_rows))
     from studylib.report import prose
-    from studylib.stats import verdicts
 
     text = "\n".join(prose.verdict_lines(verdicts.for_study(s01.NOTEBOOK, layout_rows.assign(task="vision"))))
     assert "**channels_last (NHWC) over the default layout, eager**: faster at every workload (1.2" in text
     assert "**cudnn.benchmark (own process, unpaired) over eager**: not measured (skipped: " in text
     assert set(s01.compile_table(sp, layout_rows).variant) == {"compile-default", "compile-default-channels-last"}
-    cpu = s01.claims(layout_rows, sp).set_index("id").loc["001-nhwc-volta"]
+    cpu = s01.claims(layout_rows, sp, vt=verdicts.for_study(s01.NOTEBOOK, layout_rows)).set_index("id").loc["001-nhwc-volta"]
     assert cpu.judgement == "not comparable on this profile" and "(shown, not judged)" in cpu[
         "our measurement (95% CI)"]
     gpu_rows = layout_rows.assign(device="cuda")
-    gpu = s01.claims(gpu_rows, s01.speedups(gpu_rows)).set_index("id").loc["001-nhwc-volta"]
+    decided = verdicts.for_study(s01.NOTEBOOK, gpu_rows)
+    gpu = s01.claims(gpu_rows, s01.speedups(gpu_rows, vt=decided), vt=decided).set_index("id").loc["001-nhwc-volta"]
     assert gpu.judgement == "not answerable on this profile"  # Volta's NHWC gain is a tensor-core (fp16) claim
     assert gpu.verdict.endswith("precision: seed fp16, here fp32")
     half = layout_rows.assign(device="cuda", dtype="fp16")
-    gpu = s01.claims(half, s01.speedups(half)).set_index("id").loc["001-nhwc-volta"]
+    decided = verdicts.for_study(s01.NOTEBOOK, half)
+    gpu = s01.claims(half, s01.speedups(half, vt=decided), vt=decided).set_index("id").loc["001-nhwc-volta"]
     assert gpu.judgement == "agrees (direction)" and gpu.verdict.endswith("(the seed gives no number)")
     assert "caveat: workload: seed training benchmarks, here inference; layout: " in gpu["comparable?"]  # not a proxy
     assert "holds: precision fp16" in gpu["comparable?"] and "over 4" not in gpu.verdict
@@ -263,7 +265,8 @@ def test_layout_table_findings_and_claim(layout_rows):
 
 def test_layout_claim_is_not_answerable_without_channels_last(layout_rows):
     rows = layout_rows[~layout_rows.variant.str.contains("channels-last")].assign(device="cuda", dtype="fp16")
-    claim = s01.claims(rows, s01.speedups(rows)).set_index("id").loc["001-nhwc-volta"]
+    decided = verdicts.for_study(s01.NOTEBOOK, rows)
+    claim = s01.claims(rows, s01.speedups(rows, vt=decided), vt=decided).set_index("id").loc["001-nhwc-volta"]
     assert claim.judgement == "not answerable from these results" and "image models only" in claim.verdict
 
 
@@ -295,7 +298,6 @@ def test_micro_ops_stay_out_of_the_whole_model_analysis(op_rows):
     assert set(ops.model) == {"op-argmax", "op-gather"} and len(eager_fn) == 4
     assert np.allclose(eager_fn.speedup, 1 / 1.5, rtol=0.03)
     text = "\n".join(s02.findings(op_rows, sp))
-    from studylib.stats import verdicts
 
     tasks = op_rows.assign(task=["op" if m.startswith("op-") else "text" for m in op_rows.model])
     vt = verdicts.for_study(s02.NOTEBOOK, tasks)  # the verdict table judges whole models only
@@ -311,7 +313,7 @@ def test_micro_ops_stay_out_of_the_whole_model_analysis(op_rows):
 
 
 def test_the_unusual_ops_claim_is_judged_on_the_micro_ops_only(op_rows):
-    claims = s02.claims(op_rows, s02.speedups(op_rows)).set_index("id")
+    claims = s02.claims(op_rows, s02.speedups(op_rows), vt=verdicts.for_study(s02.NOTEBOOK, op_rows)).set_index("id")
     for op in ("argmax", "gather"):  # each operation judged on its own rows only
         ops = claims.loc[f"001-unusual-ops-{'argmax' if op == 'argmax' else 'slicing'}"]
         # 1.5×: at «慢得多»'s threshold; the caveat (one op's inference, not a training graph) is shown, not a proxy
@@ -328,7 +330,8 @@ def test_the_unusual_ops_claim_is_judged_on_the_micro_ops_only(op_rows):
 
 def test_without_micro_ops_the_claim_says_what_is_missing(op_rows):
     whole = op_rows[op_rows.model == "bert-tiny"]
-    ops = s02.claims(whole, s02.speedups(whole)).set_index("id").loc["001-unusual-ops-argmax"]
+    decided = verdicts.for_study(s02.NOTEBOOK, whole)
+    ops = s02.claims(whole, s02.speedups(whole), vt=decided).set_index("id").loc["001-unusual-ops-argmax"]
     assert ops.judgement == "not answerable on this profile" and "micro_ops" in ops["our measurement (95% CI)"]
     assert len(s02.op_table(whole)) == 0 and not any("Single operations" in x for x in s02.findings(whole,
                                                                                                   s02.speedups(whole)))

@@ -6,6 +6,7 @@ import pytest
 
 from studylib.core.config import Config
 from studylib.report import plots
+from studylib.stats import verdicts
 from studylib.studies import eager_vs_compiled as s01
 from studylib.studies.eager_vs_compiled import EagerVsCompiled
 
@@ -35,7 +36,7 @@ def df():
 
 
 def test_speedups_break_even_and_failed_rows_kept(df):
-    sp = s01.speedups(df)
+    sp = s01.speedups(df, vt=verdicts.for_study(s01.NOTEBOOK, df))
     d1 = sp[(sp.variant == "compile-default") & (sp.batch_size == 1)].iloc[0]
     assert d1.speedup == pytest.approx(2.0, rel=0.05) and d1.ci_low < d1.speedup < d1.ci_high
     assert d1.compile_s == pytest.approx(1.005 - df.median_s[1])  # the cold first call beyond a steady one
@@ -51,7 +52,7 @@ def test_speedups_break_even_and_failed_rows_kept(df):
 
 
 def test_findings_are_computed_from_the_data(df):
-    sp = s01.speedups(df)
+    sp = s01.speedups(df, vt=verdicts.for_study(s01.NOTEBOOK, df))
     text = "\n".join(s01.findings(df, sp))
     assert "Compiling cost 1.0–3.0 s per configuration" in text, text
     assert "faster in" not in text and "slower in" not in text  # decisions are the verdict table's (test_verdicts)
@@ -61,7 +62,7 @@ def test_findings_are_computed_from_the_data(df):
 
 def test_a_parity_mismatch_is_flagged_in_the_findings(df):
     df.loc[1, "parity_ok"] = False
-    text = "\n".join(s01.findings(df, s01.speedups(df)))
+    text = "\n".join(s01.findings(df, s01.speedups(df, vt=verdicts.for_study(s01.NOTEBOOK, df))))
     assert "1 configuration(s) exceed the tolerance" in text
 
 
@@ -73,8 +74,8 @@ def test_claims_have_computed_verdicts(df):
     """On a GPU profile seed 004's rows are judged: 2× faster at batch 1 and 8 is not 'equally fast', and a
     grid without a batch above 8 cannot say whether the gain grows."""
     df["device"] = "cuda"
-    sp = s01.speedups(df)
-    claims = s01.claims(df, sp)
+    sp = s01.speedups(df, vt=verdicts.for_study(s01.NOTEBOOK, df))
+    claims = s01.claims(df, sp, vt=verdicts.for_study(s01.NOTEBOOK, df))
     assert list(claims.columns) == s01.seedclaims.COLUMNS
     equal = _claim(claims, "004-eager-equals-compiled-small-batch")
     assert equal.judgement == "proxy: does not agree"  # resnet-tiny is not the seed's ResNet: a proxy verdict
@@ -86,7 +87,7 @@ def test_claims_have_computed_verdicts(df):
 
 
 def test_gpu_claims_are_not_judged_on_a_cpu_profile(df):
-    claims = s01.claims(df, s01.speedups(df))
+    claims = s01.claims(df, s01.speedups(df, vt=verdicts.for_study(s01.NOTEBOOK, df)), vt=verdicts.for_study(s01.NOTEBOOK, df))
     equal = _claim(claims, "004-eager-equals-compiled-small-batch")
     assert equal["comparable?"].startswith("not comparable") and equal.judgement == "not comparable on this profile"
     assert equal.verdict.startswith("not comparable on this profile (GPU claim); tested by gpu-3090ti")
@@ -97,7 +98,7 @@ def test_gpu_claims_are_not_judged_on_a_cpu_profile(df):
 
 def test_break_even_is_unset_when_the_gain_is_not_significant(df):
     df.at[1, "samples_s"] = list(df.samples_s[0])  # the compiled variant timed exactly like eager
-    sp = s01.speedups(df)
+    sp = s01.speedups(df, vt=verdicts.for_study(s01.NOTEBOOK, df))
     d1 = sp[(sp.variant == "compile-default") & (sp.batch_size == 1)].iloc[0]
     assert d1.ci_low <= 1 <= d1.ci_high and not d1.significant
     assert pd.isna(d1.break_even_calls)
@@ -126,11 +127,12 @@ def test_everything_skipped_still_renders(tmp_path):
     df = table.frame(with_samples=True)
     if (df.status == "ok").any():
         pytest.skip("this machine has a GPU")
-    sp = s01.speedups(df)
+    sp = s01.speedups(df, vt=verdicts.for_study(s01.NOTEBOOK, df))
     assert len(s01.latency_table(df)) == 2 and len(s01.compile_table(sp)) == 1
     text = "\n".join(s01.findings(df, sp))
     assert "Failed or skipped configurations: 2 skipped" in text and "PyTorch " in text  # names the framework
-    assert set(s01.claims(df, sp).judgement) <= {"not answerable from these results",  # nothing ran: no verdicts
+    decided = verdicts.for_study(s01.NOTEBOOK, df)
+    assert set(s01.claims(df, sp, vt=decided).judgement) <= {"not answerable from these results",  # nothing ran: no verdicts
                                                  "not answerable on this profile"}
     df["workload"] = "resnet-tiny"
     sp["workload"] = "resnet-tiny"
@@ -166,7 +168,8 @@ def test_the_half_precision_claim_says_when_the_large_batch_was_left_out():
         _row("compile-default", 8, 0.040), _row("eager", 1, 0.300, dtype="bf16"),
         _row("compile-default", 1, 0.050, dtype="bf16"),
     ]).assign(device="cuda")
-    half = _claim(s01.claims(frame, s01.speedups(frame)), "004-fp16-beats-fp32-large-batch")
+    decided = verdicts.for_study(s01.NOTEBOOK, frame)
+    half = _claim(s01.claims(frame, s01.speedups(frame, vt=decided), vt=decided), "004-fp16-beats-fp32-large-batch")
     assert half.verdict == "not answerable here: no batch above 8 has both fp32 and bf16 compiled here"
 
 
@@ -176,7 +179,7 @@ def test_figures_mark_failed_configurations(df):
                               row="workload", col="dtype")
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert "oom" in texts
-    sp = s01.speedups(df)
+    sp = s01.speedups(df, vt=verdicts.for_study(s01.NOTEBOOK, df))
     sp["workload"] = "resnet-tiny"
     fig = plots.speedup_points(sp, row="workload", col="dtype")
     assert "oom" in [t.get_text() for ax in fig.axes for t in ax.texts]
@@ -204,7 +207,7 @@ def test_export_aoti_is_a_compiled_variant_whose_one_time_cost_is_its_preparatio
     preparation and the first call (beyond a steady one) as its one-time cost, as torch.compile's first call is."""
     frame = pd.DataFrame([_row("eager", 1, 0.010), _row("compile-default", 1, 0.005, first=1.005),
                           _row("export-aoti", 1, 0.004) | {"prepare_s": 32.0, "prepare_steps": AOTI_STEPS}])
-    sp = s01.speedups(frame)
+    sp = s01.speedups(frame, vt=verdicts.for_study(s01.NOTEBOOK, frame))
     aoti = sp[sp.variant == "export-aoti"].iloc[0]
     assert aoti.compile_s == pytest.approx(32.0, rel=1e-4)  # preparation + first call − one steady call
     table = s01.compile_table(sp, frame).set_index("variant")

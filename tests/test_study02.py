@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from studylib.report import plots
-from studylib.stats import variance
+from studylib.stats import variance, verdicts
 from studylib.studies import torchscript_vs_xla as s02
 
 rng = np.random.default_rng(1)
@@ -87,14 +87,13 @@ def test_findings_and_claims_come_from_the_data(df):
     sp = s02.speedups(df)
     text = "\n".join(s02.findings(df, sp))
     from studylib.report import prose
-    from studylib.stats import verdicts
 
     lines = "\n".join(prose.verdict_lines(verdicts.for_study(s02.NOTEBOOK, df)))
     assert "**TorchScript over eager PyTorch**: faster at bert-tiny (all 4 shapes) (1.2" in lines and "4 not measured" in lines
     assert "4 of 40 configurations did not run" in text and "RuntimeError: trace" in text
     assert "XLA compiled 8 graphs in the first calls of 8 configurations" in text
     assert "recompiled 0 times" in text
-    claims = s02.claims(df, sp).set_index("id")
+    claims = s02.claims(df, sp, vt=verdicts.for_study(s02.NOTEBOOK, df)).set_index("id")
     ts = claims.loc["000-torchscript-20pct"]  # 1.25× here, the seed's 1.20 outside a narrow CI
     assert ts.judgement == "proxy: agrees (direction)" and "larger than the seed's 1.2" in ts.verdict
     cpu = claims.loc["000-cpu-tf-slower"]  # tf.function at 1/1.1 of eager's speed; the seed's 0.748 / 0.823
@@ -107,7 +106,8 @@ def test_findings_and_claims_come_from_the_data(df):
         "our measurement (95% CI)"]
     xla = claims.loc["000-xla-70pct"]
     assert xla.judgement == "not comparable on this profile" and "tested by gpu-h100, gpu-v100" in xla.verdict
-    on_gpu = s02.claims(df.assign(device="cuda"), sp).set_index("id").loc["000-xla-70pct"]
+    decided = verdicts.for_study(s02.NOTEBOOK, df.assign(device="cuda"))
+    on_gpu = s02.claims(df.assign(device="cuda"), sp, vt=decided).set_index("id").loc["000-xla-70pct"]
     # both models gain 1.5x at the smallest input here, so either may be named
     assert re.search(r"\((bert|gpt2)-tiny; the smallest input\)", on_gpu["our measurement (95% CI)"])
     assert on_gpu.verdict.startswith("proxy — agrees (direction)")  # an 'up to' number: not on substitute models

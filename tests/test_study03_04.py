@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from studylib.stats import verdicts
 from studylib.studies import onnx_batching as s03
 from studylib.studies import sorted_batching as s04
 
@@ -44,7 +45,7 @@ def test_study03_speedups_findings_and_claims(df03):
     assert "eager (m fp32): lowest time per text at batch 8 (" in text and "from batch 1 to 64" in text
     assert "ort-int8: predicted labels agree with eager fp32 PyTorch on 97.0% of texts" in text
     assert "torch-int8 b1: error — RuntimeError: no qengine" in text
-    claims = s03.claims(df03, same, over1).set_index("id")
+    claims = s03.claims(df03, same, over1, vt=verdicts.for_study(s03.NOTEBOOK, df03)).set_index("id")
     winner = claims.loc["003-onnx-wins-small-batch-cpu"]  # 1.5× over eager and TorchScript below 32
     assert winner.verdict.startswith("proxy — agrees (direction)") and "ort over torchscript b8" in winner[
         "our measurement (95% CI)"]
@@ -58,7 +59,8 @@ def test_study03_speedups_findings_and_claims(df03):
     ort = claims.loc["004-ort-ahead-small-batch"]  # a GPU claim, on a CPU profile
     assert ort.judgement == "not comparable on this profile" and ort.verdict.startswith(
         "not comparable on this profile (GPU claim)")
-    on_gpu = s03.claims(df03.assign(device="cuda"), same, over1).set_index("id").loc["004-ort-ahead-small-batch"]
+    decided = verdicts.for_study(s03.NOTEBOOK, df03.assign(device="cuda"))
+    on_gpu = s03.claims(df03.assign(device="cuda"), same, over1, vt=decided).set_index("id").loc["004-ort-ahead-small-batch"]
     assert on_gpu.judgement == "proxy: inconclusive"  # 1.5× faster: at, not beyond, what «好得多» is read as
     assert "crosses the 1.5× that «好得多 (much better)» implies" in on_gpu.verdict
     assert "seed compiled (torch.compile), here eager PyTorch" in on_gpu["comparable?"]
@@ -75,7 +77,7 @@ def test_study04_claims_compare_the_seeds_batch_sizes_where_measured(sizes, smal
                  _row("eager", b, 1.0 / (1 + 0.1 * np.log2(b)), strategy="sorted", waste=0.05)]
     df = pd.DataFrame(rows)
     g = s04.gains(df)
-    table = s04.claims(df, g).set_index("id")
+    table = s04.claims(df, g, vt=verdicts.for_study(s04.NOTEBOOK, df)).set_index("id")
     first = table.loc["003-unsorted-16-to-64-slower"]
     assert f"throughput at batch {large} over batch {small}" in first["our measurement (95% CI)"]
     sorted_row = table.loc["003-sorted-16-to-64-faster"]
@@ -98,7 +100,7 @@ def test_two_models_and_dtypes_give_one_row_per_claim_on_the_closest_set_up():
                      (_row("eager", batch, eager), _row("torchscript", batch, eager), _row("ort", batch, eager / gain))]
     df = pd.DataFrame(rows)
     same, over1 = s03.speedups_same_batch(df), s03.speedups_over_batch1(df)
-    table = s03.claims(df, same, over1).set_index("id")
+    table = s03.claims(df, same, over1, vt=verdicts.for_study(s03.NOTEBOOK, df)).set_index("id")
     winner = table.loc["003-onnx-wins-small-batch-cpu"]  # once per profile: on the seed's fp32, the first model run
     assert winner.verdict.startswith("proxy — agrees (direction)") and "here m —" in winner["comparable?"]
     assert "bf16" not in winner["comparable?"] and len(table) == table.index.nunique()
@@ -108,7 +110,7 @@ def test_two_models_and_dtypes_give_one_row_per_claim_on_the_closest_set_up():
     rows4 = [{**_row("eager", b, t, strategy=st), "dtype": dt} for dt in ("fp32", "bf16")
              for st, t in (("unsorted", 1.0), ("sorted", 0.5)) for b in (4, 16)]
     df4 = pd.DataFrame(rows4)
-    t4 = s04.claims(df4, s04.gains(df4)).set_index("id")
+    t4 = s04.claims(df4, s04.gains(df4), vt=verdicts.for_study(s04.NOTEBOOK, df4)).set_index("id")
     assert t4.loc["003-sorting-helps", "judgement"] == "proxy: agrees (direction)" and "bf16" not in t4.loc["003-sorting-helps",
                                                                                           "comparable?"]
 

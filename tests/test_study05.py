@@ -15,6 +15,7 @@ import measuring
 from studylib.bench import grouping, profiles, replicates, workers
 from studylib.bench.builder import Workloads
 from studylib.core.config import Config
+from studylib.stats import verdicts
 from studylib.stats.results import ResultsTable
 from studylib.studies import keras_backends as s05
 
@@ -178,7 +179,7 @@ def df():
 
 
 def test_the_analysis_ranks_backends_and_compares_with_native_pytorch_and_keras_2(df):
-    a = s05.analyse(df)
+    a = s05.analyse(df, vt=verdicts.for_study(s05.NOTEBOOK, df))
     b = a.tables["backends"].set_index("model")
     assert b.loc["bert-tiny", "fastest"] == "keras-jax-jit" and b.loc["bert-tiny", "runner-up"] == "keras-tensorflow"
     assert b.loc["resnet-50", "fastest"] == "keras-tensorflow" and bool(b.loc["resnet-50", "decided"])
@@ -204,7 +205,7 @@ def test_one_winning_backend_does_not_agree_with_no_best_backend(df):
     resnet_jax = (df.model == "resnet-50") & (df.variant == "keras-jax-jit")
     df.loc[resnet_jax, "samples_s"] = df.loc[resnet_jax, "samples_s"].map(lambda xs: [x / 3 for x in xs])
     df.loc[resnet_jax, "median_s"] /= 3
-    claims = s05.analyse(df).claims.set_index("id")
+    claims = s05.analyse(df, vt=verdicts.for_study(s05.NOTEBOOK, df)).claims.set_index("id")
     assert claims.loc["002-no-best-backend", "judgement"] == "proxy: does not agree"  # Keras-layer models stand in
 
 
@@ -221,7 +222,7 @@ def test_backend_claims_answer_only_when_every_backend_ran(df):
     tf = df.backend == "tensorflow"
     df.loc[tf, "status"], df.loc[tf, "error"] = "skipped", "TensorFlow 2.21.0 sees no GPU"
     df.loc[tf, ["samples_s", "median_s"]] = None
-    claims = s05.analyse(df).claims.set_index("id")
+    claims = s05.analyse(df, vt=verdicts.for_study(s05.NOTEBOOK, df)).claims.set_index("id")
     for cid in ("002-no-best-backend", "002-jax-first-7", "002-half-tasks-50pct", "002-keras3-vs-native"):
         assert "Keras 3 on tensorflow did not run (skipped: TensorFlow 2.21.0 sees no GPU)" in \
             claims.loc[cid, "our measurement (95% CI)"], cid

@@ -17,6 +17,7 @@ from studylib.bench import sweep
 from studylib.core import paths
 from studylib.core.config import Config
 from studylib.runtimes.generation import PARITY_STEPS, TorchRunner, eager_runner
+from studylib.stats import verdicts
 from studylib.stats.results import ResultsTable
 from studylib.studies import text_generation as s07
 from studylib.studies.text_generation_workloads import GenerationWorkloads
@@ -207,19 +208,19 @@ def df():
 
 
 def test_the_phase_table_reads_ttft_tpot_and_end_to_end_from_the_rows(df):
-    t = s07.analyse(df).tables["phases"].set_index("variant")
+    t = s07.analyse(df, vt=verdicts.for_study(s07.NOTEBOOK, df)).tables["phases"].set_index("variant")
     eager = df[df.variant == "eager"].set_index("strategy")
     assert t.loc["eager", "ttft_ms"] == pytest.approx(eager.loc["prefill", "median_s"] * 1e3)
     assert t.loc["eager", "tpot_ms"] == pytest.approx(eager.loc["decode", "median_s"] * 1e3)
     assert t.loc["eager", "tpot_p90_ms"] == pytest.approx(eager.loc["decode", "p90_s"] * 1e3)
     assert t.loc["eager", "prompt_tok_s"] == pytest.approx(16 / eager.loc["prefill", "median_s"])
     assert t.loc["eager", "e2e_over_parts"] == pytest.approx(1.0, rel=0.05)
-    view = s07.tables.phase_view(s07.analyse(df).tables["phases"])
+    view = s07.tables.phase_view(s07.analyse(df, vt=verdicts.for_study(s07.NOTEBOOK, df)).tables["phases"])
     assert list(view.variant) == ["eager", "ort", "static"] and "time to first token" in view
 
 
 def test_one_time_costs_count_the_cached_export_and_pay_back_in_tokens(df):
-    a = s07.analyse(df)
+    a = s07.analyse(df, vt=verdicts.for_study(s07.NOTEBOOK, df))
     t = a.tables["one_time"].set_index(["variant", "phase"])
     ort = t.loc[("ort", "decode")]
     assert ort.cached_steps_s == pytest.approx(3.0)
@@ -232,7 +233,7 @@ def test_one_time_costs_count_the_cached_export_and_pay_back_in_tokens(df):
 
 
 def test_findings_name_the_verdict_tables_lead_and_the_mechanism(df):
-    a = s07.analyse(df, {"bandwidth": {"gbs": 10.0}})
+    a = s07.analyse(df, {"bandwidth": {"gbs": 10.0}}, vt=verdicts.for_study(s07.NOTEBOOK, df))
     text = "\n".join(a.findings)
     assert "llama-tiny fp32 batch 1 seq 16 decode" in text and "ort has the lowest median" in text
     assert "**Decode is a memory read**" in text and "of the 10.0 GB/s" in text

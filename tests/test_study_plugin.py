@@ -48,7 +48,7 @@ def estimate_s(c, section, measure, speed=1.0):
     return 0.5 * measure["replicates"]
 
 
-def analyse(df):
+def analyse(df, peaks=None, *, vt):
     ok = df[df.status == "ok"].set_index("variant")
     sp = speedups.speedup(ok.loc["eager"], ok.loc["torchscript"])
     claims = pd.DataFrame([{"seed": "toy", "claim": "TorchScript is faster than eager",

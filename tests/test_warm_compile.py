@@ -176,7 +176,7 @@ def df():
 
 
 def test_the_compile_table_and_findings_give_both_costs(df):
-    sp = s01.speedups(df)
+    sp = s01.speedups(df, vt=verdicts.for_study(s01.NOTEBOOK, df))
     t = s01.compile_table(sp, df).set_index("batch_size")
     assert t.loc[1, "compile cold (s)"] == "2.0" and t.loc[1, "compile warm (s)"] == "1.3"  # 0.5 + 0.805 - 0.005
     assert t.loc[1, "cache hits / misses"] == "4 / 0"

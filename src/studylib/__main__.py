@@ -1,8 +1,9 @@
-"""Command line: `python -m studylib run|report|plan|profiles|summary|compare|reference|new-study`. Bad input exits 2 with one line;
-a run or report of a profile that another live process is measuring exits 3 with one line naming it.
+"""Command line: `python -m studylib run|report|reanalyse|plan|profiles|summary|compare|reference|new-study`. Bad input
+exits 2 with one line; a run or report of a profile that another live process is measuring exits 3 with one line naming it.
 
 `compare REF NEW` checks whether a re-run (NEW) reproduces a reference run (REF) of the same profile.
 `reference` measures the `cpu` profile from a clean commit and publishes it under reference/ (see reference.py).
+`reanalyse DIR` writes DIR's pages, summary and index again from its results, measuring nothing (see reanalyse.py).
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--report", action="store_true", help="then render the pages and the index (make report)")
     rep = sub.add_parser("report", help="render executed notebooks to HTML and write outputs/index.html")
     rep.add_argument("--profile", default="cpu", help=PROFILE_HELP)
+    rean = sub.add_parser("reanalyse", help="analyse the results already in DIR again and rewrite its pages, summary "
+                                            "and index, measuring nothing")
+    rean.add_argument("dir", help="an outputs root (outputs, reference) or one profile's folder (reference/cpu)")
     plan = sub.add_parser("plan", help="list the configurations a run would measure, with a time estimate")
     plan.add_argument("--profile", default="cpu", help=PROFILE_HELP)
     for command in (run, rep, plan):
@@ -142,6 +146,14 @@ def main(argv: list[str] | None = None) -> int:
             with runlock.hold(name, f"studylib report --profile {name}"):
                 print(f"wrote {report(name)}")
             return 0
+        if args.command == "reanalyse":
+            from .reanalyse import Refused, reanalyse
+
+            try:
+                return reanalyse(args.dir)
+            except Refused as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
         if args.command == "plan":
             return _plan(args.profile, args.set)
         if args.command == "compare":

@@ -250,12 +250,11 @@ def estimate_s(c: Config, section: {section}, measure: dict, speed: float = 1.0)
                                     + measure["min_time_s"] / 5)
 
 
-def speedup_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Every variant over eager on the same shape, paired by round, with the decision the verdict table holds (the
-    one every element of the page reads)."""
+def speedup_table(df: pd.DataFrame, vt: verdicts.VerdictTable) -> pd.DataFrame:
+    """Every variant over eager on the same shape, paired by round, with the decision the run's verdict table `vt`
+    holds (the one every element of the page reads)."""
     t = speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
-    vt = verdicts.for_study(NOTEBOOK, df) if len(df) else None
-    t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if vt is not None and pd.notna(r.speedup)
+    t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
                     else None for r in t.itertuples()] if len(t) else []
     return t
 
@@ -274,12 +273,13 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     return lines + failures_and_noise(df, _where) + ([drift] if drift else [])
 
 
-def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """Speed-ups over eager, the measurements table, the findings, the claims of the registry this study tests
-    (claims/claims.yaml; none until it names some) and the surprises. `peaks` is unused (no roofline here)."""
-    sp = speedup_table(df)
+    (claims/claims.yaml; none until it names some) and the surprises, every decision as the run's verdict table `vt`
+    (StudyRun.verdicts) has it. `peaks` is unused (no roofline here)."""
+    sp = speedup_table(df, vt)
     analysis = Analysis(tables={{"speedups": sp, "measurements": latency_table(df)}}, findings=findings(df, sp),
-                        claims=seedclaims.study_claims(NOTEBOOK, df, {{"speedups": sp}}))
+                        claims=seedclaims.study_claims(NOTEBOOK, df, {{"speedups": sp}}, vt=vt))
     return surprises.attach(analysis, df, EXPECTATIONS, speedups.band(df))
 
 
@@ -303,7 +303,7 @@ CELLS = [
     ("measure", "code", STEPS["measure"] + "\n"
      "df = ctx.run({alias}.configs(ctx.section, device=ctx.settings.device, threads=ctx.settings.threads))"),
     ("answer", "code", STEPS["answer"] + "\n"
-     "analysis = {alias}.analyse(df)  # tables, findings and claims, computed from df\n"
+     "analysis = {alias}.analyse(df, vt=ctx.verdicts)  # tables, findings and claims, from df and its verdicts\n"
      "sp = analysis.tables[\"speedups\"]\nctx.answer(df)"),
     ("about-md", "markdown", "## About this study\n**How it is measured.** Models are built from transformers "
      "configs with random weights and a fixed seed.\nEach variant's output is compared with eager PyTorch on the same "

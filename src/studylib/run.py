@@ -120,7 +120,7 @@ def _work(loaded: profiles.LoadedProfile, notebooks: list[str], force: bool) -> 
     return work
 
 
-def _measuring_environment(loaded: profiles.LoadedProfile) -> None:
+def measuring_environment(loaded: profiles.LoadedProfile) -> None:
     """What the kernels and measuring processes inherit: threads are fixed before torch is imported."""
     os.environ.update(OMP_NUM_THREADS=str(loaded.profile.threads), MKL_NUM_THREADS=str(loaded.profile.threads),
                       STUDYLIB_RUNNER="papermill")
@@ -131,8 +131,8 @@ def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     """Run one notebook through papermill; return its manifest entry (status, time, failing cell). `display` is
     told each cell as it starts."""
     params = profiles.notebook_inputs(loaded, force=force)  # the profile, its overrides, force: start loads the rest
-    _measuring_environment(loaded)
-    return _papermill(notebook, paths.executed_dir(loaded.name), params, on_cell=display and display.cell)
+    measuring_environment(loaded)
+    return papermill_entry(notebook, paths.executed_dir(loaded.name), params, on_cell=display and display.cell)
 
 
 def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: list[str], *, force: bool = False,
@@ -142,7 +142,7 @@ def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: li
     Each notebook's pass is a process of its own (`python -m studylib.study`, study.measure_replicate). One that
     fails is reported and the run goes on: its notebook measures whatever replicate is still missing. `display`
     shows each pass, moved by `counters` (notebook -> configuration-replicates measured, `_counter`)."""
-    _measuring_environment(loaded)
+    measuring_environment(loaded)
     k = {nb: loaded.measure_for(nb).replicates for nb in notebooks}
     display = display or progress.RunProgress(loaded.name, _work(loaded, notebooks, force))
     counters = counters or {nb: _counter(loaded, nb) for nb in notebooks}
@@ -182,7 +182,7 @@ def _notebook_file(notebook: str):
     return STUDIES[notebook].notebook_path if notebook in STUDIES else paths.notebook_path(notebook)
 
 
-def _papermill(notebook: str, executed_dir, params: dict, on_cell=None) -> dict:
+def papermill_entry(notebook: str, executed_dir, params: dict, on_cell=None) -> dict:
     """Execute the notebook into executed_dir with `params`; the manifest entry it ends with."""
     import papermill as pm
 
@@ -295,7 +295,7 @@ def run_summary(say=None, on_cell=None) -> int:
     NOTEBOOK = paths.SUMMARY_NOTEBOOK  # noqa: N806 - the summary notebook's id
 
     say = say or (lambda message: print(message, file=sys.stderr))
-    entry = _papermill(NOTEBOOK, paths.summary_dir() / "executed", {}, on_cell)
+    entry = papermill_entry(NOTEBOOK, paths.summary_dir() / "executed", {}, on_cell)
     write_json_atomic(paths.summary_dir() / "run.json", {NOTEBOOK: entry})
     if entry["status"] != "ok":
         say(f"{NOTEBOOK}: FAILED at cell {entry['failed_cell']}: {entry['error']}")

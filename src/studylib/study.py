@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
@@ -28,6 +28,19 @@ from .stats.results import ResultsTable
 from .studies import STUDIES
 from .workloads import batching
 
+# Set by `studylib reanalyse` (reanalyse.py) for the notebooks it executes: `start` reads the recorded environment and
+# machine limits, `run` reads the results table, and nothing is measured (WouldMeasure where something would be).
+REANALYSE_VAR = "STUDYLIB_REANALYSE"
+
+
+class WouldMeasure(RuntimeError):
+    """A re-analysis (REANALYSE_VAR) reached a step that measures: a configuration missing from the results, or
+    `_measure` itself."""
+
+
+def reanalysing() -> bool:
+    return os.environ.get(REANALYSE_VAR) == "1"
+
 
 @dataclass
 class StudyRun:
@@ -40,11 +53,12 @@ class StudyRun:
     plan: Plan  # what every measurement of this notebook depends on, built once (plan.py)
     table: ResultsTable
     force: bool
-    overhead: Overhead
+    overhead: Overhead | None  # None: a re-analysis of results whose env.json did not record it
     params: dict | None = None  # the parameters it ran with, as the profile and its overrides resolve them
     loaded: Any = None  # the profile it loaded (profiles.LoadedProfile), overrides included
     run_note: str = "nothing measured yet"  # what the last `run` measured and reused (the page's "What ran")
     verdicts: Any = None  # the verdict table the last `run` computed and saved (stats/verdicts.py)
+    recorded: bool = False  # a re-analysis: the environment, limits and rows as recorded, nothing measured
 
     @property
     def env(self) -> dict:
@@ -59,17 +73,37 @@ class StudyRun:
         shape): a group's variants are timed together in interleaved rounds, in `replicates` processes.
         `workloads` builds what each configuration runs (default: the study's own `workloads`, else
         fixed-shape inputs per configuration). Measuring holds the profile's run lock (runlock): while
-        another process measures this profile, runlock.Busy is raised.
+        another process measures this profile, runlock.Busy is raised. In a re-analysis (`recorded`) it only reads
+        the table: a configuration it lacks is WouldMeasure.
         """
-        new, groups = self._measure(configs, workloads, group_by)
+        if self.recorded:
+            latest = self.table.latest()
+            missing = [c.key for c in configs if c.key not in latest]
+            if missing:
+                raise WouldMeasure(f"{paths.display(self.table.path)}: {len(missing)} configuration(s) of the grid are "
+                                   f"not in the results (first: {missing[0]}); a re-analysis measures nothing")
+            new, groups = [], 0
+            # measured with other settings than the profile's today (its parameters table shows today's)
+            other = sum(latest[c.key].get("settings_hash") != self.plan.settings_hash(c) for c in configs)
+        else:
+            new, groups = self._measure(configs, workloads, group_by)
         df = self.table.frame(with_samples=True)
         order = {c.key: i for i, c in enumerate(configs)}
         df = df[df.config_key.isin(order)].sort_values("config_key", key=lambda k: k.map(order))
         reused = len(df) - len(new)
         self.verdicts = self._decide(df.reset_index(drop=True))
-        self.run_note = (f"{len(new)} configurations measured in this run ({groups} groups, "
-                         f"{self.plan.replicates} replicate process(es) each)"
-                         + (f", {reused} reused from earlier runs on the same machine and software" if reused else ""))
+        if self.recorded:
+            commits = ", ".join(sorted({str(c) for c in df.git_commit.dropna() for c in str(c).split(",")}))
+            self.run_note = (f"nothing measured: the {len(df)} configurations' rows as recorded (measured at commit "
+                             f"{commits or 'unknown'}), analysed again at commit {environment.git_commit() or 'unknown'} "
+                             f"(`studylib reanalyse`)" + (f"; {other} of them with other measurement settings than the "
+                                                          f"profile's today, which the parameters above show" if other
+                                                          else ""))
+        else:
+            self.run_note = (f"{len(new)} configurations measured in this run ({groups} groups, "
+                             f"{self.plan.replicates} replicate process(es) each)"
+                             + (f", {reused} reused from earlier runs on the same machine and software" if reused
+                                else ""))
         return df.reset_index(drop=True)
 
     def _measure(self, configs: list[Config], workloads: Workloads | None = None,
@@ -77,6 +111,8 @@ class StudyRun:
                  only_replicate: int | None = None) -> tuple[list[dict], int]:
         """What `run` measures (and measure_replicate, `only_replicate` alone): the rows it added, and its groups."""
 
+        if self.recorded or reanalysing():
+            raise WouldMeasure(f"{self.notebook}: a re-analysis measures nothing, and this step would measure")
         study = STUDIES[self.notebook]
         group_by = group_by or study.group_by
         if workloads is None:
@@ -106,28 +142,25 @@ class StudyRun:
         return data, dataset.DatasetWorkloads(data, self.settings.seed, cache, bucket_batches=buckets)
 
     def _decide(self, df):
-        """The study's verdict table, computed once from this run's rows and saved beside the results
-        (results/<notebook>.verdicts.csv); every element of the page reads it back from there."""
+        """The study's verdict table, computed once from this run's rows (the one call of the decision rule outside
+        stats/), saved beside the results (results/<notebook>.verdicts.csv) and read back: `verdicts`, which
+        `analyse`, the Answer, the findings and "How sure are we" take; the index and the summary read the file."""
         path = verdicts.save(verdicts.for_study(self.notebook, df), paths.results_dir(self.profile))
         return verdicts.load(path)
-
-    def saved_verdicts(self):
-        """This run's verdict table as saved (`run` writes it); read again from the file, so an edited table shows."""
-        return verdicts.load(verdicts.path_for(paths.results_dir(self.profile), self.notebook))
 
     def answer(self, df, why: str = ""):
         """The page's opening (answer.top_html): the decision table, the Answer under it, `why` (a measured
         mechanism, one sentence), which batch size, and what this profile did not run."""
         from IPython.display import HTML
 
-        return HTML(answer.top_html(self.notebook, self.saved_verdicts(), df, environment.machine(self.env), why))
+        return HTML(answer.top_html(self.notebook, self.verdicts, df, environment.machine(self.env), why))
 
     def how_sure(self, df):
         """The page's "How sure are we" (answer.how_sure_html): the rule, the A/A controls, re-run intervals and
         every verdict."""
         from IPython.display import HTML
 
-        return HTML(answer.how_sure_html(self.saved_verdicts(), df))
+        return HTML(answer.how_sure_html(self.verdicts, df))
 
     def parameters_table(self):
         """What ran, once and readable: the profile, its overrides and every setting they resolve to, with its value."""
@@ -171,6 +204,8 @@ class StudyRun:
     # The cells every study page ends with, one method each (the notebook holds what differs between studies).
     def _overhead_text(self) -> str:
         o = self.overhead
+        if o is None:
+            return "not recorded with these results"
         return (f"{numbers.fmt(o.median * 1e6, o.ci_low * 1e6, o.ci_high * 1e6, unit=' µs')}, the median of {o.n} "
                 f"no-op calls")
 
@@ -183,11 +218,11 @@ class StudyRun:
         return self.environment_table()
 
     def findings(self, analysis):
-        """The study's findings: first each comparison's verdicts as the saved verdict table has them
-        (decisions.verdict_lines), then the study's own, computed from the data."""
+        """The study's findings: first each comparison's verdicts as the run's verdict table has them
+        (prose.verdict_lines), then the study's own (`analysis`, which `analyse` built from the same table)."""
         from IPython.display import Markdown
 
-        lines = prose.verdict_lines(self.saved_verdicts()) + list(analysis.findings)
+        lines = prose.verdict_lines(self.verdicts) + list(analysis.findings)
         return Markdown("\n".join(f"- {line}" for line in lines))
 
     def surprises(self, df):
@@ -247,21 +282,32 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
     apply_threads(settings.threads, frameworks)
     precision = gpu.policy(settings.tf32, settings.device)
     gpu.apply(precision, frameworks)  # the same TF32 policy for every framework, before any of them runs
-    env = environment.capture(loaded.name, precision)
     env_path = paths.results_dir(loaded.name) / "env.json"
-    peaks = limits.cached_peaks(env, read_json(env_path), device=settings.device,
-                                budget=limits.budget_s(settings.measure.model_dump()))
-    write_json_atomic(env_path, env | {"peaks": peaks})  # the record: the environment and its measured limits
-    if loaded.overrides:  # so that its name loads again (studylib report, the summary, the index)
-        profiles.record_overrides(loaded)
+    recorded = reanalysing()
+    if recorded:  # the record as the run that measured the rows left it (reanalyse.py checked it)
+        env = dict(read_json(env_path))
+        peaks, kept = env.pop("peaks", None), env.pop("overhead", None)
+        overhead = Overhead(**kept) if kept else None
+        # env.json is the profile's last notebook's: the frameworks it did not import get this study's settings,
+        # which apply_threads just set from the same profile as in the run
+        env["threads"] = environment.thread_settings() | (env.get("threads") or {})
+    else:
+        env = environment.capture(loaded.name, precision)
+        peaks = limits.cached_peaks(env, read_json(env_path), device=settings.device,
+                                    budget=limits.budget_s(settings.measure.model_dump()))
+        overhead = harness_overhead()
+        # the record: the environment, its measured limits and the harness's overhead
+        write_json_atomic(env_path, env | {"peaks": peaks, "overhead": asdict(overhead)})
+        if loaded.overrides:  # so that its name loads again (studylib report, the summary, the index)
+            profiles.record_overrides(loaded)
     run_plan = plan.build(notebook, loaded.name, settings, env, frameworks=tuple(frameworks),
                           expectations=STUDIES[notebook].expectations, peaks=peaks,
                           warm_compile=STUDIES[notebook].warm_compile)
     table = ResultsTable(paths.results_dir(loaded.name) / f"{notebook}.jsonl")
     params = profiles.notebook_parameters(loaded, notebook)
     params = {"profile": params.pop("profile"), "overrides": list(loaded.overrides), **params, "force": bool(force)}
-    return StudyRun(notebook, loaded.name, settings, section, run_plan, table, bool(force), harness_overhead(),
-                    params, loaded=loaded)
+    return StudyRun(notebook, loaded.name, settings, section, run_plan, table, bool(force), overhead, params,
+                    loaded=loaded, recorded=recorded)
 
 
 def measure_replicate(profile: str, notebook: str, replicate: int, *, force: bool = False) -> None:

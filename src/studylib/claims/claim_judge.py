@@ -14,7 +14,8 @@ from typing import Any
 import pandas as pd
 
 from ..stats import numbers
-from ..stats.speedups import EQUIVALENCE, verdict
+from ..stats.speedups import EQUIVALENCE
+from ..stats.verdicts import unlisted
 from .claim_registry import Claim
 
 AGREES_NUMBER, AGREES_DIRECTION = "agrees (number)", "agrees (direction)"
@@ -62,7 +63,7 @@ def least_favourable(cells: list[tuple[Any, tuple[float, float, float]]], claim:
 def per_cell(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim, *, text: str = "",
              rows: pd.DataFrame | None = None, band: float = EQUIVALENCE, unit: str = "×") -> Measurement:
     """One measurement from per-size (label, (ratio, low, high)) cells, never an average over sizes whose
-    directions differ. Each cell's direction is the one verdict rule's (speedups.verdict with `band`): where no
+    directions differ. Each cell's direction is the one verdict rule's (verdicts.unlisted with `band`): where no
     cell is decided faster while another is decided slower, the cell least favourable to the claim
     (`least_favourable`), its label and every cell in the text; where some are decided faster and others
     slower, a measurement without a value whose text names each direction with its sizes and whose verdict is
@@ -74,7 +75,7 @@ def per_cell(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim, 
     every = "; ".join(f"{label} {numbers.fmt(v, unit=unit)}" for label, (v, _, _) in cells)
     ways: dict[str, list] = {}
     for label, (_, lo, hi) in cells:
-        ways.setdefault(verdict(lo, hi, band), []).append(label)
+        ways.setdefault(unlisted(lo, hi, band), []).append(label)
     lead = f"{text}: " if text else ""
     if "faster" in ways and "slower" in ways:
         split = "; ".join(f"{way} at {', '.join(map(str, labels))}" for way, labels in ways.items())
@@ -123,7 +124,7 @@ def judge(claim: Claim, m: Measurement, use_number: bool = True) -> tuple[str, s
         if lo > band or hi < 1 / band:
             return DISAGREES, f"{DISAGREES}: {ours} lies wholly outside {within}"
         return "inconclusive", f"inconclusive: {ours} {_edge(lo, hi, band)} {within}"
-    cls = verdict(lo, hi, band)
+    cls = unlisted(lo, hi, band)  # a claim's measurement is not a row of the verdict table
     want, other = ("faster", "slower") if claim.expect == "higher" else ("slower", "faster")
     n = claim.number if use_number else None
     if n is not None and lo <= n <= hi:  # (a) the seed's number first, before 'equal within noise'
@@ -131,7 +132,7 @@ def judge(claim: Claim, m: Measurement, use_number: bool = True) -> tuple[str, s
             return AGREES_NUMBER, f"{AGREES_NUMBER}: the seed's {n:.3g} lies inside {ours}"
         return "inconclusive", f"inconclusive: {ours} holds both the seed's {n:.3g} and the other direction"
     short = n is not None and (hi < n if claim.expect == "higher" else lo > n)
-    if short and cls in (want, "unclear"):  # (d) the seed's number beyond our CI in the claimed direction
+    if short and cls in (want, "undecided"):  # (d) the seed's number beyond our CI in the claimed direction
         how = f"lies {SIDE[want]} {within}" if cls == want else f"{_edge(lo, hi, band)} {within}"
         side = "below" if claim.expect == "higher" else "above"
         return DISAGREES_NUMBER, f"{DISAGREES_NUMBER}: {ours} lies {side} the seed's {n:.3g}, and {how}"

@@ -247,15 +247,12 @@ def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peak
 
 def study_claims(study: str, df: pd.DataFrame, tables: dict[str, pd.DataFrame],
                  claims: tuple[Claim, ...] | None = None, peaks: dict | None = None,
-                 vt: verdicts.VerdictTable | None = None) -> pd.DataFrame:
-    """Every registry claim the study tests, judged on its results: the rows its `analyse(df, peaks).claims`
-    returns (`peaks`: the machine's limits, for the host caveat; `vt`, the study's verdict table, computed here from
-    `df` where not given and a claim names a path a successor replaces)."""
+                 *, vt: verdicts.VerdictTable) -> pd.DataFrame:
+    """Every registry claim the study tests, judged on its results: the rows its `analyse(df, peaks, vt=...).claims`
+    returns (`peaks`: the machine's limits, for the host caveat; `vt`, the run's verdict table, for a claim that names
+    a path a successor replaces)."""
     mine = [c for c in (claims if claims is not None else registry()) if c.study == study]
     comparisons = tuple(getattr(REGISTRY.get(study), "comparisons", ()))
-    replaced = {c.baseline for c in comparisons if c.replaces}
-    if vt is None and len(df) and any(_named(c) & replaced for c in mine):
-        vt = verdicts.for_study(study, df)
     return pd.DataFrame([assess(c, df, tables, peaks, vt, comparisons) for c in mine], columns=COLUMNS)
 
 

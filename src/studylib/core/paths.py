@@ -57,8 +57,10 @@ def parts_dir(profile: str, notebook: str) -> Path:
 
 
 def cache_dir(profile: str) -> Path:
-    """Exported and quantized models, trained tokenizers: reused by later runs of the same profile."""
-    return profile_dir(profile) / "cache"
+    """Exported and quantized models, trained tokenizers: reused by later runs of the same profile. STUDYLIB_CACHE,
+    when set, holds the profiles' caches instead (`studylib reanalyse` keeps them out of the folder it re-renders)."""
+    elsewhere = os.environ.get("STUDYLIB_CACHE")
+    return Path(elsewhere) / profile if elsewhere else profile_dir(profile) / "cache"
 
 
 def summary_dir() -> Path:

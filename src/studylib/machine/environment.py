@@ -100,7 +100,8 @@ def _gpu() -> dict:
     return info
 
 
-def _threads() -> dict:
+def thread_settings() -> dict:
+    """The thread settings of this process: the variables, and torch's and (where imported) TensorFlow's counts."""
     t = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")}
     torch = _torch()
     if torch is not None:
@@ -148,7 +149,7 @@ def capture(profile: str | None = None, precision: dict | None = None) -> dict:
         "memory_gib": _memory_gib(),
         "gpu_name": None,
         "cuda": None,
-        "threads": _threads(),
+        "threads": thread_settings(),
         "allocator": allocator.policy(),
         "git_commit": git_commit(),
         "libraries": {lib: _version(lib) for lib in LIBRARIES},

@@ -30,11 +30,11 @@ import pandas as pd
 from ..core.config import is_aa, original_of
 from ..core.files import read_json
 from ..machine.limits import matmul_gflops, peak_bandwidth
-from ..stats import speedups
 from ..stats.calibration import Calibration, calibrate
 from ..stats.measurement import Measurement
 from ..stats.results import ResultsTable
 from ..stats.speedups import speedup
+from ..stats.verdicts import direction
 
 WORST_SHOWN = 10
 # Fields of env.json compared as they are; the machine's measured limits are compared with PEAK_TOLERANCE.
@@ -74,12 +74,6 @@ class Comparison:
     # what differs between the runs' env.json; None when either run has none (the machines were not compared)
     machine_differences: list[str] | None = None
     calibration: Calibration | None = None  # the differences as a calibrated test (calibration.py)
-
-
-def verdict(lo: float, hi: float) -> str:
-    """Reproduction reads a pair's direction: "faster" when a speed-up's CI lies above 1, "slower" when below, else
-    "unclear" (the layer's rule with the band shrunk to 1: any decided direction counts)."""
-    return speedups.verdict(lo, hi, band=1.0)
 
 
 def results_folder(path: Path) -> Path:
@@ -205,7 +199,7 @@ def compare_medians(notebook: str, ref_rows: list[Measurement], new_by_key: dict
 def _speedup_fields(prefix: str, a: Measurement, b: Measurement) -> dict[str, Any]:
     s = speedup(a, b)
     return {f"{prefix}_ratio": s.ratio, f"{prefix}_ci_low": s.ci_low, f"{prefix}_ci_high": s.ci_high,
-            f"{prefix}_se": s.se, f"{prefix}_df": s.df, f"{prefix}_verdict": verdict(s.ci_low, s.ci_high)}
+            f"{prefix}_se": s.se, f"{prefix}_df": s.df, f"{prefix}_verdict": direction(s.ci_low, s.ci_high)}
 
 
 def compare_pairs(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str, Measurement]) -> pd.DataFrame:

@@ -7,7 +7,6 @@ summarised per profile as a geometric-mean speed-up over the shapes both sides r
 
 from __future__ import annotations
 
-import inspect
 import os
 
 import pandas as pd
@@ -66,13 +65,9 @@ def results(profile: str, notebook: str) -> pd.DataFrame:
 
 
 def verdicts_of(profile: str, notebook: str) -> VerdictTable:
-    """A profile's saved verdict table for `notebook` (results/<notebook>.verdicts.csv, written by the run); computed
-    from the profile's results only where a run older than the table has none."""
-    path = verdicts.path_for(paths.results_dir(profile), notebook)
-    if path.exists():
-        return verdicts.load(path)
-    df = results(profile, notebook)
-    return verdicts.for_study(notebook, df) if len(df) else VerdictTable(notebook, ())
+    """A profile's saved verdict table for `notebook` (results/<notebook>.verdicts.csv, written by its run; empty
+    where a run older than the table left none: `studylib reanalyse` decides one from the results)."""
+    return verdicts.load(verdicts.path_for(paths.results_dir(profile), notebook))
 
 
 def machines(profiles: list[str]) -> pd.DataFrame:
@@ -108,8 +103,7 @@ def claims(profiles: list[str]) -> pd.DataFrame:
             if not len(df):
                 continue
             ran.add(nb)
-            takes_peaks = "peaks" in inspect.signature(study.analyse).parameters  # a plug-in's may not
-            analysis = study.analyse(df, peaks) if takes_peaks else study.analyse(df)
+            analysis = study.analyse(df, peaks, vt=verdicts_of(p, nb))  # the run's one verdict table
             judged.append(analysis.claims.assign(study=nb[:2]))
         rest = [c for c in registry if c.study not in ran]
         judged.append(seedclaims.unassessed(

@@ -1,23 +1,19 @@
 """The verdict table: every comparison a study answers, at every shape, decided once.
 
-A study's verdict table is computed once per run from its results (`compute`), saved beside them as
-`results/<study>.verdicts.csv` (`save`), and read back (`load`) by everything that says whether an option is
-faster: the page's decision table and Answer, its findings' verdict lines, the speed-up figure's band, the index's
-"What to use", the summary's headlines. Nothing else decides "faster" (tests/test_verdicts.py edits a saved table
-and checks that every element changes with it).
+Computed once where a study run ends (`for_study`, from StudyRun._decide), saved beside its results as
+`results/<study>.verdicts.csv` (`save`) and read back (`load`): that one table is handed to the study's `analyse` and
+read by every element that says whether an option is faster (decision table, Answer, findings, claims, figures, "How
+sure are we", the index's "What to use", the summary; tests/test_one_verdict.py doctors it and checks each one).
 
-Rows are of two kinds, one per (candidate, baseline, shape):
-- `option`: every option of a workload (config.is_aa copies left out) over the study's default at that workload
-  (eager PyTorch; unsorted batches in study 04; in study 05 the eager model of the same backend process);
-- `declared`: each comparison the study declares (Study.comparisons) whose baseline is not the default
-  (XLA over tf.function, reduce-overhead over default, Keras 3 over Keras 2). A declared comparison over the default
-  is the `option` row itself, under the declared label.
-
-Each row: the shape, the latency per call and per item (a call of studies 03/04 is a pass over the text set; an item
-is a text, a sequence or an image), the paired speed-up with its 95% CI, a same-host re-run's 95% prediction
-interval, the smallest effect it would call 80% of the time, the decision, the one-time cost and the calls that pay it
-back. The decision is speedups.verdict against the ±5% band, faster/slower also needing the Benjamini–Hochberg
-adjusted p-value below 5% over the study's whole table (one family per study run).
+Rows, one per (candidate, baseline, shape): `option`, every option of a workload (config.is_aa copies left out) over
+the study's default there (eager PyTorch; unsorted batches in study 04; in study 05 the eager model of the same
+backend process); `declared`, each comparison the study declares (Study.comparisons) whose baseline is not the
+default (one over the default is the `option` row, under its label); `lead`, the fastest over its runner-up. Each
+row: the shape, the latency per call and per item (a call of studies 03/04 is a pass over the text set), the paired
+speed-up with its 95% CI, a same-host re-run's 95% prediction interval, the smallest effect it would call 80% of the
+time, the decision, the one-time cost and the calls that pay it back. The decision is speedups.verdict against the
+±5% band, faster/slower also needing the Benjamini–Hochberg adjusted p-value below 5% over the study's whole table
+(one family per study run). Comparisons the table does not hold are decided by `unlisted`.
 """
 
 from __future__ import annotations
@@ -281,20 +277,29 @@ def for_study(notebook: str, df: pd.DataFrame) -> VerdictTable:
     return compute(notebook, df, comparisons=study.comparisons, options=study.options, default=dict(study.default))
 
 
+def unlisted(ci_low: float, ci_high: float, band: float = speedups.EQUIVALENCE) -> str:
+    """The rule (speedups.verdict) in the table's words, for a comparison the table does not hold (a ratio of two of
+    its speed-ups, study 02's single operations, a claim's measurement), outside its false-discovery family: the one
+    door to the rule outside stats/ (tests/test_one_verdict.py)."""
+    return _WORD[speedups.verdict(ci_low, ci_high, band)]
+
+
+def direction(lo: float, hi: float) -> str:
+    """A pair's direction as `compare` reads reproduction: the rule with the band shrunk to 1 ('faster', 'slower',
+    'unclear'), decided afresh from each run's rows, whatever code decided their saved tables."""
+    return speedups.verdict(lo, hi, band=1.0)
+
+
 def decision_at(vt: VerdictTable, candidate: str, baseline: str, row, *, column: str = "variant") -> str:
     """The decision of `candidate` over `baseline` (values of `column`) at the shape of `row` (a results or pair-table
     row), as the verdict table has it; '' where the table has no such verdict."""
     want = {c: speedups._key(row.get(c) if hasattr(row, "get") else getattr(row, c, None)) for c in SHAPE_FIELDS
-            if c != column}
+            if c not in (column, "data", "task")}
     for v in vt:
         if v.column == column and v.candidate_value == candidate and v.baseline_value == baseline and all(
-                speedups._key(_blank(getattr(v, c))) == want[c] for c in want if c not in ("data", "task")):
+                speedups._key(getattr(v, c) if _present(getattr(v, c)) else None) == want[c] for c in want):
             return v.decision
     return ""
-
-
-def _blank(v):
-    return None if v == "" or (isinstance(v, float) and math.isnan(v)) else v
 
 
 def compute(study_name: str, df: pd.DataFrame, *, comparisons: Iterable[Comparison] = (),

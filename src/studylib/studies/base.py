@@ -46,7 +46,8 @@ class Study:
     section: type  # pydantic schema of its profile section
     configs: Callable[..., list[Config]]  # (section, *, device, threads) -> configurations, in measuring order
     estimate_s: Callable[..., float]  # (config, section, measure settings, speed) -> seconds, for `plan`
-    # results (raw samples included) -> tables, findings, claims; an optional `peaks` (the machine's limits,
+    # (results with raw samples, peaks, *, vt) -> tables, findings, claims: `vt` is the run's verdict table (StudyRun.verdicts,
+    # or the saved one: summary.verdicts_of), every decision it states is read from it; `peaks` (the machine's limits,
     # StudyRun.peaks) adds the roofline (roofline.attach), and without it the roofline says they are unknown
     analyse: Callable[..., Analysis]
     group_by: Callable[[Config], tuple] | None = None  # which configurations share rounds (default: the shape)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..core.config import shape_label
-from ..stats import numbers, run_shift, speedups, stats, variance
+from ..stats import numbers, run_shift, speedups, stats, variance, verdicts
 from ..stats.speedups import EQUIVALENCE
 from ..workloads.models import MODELS
 
@@ -24,7 +24,7 @@ def threshold_note(claim, lo: float, hi: float, band: float = EQUIVALENCE) -> st
         return ""
     want = "faster" if claim.expect == "higher" else "slower"
     beyond = lo >= m.at_least if claim.expect == "higher" else hi <= 1 / m.at_least
-    if speedups.verdict(lo, hi, band) != want or beyond:
+    if verdicts.unlisted(lo, hi, band) != want or beyond:
         return ""
     return (f" (decided {want}; only the registry's reading of «{m.words}» as at least "
             f"{numbers.fmt_factor(m.at_least)} — our threshold, not the seed's number — stands between this and agreeing)")

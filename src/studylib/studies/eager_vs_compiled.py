@@ -136,19 +136,18 @@ def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float 
                                              + measure["min_time_s"] / 5)
 
 
-def speedups(df: pd.DataFrame) -> pd.DataFrame:
+def speedups(df: pd.DataFrame, vt: verdicts.VerdictTable) -> pd.DataFrame:
     """Speed-up of every non-eager row over eager on the same shape, with CIs (speedups.pair_table: paired by round).
 
     `df` needs raw samples (ResultsTable.frame(with_samples=True)). Rows whose variant or eager reference failed are
     kept with their status and no ratio. `compile_s` is the one-time cost (preparation and the cold first call beyond
     a steady one); break-even calls are given only where the variant is faster (∞ where it is slower, NaN where
-    unclear).
+    unclear), each decision as the run's verdict table `vt` has it.
     """
     t = speedups_layer.pair_table(df, None, REFERENCE, band=speedups_layer.band(df))
     t = t.rename(columns={"one_time_s": "compile_s", "break_even": "break_even_calls", "base_median_s": "eager_median_s"})
     t["significant"] = (t.ci_low > 1) | (t.ci_high < 1)
-    vt = verdicts.for_study(NOTEBOOK, df) if len(df) else None  # the decisions every page element reads
-    t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if vt is not None and pd.notna(r.speedup)
+    t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
                     else None for r in t.itertuples()] if len(t) else []
     t.loc[t.verdict == "slower", "break_even_calls"] = math.inf
     t.loc[t.speedup.notna() & (t.verdict != "faster") & (t.verdict != "slower"), "break_even_calls"] = math.nan
@@ -258,9 +257,10 @@ def _geo_pairs(df: pd.DataFrame, cand: str, base: str) -> dict | None:
     return None if g is None else {"speedup": g.ratio, "ci_low": g.ci_low, "ci_high": g.ci_high, "n": g.n}
 
 
-def claims(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 001, 002 and 004), judged on these results (see studylib.claims.claims)."""
-    return seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp})
+def claims(df: pd.DataFrame, sp: pd.DataFrame, *, vt: verdicts.VerdictTable) -> pd.DataFrame:
+    """The registry's claims this study tests (seeds 001, 002 and 004), judged on these results (see studylib.claims.claims)
+    and the run's verdict table `vt`."""
+    return seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp}, vt=vt)
 
 
 def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -301,15 +301,16 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
               "speed-up (95% CI)", "break-even calls"]]
 
 
-def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """Speed-ups over eager and the compile cost table, the findings and the seed claims; and the roofline
-    (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
-    sp = speedups(df)
+    (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown); every
+    decision as the run's verdict table `vt` (StudyRun.verdicts) has it."""
+    sp = speedups(df, vt)
     band = speedups_layer.band(df)
     analysis = roofline.attach(Analysis(tables={"speedups": sp, "compile": compile_table(sp, df),
                                                 "layout": layout_table(df)},
-                                        findings=findings(df, sp), claims=claims(df, sp)),
-                               df, peaks, roofline_pairs(df), verdicts.for_study(NOTEBOOK, df) if len(df) else None)
+                                        findings=findings(df, sp), claims=claims(df, sp, vt=vt)),
+                               df, peaks, roofline_pairs(df), vt)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 

@@ -158,7 +158,7 @@ def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None = None, vt=None) -> 
     lead over the runner-up backend: the runner-up's latency over the fastest's, unpaired (the backends run in
     processes of their own), with its CI from the results rows `df`, and `decided` (faster) as the verdict table `vt`
     decides the two where it compares them (its fastest-over-runner-up row, when they are the shape's two fastest
-    options), else by the one verdict rule on this CI."""
+    options), else as verdicts.unlisted decides this CI (a pair the table does not hold)."""
     decisions = Decisions(vt, STUDY.options)
     ok = sp[sp.speedup.notna() & sp.variant.map(is_keras3)]
     rows = None if df is None or not len(df) else {  # the results row of each shape and variant
@@ -177,7 +177,7 @@ def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None = None, vt=None) -> 
                 {"speedup": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high}),
                     "ratio": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high,
                     "decided": (decisions.of(pair[1], pair[0])
-                                or speedups_layer.verdict(lead.ci_low, lead.ci_high)) == "faster"}
+                                or verdicts.unlisted(lead.ci_low, lead.ci_high)) == "faster"}
         out.append(rec)
     return pd.DataFrame(out, columns=["shape", *on, *BACKEND_COLUMNS])
 
@@ -318,11 +318,10 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
 
 
 
-def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """Speed-ups over native eager per backend process, the fastest backend per shape, Keras 3 vs native and vs
     Keras 2, first-call costs, findings, seed claims; the roofline with `peaks` (the machine's limits)."""
     sp = speedups(df)
-    vt = verdicts.for_study(NOTEBOOK, df) if len(df) else None  # the decisions every table, line and claim reads
     tables = {"speedups": sp, "backends": backend_table(sp, df, vt), "native": native_table(sp),
               "keras 2": keras2_table(df), "first call": first_call_table(df)}
     band = speedups_layer.band(df)

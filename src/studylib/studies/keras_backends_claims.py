@@ -9,7 +9,7 @@ import pandas as pd
 from ..claims import claims as seedclaims
 from ..core.config import REFERENCE, shape_label
 from ..runtimes.keras import BACKENDS
-from ..stats import numbers
+from ..stats import numbers, verdicts
 from ..stats import speedups as speedups_layer
 from ..stats.verdict_lookup import Decisions
 from .keras_backends import KERAS2, NATIVE_COMPILED, NOTEBOOK, STUDY, _across, _geo, _triple, backend_of, is_keras3
@@ -134,8 +134,8 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
     Keras 3 variant is decided faster than each of native eager PyTorch, native torch.compile and Keras 2, where each
     ran the shape; holds on at least `share` of the shapes. Decided as the study's verdict table (tables["verdicts"])
     decides the pair (native eager: the option's own row); a pair the table does not compare (a Keras 3 variant over
-    native torch.compile in another process, unless it is the shape's fastest over runner-up) by the one verdict rule
-    on the ratio of the two speed-ups over native eager."""
+    native torch.compile in another process, unless it is the shape's fastest over runner-up) as verdicts.unlisted
+    decides the ratio of the two speed-ups over native eager."""
     missing = _every_backend(df, claim)
     if missing:
         return missing
@@ -156,7 +156,7 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
             if len(other):
                 rivals[name] = (other.iloc[0], speedups_layer.ratio_of(_triple(top), _triple(other.iloc[0])))
         lost = [name for name, (row, (_, lo, hi)) in rivals.items()
-                if (decisions.of(top, row) or speedups_layer.verdict(lo, hi, band)) != "faster"]
+                if (decisions.of(top, row) or verdicts.unlisted(lo, hi, band)) != "faster"]
         beats += not lost
         lines.append(f"{top['variant']} at {shape_label(top, ('model', 'batch_size'), short=True)}: "
                      + ("beats " + ", ".join(rivals) if not lost else "not decided faster than " + ", ".join(lost)))

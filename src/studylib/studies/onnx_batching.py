@@ -315,13 +315,15 @@ def int8_accuracy(df: pd.DataFrame, tables: dict, claim):
     return seedclaims.NotAnswered("the classifiers carry random weights, so there is no accuracy to lose" + moved)
 
 
-def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 003 and 004), judged on these results (studylib.claims.claims);
-    `peaks` (the machine's limits) give verdicts over eager PyTorch their host caveat."""
-    return seedclaims.study_claims(NOTEBOOK, df, {"same batch": same, "over batch 1": over1}, peaks=peaks)
+def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame, peaks: dict | None = None, *,
+           vt: verdicts.VerdictTable) -> pd.DataFrame:
+    """The registry's claims this study tests (seeds 003 and 004), judged on these results (studylib.claims.claims)
+    and the run's verdict table `vt`; `peaks` (the machine's limits) give verdicts over eager PyTorch their host
+    caveat."""
+    return seedclaims.study_claims(NOTEBOOK, df, {"same batch": same, "over batch 1": over1}, peaks=peaks, vt=vt)
 
 
-def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """Speed-ups at the same batch size and over eager at batch 1, best batches, preparation costs, the
     findings and the seed claims; and the roofline (roofline.attach) with `peaks`, the machine's limits
     (StudyRun.peaks; None: the roofline says unknown)."""
@@ -331,8 +333,8 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     band = speedups.band(df)
     analysis = roofline.attach(Analysis(tables={"same batch": same, "over batch 1": over1,
                                                 "best batches": best_batches(df), "preparation": preparation_table(df)},
-                                        findings=findings(df, same, over1), claims=claims(df, same, over1, peaks)),
-                               df, peaks, pairs, verdicts.for_study(NOTEBOOK, df) if len(df) else None, shape)
+                                        findings=findings(df, same, over1), claims=claims(df, same, over1, peaks, vt=vt)),
+                               df, peaks, pairs, vt, shape)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 

@@ -197,9 +197,10 @@ def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted
                                   rows=rows, band=speedups.band(df))
 
 
-def claims(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
-    """The registry's claims this study tests (seed 003's batching), judged on these results (studylib.claims.claims)."""
-    return seedclaims.study_claims(NOTEBOOK, df, {"gains": g})
+def claims(df: pd.DataFrame, g: pd.DataFrame, *, vt: verdicts.VerdictTable) -> pd.DataFrame:
+    """The registry's claims this study tests (seed 003's batching), judged on these results (studylib.claims.claims)
+    and the run's verdict table `vt`."""
+    return seedclaims.study_claims(NOTEBOOK, df, {"gains": g}, vt=vt)
 
 
 def length_summary(data: dataset.TextDataset) -> pd.DataFrame:
@@ -271,7 +272,7 @@ def prediction_findings(p: pd.DataFrame) -> list[str]:
     return lines
 
 
-def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """Gains of each strategy over unsorted (beside the gain padding arithmetic predicts), the throughput table,
     the findings and the seed claims; and the roofline (roofline.attach) with `peaks`, the machine's limits
     (StudyRun.peaks; None: the roofline says unknown)."""
@@ -280,11 +281,10 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     shape = ["model", "dtype", "variant", "batch_size"]
     pairs = [(s, BASELINE) for s in dict.fromkeys(df.strategy) if s != BASELINE]
     analysis = Analysis(tables={"gains": g, "throughput": throughput_table(df)}, findings=findings(df, g),
-                        claims=claims(df, g))
+                        claims=claims(df, g, vt=vt))
     analysis.tables["predicted gains"] = predicted_table(predicted)
     analysis.findings.extend(prediction_findings(predicted))
     band = speedups.band(df)
-    vt = verdicts.for_study(NOTEBOOK, df) if len(df) else None
     return surprises.attach(roofline.attach(analysis, df, peaks, pairs, vt, shape, column="strategy",
                                             options=STUDY.options), df, EXPECTATIONS, band)
 

@@ -148,15 +148,10 @@ def estimate_s(c: Config, section: TextGeneration, measure: dict, speed: float =
                                            + measure["min_time_s"] / 5)
 
 
-def verdict_table(df: pd.DataFrame) -> verdicts.VerdictTable | None:
-    """The study's verdict table, computed once per analysis: the decisions every table, line and figure reads."""
-    return verdicts.for_study(NOTEBOOK, df) if len(df) else None
-
-
-def speedup_table(df: pd.DataFrame, vt: verdicts.VerdictTable | None) -> pd.DataFrame:
+def speedup_table(df: pd.DataFrame, vt: verdicts.VerdictTable) -> pd.DataFrame:
     """Every variant over eager on the same shape and phase, paired by round, with the verdict table's decision."""
     t = speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
-    t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if vt is not None and pd.notna(r.speedup)
+    t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
                     else None for r in t.itertuples()] if len(t) else []
     return t
 
@@ -165,7 +160,7 @@ def _where(row) -> str:
     return f"{row['variant']} {tables.shape_words(row)}"
 
 
-def findings(df: pd.DataFrame, sp: pd.DataFrame, phases: pd.DataFrame, vt: verdicts.VerdictTable | None) -> list[str]:
+def findings(df: pd.DataFrame, sp: pd.DataFrame, phases: pd.DataFrame, vt: verdicts.VerdictTable) -> list[str]:
     """The study's findings beside the verdicts: the fastest option per phase and shape, each speed-up with its CI,
     the consistency of generate with its parts, the A/A control, failures, noise and drift."""
     lines = tables.fastest_findings(df, vt) + tables.consistency_findings(phases)
@@ -175,17 +170,16 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, phases: pd.DataFrame, vt: verdi
     return lines + [aa_finding(df)] + failures_and_noise(df, _where) + ([drift] if drift else [])
 
 
-def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """Speed-ups over eager per phase, the phase table (time to first token, time per output token, tokens/s), the
     one-time costs and the tokens that pay them back, the decode-bandwidth mechanism and the roofline with `peaks`."""
-    vt = verdict_table(df)
     sp = speedup_table(df, vt)
     phases = tables.phase_table(df)
     analysis = Analysis(tables={"speedups": sp, "phases": phases, "one_time": tables.one_time_table(df, sp),
                                 "mechanism": tables.mechanism_table(df, peaks),
                                 "measurements": tables.measurements(df)},
                         findings=findings(df, sp, phases, vt),
-                        claims=seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp}))
+                        claims=seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp}, vt=vt))
     pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)] if len(df) else []
     analysis = roofline.attach(analysis, df, peaks, pairs, vt, options=STUDY.options)
     analysis.findings.extend(tables.mechanism_findings(analysis.tables["mechanism"], peaks))

@@ -248,13 +248,13 @@ def op_findings(df: pd.DataFrame, band: float) -> list[str]:
     lines = []
     for (cand, base), g in sp[sp.speedup.notna()].groupby(["candidate", "baseline"], sort=False):
         per_op = [(m, _geo(ops, cand, base, lambda t, m=m: t.model == m)) for m in dict.fromkeys(g.model)]
-        classes = [speedups_layer.verdict(lo, hi, band) for lo, hi in zip(g.ci_low, g.ci_high)]
+        classes = [verdicts.unlisted(lo, hi, band) for lo, hi in zip(g.ci_low, g.ci_high)]  # not in the table
         sizes = sorted({(int(b), int(s)) for b, s in zip(g.batch_size, g.seq_len)}, key=lambda x: x[0] * x[1])
         lines.append(f"**Single operations, {cand} over {base}** (below 1: PyTorch slower): "
                      + "; ".join(f"{m} {_describe_geo(r)}" for m, r in per_op if r)
                      + f". Per size (batch × sequence {', '.join(f'{b}×{s}' for b, s in sizes)}, hidden 768): PyTorch "
                        f"faster in {classes.count('faster')}, slower in {classes.count('slower')}, within ±{band - 1:.0%} "
-                       f"in {classes.count('equal')}, unclear in {classes.count('unclear')} of {len(classes)}.")
+                       f"in {classes.count('equal')}, undecided in {classes.count('undecided')} of {len(classes)}.")
     failed = sp[sp.speedup.isna()]
     if len(failed):
         lines.append(f"Single operations: {len(failed)} pair(s) did not run — " + "; ".join(
@@ -283,17 +283,19 @@ def op_table(df: pd.DataFrame) -> pd.DataFrame:
 OP_EVALUATORS = ("op_gain",)  # claims judged on the micro-ops' rows; every other claim on the whole models'
 
 
-def claims(df: pd.DataFrame, sp: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
+def claims(df: pd.DataFrame, sp: pd.DataFrame, peaks: dict | None = None, *,
+           vt: verdicts.VerdictTable) -> pd.DataFrame:
     """The registry's claims this study tests (seeds 000, 001 and 003), judged on these results (studylib.claims.claims):
     seed 001's single-operation claim on the micro-ops' rows, every other claim on the whole models'; `peaks` (the
-    machine's limits) give verdicts over eager PyTorch their host caveat."""
+    machine's limits) give verdicts over eager PyTorch their host caveat; `vt`, the run's verdict table, the
+    decisions per shape and of TorchScript's successor."""
     mine = [c for c in seedclaims.registry() if c.study == NOTEBOOK]
     ops = is_op(df) if len(df) else pd.Series(False, index=df.index)
     tables = {"speedups": sp, "micro-ops": op_speedups(df)}
-    vt = verdicts.for_study(NOTEBOOK, df[~ops]) if len(df) else None  # TorchScript's successor; per-shape claims
     parts = [seedclaims.study_claims(NOTEBOOK, df[ops] if c.evaluator in OP_EVALUATORS else df[~ops],
                                      tables | {"verdicts": vt}, claims=(c,), peaks=peaks, vt=vt) for c in mine]
-    return pd.concat(parts, ignore_index=True) if parts else seedclaims.study_claims(NOTEBOOK, df, tables, claims=())
+    return pd.concat(parts, ignore_index=True) if parts else seedclaims.study_claims(NOTEBOOK, df, tables, claims=(),
+                                                                                      vt=vt)
 
 
 def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -313,15 +315,15 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def analyse(df: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """Speed-ups within and across frameworks, first-call costs, the findings and the seed claims; and the
     roofline (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
     sp = speedups(df)
     band = speedups_layer.band(df)
     analysis = roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df),
                                                 "micro-ops": op_table(df)},
-                                        findings=findings(df, sp), claims=claims(df, sp, peaks)),
-                               df, peaks, PAIRS, verdicts.for_study(NOTEBOOK, df) if len(df) else None)
+                                        findings=findings(df, sp), claims=claims(df, sp, peaks, vt=vt)),
+                               df, peaks, PAIRS, vt)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
 

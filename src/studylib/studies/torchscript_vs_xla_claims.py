@@ -9,13 +9,11 @@ import pandas as pd
 
 from ..claims import claims as seedclaims
 from ..core.config import shape_label, shape_of
-from ..stats import numbers
+from ..stats import numbers, verdicts
 from ..stats import speedups as speedups_layer
 from ..stats.verdict_lookup import Decisions
 from .common import describe_ci
 from .torchscript_vs_xla import FRAMEWORK, LABEL_COLUMNS, NOTEBOOK, is_op
-
-_WORD = {"unclear": "undecided", "faster": "faster", "slower": "slower", "equal": "equal"}  # as the table words them
 
 _SIZES = ("batch_size", "seq_len")  # an input as the claims name it: "b1 × s128"
 
@@ -260,12 +258,12 @@ def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[str, object]]
 def _decided(rows: pd.DataFrame, cand: str, base: str, tables: dict, band: float) -> list[str]:
     """Per shape both ran in `rows`, `cand` over `base` decided as the study's verdict table (tables["verdicts"])
     decides it (read the other way round where it holds `base` over `cand`); the one verdict rule on the pair's CI
-    only at a shape the table does not compare."""
+    only at a shape the table does not compare (verdicts.unlisted)."""
     decisions, (c, b) = Decisions(tables.get("verdicts")), speedups_layer.paired(rows, cand, base)
 
     def own(x, y) -> str:
         s = speedups_layer.speedup(y, x)
-        return _WORD[speedups_layer.verdict(s.ci_low, s.ci_high, band)]
+        return verdicts.unlisted(s.ci_low, s.ci_high, band)
 
     return [decisions.of(x, y) or own(x, y) for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
 

@@ -1,0 +1,204 @@
+"""`studylib reanalyse DIR` (make reanalyse): every study's page, the summary and the index written again from the
+results already in DIR, measuring nothing.
+
+DIR is an outputs root holding profiles (outputs/, reference/) or one profile's folder (reference/cpu; its root is the
+folder above it). Each study notebook with a results table is executed again through papermill as `studylib run`
+executes it, with study.REANALYSE_VAR set: study.start reads the recorded env.json (environment, machine limits,
+harness overhead) instead of capturing and measuring them, StudyRun.run reads the table instead of measuring
+(study.WouldMeasure where a configuration of the grid is missing), and the verdict table is decided again from the
+rows. Then the pages are rendered, the summary executed and rendered, and the index written, where `make report` puts
+them. The results tables (JSON lines, CSV) and env.json are only read; run.json keeps the measuring run's times and
+gains the re-analysis's. Executed notebooks go to the profile's executed/ where it has one (outputs/), else to a
+temporary folder (reference/ carries none); caches (a trained tokenizer) always to a temporary folder.
+
+Before anything is written, every input is checked (`check`): a results row or env.json whose study code version (the
+commit it was measured at, `git_commit`, and its settings hash) cannot be read, or a profile whose grid has
+configurations the results lack, is Refused: exit 2, one line naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .bench import profiles
+from .bench.profiles import RESERVED
+from .core import paths, study_registry
+from .core.files import read_json, write_json_atomic
+from .report import render
+from .run import measuring_environment, papermill_entry
+from .studies import STUDIES
+from .study import REANALYSE_VAR
+
+COMMIT = re.compile(r"[0-9a-f]{7,40}")  # a row of combined replicates may hold several, comma-separated
+
+
+class Refused(Exception):
+    """Results a re-analysis cannot read: one line naming the file and the problem (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    root: Path  # the outputs root: index.html, summary/
+    profiles: tuple[str, ...]
+
+
+def target(path: Path | str) -> Target:
+    """The outputs root and the profiles to re-analyse in `path` (a root, or one profile's folder)."""
+    d = Path(path).resolve()
+    if not d.is_dir():
+        raise Refused(f"{path}: no such folder")
+    if (d / "results").is_dir():
+        return Target(d.parent, (d.name,))
+    found = tuple(sorted(p.name for p in d.iterdir() if p.is_dir() and p.name not in RESERVED
+                         and (p / "results").is_dir()))
+    if not found:
+        raise Refused(f"{path}: no results to re-analyse (neither {path}/results/ nor {path}/<profile>/results/)")
+    return Target(d, found)
+
+
+def _commit(value) -> bool:
+    return isinstance(value, str) and all(COMMIT.fullmatch(c) for c in value.split(","))
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _check_env(path: Path) -> None:
+    try:
+        env = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise Refused(f"{_shown(path)}: missing: the environment the results were measured in is not recorded") from None
+    except (OSError, ValueError) as e:
+        raise Refused(f"{_shown(path)}: not readable JSON ({e})") from None
+    if not isinstance(env, dict) or not _commit(env.get("git_commit")):
+        raise Refused(f"{_shown(path)}: git_commit {env.get('git_commit') if isinstance(env, dict) else None!r} is "
+                      f"not a commit: the study code version of these results cannot be read")
+    if not isinstance(env.get("peaks"), dict):
+        raise Refused(f"{_shown(path)}: peaks: the machine's limits are not recorded (a re-analysis does not "
+                      f"measure them)")
+
+
+def _check_rows(path: Path, study: str) -> set[str]:
+    """The config keys of a results table whose every row names the study code version it was measured with."""
+    keys = set()
+    lines = path.read_text().split("\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if number == len(lines):  # a torn last line, as the table's readers ignore it
+                continue
+            raise Refused(f"{_shown(path)}: line {number}: not a JSON row") from None
+        where = f"{_shown(path)}: line {number} ({row.get('config_key')})"
+        if not _commit(row.get("git_commit")):
+            raise Refused(f"{where}: git_commit {row.get('git_commit')!r} is not a commit: the study code version "
+                          f"that measured it cannot be read")
+        if not isinstance(row.get("settings_hash"), str) or not row["settings_hash"]:
+            raise Refused(f"{where}: settings_hash {row.get('settings_hash')!r}: the measurement settings it was "
+                          f"measured with cannot be read")
+        if row.get("study") != study:
+            raise Refused(f"{where}: study {row.get('study')!r}, not {study!r}")
+        keys.add(str(row.get("config_key")))
+    return keys
+
+
+def check(profile: str) -> list[str]:
+    """The studies of `profile` (under the current outputs root) to re-analyse, every input checked (Refused)."""
+    results = paths.results_dir(profile)
+    _check_env(results / "env.json")
+    notebooks = [nb for nb in STUDIES if (results / f"{nb}.jsonl").exists()]
+    if not notebooks:
+        raise Refused(f"{_shown(results)}: no study's results table (<study>.jsonl)")
+    try:
+        loaded = profiles.load(profile)
+    except profiles.ProfileError as e:
+        raise Refused(f"{_shown(paths.profile_dir(profile))}: its profile does not load: {e}") from None
+    for nb in notebooks:
+        table = results / f"{nb}.jsonl"
+        stored = _check_rows(table, nb)
+        if nb not in loaded.sections:
+            raise Refused(f"{_shown(table)}: profile {profile} no longer runs {nb}: its page cannot be written again")
+        missing = [c.key for c in study_registry.grid(loaded, nb) if c.key not in stored]
+        if missing:
+            raise Refused(f"{_shown(table)}: {len(missing)} configuration(s) of profile {profile}'s grid are not in "
+                          f"these results (first: {missing[0]}): the profile changed since; reanalyse measures nothing "
+                          f"(`make report` measures them)")
+    return notebooks
+
+
+@contextmanager
+def _environ(**values: str) -> Iterator[None]:
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _executed_dir(folder: Path, scratch: Path) -> Path:
+    """The executed notebooks' folder of a profile (or the summary) where it keeps one, else one under `scratch`."""
+    return folder / "executed" if (folder / "executed").is_dir() else scratch / folder.name / "executed"
+
+
+def reanalyse(path: Path | str, say=print) -> int:
+    """Re-analyse and re-render `path` (module docstring); 0 when every notebook ran, 1 otherwise. Refused first."""
+    t = target(path)
+    with tempfile.TemporaryDirectory(prefix="studylib-reanalyse-") as scratch, \
+            _environ(STUDYLIB_OUTPUTS=str(t.root), STUDYLIB_CACHE=str(Path(scratch) / "cache"), **{REANALYSE_VAR: "1"}):
+        work = {p: check(p) for p in t.profiles}  # every refusal before anything is written
+        failed = 0
+        for profile, notebooks in work.items():
+            loaded = profiles.load(profile)
+            measuring_environment(loaded)  # the threads the kernels import their frameworks with, as a run's
+            manifest = read_json(paths.manifest_path(profile), {}) or {}
+            executed = _executed_dir(paths.profile_dir(profile), Path(scratch))
+            for nb in notebooks:
+                entry = papermill_entry(nb, executed, profiles.notebook_inputs(loaded))
+                kept = {k: v for k, v in manifest.get(nb, {}).items() if k not in ("failed_cell", "error", "status")}
+                manifest[nb] = {"notebook": nb, **kept, "status": entry["status"], "failed_cell": entry["failed_cell"],
+                                "error": entry["error"], "reanalysed_at": entry["started_at"],
+                                "reanalysis_s": entry["duration_s"]}
+                if entry["status"] == "ok":
+                    render.notebook_html(executed / f"{nb}.ipynb", paths.html_dir(profile) / f"{nb}.html")
+                    say(f"{profile}/{nb}: analysed again in {entry['duration_s']:.0f} s")
+                else:
+                    failed += 1
+                    say(f"{profile}/{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}")
+            write_json_atomic(paths.manifest_path(profile), manifest)
+        failed += _summary(Path(scratch), say)
+        say(f"wrote {paths.display(render.index())} under {_shown(t.root)}")
+    return 1 if failed else 0
+
+
+def _summary(scratch: Path, say) -> int:
+    """The cross-hardware summary executed and rendered again; 1 where it failed."""
+    nb = paths.SUMMARY_NOTEBOOK
+    executed = _executed_dir(paths.summary_dir(), scratch)
+    entry = papermill_entry(nb, executed, {})
+    manifest = read_json(paths.summary_dir() / "run.json", {}) or {}
+    write_json_atomic(paths.summary_dir() / "run.json", {nb: {**manifest.get(nb, {}), **entry}})
+    if entry["status"] != "ok":
+        say(f"{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}")
+        return 1
+    render.notebook_html(executed / f"{nb}.ipynb", paths.summary_dir() / "html" / f"{nb}.html")
+    say(f"{nb}: ok in {entry['duration_s']:.0f} s")
+    return 0
+
