@@ -1,5 +1,6 @@
 """Study 02: the same weights in PyTorch and TensorFlow, thread settings in both, and the analysis on synthetic rows."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -150,3 +151,35 @@ def test_export_aoti_is_paired_with_eager_and_with_torchscript_it_succeeds(df):
             "AOTInductor's compile into a package 30.0 s (package 44 MB), loading it 0.25 s, over 4 configurations") in text
     first = s02.first_call_table(frame).set_index("variant").loc["export-aoti"]
     assert first["framework"] == "PyTorch" and first["prepare (s)"] == "31.00"  # both ends alike: one value
+
+
+def test_two_frameworks_in_one_process_are_declared_comparisons_never_options(df):
+    """eager and tf.function in a process they share (and under PASSIVE) are judged against themselves in their own
+    processes, at the shapes variant_skip leaves; they are never an option, never a lead, and the finding reads the
+    verdict table."""
+    section = s02.TorchscriptVsXla(models=["bert-tiny"], variants=["eager", "tf-function", "eager-shared-passive",
+                                                                   "tf-function-shared"],
+                                   dtypes=["fp32"], batch_sizes=[1, 4], seq_lens=[8],
+                                   micro_ops={"models": ["op-argmax"], "batch_sizes": [2], "seq_lens": [16]},
+                                   variant_skip={"eager-shared-passive": [{"batch_size": 4}],
+                                                 "tf-function-shared": [{"batch_size": 4}]})
+    configs = s02.configs(section, device="cpu", threads=2)
+    assert {(c.variant, c.batch_size) for c in configs if "shared" in c.variant} == {
+        ("eager-shared-passive", 1), ("tf-function-shared", 1)}
+    assert not any("shared" in c.variant for c in configs if c.model == "op-argmax")
+    bert = df[df.model == "bert-tiny"]
+    eager = bert[(bert.variant == "eager") & (bert.batch_size == 1) & (bert.seq_len == 8)].iloc[0]
+    tf_fn = bert[(bert.variant == "tf-function") & (bert.batch_size == 1) & (bert.seq_len == 8)].iloc[0]
+    shared = [_row("bert-tiny", "eager-shared-passive", 1, 8, eager.median_s * 1.3),  # PASSIVE: 1.3 times slower
+              _row("bert-tiny", "tf-function-shared", 1, 8, tf_fn.median_s)]
+    vt = verdicts.compute(s02.NOTEBOOK, pd.concat([bert, pd.DataFrame(shared)], ignore_index=True),
+                          comparisons=s02.STUDY.comparisons)
+    assert not any("shared" in v.candidate for v in vt if v.kind in ("option", "lead"))
+    passive = next(c.label for c in s02.SHARED if c.candidate == "eager-shared-passive")
+    [v] = vt.of(passive)
+    assert v.kind == "declared" and v.decision == "slower" and v.speedup == pytest.approx(1 / 1.3, rel=0.02)
+    lines = s02.process_findings(vt)
+    assert len(lines) == 2 and passive in lines[0] and lines[0].count("slower") == 1
+    doctored = verdicts.VerdictTable(vt.study, tuple(
+        dataclasses.replace(x, decision="equal") if x.comparison == passive else x for x in vt.rows))
+    assert "equal" in s02.process_findings(doctored)[0] and "slower" not in s02.process_findings(doctored)[0]

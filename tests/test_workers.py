@@ -17,6 +17,7 @@ import pytest
 import fake_frameworks as fakes
 import measuring
 from studylib.bench import sweep, workers
+from studylib.bench.builder import Workloads
 from studylib.core.config import Config
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -151,3 +152,27 @@ def test_in_process_the_blocks_are_timed_on_the_workers_clock(monkeypatch):
     for r, cost in zip(rows, (0.010, 0.020, 0.005)):
         assert len(r["samples_s"]) == 8 and np.allclose(r["samples_s"], cost, rtol=1e-9, atol=0)
     assert all(r["process"].startswith("this process") for r in rows)
+
+
+def test_the_shared_workers_hold_both_frameworks_one_of_them_under_passive(tmp_path):
+    """Real frameworks: eager PyTorch and tf.function each alone, and both in the worker they share under PASSIVE
+    (runtimes/shared.py; the other shared worker differs by its environment alone, tested above), all in one group,
+    each checked against the reference the PyTorch worker made."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {"TRANSFORMERS_VERBOSITY": "error"}
+    plan = measuring.plan(env={"git_commit": "x", "fingerprint": "f"}, frameworks=("torch", "tensorflow"))
+    pool = workers.ProcessPool(plan, Workloads(0), env)
+    try:
+        rows = sweep.measure_group(
+            [Config("bert-tiny", v, "fp32", 1, "cpu", 1, seq_len=8) for v in
+             ("eager", "tf-function", "eager-shared-passive", "tf-function-shared-passive")],
+            plan, workloads=pool.workloads, group_key="g", group_id="i", replicate=0, pool=pool)
+    finally:
+        pool.close()
+    assert [r["status"] for r in rows] == ["ok"] * 4, [r["error"] for r in rows]
+    assert all(r["parity_ok"] for r in rows)
+    process = {r["variant"]: r["process"] for r in rows}
+    assert process["eager-shared-passive"] == process["tf-function-shared-passive"]  # one process, both frameworks
+    assert process["eager-shared-passive"].startswith("shared-passive: OMP_WAIT_POLICY=PASSIVE;")
+    assert "TensorFlow 1 intra-op" in process["eager-shared-passive"]
+    assert process["tf-function"].startswith("tensorflow: OMP_WAIT_POLICY unset")
+    assert process["eager"].startswith("torch: OMP_WAIT_POLICY unset") and "TensorFlow" not in process["eager"]

@@ -5,7 +5,8 @@ Computed once where a study run ends (`for_study`, from StudyRun._decide), saved
 read by every element that says whether an option is faster (decision table, Answer, findings, claims, figures, "How
 sure are we", the index's "What to use", the summary; tests/test_one_verdict.py doctors it and checks each one).
 
-Rows, one per (candidate, baseline, shape): `option`, every option of a workload (config.is_aa copies left out) over
+Rows, one per (candidate, baseline, shape): `option`, every option of a workload (config.is_aa copies and the
+is_shared variants left out) over
 the study's default there (eager PyTorch; unsorted batches in study 04; in study 05 the eager model of the same
 backend process); `declared`, each comparison the study declares (Study.comparisons) whose baseline is not the
 default (one over the default is the `option` row, under its label); `lead`, the fastest over its runner-up. Each
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.config import SHAPE, is_aa
+from ..core.config import SHAPE, is_aa, is_shared
 from ..core.files import write_text_atomic
 from ..core.study_registry import studies
 from . import calibration, speedups, variance
@@ -213,7 +214,7 @@ def _judged_pairs(df: pd.DataFrame, options: tuple[str, ...], default: dict,
     fixed = {k: v for k, v in default.items() if k != primary}
     labels = {(c.column, c.candidate, c.baseline): c.label for c in declared}
     records: dict[tuple, dict] = {}
-    values = [v for v in dict.fromkeys(df[primary].dropna()) if not is_aa(v)]
+    values = [v for v in dict.fromkeys(df[primary].dropna()) if not (is_aa(v) or is_shared(v))]  # never options
     if default.get(primary) in values:
         t = speedups.pair_table(df, values, default[primary], column=primary, baseline_where=fixed or None)
         for rec in t.to_dict("records"):
@@ -243,7 +244,7 @@ def _leads(df: pd.DataFrame, options: tuple[str, ...], default: dict, records: d
     """Per workload, the fastest full-precision option by median over the runner-up (kind 'lead'), where the
     runner-up is not the default (then the lead is the option's own row): whether the fastest is told apart from the
     next best. Options measured in different processes (study 05's backends) are compared unpaired."""
-    ok = df[(df.status == "ok") & ~df[options[0]].map(is_aa)] if "status" in df else df
+    ok = df[(df.status == "ok") & ~df[options[0]].map(lambda v: is_aa(v) or is_shared(v))] if "status" in df else df
     ok = ok[~ok[options[0]].astype(str).str.contains("int8")]
     work = workload_columns(ok, options)
     out = {}

@@ -12,7 +12,17 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from ..bench import roofline, surprises
 from ..bench.schemas import Grid, VariantSkips
 from ..claims import claims as seedclaims
-from ..core.config import REFERENCE, Config, aa_of, original_of, shape_columns, shape_label, shape_of, with_aa
+from ..core.config import (
+    REFERENCE,
+    SHARED_SETTINGS,
+    Config,
+    aa_of,
+    original_of,
+    shape_columns,
+    shape_label,
+    shape_of,
+    with_aa,
+)
 from ..stats import numbers, verdicts
 from ..stats import speedups as speedups_layer
 from ..stats.speedups import Comparison
@@ -25,6 +35,7 @@ NOTEBOOK = "02_torchscript_vs_xla"
 LABEL_COLUMNS = ("model", "batch_size", "seq_len")
 FRAMEWORK = {"eager": "PyTorch", "torchscript": "PyTorch", "torchscript-optimized": "PyTorch", "export-aoti": "PyTorch",
              "tf-eager": "TensorFlow", "tf-function": "TensorFlow", "tf-xla": "TensorFlow"}
+FRAMEWORK |= {f"{v}-{s}": FRAMEWORK[v] for v in ("eager", "tf-function") for s in SHARED_SETTINGS}
 FRAMEWORK |= {aa_of(v): fw for v, fw in FRAMEWORK.items()}  # an A/A copy runs in its original's framework
 
 # (candidate, baseline): within each framework, the speed-up over its own eager (and XLA over the TF graph, and
@@ -32,13 +43,20 @@ FRAMEWORK |= {aa_of(v): fw for v, fw in FRAMEWORK.items()}  # an A/A copy runs i
 WITHIN = [("torchscript", "eager"), ("torchscript-optimized", "eager"), ("export-aoti", "eager"),
           ("export-aoti", "torchscript"), ("tf-function", "tf-eager"), ("tf-xla", "tf-eager"), ("tf-xla", "tf-function")]
 ACROSS = [("tf-eager", "eager"), ("tf-function", "eager"), ("tf-xla", "torchscript")]
-PAIRS = WITHIN + ACROSS
+# What sharing one process with the other framework costs eager PyTorch and tf.function, with OpenMP's own wait policy
+# and under PASSIVE (runtimes/shared.py): each over itself in a process of its own, paired in the same rounds.
+SHARED = [Comparison(f"{name} in one process with {other}{under}, over its own process", f"{v}-{setting}", v)
+          for v, name, other in (("eager", "eager PyTorch", "TensorFlow"), ("tf-function", "tf.function", "PyTorch"))
+          for setting, under in (("shared", ""), ("shared-passive", " under OMP_WAIT_POLICY=PASSIVE"))]
+PROCESS = [(c.candidate, c.baseline) for c in SHARED]
+PAIRS = WITHIN + ACROSS + PROCESS
 # Seed 001's "unusual ops": on single operations, PyTorch over TensorFlow (eager over TF eager and over its graph;
 # compiled over compiled), so that below 1 PyTorch is the slower.
 OP_PAIRS = [("eager", "tf-eager"), ("eager", "tf-function"), ("torchscript", "tf-function"), ("torchscript", "tf-xla")]
 # Variants the micro-ops leave out: export-aoti would add a cold C++ compile (AOTInductor) per operation, size and
-# replicate, and seed 001's question there is PyTorch against TensorFlow (OP_PAIRS), which it does not answer.
-NOT_ON_OPS = ("export-aoti",)
+# replicate, and seed 001's question there is PyTorch against TensorFlow (OP_PAIRS), which it does not answer; the
+# shared-process variants ask about whole models.
+NOT_ON_OPS = ("export-aoti", *(f"{v}-{s}" for v in ("eager", "tf-function") for s in SHARED_SETTINGS))
 # What each graph path is for (TorchScript's optimize_for_inference should change little on these encoders); a
 # replicate that contradicts one profiles a call of each side (surprises.py; TensorFlow's are noted, not profiled).
 EXPECTATIONS = (surprises.Expectation("torchscript", "eager"), surprises.Expectation("tf-function", "tf-eager"),
@@ -90,7 +108,8 @@ class TorchscriptVsXla(VariantSkips, Grid):  # Grid first in validation: eager a
     """
 
     variants: list[Literal["eager", "torchscript", "torchscript-optimized", "export-aoti", "tf-eager", "tf-function",
-                           "tf-xla"]]
+                           "tf-xla", "eager-shared", "eager-shared-passive", "tf-function-shared",
+                           "tf-function-shared-passive"]]
     micro_ops: MicroOps | None = None  # seed 001's single operations, at their own sizes (None: none)
 
     @field_validator("models")
@@ -168,8 +187,8 @@ def _pair_speedups(df: pd.DataFrame, pairs) -> pd.DataFrame:
             continue
         t = speedups_layer.pair_table(df, cand, base, band=band)
         t = t[t.status != "baseline missing"]
-        parts.append(t.assign(tokens=(t.batch_size * t.seq_len).astype(int), pair=f"{cand} over {base}",
-                              kind="within" if (cand, base) in WITHIN else "across"))
+        kind = "within" if (cand, base) in WITHIN else "process" if (cand, base) in PROCESS else "across"
+        parts.append(t.assign(tokens=(t.batch_size * t.seq_len).astype(int), pair=f"{cand} over {base}", kind=kind))
     if not parts:
         return pd.DataFrame(columns=[*shape_columns(df), *SPEEDUP_COLUMNS])
     return pd.concat(parts, ignore_index=True)
@@ -315,6 +334,19 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def process_findings(vt: verdicts.VerdictTable) -> list[str]:
+    """What one process shared with the other framework costs each side, one bullet per setting measured, read from
+    the verdict table at every shape it ran."""
+    lines = []
+    for c in SHARED:
+        rows = [v for v in vt.of(c.label) if v.ok]
+        if rows:
+            at = "; ".join(f"{v.decision} {numbers.fmt(v.speedup, v.ci_low, v.ci_high, brief=True)} at {v.workload}"
+                           for v in rows)
+            lines.append(f"**Two frameworks in one process:** {c.label}: {at} (above 1: faster there).")
+    return lines
+
+
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """Speed-ups within and across frameworks, first-call costs, the findings and the seed claims; and the
     roofline (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
@@ -322,7 +354,8 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     band = speedups_layer.band(df)
     analysis = roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df),
                                                 "micro-ops": op_table(df)},
-                                        findings=findings(df, sp), claims=claims(df, sp, peaks, vt=vt)),
+                                        findings=findings(df, sp) + process_findings(vt),
+                                        claims=claims(df, sp, peaks, vt=vt)),
                                df, peaks, PAIRS, vt)
     return surprises.attach(analysis, df, EXPECTATIONS, band)
 
@@ -338,6 +371,7 @@ STUDY = register(Study(
                    replaces="TorchScript (torch.jit.trace), deprecated in favour of torch.export from PyTorch 2.11"),
         Comparison("XLA over tf.function", "tf-xla", "tf-function"),
         Comparison("tf.function over eager PyTorch", "tf-function", "eager"),
+        *SHARED,
     ),
     on_gpu=("XLA fuses elementwise work into fewer kernels and TensorFlow's GPU kernels differ from its CPU ones, so "
             "the ranking can change; seed 000's XLA figures were GPU auto-clustering, which this CPU run does not test."),
