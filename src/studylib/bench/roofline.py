@@ -169,7 +169,7 @@ def plottable(rt: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return rt[ok], rt[~ok]
 
 
-def attach(analysis, df: pd.DataFrame, peaks: dict | None, pairs: Iterable[tuple[str, str]], vt: VerdictTable | None,
+def attach(analysis, df: pd.DataFrame, peaks: dict | None, pairs: Iterable[tuple[str, str]], vt: VerdictTable,
            shape: list[str] | None = None, *, column: str = "variant", options: tuple[str, ...] = ("variant",)):
     """A study's Analysis with the roofline added: tables["roofline"] (roofline_table) and findings on where the
     configurations sit and in which regime each candidate beats its baseline (regime_findings, paired on `shape`,

@@ -153,7 +153,7 @@ BACKEND_COLUMNS = ["fastest", "fastest over native eager", "runner-up", "fastest
                    "ci_high", "decided"]
 
 
-def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None = None, vt=None) -> pd.DataFrame:
+def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None, vt: verdicts.VerdictTable) -> pd.DataFrame:
     """Per shape: each Keras 3 backend's best variant (its lowest latency), the fastest backend by latency, and its
     lead over the runner-up backend: the runner-up's latency over the fastest's, unpaired (the backends run in
     processes of their own), with its CI from the results rows `df`, and `decided` (faster) as the verdict table `vt`

@@ -202,10 +202,10 @@ def mechanism_findings(mt: pd.DataFrame, peaks: dict | None) -> list[str]:
     return lines
 
 
-def fastest_findings(df: pd.DataFrame, vt: verdicts.VerdictTable | None) -> list[str]:
+def fastest_findings(df: pd.DataFrame, vt: verdicts.VerdictTable) -> list[str]:
     """Per phase and shape, the verdict table's lead (its fastest option over the runner-up) or, where it has none,
     how the fastest option stands over eager: one line each, the verdict table's decision and CI."""
-    if vt is None or not len(df) or not (df.status == "ok").any():
+    if not len(df) or not (df.status == "ok").any():
         return []
     lines = []
     for workload in dict.fromkeys(v.workload for v in vt.options()):
