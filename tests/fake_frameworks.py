@@ -1,10 +1,12 @@
-"""Fake runtimes of three frameworks for the worker-process tests (tests/test_workers.py), registered at import.
+"""Fake runtimes of three frameworks for the worker-process tests (tests/test_workers.py).
 
-A worker process imports this module when it unpickles `FakeWorkloads` (the task's workloads), so the fakes exist
-there too. Every call of a fake, and every reference it makes, is appended to the log file named by FAKE_LOG as one
-JSON line (what, variant, pid, start and end on the monotonic clock), so a test can see which process did what and
-when. A fake's output is the shape's reference plus its `offset`; `die_at` ends its process at that call (0-based,
-the first call included) with exit code 3; `cost` is a busy wait per call in seconds, or a fake clock's step.
+`register` adds them to the runtime registry: the tests' module does it for its own tests (and takes them out after,
+so no other test module sees them), and a worker process does it when it unpickles `FakeWorkloads` (the task's
+workloads), so the fakes exist there too. Every call of a fake, and every reference it makes, is appended to the log
+file named by FAKE_LOG as one JSON line (what, variant, pid, start and end on the monotonic clock), so a test can
+see which process did what and when. A fake's output is the shape's reference plus its `offset`; `die_at` ends its
+process at that call (0-based, the first call included) with exit code 3; `cost` is a busy wait per call in seconds,
+or a fake clock's step.
 """
 
 from __future__ import annotations
@@ -65,12 +67,23 @@ class FakeRuntime(Runtime):
 
 FAKES = [FakeRuntime("fake-torch", "eager", cost=0.002), FakeRuntime("fake-tf", "tensorflow", 0.25, cost=0.002),
          FakeRuntime("fake-ort", "onnxruntime", cost=0.002), FakeRuntime("fake-ort-dies", "onnxruntime", die_at=4)]
-runtimes.REGISTRY.update({r.name: r for o in FAKES for r in (o, AACopy(o))})
+
+
+def register() -> list[str]:
+    """The fakes and their A/A copies in the runtime registry; the names added."""
+    fakes = {r.name: r for o in FAKES for r in (o, AACopy(o))}
+    added = [n for n in fakes if n not in runtimes.REGISTRY]
+    runtimes.REGISTRY.update(fakes)
+    return added
 
 
 class FakeWorkloads(Workloads):
     """Workloads of the fakes: the same four numbers for every configuration; eager's reference is REFERENCE,
     logged where it is made."""
+
+    def __setstate__(self, state):  # in a worker process: the fakes are registered there before any is prepared
+        register()
+        self.__dict__.update(state)
 
     def workload(self, c, framework="torch"):
         class W:

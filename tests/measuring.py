@@ -1,6 +1,11 @@
 """Measuring in a test as a notebook does (a plan, its pending groups, replicates.measure), in this process by default."""
 
+import json
+import re
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from studylib.bench import grouping, replicates
 from studylib.bench.builder import Workloads
@@ -31,3 +36,19 @@ def measure(configs, *, table, workloads=None, group_by=None, force=False, in_pr
                               workloads=workloads or Workloads(p.seed, paths.cache_dir(p.profile)),
                               parts_dir=parts_dir or Path(table.path).with_suffix(".parts"), force=force,
                               in_process=in_process, only_replicate=only_replicate, on_group=on_group)
+
+
+def at_reference(path: str) -> str:
+    """A file as it was at the committed reference's commit (REFERENCE.json), from git; the test is skipped where
+    this clone lacks that commit."""
+    commit = json.loads((paths.ROOT / "reference" / "REFERENCE.json").read_text())["commit"]
+    got = subprocess.run(["git", "-C", str(paths.ROOT), "show", f"{commit}:{path}"], capture_output=True, text=True)
+    if got.returncode != 0:
+        pytest.skip(f"the reference's commit {commit[:12]} is not in this clone's history")
+    return got.stdout
+
+
+def reference_method() -> int:
+    """The timing method the committed reference was measured with (timing.METHOD at its commit): part of every
+    row's settings hash."""
+    return int(re.search(r"^METHOD = (\d+)", at_reference("src/studylib/bench/timing.py"), re.M).group(1))

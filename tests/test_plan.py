@@ -4,8 +4,6 @@ import dataclasses
 import json
 import os
 import pickle
-import re
-import subprocess
 
 import pytest
 import torch
@@ -88,24 +86,10 @@ def _plan_of(loaded: profiles.LoadedProfile, notebook: str) -> Plan:
                 prof.threads)
 
 
-def _at_reference(path: str) -> str:
-    """A file as it was at the committed reference's commit (REFERENCE.json), from git."""
-    commit = json.loads((paths.ROOT / "reference" / "REFERENCE.json").read_text())["commit"]
-    got = subprocess.run(["git", "-C", str(paths.ROOT), "show", f"{commit}:{path}"], capture_output=True, text=True)
-    if got.returncode != 0:
-        pytest.skip(f"the reference's commit {commit[:12]} is not in this clone's history")
-    return got.stdout
-
-
 def _reference_profile(tmp_path) -> profiles.LoadedProfile:
     """The cpu profile as it was at the committed reference's commit."""
-    (tmp_path / "cpu.yaml").write_text(_at_reference("params/cpu.yaml"))
+    (tmp_path / "cpu.yaml").write_text(measuring.at_reference("params/cpu.yaml"))
     return profiles.load(str(tmp_path / "cpu.yaml"))
-
-
-def _reference_method() -> int:
-    """The timing method the committed reference was measured with (timing.METHOD at its commit)."""
-    return int(re.search(r"^METHOD = (\d+)", _at_reference("src/studylib/bench/timing.py"), re.M).group(1))
 
 
 @pytest.mark.parametrize("notebook", ["01_eager_vs_compiled", "03_onnx_batching"])
@@ -119,7 +103,7 @@ def test_the_committed_reference_counts_as_measured_alike_where_todays_settings_
     then = _reference_profile(tmp_path)
     now = profiles.load("cpu")
     then_plan, now_plan = _plan_of(then, notebook), _plan_of(now, notebook)
-    method = _reference_method()  # part of the hash: rows of an older timing method are measured again
+    method = measuring.reference_method()  # part of the hash: rows of an older timing method are measured again
     same = then_plan.measure == now_plan.measure and then_plan.parity_tolerance == now_plan.parity_tolerance \
         and then_plan.seed == now_plan.seed and method == timing.METHOD
     for row in rows[:20]:

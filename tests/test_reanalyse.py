@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import measuring
 from conftest import cli
 from studylib import study
 from studylib.bench import replicates, timing
@@ -175,6 +176,7 @@ def test_a_reanalysing_study_run_reads_the_record_and_raises_where_it_would_meas
     root = _copy_of_reference(tmp_path / "report")
     monkeypatch.setenv("STUDYLIB_OUTPUTS", str(root))
     monkeypatch.setenv(study.REANALYSE_VAR, "1")
+    monkeypatch.setattr(timing, "METHOD", measuring.reference_method())  # the settings the reference was measured with
 
     def measured(*args, **kwargs):
         raise AssertionError("measured")

@@ -16,6 +16,7 @@ import pytest
 
 import fake_frameworks as fakes
 import measuring
+from studylib import runtimes
 from studylib.bench import sweep, workers
 from studylib.bench.builder import Workloads
 from studylib.core.config import Config
@@ -28,8 +29,17 @@ def _configs(*variants: str, batch: int = 1) -> list[Config]:
             for v in variants]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def registered():
+    """The fakes in the runtime registry for this module's tests only."""
+    added = fakes.register()
+    yield
+    for name in added:
+        runtimes.REGISTRY.pop(name, None)
+
+
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory):
+def shared(tmp_path_factory, registered):
     """A ProcessPool whose workers import the fakes (tests/ on their path) and log to one file; kept for the module's
     tests (a worker starts in seconds, as a replicate's are kept for its groups)."""
     log = tmp_path_factory.mktemp("workers") / "log.jsonl"

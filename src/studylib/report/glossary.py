@@ -45,6 +45,12 @@ VARIANTS = {
     "keras-jax-jit": "Keras 3 on the JAX backend, jit_compile (XLA)",
     "keras-jax-call": "Keras 3 on the JAX backend, a direct model call",
     "keras2-tensorflow": "Keras 2 (tf-keras) predict_on_batch",
+    # study 02: a variant in one process with the other framework, where every other runs in a process of its own
+    "eager-shared": "eager PyTorch in one process with TensorFlow (OpenMP's own wait policy)",
+    "eager-shared-passive": "eager PyTorch in one process with TensorFlow, under OMP_WAIT_POLICY=PASSIVE (idle "
+                            "OpenMP threads sleep), a setting often given a process that holds both frameworks",
+    "tf-function-shared": "tf.function in one process with PyTorch (OpenMP's own wait policy)",
+    "tf-function-shared-passive": "tf.function in one process with PyTorch, under OMP_WAIT_POLICY=PASSIVE",
 }
 WORDS = {
     "<variant>-aa": "an A/A copy: the variant prepared again on its own copy of the model, timed like any variant",
@@ -52,10 +58,6 @@ WORDS = {
                                                "every text padded to the maximum, or in the given order",
     "smoke, smoke-fast": "tiny profiles that check the pipeline in minutes; their numbers are not real models'",
     "(jax process)": "measured in the process of that Keras backend (backends run in processes of their own)",
-    "<variant>-shared": "the variant in one process with the other framework (eager PyTorch beside tf.function), "
-                        "where every other variant runs in a process of its own, as its users run it",
-    "<variant>-shared-passive": "the same, under OMP_WAIT_POLICY=PASSIVE (OpenMP threads sleep when idle), a setting "
-                                "often given a process that holds both frameworks",
 }
 
 
