@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from studylib.claims import claims
+from studylib.core import numbers
 from studylib.machine import gemm, limits
-from studylib.stats import numbers, verdicts
+from studylib.stats import verdicts
 from studylib.studies import onnx_batching as s03
 
 rng = np.random.default_rng(43)

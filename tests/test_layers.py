@@ -125,8 +125,8 @@ def test_no_module_imports_from_a_higher_layer():
     assert not upward, "\n".join(upward)
 
 
-# One number formatter (issue 45, item 3): a ratio, a CI or a range is formatted in stats/numbers.py and nowhere else.
-FORMATTER = "stats/numbers.py"
+# One number formatter (issue 45, item 3): a ratio, a CI or a range is formatted in core/numbers.py and nowhere else.
+FORMATTER = "core/numbers.py"
 # (module, text of the f-string) formats that wait for a module another change holds (listed in the issue's note)
 _NUMERIC_SPEC = re.compile(r"[efg%]$")  # .2f, ,.0f, .3g, g, .1%: a number's format spec
 _SIZE = re.compile(r"\s*×\s*[a-z]{0,2}$")  # a product of two sizes: "{b}×{s}", "b{b} × s{s}"
@@ -185,7 +185,7 @@ def test_the_scan_for_inline_formats_finds_each_kind():
 
 
 def test_no_ratio_or_ci_is_formatted_outside_the_formatter():
-    """Every '×', CI and range on a page comes from stats/numbers.py, so its digits follow its CI everywhere."""
+    """Every '×', CI and range on a page comes from core/numbers.py, so its digits follow its CI everywhere."""
     offences = []
     for path in _modules():
         name = path.relative_to(SRC).as_posix()

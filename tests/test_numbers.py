@@ -1,11 +1,11 @@
-"""The one number formatter (stats/numbers.py): a speed-up's digits follow its CI's half-width, a range collapses where
+"""The one number formatter (core/numbers.py): a speed-up's digits follow its CI's half-width, a range collapses where
 both ends print alike, a CI that is not finite leaves the ratio alone, calls that never pay back say 'never'."""
 
 import math
 
 import pytest
 
-from studylib.stats import numbers
+from studylib.core import numbers
 
 
 @pytest.mark.parametrize(("low", "high", "digits"), [

@@ -302,7 +302,7 @@ def test_micro_ops_stay_out_of_the_whole_model_analysis(op_rows):
     tasks = op_rows.assign(task=["op" if m.startswith("op-") else "text" for m in op_rows.model])
     vt = verdicts.for_study(s02.NOTEBOOK, tasks)  # the verdict table judges whole models only
     assert {v.model for v in vt} == {"bert-tiny"} and any(v.candidate == "tf-function" for v in vt.options())
-    # about 1/1.5 (the fake samples are noisy, 3%) at the decimals its CI supports (stats/numbers.py): 0.67× or 0.667×
+    # about 1/1.5 (the fake samples are noisy, 3%) at the decimals its CI supports (core/numbers.py): 0.67× or 0.667×
     assert re.search(r"\*\*Single operations, eager over tf-function\*\* \(below 1: PyTorch slower\): op-argmax "
                      r"0\.6[4-9]\d?×", text), text
     assert "PyTorch faster in 0, slower in 4" in text

@@ -243,7 +243,7 @@ def test_the_page_says_where_each_successor_matches_or_beats_the_path_it_replace
     line = prose.successor_line(vt, STUDIES["03_onnx_batching"].comparisons)
     dynamo, ao = line.split("**Successors of deprecated paths.** ", 1)[1].split(". `torchao-int8`")
     assert dynamo.startswith("`ort-dynamo` against `ort` (torch.onnx.export's TorchScript-based exporter")
-    # each speed-up at the decimals its CI supports (stats/numbers.py)
+    # each speed-up at the decimals its CI supports (core/numbers.py)
     assert re.search(r"beats it at m fp32 batch 1 seq 128 \(1\.2[45]\d?×\)", dynamo), dynamo
     assert re.search(r"falls behind at m fp32 batch 1 seq 128 \(0\.6[12]\d?×\)", ao), ao
     assert "matches it at m fp32 batch 8 seq" in dynamo and "matches it at m fp32 batch 8 seq" in ao

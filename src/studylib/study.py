@@ -16,14 +16,14 @@ from .bench.builder import Workloads
 from .bench.plan import Plan
 from .bench.timing import Overhead, harness_overhead
 from .claims import claims
-from .core import paths, study_registry
+from .core import numbers, paths, study_registry
 from .core.config import Config
 from .core.files import read_json, write_json_atomic
 from .machine import environment, gpu, limits, runlock
 from .machine.threads import apply_threads
 from .report import answer, gpu_paths, prose, tables
 from .report.progress import group_progress
-from .stats import numbers, verdicts
+from .stats import verdicts
 from .stats.results import ResultsTable
 from .studies import STUDIES
 from .workloads import batching

@@ -27,9 +27,10 @@ from typing import Any
 
 import pandas as pd
 
+from ..core import numbers
 from ..core.config import FIELDS as CONFIG_FIELDS
 from ..machine.profiling import profile_prepared
-from ..stats import numbers, speedups, stats
+from ..stats import speedups, stats
 from ..stats.measurement import Measurement
 from ..stats.speedups import EQUIVALENCE
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import inspect
 
 from .. import runtimes
+from ..core import numbers
 from ..machine import gemm
-from ..stats import numbers
 from ..workloads import models as model_registry
 from .claim_registry import Claim, ClaimError, evaluator
 

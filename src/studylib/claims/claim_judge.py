@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..stats import numbers
+from ..core import numbers
 from ..stats.speedups import EQUIVALENCE
 from ..stats.verdicts import unlisted
 from .claim_registry import Claim

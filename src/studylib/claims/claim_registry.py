@@ -23,8 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from ..bench import profiles
-from ..core import paths, study_registry
-from ..stats import numbers
+from ..core import numbers, paths, study_registry
 
 REGISTRY_FILE = Path(__file__).with_name("claims.yaml")
 SEEDS = ("000", "001", "002", "003", "004")

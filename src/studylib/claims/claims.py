@@ -53,8 +53,9 @@ import re
 
 import pandas as pd
 
+from ..core import numbers
 from ..core.study_registry import REGISTRY
-from ..stats import numbers, verdicts
+from ..stats import verdicts
 from .claim_coverage import (  # noqa: F401 - claims.<name> is how studies and tests reach them
     MIN_BATCHES,
     SEED_CONDITIONS,

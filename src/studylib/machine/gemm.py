@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..stats import numbers
+from ..core import numbers
 from .gemm_child import CHILDREN, DTYPES, MARK, shapes
 
 # The instruction sets that decide a GEMM's code path (/proc/cpuinfo's names), in the order they are shown.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..stats import numbers
+from ..core import numbers
 
 # the ratio and rates live with the record (machine/gemm.py), where the claims layer reads them too
 from .gemm import GAP_RATIO as MECHANISM_RATIO

@@ -12,7 +12,7 @@ import datetime as _dt
 import time
 import warnings
 
-from ..stats import numbers
+from ..core import numbers
 from . import gemm
 from .rates import MIN_SAMPLES
 from .rates import rate as _rate

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from ..bench import profiles
-from ..core import paths
-from ..stats import numbers, speedups, variance
+from ..core import numbers, paths
+from ..stats import speedups, variance
 from ..stats.verdicts import VerdictTable
 from ..studies import STUDIES
 from . import decisions, prose

@@ -13,7 +13,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..stats import numbers, speedups, verdicts
+from ..core import numbers
+from ..stats import speedups, verdicts
 from ..stats.verdicts import Verdict, VerdictTable
 
 MIN_COST_S = 0.5  # one-time costs below this are left out of the Answer's sentences (they are in the table)

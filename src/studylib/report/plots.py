@@ -12,9 +12,9 @@ import seaborn as sns
 from matplotlib.ticker import NullFormatter
 
 from ..bench import roofline as rf
+from ..core import numbers
 from ..core.config import SHAPE, is_aa
 from ..machine import limits
-from ..stats import numbers
 from ..stats.speedups import EQUIVALENCE
 from .palette import NOISE, colour, marker
 from .plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title

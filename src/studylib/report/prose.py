@@ -10,7 +10,8 @@ import re
 
 import numpy as np
 
-from ..stats import numbers, speedups, verdicts
+from ..core import numbers
+from ..stats import speedups, verdicts
 from ..stats.verdicts import Verdict, VerdictTable
 from .decisions import MIN_COST_S, calls_said, pick, quantized, seconds
 

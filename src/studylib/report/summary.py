@@ -14,11 +14,11 @@ import pandas as pd
 from ..bench import profiles
 from ..bench.profiles import RESERVED
 from ..claims import claims as seedclaims
-from ..core import paths, study_registry
+from ..core import numbers, paths, study_registry
 from ..core.config import FIELDS
 from ..core.files import read_json
 from ..machine import environment, limits
-from ..stats import numbers, verdicts
+from ..stats import verdicts
 from ..stats.results import ResultsTable
 from ..stats.verdicts import VerdictTable
 from ..studies import STUDIES, Comparison

@@ -22,7 +22,7 @@ import numpy as np
 import yaml
 from scipy import stats as _st
 
-from . import numbers
+from ..core import numbers
 
 RECORD = Path(__file__).with_name("run_shifts.yaml")
 RECORDED, UNKNOWN = "recorded", "unknown"

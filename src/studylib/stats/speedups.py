@@ -28,8 +28,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
+from ..core import numbers
 from ..core.config import FIELDS, REFERENCE, is_aa, original_of, shape_columns, shape_label
-from . import calibration, numbers, variance
+from . import calibration, variance
 from .measurement import Measurement
 from .stats import Speedup
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..core import numbers
 from ..core.config import shape_label
-from ..stats import numbers, run_shift, speedups, stats, variance, verdicts
+from ..stats import run_shift, speedups, stats, variance, verdicts
 from ..stats.speedups import EQUIVALENCE
 from ..workloads.models import MODELS
 

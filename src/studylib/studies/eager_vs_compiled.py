@@ -14,9 +14,10 @@ from .. import runtimes
 from ..bench import roofline, surprises
 from ..bench.schemas import SKIP_KEYS, Grid, Skip, VariantSkips
 from ..claims import claims as seedclaims
+from ..core import numbers
 from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, with_aa
-from ..stats import numbers, verdicts
 from ..stats import speedups as speedups_layer
+from ..stats import verdicts
 from ..stats.measurement import Measurement
 from ..stats.speedups import Comparison
 from ..workloads.models import MODELS

@@ -8,8 +8,8 @@ import pandas as pd
 
 from .. import runtimes
 from ..claims import claims as seedclaims
+from ..core import numbers
 from ..core.config import is_aa, shape_columns, shape_label
-from ..stats import numbers
 from ..stats import speedups as speedups_layer
 from .eager_vs_compiled import NOTEBOOK, _where
 

@@ -20,11 +20,11 @@ from .. import runtimes
 from ..bench import keras_models, roofline, surprises
 from ..bench.schemas import Grid
 from ..claims import claims as seedclaims
-from ..core import paths
+from ..core import numbers, paths
 from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, shape_of, with_aa
 from ..runtimes.keras import BACKENDS
-from ..stats import numbers, verdicts
 from ..stats import speedups as speedups_layer
+from ..stats import verdicts
 from ..stats.speedups import Comparison
 from ..stats.verdict_lookup import Decisions
 from ..workloads.models import MODELS

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pandas as pd
 
 from ..claims import claims as seedclaims
+from ..core import numbers
 from ..core.config import REFERENCE, shape_label
 from ..runtimes.keras import BACKENDS
-from ..stats import numbers, verdicts
 from ..stats import speedups as speedups_layer
+from ..stats import verdicts
 from ..stats.verdict_lookup import Decisions
 from .keras_backends import KERAS2, NATIVE_COMPILED, NOTEBOOK, STUDY, _across, _geo, _triple, backend_of, is_keras3
 

@@ -11,8 +11,9 @@ from .. import runtimes
 from ..bench import dataset, roofline, surprises
 from ..bench.schemas import DataGrid
 from ..claims import claims as seedclaims
+from ..core import numbers
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
-from ..stats import numbers, speedups, verdicts
+from ..stats import speedups, verdicts
 from ..stats.speedups import Comparison
 from .base import Analysis, Study, register
 from .common import (

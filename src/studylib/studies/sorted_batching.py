@@ -11,8 +11,9 @@ from pydantic import Field, model_validator
 from ..bench import dataset, roofline, surprises
 from ..bench.schemas import DataGrid
 from ..claims import claims as seedclaims
+from ..core import numbers
 from ..core.config import REFERENCE, Config, shape_columns, with_aa
-from ..stats import numbers, speedups, verdicts
+from ..stats import speedups, verdicts
 from ..stats.speedups import Comparison
 from ..workloads import batching
 from .base import Analysis, Study, register

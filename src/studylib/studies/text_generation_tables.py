@@ -12,9 +12,10 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
+from ..core import numbers
 from ..core.config import REFERENCE, is_aa
 from ..machine.limits import peak_bandwidth, peak_gflops
-from ..stats import numbers, speedups, verdicts
+from ..stats import speedups, verdicts
 from ..workloads import generation
 from .common import fmt_ms, latency_table
 from .text_generation_workloads import tokens_in

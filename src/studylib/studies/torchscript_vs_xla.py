@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from ..bench import roofline, surprises
 from ..bench.schemas import Grid, VariantSkips
 from ..claims import claims as seedclaims
+from ..core import numbers
 from ..core.config import (
     REFERENCE,
     SHARED_SETTINGS,
@@ -23,8 +24,8 @@ from ..core.config import (
     shape_of,
     with_aa,
 )
-from ..stats import numbers, verdicts
 from ..stats import speedups as speedups_layer
+from ..stats import verdicts
 from ..stats.speedups import Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register

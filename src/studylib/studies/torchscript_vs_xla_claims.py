@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 
 from ..claims import claims as seedclaims
+from ..core import numbers
 from ..core.config import shape_label, shape_of
-from ..stats import numbers, verdicts
 from ..stats import speedups as speedups_layer
+from ..stats import verdicts
 from ..stats.verdict_lookup import Decisions
 from .common import describe_ci
 from .torchscript_vs_xla import FRAMEWORK, LABEL_COLUMNS, NOTEBOOK, is_op

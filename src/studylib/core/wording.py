@@ -1,0 +1,48 @@
+"""Where a page's words come from: every reader-facing sentence and HTML block is a Jinja2 template in
+src/studylib/templates/ (one folder, a sub-folder per page or study); Python hands a template data and numbers, and
+`say` renders it. core/numbers.py's formatters are the templates' filters (`{{ s | fmt }}`, `{{ lo | fmt_ci(hi) }}`),
+so a number on a page is formatted the one way. A template whose name contains `.html` is autoescaped.
+
+`say(name, **data)` renders a sentence or paragraph: its whitespace (line breaks of the template's wrapping
+included) collapses to single spaces, so a template reads as wrapped prose. `block(name, **data)` keeps the lines
+(Markdown lists and tables, HTML). An undefined name in a template is an error, never an empty string."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+import jinja2
+
+from . import numbers
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+FILTERS = {name: getattr(numbers, name) for name in ("fmt", "fmt_alone", "fmt_ci", "fmt_span", "fmt_range",
+                                                     "fmt_factor", "fmt_calls")}
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             autoescape=lambda name: name is not None and ".html" in name, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=False)
+    env.filters.update(FILTERS)
+    return env
+
+
+def block(name: str, /, **data) -> str:
+    """The template `name` (a path under templates/) rendered with `data`, lines kept, ends stripped."""
+    return environment().get_template(name).render(**data).strip()
+
+
+def say(name: str, /, **data) -> str:
+    """The template `name` rendered with `data` as one run of prose: every whitespace run becomes one space."""
+    return re.sub(r"\s+", " ", block(name, **data))
+
+
+def macro(name: str, macro_name: str, /, *args, **kwargs) -> str:
+    """One macro of the template `name` called with the arguments (several short sentences kept in one file), as
+    prose (`say`'s whitespace rule)."""
+    module = environment().get_template(name).make_module()
+    return re.sub(r"\s+", " ", str(getattr(module, macro_name)(*args, **kwargs))).strip()
