@@ -58,3 +58,9 @@ def test_calls_and_factors():
     assert numbers.fmt_calls(1) == "1"
     assert numbers.fmt_calls(math.inf) == numbers.fmt_calls(math.nan) == "never"
     assert [numbers.fmt_factor(f) for f in (1.2, 10, 0.125, 1.3)] == ["1.2×", "10×", "0.125×", "1.3×"]
+
+
+def test_milliseconds_and_seconds_print_one_way():
+    assert [numbers.fmt_ms(v) for v in (8.264, 137.4, 1131.2, float("nan"))] == ["8.26 ms", "137 ms", "1,131 ms", "—"]
+    assert numbers.fmt_ms(None, missing="") == ""
+    assert [numbers.fmt_seconds(v) for v in (14.24, 0.34, float("inf"))] == ["14.2 s", "340 ms", "—"]

@@ -90,3 +90,17 @@ def fmt_factor(factor: float) -> str:
 def fmt_calls(n: float) -> str:
     """Calls to pay a one-time cost back: '1,203', or 'never' where the candidate saves nothing."""
     return f"{n:,.0f}" if _finite(n) else "never"
+
+
+def fmt_ms(ms: float | None, missing: str = "—") -> str:
+    """Milliseconds to three significant figures: '8.26 ms', '137 ms', '1,131 ms'; `missing` where not finite."""
+    if not _finite(ms):
+        return missing
+    return f"{ms:,.0f} ms" if abs(float(ms)) >= 100 else f"{float(ms):.3g} ms"
+
+
+def fmt_seconds(s: float | None, missing: str = "—") -> str:
+    """A one-time cost or a duration: '14.2 s' from a second up, '340 ms' below; `missing` where not finite."""
+    if not _finite(s):
+        return missing
+    return f"{s:.1f} s" if s >= 1 else f"{s * 1e3:.0f} ms"
