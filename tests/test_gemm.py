@@ -115,13 +115,13 @@ def test_measured_limits_carry_the_libraries_record_and_the_roof_follows_it():
 def test_mechanism_names_the_gemm_path_above_its_threshold_only(tf_rate, expect_sentence):
     peaks = _peaks(torch=100.0, tensorflow=tf_rate)
     sentence = gemm_why.mechanism(peaks, "tensorflow", "torch", "fp32")
-    ratio = gemm_why.gemm_ratio(peaks, "tensorflow", "torch", "fp32")
+    ratio = gemm.gemm_ratio(peaks, "tensorflow", "torch", "fp32")
     assert ratio == pytest.approx(tf_rate / 100.0)
     if not expect_sentence:
         assert sentence is None
         return
-    tf = gemm_why.study_rates(peaks, "tensorflow", "fp32")
-    pt = gemm_why.study_rates(peaks, "torch", "fp32")
+    tf = gemm.study_rates(peaks, "tensorflow", "fp32")
+    pt = gemm.study_rates(peaks, "torch", "fp32")
     assert len(tf) == len(STUDY_SHAPES) == 3
     faster, slower = (tf, pt) if tf_rate > 100 else (pt, tf)
     for number in (f"{min(faster):,.0f}–{max(faster):,.0f}", f"{min(slower):,.0f}–{max(slower):,.0f}",

@@ -1,16 +1,6 @@
-"""The machine's GEMM throughput through every library on it: PyTorch (F.linear, and its oneDNN linear),
-TensorFlow (tf.function), ONNX Runtime (MLAS) and JAX (XLA:CPU), in fp32 and bf16 at the studies' GEMM shapes,
-with each library's version, kernel library and the code path its kernel library reports, and the CPU's
-instruction sets. limits.measure_peaks keeps the record in env.json under peaks["gemm"]; limits.roof takes the
-best rate of all as the machine's roof.
-
-Each library runs in a process of its own (gemm_child.py), one after another on an otherwise idle machine: the
-thread count must be set before TensorFlow and JAX start, and the parent process's frameworks keep their
-settings. Every process gets the profile's thread count (threads.apply_threads' environment; torch and TensorFlow
-intra- and inter-op; ONNX Runtime intra-op, one inter-op, as runtimes.onnxrt; JAX, which has no setting, pinned
-to that many CPUs where the process may use more). A library that is missing, fails or runs past its time limit
-is a record with a status and a message.
-"""
+"""The machine's GEMM throughput through every library on it (PyTorch, TensorFlow, ONNX Runtime, JAX), in fp32 and
+bf16 at the studies' GEMM shapes, each library in a process of its own (gemm_child.py); kept in env.json under
+peaks["gemm"]. A library that is missing, fails or runs past its time limit is a record with a status and a message."""
 
 from __future__ import annotations
 
@@ -37,27 +27,27 @@ START_UP_S = 120.0  # on top of 20 × the budget: a process that takes longer is
 Runner = Callable[[str, int, float], dict]  # (library, threads, budget_s) -> {runner key: record}
 
 
-def cpu_flags(cpuinfo: str | None = None) -> list[str]:
-    """The ISA_FLAGS the CPU has (the first processor's flags in /proc/cpuinfo); [] where it cannot be read."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return []
-    line = next((ln for ln in cpuinfo.splitlines() if ln.startswith(("flags", "Features"))), "")
-    have = set(line.split(":", 1)[-1].split())
-    return [f for f in ISA_FLAGS if f in have]
-
-
-def cpu_model(cpuinfo: str | None = None) -> str | None:
-    """The CPU's model name in /proc/cpuinfo, or None."""
+def _cpuinfo_line(prefixes: tuple[str, ...], cpuinfo: str | None) -> str | None:
+    """The value of /proc/cpuinfo's first line starting with one of `prefixes` (of `cpuinfo` where given)."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
             return None
-    line = next((ln for ln in cpuinfo.splitlines() if ln.startswith("model name")), None)
-    return line.split(":", 1)[1].strip() if line else None
+    line = next((ln for ln in cpuinfo.splitlines() if ln.startswith(prefixes)), None)
+    return line.split(":", 1)[-1] if line is not None else None
+
+
+def cpu_flags(cpuinfo: str | None = None) -> list[str]:
+    """The ISA_FLAGS the CPU has (the first processor's flags); [] where they cannot be read."""
+    have = set((_cpuinfo_line(("flags", "Features"), cpuinfo) or "").split())
+    return [f for f in ISA_FLAGS if f in have]
+
+
+def cpu_model(cpuinfo: str | None = None) -> str | None:
+    """The CPU's model name in /proc/cpuinfo, or None."""
+    line = _cpuinfo_line(("model name",), cpuinfo)
+    return line.strip() if line is not None else None
 
 
 def child_env(threads: int) -> dict[str, str]:

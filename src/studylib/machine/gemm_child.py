@@ -1,17 +1,6 @@
-"""One library's GEMM throughput, measured in a process of its own (gemm.py starts it):
-
-    python -m studylib.machine.gemm_child LIBRARY THREADS BUDGET_S
-
-It sets the thread count before the library starts (TensorFlow's and JAX's can only be set then), times y = x·w
-at gemm.SHAPES in fp32 and bf16 (the median rate and its order-statistic 95% CI, rates.rate), checks each
-product against float64 (`rel_err`: a reduced-precision path shows as an error far above fp32's), reads the
-code path the library's kernel library reports for the first call, and prints one line: MARK + JSON.
-
-The code path comes from the kernel libraries' own logs, caught on file descriptor 1: PyTorch's MKL and oneDNN
-verbose switches around the first call; oneDNN's log (ONEDNN_VERBOSE=1, read when it starts) in TensorFlow and
-JAX, which also writes one line per timed call (a few microseconds against calls of a millisecond or more);
-JAX's compiled HLO. ONNX Runtime's MLAS reports no path.
-"""
+"""One library's GEMM throughput in a process of its own (gemm.py starts it):
+`python -m studylib.machine.gemm_child LIBRARY THREADS BUDGET_S` prints one line, MARK + JSON: per dtype and shape the
+median rate with its 95% CI, the error against float64 and the code path the kernel library's log names."""
 
 from __future__ import annotations
 
@@ -24,11 +13,11 @@ import time
 import numpy as np
 
 from . import rates as rates_
+from .threads import apply_threads
 
 MARK = "GEMM-RESULT "
 DTYPES = ("fp32", "bf16")
-# The studies' GEMMs: BERT-base's linear layers (hidden 768, feed-forward 3072) at study 02's token counts per
-# call (batch × sequence: 4 × 8 and 1 × 256 or 4 × 64), and one square product.
+# BERT-base's linear layers at study 02's token counts per call, and one square product
 TOKENS = (32, 256)
 BERT_BASE = (("attention projection", 768, 768), ("FFN in", 768, 3072), ("FFN out", 3072, 768))
 SQUARE = 1024
@@ -73,11 +62,7 @@ def _torch(threads: int, onednn: bool = False):
     import torch
     import torch.nn.functional as F
 
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(threads)
-    except RuntimeError:
-        pass  # set once per process: the second runner in it finds it set
+    apply_threads(threads)  # set once per process: the second runner in it finds it set
     config = torch.__config__.show()
     blas = next((p.split("=", 1)[1] for p in config.replace(",", " ").split() if p.startswith("BLAS_INFO=")), None)
     info = {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "mkldnn": torch.backends.mkldnn.is_available(),
