@@ -2,39 +2,25 @@
 
     python -m studylib.gpu_check [--profile gpu-smoke]
 
-One line per path (torch eager, torch.compile with Triton, TensorFlow with XLA, JAX, ONNX Runtime's CUDA provider as
-its session reports it, TensorRT through ONNX Runtime where it is installed, the CUDA toolkit export-aoti compiles
-against): ok and the device of its real output,
-or why not; each framework's CUDA and cuDNN; the TF32 probe (an fp32 4096² matmul's error against fp64) under the
-profile's precision policy; the CUDA libraries the process loaded. Exit 0 when every path ran on the GPU or is an
-expected, named skip (TensorRT, which the overlay does not install), 1 when something is wrong (the lines say what),
-2 on a machine without a GPU (one line). The probes are machine/gpu_probes.py's.
+One line per path (machine/gpu_probes.py), the TF32 probe under the profile's precision policy and the CUDA libraries
+the process loaded. Exit 0 when every path ran on the GPU or is an expected, named skip, 1 when something is wrong,
+2 on a machine without a GPU (one line).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import shutil
-import subprocess
 import sys
 
 from . import studies  # noqa: F401 - registers the studies the profile's sections are read by
 from .bench import profiles
-from .machine import gpu, gpu_probes
+from .machine import environment, gpu, gpu_probes
 
 
 def _nvidia_smi() -> str | None:
     """The GPUs nvidia-smi lists (name, driver), or None without one."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
-    return "; ".join(lines) if out.returncode == 0 and lines else None
+    return "; ".join(environment.nvidia_smi("name,driver_version")) or None
 
 
 def no_gpu() -> str | None:

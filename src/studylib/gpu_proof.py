@@ -2,18 +2,10 @@
 
     python -m studylib.gpu_proof [--skip-smoke]
 
-One line per check, PASS, FAIL or SKIP (with why): gpu-check's probes (every path's output device, versions, the
-TF32 probe, the CUDA libraries of one process); for the smallest shape of studies 01, 02, 03 and 07 (gpu-smoke's grid),
-every runtime's output device as the runtime reports it (runtimes.base.output_device, never assumed) and that its
-timed call waits for the device: behind a GPU spin kernel (torch.cuda._sleep) the call with its wait measures at
-least the spin, and the same call with its wait removed (the test hook runtimes.base.sync_removed; for compiled
-runtimes the compiled call with its wait dropped, to spare a second cold compile) at most a tenth of it; a forced
-out-of-memory that must be an "oom" row with the next configuration ok; ort-tensorrt's engine built by the first
-replicate and loaded from its cache by the second ("tensorrt engine", a cached prepare step); and gpu-smoke's study
-01 run (its statuses, reduce-overhead's parity and CUDA-graph skips, cudnn.benchmark's own process). Exit 0 when no
-check fails, 1 when one does, 2 on a machine without a GPU (one line, at once). Study 05's Keras backends (a process
-each, Keras fixes its backend at import) are not checked here: gpu-smoke's run of study 05 runs them. Not run yet: no
-GPU while it was written.
+One line per check, PASS, FAIL or SKIP (with why): gpu-check's probes; at the smallest shape of studies 01, 02, 03 and
+07 every runtime's output device and that its timed call waits for the device (behind a GPU spin kernel); a forced
+out-of-memory row; ort-tensorrt's engine cache; gpu-smoke's study 01 run. Exit 0 when no check fails, 1 when one
+does, 2 on a machine without a GPU (one line). docs/method.md says how each check works.
 """
 
 from __future__ import annotations
@@ -44,15 +36,13 @@ from .stats.results import ResultsTable
 from .workloads import models
 
 SMOKE_PROFILE, SMOKE_NOTEBOOK = "gpu-smoke", "01_eager_vs_compiled"
-# whose runtimes the proof runs in this process: fixed-shape workloads (a data-set study's runtimes at one batch) and
-# study 07's runners in their decode phase; study 05's Keras backends need a process each (gpu-smoke's run has them)
+# whose runtimes the proof runs in this process (study 05's Keras backends need a process each: gpu-smoke's run)
 PATH_STUDIES = ("01_eager_vs_compiled", "02_torchscript_vs_xla", "03_onnx_batching", "07_text_generation")
 GENERATION = "07_text_generation"
 WAIT_SHARE = 0.1  # without its wait, a timed call behind the spin measures at most this share of it
 SPIN_CYCLES = 100_000_000  # torch.cuda._sleep's spin: some 50-100 ms on today's cards (measured each run)
 TRIES = 3
-# make gpu-proof's own estimate, seconds (guesses until a GPU has run it): per path (prepare, its hook's copy and
-# nine calls behind the spin; a tiny model's cold compile more), per check; the smoke run by make plan's model
+# make gpu-proof's own estimate, seconds (guesses until a GPU has run it); the smoke run by make plan's model
 ESTIMATE_S = {"gpu-check": 30.0, "path": 3.0, "compile": 15.0, "oom": 20.0, "tensorrt": 60.0}
 
 
@@ -69,9 +59,8 @@ class Check:
 
 
 def smallest_paths(profile: str = SMOKE_PROFILE) -> list[tuple[str, Config]]:
-    """(notebook, configuration) for each of PATH_STUDIES: every runtime (no A/A copy) at the study's smallest shape
-    per model in `profile`: its first dtype, smallest batch and sequence (a data-set study's runtimes at batch 1 × 16
-    tokens, fixed; study 07's in the decode phase)."""
+    """(notebook, configuration): every runtime of PATH_STUDIES (no A/A copy) at the smallest shape per model in
+    `profile` (a data-set study's at batch 1 × 16 tokens; study 07's in the decode phase)."""
     loaded = profiles.load(profile)
     out, seen = [], set()
     for nb in PATH_STUDIES:
@@ -125,8 +114,7 @@ def behind(call: Callable[[], object], delay: Callable[[], object], settle: Call
 
 
 def wait_verdict(name: str, spin_s: float, with_s: float, without_s: float) -> Check:
-    """The timed call waits for the device: with its wait it measures at least most of the spin, without it at most
-    WAIT_SHARE of it (else the wait is missing, or the call waits by itself and its removal proves nothing)."""
+    """The timed call waits for the device: with its wait at least half the spin, without it at most WAIT_SHARE."""
     ok = with_s >= 0.5 * spin_s and without_s <= WAIT_SHARE * spin_s
     return Check(f"{name}: timing waits for the device", ok,
                  f"behind a {spin_s * 1e3:.3g} ms GPU spin, the timed call took {with_s * 1e3:.3g} ms with its wait and "
@@ -136,8 +124,7 @@ def wait_verdict(name: str, spin_s: float, with_s: float, without_s: float) -> C
 
 def path_checks(c: Config, workloads, delay: Callable[[], object], settle: Callable[[], object],
                 clock=time.perf_counter) -> list[Check]:
-    """One runtime at one shape: its output device as it reports it, and that its timed call waits for the device
-    (the wait removed by the test hook: sync_removed; compiled runtimes drop the wait of their one compile)."""
+    """One runtime at one shape: its output device as it reports it, and that its timed call waits for the device."""
     runtime = runtimes.get(c.variant)
     name = f"{c.variant} {c.model} {c.dtype} b{c.batch_size}" + (f"×{c.seq_len}" if c.seq_len else "")
     why = unavailable(c.device, runtime)
@@ -205,8 +192,7 @@ def oom_checks() -> list[Check]:
 
 
 def engine_verdict(first: list, second: list) -> Check:
-    """The first replicate builds the TensorRT engine (its "tensorrt engine" step made), the second loads it from
-    the cache (the same step, cached, with the first's seconds)."""
+    """The first replicate builds the TensorRT engine, the second loads it from the cache (its step cached)."""
     made = [s for s in first if s.step == ENGINE_STEP]
     loaded = [s for s in second if s.step == ENGINE_STEP]
     ok = (len(made) == len(loaded) == 1 and not made[0].cached and loaded[0].cached
@@ -237,8 +223,8 @@ def tensorrt_checks() -> list[Check]:
 
 
 def smoke_verdict(rows: list[dict]) -> tuple[bool, list[str]]:
-    """What the study-01 smoke run must show: status counts without errors; compile-reduce-overhead on bert-tiny with
-    parity ok and no CUDA-graph skip; eager-cudnn-benchmark ok (it refuses a process not started for it)."""
+    """The study-01 smoke run: no errors, compile-reduce-overhead on bert-tiny with parity and CUDA graphs,
+    eager-cudnn-benchmark ok."""
     counts = Counter(r["status"] for r in rows)
     out = ["status counts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
     ok = counts.get("error", 0) == 0 and counts.get("oom", 0) == 0 and bool(rows)
@@ -279,8 +265,7 @@ def _policy() -> dict:
 
 
 def estimate_s(configs: list[tuple[str, Config]], smoke: bool) -> float:
-    """The proof's own estimate: gpu-check, each path (a compiled one more), the OOM and TensorRT checks, the smoke
-    run (gpu-smoke's study 01 by make plan's model)."""
+    """The proof's own estimate: gpu-check, each path (a compiled one more), the other checks, the smoke run."""
     paths_s = sum(ESTIMATE_S["compile" if runtimes.family(c.variant) in ("compile", "export")
                              or c.variant == "static-compile" else "path"] for _, c in configs)
     smoke_s = 0.0

@@ -91,13 +91,18 @@ def _gpu() -> dict:
     info = {"gpu_name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(),
             "gpu_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)}
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-        info["gpu_driver"] = out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError, IndexError):
-        info["gpu_driver"] = None
+    info["gpu_driver"] = next(iter(nvidia_smi("driver_version")), None)
     return info
+
+
+def nvidia_smi(query: str) -> list[str]:
+    """nvidia-smi's lines for `query` (--query-gpu, CSV without a header); [] without it or where it fails."""
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
 
 
 def thread_settings() -> dict:

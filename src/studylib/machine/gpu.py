@@ -1,26 +1,6 @@
-"""What every measuring process sets and checks on a GPU: the precision policy, process settings, device checks.
-
-Precision policy (a profile's `tf32`): whether float32 matrix multiplications and convolutions may run in TF32
-(a 10-bit mantissa on Ampere and later GPUs). Left alone, the frameworks disagree: PyTorch multiplies fp32
-matrices in full FP32 by default (its cuDNN convolutions in TF32), while TensorFlow, XLA/JAX, ONNX Runtime's CUDA
-provider and TensorRT use TF32. So one policy is applied identically, at the start of every process that
-measures (study.start, the replicates' processes), to all of them: torch (matmul and cuDNN flags,
-set_float32_matmul_precision), TensorFlow (enable_tensor_float_32_execution), JAX (jax_default_matmul_precision,
-set before JAX is imported), ONNX Runtime's CUDA provider (use_tf32, sessions.provider_options) and TensorRT
-(NVIDIA_TF32_OVERRIDE=0 in the environment where TF32 is off: TensorRT and cuBLAS honour it whatever their own
-flags say). The policy is recorded in env.json (`precision`) and every row (`tf32`). On a CPU it does not
-apply: recorded as "n/a (cpu)", and the flags set to full FP32 (their CPU defaults) change nothing.
-
-Process settings (`process_vars`): what a process must start with, before any framework loads: the policy's
-variables, XLA_PYTHON_CLIENT_PREALLOCATE=false (JAX would otherwise take 75% of the card at import, leaving
-PyTorch, the eager reference of every Keras row, out of memory), TF_FORCE_GPU_ALLOW_GROWTH=true (TensorFlow, imported
-by every Keras process whatever its backend, would otherwise take nearly all of the card), and, for a runtime that asks for it
-(`eager-cudnn-benchmark`), torch.backends.cudnn.benchmark on from the process's first convolution.
-
-Device checks (`unavailable`): on a `cuda` configuration, each runtime's framework must see the GPU itself, or
-the row is skipped with the framework and the likely cause named (a CPU-only build, a missing plugin or
-execution provider, the driver). Nothing here has run on a GPU yet: tests use fakes (tests/test_gpu.py).
-"""
+"""What every measuring process sets and checks on a GPU: the precision policy (a profile's `tf32`, applied alike
+to torch, TensorFlow, JAX, ONNX Runtime's CUDA provider and TensorRT), the variables a process starts with
+(`process_vars`), and whether each runtime's framework sees the GPU (`unavailable`). docs/method.md says why."""
 
 from __future__ import annotations
 
@@ -37,8 +17,7 @@ CUDNN_BENCHMARK_VAR = "STUDYLIB_CUDNN_BENCHMARK"  # "1": torch.backends.cudnn.be
 
 
 def policy(tf32: bool, device: str) -> dict:
-    """The precision policy as env.json records it: what was asked, what holds on this device, what each
-    framework is told. On a CPU TF32 does not exist: the policy is off and labelled not applicable."""
+    """The precision policy as env.json records it: what holds on this device and what each framework is told."""
     on = bool(tf32) and device == "cuda"
     return {
         "tf32": on, "device": device, "label": tf32_label(on, device),
@@ -74,10 +53,8 @@ def process_vars(precision: dict | None) -> dict[str, str]:
 
 
 def apply(precision: dict, frameworks: Iterable[str] = ("torch",)) -> dict[str, str]:
-    """Apply the policy in this process: its variables (os.environ, for what loads later), torch's flags, and on a
-    GPU TensorFlow's and JAX's where they run here (TensorFlow only when it is one of `frameworks` or already
-    imported: it is never imported just for this). Returns the variables set. cudnn.benchmark is on only where
-    this process was started for it (CUDNN_BENCHMARK_VAR)."""
+    """Apply the policy in this process: its variables, torch's flags, and on a GPU TensorFlow's (when one of
+    `frameworks` or imported) and JAX's (when imported). Returns the variables set."""
     frameworks = tuple(frameworks)
     env = process_vars(precision)
     os.environ.update(env)
@@ -107,8 +84,7 @@ def apply(precision: dict, frameworks: Iterable[str] = ("torch",)) -> dict[str, 
 
 
 def ort_cuda_options(precision: dict | None) -> dict[str, str]:
-    """CUDAExecutionProvider options: the policy's use_tf32, and an arena grown by what each call asks for (not
-    doubled), so ONNX Runtime holds about what its largest call needs beside PyTorch's allocator."""
+    """CUDAExecutionProvider options: the policy's use_tf32, and an arena grown by what each call asks for."""
     on = bool(precision and precision["tf32"])
     return {"use_tf32": "1" if on else "0", "arena_extend_strategy": "kSameAsRequested"}
 
@@ -120,8 +96,7 @@ def current_precision() -> dict | None:
 
 
 def frameworks_of(runtime) -> tuple[str, ...]:
-    """The frameworks a runtime's rows need on the GPU: PyTorch always (every row's model and its eager
-    reference are PyTorch's), then the runtime's own (ONNX Runtime, TensorFlow, or its Keras backend)."""
+    """The frameworks a runtime's rows need on the GPU: PyTorch always, then the runtime's own."""
     own = {"onnxruntime": "onnxruntime", "tensorflow": "tensorflow"}.get(runtime.family)
     if runtime.family == "keras":
         own = {"torch": None}.get(runtime.backend, runtime.backend)
@@ -132,11 +107,8 @@ CUDA_HEADER = "include/cuda_runtime_api.h"  # what AOTInductor's CUDA wrapper in
 
 
 def cuda_toolkit(find: Callable[[], str | None] | None = None) -> tuple[str | None, str]:
-    """(the CUDA toolkit AOTInductor's CUDA wrapper compiles against, or None; the line that says where it was looked
-    for). Found as torch finds it (torch.utils.cpp_extension._find_cuda_home: CUDA_HOME or CUDA_PATH, then nvcc on
-    PATH, then /usr/local/cuda) and only where its headers are there: a driver-only machine or a container with pip's
-    CUDA runtime libraries has none, and torch's lookup of its include folder raised (an error row). `find`: the
-    lookup (tests)."""
+    """(the CUDA toolkit AOTInductor's CUDA wrapper compiles against, found as torch finds it and only where its
+    headers are, or None; the line that says where it was looked for). `find`: the lookup (tests)."""
     if find is None:
         from torch.utils.cpp_extension import _find_cuda_home as find
     home = find()
@@ -147,10 +119,7 @@ def cuda_toolkit(find: Callable[[], str | None] | None = None) -> tuple[str | No
                   f"install the CUDA 12 toolkit (nvcc and headers, README's GPU prerequisites) or set CUDA_HOME")
 
 
-# The TensorRT major each onnxruntime-gpu release's TensorRT provider links (its libonnxruntime_providers_tensorrt.so
-# needs libnvinfer.so.<major>, libnvinfer_plugin.so.<major> and libnvonnxparser.so.<major>, and has no RUNPATH to
-# find them): 1.18 to the overlay's 1.26 link TensorRT 10 (onnxruntime's setup.py lists the .so.10 files from 1.18
-# on, microsoft/onnxruntime#20557); a release not listed is not assumed.
+# The TensorRT major each onnxruntime-gpu release's TensorRT provider links (microsoft/onnxruntime#20557)
 ORT_TENSORRT_MAJOR = {(1, minor): 10 for minor in range(18, 27)}
 TENSORRT_LIBRARIES = ("libnvinfer", "libnvinfer_plugin", "libnvonnxparser")
 
@@ -166,8 +135,7 @@ def tensorrt_major(ort_version: str) -> int | None:
 
 @dataclass(frozen=True)
 class TensorRT:
-    """Whether TensorRT's libraries are in this process: `state` "loaded", "not installed" (no tensorrt_libs package
-    and none of the files), or "not loadable" (the files are there and the loader refused one: `detail` says why)."""
+    """Whether TensorRT's libraries are in this process: `state` "loaded", "not installed" or "not loadable"."""
 
     state: str
     detail: str
@@ -178,10 +146,9 @@ _tensorrt: TensorRT | None = None
 
 
 def preload_tensorrt(major: int = 10, folder: str | Path | None = None, load=None) -> TensorRT:
-    """Load TensorRT's libraries (`TENSORRT_LIBRARIES`, .so.<major>) from the tensorrt_libs package (pip's
-    tensorrt-cu12-libs) into this process, globally, before an ONNX Runtime session asks for its TensorRT provider:
-    the provider finds them by name among the loaded libraries (onnxruntime's own preload_dlls leaves TensorRT out).
-    `folder`, `load` (ctypes.CDLL with RTLD_GLOBAL): tests. Loaded once per process."""
+    """Load TensorRT's libraries from the tensorrt_libs package into this process, globally, before an ONNX Runtime
+    session asks for its TensorRT provider (it finds them among the loaded libraries). Once per process; `folder`,
+    `load`: tests."""
     global _tensorrt
     real = folder is None and load is None
     if real and _tensorrt is not None:
@@ -227,8 +194,8 @@ def _torch_sees() -> str | None:
 
 
 def _torch_arch_missing(torch) -> str | None:
-    """Why this PyTorch build has no kernels for GPU 0 (its compute capability is not among the build's binaries or
-    newer than a PTX it carries: a V100, sm_70, under a CUDA 13 build), or None."""
+    """Why this PyTorch build has no kernels for GPU 0 (neither its binaries nor a PTX cover its capability), or
+    None."""
     major, minor = torch.cuda.get_device_capability(0)
     archs = torch.cuda.get_arch_list()
     for arch in archs:

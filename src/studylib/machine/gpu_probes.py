@@ -1,13 +1,5 @@
-"""One tiny real operation per GPU path, and what each says about itself (for `make gpu-check` and `make gpu-proof`).
-
-Each probe runs one small operation on the GPU through one path (torch eager, torch.compile with Triton, TensorFlow
-with XLA, JAX, ONNX Runtime's CUDA provider, TensorRT through ONNX Runtime; for export-aoti, the CUDA toolkit it
-compiles against is looked for) and returns a `Probe`: ok with the device
-its real output lies on, a skip with its reason (expected or not), or a failure. torch, TensorFlow and JAX also
-multiply two fp32 4096² matrices and compare with fp64: a relative error near 1e-3 is TF32, near 1e-6 full FP32.
-`verdict` turns the probes into the exit code; `loaded_cuda_libraries` reads which CUDA libraries this process
-loaded (a second cuDNN or CUDA runtime is a clash). Nothing here has run on a GPU yet: tests use fake probes.
-"""
+"""One tiny real operation per GPU path and what each says about itself (`make gpu-check`, `make gpu-proof`): a
+`Probe` per path, `verdict` for the exit code, `loaded_cuda_libraries` for a second copy of a CUDA library."""
 
 from __future__ import annotations
 
@@ -50,6 +42,17 @@ def _major(version) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _fp32_operands() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return tuple(rng.standard_normal((TF32_SIZE, TF32_SIZE)).astype("float32") for _ in range(2))
+
+
+def _rel_err(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    """The largest error of the fp32 product `c` against fp64's, relative to its largest value."""
+    exact = a.astype("float64") @ b.astype("float64")
+    return float(np.abs(c - exact).max() / np.abs(exact).max())
+
+
 def torch_eager() -> Probe:
     import torch
 
@@ -90,12 +93,10 @@ def tensorflow_xla() -> Probe:
     if not tf.config.list_physical_devices("GPU"):
         return Probe("TensorFlow + XLA", "fail", f"TensorFlow {tf.__version__} sees no GPU")
 
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((TF32_SIZE, TF32_SIZE)).astype("float32") for _ in range(2))
+    a, b = _fp32_operands()
     with tf.device("/GPU:0"):
         c = tf.function(jit_compile=True)(tf.matmul)(tf.constant(a), tf.constant(b))
-    exact = a.astype("float64") @ b.astype("float64")
-    err = float(np.abs(c.numpy() - exact).max() / np.abs(exact).max())
+    err = _rel_err(c.numpy(), a, b)
     info = tf.sysconfig.get_build_info()
     return Probe("TensorFlow + XLA", "ok", "XLA-compiled fp32 matmul", c.device, "GPU" in c.device.upper(),
                  f"tensorflow {tf.__version__}, built for CUDA {info.get('cuda_version')} / cuDNN "
@@ -109,12 +110,10 @@ def jax_probe() -> Probe:
     except ImportError:
         return Probe("JAX", "skip", "JAX is not installed")
 
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((TF32_SIZE, TF32_SIZE)).astype("float32") for _ in range(2))
+    a, b = _fp32_operands()
     c = jax.jit(jnp.matmul)(a, b)
     device = next(iter(c.devices()))
-    exact = a.astype("float64") @ b.astype("float64")
-    err = float(np.abs(np.asarray(c) - exact).max() / np.abs(exact).max())
+    err = _rel_err(np.asarray(c), a, b)
     version = getattr(device.client, "platform_version", "")  # e.g. "cuda 12080"
     cuda = re.search(r"cuda\D*(\d+)", str(version).lower())
     major = int(cuda.group(1)) // 1000 if cuda and len(cuda.group(1)) >= 4 else None
@@ -126,11 +125,8 @@ _max_ir: int | None = None
 
 
 def max_ir_version(make=None) -> int:
-    """The highest ONNX IR version the installed onnxruntime reads, asked of it, not assumed: an empty model stamped
-    with an IR version no runtime reads is loaded on the CPU provider, and onnxruntime's refusal names its maximum
-    ("Unsupported model IR version: 1000, max supported IR version: 13"); where the message names none, the highest
-    of onnx's own versions that loads. `make`: the session's maker (tests; the answer is then not kept). Asked once
-    per process."""
+    """The highest ONNX IR version the installed onnxruntime reads, asked of it: the maximum its refusal of IR 1000
+    names, else the highest of onnx's own that loads. Once per process; `make`: the session's maker (tests)."""
     global _max_ir
     if make is None and _max_ir is not None:
         return _max_ir
@@ -157,8 +153,7 @@ def max_ir_version(make=None) -> int:
 
 
 def _tiny_onnx(max_ir: int | None = None) -> bytes:
-    """An 8×8 MatMul at opset 17, stamped with the lower of onnx's IR version and the one onnxruntime reads
-    (onnx 1.23 writes IR 14, which onnxruntime 1.26 and 1.31 refuse)."""
+    """An 8×8 MatMul at opset 17, stamped with the lower of onnx's IR version and the one onnxruntime reads."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -172,10 +167,9 @@ def _tiny_onnx(max_ir: int | None = None) -> bytes:
 
 
 def ort_session(provider: str, options: dict | None = None, *, make=None, tensorrt=None) -> Probe:
-    """A session with `provider` first: what ran is what the *session* reports (session.get_providers()), not the
-    build's list; the output is bound on the GPU (IO binding) so its device is the provider's. For TensorRT, its
-    libraries are loaded first (gpu.preload_tensorrt; `tensorrt`: that, for tests): not installed is an expected
-    skip, installed but not loadable a failure, loaded but not started by the session a failure."""
+    """A session with `provider` first: what ran is what the session reports, its output bound on the GPU. For
+    TensorRT its libraries are loaded first (`tensorrt`: gpu.preload_tensorrt, or a fake): not installed is an
+    expected skip."""
     trt = provider.startswith("Tensorrt")
     path = "ONNX Runtime " + ("TensorRT" if trt else "CUDA")
     try:
@@ -220,8 +214,7 @@ def ort_session(provider: str, options: dict | None = None, *, make=None, tensor
 
 
 def aoti_toolkit(find=None) -> Probe:
-    """Whether export-aoti can compile on CUDA here: the CUDA toolkit its C++ wrapper compiles against (gpu.cuda_toolkit).
-    Without one an expected skip naming it: the study's export-aoti rows are then skipped rows that say so."""
+    """Whether export-aoti can compile on CUDA here (gpu.cuda_toolkit); without a toolkit an expected skip."""
     home, line = cuda_toolkit(find)
     if home is None:
         return Probe("export-aoti (CUDA toolkit)", "skip", f"{line}; its rows are skipped", expected=True,
@@ -246,8 +239,7 @@ def probes(tf32: bool) -> list[Probe]:
 
 
 def loaded_cuda_libraries(maps: str | None = None) -> dict[str, set[str]]:
-    """The CUDA libraries this process loaded (from /proc/self/maps): library name (libcudnn, libcudart, libcublas,
-    libnvinfer, ...) → the files, with their folders. Two files of one name are two copies in one process."""
+    """The CUDA libraries this process loaded (/proc/self/maps): library name → its files (two: two copies)."""
     if maps is None:
         try:
             maps = Path("/proc/self/maps").read_text()
