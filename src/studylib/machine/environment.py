@@ -12,19 +12,19 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 
-from ..core import paths
-from . import allocator
+from ..core import paths, wording
+from . import allocator, gemm
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "tensorflow", "tf-keras", "keras", "jax", "jaxlib", "onnx",
              "onnxruntime", "onnxscript", "torchao", "numpy", "scipy", "pandas", "papermill", "nbconvert", "studylib")
-# GPU builds and CUDA libraries (requirements-gpu.txt): recorded where installed (`gpu_libraries`), so that env.json
-# says which onnxruntime, JAX plugin, TensorRT and CUDA runtime a GPU run had.
+# GPU builds and CUDA libraries (requirements-gpu.txt), recorded where installed
 GPU_LIBRARIES = ("onnxruntime-gpu", "jax-cuda13-plugin", "jax-cuda13-pjrt", "jax-cuda12-plugin", "jax-cuda12-pjrt",
                  "tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu13-libs", "tensorrt-cu12-libs",
                  "cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cudnn-cu13",
                  "nvidia-cudnn-cu12", "nvidia-cublas", "nvidia-cublas-cu12", "nvidia-nccl-cu13",
                  "nvidia-nccl-cu12", "nvidia-cuda-nvcc-cu12", "triton")
 # The fields that decide whether an earlier measurement still stands (a re-run skips it).
+TEMPLATE = "machine/environment.txt"
 FINGERPRINT_KEYS = ("python", "os", "cpu_model", "logical_cpus", "gpu_name", "cuda", "libraries")
 
 
@@ -36,14 +36,7 @@ def _version(dist: str) -> str | None:
 
 
 def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return gemm.cpu_model() or platform.processor() or platform.machine()
 
 
 def _memory_gib() -> float | None:
@@ -56,8 +49,8 @@ def _memory_gib() -> float | None:
 
 
 def git_commit() -> str | None:
-    """The checkout's commit (12 hex digits), with "-dirty" when tracked files outside outputs/ are changed
-    (a run rewrites the committed reference under outputs/ itself); None outside git."""
+    """The checkout's commit (12 hex digits), "-dirty" when tracked files outside outputs/ changed; None outside
+    git."""
     try:
         out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "--short=12", "HEAD"],
                              capture_output=True, text=True, timeout=10)
@@ -83,10 +76,7 @@ def _torch():
 
 def _gpu() -> dict:
     torch = _torch()
-    if torch is None:
-        return {}
-
-    if not torch.cuda.is_available():
+    if torch is None or not torch.cuda.is_available():
         return {}
     info = {"gpu_name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(),
@@ -141,8 +131,8 @@ def detect_machine() -> Machine:
 
 
 def capture(profile: str | None = None, precision: dict | None = None) -> dict:
-    """Versions, Python, OS, CPU, cores, memory, thread settings, GPU, git commit and profile; `precision` is the
-    precision policy the run applies (gpu.policy), recorded and, on a GPU, part of the fingerprint."""
+    """Versions, Python, OS, CPU, cores, memory, thread settings, GPU, git commit, profile and the precision policy
+    (gpu.policy; on a GPU part of the fingerprint)."""
     env = {
         "profile": profile,
         "captured_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -185,13 +175,6 @@ def machine(env: dict) -> str:
     return f"{env.get('cpu_model')} · {env.get('usable_cpus')} CPUs · {gpu}"
 
 
-# Why a GPU run's torch is not the CPU lock's (requirements-gpu.txt; checked by pip's resolver, docs/profiles.md):
-# TensorFlow 2.21, the newest, is built for CUDA 12 only (its [and-cuda] extra asks for CUDA 12 wheels), and every
-# torch from 2.11 on is a CUDA 13 build on PyPI: one process of study 02 or 05 would load two CUDA majors.
-GPU_TORCH_WHY = ("the last PyPI torch built for CUDA 12: TensorFlow's GPU build is CUDA 12 only, and torch 2.11 on "
-                 "are CUDA 13 builds")
-
-
 def locked_version(dist: str) -> str | None:
     """`dist`'s version in requirements.lock (the CPU lock), or None."""
     try:
@@ -202,18 +185,16 @@ def locked_version(dist: str) -> str | None:
 
 
 def torch_note(env: dict) -> str:
-    """On a GPU run whose torch is not the CPU lock's: which torch ran and why (GPU_TORCH_WHY); else ""."""
+    """On a GPU run whose torch is not the CPU lock's: which torch ran and why; else ""."""
     ran = (env.get("libraries") or {}).get("torch")
     locked = locked_version("torch")
     if not env.get("gpu_name") or not ran or not locked or ran.split("+")[0] == locked.split("+")[0]:
         return ""
-    return f"torch {ran} ran, not the CPU lock's {locked}: {GPU_TORCH_WHY}"
+    return wording.macro(TEMPLATE, "torch_note", ran, locked)
 
 
 def one_line(env: dict) -> str:
-    """The environment in one line, for the index page and notebook headers; on a GPU run whose torch is not the CPU
-    lock's, which ran and why (torch_note)."""
-    libs = env.get("libraries", {})
-    note = torch_note(env)
+    """The environment in one line, for the index page and notebook headers (with torch_note where there is one)."""
+    libs, note = env.get("libraries", {}), torch_note(env)
     return (f"{machine(env)} · Python {env.get('python')} · torch {libs.get('torch')}"
             + (f" ({note})" if note else "") + f" · commit {env.get('git_commit') or 'unknown'}")

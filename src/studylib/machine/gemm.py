@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..core import numbers
+from ..core import numbers, wording
 from .gemm_child import CHILDREN, DTYPES, MARK, shapes
 
 # The instruction sets that decide a GEMM's code path (/proc/cpuinfo's names), in the order they are shown.
@@ -113,19 +113,8 @@ def describe(gemm: dict | None) -> str:
     """Each library's best GEMM rate per dtype in one line, for the environment table."""
     if not gemm:
         return "GEMM per library not measured"
-    parts = []
-    for key, record in (gemm.get("libraries") or {}).items():
-        if record.get("status") != "ok":
-            parts.append(f"{key}: {record.get('status')}")
-            continue
-        rates = []
-        for dtype in gemm.get("dtypes", DTYPES):
-            cells = [c["gflops"] for c in ((record.get("rates") or {}).get(dtype) or {}).values() if "gflops" in c]
-            rates.append(f"{dtype} up to {max(cells):,.0f}" if cells else f"{dtype} —")
-        parts.append(f"{record.get('library', key)} {record.get('version')} ({record.get('kernel_library')}): "
-                     f"{', '.join(rates)} GFLOP/s")
-    flags = ", ".join(gemm.get("cpu_flags") or []) or "unknown"
-    return f"GEMM per library — {'; '.join(parts)} (CPU flags: {flags})"
+    return wording.macro("machine/limits.txt", "gemm", gemm.get("libraries") or {}, gemm.get("dtypes", DTYPES),
+                         ", ".join(gemm.get("cpu_flags") or []))
 
 
 # ----------------------------------------------------------------------- two libraries at the studies' shapes

@@ -1,10 +1,7 @@
-"""The machine's limits: a dense matmul's rate per dtype (GFLOP/s) and a STREAM-triad-like kernel's memory
-bandwidth (GB/s), each a median over repeated calls with its order-statistic 95% CI, measured with the threads the
-profile set, once per environment fingerprint (`cached_peaks`; kept in env.json under "peaks"). On a CPU it also
-measures fp32 and bf16 GEMMs through every library on the machine (gemm.py; peaks["gemm"]). The roof of a dtype
-(`roof`) is the best rate measured by any of them: the roofline (roofline.py) and compare read it back with
-`peak_gflops`, and the bandwidth with `peak_bandwidth`.
-"""
+"""The machine's limits, measured once per environment fingerprint with the profile's threads and kept in env.json
+under "peaks": a dense matmul's rate per dtype (GFLOP/s), every library's GEMM on a CPU (gemm.py) and a
+STREAM-triad-like memory bandwidth (GB/s), each a median with its order-statistic 95% CI. The roof of a dtype is the
+best rate any of them reached."""
 
 from __future__ import annotations
 
@@ -12,21 +9,19 @@ import datetime as _dt
 import time
 import warnings
 
-from ..core import numbers
+from ..core import wording
 from . import gemm
 from .rates import MIN_SAMPLES
 from .rates import rate as _rate
 from .rates import timed_calls as _timed_calls
 
 METHOD = 3  # bump when the way limits are measured changes: cached limits of another method are re-measured
-# (3: every library's process with OpenMP's own wait policy, as the studies' workers run; 2: under OMP_WAIT_POLICY=PASSIVE)
 MATMUL_SIZES = {"cpu": (256, 2048), "cuda": (1024, 8192)}  # smallest and largest square size tried
 TRIAD_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 26}  # fp32 elements per array: far beyond the last-level cache
 
 
 def budget_s(measure: dict) -> float:
-    """Seconds the limits may take: the profile's minimum timing per group (min_time_s), kept within 2–12 s,
-    so the smoke profile spends about 2 s and the real profiles about 10 s, once per environment."""
+    """Seconds the limits may take: the profile's min_time_s, kept within 2–12 s."""
     return float(min(12.0, max(2.0, measure.get("min_time_s", 0.0))))
 
 
@@ -35,7 +30,7 @@ def _matmul(dtype: str, device: str):
     import torch
 
     if dtype == "int8" and device == "cpu":
-        # What torch-int8 runs: a dynamically quantized Linear (fbgemm / onednn), activations quantized per call.
+        # what torch-int8 runs: a dynamically quantized Linear, activations quantized per call
         def make(n):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -54,8 +49,7 @@ def _matmul(dtype: str, device: str):
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
 
     def make(n):
-        # A Linear layer's product (x @ wᵀ), the models' dense kernel: on CPUs without native bf16, torch.mm
-        # in bf16 takes a path ten times slower than the oneDNN one F.linear takes.
+        # a Linear layer's product, the models' dense kernel (torch.mm in bf16 can be ten times slower)
         x, w = (torch.randn(n, n, device=device).to(torch_dtype) for _ in range(2))
         return lambda: torch.nn.functional.linear(x, w)
 
@@ -63,8 +57,7 @@ def _matmul(dtype: str, device: str):
 
 
 def _sized(make, sync, device: str, target_s: float):
-    """The largest power-of-two size (within MATMUL_SIZES) whose call should take about `target_s` or less:
-    doubled while eight times the last call's time (a doubling's cost) stays within it. (n, call)."""
+    """(n, call): the largest power-of-two size within MATMUL_SIZES whose call takes about `target_s` or less."""
     n, largest = MATMUL_SIZES[device]
     while True:
         call = make(n)
@@ -95,8 +88,7 @@ def matmul_peak(dtype: str, device: str, budget: float) -> dict:
 
 
 def triad_bandwidth(device: str, budget: float) -> dict:
-    """Memory bandwidth (GB/s) with its CI: a = b + 2·c over fp32 arrays far larger than the caches
-    (two arrays read, one written per call)."""
+    """Memory bandwidth (GB/s) with its CI: a = b + 2·c over fp32 arrays far larger than the caches."""
     import torch
 
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -113,10 +105,8 @@ def peak_dtypes(device: str) -> tuple[str, ...]:
 
 
 def measure_peaks(device: str = "cpu", *, budget: float = 2.0, gemm_runner: gemm.Runner | None = None) -> dict:
-    """The machine's limits with the threads now set: matmul rate per dtype and triad bandwidth, each with
-    its 95% CI, within about `budget` seconds in all (shared evenly by the kernels); on a CPU, also every
-    library's GEMMs (gemm.measure_libraries, `budget` seconds more of timing plus each library's start-up; by
-    `gemm_runner`, gemm.run_child unless given)."""
+    """The machine's limits with the threads now set: matmul rate per dtype and triad bandwidth with their 95% CIs,
+    in about `budget` seconds; on a CPU also every library's GEMMs (`gemm_runner`, gemm.run_child unless given)."""
     import torch
 
     started = time.perf_counter()
@@ -138,8 +128,7 @@ def measure_peaks(device: str = "cpu", *, budget: float = 2.0, gemm_runner: gemm
 
 
 def cached_peaks(env: dict, previous: dict | None, *, device: str, budget: float) -> dict:
-    """The limits for `env`: `previous` env.json's when it is the same environment (fingerprint), device,
-    threads and method — a resumed run does not measure them again — else measured now."""
+    """`previous` env.json's limits where environment, device, threads and method are the same, else measured now."""
     import torch
 
     old = (previous or {}).get("peaks") or {}
@@ -153,32 +142,14 @@ def describe_peaks(peaks: dict | None) -> str:
     """The limits in one line, for the environment table."""
     if not peaks:
         return "not measured"
-    parts = []
-    for dtype, m in peaks["matmul"].items():
-        if "skipped" in m:
-            parts.append(f"{dtype} matmul skipped ({m['skipped']})")
-        else:
-            unit = "GOP/s" if dtype == "int8" else "GFLOP/s"
-            ci = numbers.fmt_range(m["ci_low"], m["ci_high"], ",.1f", collapse=False)
-            parts.append(f"{dtype} matmul {m['gflops']:,.1f} {unit} (95% CI {ci}; "
-                         f"{m['size']}², {m['kernel']})")
-    for dtype in ("fp32", "bf16"):
-        best = roof(peaks, dtype)
-        if best:
-            parts.append(f"{dtype} roof {best['gflops']:,.1f} GFLOP/s ({best['library']}, {best['shape']})")
-    if "gemm" in peaks:
-        parts.append(gemm.describe(peaks["gemm"]))
-    bw = peaks["bandwidth"]
-    ci = numbers.fmt_range(bw["ci_low"], bw["ci_high"], ",.1f", collapse=False)
-    parts.append(f"memory bandwidth {bw['gbs']:,.1f} GB/s (95% CI {ci}; "
-                 f"{bw['kernel']}, {bw['bytes'] / 1e6:,.0f} MB per call)")
-    return (" · ".join(parts) + f" — {peaks['threads']} threads, measured in {peaks['seconds']:.1f} s at "
-            f"{peaks['measured_at']}")
+    roofs = [(dtype, best) for dtype in ("fp32", "bf16") if (best := roof(peaks, dtype))]
+    return wording.macro("machine/limits.txt", "peaks", peaks["matmul"], roofs,
+                         gemm.describe(peaks["gemm"]) if "gemm" in peaks else "", peaks["bandwidth"], peaks["threads"],
+                         peaks["seconds"], peaks["measured_at"])
 
 
 def roof(peaks: dict | None, key: str) -> dict | None:
-    """The best rate measured for `key` (a dtype, or int8): the square matmul's or any library's GEMM (gemm.py),
-    {"gflops", "ci_low", "ci_high", "runner", "library", "shape"}; None where none was measured."""
+    """The best rate measured for `key` (a dtype): the square matmul's or any library's GEMM; None where none."""
     found = gemm.best_rates((peaks or {}).get("gemm"), key)
     m = ((peaks or {}).get("matmul") or {}).get(key) or {}
     if isinstance(m.get("gflops"), (int, float)):
@@ -188,14 +159,12 @@ def roof(peaks: dict | None, key: str) -> dict | None:
 
 
 def matmul_gflops(peaks: dict | None, key: str) -> float | None:
-    """PyTorch's square matmul rate for `key` alone (measured the same way by every METHOD), for comparing two
-    runs' machines like with like; the roof is `peak_gflops`."""
+    """PyTorch's square matmul rate for `key` alone (the same in every METHOD), to compare two runs' machines."""
     return (((peaks or {}).get("matmul") or {}).get(key) or {}).get("gflops")
 
 
 def peak_gflops(peaks: dict | None, key: str) -> float | None:
-    """The roof for `key` (a dtype, or int8): the best matmul rate any library reached (`roof`), or None where
-    none was measured."""
+    """The roof for `key`: the best matmul rate any library reached (`roof`), or None."""
     best = roof(peaks, key)
     return best["gflops"] if best else None
 

@@ -1,9 +1,5 @@
-"""Profiling one steady-state call: its top operators by self time, with each runtime's own profiler.
-
-PyTorch runtimes with torch.profiler (CPU activity; CUDA activity on a GPU), ONNX Runtime with its session
-profiler (its `Prepared.profile`, runtimes/ort_session.py); TensorFlow and JAX are recorded as not profiled. The
-surprises (surprises.py) profile both sides of an expectation that failed, after the timed rounds.
-"""
+"""Profiling one steady-state call: its top operators by self time, with each runtime's own profiler (torch.profiler,
+ONNX Runtime's session profiler); TensorFlow and JAX are recorded as not profiled."""
 
 from __future__ import annotations
 
@@ -11,14 +7,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..core import wording
 from .threads import PROFILER_NOISE, filtered_stderr
 
 TOP = 10  # operators kept per profiled call
 
 
 def top_ops(totals: dict[str, list[float]], top: int = TOP) -> list[dict]:
-    """{op: [self seconds, calls]} → the `top` operators by self time, as rows store them (self_pct: share of the
-    self time of every operator in `totals`)."""
+    """{op: [self seconds, calls]} → the `top` operators by self time, as rows store them."""
     whole = sum(v[0] for v in totals.values())
     ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
     return [{"op": op, "self_ms": 1e3 * s, "calls": int(n), "self_pct": 100 * s / whole if whole > 0 else 0.0}
@@ -26,8 +22,7 @@ def top_ops(totals: dict[str, list[float]], top: int = TOP) -> list[dict]:
 
 
 def torch_profile(call: Callable[[], Any], device: str = "cpu", top: int = TOP, family: str = "") -> tuple[list[dict], str]:
-    """One call under torch.profiler (CPU activity; CUDA too on a GPU): its `top` operators by self time (device
-    time on a GPU) and a note on what was profiled."""
+    """One call under torch.profiler: its `top` operators by self time (device time on a GPU), and a note."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = device == "cuda"
@@ -45,30 +40,17 @@ def torch_profile(call: Callable[[], Any], device: str = "cpu", top: int = TOP, 
         if us > 0:
             totals[ev.key] = [us / 1e6, ev.count]
     ops = top_ops(totals, top)
-    what = "CPU and CUDA activity; operators by self CUDA time" if cuda else "CPU activity; operators by self CPU time"
-    note = (f"torch.profiler ({what}): "
-            f"one call took {wall * 1e3:.3g} ms under the profiler, {sum(v[0] for v in totals.values()) * 1e3:.3g} ms "
-            f"of self time in {len(totals)} operators; the top {len(ops)} shown")
-    if family in ("compile", "export"):  # torch.compile, and AOTInductor's package (the same Inductor ahead of time)
-        note += ("; Inductor's generated kernels carry no profiler names unless compiled with "
-                 "torch._inductor.config.cpp.enable_kernel_profile, so their time is the compiled region's self time")
-    return ops, note
-
-
-JAX_NOTE = ("not profiled: JAX's profiler writes a TensorBoard trace rather than per-operator totals of one call, "
-            "which this harness does not read")
-TF_NOTE = ("not profiled: TensorFlow's profiler writes a TensorBoard trace per session rather than per-operator totals "
-           "of one call, which this harness does not read")
+    # torch.compile, and AOTInductor's package (the same Inductor ahead of time)
+    return ops, wording.macro("machine/profiling.txt", "torch", cuda, wall * 1e3,
+                              sum(v[0] for v in totals.values()) * 1e3, len(totals), len(ops),
+                              family in ("compile", "export"))
 
 
 def profile_prepared(runtime, prepared, call: Callable[[], Any], device: str, top: int = TOP) -> tuple[list[dict] | None, str]:
-    """Profile one steady-state call of a prepared configuration (its runtime's own profiler where it has one,
-    Prepared.profile; torch.profiler for PyTorch runtimes); (None, why) where it cannot be profiled."""
+    """Profile one steady-state call of a prepared configuration; (None, why) where it cannot be profiled."""
     if prepared.profile is not None:
         return prepared.profile(call, top)
     backend = getattr(runtime, "backend", None)  # Keras runtimes (study 05)
     if runtime.framework == "torch" or backend == "torch":
         return torch_profile(call, device, top, "compile" if runtime.uses_dynamo else runtime.family)
-    if backend == "jax":
-        return None, JAX_NOTE
-    return None, TF_NOTE
+    return None, wording.macro("machine/profiling.txt", "not_profiled", "jax" if backend == "jax" else "tensorflow")

@@ -1,13 +1,6 @@
-"""One measuring run per profile at a time, and a warning when runs of other profiles share the machine.
-
-Two runs measuring at once share the CPU, so each one's timings are wrong, and both append the same
-configurations to one results table. A run therefore holds `outputs/<profile>/.run.lock` (an advisory
-`flock`, released by the kernel when the holder exits, so the lock of a process that died is simply
-taken over) while it measures or renders. A second run of the profile stops at once with `Busy`, whose
-message names the holder. Processes the holder starts (papermill's kernel, the replicate processes)
-inherit `STUDYLIB_LOCK_HELD` and do not take the lock again; a notebook run by hand in JupyterLab takes
-it around its measurements only (`study.StudyRun.run`).
-"""
+"""One measuring run per profile at a time (an advisory `flock` on outputs/<profile>/.run.lock, released by the
+kernel when its holder exits), and a warning when runs of other profiles share the machine. Processes the holder
+starts inherit HELD_ENV and do not take the lock again."""
 
 from __future__ import annotations
 

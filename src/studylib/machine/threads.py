@@ -8,21 +8,17 @@ import sys
 import tempfile
 from contextlib import contextmanager
 
-# TensorFlow's C++ start-up log, written to the process's stderr before its logging is set up (so
-# TF_CPP_MIN_LOG_LEVEL does not hold it back): absl's notice, INFO/WARNING lines, and cuInit failing
-# where there is no GPU. Anything else TensorFlow writes while starting is passed on.
+# TensorFlow's C++ start-up log (before TF_CPP_MIN_LOG_LEVEL holds): absl's notice, INFO/WARNING, cuInit failing
 _TF_START_UP_NOISE = re.compile(r"WARNING: All log messages before absl::InitializeLog\(\)|[IW]\d{4} |"
                                 r"E\d{4} .*failed call to cuInit")
 
-
-# The PyTorch profiler's (Kineto's) trace markers, printed to stderr at each profiler start and stop.
+# the PyTorch profiler's (Kineto's) trace markers, printed at each start and stop
 PROFILER_NOISE = re.compile(r"USDT:")
 
 
 @contextmanager
 def filtered_stderr(noise: re.Pattern):
-    """Run the block with the process's stderr (file descriptor 2, which C++ libraries write to) captured; pass on
-    every line that `noise` does not match."""
+    """Run the block with file descriptor 2 captured; pass on every line that `noise` does not match."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as log:
@@ -45,12 +41,8 @@ def tensorflow_start_up_log():
 
 
 def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> None:
-    """Same thread count for every framework in a comparison: intra-op and inter-op, torch and TensorFlow.
-
-    ONNX Runtime sessions take torch's intra-op count when they are created (see runtimes.onnxrt). Nothing else is
-    imposed: OpenMP keeps its own wait policy (OMP_WAIT_POLICY only where the user set it), as each framework runs
-    for its users, in a process of its own (bench/workers.py).
-    """
+    """Same thread count for every framework in a comparison: intra-op and inter-op, torch and TensorFlow (ONNX
+    Runtime's sessions take torch's intra-op count); OpenMP keeps its own wait policy."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ["MKL_NUM_THREADS"] = str(threads)
     import torch
@@ -78,8 +70,8 @@ def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> Non
 
 
 def threads_in_force(frameworks: tuple[str, ...] = ("torch",)) -> str:
-    """The threading this process runs with, as a results row records it (`process`): OpenMP's wait policy, and
-    each of `frameworks`' intra-op and inter-op pools (ONNX Runtime's sessions take torch's intra-op count)."""
+    """The threading this process runs with, as a row records it (`process`): OpenMP's wait policy and each of
+    `frameworks`' pools."""
     policy = os.environ.get("OMP_WAIT_POLICY")
     parts = [f"OMP_WAIT_POLICY={policy}" if policy else "OMP_WAIT_POLICY unset (OpenMP's default)"]
     if "torch" in sys.modules:
