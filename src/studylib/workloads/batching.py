@@ -1,15 +1,7 @@
-"""Batching strategies for variable-length text, the padding each one costs, and the way back to input order.
-
-A plan is a list of Batches (text indices and the length they are padded to). The strategies:
-
-- `unsorted`: the given order, consecutive batches, each padded to its longest text;
-- `sorted`: longest first (a stable sort, so equal lengths keep the given order), each batch padded
-  to its longest text: the least padding a batch size allows;
-- `bucketed`: what training loops do: shuffle (fixed seed), cut into buckets of
-  `bucket_batches * batch_size` texts, sort each bucket longest first, cut it into batches, then
-  shuffle the batch order (same seed). Less padding than `unsorted`, more than `sorted`;
-- `pad-to-max`: the given order, every batch padded to `max_length` (the naive baseline).
-"""
+"""Batching strategies for variable-length text, the padding each one costs, and the way back to input order:
+`unsorted` (the given order, each batch padded to its longest text), `sorted` (longest first, stable), `bucketed`
+(shuffle, sort within buckets of `bucket_batches` batches, shuffle the batches: what training loops do) and
+`pad-to-max` (every batch padded to `max_length`)."""
 
 from __future__ import annotations
 
@@ -19,8 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 STRATEGIES = ("unsorted", "sorted", "bucketed", "pad-to-max")
-# torchtext's BucketIterator pooled 100 batches; with the ~1,000-text samples of these studies that is
-# the whole sample, i.e. `sorted` again. 8 batches per bucket keeps the shuffle a training loop wants.
+# batches per bucket (torchtext's 100 would be the whole ~1,000-text sample, i.e. `sorted` again)
 BUCKET_BATCHES = 8
 
 

@@ -1,13 +1,6 @@
-"""Text corpora for the data-set studies: real text that ships with Python, or the user's own file.
-
-The default corpus is the paragraphs of CPython's `pydoc_data.topics` (the help texts of `help()`),
-so nothing is downloaded. Under Python 3.11.7 it holds 2,455 paragraphs (1,978 distinct) from 79
-topics: median 17 words, p90 61, longest 780. Other Python versions give slightly other counts.
-
-A user corpus is a path (absolute, or relative to the repository root): `.txt` (one text per
-non-empty line), `.csv` or `.jsonl` (both need `column`). Every problem is a CorpusError whose
-message is one line naming the file and what is wrong.
-"""
+"""Text corpora for the data-set studies: the paragraphs of CPython's `pydoc_data.topics` (nothing is downloaded), or
+the user's own file (absolute, or relative to the repository root): `.txt` (one text per non-empty line), `.csv` or
+`.jsonl` (both need `column`). Every problem is a CorpusError, one line naming the file and what is wrong."""
 
 from __future__ import annotations
 
@@ -15,6 +8,8 @@ import csv
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,20 +72,30 @@ def _file(source: str, column: str | None) -> Path:
     return path
 
 
-def _read_lines(source: str, path: Path) -> list[str]:
+@contextmanager
+def _utf8(source: str) -> Iterator[None]:
     try:
-        return path.read_text(encoding="utf-8-sig").splitlines()
+        yield
     except UnicodeDecodeError as e:
         raise CorpusError(f"{source}: not UTF-8 text (byte {e.start})") from None
 
 
-def _csv_header(source: str, reader) -> list[str]:
+def _read_lines(source: str, path: Path) -> list[str]:
+    with _utf8(source):
+        return path.read_text(encoding="utf-8-sig").splitlines()
+
+
+def _csv_column(source: str, reader, column: str) -> int:
+    """The index of `column` in the CSV's header row."""
     try:
-        return next(reader)
+        header = next(reader)
     except StopIteration:
         raise CorpusError(f"{source}: empty file, no header row") from None
     except csv.Error as e:
         raise CorpusError(f"{source}: line {reader.line_num}: {e}") from None
+    if column not in header:
+        raise _column_missing(source, column, header)
+    return header.index(column)
 
 
 def _column_missing(source: str, column: str, columns) -> CorpusError:
@@ -108,19 +113,13 @@ def _jsonl_object(source: str, number: int, line: str) -> dict:
 
 
 def _csv_texts(source: str, path: Path, column: str) -> list[str]:
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.reader(f)
-            header = _csv_header(source, reader)
-            if column not in header:
-                raise _column_missing(source, column, header)
-            at = header.index(column)
-            try:
-                return [row[at].strip() for row in reader if len(row) > at and row[at].strip()]
-            except csv.Error as e:
-                raise CorpusError(f"{source}: line {reader.line_num}: {e}") from None
-    except UnicodeDecodeError as e:
-        raise CorpusError(f"{source}: not UTF-8 text (byte {e.start})") from None
+    with _utf8(source), open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        at = _csv_column(source, reader, column)
+        try:
+            return [row[at].strip() for row in reader if len(row) > at and row[at].strip()]
+        except csv.Error as e:
+            raise CorpusError(f"{source}: line {reader.line_num}: {e}") from None
 
 
 def _jsonl_texts(source: str, path: Path, column: str) -> list[str]:
@@ -148,13 +147,8 @@ def check(source: str = DEFAULT_SOURCE, column: str | None = None) -> None:
     path = _file(source, column)
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        try:
-            with open(path, newline="", encoding="utf-8-sig") as f:
-                header = _csv_header(source, csv.reader(f))
-        except UnicodeDecodeError as e:
-            raise CorpusError(f"{source}: not UTF-8 text (byte {e.start})") from None
-        if column not in header:
-            raise _column_missing(source, column, header)
+        with _utf8(source), open(path, newline="", encoding="utf-8-sig") as f:
+            _csv_column(source, csv.reader(f), column)
     elif suffix == ".jsonl":
         with open(path, encoding="utf-8-sig", errors="replace") as f:
             for number, line in enumerate(f, start=1):
@@ -186,11 +180,8 @@ def load(source: str = DEFAULT_SOURCE, column: str | None = None) -> Corpus:
 
 
 def sample(corpus: Corpus, n: int, seed: int) -> list[int]:
-    """n text indices without replacement, in a fixed-seed random order: the data set's "given order".
-
-    It is a prefix of one permutation (numpy default_rng(seed)), so a smaller n takes the first texts
-    of a larger sample; n >= len(texts) gives every index, shuffled the same way.
-    """
+    """n text indices without replacement in a fixed-seed order (the data set's "given order"): a prefix of one
+    permutation, so a smaller n takes the first texts of a larger sample."""
     if n < 1:
         raise ValueError(f"n must be at least 1 (got {n})")
     order = np.random.default_rng(seed).permutation(len(corpus.texts))

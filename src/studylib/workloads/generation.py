@@ -1,12 +1,6 @@
-"""Study 07's workload: a decoder-only language model (random weights, fixed seed), prompts cut from the corpus, and
-the phase of generation a call runs (prefill, one decode step, or a whole forced-length generation).
-
-Prompts are the corpus's texts tokenized by the study's own BPE (tokenization.py) and joined into one stream of ids;
-row i of a batch is the stream's i-th window of prompt + new tokens (wrapping around where the stream is short), so
-every prompt has exactly the prompt length and needs no padding, and the tokens after it are the forced continuation
-that parity's teacher-forced logits feed. The work of a call (FLOPs, bytes of weights and KV cache read) is counted
-from the model's shape, not traced: decode's bytes are what its roofline holds against the memory bandwidth.
-"""
+"""Study 07's workload: a decoder-only language model (random weights, fixed seed), prompts cut from the corpus's
+token stream (row i is its i-th window of prompt + new tokens, so no padding), the phase a call runs (prefill, one
+decode step, a whole forced-length generation), and its work counted from the model's shape."""
 
 from __future__ import annotations
 
@@ -37,7 +31,7 @@ class GenerationWorkload:
     batch_size: int
     seq_len: int  # the prompt's length
     module: Any = None  # eager's runner (runtimes.generation.eager_runner): what the registered eager runtime calls
-    # how `ort` and `ort-int8` (runtimes/onnxrt.py) prepare it: runtimes.generation_ort.prepare_generation
+    # how `ort` and `ort-int8` prepare it (runtimes.generation_ort.prepare_generation)
     onnxruntime: Any = None
     inputs: tuple = ()
     kind: str = "text"
@@ -127,15 +121,13 @@ def matmul_params(name: str) -> int:
 
 
 def weight_bytes(name: str, dtype: str) -> int:
-    """Bytes of weights a forward reads once: the multiplied weights (the embedding table's one row read is left out;
-    where it is tied to the LM head the head reads it whole)."""
+    """Bytes of weights a forward reads once: the multiplied weights (the embedding row read is left out)."""
     return matmul_params(name) * BYTES[dtype]
 
 
 def work(name: str, *, phase: str, batch_size: int, prompt_len: int, new_tokens: int, dtype: str) -> dict[str, int]:
     """FLOPs and bytes (weights and KV cache read) of one call of `phase`, counted from the model's shape: 2 FLOPs per
-    weight per token, plus attention's 4·head size·context per head per token; a decode step reads every weight once
-    and the whole cache; a generation is its prefill and new_tokens − 1 steps."""
+    weight per token plus attention's; a generation is its prefill and new_tokens − 1 steps."""
     m = _shape(name)
     attn = 4 * m["q_heads"] * m["head_dim"] * m["layers"]  # FLOPs per token per position attended (QK^T and AV)
     w = weight_bytes(name, dtype)

@@ -1,8 +1,5 @@
-"""Models built from transformers configs with random weights and a fixed seed (nothing is downloaded).
-
-Speed does not depend on weight values, so a config-built model times like the checkpoint it mirrors.
-The registry is import-light (no torch at import) so profiles validate quickly.
-"""
+"""Models built from transformers configs with random weights and a fixed seed (nothing is downloaded): speed does
+not depend on weight values. The registry is import-light (no torch at import) so profiles validate quickly."""
 
 from __future__ import annotations
 
@@ -35,8 +32,7 @@ FAMILIES = {
     "roberta": Family("RobertaConfig", "RobertaModel", "TFRobertaModel", position_offset=2),
     "roberta-classifier": Family("RobertaConfig", "RobertaForSequenceClassification",
                                  "TFRobertaForSequenceClassification", position_offset=2),
-    # XLNet's positions are relative (no table, no length limit); its memory (`mems`) is switched off in the
-    # registry's configs (_NO_MEMS), so a call returns the hidden states alone, like BERT's.
+    # relative positions (no length limit); its memory is off (_NO_MEMS): a call returns the hidden states alone
     "xlnet": Family("XLNetConfig", "XLNetModel", "TFXLNetModel", max_positions_key=None),
     "xlm": Family("XLMConfig", "XLMModel", "TFXLMModel"),
     "resnet": Family("ResNetConfig", "ResNetForImageClassification", "TFResNetForImageClassification",
@@ -66,9 +62,7 @@ class ModelSpec:
     family: str  # key of FAMILIES: config and class names derive from it
     config: dict[str, Any] = field(default_factory=dict)
     mirrors: str = ""  # the public checkpoint whose shape this follows
-    # Work of a call relative to the models `plan`'s per-call costs were measured on (BERT-base-sized encoders):
-    # FLOPs per token and weight bytes per call, roughly (roofline counts: XLNet-base 1.2x BERT-base's FLOPs per
-    # token, 1.07x its weights; XLM-2048 7x its FLOPs per token, 6.1x its weights). Only time estimates use it.
+    # work of a call relative to a BERT-base-sized encoder's (docs/method.md); only time estimates use it
     cost: float = 1.0
 
     @property
@@ -205,9 +199,7 @@ def _first_output(module, names: tuple[str, ...]):
     return FirstOutput(module).eval()
 
 
-# Importing torchao (transformers' model code does, wherever it is installed, for its quantizer) logs on stderr each
-# CUDA-only kernel library it cannot load on a CPU build, and torch's pytree a deprecation per torchao enum: nothing
-# about speed, and a page's error output.
+# loggers whose import notices (torchao's CUDA-only kernels on a CPU build, pytree deprecations) say nothing of speed
 TORCHAO_NOTICES = ("torchao", "torch.utils._pytree")
 
 
@@ -280,9 +272,8 @@ class TFOp:
 
 
 def build_torch(name: str, *, seed: int = 0, dtype: str = "fp32", device: str = "cpu", attention: str | None = None):
-    """The PyTorch model for a registry name, random weights from `seed`, in eval mode.
-
-    `attention` picks transformers' attention implementation ("eager", "sdpa"; None: its default)."""
+    """The PyTorch model for a registry name, random weights from `seed`, eval mode, `attention` ("eager", "sdpa"; None:
+    transformers' default)."""
     import torch
 
     s = spec(name)
@@ -308,12 +299,8 @@ class TFFirstOutput:
 
 
 def build_tf_from_torch(name: str, torch_module) -> TFFirstOutput | TFOp:
-    """The TensorFlow twin of a model built by `build_torch`, holding the same weights.
-
-    The TF class is built from the same config and the PyTorch weights are copied in memory with
-    transformers' own converter (what `from_pretrained(..., from_pt=True)` runs), so both frameworks
-    compute the same function; the caller checks that on real inputs.
-    """
+    """The TensorFlow twin of a model built by `build_torch`: the same config, the PyTorch weights copied in with
+    transformers' own converter (what `from_pretrained(..., from_pt=True)` runs)."""
     s = spec(name)
     if s.kind == "op":
         return TFOp(s.config["op"])

@@ -1,10 +1,6 @@
-"""Subword tokenization without a download: a byte-level BPE trained on the corpus, or the user's own file.
-
-The studies' models are RoBERTa-architecture classifiers, so the trained tokenizer has RoBERTa's
-special tokens at RoBERTa's ids (<s>=0, <pad>=1, </s>=2, <unk>=3, <mask>=4) and encodes a text as
-`<s> ... </s>`. A trained tokenizer is cached as JSON, keyed by the texts, the vocabulary size and
-the tokenizers version, so a re-run loads it instead of training again.
-"""
+"""Subword tokenization without a download: a byte-level BPE trained on the corpus with RoBERTa's special tokens at
+RoBERTa's ids (cached as JSON, keyed by the texts, the vocabulary size and the tokenizers version), or the user's own
+file."""
 
 from __future__ import annotations
 

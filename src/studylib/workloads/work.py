@@ -1,11 +1,6 @@
-"""The work one call does: FLOPs and the bytes it moves at least, counted once per shape on eager PyTorch.
-
-FLOPs are counted with torch.utils.flop_counter.FlopCounterMode (matmuls, linears, bmm, convolutions: the
-arithmetic every runtime has to do for the same function); bytes are every weight read once, plus every tensor an
-operator writes (views excluded) — activations written once, their re-reads assumed to hit the cache. Counting runs
-on a `meta` copy of the model (shapes only, no arithmetic); a model that cannot run on meta is counted once on the
-real one. The roofline analysis (roofline.py) holds the counts against the machine's limits (limits.py).
-"""
+"""The work one call does, counted once per shape on eager PyTorch on the meta device: FLOPs
+(torch.utils.flop_counter) and the bytes it moves at least (every weight read once, every tensor an operator
+writes, views excluded)."""
 
 from __future__ import annotations
 
@@ -66,8 +61,7 @@ _META: dict[tuple, object] = {}
 
 
 def _meta_model(name: str, dtype: str):
-    """The model on the meta device (shapes only). Text models use transformers' eager attention there: its
-    two matmuls are the FLOPs scaled-dot-product attention counts, and its mask code runs on meta."""
+    """The model on the meta device (text models with eager attention: the same FLOPs as SDPA, and it runs there)."""
     import torch
 
     key = (name, dtype)
@@ -84,10 +78,8 @@ _WORK: dict[tuple, Work] = {}
 
 def work_per_call(name: str, *, dtype: str, batch_size: int, seq_len: int | None = None,
                   image_size: int | None = None, real: Callable[[], tuple] | None = None) -> Work:
-    """The work of one call of model `name` on a batch of that shape, counted once per shape and cached.
-
-    Counted on the meta device; where the model cannot run there, `real()` gives (module, inputs) of the real
-    model to count on once (its values do not change the count)."""
+    """The work of one call of model `name` at that shape, counted once on the meta device (or, where the model
+    cannot run there, on `real()`'s (module, inputs)) and cached."""
     key = (name, dtype, batch_size, seq_len, image_size)
     if key not in _WORK:
         inputs = models.torch_inputs(name, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
@@ -104,10 +96,8 @@ def work_per_call(name: str, *, dtype: str, batch_size: int, seq_len: int | None
 
 def per_text(name: str, dtype: str, lengths: Iterable[int], real: Callable[[int], tuple] | None = None
              ) -> dict[int, Work]:
-    """Work of one text of each length (batch 1). A transformer's FLOPs and activation bytes are quadratic in
-    the length (projections and feed-forward grow with it, attention with its square, the head is
-    constant): three counts fix the polynomial and a fourth checks it; where the check fails every length
-    is counted. `real(length)` gives (module, inputs) for models that do not run on meta."""
+    """Work of one text of each length (batch 1): FLOPs and activation bytes are quadratic in the length, so three
+    counts fix the polynomial and a fourth checks it (where it fails every length is counted)."""
     lengths = sorted(set(int(n) for n in lengths))
 
     def at(n: int) -> Work:
@@ -132,9 +122,8 @@ def per_text(name: str, dtype: str, lengths: Iterable[int], real: Callable[[int]
 
 def pass_work(name: str, dtype: str, batches: Iterable[tuple[int, int]], text_lengths: Iterable[int],
               real: Callable[[int], tuple] | None = None) -> dict[str, int]:
-    """Work of one pass over a data set: `batches` as (texts, padded length) pairs, `text_lengths` each
-    text's own length. FLOPs and activations of a batch are its texts' (each text is computed on its own,
-    padding included); weights are read once per batch. Useful FLOPs count each text at its own length."""
+    """Work of one pass: `batches` as (texts, padded length), weights read once per batch; useful FLOPs count each
+    text at its own length (`text_lengths`)."""
     batches, text_lengths = list(batches), list(text_lengths)
     works = per_text(name, dtype, [n for _, n in batches] + text_lengths, real)
     computed = sum(b * works[n].flops for b, n in batches)
