@@ -4,16 +4,9 @@
     result = quick.compare({"mine": lambda: fast(x), "eager": lambda: model(x)})
     result            # in Jupyter: the decision table; print(result) in a script
 
-Each callable is called once, cold, alone (its first call: compile, trace, export land there, reported apart);
-then all of them are timed in interleaved rounds in random order (bench.timing.measure_rounds), in `replicates`
-blocks with their own seeds, beside an A/A copy of the baseline (the same callable under `<baseline>-aa`), which
-calibrates the ±5% band exactly as on the study pages. The speed-up of each over the baseline gets its 95% CI, its
-decision (faster, slower, equal, undecided) and its Benjamini-Hochberg step from the same verdict table
-(stats.verdicts) the pages use; the first outputs are compared with the baseline's (max abs difference).
-
-Replicates here are blocks within one process (the studies' are separate processes): intervals then do not include
-process-to-process variation such as a new compile. Pass `sync` (e.g. torch.cuda.synchronize) to wait for a device
-inside every timed call.
+Each callable is called once, cold (its first call reported apart), then all are timed in interleaved rounds in
+random order, in `replicates` blocks of one process, beside an A/A copy of the baseline (`<baseline>-aa`) that
+calibrates the ±5% band; the decisions come from the same verdict table (stats.verdicts) the pages use.
 """
 
 from __future__ import annotations
@@ -27,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .bench.timing import first_call, measure_rounds, row_statistics
-from .report import decisions
+from .core import numbers, wording
 from .stats import speedups
 from .stats.verdicts import VerdictTable, compute
 
@@ -71,12 +64,13 @@ class Result:
         for r in self.rows.itertuples():
             v = by.get(r.variant)
             out.append({"callable": r.variant,
-                        "median per call": decisions.seconds(r.median_s) if r.status == "ok" else "",
-                        "first call": decisions.seconds(r.first_call_s) if r.status == "ok" else "",
+                        "median per call": numbers.fmt_seconds(r.median_s) if r.status == "ok" else "",
+                        "first call": numbers.fmt_seconds(r.first_call_s) if r.status == "ok" else "",
                         "max abs diff vs baseline": "" if pd.isna(r.max_abs_diff) else f"{r.max_abs_diff:.2e}",
                         "decision": "baseline" if r.variant == self.baseline else
                         (v.decision if v is not None and v.ok else f"{r.status}: {r.error}"),
-                        "speed-up (95% CI)": decisions.x(v) if v is not None and v.ok else ""})
+                        "speed-up (95% CI)": numbers.fmt(v.speedup, v.ci_low, v.ci_high) if v is not None and v.ok
+                        else ""})
         return pd.DataFrame(out)
 
     def __str__(self) -> str:
@@ -84,19 +78,18 @@ class Result:
 
     def _repr_html_(self) -> str:
         band = (self.verdicts.rows[0].band if len(self.verdicts) else speedups.EQUIVALENCE) - 1
-        return (self.table().to_html(index=False, escape=True)
-                + f"<p>Faster or slower: the whole 95% CI beyond ±{band:.0%} (the band the A/A copy "
-                  f"<code>{self.baseline}-aa</code> calibrates); equal: inside it; otherwise undecided.</p>")
+        return self.table().to_html(index=False, escape=True) + wording.block("quick/rule.html", band=band,
+                                                                               baseline=self.baseline)
 
 
 def compare(calls: dict[str, Callable[[], Any]], *, baseline: str | None = None, replicates: int = 3,
             budget_s: float = 5.0, min_rounds: int = 10, warmup_calls: int = 2, seed: int = 0,
             sync: Callable[[], Any] | None = None, rtol: float = 1e-3,
             clock: Callable[[], float] = time.perf_counter) -> Result:
-    """Time `calls` (name -> a callable taking no argument) against `baseline` (default: "eager" if named, else
-    the first) with the study's interleaved rounds, replicates, A/A control and verdict rule; `budget_s` is the
-    sampling time per callable and replicate; an output further than `rtol` × the baseline's largest magnitude from
-    the baseline's is flagged (parity_ok False in `rows`, its difference in the table). `clock` is for tests."""
+    """Time `calls` (name -> a callable taking no argument) against `baseline` ("eager" if named, else the first);
+    `budget_s`: sampling time per callable and replicate; an output further than `rtol` × the baseline's largest
+    magnitude from the baseline's is flagged (parity_ok False). `sync` waits for a device inside every timed call;
+    `clock` is for tests."""
     if len(calls) < 2 or not all(callable(f) for f in calls.values()):
         raise ValueError("compare needs at least two callables, as {name: callable}")
     baseline = baseline or ("eager" if "eager" in calls else next(iter(calls)))

@@ -1,29 +1,13 @@
 """`studylib reanalyse DIR` (make reanalyse): every study's page, the summary and the index written again from the
-results already in DIR, measuring nothing.
-
-DIR is an outputs root holding profiles (outputs/, reference/) or one profile's folder (reference/cpu; its root is the
-folder above it). Each study notebook with a results table is executed again through papermill as `studylib run`
-executes it, with study.REANALYSE_VAR set: study.start reads the recorded env.json (environment, machine limits,
-harness overhead) instead of capturing and measuring them, StudyRun.run reads the table instead of measuring
-(study.WouldMeasure where a configuration of the grid is missing), and the verdict table is decided again from the
-rows. Then the pages are rendered, the summary executed and rendered, and the index written, where `make report` puts
-them. The results tables (JSON lines, CSV) and env.json are only read; run.json keeps the measuring run's times and
-gains the re-analysis's. Executed notebooks go to the profile's executed/ where it has one (outputs/), else to a
-temporary folder (reference/ carries none); caches (a trained tokenizer) always to a temporary folder.
-
-Before anything is written, every input is checked (`check`): a results row or env.json whose study code version (the
-commit it was measured at, `git_commit`, and its settings hash) cannot be read, or a profile whose grid has
-configurations the results lack, is Refused: exit 2, one line naming the file and the problem.
-"""
+results already in DIR (an outputs root, or one profile's folder), measuring nothing: each notebook is executed as
+`studylib run` executes it with study.REANALYSE_VAR set. Every input is checked first (`check`): results whose study
+code version cannot be read, or a grid the results lack, are Refused (exit 2, one line). docs/method.md says more."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +16,7 @@ from .bench.profiles import RESERVED
 from .core import paths, study_registry
 from .core.files import read_json, write_json_atomic
 from .report import render
-from .run import measuring_environment, papermill_entry
+from .run import environ, measuring_environment, papermill_entry, run_summary, shown
 from .studies import STUDIES
 from .study import REANALYSE_VAR
 
@@ -67,25 +51,18 @@ def _commit(value) -> bool:
     return isinstance(value, str) and all(COMMIT.fullmatch(c) for c in value.split(","))
 
 
-def _shown(path: Path) -> str:
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 def _check_env(path: Path) -> None:
     try:
         env = json.loads(path.read_text())
     except FileNotFoundError:
-        raise Refused(f"{_shown(path)}: missing: the environment the results were measured in is not recorded") from None
+        raise Refused(f"{shown(path)}: missing: the environment the results were measured in is not recorded") from None
     except (OSError, ValueError) as e:
-        raise Refused(f"{_shown(path)}: not readable JSON ({e})") from None
+        raise Refused(f"{shown(path)}: not readable JSON ({e})") from None
     if not isinstance(env, dict) or not _commit(env.get("git_commit")):
-        raise Refused(f"{_shown(path)}: git_commit {env.get('git_commit') if isinstance(env, dict) else None!r} is "
+        raise Refused(f"{shown(path)}: git_commit {env.get('git_commit') if isinstance(env, dict) else None!r} is "
                       f"not a commit: the study code version of these results cannot be read")
     if not isinstance(env.get("peaks"), dict):
-        raise Refused(f"{_shown(path)}: peaks: the machine's limits are not recorded (a re-analysis does not "
+        raise Refused(f"{shown(path)}: peaks: the machine's limits are not recorded (a re-analysis does not "
                       f"measure them)")
 
 
@@ -101,8 +78,8 @@ def _check_rows(path: Path, study: str) -> set[str]:
         except ValueError:
             if number == len(lines):  # a torn last line, as the table's readers ignore it
                 continue
-            raise Refused(f"{_shown(path)}: line {number}: not a JSON row") from None
-        where = f"{_shown(path)}: line {number} ({row.get('config_key')})"
+            raise Refused(f"{shown(path)}: line {number}: not a JSON row") from None
+        where = f"{shown(path)}: line {number} ({row.get('config_key')})"
         if not _commit(row.get("git_commit")):
             raise Refused(f"{where}: git_commit {row.get('git_commit')!r} is not a commit: the study code version "
                           f"that measured it cannot be read")
@@ -121,36 +98,22 @@ def check(profile: str) -> list[str]:
     _check_env(results / "env.json")
     notebooks = [nb for nb in STUDIES if (results / f"{nb}.jsonl").exists()]
     if not notebooks:
-        raise Refused(f"{_shown(results)}: no study's results table (<study>.jsonl)")
+        raise Refused(f"{shown(results)}: no study's results table (<study>.jsonl)")
     try:
         loaded = profiles.load(profile)
     except profiles.ProfileError as e:
-        raise Refused(f"{_shown(paths.profile_dir(profile))}: its profile does not load: {e}") from None
+        raise Refused(f"{shown(paths.profile_dir(profile))}: its profile does not load: {e}") from None
     for nb in notebooks:
         table = results / f"{nb}.jsonl"
         stored = _check_rows(table, nb)
         if nb not in loaded.sections:
-            raise Refused(f"{_shown(table)}: profile {profile} no longer runs {nb}: its page cannot be written again")
+            raise Refused(f"{shown(table)}: profile {profile} no longer runs {nb}: its page cannot be written again")
         missing = [c.key for c in study_registry.grid(loaded, nb) if c.key not in stored]
         if missing:
-            raise Refused(f"{_shown(table)}: {len(missing)} configuration(s) of profile {profile}'s grid are not in "
+            raise Refused(f"{shown(table)}: {len(missing)} configuration(s) of profile {profile}'s grid are not in "
                           f"these results (first: {missing[0]}): the profile changed since; reanalyse measures nothing "
                           f"(`make report` measures them)")
     return notebooks
-
-
-@contextmanager
-def _environ(**values: str) -> Iterator[None]:
-    before = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _executed_dir(folder: Path, scratch: Path) -> Path:
@@ -162,7 +125,7 @@ def reanalyse(path: Path | str, say=print) -> int:
     """Re-analyse and re-render `path` (module docstring); 0 when every notebook ran, 1 otherwise. Refused first."""
     t = target(path)
     with tempfile.TemporaryDirectory(prefix="studylib-reanalyse-") as scratch, \
-            _environ(STUDYLIB_OUTPUTS=str(t.root), STUDYLIB_CACHE=str(Path(scratch) / "cache"), **{REANALYSE_VAR: "1"}):
+            environ(STUDYLIB_OUTPUTS=str(t.root), STUDYLIB_CACHE=str(Path(scratch) / "cache"), **{REANALYSE_VAR: "1"}):
         work = {p: check(p) for p in t.profiles}  # every refusal before anything is written
         failed = 0
         for profile, notebooks in work.items():
@@ -184,21 +147,15 @@ def reanalyse(path: Path | str, say=print) -> int:
                     say(f"{profile}/{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}")
             write_json_atomic(paths.manifest_path(profile), manifest)
         failed += _summary(Path(scratch), say)
-        say(f"wrote {paths.display(render.index())} under {_shown(t.root)}")
+        say(f"wrote {paths.display(render.index())} under {shown(t.root)}")
     return 1 if failed else 0
 
 
 def _summary(scratch: Path, say) -> int:
     """The cross-hardware summary executed and rendered again; 1 where it failed."""
-    nb = paths.SUMMARY_NOTEBOOK
     executed = _executed_dir(paths.summary_dir(), scratch)
-    entry = papermill_entry(nb, executed, {})
-    manifest = read_json(paths.summary_dir() / "run.json", {}) or {}
-    write_json_atomic(paths.summary_dir() / "run.json", {nb: {**manifest.get(nb, {}), **entry}})
-    if entry["status"] != "ok":
-        say(f"{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}")
+    if run_summary(say, executed=executed):
         return 1
+    nb = paths.SUMMARY_NOTEBOOK
     render.notebook_html(executed / f"{nb}.ipynb", paths.summary_dir() / "html" / f"{nb}.html")
-    say(f"{nb}: ok in {entry['duration_s']:.0f} s")
     return 0
-

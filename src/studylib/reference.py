@@ -1,16 +1,7 @@
-"""The committed reference report: `python -m studylib reference` (`make reference`) measures the `cpu` profile
-from a clean commit and publishes what a reader needs under reference/; nothing else writes there.
-`--profile NAME` (`make reference PROFILE=seeds`) does the same for another profile: it is published under
-reference/NAME/ with its own record (reference/NAME/REFERENCE.json), beside the profiles already committed, which
-the run's summary and index include (their committed results are copied into the run before it starts).
-
-The run itself happens under outputs/.reference/ (ignored by git, like all of outputs/): it holds the
-executed notebooks, caches and part files, and lets an interrupted reference run resume while HEAD is
-the same commit. Only when every notebook has run are the pages, results tables, environment and run
-manifests copied into reference/, with REFERENCE.json recording the commit, the profile and the run's
-times. A working tree with changes is refused before anything runs, and so is a run during which HEAD
-moved, so the published numbers always belong to one commit that anyone can check out.
-"""
+"""The committed reference report: `python -m studylib reference [--profile NAME]` (`make reference`) measures a
+profile (`cpu` unless named) from a clean commit under outputs/.reference/ and, once every notebook has run, publishes
+what a reader needs under reference/ (another profile under reference/NAME/) with REFERENCE.json recording the commit;
+nothing else writes there. A working tree with changes is refused, and so is a run during which HEAD moved."""
 
 from __future__ import annotations
 
@@ -52,8 +43,7 @@ def clean_head() -> str:
 
 
 def staging_root(profile: str = PROFILE) -> Path:
-    """Where the reference run of `profile` measures (under outputs/, so ignored by git); kept between runs of one
-    commit."""
+    """Where the reference run of `profile` measures (under outputs/), kept between runs of one commit."""
     return paths.ROOT / "outputs" / (".reference" if profile == PROFILE else f".reference-{profile}")
 
 
@@ -63,8 +53,8 @@ def record_path(target: Path, profile: str = PROFILE) -> Path:
 
 
 def carry_committed(target: Path, staging: Path, profile: str) -> list[str]:
-    """Copy every other profile already published under `target` (its pages, results and run record) into the
-    run's outputs root `staging`, so the summary and index the run renders cover them too; their names."""
+    """Copy every other profile published under `target` into the run's outputs root `staging` (the summary and
+    index then cover them); their names."""
     carried = []
     for d in sorted(p for p in target.iterdir() if p.is_dir()) if target.is_dir() else []:
         if d.name in (profile, "summary") or not (d / "results").is_dir() or (staging / d.name).exists():
@@ -75,10 +65,8 @@ def carry_committed(target: Path, staging: Path, profile: str) -> list[str]:
 
 
 def publish(staging: Path, target: Path, record: dict, profile: str = PROFILE) -> list[Path]:
-    """Copy a finished run's reader-facing files from `staging` (an outputs root) into `target`, replacing
-    what was there: index, the profile's HTML, results tables (JSON lines and CSV), env.json and run.json,
-    the summary's HTML and run.json; then the record (`record_path`). Other profiles under `target` are kept.
-    Returns the files written."""
+    """Copy a finished run's reader-facing files (index, pages, results tables, env.json, run.json, the summary's)
+    from `staging` into `target`, replacing what was there (other profiles kept), then the record; the files."""
     written = []
 
     def copy(src: Path, dst: Path):

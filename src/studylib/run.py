@@ -1,11 +1,7 @@
-"""Execute notebooks for a profile with papermill, one after another; a failure does not stop the rest.
-
-Where a profile measures each group in k ≥ 2 replicate processes, the run first measures replicates
-0 … k-2 of every notebook it was asked for, pass by pass, each notebook's pass in a process of its own
-(study.measure_replicate); then each notebook runs, measures its last replicate and combines. A group's
-replicates so lie about a k-th of the whole run apart, not minutes (replicates.py says why).
-One display follows the whole run (progress.RunProgress), and it ends with a line per study (summary_lines).
-"""
+"""Execute notebooks for a profile with papermill, one after another; a failure does not stop the rest. Where a
+profile measures each group in k ≥ 2 replicate processes, replicates 0 … k-2 of every notebook are measured first,
+pass by pass (study.measure_replicate), so a group's replicates lie far apart in time; then each notebook measures
+its last replicate and combines. One display follows the run, ending with a line per study (summary_lines)."""
 
 from __future__ import annotations
 
@@ -17,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from .bench import grouping, plan, profiles
 from .bench.replicates import RUN_ID_VAR, pending_parts
@@ -54,9 +51,7 @@ def select_notebooks(loaded: profiles.LoadedProfile, wanted: list[str] | None) -
 
 
 def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False):
-    """(all configurations of a notebook, those a run would measure now) — what `plan` and the bar show.
-
-    A configuration left to measure brings its whole group with it (its variants are timed together)."""
+    """(all configurations of a notebook, those a run would measure now: whole groups)."""
 
     study = STUDIES[notebook]
     prof = loaded.settings_for(notebook)  # what study.start measures with: its section's `measure`
@@ -69,11 +64,8 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     return configs, [c for c in configs if c.key in keys]
 
 
-# How much faster than the 2-core CPU the estimates are calibrated on a machine is guessed to be: CPU
-# compute scales sublinearly with threads; an A100 is guessed to run these models some 30x faster (a guess until a
-# GPU has run the study), and another card by its memory bandwidth against the A100's, since most of the studies'
-# calls at small batches read their weights and activations more than they compute (the vendors' figures, GB/s:
-# T4 320, V100 900, A100 40 GB 1,555, RTX 3090 Ti 1,008, H100 SXM 3,350).
+# how much faster than the 2-core CPU the estimates are calibrated on a machine is guessed to be (docs/method.md);
+# a card's by its memory bandwidth (the vendors' figures, GB/s)
 GPU_SPEED = 30.0
 CARD_BANDWIDTH_GBS = {"t4": 320.0, "v100": 900.0, "a100": 1555.0, "3090ti": 1008.0, "h100": 3350.0}
 
@@ -103,8 +95,7 @@ def _rows_in(path) -> int:
 
 
 def _counter(loaded: profiles.LoadedProfile, notebook: str):
-    """A function: configuration-replicates of the notebook measured since now (part files of replicates not yet
-    combined, and combined rows as k each); parts left by an interrupted run count as measured."""
+    """A function: configuration-replicates of the notebook measured since now (parts, and combined rows as k)."""
     table = paths.results_dir(loaded.name) / f"{notebook}.jsonl"
     parts = paths.parts_dir(loaded.name, notebook)
     k, start = loaded.measure_for(notebook).replicates, _rows_in(table)
@@ -137,11 +128,8 @@ def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
 
 def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: list[str], *, force: bool = False,
                      display: progress.RunProgress | None = None, counters: dict | None = None) -> dict[str, float]:
-    """Measure replicates 0 … k-2 of every notebook, pass by pass, before any notebook runs; seconds per notebook.
-
-    Each notebook's pass is a process of its own (`python -m studylib.study`, study.measure_replicate). One that
-    fails is reported and the run goes on: its notebook measures whatever replicate is still missing. `display`
-    shows each pass, moved by `counters` (notebook -> configuration-replicates measured, `_counter`)."""
+    """Measure replicates 0 … k-2 of every notebook, pass by pass, each in a process of its own, before any notebook
+    runs; seconds per notebook. A pass that fails is reported: its notebook measures what is missing."""
     measuring_environment(loaded)
     k = {nb: loaded.measure_for(nb).replicates for nb in notebooks}
     display = display or progress.RunProgress(loaded.name, _work(loaded, notebooks, force))
@@ -164,17 +152,23 @@ def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: li
 
 
 @contextmanager
-def _run_id() -> Iterator[str]:
-    """An id for this run, inherited by every process it starts (a forced run keeps its own early passes' parts)."""
-    previous, run_id = os.environ.get(RUN_ID_VAR), uuid.uuid4().hex[:12]
-    os.environ[RUN_ID_VAR] = run_id
+def environ(**values: str) -> Iterator[None]:
+    """os.environ with `values` set while the block runs, as it was after."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
     try:
-        yield run_id
+        yield
     finally:
-        if previous is None:
-            os.environ.pop(RUN_ID_VAR, None)
-        else:
-            os.environ[RUN_ID_VAR] = previous
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _run_id():
+    """An id for this run, inherited by every process it starts (a forced run keeps its own early passes' parts)."""
+    return environ(**{RUN_ID_VAR: uuid.uuid4().hex[:12]})
 
 
 def _notebook_file(notebook: str):
@@ -204,10 +198,8 @@ def papermill_entry(notebook: str, executed_dir, params: dict, on_cell=None) -> 
 def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False, render: bool = False,
         stream=None, terminal: bool | None = None, clock=None, overrides=()) -> int:
     """Execute the notebooks (then, with `render`, write their pages and the index); 0 when all succeeded, 1
-    otherwise. Bad input raises ProfileError first. One display follows the run on `stream` (stderr): a line redrawn
-    in place on a terminal (`terminal`: detected), one line per phase elsewhere, its `clock` time.monotonic unless given;
-    a summary line per study at the end. `overrides` (`--set KEY=VALUE`) make a profile of their own
-    (profiles.load), recorded in its run.json before anything runs."""
+    otherwise; bad input raises ProfileError first. One display follows the run on `stream` (stderr; `terminal`,
+    `clock`: tests), a summary line per study at the end. `overrides`: `--set KEY=VALUE`, a profile of their own."""
     loaded = profiles.load(profile, overrides=overrides)
     names = select_notebooks(loaded, notebooks)
     with runlock.hold(loaded.name, f"studylib run --profile {loaded.name}"), _run_id():
@@ -257,17 +249,16 @@ def _render(profile: str, display: progress.RunProgress) -> int:
     return 0
 
 
-def _shown(path) -> str:
+def shown(path) -> str:
     """A path as a person would type it: relative to the working folder where it lies below it."""
     try:
-        return str(path.relative_to(os.getcwd()))
+        return str(Path(path).relative_to(os.getcwd()))
     except ValueError:
         return str(path)
 
 
 def summary_lines(loaded: profiles.LoadedProfile, notebooks: list[str], manifest: dict) -> list[str]:
-    """One line per study: its configurations ok / skipped / failed (the newest row of each), the minutes it took
-    (early passes included) and where its page is (or its executed notebook, before `studylib report`)."""
+    """One line per study: its configurations ok / skipped / failed, the minutes it took and where its page is."""
     lines = []
     for nb in notebooks:
         keys = [c.key for c in study_registry.grid(loaded, nb)]
@@ -281,24 +272,24 @@ def summary_lines(loaded: profiles.LoadedProfile, notebooks: list[str], manifest
         minutes = ((entry.get("duration_s") or 0) + (entry.get("early_replicates_s") or 0)) / 60
         page = paths.html_dir(loaded.name) / f"{nb}.html"
         executed = paths.executed_dir(loaded.name) / f"{nb}.ipynb"
-        where = (f"page {_shown(page)}" if page.exists() and executed.exists()
+        where = (f"page {shown(page)}" if page.exists() and executed.exists()
                  and page.stat().st_mtime >= executed.stat().st_mtime
-                 else f"executed {_shown(executed)} (`studylib report` writes its page, {_shown(page)})")
+                 else f"executed {shown(executed)} (`studylib report` writes its page, {shown(page)})")
         notebook = "" if entry.get("status", "ok") == "ok" else f" · notebook FAILED at cell {entry.get('failed_cell')}"
         lines.append(f"{nb}: {len(keys)} configurations: {', '.join(counts)} · {minutes:.1f} min · {where}{notebook}")
     return lines
 
 
-def run_summary(say=None, on_cell=None) -> int:
-    """Execute the cross-hardware summary over every profile with results; 0 when it ran, 1 otherwise. `say`
-    prints its outcome (stderr), `on_cell` is told each cell as it starts."""
-    NOTEBOOK = paths.SUMMARY_NOTEBOOK  # noqa: N806 - the summary notebook's id
-
+def run_summary(say=None, on_cell=None, executed=None) -> int:
+    """Execute the cross-hardware summary over every profile with results (into `executed`, the summary's executed/
+    unless given); 0 when it ran, 1 otherwise. `say` prints its outcome (stderr), `on_cell` is told each cell."""
+    nb = paths.SUMMARY_NOTEBOOK
     say = say or (lambda message: print(message, file=sys.stderr))
-    entry = papermill_entry(NOTEBOOK, paths.summary_dir() / "executed", {}, on_cell)
-    write_json_atomic(paths.summary_dir() / "run.json", {NOTEBOOK: entry})
+    entry = papermill_entry(nb, executed or paths.summary_dir() / "executed", {}, on_cell)
+    kept = (read_json(paths.summary_dir() / "run.json", {}) or {}).get(nb, {})
+    write_json_atomic(paths.summary_dir() / "run.json", {nb: {**kept, **entry}})
     if entry["status"] != "ok":
-        say(f"{NOTEBOOK}: FAILED at cell {entry['failed_cell']}: {entry['error']}")
+        say(f"{nb}: FAILED at cell {entry['failed_cell']}: {entry['error']}")
         return 1
-    say(f"{NOTEBOOK}: ok in {entry['duration_s']:.0f} s")
+    say(f"{nb}: ok in {entry['duration_s']:.0f} s")
     return 0

@@ -16,7 +16,7 @@ from .bench.builder import Workloads
 from .bench.plan import Plan
 from .bench.timing import Overhead, harness_overhead
 from .claims import claims
-from .core import numbers, paths, study_registry
+from .core import paths, study_registry, wording
 from .core.config import Config
 from .core.files import read_json, write_json_atomic
 from .machine import environment, gpu, limits, runlock
@@ -28,14 +28,13 @@ from .stats.results import ResultsTable
 from .studies import STUDIES
 from .workloads import batching
 
-# Set by `studylib reanalyse` (reanalyse.py) for the notebooks it executes: `start` reads the recorded environment and
-# machine limits, `run` reads the results table, and nothing is measured (WouldMeasure where something would be).
+# set by `studylib reanalyse` for the notebooks it executes: the environment, limits and rows as recorded
 REANALYSE_VAR = "STUDYLIB_REANALYSE"
+WHAT_RAN = "study/what_ran.txt"
 
 
 class WouldMeasure(RuntimeError):
-    """A re-analysis (REANALYSE_VAR) reached a step that measures: a configuration missing from the results, or
-    `_measure` itself."""
+    """A re-analysis (REANALYSE_VAR) reached a step that measures."""
 
 
 def reanalysing() -> bool:
@@ -67,15 +66,9 @@ class StudyRun:
 
     def run(self, configs: list[Config], workloads: Workloads | None = None,
             group_by: Callable[[Config], tuple] | None = None):
-        """Measure what is not measured yet; return these configurations' rows (raw samples included).
-
-        Configurations are measured in groups (`group_by`, default: the study's own `group_by`, else the
-        shape): a group's variants are timed together in interleaved rounds, in `replicates` processes.
-        `workloads` builds what each configuration runs (default: the study's own `workloads`, else
-        fixed-shape inputs per configuration). Measuring holds the profile's run lock (runlock): while
-        another process measures this profile, runlock.Busy is raised. In a re-analysis (`recorded`) it only reads
-        the table: a configuration it lacks is WouldMeasure.
-        """
+        """Measure what is not measured yet (in groups, `group_by`, with `workloads`: the study's own unless given,
+        holding the profile's run lock); return these configurations' rows, raw samples included. A re-analysis
+        (`recorded`) only reads the table."""
         if self.recorded:
             latest = self.table.latest()
             missing = [c.key for c in configs if c.key not in latest]
@@ -94,16 +87,9 @@ class StudyRun:
         self.verdicts = self._decide(df.reset_index(drop=True))
         if self.recorded:
             commits = ", ".join(sorted({str(c) for c in df.git_commit.dropna() for c in str(c).split(",")}))
-            self.run_note = (f"nothing measured: the {len(df)} configurations' rows as recorded (measured at commit "
-                             f"{commits or 'unknown'}), analysed again at commit {environment.git_commit() or 'unknown'} "
-                             f"(`studylib reanalyse`)" + (f"; {other} of them with other measurement settings than the "
-                                                          f"profile's today, which the parameters above show" if other
-                                                          else ""))
+            self.run_note = wording.macro(WHAT_RAN, "recorded", len(df), commits, environment.git_commit(), other)
         else:
-            self.run_note = (f"{len(new)} configurations measured in this run ({groups} groups, "
-                             f"{self.plan.replicates} replicate process(es) each)"
-                             + (f", {reused} reused from earlier runs on the same machine and software" if reused
-                                else ""))
+            self.run_note = wording.macro(WHAT_RAN, "measured", len(new), groups, self.plan.replicates, reused)
         return df.reset_index(drop=True)
 
     def _measure(self, configs: list[Config], workloads: Workloads | None = None,
@@ -142,22 +128,19 @@ class StudyRun:
         return data, dataset.DatasetWorkloads(data, self.settings.seed, cache, bucket_batches=buckets)
 
     def _decide(self, df):
-        """The study's verdict table, computed once from this run's rows (the one call of the decision rule outside
-        stats/), saved beside the results (results/<notebook>.verdicts.csv) and read back: `verdicts`, which
-        `analyse`, the Answer, the findings and "How sure are we" take; the index and the summary read the file."""
+        """The study's verdict table, computed once from this run's rows, saved beside the results
+        (results/<notebook>.verdicts.csv) and read back: what `analyse` and every page element take."""
         path = verdicts.save(verdicts.for_study(self.notebook, df), paths.results_dir(self.profile))
         return verdicts.load(path)
 
     def answer(self, df, why: str = ""):
-        """The page's opening (answer.top_html): the decision table, the Answer under it, `why` (a measured
-        mechanism, one sentence), which batch size, and what this profile did not run."""
+        """The page's opening (answer.top_html), with `why`: a measured mechanism in one sentence."""
         from IPython.display import HTML
 
         return HTML(answer.top_html(self.notebook, self.verdicts, df, environment.machine(self.env), why))
 
     def how_sure(self, df):
-        """The page's "How sure are we" (answer.how_sure_html): the rule, the A/A controls, re-run intervals and
-        every verdict."""
+        """The page's "How sure are we" (answer.how_sure_html)."""
         from IPython.display import HTML
 
         return HTML(answer.how_sure_html(self.verdicts, df))
@@ -172,8 +155,7 @@ class StudyRun:
             return str(v)
 
         rows = [(PARAMETER_NAMES.get(k, k), value(v)) for k, v in (self.params or {}).items()]
-        return (pd.DataFrame(rows, columns=["parameter", "value"]).set_index("parameter").style
-                .set_properties(**{"text-align": "left", "white-space": "normal"}))
+        return _two_columns(rows, "parameter")
 
     @property
     def peaks(self) -> dict | None:
@@ -198,16 +180,14 @@ class StudyRun:
                 ("harness overhead per call", self._overhead_text()),
                 ("measurement", ", ".join(f"{k}={v}" for k, v in self.plan.measure.model_dump().items())),
                 ("machine and software ID (equal IDs: same setup)", e["fingerprint"])]
-        return (pd.DataFrame(rows, columns=["", "value"]).set_index("").style
-                .set_properties(**{"text-align": "left", "white-space": "normal"}))
+        return _two_columns(rows, "")
 
     # The cells every study page ends with, one method each (the notebook holds what differs between studies).
     def _overhead_text(self) -> str:
         o = self.overhead
         if o is None:
             return "not recorded with these results"
-        return (f"{numbers.fmt(o.median * 1e6, o.ci_low * 1e6, o.ci_high * 1e6, unit=' µs')}, the median of {o.n} "
-                f"no-op calls")
+        return wording.macro(WHAT_RAN, "overhead", o.median * 1e6, o.ci_low * 1e6, o.ci_high * 1e6, o.n)
 
     def what_ran(self):
         """The page's "What ran": the parameters, what this run measured and reused, and the environment."""
@@ -218,8 +198,7 @@ class StudyRun:
         return self.environment_table()
 
     def findings(self, analysis):
-        """The study's findings: first each comparison's verdicts as the run's verdict table has them
-        (prose.verdict_lines), then the study's own (`analysis`, which `analyse` built from the same table)."""
+        """The study's findings: each comparison's verdicts (prose.verdict_lines), then the study's own."""
         from IPython.display import Markdown
 
         lines = prose.verdict_lines(self.verdicts) + list(analysis.findings)
@@ -247,6 +226,12 @@ class StudyRun:
         return Markdown(gpu_paths.not_exercised_note(df))
 
 
+def _two_columns(rows: list[tuple], index: str):
+    """(name, value) rows as a left-aligned two-column table."""
+    return (pd.DataFrame(rows, columns=[index, "value"]).set_index(index).style
+            .set_properties(**{"text-align": "left", "white-space": "normal"}))
+
+
 # Parameters whose names say little to a reader, in words.
 PARAMETER_NAMES = {"run_shift": "shift between whole runs on this machine (recorded or unknown)",
                    "measure": "measurement settings", "parity_tolerance": "output tolerance vs eager, per dtype",
@@ -256,14 +241,9 @@ PARAMETER_NAMES = {"run_shift": "shift between whole runs on this machine (recor
 
 def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any] | None = None, force: bool = False,
           frameworks: tuple[str, ...] | None = None) -> StudyRun:
-    """Load and validate the notebook's profile with its overrides, fix threads, capture and save the environment.
-
-    `profile`: a name under params/ or a YAML file's path. `overrides`: changes to it, {KEY: value} in `--set`'s key
-    forms, a field of this study's section without its "NN." prefix (e.g. {"batch_sizes": [1, 4]}); the profile is
-    then `<profile>+<hash>`, with a folder of its own under outputs/. Loaded through the one cached loader
-    (profiles.load), so an edited file or override is validated again, and a bad one is one ProfileError line naming
-    its key. `force`: re-measure stored configurations. `frameworks` whose threads are set: the study's own (its
-    registry entry) unless given."""
+    """Load and validate the notebook's profile (a name under params/ or a YAML file's path) with its `overrides`
+    ({KEY: value} in `--set`'s forms, a field of this study's section without its "NN." prefix), fix the threads of
+    `frameworks` (the study's own unless given), capture and save the environment. `force`: re-measure."""
     loaded = profiles.load(profile, overrides=overrides or {}, notebook=notebook)
     settings, section = loaded.settings_for(notebook), loaded.sections[notebook]
     frameworks = frameworks or STUDIES[notebook].frameworks
@@ -311,12 +291,8 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
 
 
 def measure_replicate(profile: str, notebook: str, replicate: int, *, force: bool = False) -> None:
-    """Measure one replicate of a notebook's pending groups, as its run cell would, without the analysis.
-
-    `studylib run` calls it (`python -m studylib.study PROFILE NOTEBOOK REPLICATE [--force]`) for replicates
-    0 … k-2 of every notebook before it executes any, so that a group's replicates lie far apart in time
-    (replicates.py); the notebook then measures its last replicate and combines the parts. PROFILE: the name the
-    notebook's start loads too (an overridden one's `<file>+<hash>` loads from the overrides run.json records)."""
+    """Measure one replicate of a notebook's pending groups without the analysis: `studylib run`'s early passes
+    (`python -m studylib.study PROFILE NOTEBOOK REPLICATE [--force]`)."""
     ctx = start(notebook, profile, force=force)
     ctx._measure(study_registry.grid(ctx.loaded, notebook), only_replicate=replicate)
 
