@@ -135,13 +135,9 @@ MODELS: dict[str, ModelSpec] = {
                   mirrors="argmax over the last axis of a (batch, seq, 768) tensor (seed 001)"),
         ModelSpec("op-gather", "op", "op", dict(op="gather", hidden_size=768),
                   mirrors="strided slice x[:, ::2] then an index gather along the sequence (seed 001)"),
-        ModelSpec(
-            "resnet-tiny",
-            "vision",
-            "resnet",
-            dict(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic", num_labels=10),
-            mirrors="a 2-stage ResNet for tests",
-        ),
+        ModelSpec("resnet-tiny", "vision", "resnet",
+                  dict(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic", num_labels=10),
+                  mirrors="a 2-stage ResNet for tests"),
     ]
 }
 
