@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 from . import rates as rates_
-from .threads import apply_threads
+from .threads import Captured, apply_threads
 
 MARK = "GEMM-RESULT "
 DTYPES = ("fp32", "bf16")
@@ -222,31 +221,7 @@ def paths(lines: list[str]) -> tuple[list[str], dict]:
     return sorted(set(found)), facts
 
 
-class _Stdout:
-    """File descriptor 1 caught in a file while the measurement runs (the kernel libraries' logs go there);
-    `new_lines()` gives what was written since the last call."""
-
-    def __enter__(self):
-        sys.stdout.flush()
-        self.saved, self.log, self.pos = os.dup(1), tempfile.TemporaryFile(), 0
-        os.dup2(self.log.fileno(), 1)
-        return self
-
-    def new_lines(self) -> list[str]:
-        sys.stdout.flush()
-        self.log.seek(self.pos)
-        text = self.log.read().decode(errors="replace")
-        self.pos = self.log.tell()
-        return text.splitlines()
-
-    def __exit__(self, *exc):
-        sys.stdout.flush()
-        os.dup2(self.saved, 1)
-        os.close(self.saved)
-        self.log.close()
-
-
-def measure_runner(key: str, threads: int, budget: float, out: _Stdout) -> dict:
+def measure_runner(key: str, threads: int, budget: float, out: Captured) -> dict:
     """One runner's record: its fields, rates[dtype][shape] (a rate, or a status and message), seconds."""
     started = time.perf_counter()
     try:
@@ -289,7 +264,7 @@ def main(argv: list[str]) -> int:
     if library in ("tensorflow", "jax"):
         os.environ.setdefault("ONEDNN_VERBOSE", "1")  # oneDNN reads it once, when it starts
     runners = CHILDREN[library]
-    with _Stdout() as out:
+    with Captured(1) as out:
         records = {key: measure_runner(key, threads, budget / len(runners), out) for key in runners}
     print(MARK + json.dumps(records), flush=True)
     return 0

@@ -16,23 +16,48 @@ _TF_START_UP_NOISE = re.compile(r"WARNING: All log messages before absl::Initial
 PROFILER_NOISE = re.compile(r"USDT:")
 
 
+class Captured:
+    """File descriptor `fd` caught in a temporary file while the block runs (what C++ libraries write there);
+    `new_lines()` gives what was written since its last call, `left` what was left at the end."""
+
+    def __init__(self, fd: int):
+        self.fd, self.left = fd, []
+
+    def __enter__(self):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.saved, self.log, self.pos = os.dup(self.fd), tempfile.TemporaryFile(), 0
+        os.dup2(self.log.fileno(), self.fd)
+        return self
+
+    def new_lines(self) -> list[str]:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.log.seek(self.pos)
+        text = self.log.read().decode(errors="replace")
+        self.pos = self.log.tell()
+        return text.splitlines()
+
+    def __exit__(self, *exc):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(self.saved, self.fd)
+        os.close(self.saved)
+        self.left = self.new_lines()
+        self.log.close()
+
+
 @contextmanager
 def filtered_stderr(noise: re.Pattern):
     """Run the block with file descriptor 2 captured; pass on every line that `noise` does not match."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as log:
-        os.dup2(log.fileno(), 2)
-        try:
+    caught = Captured(2)
+    try:
+        with caught:
             yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            log.seek(0)
-            kept = [line for line in log.read().decode(errors="replace").splitlines()
-                    if line.strip() and not noise.match(line)]
-            if kept:
-                print("\n".join(kept), file=sys.stderr)
+    finally:
+        kept = [line for line in caught.left if line.strip() and not noise.match(line)]
+        if kept:
+            print("\n".join(kept), file=sys.stderr)
 
 
 def tensorflow_start_up_log():
