@@ -133,10 +133,7 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
                 poll()
         except BaseException:  # an interrupted kernel stops its measuring process too
             proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            workers.ended(proc, 10)
             raise
         return proc.returncode
     finally:

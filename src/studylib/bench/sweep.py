@@ -255,8 +255,6 @@ class Worker:
             self.ready[c.key] = _prepare(c, row, runtime=runtimes.get(c.variant), workloads=self.workloads,
                                          tolerance=self.plan.tolerance(c), stack=self.stack,
                                          keep_cache=self.plan.warm_compile)
-        except KeyboardInterrupt:
-            raise
         except Exception as exc:  # a failure is a result
             _fail(row, exc)
         if row["status"] != "ok":
@@ -388,8 +386,6 @@ def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, gr
             try:
                 _hand_reference(pool, n, c, workloads)
                 rows[c.key] = row = worker[c.key].prepare(c, row)
-            except KeyboardInterrupt:
-                raise
             except Exception as exc:  # the worker itself failed (its process died): a result
                 _fail(row, exc)
             if row["status"] == "error" and spoils_process(row):
@@ -429,8 +425,6 @@ def _begin(pool, configs: list[Config], rows: dict[str, dict]) -> dict:
                     worker[c.key] = pool.get(process_of(c))
                 else:
                     rows[c.key]["process"] = pool.settings(process_of(c))
-            except KeyboardInterrupt:
-                raise
             except Exception as exc:  # noqa: BLE001 - every configuration of that worker is a failed row
                 worker.pop(c.key, None)
                 _fail(rows[c.key], exc)
@@ -438,8 +432,6 @@ def _begin(pool, configs: list[Config], rows: dict[str, dict]) -> dict:
         theirs = [c for c in configs if worker.get(c.key) is w]
         try:
             w.begin_group(theirs)
-        except KeyboardInterrupt:
-            raise
         except Exception as exc:  # noqa: BLE001
             for c in theirs:
                 _fail(rows[c.key], exc)

@@ -152,9 +152,7 @@ def run_rounds(
                     failed[name] = exc
             if any(n in failed for n in live):
                 live = [n for n in live if n not in failed]
-                for n in list(samples):
-                    if n in failed:
-                        del samples[n]
+                samples = {n: samples[n] for n in live}
             gc.collect(0)
             rounds, elapsed = len(samples[live[0]]) if live else 0, clock() - start
             if rounds < min_rounds or elapsed < min_time_s:

@@ -51,8 +51,6 @@ def measure(ready: list, workloads, plan, parity: Callable[..., dict[str, Any]])
         file = compile_cache.path(p.workload.cache_dir, p.config.key, p.runtime.mode)
         try:
             notes = _warm(p, file, workloads, plan.tolerance(p.config), parity)
-        except KeyboardInterrupt:
-            raise
         except Exception as exc:  # noqa: BLE001 - a failed warm compile is a note on a measured row
             first = (str(exc).strip().splitlines() or [""])[0]
             notes = [f"warm compile failed: {type(exc).__name__}: {first}"[:300]]

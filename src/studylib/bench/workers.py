@@ -58,6 +58,15 @@ def died(who: str, rc: int, when: str) -> str:
     return f"{who} died with exit code {rc}{signal} {when}{oom}"
 
 
+def ended(proc: subprocess.Popen, wait_s: float) -> int:
+    """The process's exit code once it has ended, killed after `wait_s` seconds."""
+    try:
+        return proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
 class ProcessWorker:
     """A `sweep.Worker` in a child process: the same methods, each a message over a socket; started at once, its
     start answered when first called (`settings`), so a group's workers import their frameworks side by side."""
@@ -98,11 +107,7 @@ class ProcessWorker:
         return value
 
     def _died(self, method: str):
-        try:
-            rc = self.proc.wait(STOP_WAIT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
+        rc = ended(self.proc, STOP_WAIT_S)
         self.dead = WorkerDied(died(f"the {self.process} worker process", rc, f"during {method}"))
         raise self.dead from None
 
