@@ -1,22 +1,6 @@
-"""Does a re-run reproduce the reference? `python -m studylib compare REF NEW`.
-
-REF and NEW are two results folders of the same profile (`outputs/cpu/results`, or the profile folder
-`outputs/cpu`). For every notebook in both, and only for configurations that are `ok` in both runs:
-
-- medians: how many of NEW's medians fall inside REF's 95% CI (and the other way round), and the
-  median and worst |NEW/REF - 1| of the medians;
-- verdicts: within each comparison group of REF, every pair of configurations gets a verdict in each run
-  (faster / slower when the speed-up's CI excludes 1, else unclear, from `variance.speedup`); counted as
-  the same, reversed (faster <-> slower) or decided <-> unclear;
-- the A/A control: a variant `X-aa` is a second copy of `X`; the share of A/A pairs whose speed-up CI
-  excludes 1 is the false-positive rate of each run;
-- the machines: what differs between the two runs' env.json (CPU, GPU, core and thread counts, library
-  versions, the measured matmul and memory limits). Across machines the medians are not expected to agree,
-  and a verdict may change for a real reason, so the comparison says so before its figures.
-
-Differences are information: `compare` only fails (CompareError) on input it cannot compare. The text the command
-prints is compare_text.py's.
-"""
+"""Does a re-run reproduce the reference? `python -m studylib compare REF NEW`: two results folders of one profile,
+compared on their medians, every pair's verdict, the A/A controls and the machines (docs/method.md, "Report and
+claims"); CompareError only on input it cannot compare. The text it prints is compare_text.py's."""
 
 from __future__ import annotations
 

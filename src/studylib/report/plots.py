@@ -1,7 +1,5 @@
-"""The few figure kinds the studies share. Failed configurations are drawn as marked cells, never gaps.
-
-Colours come from palette.py (one per variant for the whole report); facets are the shapes that ran, so no panel is
-empty; in speed-up figures the A/A controls are the grey noise band, not variants."""
+"""The few figure kinds the studies share: failed configurations drawn as marked cells, never gaps; colours from
+palette.py; facets the shapes that ran; A/A controls the grey noise band in speed-up figures, not variants."""
 
 from __future__ import annotations
 
@@ -12,14 +10,14 @@ import seaborn as sns
 from matplotlib.ticker import NullFormatter
 
 from ..bench import roofline as rf
-from ..core import numbers
-from ..core.config import SHAPE, is_aa
+from ..core import numbers, wording
+from ..core.config import is_aa
 from ..machine import limits
 from ..stats.speedups import EQUIVALENCE
 from .palette import NOISE, colour, marker
 from .plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title
 
-BAND_LABEL = f"equal within ±{EQUIVALENCE - 1:.0%} (the verdicts' band)"
+BAND_LABEL = wording.macro("report/plots.md.j2", "band", EQUIVALENCE)
 
 sns.set_theme(style="whitegrid", context="notebook", font_scale=0.85, rc={"axes.titlesize": 10})
 pd.set_option("display.max_colwidth", None)  # a page never cuts a table cell's text ("… te...")
@@ -89,10 +87,6 @@ def _aa_rows(df: pd.DataFrame, columns) -> pd.Series:
     for c in columns:
         mask |= df[c].map(is_aa).astype(bool)
     return mask
-
-
-# An A/A copy runs at one batching strategy of its shape (studies 03/04: unsorted); its band holds for every strategy.
-SHAPE_KEYS = tuple(c for c in SHAPE if c != "strategy")
 
 
 def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "variant", row: str = "", col: str = "",
@@ -330,7 +324,7 @@ def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: ac
             ax.plot(xs, roof, color="0.35", lw=1.2, ls="-" if key == "fp32" else "--")
             if key == "fp32":  # below this line a call is overhead-bound (roofline.regime)
                 ax.plot(xs, rf.OVERHEAD_SHARE * roof, color="0.6", lw=0.8, ls=":",
-                        label=f"{rf.OVERHEAD_SHARE:.0%} of the fp32 roof (overhead-bound below)")
+                        label=wording.macro("report/plots.md.j2", "overhead", rf.OVERHEAD_SHARE))
             by = (limits.roof(peaks, key) or {}).get("library")
             ax.annotate(f"{key} roof {peak:,.0f} GFLOP/s" + (f" ({by})" if by else ""), (hi, peak), xytext=(-4, 4),
                         textcoords="offset points",
