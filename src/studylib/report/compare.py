@@ -73,11 +73,8 @@ def results_folder(path: Path) -> Path:
 
 
 def load_run(path: Path) -> Run:
-    """Read a results folder: the newest row per `config_key` of each `<notebook>.jsonl`.
-
-    The last line of a configuration wins; a torn or unparseable line is ignored (as `ResultsTable` does).
-    The profile is env.json's "profile", or else the one named by the rows.
-    """
+    """A results folder: the newest row per `config_key` of each `<notebook>.jsonl` (as `ResultsTable` reads it);
+    the profile env.json's, or else the one the rows name."""
     folder = results_folder(path)
     notebooks = {p.stem: ResultsTable(p).measurements() for p in sorted(folder.glob("*.jsonl"))}
     env = read_json(folder / "env.json", default={}) or {}
@@ -90,9 +87,8 @@ def load_run(path: Path) -> Run:
 
 
 def _peaks(env: dict[str, Any]) -> dict[str, tuple[float, str]]:
-    """The measured limits of env.json's "peaks": {"matmul fp32": (215.0, "GFLOP/s"), "bandwidth": (115.4, "GB/s")}:
-    PyTorch's square matmul, measured alike by every limits.METHOD (the roof, the best of every library's GEMM,
-    exists only from METHOD 2)."""
+    """The measured limits of env.json's "peaks" that every limits.METHOD measures alike: {"matmul fp32": (215.0,
+    "GFLOP/s"), "bandwidth": (115.4, "GB/s")}."""
     peaks = env.get("peaks") if isinstance(env.get("peaks"), dict) else {}
     out = {f"matmul {key}": (matmul_gflops(peaks, key), "GFLOP/s") for key in peaks.get("matmul") or {}}
     out["bandwidth"] = (peak_bandwidth(peaks), "GB/s")
@@ -100,12 +96,8 @@ def _peaks(env: dict[str, Any]) -> dict[str, tuple[float, str]]:
 
 
 def machine_differences(ref_env: dict[str, Any], new_env: dict[str, Any]) -> list[str] | None:
-    """One line per difference between the machines of two runs: [] when env.json agrees, None when one is missing.
-
-    Compared: MACHINE_FIELDS, the threads the runs set, library versions, and the measured limits (matmul
-    rate per dtype, memory bandwidth), which differ by more than PEAK_TOLERANCE between different hosts
-    even where the CPU's name is the same (a cloud VM's "Intel Xeon Processor" names several generations).
-    """
+    """One line per difference between the machines of two runs (MACHINE_FIELDS, threads, library versions, the
+    measured limits beyond PEAK_TOLERANCE): [] when env.json agrees, None when one is missing."""
     if not ref_env or not new_env:
         return None
     out = []
@@ -187,10 +179,8 @@ def _speedup_fields(prefix: str, a: Measurement, b: Measurement) -> dict[str, An
 
 
 def compare_pairs(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str, Measurement]) -> pd.DataFrame:
-    """Every unordered pair (a, b) of one REF group, A/A copies left out: the speed-up of b over a in each run.
-
-    `ref_rows` are the configurations ok in both runs, in REF's order; a comes before b in that order.
-    """
+    """Every unordered pair (a, b) of one REF group (`ref_rows`: ok in both runs, in REF's order; a before b), A/A
+    copies left out: the speed-up of b over a in each run."""
     groups: dict[str, list[Measurement]] = {}
     for r in ref_rows:
         if not is_aa(r.variant):

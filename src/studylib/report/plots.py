@@ -31,13 +31,9 @@ DOTS_UP_TO = 2
 def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: str, row: str = "", col: str = "",
                   ylabel: str = "", xlabel: str = "", logx: bool = True, logy: bool = False,
                   reference: float | None = None, title: str = "", scale: float = 1.0, caption: str = ""):
-    """One line per `hue` with a shaded 95% CI band, one panel per (`row`, `col`) that ran; where a panel's x takes
-    at most DOTS_UP_TO values, dots with CI bars side by side instead. `caption`: one sentence, what to see.
-
-    Rows whose `status` is not 'ok' are drawn as labelled markers along the bottom of their facet. An A/A copy
-    gets no panel of its own: where `row` or `col` is the variant, its rows are left out (its copy of a variant
-    says nothing a reader can see there; speed-up figures draw it as the noise band).
-    """
+    """One line per `hue` with a shaded 95% CI band (dots with CI bars where a panel's x takes at most DOTS_UP_TO
+    values), one panel per (`row`, `col`) that ran, failed rows as labelled markers along the bottom, no panel for
+    an A/A copy. `caption`: one sentence, what to see."""
     facet = [f for f in (row, col) if f]
     if facet:
         df = df[~_aa_rows(df, facet)]
@@ -184,12 +180,8 @@ def _ink(rgba) -> str:
 
 def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row: str = "model", col: str = "pair",
             title: str = "", caption: str = ""):
-    """Speed-up per cell of a y × x grid, one panel per `row` × `col` that ran; annotated with ratio and 95% CI in
-    black or white, whichever contrasts with the cell.
-
-    Colour is log2 of the speed-up, blue faster and red slower, on one scale for all panels. A cell with no
-    speed-up is grey hatched and says why: the run's status, or 'not run' where the grid left the shape out.
-    """
+    """Speed-up per cell of a y × x grid, one panel per `row` × `col` that ran, annotated with ratio and 95% CI;
+    colour log2 of the speed-up on one scale for all panels; a cell without one grey hatched with why."""
     from matplotlib.colors import TwoSlopeNorm
 
     fig, axes, cells = _facets(sp, row, col)

@@ -62,15 +62,17 @@ def _headline(profile: str, notebook: str) -> str:
     return prose.first_sentence(vt) if len(vt) else "no configuration ran ok"
 
 
-def _profile(profile: str) -> dict:
-    """A profile's section of the index: its machine, what to use on it (decisions.what_to_use over the saved
-    verdict tables) and its notebooks."""
+def _profile_section(profile_dir: Path) -> str:
+    """A profile's section of the index: its machine, what to use on it and its notebooks."""
+    profile = profile_dir.name
     manifest = read_json(paths.manifest_path(profile), {}) or {}
     env = read_json(paths.results_dir(profile) / "env.json") or {}
-    return {"name": profile, "overridden": describe_overrides(profile), "what_to_use": _what_to_use(profile, env),
-            "rows": [_entry(e, name, f"{profile}/html/{name}.html", paths.html_dir(profile) / f"{name}.html",
-                            _headline(profile, name) if e.get("status") == "ok" else "")
-                     for name, e in sorted(manifest.items()) if name != OVERRIDES_KEY]}
+    rows = [_entry(e, name, f"{profile}/html/{name}.html", paths.html_dir(profile) / f"{name}.html",
+                   _headline(profile, name) if e.get("status") == "ok" else "")
+            for name, e in sorted(manifest.items()) if name != OVERRIDES_KEY]
+    return wording.block("report/index_section.html.j2", p={
+        "name": profile, "overridden": describe_overrides(profile), "what_to_use": _what_to_use(profile, env),
+        "rows": rows})
 
 
 def _what_to_use(profile: str, env: dict | None) -> str:
@@ -85,12 +87,12 @@ def _what_to_use(profile: str, env: dict | None) -> str:
 def index() -> Path:
     """outputs/index.html: every profile found under outputs/, its notebooks, status, run time, environment."""
     root = paths.outputs_root()
-    found = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name not in RESERVED
+    found = sorted(p for p in root.iterdir() if p.is_dir() and p.name not in RESERVED
                    and paths.manifest_path(p.name).exists()) if root.exists() else []
     manifest, name = read_json(paths.summary_dir() / "run.json", {}) or {}, paths.SUMMARY_NOTEBOOK
     across = (_entry(manifest[name], name, f"summary/html/{name}.html", paths.summary_dir() / "html" / f"{name}.html")
               if name in manifest else None)
-    page = wording.block("report/index.html.j2", profiles=[_profile(p) for p in found], summary=across)
+    page = wording.block("report/index.html.j2", profiles=[_profile_section(p) for p in found], summary=across)
     return write_text_atomic(root / "index.html", page)
 
 

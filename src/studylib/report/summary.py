@@ -45,10 +45,8 @@ def _grid_keys(profile: str, notebook: str) -> set[str] | None:
 
 
 def results(profile: str, notebook: str) -> pd.DataFrame:
-    """A profile's rows for one notebook, raw samples included (empty when it has not run).
-
-    A results table keeps rows of configurations the profile no longer runs (its grid or corpus changed);
-    only those of today's grid count, and of rows for one workload the newest."""
+    """A profile's rows for one notebook, raw samples included (empty when it has not run): only those of today's
+    grid, and of rows for one workload the newest."""
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
     if not table.path.exists():
         return pd.DataFrame()
