@@ -46,9 +46,8 @@ NOT_JUDGED = (*NOT_ANSWERABLE, "not tested by this study", "not run on this prof
 
 
 def matching(frame: pd.DataFrame, claim: Claim, one_group: bool = False) -> pd.DataFrame:
-    """The rows of the seed's models and precisions where the results have any, else all of them (comparability
-    then lists the difference). `one_group`: only the first (model, precision) of those, for evaluators that
-    compare rows within one model — a claim gets one verdict per profile, on the closest set-up it ran."""
+    """The rows of the seed's models and precisions where the results have any, else all of them (the coverage then
+    lists the difference); `one_group`: only the first (model, precision) of those, the closest set-up it ran."""
     c = claim.conditions
     for column, wanted in (("model", c.models), ("dtype", c.precision)):
         if wanted and column in frame and frame[column].isin(wanted).any():
@@ -86,6 +85,10 @@ def _row(claim: Claim, comparable: str, measured: str, verdict: str, judgement: 
             "judgement": judgement}
 
 
+def _untested(claim: Claim) -> dict:
+    return _row(claim, "—", "—", f"not tested: {claim.why_not}", "not tested by this study")
+
+
 def _measurement_text(m: Measurement, claim: Claim) -> str:
     if m.value is None:
         return m.text
@@ -106,10 +109,8 @@ def _named(claim: Claim) -> set[str]:
 
 
 def successor_note(claim: Claim, rows: pd.DataFrame, vt: verdicts.VerdictTable | None, comparisons=()) -> str:
-    """Where the successor of a deprecated path the claim names (a study comparison with `replaces` whose baseline
-    the claim's evaluator compares: TorchScript, the TorchScript-based ONNX export, torch.ao int8) beats, matches or
-    falls behind it, at the claim's shapes: the verdict table's decisions at the models, precisions and sizes of
-    `rows` (what the claim was judged on) within the claim's scope. '' where the claim names no deprecated path."""
+    """Where the successor of a deprecated path the claim compares (a study comparison with `replaces`) beats,
+    matches or falls behind it at the shapes of `rows` within the claim's scope; '' where it names none."""
     named = _named(claim)
     parts = []
     for c in comparisons if vt is not None else ():
@@ -132,13 +133,11 @@ def successor_note(claim: Claim, rows: pd.DataFrame, vt: verdicts.VerdictTable |
 
 def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peaks: dict | None = None,
            vt: verdicts.VerdictTable | None = None, comparisons=()) -> dict:
-    """One claims-table row: the claim judged on one profile's results of its study (`df`, its `tables`); `peaks`,
-    the machine's limits (StudyRun.peaks), give a CPU verdict over eager PyTorch its host caveat (claim_host); the
-    study's verdict table `vt` and `comparisons`, the successor of a deprecated path the claim names
-    (successor_note)."""
+    """One claims-table row: the claim judged on one profile's results of its study (`df`, its `tables`), with the
+    host caveat from `peaks` (claim_host) and the successor note from `vt` and `comparisons` (successor_note)."""
     device = str(df.device.dropna().iloc[0]) if "device" in df and df.device.notna().any() else "cpu"
     if not claim.evaluator:
-        return _row(claim, "—", "—", f"not tested: {claim.why_not}", "not tested by this study")
+        return _untested(claim)
     named = [v for k, v in claim.args.items() if k in NAMED_ARGS and isinstance(v, str)]
     try:
         m = not_run(df, claim, {v: [v] for v in named}) or evaluator(claim)(df, tables, claim, **claim.args)
@@ -176,9 +175,7 @@ def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peak
 def study_claims(study: str, df: pd.DataFrame, tables: dict[str, pd.DataFrame],
                  claims: tuple[Claim, ...] | None = None, peaks: dict | None = None,
                  *, vt: verdicts.VerdictTable) -> pd.DataFrame:
-    """Every registry claim the study tests, judged on its results: the rows its `analyse(df, peaks, vt=...).claims`
-    returns (`peaks`: the machine's limits, for the host caveat; `vt`, the run's verdict table, for a claim that names
-    a path a successor replaces)."""
+    """Every registry claim the study tests, judged on its results (`assess`): its `analyse(...).claims`."""
     mine = [c for c in (claims if claims is not None else registry()) if c.study == study]
     comparisons = tuple(getattr(REGISTRY.get(study), "comparisons", ()))
     return pd.DataFrame([assess(c, df, tables, peaks, vt, comparisons) for c in mine], columns=COLUMNS)
@@ -186,19 +183,13 @@ def study_claims(study: str, df: pd.DataFrame, tables: dict[str, pd.DataFrame],
 
 def unassessed(claims: list[Claim], judgement: str, why) -> pd.DataFrame:
     """Rows for claims no study judged on a profile: untestable ones (why_not) or whose study did not run."""
-    rows = []
-    for c in claims:
-        if not c.evaluator:
-            rows.append(_row(c, "—", "—", f"not tested: {c.why_not}", "not tested by this study"))
-        else:
-            rows.append(_row(c, "—", "—", why(c), judgement))
+    rows = [_row(c, "—", "—", why(c), judgement) if c.evaluator else _untested(c) for c in claims]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def totals(table: pd.DataFrame) -> dict[str, int]:
-    """Counts of the table's judgements: `judged` counts only claims judged under the seed's conditions (except
-    hardware), by verdict; `proxy` those judged on substitutes (by verdict under 'proxy: …'); `not answerable`
-    the device or a defining condition absent or the results lacking; `not tested` and `not run` the rest."""
+    """Counts of the table's judgements, by verdict: `judged` under the seed's conditions, `proxy` on substitutes,
+    `not answerable` (the device, a defining condition or what the results lack), then not tested and not run."""
     j = table.judgement.value_counts() if len(table) else pd.Series(dtype=int)
     out = {k: int(j.get(k, 0)) for k in JUDGED + NOT_JUDGED}
     out |= {PROXY + k: int(j.get(PROXY + k, 0)) for k in JUDGED}

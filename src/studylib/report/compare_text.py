@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..core import numbers, wording
-from .compare import LIMITS, PEAK_TOLERANCE, Comparison
+from .compare import LIMITS, PEAK_TOLERANCE, RunComparison
 
 
 def _count(k: int, share: float) -> str:
@@ -32,7 +32,7 @@ def _time(seconds: float | None) -> str:
     return numbers.fmt_ms(seconds * 1e3) if seconds < 1 else f"{seconds:.3g} s"
 
 
-def format_comparison(c: Comparison) -> str:
+def format_comparison(c: RunComparison) -> str:
     """The comparison as plain text: the table (one line per notebook, then "all"), reversed pairs, worst medians."""
     t = c.table
     table = pd.DataFrame({

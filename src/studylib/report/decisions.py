@@ -76,10 +76,8 @@ def _base_cell(v: Verdict) -> str:
 
 
 def decision_table(vt: VerdictTable) -> pd.DataFrame:
-    """Workloads down, options across: each cell the decision, the speed-up over the workload's baseline with its
-    95% CI, and the latency per call (a pass over the text set in studies 03/04) and per item; the baseline's
-    column its latency; the last column the fastest option by latency (unpaired where options ran in different
-    processes)."""
+    """Workloads down, options across: each cell the decision, the speed-up over the baseline (95% CI) and the
+    latency per call and per item; the baseline's column its latency; the last the fastest option by latency."""
     opts = vt.options()
     if not opts:
         return pd.DataFrame()
@@ -115,8 +113,8 @@ def decision_table_html(vt: VerdictTable) -> str:
 
 
 def batch_table(vt: VerdictTable) -> pd.DataFrame:
-    """Studies 03/04: which batch size — every option (and baseline) at every batch size by its latency per text,
-    best first, with its decision over the same batch size's baseline."""
+    """Studies 03/04: every option and baseline at every batch size by latency per text, best first, with its
+    decision."""
     opts = [v for v in vt.options() if v.item == "text"]
     if not opts or len({v.batch_size for v in opts}) < 2:
         return pd.DataFrame()
@@ -141,9 +139,8 @@ def batch_table(vt: VerdictTable) -> pd.DataFrame:
 
 def pick(vt: VerdictTable, workload: str) -> tuple[str, Verdict | None]:
     """(decision words, the verdict behind them) for one workload: 'use X' where the fastest full-precision option
-    is decidedly faster than the default and than the runner-up; 'use X or Y (not told apart)' where it beats the
-    default but not the runner-up; 'tie: keep the default', 'undecided: …' or 'keep the default: every option is
-    slower' where no option is decidedly faster. A tie never names a winner."""
+    beats the default and the runner-up, 'use X or Y' where not the runner-up, else a tie, undecided or 'every
+    option is slower' (keep the default). A tie never names a winner."""
     full = [v for v in vt.options() if v.workload == workload and v.ok and not quantized(v.candidate)]
     if not full:
         return "", None
@@ -169,8 +166,8 @@ def pick(vt: VerdictTable, workload: str) -> tuple[str, Verdict | None]:
 
 
 def what_to_use(vt: VerdictTable, study: str = "") -> pd.DataFrame:
-    """Per workload: the decision (`pick`), the chosen option's speed-up over the default with its CI, its latency
-    per call and per item, its one-time cost and the calls that pay it back; quantized options apart."""
+    """Per workload: the decision (`pick`), the chosen option's speed-up, latency, one-time cost and the calls that
+    pay it back; quantized options apart."""
     rows = []
     for workload in dict.fromkeys(v.workload for v in vt.options()):
         here = [v for v in vt.options() if v.workload == workload and v.ok]
@@ -200,8 +197,8 @@ def _per_call(v: Verdict, *, baseline: bool = False) -> str:
 
 
 def headline(vt: VerdictTable, label: str) -> dict:
-    """A declared comparison on one profile in a line of numbers (the summary's table): the common verdict and the
-    geometric mean only where every shape's verdict is the same, else the range and 'depends on the shape'."""
+    """A declared comparison on one profile in numbers (the summary's table): the common verdict and geometric mean
+    where every shape's verdict is the same, else the range and 'depends on the shape'."""
     rows = vt.of(label)
     if not len(vt):
         return {"status": "not run", "n": 0}

@@ -15,7 +15,7 @@ from ..core.config import is_aa
 from ..machine import limits
 from ..stats.speedups import EQUIVALENCE
 from .palette import NOISE, colour, marker
-from .plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title
+from .plot_layout import _caption, _facets, _finish, _log_ticks, _log_y, _mark_failed, _plain_log_axis, _select, _title
 
 BAND_LABEL = wording.macro("report/plots.md.j2", "band", EQUIVALENCE)
 
@@ -67,9 +67,7 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
         if dots and logx and xs:
             ax.set_xlim(xs[0] / 1.6, xs[-1] * 1.6)
         if logy and len(ok):
-            ax.set_yscale("log")
-            _log_ticks(ax.yaxis, *ax.get_ylim())
-            ax.tick_params(axis="y", which="minor", labelsize=7)
+            _log_y(ax)
         ax.set_title(_title(r, c))
         ax.set_xlabel(xlabel or x)
         ax.set_ylabel(ylabel or y)
@@ -118,9 +116,7 @@ def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "varia
         ax.set_xlabel(x.replace("_", " "))
         ax.set_ylabel(ylabel)
         if logy:
-            ax.set_yscale("log")
-            _log_ticks(ax.yaxis, *ax.get_ylim())
-            ax.tick_params(axis="y", which="minor", labelsize=7)
+            _log_y(ax)
         ax.grid(alpha=0.3)
     _share_y(cells, include_one=True)
     return _finish(fig, axes, title, caption)

@@ -189,10 +189,13 @@ def speedup_matrix(table: pd.DataFrame) -> pd.DataFrame:
 
     if not len(table):
         return pd.DataFrame()
-    t = table.assign(cell=table.apply(cell, axis=1))
-    order = list(dict.fromkeys(table.profile))
-    m = t.pivot_table(index=["study", "comparison"], columns="profile", values="cell", aggfunc="first", sort=False)
-    return m.reindex(columns=order)
+    return _by_profile(table.assign(cell=table.apply(cell, axis=1)), ["study", "comparison"], "cell")
+
+
+def _by_profile(t: pd.DataFrame, index, values: str, profiles: list[str] | None = None) -> pd.DataFrame:
+    """`values` of `t` with `index` down and a column per profile (`profiles`, else in the order they come)."""
+    m = t.pivot_table(index=index, columns="profile", values=values, aggfunc="first", sort=False)
+    return m.reindex(columns=profiles or list(dict.fromkeys(t.profile)))
 
 
 def gpu_coverage(profiles: list[str]) -> pd.DataFrame:
@@ -207,8 +210,7 @@ def gpu_coverage(profiles: list[str]) -> pd.DataFrame:
         out.append(cov.assign(profile=p)[["branch", "profile", "state"]])
     if not out:
         return pd.DataFrame()
-    t = pd.concat(out, ignore_index=True)
-    return t.pivot_table(index="branch", columns="profile", values="state", aggfunc="first", sort=False)
+    return _by_profile(pd.concat(out, ignore_index=True), "branch", "state")
 
 
 def findings(table: pd.DataFrame, claims_table: pd.DataFrame) -> list[str]:
@@ -270,6 +272,4 @@ def what_to_use_by_profile(profiles: list[str]) -> pd.DataFrame:
                                                   if r["speed-up over default (95% CI)"] else "")})
     if not rows:
         return pd.DataFrame()
-    t = pd.DataFrame(rows)
-    m = t.pivot_table(index=["study", "workload"], columns="profile", values="cell", aggfunc="first", sort=False)
-    return m.reindex(columns=profiles).fillna("not run")
+    return _by_profile(pd.DataFrame(rows), ["study", "workload"], "cell", profiles).fillna("not run")
