@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .bench.timing import first_call, measure_rounds, row_statistics
+from .core import numbers
 from .report import decisions
 from .stats import speedups
 from .stats.verdicts import VerdictTable, compute
@@ -71,8 +72,8 @@ class Result:
         for r in self.rows.itertuples():
             v = by.get(r.variant)
             out.append({"callable": r.variant,
-                        "median per call": decisions.seconds(r.median_s) if r.status == "ok" else "",
-                        "first call": decisions.seconds(r.first_call_s) if r.status == "ok" else "",
+                        "median per call": numbers.fmt_seconds(r.median_s) if r.status == "ok" else "",
+                        "first call": numbers.fmt_seconds(r.first_call_s) if r.status == "ok" else "",
                         "max abs diff vs baseline": "" if pd.isna(r.max_abs_diff) else f"{r.max_abs_diff:.2e}",
                         "decision": "baseline" if r.variant == self.baseline else
                         (v.decision if v is not None and v.ok else f"{r.status}: {r.error}"),
