@@ -102,7 +102,7 @@ def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
     h = _tost_half(se, df)
     lo, hi = diff - h, diff + h
     t["reproduction"] = np.where((lo >= -edge) & (hi <= edge), "reproduced",
-                                 np.where((lo > edge) | (hi < -edge), "not reproduced", "inconclusive"))
+                                 np.where((lo > edge) | (hi < -edge), "not reproduced", "undecided"))
     t["reproduction_expected"] = reproduction_probability(se, df, tolerance)
     t["not_reproduced_chance"] = not_reproduced_probability(se, df, tolerance)
     return t
@@ -215,7 +215,7 @@ def calibrate(medians: pd.DataFrame, pairs: pd.DataFrame, ref_rows: dict, new_ro
         **{k if k != "effective" else "effective_decided": v for k, v in binomial_tests(decided).items()},
         "comparisons": len(p), "decided": len(decided), "tolerance": tolerance,
         **{f"reproduction_{k.replace(' ', '_')}": int((p.reproduction == k).sum())
-           for k in ("reproduced", "not reproduced", "inconclusive")},
+           for k in ("reproduced", "not reproduced", "undecided")},
     }
     return Calibration(m, p, summary)
 
@@ -246,7 +246,7 @@ def format_calibration(c: Calibration, limits: dict = LIMITS) -> str:
         f"{100 * s['reproduced_share_of_decided']:.0f}% ({100 * s['reproduced_expected_of_decided']:.0f}% expected from "
         f"the intervals' widths alone, had nothing changed); reversed {s['reversed']}; over all {s['comparisons']}: "
         f"reproduced {s['reproduction_reproduced']}, not reproduced {s['reproduction_not_reproduced']}, "
-        f"inconclusive {s['reproduction_inconclusive']}",
+        f"undecided {s['reproduction_undecided']}",
         f"  agreement (one-sided binomial tests over {s['effective_decided']} independent speed-ups of the "
         f"{s['decided']} decided comparisons): reproduced below what the widths predict p = "
         f"{_p(s['reproduced_below_expected_p'])}; not reproduced {s['not_reproduced_of_decided']} against "
