@@ -98,6 +98,15 @@ def p_beyond_band(ratio, se, df, band: float = EQUIVALENCE) -> np.ndarray:
     return np.where(np.isfinite(p), p, 1.0)
 
 
+def se_of(ci_low, ci_high, se, df) -> tuple[np.ndarray, np.ndarray]:
+    """A speed-up's log SE and degrees of freedom: its own where known, else read from its 95% CI (normal)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        read = (np.log(np.asarray(ci_high, dtype=float)) - np.log(np.asarray(ci_low, dtype=float))) / (2 * _Z)
+        se, df = (np.broadcast_to(np.asarray(x, dtype=float), np.shape(read)) for x in (se, df))
+        own = np.isfinite(se) & (se > 0) & ~np.isnan(df)
+    return np.where(own, se, read), np.where(own, df, np.inf)
+
+
 def judge(table: pd.DataFrame, band: float = EQUIVALENCE, q: float = FDR) -> pd.DataFrame:
     """A copy of a pair table judged as one family of m comparisons: `p` the Benjamini–Hochberg adjusted p-value
     beyond the band; R of them decided by the step-up at `q`; every interval (`ci_low`, `ci_high`) and `detectable`
@@ -113,10 +122,7 @@ def judge(table: pd.DataFrame, band: float = EQUIVALENCE, q: float = FDR) -> pd.
     ratio = r.speedup.astype(float).to_numpy()
     se = r.se.astype(float).to_numpy() if "se" in r else np.full(len(r), np.nan)
     df = r.df.astype(float).to_numpy() if "df" in r else np.full(len(r), np.nan)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        own = np.isfinite(se) & (se > 0)
-        read = (np.log(r.ci_high.astype(float).to_numpy()) - np.log(r.ci_low.astype(float).to_numpy())) / (2 * _Z)
-    se, df = np.where(own, se, read), np.where(own, df, np.inf)
+    se, df = se_of(r.ci_low.astype(float).to_numpy(), r.ci_high.astype(float).to_numpy(), se, df)
     p = _st.false_discovery_control(p_beyond_band(ratio, se, df, band), method="bh")
     level = 1 - max(int(np.sum(p <= q)), 1) * q / len(p)
     lo, hi = interval(ratio, se, df, level)
@@ -183,14 +189,12 @@ def aa_calibration(df: pd.DataFrame, *, pairs: pd.DataFrame | None = None) -> AA
     n = len(aa)
     k = int(aa.significant.sum()) if n else 0
     low, high = clopper_pearson(k, n)
-    z = []
-    for r in aa.itertuples():
-        ratio, a, b = r.speedup, r.ci_low, r.ci_high
-        se, dof = getattr(r, "se", np.nan), getattr(r, "df", np.nan)
-        if ratio > 0 and a > 0 and b > a and np.isfinite([ratio, a, b]).all():
-            if not (np.isfinite(se) and se > 0 and np.isfinite(dof)):
-                se, dof = (np.log(b) - np.log(a)) / 2 / _Z, np.inf
-            z.append(float(calibration.z_of(np.log(ratio) / se, dof)))
+    z = np.array([])
+    if n:
+        ratio, lo, hi = (aa[c].astype(float).to_numpy() for c in ("speedup", "ci_low", "ci_high"))
+        se, dof = se_of(lo, hi, *(aa[c].astype(float) if c in aa else np.nan for c in ("se", "df")))
+        usable = (ratio > 0) & (lo > 0) & (hi > lo) & np.isfinite(se) & (se > 0)
+        z = calibration.z_of(np.log(ratio[usable]) / se[usable], dof[usable])
     mean, z_low, z_high = calibration.mean_z2_ci(np.asarray(z, dtype=float))
     return AACalibration(n, k, k / n if n else float("nan"), low, high, len(z), mean, z_low, z_high)
 
@@ -257,6 +261,19 @@ def break_even(one_time_s: float, base_median_s: float, s: Speedup) -> tuple[flo
     return calls(s.ratio), calls(s.ci_high), calls(s.ci_low)
 
 
+def pair_record(base, cand) -> dict:
+    """A pair-table row's numbers for `cand` over `base` (two ok rows): the speed-up with its 95% CI, the medians,
+    the one-time cost and its break-even calls, memory and parity."""
+    b, c = Measurement.of(base), Measurement.of(cand)
+    s = speedup(b, c)
+    n, n_lo, n_hi = break_even(c.one_time_s, b.steady_median_s, s)
+    return {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high, "paired": s.paired, "se": s.se, "df": s.df,
+            "base_median_s": b.steady_median_s, "median_s": c.steady_median_s, "one_time_s": c.one_time_s,
+            "break_even": n, "break_even_low": n_lo, "break_even_high": n_hi, "peak_mem_mb": c.peak_mem_mb,
+            "max_abs_diff": c.max_abs_diff, "parity_ok": c.parity_ok, "label_agreement": c.label_agreement,
+            "base_peak_mem_mb": b.peak_mem_mb}
+
+
 def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: str = REFERENCE, *,
                column: str = "variant", baseline_where: dict[str, Any] | None = None,
                band: float = EQUIVALENCE, judged: bool = True) -> pd.DataFrame:
@@ -277,14 +294,7 @@ def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline
         elif status == "ok" and base.get("status", "ok") != "ok":
             rec |= {"status": base.status, "error": f"{base[column]}: {base.get('error', '')}"}
         elif status == "ok":
-            b, c = Measurement.of(base), Measurement.of(cand)
-            s = speedup(b, c)
-            n, n_lo, n_hi = break_even(c.one_time_s, b.steady_median_s, s)
-            rec |= {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high, "paired": s.paired, "se": s.se,
-                    "df": s.df, "base_median_s": b.steady_median_s, "median_s": c.steady_median_s,
-                    "one_time_s": c.one_time_s, "break_even": n, "break_even_low": n_lo, "break_even_high": n_hi,
-                    "peak_mem_mb": c.peak_mem_mb, "max_abs_diff": c.max_abs_diff, "parity_ok": c.parity_ok,
-                    "label_agreement": c.label_agreement, "base_peak_mem_mb": b.peak_mem_mb}
+            rec |= pair_record(base, cand)
         out.append(rec)
     t = pd.DataFrame(out)
     t = t.reindex(columns=[*on, column, *[c for c in t.columns if c.startswith("baseline_")], *PAIR_COLUMNS])
@@ -316,11 +326,9 @@ def combine(cells: Iterable) -> Speedup:
     logs, parts, all_paired = [], [], True
     for c in cells:
         ratio, lo, hi = (c.speedup, c.ci_low, c.ci_high) if hasattr(c, "speedup") else tuple(c)[:3]
-        se, df = getattr(c, "se", np.nan), getattr(c, "df", np.nan)
         if not (np.isfinite(ratio) and ratio > 0):
             continue
-        if not (np.isfinite(se) and se > 0):
-            se, df = (np.log(hi) - np.log(lo)) / (2 * _Z), np.inf
+        se, df = (float(x) for x in se_of(lo, hi, getattr(c, "se", np.nan), getattr(c, "df", np.nan)))
         logs.append(np.log(ratio))
         parts.append((se, df))
         all_paired &= bool(getattr(c, "paired", True))

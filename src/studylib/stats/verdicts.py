@@ -232,16 +232,9 @@ def _leads(df: pd.DataFrame, options: tuple[str, ...], default: dict, records: d
         keys = (tuple(key(top.get(c)) for c in _KEY), tuple(key(second.get(c)) for c in _KEY))
         if keys in records:
             continue
-        s = speedups.speedup(second, top)
-        one_time = Measurement.of(top).one_time_s
-        n, n_lo, n_hi = speedups.break_even(one_time, second.median_s, s)
         out[keys] = {**{c: top.get(c) for c in _KEY}, "candidate": top[options[0]], "baseline": second[options[0]],
-                     "status": "ok", "error": "", "speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high,
-                     "paired": s.paired, "se": s.se, "df": s.df, "median_s": top.median_s,
-                     "base_median_s": second.median_s, "one_time_s": one_time, "break_even": n,
-                     "break_even_low": n_lo, "break_even_high": n_hi,
-                     **{k: top.get(k) for k in ("max_abs_diff", "parity_ok", "label_agreement")},
-                     "kind": "lead", "column": options[0], "comparison": ""}
+                     "status": "ok", "error": "", **speedups.pair_record(second, top), "kind": "lead",
+                     "column": options[0], "comparison": ""}
     return out
 
 
@@ -304,6 +297,11 @@ def _rows_by_shape(df: pd.DataFrame) -> dict[tuple, dict]:
     return out
 
 
+_SAME = ("speedup", "ci_low", "ci_high", "detectable", "se", "df", "p", "level", "one_time_s", "break_even",
+         "break_even_low", "break_even_high", "parity_ok", "max_abs_diff", "label_agreement")  # a pair record's
+_OF_ROW = ("model", "dtype", "batch_size", "seq_len", "image_size", "strategy", "backend")  # the candidate row's
+
+
 def _verdict(study: str, r: dict, cand: dict | None, base: dict | None, options, shown) -> Verdict:
     row = cand or r
     n, item, call = items_of(row)
@@ -312,28 +310,21 @@ def _verdict(study: str, r: dict, cand: dict | None, base: dict | None, options,
     ms, base_ms = num(r.get("median_s")) * 1e3, num(r.get("base_median_s")) * 1e3
     if not np.isfinite(ms) and cand is not None and cand.get("status") == "ok":
         ms = num(cand.get("median_s")) * 1e3
-    ratio, se, dof = num(r.get("speedup")), num(r.get("se")), num(r.get("df"))
-    lo, hi = calibration.rerun_interval(ratio, se, dof)
-    word = text(r.get("verdict")) if np.isfinite(ratio) else ""
+    ratio = num(r.get("speedup"))
+    lo, hi = calibration.rerun_interval(ratio, num(r.get("se")), num(r.get("df")))
     full = speedups.shape_columns(pd.DataFrame([r]), without=("data", "task"))
-    parity = r.get("parity_ok")
+    lead = " (fastest over runner-up)" if r["kind"] == "lead" else ""
     return Verdict(
+        **{f: _cell(f, r.get(f)) for f in _SAME}, **{f: _cell(f, row.get(f)) for f in _OF_ROW},
         study=study, kind=r["kind"], candidate_value=text(r.get("candidate")), baseline_value=text(r.get("baseline")),
-        comparison=r["comparison"] or f"{name} over {base_name}" + (" (fastest over runner-up)" if r["kind"] == "lead"
-                                                                     else ""), column=r["column"], candidate=name,
+        comparison=r["comparison"] or f"{name} over {base_name}{lead}", column=r["column"], candidate=name,
         baseline=base_name, workload=speedups.shape_label(row, shown) or "the one workload run",
         shape=speedups.shape_label(r, [c for c in full if c != r["column"]]),
-        model=text(row.get("model")), dtype=text(row.get("dtype")), batch_size=num(row.get("batch_size")),
-        seq_len=num(row.get("seq_len")), image_size=num(row.get("image_size")), strategy=text(row.get("strategy")),
-        backend=text(row.get("backend")), status=text(r.get("status")) or "ok", message=text(r.get("error")),
+        status=text(r.get("status")) or "ok", message=text(r.get("error")),
         paired=bool(r.get("paired")) if np.isfinite(ratio) else False, item=item, items_per_call=n, call=call,
         ms_per_call=ms, ms_per_item=ms / n, base_ms_per_call=base_ms, base_ms_per_item=base_ms / n,
-        speedup=ratio, ci_low=num(r.get("ci_low")), ci_high=num(r.get("ci_high")), rerun_low=lo, rerun_high=hi,
-        detectable=num(r.get("detectable")), se=se, df=dof, p=num(r.get("p")), decision=word,
-        band=speedups.EQUIVALENCE, one_time_s=num(r.get("one_time_s")), break_even=num(r.get("break_even")),
-        break_even_low=num(r.get("break_even_low")), break_even_high=num(r.get("break_even_high")),
-        parity_ok=None if blank(parity) else bool(parity), level=num(r.get("level")),
-        max_abs_diff=num(r.get("max_abs_diff")), label_agreement=num(r.get("label_agreement")),
+        rerun_low=lo, rerun_high=hi, decision=text(r.get("verdict")) if np.isfinite(ratio) else "",
+        band=speedups.EQUIVALENCE,
         warm_one_time_s=Measurement.of(cand).warm_one_time_s if cand is not None else float("nan"))
 
 
@@ -359,7 +350,7 @@ def _cell(name: str, v):
     if kind == "bool":
         return _BOOL.get(str(v), bool(v) if not blank(v) else False)
     if name == "parity_ok":
-        return _BOOL.get(str(v)) if not blank(v) else None
+        return None if blank(v) else _BOOL.get(str(v), bool(v))
     return text(v)
 
 
