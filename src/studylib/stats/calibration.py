@@ -11,6 +11,7 @@ import pandas as pd
 from scipy import stats as _st
 
 from ..core import wording
+from . import variance
 from .stats import num
 
 Z = float(_st.norm.ppf(0.975))
@@ -83,8 +84,8 @@ def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
 
 
 def _tost_half(se, df) -> np.ndarray:
-    """Half the width of the TOST's interval of a difference: t at its degrees of freedom (1 at least) × its SE."""
-    return _st.t.ppf(1 - TOST_ALPHA, np.maximum(np.asarray(df, dtype=float), 1.0)) * np.asarray(se, dtype=float)
+    """Half the width of the TOST's interval of a difference (its 1 − 2α interval)."""
+    return variance.half_width(se, df, 1 - 2 * TOST_ALPHA)
 
 
 def reproduction_probability(se, df, tolerance: float = TOLERANCE) -> np.ndarray:
@@ -202,6 +203,5 @@ def rerun_interval(ratio: float, se: float, df: float) -> tuple[float, float]:
     the intervals are calibrated (the run shift cancels in a ratio within a run)."""
     if not (np.isfinite(ratio) and ratio > 0 and np.isfinite(se) and se > 0):
         return float("nan"), float("nan")
-    t = float(_st.t.ppf(0.975, df)) if np.isfinite(df) and df > 0 else float(_st.norm.ppf(0.975))
-    half = t * np.sqrt(2) * se
+    half = float(variance.half_width(np.sqrt(2) * se, df if df > 0 else np.inf))
     return float(ratio * np.exp(-half)), float(ratio * np.exp(half))

@@ -78,14 +78,9 @@ def verdict(ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> str:
     return UNDECIDED
 
 
-def _t(df):
-    """The t quantile function at `df` degrees of freedom (at least 1; ∞: the normal)."""
-    return _st.t(np.maximum(np.asarray(df, dtype=float), 1.0))
-
-
 def interval(ratio, se, df, level: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
     """The speed-up's interval at `level`: ratio × exp(±t·se), t at its own degrees of freedom."""
-    h = _t(df).ppf((1 + level) / 2) * np.asarray(se, dtype=float)
+    h = variance.half_width(se, df, level)
     return np.asarray(ratio, dtype=float) * np.exp(-h), np.asarray(ratio, dtype=float) * np.exp(h)
 
 
@@ -94,7 +89,7 @@ def p_beyond_band(ratio, se, df, band: float = EQUIVALENCE) -> np.ndarray:
     freedom. p < α exactly where `interval` at level 1 − α lies wholly beyond the band."""
     with np.errstate(divide="ignore", invalid="ignore"):
         stat = (np.abs(np.log(np.asarray(ratio, dtype=float))) - np.log(band)) / np.asarray(se, dtype=float)
-        p = np.minimum(1.0, 2 * _t(df).sf(stat))
+        p = np.minimum(1.0, 2 * _st.t.sf(stat, np.maximum(np.asarray(df, dtype=float), 1.0)))
     return np.where(np.isfinite(p), p, 1.0)
 
 

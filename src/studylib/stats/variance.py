@@ -98,7 +98,7 @@ class Estimate:
     heterogeneous: bool = False
 
     def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
-        h = float(_st.t.ppf((1 + confidence) / 2, max(self.df, 1.0))) * self.se
+        h = float(half_width(self.se, self.df, confidence))
         return self.value - h, self.value + h
 
     def plus(self, sigma: float, df: float) -> Estimate:
@@ -106,6 +106,11 @@ class Estimate:
         se2 = self.se ** 2 + sigma ** 2
         return Estimate(self.value, float(np.sqrt(se2)), satterthwaite([(self.se ** 2, self.df), (sigma ** 2, df)]),
                         self.heterogeneous)
+
+
+def half_width(se, df, level: float = CONFIDENCE):
+    """Half an interval's width at `level` (log scale): t at `df` degrees of freedom (at least 1; ∞: normal) × se."""
+    return _st.t.ppf((1 + level) / 2, np.maximum(np.asarray(df, dtype=float), 1.0)) * np.asarray(se, dtype=float)
 
 
 def satterthwaite(parts: list[tuple[float, float]]) -> float:
@@ -134,8 +139,7 @@ def estimate(u: Unit, between: Between | None) -> Estimate:
     return Estimate(u.estimate, float(np.sqrt(sum(a for a, _ in parts))), satterthwaite(parts), odd)
 
 
-# --- a table's rows: medians -----------------------------------------------------------------------------------
-# Rows are read as measurement.Measurement; the public functions take results rows of any kind (Measurement.of).
+# --- a table's rows (results rows of any kind, read as measurement.Measurement) ------------------------------------
 
 
 def row_unit(row: Any) -> Unit | None:
@@ -153,10 +157,9 @@ def _group(m: Measurement):
 
 
 def medians_between(rows: list[Any], units: dict[int, Unit | None] | None = None) -> Between | None:
-    """τ² of medians pooled over a table's rows. Degrees of freedom: (k − 1) per group (a group's rows share their
-    processes), divided by the design effect 1 + (G − 1)ρ² (ρ: stats.common_share of each group's deviations of its
-    replicate medians from their mean, averaged over its rows), at least one group's k − 1. `units`: the rows' units
-    by id, where the caller made them already (of Measurements)."""
+    """τ² of medians pooled over a table's rows, with (k − 1) degrees of freedom per group divided by the design
+    effect 1 + (G − 1)ρ² (ρ: stats.common_share), at least one group's k − 1. `units`: the rows' units by id, where
+    the caller made them already."""
     rows = [Measurement.of(r) for r in rows]
     units = units if units is not None else {id(r): row_unit(r) for r in rows}
     ks: dict[Any, int] = {}
@@ -230,11 +233,8 @@ def _by_runtime(pairs: list[tuple[Any, Unit | None]]) -> dict[Any, Between]:
 
 
 def ratios_between_by_runtime(rows: list[Any]) -> dict[Any, Between]:
-    """τ² of paired speed-ups per runtime class (runtime_class: a row's `variant` and `task`): its rows against their
-    groups' first, pooled over the table's shapes, where that gives at least MIN_CLASS_DF degrees of freedom. What
-    moves between processes is a property of the runtime and what it computes (its allocator, threads, graph): a
-    PyTorch batch-32 pass can move 10% where ONNX Runtime's moves 1%, so one τ² for the whole table would be too wide
-    for the one and too narrow for the other."""
+    """τ² of paired speed-ups per runtime class (runtime_class), pooled over the table's shapes where that gives at
+    least MIN_CLASS_DF degrees of freedom (docs/method.md, "The variance model")."""
     return _by_runtime(_pair_units(_groups([Measurement.of(r) for r in rows])))
 
 
@@ -356,6 +356,6 @@ def detectable(se, df, band: float, level: float = CONFIDENCE):
     Element-wise over arrays; NaN where the SE is not positive."""
     se = np.asarray(se, dtype=float)
     with np.errstate(invalid="ignore"):
-        t = _st.t.ppf((1 + level) / 2, np.maximum(np.asarray(df, dtype=float), 1.0))
-        out = np.where(np.isfinite(se) & (se > 0), band * np.exp((t + _st.norm.ppf(POWER)) * se), np.nan)
+        out = np.where(np.isfinite(se) & (se > 0), band * np.exp(half_width(se, df, level) + _st.norm.ppf(POWER) * se),
+                       np.nan)
     return float(out) if out.ndim == 0 else out

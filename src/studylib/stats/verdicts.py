@@ -23,7 +23,7 @@ from .measurement import Measurement
 from .speedups import UNDECIDED, Comparison
 from .stats import blank, key, num, text
 
-DECISIONS = ("faster", "slower", "equal", "undecided")
+DECISIONS = (speedups.FASTER, speedups.SLOWER, speedups.EQUAL, UNDECIDED)
 # a successor's decision over the deprecated path it replaces, in words (the Answer's line and the claims)
 SUCCESSOR_WORDS = {"faster": "beats it", "equal": "matches it", "slower": "falls behind", "undecided": "undecided"}
 SUFFIX = ".verdicts.csv"
