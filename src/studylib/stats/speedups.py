@@ -170,20 +170,13 @@ class AACalibration:
         return wording.say("stats/aa_calibration.j2", c=self)
 
 
-def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """The exact (Clopper–Pearson) interval of a proportion k/n."""
-    if n <= 0:
-        return float("nan"), float("nan")
-    ci = _st.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
-    return float(ci.low), float(ci.high)
-
-
 def aa_calibration(df: pd.DataFrame, *, pairs: pd.DataFrame | None = None) -> AACalibration:
     """The A/A calibration of a results table (or of A/A `pairs` already made by `aa_pairs`)."""
     aa = aa_pairs(df) if pairs is None else pairs
     n = len(aa)
     k = int(aa.significant.sum()) if n else 0
-    low, high = clopper_pearson(k, n)
+    ci = _st.binomtest(k, n).proportion_ci(method="exact") if n else None  # Clopper–Pearson
+    low, high = (float(ci.low), float(ci.high)) if ci else (float("nan"), float("nan"))
     z = np.array([])
     if n:
         ratio, lo, hi = (aa[c].astype(float).to_numpy() for c in ("speedup", "ci_low", "ci_high"))
