@@ -221,7 +221,7 @@ def compare_aa(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str,
         for run, a, b in (("ref", base, r), ("new", new_by_key[base.config_key], new_by_key[r.config_key])):
             s = speedup(a, b)
             row.update({f"{run}_ratio": s.ratio, f"{run}_ci_low": s.ci_low, f"{run}_ci_high": s.ci_high,
-                        f"{run}_significant": s.significant})
+                        f"{run}_significant": direction(s.ci_low, s.ci_high) != "unclear"})
         out.append(row)
     return pd.DataFrame(out, columns=["notebook", "a", "b"] + [
         f"{p}_{c}" for p in ("ref", "new") for c in ("ratio", "ci_low", "ci_high", "significant")])
