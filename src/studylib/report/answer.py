@@ -55,7 +55,7 @@ def aa_line(df: pd.DataFrame, aa: pd.DataFrame) -> str:
 def rule_line(vt: VerdictTable) -> str:
     """The verdict rule, stated once."""
     band = (vt.rows[0].band if len(vt) else speedups.EQUIVALENCE) - 1
-    return wording.macro(WORDS, "rule", band, len(vt), speedups.FDR, variance.POWER)
+    return wording.macro(WORDS, "rule", band, len(vt), vt.decided(), speedups.FDR, variance.POWER, vt.level())
 
 
 def rerun_line(vt: VerdictTable) -> str:
@@ -99,7 +99,7 @@ def top_html(notebook: str, vt: VerdictTable, df: pd.DataFrame, machine: str, wh
     study = STUDIES[notebook]
     batches = decisions.batch_table(vt)
     return wording.block(
-        "report/top.html.j2", table=decisions.decision_table_html(vt), answer=prose.answer_html(vt, machine),
+        "report/top.html.j2", table=decisions.decision_table_html(vt), level=vt.level(), answer=prose.answer_html(vt, machine),
         batches=batches.to_html(index=False, escape=True, classes="batches") if len(batches) else "",
         why=inline_html(why), successors=inline_html(prose.successor_line(vt, study.comparisons)),
         on_gpu=inline_html(study.on_gpu or ""), not_run=inline_html(not_run_line(notebook, whole_models(df), _profile(df))))

@@ -16,14 +16,15 @@ from ..stats import speedups, verdicts
 from ..stats.verdicts import Verdict, VerdictTable
 
 MIN_COST_S = 0.5  # one-time costs below this are left out of the Answer's sentences (they are in the table)
-WHAT_TO_USE_COLUMNS = ["study", "workload", "decision", "speed-up over default (95% CI)", "latency", "one-time cost",
-                       "paid back after", "quantized option (changes outputs)"]
+SPEEDUP = "speed-up over default (CI at its page's level)"  # the What-to-use column (each study page its own level)
+WHAT_TO_USE_COLUMNS = ["study", "workload", "decision", SPEEDUP, "latency", "one-time cost", "paid back after",
+                       "quantized option (changes outputs)"]
 WORDS = "report/decisions.md.j2"
 
 
 def x(v: Verdict) -> str:
-    """'1.22× (95% CI 1.18–1.27)'."""
-    return numbers.fmt(v.speedup, v.ci_low, v.ci_high)
+    """'1.22× (99.2% CI 1.18–1.27)': the interval at the level its verdict table decided at."""
+    return numbers.fmt(v.speedup, v.ci_low, v.ci_high, level=v.level)
 
 
 def x_short(v: Verdict) -> str:
@@ -176,7 +177,7 @@ def what_to_use(vt: VerdictTable, study: str = "") -> pd.DataFrame:
         faster = f" ({numbers.fmt_alone(top.speedup, top.ci_low, top.ci_high)} faster)" if top is not None else ""
         rec = {"study": study, "workload": workload, "decision": words_ + faster}
         if top is not None:
-            rec |= {"speed-up over default (95% CI)": f"{x(top)} over {top.baseline}", "latency": _per_call(top),
+            rec |= {SPEEDUP: f"{x(top)} over {top.baseline}", "latency": _per_call(top),
                     "one-time cost": one_time(top),
                     "paid back after": calls_said(top.break_even) if np.isfinite(top.break_even) else ""}
         elif here:

@@ -268,8 +268,8 @@ def what_to_use_by_profile(profiles: list[str]) -> pd.DataFrame:
         t = what_to_use(p)
         for _, r in t.iterrows():
             rows.append({"study": r["study"], "workload": r["workload"], "profile": p,
-                         "cell": r["decision"] + (f": {r['speed-up over default (95% CI)']}"
-                                                  if r["speed-up over default (95% CI)"] else "")})
+                         "cell": r["decision"] + (f": {r[decisions.SPEEDUP]}"
+                                                  if r[decisions.SPEEDUP] else "")})
     if not rows:
         return pd.DataFrame()
     return _by_profile(pd.DataFrame(rows), ["study", "workload"], "cell", profiles).fillna("not run")

@@ -110,6 +110,16 @@ class VerdictTable:
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([asdict(v) for v in self.rows], columns=COLUMNS)
 
+    def level(self) -> float:
+        """The one confidence level every interval of the table is decided and printed at (speedups.judge: one family
+        per study run); NaN where no row has one."""
+        levels = {round(v.level, 9) for v in self.rows if np.isfinite(v.level)}
+        return levels.pop() if len(levels) == 1 else float("nan")
+
+    def decided(self) -> int:
+        """How many verdicts are faster or slower (R of the false-coverage level 1 − R·q/m)."""
+        return sum(v.decision in ("faster", "slower") for v in self.rows)
+
     def options(self) -> list[Verdict]:
         """Every option over the default, per workload."""
         return [v for v in self.rows if v.kind == "option"]
