@@ -1,12 +1,6 @@
-"""A/A copies: `<variant>-aa` is `<variant>` prepared a second time, independently, on its own copy of the model.
-
-A copy runs the same code as its original; any difference a study reports between the two is noise, so how often
-the pair comes out "significantly different" is the method's false-positive rate (speedups.aa_calibration). The
-copy is built again from scratch: a PyTorch workload's module is deep-copied and its inputs cloned (made as the
-originals were, inference tensors or not: an inference tensor takes a faster path than a normal one, and the control
-would measure that, not noise), then the original's own `prepare` traces, exports, opens a session or wraps a
-tf.function on that copy. A TensorFlow or Keras workload's model is prepared again as it is (a new tf.function, a
-new compiled predict function): its weights are shared, its graph is not.
+"""A/A copies: `<variant>-aa` is `<variant>` prepared a second time, independently, on its own copy of the model
+(a PyTorch module deep-copied, its inputs cloned as they were made; docs/method.md, "Runtimes"): the difference a
+study reports between the two is noise, the method's false-positive rate (speedups.aa_calibration).
 """
 
 from __future__ import annotations
@@ -28,14 +22,19 @@ def _twin(x):
         return x.clone()
 
 
-def torch_copy(workload):
-    """The workload on a deep copy of its PyTorch module and clones of its inputs (the originals untouched)."""
+def module_copy(module):
+    """A deep copy of a PyTorch module, made as the original was (inference tensors or not)."""
     import torch
 
-    params = list(workload.module.parameters())
+    params = list(module.parameters())
     with torch.inference_mode(bool(params) and params[0].is_inference()):
-        module = copy.deepcopy(workload.module)
-    return dataclasses.replace(workload, module=module, inputs=tuple(_twin(x) for x in workload.inputs))
+        return copy.deepcopy(module)
+
+
+def torch_copy(workload):
+    """The workload on a deep copy of its PyTorch module and clones of its inputs (the originals untouched)."""
+    return dataclasses.replace(workload, module=module_copy(workload.module),
+                               inputs=tuple(_twin(x) for x in workload.inputs))
 
 
 class AACopy(Runtime):

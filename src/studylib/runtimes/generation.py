@@ -1,21 +1,17 @@
-"""Study 07's PyTorch runners: one phase of text generation with transformers' dynamic cache (eager, the baseline), a
-static cache, or a static cache with the forward compiled (torch.compile; transformers 4.57's `generate` compiles it
-by itself only on CUDA, so on a CPU this study compiles it, as a CPU user would have to).
+"""Study 07's PyTorch runners: one phase of text generation on transformers' dynamic cache (eager, the baseline), a
+static cache, or a static cache with the forward compiled by the study (transformers compiles it itself only on CUDA).
 
-A runner is prepared once per configuration and called with no arguments: `prefill` resets its cache, runs the
-prompt and returns the first new token's id (the time to first token); `decode` runs ONE step at a fixed context
-(prompt + half the new tokens, prefilled when the runner is made, uncompiled: a compiled runner compiles the
-step alone) and puts the cache back as it was (a static cache
-overwrites the same slot; a dynamic one is cropped), so every call does the same work; `generate` resets the cache and
-produces the forced number of new tokens greedily (the prefill, then new_tokens − 1 steps; no end-of-sequence stop).
-`logits()` is parity's teacher-forced run: the phase's prefix, then PARITY_STEPS tokens of the forced continuation fed one a step
-through the same cache path, the next-token logits of each position stacked (greedy tokens of random weights are
-near ties, so tokens would diverge on noise); it leaves the runner ready for its phase again.
+A runner is called with no arguments: `prefill` runs the prompt and returns the first new token; `decode` runs ONE
+step at a fixed context (prompt + half the new tokens, prefilled when the runner is made) and puts the cache back, so
+every call does the same work; `generate` produces the forced number of new tokens greedily. `logits()` is parity's
+teacher-forced run (docs/method.md, "Runtimes").
 """
 
 from __future__ import annotations
 
-from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
+import time
+
+from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync, registered
 from .pytorch import TorchCompiled, _Torch
 
 PARITY_STEPS = 4  # forced tokens parity feeds after the prefix, one a step (each through the variant's cache path)
@@ -42,8 +38,6 @@ class TorchRunner:
         self.prefix = w.decode_context if w.phase == "decode" else w.seq_len  # what the phase's cache starts from
         self.steps: list[PrepareStep] = []
         if w.phase == "decode":
-            import time
-
             t0 = time.perf_counter()
             self._setup()
             self.steps.append(PrepareStep("prefill to the decode context", time.perf_counter() - t0, False))
@@ -63,9 +57,9 @@ class TorchRunner:
 
         n = ids.shape[1]
         positions = torch.arange(start, start + n, device=ids.device)
-        out = (self.lm.forward if eager else self.forward)(input_ids=ids, past_key_values=cache, cache_position=positions,
-                           position_ids=positions.unsqueeze(0).expand(ids.shape[0], -1), use_cache=True,
-                           logits_to_keep=1)
+        forward = self.lm.forward if eager else self.forward
+        out = forward(input_ids=ids, past_key_values=cache, cache_position=positions,
+                      position_ids=positions.unsqueeze(0).expand(ids.shape[0], -1), use_cache=True, logits_to_keep=1)
         return out.logits[:, -1:, :]
 
     def _setup(self) -> None:
@@ -146,3 +140,11 @@ class StaticCacheCompiled(TorchCompiled):
         notes = ("forward compiled by the study (torch.compile, default mode): transformers' generate compiles a static "
                  "cache's forward by itself only on CUDA")
         return Prepared(runner, (), device_sync(workload.device), notes, steps=runner.steps)
+
+
+RUNTIMES = [
+    registered(StaticCacheRuntime(), "text generation on transformers' StaticCache (allocated once at its full length) "
+               "instead of the default dynamic cache", "GnBu", "07"),
+    registered(StaticCacheCompiled(), "StaticCache with the model's forward compiled by torch.compile (transformers "
+               "4.57 compiles it by itself only on CUDA: on a CPU the study compiles it)", "GnBu", "07"),
+]

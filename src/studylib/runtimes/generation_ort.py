@@ -1,16 +1,8 @@
 """Study 07's ONNX Runtime runners: optimum's ORTModelForCausalLM, exported from the random-weight model saved to a
-temporary folder (never downloaded), and its dynamic int8 (onnxruntime.quantization.quantize_dynamic: weights int8
-ahead of time, activations per call). The registered `ort` and `ort-int8` (onnxrt.py's OnnxRuntime, the names study
-03 uses) prepare study 07's workload through `prepare_generation`, which the workload names (its `onnxruntime`), so
-one name means one runtime across the studies.
-
-The export does not depend on the shape (its batch, sequence and past axes are dynamic), so it is made once per model,
-dtype and weights and kept under `<cache_dir>/onnx/generation/<key>/` with the seconds each step took when it was made
-(save, export, last-position logits, quantize); a later configuration loads it and records those steps as cached. Its
-graph computes logits at the last position only, as eager's forward does (`keep_last_logits`), so both prefills do the
-same work. Building the session is timed in every preparation. The runner's phases are runtimes/generation.py's: the
-decode step feeds the same past each call (ONNX Runtime returns new present tensors and leaves the past it was given
-as it was).
+temporary folder, and its dynamic int8. The registered `ort` and `ort-int8` (onnxrt.py) prepare study 07's workload
+through `prepare_generation`, which the workload names, so one name means one runtime across the studies. The export
+(its axes dynamic) is made once per model, dtype and weights under `<cache_dir>/onnx/generation/<key>/`, with each
+step's seconds; the phases are generation.py's (docs/method.md, "Runtimes").
 """
 
 from __future__ import annotations
@@ -23,9 +15,11 @@ import time
 import warnings
 from pathlib import Path
 
+from ..workloads.models import _quiet_transformers, quiet_loggers
 from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
 from .generation import PARITY_STEPS
 from .onnxrt import _hash, cache_root, weights_fingerprint
+from .ort_session import session_options
 
 QUANTIZED = "model_int8.onnx"
 
@@ -53,8 +47,6 @@ def _key(w) -> str:
 
 def _export(w, folder: Path) -> dict[str, float]:
     """Save the model to a temporary folder and export it with optimum into `folder`: the seconds of each step."""
-    from ..workloads.models import _quiet_transformers, quiet_loggers
-
     seconds = {}
     ort_model = _optimum()
     with tempfile.TemporaryDirectory(prefix="studylib-lm-") as saved:
@@ -78,11 +70,8 @@ LOGITS = "logits"  # optimum's name for the graph's logits output
 
 def keep_last_logits(path: Path) -> None:
     """Rewrite the exported graph at `path` to compute logits at the last position only, as eager's forward does
-    (transformers' logits_to_keep=1, generation.py): optimum's graph multiplies every prompt position's hidden
-    state by the vocabulary matrix (batch × prompt × vocabulary fp32 logits, which a 40 GB card may not hold at
-    the largest shapes, and prefill work eager does not do). A Slice of the last position goes in front of the
-    MatMul that produces `logits`, and the output's sequence axis becomes 1; a graph whose logits come from
-    another operation stops here (an error row naming it)."""
+    (logits_to_keep=1): a Slice of the last position in front of the MatMul that produces `logits`; a graph whose
+    logits come from another operation stops here (an error row naming it)."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -110,20 +99,15 @@ def keep_last_logits(path: Path) -> None:
 
 def _quantize(folder: Path) -> float:
     """Dynamic int8 of the exported model beside it (QUANTIZED): the seconds it took."""
-    import logging
-
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     t0 = time.perf_counter()
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # the quantizer logs "consider pre-processing" on the root logger
     tmp = folder / f".tmp-{os.getpid()}-{QUANTIZED}"
     try:
-        quantize_dynamic(str(folder / "model.onnx"), str(tmp), weight_type=QuantType.QInt8, per_channel=False)
+        with quiet_loggers("root"):  # the quantizer logs "consider pre-processing" on the root logger
+            quantize_dynamic(str(folder / "model.onnx"), str(tmp), weight_type=QuantType.QInt8, per_channel=False)
         os.replace(tmp, folder / QUANTIZED)
     finally:
-        root.setLevel(level)
         tmp.unlink(missing_ok=True)
     return time.perf_counter() - t0
 
@@ -233,13 +217,8 @@ def prepare_generation(runtime, workload) -> Prepared:
             raise RuntimeUnavailable("this onnxruntime has no CUDAExecutionProvider (pip install onnxruntime-gpu)")
         provider = "CUDAExecutionProvider"
     folder, steps = exported(workload, int8)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = torch.get_num_threads()  # the cores PyTorch has (the study sets them)
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options = session_options(ort, torch.get_num_threads())
     t0 = time.perf_counter()
-    from ..workloads.models import _quiet_transformers, quiet_loggers
-
     with _quiet_transformers(), warnings.catch_warnings(), quiet_loggers("optimum"):
         warnings.simplefilter("ignore")
         model = ort_model.from_pretrained(folder, file_name=QUANTIZED if int8 else "model.onnx", provider=provider,

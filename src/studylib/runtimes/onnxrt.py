@@ -1,36 +1,10 @@
-"""ONNX Runtime on the torch model: the plain export, the transformer-optimized graph, dynamic int8, and the plain
-graph of the dynamo exporter.
-
-`ort`, `ort-optimized`, `ort-int8` and `ort-tensorrt` start from the TorchScript-based exporter
-(`torch.onnx.export(..., dynamo=False)` with `dynamic_axes` for batch and sequence length): deprecated upstream,
-but the graph ONNX Runtime's transformer optimizer and its BERT tooling were written for (on the dynamo graph that
-optimizer fused no attention block of roberta-tiny, and `quantize_dynamic` stopped on a shape-inference error, when
-this was written). `ort-dynamo` runs the dynamo exporter's graph as it comes (`dynamo=True`, what torch 2.13's
-`torch.onnx.export` does by default; onnx_export.py), beside `ort`, so a page compares the two exports' one-time
-costs, graph sizes and latencies; an export that fails is that configuration's error row.
-
-Each step (export, optimize, fp16, quantize) writes one `model.onnx` under
-`<cache_dir>/onnx/<key>/`, where the key hashes everything the file depends on (see `export_key`), so a
-re-run loads the files instead of exporting again. A step writes into a temporary directory beside its
-final one and renames it into place when done: an interrupted step leaves no directory that counts as
-cached. `Prepared.steps` records each step, the seconds it took when it was made and whether it came
-from the cache (results rows keep them as `prepare_steps`), since a cache hit makes `prepare_s` small.
-
-On CUDA, sessions use the CUDAExecutionProvider with IO binding: inputs are put on the GPU by `adapt`
-(untimed) and outputs stay there, as PyTorch's do, and `sync` waits for the outputs inside the timed
-region (a plain `session.run` would time host<->device copies for ORT only; onnxruntime issue 8166).
-fp16 follows ONNX Runtime's recommended path: export an fp32 copy of the (fp16) module, optimize it,
-then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int8 are not offered.
-`ort-tensorrt` runs the plain graph with the TensorrtExecutionProvider first (CUDA behind it for what
-TensorRT does not take), where the installed onnxruntime-gpu has it and TensorRT's libraries of the major it links
-loaded (gpu.preload_tensorrt, before its first session), with one optimization profile over the
-grid's shapes and its engines beside the model file they are built from, one folder per shape,
-`<cache>/onnx/<key>/trt/b{B}s{S}` (ort_gpu.py, also the CUDA provider's options). Its engine build is a prepare step
-of its own ("tensorrt engine", ort_gpu.EngineBuild): made by the session, or by its first call where no optimization
-profile is given, or loaded from that folder, cached, with the seconds the build took, so the cold one-time cost
-counts it in every replicate.
-The session a runtime times, and ONNX Runtime's profiler on it, are ort_session.py's (OrtCall).
-The CUDA branches have not been run yet (no GPU while this was written); reports say so (gpu_paths).
+"""ONNX Runtime on the torch model: the plain export (`ort`), the transformer-optimized graph (`ort-optimized`), its
+dynamic int8 (`ort-int8`), the plain graph under TensorRT (`ort-tensorrt`, ort_gpu.py) and the dynamo exporter's graph
+(`ort-dynamo`; onnx_export.py). Each step (export, optimize, fp16, quantize) writes one `model.onnx` under
+`<cache_dir>/onnx/<key>/`, the key hashing everything the file depends on (`export_key`), written in a temporary
+directory renamed into place (`cached_step`); `Prepared.steps` records each step, its seconds when made and whether
+it came from the cache. On CUDA the session uses IO binding (inputs put on the GPU by `adapt`, outputs left there, as
+PyTorch's are); the session a runtime times is ort_session.py's OrtCall. docs/method.md, "Runtimes", says why.
 """
 
 from __future__ import annotations
@@ -38,7 +12,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
-import logging
 import os
 import shutil
 import tempfile
@@ -49,11 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from ..machine import gpu
-from ..workloads.models import FAMILIES, spec
+from ..workloads.models import FAMILIES, quiet_loggers, spec
 from . import onnx_export
-from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable
+from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable, registered
 from .ort_gpu import EngineBuild, cuda_provider_options, session_inputs, tensorrt_options
-from .ort_session import OUTPUT_NAME, OrtCall, profile_totals  # noqa: F401 - profile_totals re-exported (tests)
+from .ort_session import OUTPUT_NAME, OrtCall, profile_totals, session_options  # noqa: F401 - re-exported
 
 OPSET = onnx_export.OPSET
 MODEL_FILE = "model.onnx"
@@ -72,11 +45,8 @@ def _ort():
 
 
 def weights_fingerprint(module, samples_per_tensor: int = 1024) -> str:
-    """sha256 over every state-dict entry's name, shape and dtype and up to 1,024 evenly spaced values.
-
-    Cheap even for roberta-base, and any two seeds differ in every tensor, so a seed never reuses another
-    seed's export.
-    """
+    """sha256 over every state-dict entry's name, shape and dtype and up to 1,024 evenly spaced values: cheap, and
+    a seed never reuses another seed's export."""
     import torch
 
     h = hashlib.sha256()
@@ -126,12 +96,8 @@ def cache_root(workload) -> Path:
 
 
 def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict) -> tuple[Path, float, bool, dict]:
-    """The model file for `key`: loaded when `<root>/<key>/` is complete, else made by `make(path)`.
-
-    Returns (path, seconds the step took when it was made, whether it came from the cache, its graph's size:
-    {"nodes", "bytes"}, counted when made). `make` writes into a temporary directory that is renamed to `<root>/<key>`
-    only once the file and its metadata are complete, so an interrupted step never counts as cached.
-    """
+    """The model file for `key`, loaded when `<root>/<key>/` is complete, else made by `make(path)` in a temporary
+    directory renamed into place once complete: (path, seconds when made, whether cached, {"nodes", "bytes"})."""
     final = root / key
     if (final / "meta.json").is_file():
         meta = json.loads((final / "meta.json").read_text())
@@ -200,25 +166,14 @@ def _quantize(parent: Path, path: Path) -> None:
 
     # The optimized graph holds com.microsoft ops that ONNX shape inference cannot type; without a default
     # type the quantizer stops with "Unable to find data type for weight_name=...".
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # the quantizer logs "consider pre-processing" on the root logger every time
-    try:
+    with quiet_loggers("root"):  # the quantizer logs "consider pre-processing" on the root logger every time
         quantize_dynamic(str(parent), str(path), weight_type=QuantType.QInt8, per_channel=False,
                          reduce_range=False, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-    finally:
-        root.setLevel(level)
 
 
 class OnnxRuntime(Runtime):
-    """One ONNX Runtime variant: "plain" (`ort`), "optimized" (`ort-optimized`), "int8" (`ort-int8`), "tensorrt"
-    (`ort-tensorrt`, CUDA only) or "dynamo" (`ort-dynamo`: the plain graph of the dynamo exporter, needs onnxscript).
-
-    Sessions use ORT_ENABLE_ALL, sequential execution, one inter-op thread and as many intra-op threads
-    as PyTorch has (`torch.get_num_threads()`, which the study sets), so both frameworks get the same cores.
-    int8 quantizes the optimized graph (QAttention and MatMulInteger nodes), the order ONNX Runtime's BERT
-    examples use; it is CPU only.
-    """
+    """One ONNX Runtime variant (NAMES); int8 quantizes the optimized graph, as ONNX Runtime's BERT examples do, on
+    CPU only. Sessions get as many intra-op threads as PyTorch has (ort_session.session_options)."""
 
     framework = "torch"
     family = "onnxruntime"
@@ -310,15 +265,7 @@ class OnnxRuntime(Runtime):
                                                                                session_inputs(path))))
 
         def make_session(profile_prefix: str | None = None):
-            options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            if profile_prefix is not None:
-                options.enable_profiling = True
-                options.profile_file_prefix = profile_prefix
-            return ort.InferenceSession(str(path), options, providers=providers)
+            return ort.InferenceSession(str(path), session_options(ort, threads, profile_prefix), providers=providers)
 
         build = EngineBuild(providers[0][1]["trt_engine_cache_path"]) if self.variant == "tensorrt" else None
         t0 = time.perf_counter()
@@ -358,3 +305,16 @@ class OnnxRuntime(Runtime):
         if not isinstance(output, np.ndarray):  # an OrtValue on the GPU
             output = output.numpy()
         return output.astype("float64")
+
+
+RUNTIMES = [
+    registered(OnnxRuntime("plain"), "ONNX Runtime on the exported model", "Greens", "03 04 07"),
+    registered(OnnxRuntime("optimized"), "ONNX Runtime on the model after its transformer graph optimizer", "Greens",
+               "03 04"),
+    registered(OnnxRuntime("int8"), "ONNX Runtime on the dynamically int8-quantized model (changes the outputs)",
+               "Greens", "03 07"),
+    registered(OnnxRuntime("tensorrt"), "ONNX Runtime with its TensorRT provider (GPU only)", "Greens", "03"),
+    registered(OnnxRuntime("dynamo"), "ONNX Runtime on the model exported by torch.onnx.export(dynamo=True), the path "
+               "torch 2.13 takes by default (the other ort variants start from the deprecated TorchScript exporter, "
+               "dynamo=False)", "Greens", "03"),
+]

@@ -17,6 +17,20 @@ from .base import device_sync
 OUTPUT_NAME = "output"  # the exported graph's one output (onnxrt's export names it)
 
 
+def session_options(ort, threads: int, profile_prefix: str | None = None):
+    """Every session's options: ORT_ENABLE_ALL, sequential, one inter-op thread and `threads` intra-op threads (as
+    many as PyTorch has, so both frameworks get the same cores); ONNX Runtime's profiler on with a prefix."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
+    return options
+
+
 def profile_totals(events: list[dict], after_runs: int | None = None) -> tuple[dict[str, list[float]], int]:
     """Kernel time per op type in an ONNX Runtime profile (its JSON events): ({op type: [self seconds, node runs]},
     model runs counted). Only the model runs after the first `after_runs` count (default: the second half, when a
