@@ -4,9 +4,8 @@ its registration's (runtimes.declared); the other words are here."""
 
 from __future__ import annotations
 
-import html
-
 from .. import runtimes
+from ..core.wording import block
 
 WORDS = {
     "<variant>-aa": "an A/A copy: the variant prepared again on its own copy of the model, timed like any variant",
@@ -24,6 +23,4 @@ def variants() -> dict[str, str]:
 
 def html_list() -> str:
     """The glossary's entries for a page's "Words used on these pages"."""
-    items = {**{f"<code>{html.escape(k)}</code>": v for k, v in variants().items()},
-             **{html.escape(k): v for k, v in WORDS.items()}}
-    return "".join(f"<dt>{k}</dt><dd>{html.escape(v)}.</dd>" for k, v in items.items())
+    return block("glossary/words.html", variants=variants(), words=WORDS)

@@ -37,49 +37,28 @@ def torch_copy(workload):
                                inputs=tuple(_twin(x) for x in workload.inputs))
 
 
-class AACopy(Runtime):
-    """The A/A copy of `original`: the same runtime under the name `<original>-aa`, prepared again on a copy."""
+class AACopy:
+    """The A/A copy of `original`: the same runtime under the name `<original>-aa`, prepared again on a copy; whatever
+    else is asked of it (framework, family, context, warm-up, a Keras backend, ...) is the original's."""
 
     def __init__(self, original: Runtime):
         self.original = original
         self.name = aa_of(original.name)
-        self.framework = original.framework
-        self.precision = original.precision
-        self.family = original.family
+
+    def __getattr__(self, name):
+        if name == "original":
+            raise AttributeError(name)
+        return getattr(self.original, name)
 
     @property
     def process(self) -> str:
         """A second worker of its original's framework: the A/A pair is timed across processes, as every pair is."""
         return f"{self.original.process}~aa"
 
-    @property
-    def uses_dynamo(self) -> bool:
-        return self.original.uses_dynamo
-
     def copies_weights_of(self, workload) -> bool:
-        """A PyTorch workload's module is deep-copied in `prepare` (see `prepare`): its weights are counted there."""
+        """A PyTorch workload's module is deep-copied in `prepare`: its weights are counted there."""
         return (self.framework == "torch" and hasattr(workload.module, "parameters")) \
             or self.original.copies_weights_of(workload)
-
-    def process_env(self, device: str) -> dict[str, str]:
-        return self.original.process_env(device)
-
-    def memory_warmup_calls(self, device: str) -> int:
-        return self.original.memory_warmup_calls(device)
-
-    def warm_up(self) -> float:
-        return self.original.warm_up()
-
-    def context(self):
-        return self.original.context()
-
-    def to_numpy(self, output):
-        return self.original.to_numpy(output)
-
-    def __getattr__(self, name):  # anything else a study asks of a runtime (e.g. a Keras backend): the original's
-        if name == "original":
-            raise AttributeError(name)
-        return getattr(self.original, name)
 
     def prepare(self, workload) -> Prepared:
         if self.framework != "torch" or not hasattr(workload.module, "parameters"):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # The worker process eager PyTorch runs in (bench/workers.py): the one that makes the reference outputs parity reads.
@@ -16,6 +21,14 @@ _PROCESS_OF_FAMILY = {"tensorflow": "tensorflow", "onnxruntime": "onnxruntime", 
 
 class RuntimeUnavailable(Exception):
     """The runtime cannot run here (missing package, no device, unsupported shape): a 'skipped' row."""
+
+
+@functools.cache
+def private_dir(prefix: str) -> Path:
+    """A directory private to this process (one per prefix), removed at exit."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def _same(inputs: tuple) -> tuple:

@@ -6,12 +6,9 @@ directory private to the process), static shapes; docs/method.md, "Runtimes", sa
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import io
 import itertools
-import shutil
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -20,7 +17,7 @@ from typing import Any
 
 from ..machine import gpu
 from ..workloads.models import quiet_loggers
-from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync, registered
+from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync, private_dir, registered
 from .pytorch import TorchCompiled, _Torch, fresh_inductor_cache
 
 STEPS = ("torch.export", "aoti_compile_and_package", "load")
@@ -29,7 +26,6 @@ STEPS = ("torch.export", "aoti_compile_and_package", "load")
 _NOTICES = ("torch.export", "torch._export", "torch._inductor", "torch._dynamo", "torch.utils._pytree",
             "torch.fx.experimental.symbolic_shapes")
 
-_packages: Path | None = None
 _numbers = itertools.count()
 
 
@@ -39,11 +35,7 @@ class AotiStepError(RuntimeError):
 
 def package_dir() -> Path:
     """A directory private to this process for the packages it compiles, removed at exit."""
-    global _packages
-    if _packages is None:
-        _packages = Path(tempfile.mkdtemp(prefix="studylib-aoti-"))
-        atexit.register(shutil.rmtree, _packages, ignore_errors=True)
-    return _packages
+    return private_dir("studylib-aoti-")
 
 
 def toolchain(device: str = "cpu") -> tuple[Callable, Callable, Callable]:

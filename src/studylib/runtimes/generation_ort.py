@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 import time
 import warnings
@@ -17,8 +16,8 @@ from pathlib import Path
 
 from ..workloads.models import _quiet_transformers, quiet_loggers
 from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
-from .generation import PARITY_STEPS
-from .onnxrt import _hash, cache_root, weights_fingerprint
+from .generation import PhaseRunner
+from .onnxrt import _hash, cache_root, cached_folder, check_cuda, weights_fingerprint
 from .ort_session import session_options
 
 QUANTIZED = "model_int8.onnx"
@@ -113,24 +112,13 @@ def _quantize(folder: Path) -> float:
 
 
 def exported(w, int8: bool) -> tuple[Path, list[PrepareStep]]:
-    """The exported model's folder (and its int8 file), made or loaded from the cache, and the steps it took: the
-    export is shared by ort and ort-int8, each step's seconds recorded when it was made."""
+    """The exported model's folder (and its int8 file), made or loaded from the cache, and its steps (the export is
+    shared by ort and ort-int8)."""
     key = _key(w)
     final = cache_root(w) / "generation" / key
-    meta = final / "meta.json"
-    if meta.is_file():
-        steps = [PrepareStep(s, t, True, key) for s, t in json.loads(meta.read_text())["seconds"].items()]
-    else:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=final.parent))
-        try:
-            seconds = _export(w, tmp)
-            (tmp / "meta.json").write_text(json.dumps({"seconds": seconds, "model": w.model_name, "dtype": w.dtype}))
-            if not final.exists():
-                tmp.rename(final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        steps = [PrepareStep(s, t, False, key) for s, t in seconds.items()]
+    meta, cached = cached_folder(final, lambda tmp: {"seconds": _export(w, tmp), "model": w.model_name,
+                                                     "dtype": w.dtype})
+    steps = [PrepareStep(s, t, cached, key) for s, t in meta["seconds"].items()]
     if int8:
         qmeta = final / "quantize.json"
         if qmeta.is_file():
@@ -142,20 +130,19 @@ def exported(w, int8: bool) -> tuple[Path, list[PrepareStep]]:
     return final, steps
 
 
-class OrtRunner:
-    """One phase of generation through an ORTModelForCausalLM (see runtimes/generation.py for the phases)."""
+class OrtRunner(PhaseRunner):
+    """One phase of generation through an ORTModelForCausalLM: the past it is given is left as it was."""
 
     def __init__(self, w, model):
-        import torch
-
-        self.w, self.model = w, model
-        self.ids = torch.cat([w.prompt, w.continuation], dim=1)
-        self.prefix = w.decode_context if w.phase == "decode" else w.seq_len
+        super().__init__(w)
+        self.model = model
         if w.phase == "decode":
             self._setup()
 
-    def _step(self, ids, past, start: int):
-        """(next-token logits (batch, 1, vocab), the new past) after `ids` at positions start.."""
+    def _fresh(self):
+        return None
+
+    def _step(self, ids, past, start: int, *, eager: bool = False):
         import torch
 
         b, n = ids.shape
@@ -165,40 +152,10 @@ class OrtRunner:
                          use_cache=True)
         return out.logits[:, -1:, :], out.past_key_values
 
-    def _setup(self) -> None:
-        _, self.past = self._step(self.ids[:, : self.prefix], None, 0)
-        self.token = self.ids[:, self.prefix: self.prefix + 1]
-
-    def __call__(self):
-        import torch
-
-        w = self.w
-        if w.phase == "decode":  # the past it was given is left as it was: the next call repeats the step
-            return self._step(self.token, self.past, self.prefix)[0].argmax(-1)
-        logits, past = self._step(w.prompt, None, 0)
-        tokens = [logits.argmax(-1)]
-        if w.phase == "prefill":
-            return tokens[0]
-        for i in range(w.new_tokens - 1):
-            logits, past = self._step(tokens[-1], past, w.seq_len + i)
-            tokens.append(logits.argmax(-1))
-        return torch.cat(tokens, dim=1)
-
-    def logits(self):
-        import torch
-
-        logits, past = self._step(self.ids[:, : self.prefix], None, 0)
-        out = [logits]
-        for j in range(self.prefix, min(self.ids.shape[1] - 1, self.prefix + PARITY_STEPS)):
-            logits, past = self._step(self.ids[:, j: j + 1], past, j)
-            out.append(logits)
-        return torch.cat(out, dim=1)
-
 
 def prepare_generation(runtime, workload) -> Prepared:
-    """`ort` and `ort-int8` (runtimes/onnxrt.py's OnnxRuntime, its plain and int8 variants) on study 07's workload:
-    optimum's ORTModelForCausalLM on the shared export, its int8 on the quantized file; the other ONNX Runtime variants
-    (optimized, TensorRT, dynamo) are not offered for generation."""
+    """`ort` and `ort-int8` (onnxrt.OnnxRuntime's plain and int8 variants) on study 07's workload: optimum's
+    ORTModelForCausalLM on the shared export, or on its int8 file."""
     import torch
 
     int8 = runtime.variant == "int8"
@@ -211,10 +168,7 @@ def prepare_generation(runtime, workload) -> Prepared:
         raise RuntimeUnavailable(f"{runtime.name} runs the fp32 export only in this study (asked {workload.dtype})")
     provider = "CPUExecutionProvider"
     if workload.device == "cuda":
-        if int8:
-            raise RuntimeUnavailable("ONNX Runtime dynamic int8 quantization runs on CPU only")
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise RuntimeUnavailable("this onnxruntime has no CUDAExecutionProvider (pip install onnxruntime-gpu)")
+        check_cuda(ort, int8=int8)
         provider = "CUDAExecutionProvider"
     folder, steps = exported(workload, int8)
     options = session_options(ort, torch.get_num_threads())

@@ -9,7 +9,6 @@ PyTorch's are); the session a runtime times is ort_session.py's OrtCall. docs/me
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import os
@@ -24,14 +23,12 @@ import numpy as np
 from ..machine import gpu
 from ..workloads.models import FAMILIES, quiet_loggers, spec
 from . import onnx_export
-from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable, registered
+from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable, private_dir, registered
 from .ort_gpu import EngineBuild, cuda_provider_options, session_inputs, tensorrt_options
 from .ort_session import OUTPUT_NAME, OrtCall, profile_totals, session_options  # noqa: F401 - re-exported
 
-OPSET = onnx_export.OPSET
 MODEL_FILE = "model.onnx"
-# What each step does, hashed into its cache key: change a setting here and older files are not reused.
-EXPORT_SETTINGS = onnx_export.SETTINGS["torchscript"]
+# What quantizing does, hashed into its cache key: change a setting here and older files are not reused.
 QUANTIZE_SETTINGS = {"weight_type": "QInt8", "per_channel": False, "reduce_range": False}
 
 
@@ -81,38 +78,22 @@ def export_key(workload, exporter: str = "torchscript") -> str:
     })
 
 
-_process_cache: Path | None = None
-
-
 def cache_root(workload) -> Path:
     """`<cache_dir>/onnx`, or a directory private to this process (removed at exit) when there is no cache_dir."""
-    global _process_cache
-    if workload.cache_dir is not None:
-        return Path(workload.cache_dir) / "onnx"
-    if _process_cache is None:
-        _process_cache = Path(tempfile.mkdtemp(prefix="studylib-onnx-"))
-        atexit.register(shutil.rmtree, _process_cache, ignore_errors=True)
-    return _process_cache
+    return Path(workload.cache_dir) / "onnx" if workload.cache_dir is not None else private_dir("studylib-onnx-")
 
 
-def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict) -> tuple[Path, float, bool, dict]:
-    """The model file for `key`, loaded when `<root>/<key>/` is complete, else made by `make(path)` in a temporary
-    directory renamed into place once complete: (path, seconds when made, whether cached, {"nodes", "bytes"})."""
-    final = root / key
+def cached_folder(final: Path, make: Callable[[Path], dict]) -> tuple[dict, bool]:
+    """(the metadata of the cache folder `final`, True) where it is complete; else `make(folder)` fills a temporary
+    folder and returns its metadata, and the folder is renamed into place: (that metadata, False). An interrupted step
+    never counts as cached; where another process finished the same step first, its equivalent folder is kept."""
     if (final / "meta.json").is_file():
-        meta = json.loads((final / "meta.json").read_text())
-        if "nodes" not in meta:  # made before graph sizes were recorded
-            meta["nodes"], meta["bytes"] = onnx_export.graph_size(final / MODEL_FILE)
-        return final / MODEL_FILE, meta["seconds"], True, {"nodes": meta["nodes"], "bytes": meta["bytes"]}
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
+        return json.loads((final / "meta.json").read_text()), True
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
     try:
-        t0 = time.perf_counter()
-        make(tmp / MODEL_FILE)
-        seconds = time.perf_counter() - t0
-        nodes, size = onnx_export.graph_size(tmp / MODEL_FILE)
-        (tmp / "meta.json").write_text(json.dumps(about | {"seconds": seconds, "made_at": time.time(),
-                                                           "nodes": nodes, "bytes": size}, indent=1))
+        meta = make(tmp)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         if final.exists() and not (final / "meta.json").is_file():
             shutil.rmtree(final)  # not made by this code (the rename below is atomic): never a cache entry
         try:
@@ -120,10 +101,25 @@ def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict)
         except OSError:
             if not (final / "meta.json").is_file():
                 raise
-            # Another process finished the same step first; its file is equivalent, use it.
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return final / MODEL_FILE, seconds, False, {"nodes": nodes, "bytes": size}
+    return meta, False
+
+
+def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict) -> tuple[Path, float, bool, dict]:
+    """The model file for `key` in `<root>/<key>/` (cached_folder), made by `make(path)`: (path, seconds when made,
+    whether cached, {"nodes", "bytes"} of its graph)."""
+    def made(folder: Path) -> dict:
+        t0 = time.perf_counter()
+        make(folder / MODEL_FILE)
+        seconds = time.perf_counter() - t0
+        nodes, size = onnx_export.graph_size(folder / MODEL_FILE)
+        return about | {"seconds": seconds, "made_at": time.time(), "nodes": nodes, "bytes": size}
+
+    meta, cached = cached_folder(root / key, made)
+    if "nodes" not in meta:  # made before graph sizes were recorded
+        meta["nodes"], meta["bytes"] = onnx_export.graph_size(root / key / MODEL_FILE)
+    return root / key / MODEL_FILE, meta["seconds"], cached, {"nodes": meta["nodes"], "bytes": meta["bytes"]}
 
 
 def _input_names(workload) -> tuple[str, ...]:
@@ -171,6 +167,15 @@ def _quantize(parent: Path, path: Path) -> None:
                          reduce_range=False, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
+def check_cuda(ort, *, int8: bool) -> None:
+    """RuntimeUnavailable where this onnxruntime has no CUDA provider, or for an int8 variant (CPU only)."""
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise RuntimeUnavailable(f"onnxruntime {ort.__version__} has no CUDAExecutionProvider (install onnxruntime-gpu); "
+                                 f"available: {', '.join(ort.get_available_providers())}")
+    if int8:
+        raise RuntimeUnavailable("ONNX Runtime dynamic int8 quantization runs on CPU only")
+
+
 class OnnxRuntime(Runtime):
     """One ONNX Runtime variant (NAMES); int8 quantizes the optimized graph, as ONNX Runtime's BERT examples do, on
     CPU only. Sessions get as many intra-op threads as PyTorch has (ort_session.session_options)."""
@@ -208,12 +213,7 @@ class OnnxRuntime(Runtime):
             if libraries.state != "loaded":
                 raise RuntimeUnavailable(f"ort-tensorrt: {libraries.detail}")
         if workload.device == "cuda":
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise RuntimeUnavailable(
-                    f"onnxruntime {ort.__version__} has no CUDAExecutionProvider (install onnxruntime-gpu); "
-                    f"available: {', '.join(ort.get_available_providers())}")
-            if self.variant == "int8":
-                raise RuntimeUnavailable("ONNX Runtime dynamic int8 quantization runs on CPU only")
+            check_cuda(ort, int8=self.variant == "int8")
             if workload.dtype not in ("fp32", "fp16"):
                 raise RuntimeUnavailable(f"{self.name} on CUDA runs fp32 or fp16, not {workload.dtype}")
         elif workload.device == "cpu":
