@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core.wording import say
 from ..machine.profiling import top_ops
 from .base import device_sync
 
@@ -79,10 +80,8 @@ class OrtCall:
             shutil.rmtree(tmp, ignore_errors=True)
         totals, runs = profile_totals(events)
         ops = top_ops(totals, top)
-        return ops, (f"ONNX Runtime's profiler (a session with enable_profiling on the same model file, options and "
-                     f"providers; one warm-up call, then the call profiled): one call took {wall * 1e3:.3g} ms under "
-                     f"the profiler, {sum(v[0] for v in totals.values()) * 1e3:.3g} ms of kernel time in {len(totals)} "
-                     f"op types over {runs} model run(s); the top {len(ops)} op types shown")
+        return ops, say("runtimes/ort_profile.md", wall_ms=wall * 1e3, kernel_ms=sum(v[0] for v in totals.values()) * 1e3,
+                        op_types=len(totals), runs=runs, shown=len(ops))
 
     on_first_call: Callable[[float], object] | None = None  # told the first call's seconds (a TensorRT engine build)
 
