@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..core import numbers, wording
 from ..core.numbers import fmt_ms
+from ..core.variants import changes_outputs
 from ..stats import speedups, verdicts
 from ..stats.verdicts import Verdict, VerdictTable
 
@@ -51,8 +52,8 @@ def one_time(v: Verdict) -> str:
 
 
 def quantized(name: str) -> bool:
-    """An option that changes what is computed (int8): it stands apart from the full-precision ones."""
-    return "int8" in name
+    """An option that changes what is computed (a quantized runtime): it stands apart from the full-precision ones."""
+    return changes_outputs(name)
 
 
 # --- the verdict table of a study run -----------------------------------------------------------------------------------

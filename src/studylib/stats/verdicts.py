@@ -18,6 +18,7 @@ import pandas as pd
 from ..core.config import SHAPE, is_aa, is_shared
 from ..core.files import write_text_atomic
 from ..core.study_registry import studies
+from ..core.variants import changes_outputs
 from . import calibration, speedups
 from .measurement import Measurement
 from .speedups import UNDECIDED, Comparison
@@ -129,7 +130,7 @@ class VerdictTable:
         of the two where the study declares one (_leads leaves the pair to it); None where the runner-up is the
         default, or one option ran."""
         rows = [v for v in self.rows if v.workload == workload]
-        full = sorted((v for v in rows if v.kind == "option" and v.ok and "int8" not in str(v.candidate)),
+        full = sorted((v for v in rows if v.kind == "option" and v.ok and not changes_outputs(v.candidate)),
                       key=lambda v: v.ms_per_call)
         pair = (full[0].candidate, full[1].candidate) if len(full) > 1 else None
         return next((v for v in rows if v.kind == "lead" or (v.kind == "declared" and (v.candidate, v.baseline) == pair
@@ -229,7 +230,7 @@ def _leads(df: pd.DataFrame, options: tuple[str, ...], default: dict, records: d
     runner-up is not the default (then the lead is the option's own row): whether the fastest is told apart from the
     next best. Options measured in different processes (study 05's backends) are compared unpaired."""
     ok = df[(df.status == "ok") & ~df[options[0]].map(lambda v: is_aa(v) or is_shared(v))] if "status" in df else df
-    ok = ok[~ok[options[0]].astype(str).str.contains("int8")]
+    ok = ok[~ok[options[0]].map(changes_outputs)]
     work = workload_columns(ok, options)
     out = {}
     for _, g in ok.groupby(work, dropna=False, sort=False) if work else [(None, ok)]:

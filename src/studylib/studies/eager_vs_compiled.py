@@ -4,7 +4,6 @@ and the analysis the notebook shows (its seed-claim evaluators are in eager_vs_c
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -35,6 +34,7 @@ from .common import (  # noqa: F401
 )
 
 NOTEBOOK = "01_eager_vs_compiled"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 NOISY_CV = 0.10  # above this coefficient of variation a configuration's timing is called unstable
 # What a compiler is for: a replicate where one is slower than eager profiles a call of each (surprises.py).
 EXPECTATIONS = tuple(surprises.Expectation(v, REFERENCE) for v in
@@ -56,9 +56,7 @@ COMPILED = ("compile", "export")
 class EagerVsCompiled(VariantSkips, Grid):  # Grid first in validation: eager and the grid before variant_skip
     """Section of study 01: PyTorch eager vs torch.compile (and torch.export + AOTInductor ahead of time)."""
 
-    variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune",
-                           "eager-channels-last", "compile-default-channels-last", "eager-cudnn-benchmark",
-                           "export-aoti"]]
+    variants: list[Variant]
     image_size: int = Field(224, ge=8)
     vision_only_skip: list[Skip] = Field(default_factory=list, description=(
         "shapes where the image-model-only variants (channels-last, cudnn-benchmark) are left out (say why in "

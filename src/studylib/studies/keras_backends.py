@@ -11,7 +11,6 @@ one Keras output per shape; the native model has its own random weights and is c
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 import pandas as pd
 from pydantic import Field, field_validator
@@ -32,13 +31,10 @@ from .base import Analysis, Study, register
 from .common import aa_finding, describe_ci, drift_finding, latency_table  # noqa: F401
 
 NOTEBOOK = "05_keras_backends"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 NATIVE_COMPILED = "compile-default"
 KERAS2 = "keras2-tensorflow"
 KERAS_MODELS = ("bert-base", "bert-tiny", "resnet-50")  # the models keras_models can build
-KerasVariant = Literal["eager", "compile-default",
-                       "keras-torch", "keras-torch-jit", "keras-torch-call",
-                       "keras-tensorflow", "keras-tensorflow-jit", "keras-tensorflow-call",
-                       "keras-jax", "keras-jax-jit", "keras-jax-call", "keras2-tensorflow"]
 # What each runtime is for: JIT should beat its backend's op-by-op predict, torch.compile eager PyTorch; a replicate
 # that contradicts one profiles a call of each (surprises.py; only PyTorch calls are profiled).
 EXPECTATIONS = (surprises.Expectation(NATIVE_COMPILED, REFERENCE), surprises.Expectation("keras-jax-jit", "keras-jax"),
@@ -59,7 +55,7 @@ def is_keras3(variant: str) -> bool:
 class KerasBackends(Grid):
     """Section of study 05: Keras 3 backends (and Keras 2) next to native PyTorch on the same shapes."""
 
-    variants: list[KerasVariant]
+    variants: list[Variant]
     image_size: int = Field(224, ge=32, description="keras.applications.ResNet50 takes 32 pixels or more")
 
     @field_validator("models")

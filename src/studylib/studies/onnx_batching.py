@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 import pandas as pd
 
@@ -29,6 +27,7 @@ from .common import (
 )
 
 NOTEBOOK = "03_onnx_batching"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 STRATEGY = "unsorted"  # the texts in the given order, as seed 003 fed them
 # int8 variant → the fp32 variant it quantizes
 INT8 = {"torch-int8": REFERENCE, "torchao-int8": REFERENCE, "ort-int8": "ort-optimized"}
@@ -43,8 +42,7 @@ EXPECTATIONS = (surprises.Expectation("ort", REFERENCE), surprises.Expectation("
 class OnnxBatching(DataGrid):
     """Section of study 03: ONNX Runtime vs PyTorch and TorchScript over the data set, across batch sizes."""
 
-    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized", "torch-int8", "ort-int8", "ort-tensorrt",
-                           "ort-dynamo", "torchao-int8"]]
+    variants: list[Variant]
 
 
 def configs(section: OnnxBatching, *, device: str, threads: int) -> list[Config]:

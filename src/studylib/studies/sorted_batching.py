@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
+from .. import runtimes
 from ..bench import dataset, roofline, surprises
 from ..bench.schemas import DataGrid
 from ..claims import claims as seedclaims
@@ -29,6 +30,7 @@ from .common import (
 from .onnx_batching import estimate_s as _pass_estimate
 
 NOTEBOOK = "04_sorted_length_batching"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 BASELINE = "unsorted"
 # Sorting removes padding, so it should be faster wherever a batch holds two texts or more; a replicate that
 # contradicts it profiles a pass of each side (surprises.py).
@@ -38,7 +40,7 @@ EXPECTATIONS = (surprises.Expectation("sorted", BASELINE, column="strategy", min
 class SortedBatching(DataGrid):
     """Section of study 04: batching strategies over the data set, across batch sizes and runtimes."""
 
-    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized"]]
+    variants: list[Variant]
     strategies: list[Literal["unsorted", "sorted", "bucketed", "pad-to-max"]]
     bucket_batches: int = Field(8, ge=1, description="bucketed: batches per bucket (texts sorted within a bucket)")
 

@@ -32,8 +32,8 @@ from .common import aa_finding, describe_ci, drift_finding, failures_and_noise
 from .text_generation_workloads import GenerationWorkloads, data_tag, new_tokens_of
 
 NOTEBOOK = "07_text_generation"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 Phase = Literal["prefill", "decode", "generate"]
-Variant = Literal["eager", "static", "static-compile", "ort", "ort-int8"]
 # What should hold: a compiled static cache's decode step is not slower than eager's (surprises.py profiles both
 # calls where a replicate says otherwise).
 EXPECTATIONS = (surprises.Expectation("static-compile", REFERENCE),)

@@ -3,12 +3,11 @@ on the same weights."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from .. import runtimes
 from ..bench import roofline, surprises
 from ..bench.schemas import Grid, VariantSkips
 from ..claims import claims as seedclaims
@@ -32,6 +31,7 @@ from .base import Analysis, Study, register
 from .common import aa_finding, aoti_prepare_s, aoti_steps, describe_ci, drift_finding, latency_table  # noqa: F401
 
 NOTEBOOK = "02_torchscript_vs_xla"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 # How the findings and claims name a shape: model, batch and sequence ("bert-base b1 × s128"; config.shape_label).
 LABEL_COLUMNS = ("model", "batch_size", "seq_len")
 FRAMEWORK = {"eager": "PyTorch", "torchscript": "PyTorch", "torchscript-optimized": "PyTorch", "export-aoti": "PyTorch",
@@ -108,9 +108,7 @@ class TorchscriptVsXla(VariantSkips, Grid):  # Grid first in validation: eager a
     every model): those cells become 'skipped' rows that the figures mark, rather than an invalid profile.
     """
 
-    variants: list[Literal["eager", "torchscript", "torchscript-optimized", "export-aoti", "tf-eager", "tf-function",
-                           "tf-xla", "eager-shared", "eager-shared-passive", "tf-function-shared",
-                           "tf-function-shared-passive"]]
+    variants: list[Variant]
     micro_ops: MicroOps | None = None  # seed 001's single operations, at their own sizes (None: none)
 
     @field_validator("models")
