@@ -26,7 +26,6 @@ from ..runtimes.keras import BACKENDS
 from ..stats import speedups as speedups_layer
 from ..stats import verdicts
 from ..stats.speedups import Comparison
-from ..stats.verdict_lookup import Decisions
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import aa_finding, describe_ci, drift_finding, latency_table  # noqa: F401
@@ -159,7 +158,6 @@ def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None, vt: verdicts.Verdic
     processes of their own), with its CI from the results rows `df`, and `decided` (faster) as the verdict table `vt`
     decides the two where it compares them (its fastest-over-runner-up row, when they are the shape's two fastest
     options), else as verdicts.unlisted decides this CI (a pair the table does not hold)."""
-    decisions = Decisions(vt, STUDY.options)
     ok = sp[sp.speedup.notna() & sp.variant.map(is_keras3)]
     rows = None if df is None or not len(df) else {  # the results row of each shape and variant
         (shape_of(r), r["variant"]): r for r in df[df.status == "ok"].to_dict("records")}
@@ -176,7 +174,7 @@ def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None, vt: verdicts.Verdic
             rec |= {"runner-up": second.variant, "fastest over runner-up": describe_ci(
                 {"speedup": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high}),
                     "ratio": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high,
-                    "decided": (decisions.of(pair[1], pair[0])
+                    "decided": (vt.decision(pair[1], pair[0], STUDY.options)
                                 or verdicts.unlisted(lead.ci_low, lead.ci_high)) == "faster"}
         out.append(rec)
     return pd.DataFrame(out, columns=["shape", *on, *BACKEND_COLUMNS])

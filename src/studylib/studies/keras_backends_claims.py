@@ -12,7 +12,6 @@ from ..core.config import REFERENCE, shape_label
 from ..runtimes.keras import BACKENDS
 from ..stats import speedups as speedups_layer
 from ..stats import verdicts
-from ..stats.verdict_lookup import Decisions
 from .keras_backends import KERAS2, NATIVE_COMPILED, NOTEBOOK, STUDY, _across, _geo, _triple, backend_of, is_keras3
 
 
@@ -141,7 +140,7 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
     if missing:
         return missing
     share, band = seedclaims.arithmetic(share), speedups_layer.band(df)
-    decisions = Decisions(tables.get("verdicts"), STUDY.options)
+    vt = tables.get("verdicts") or verdicts.VerdictTable(NOTEBOOK, ())
     sp = tables["speedups"]
     sp = seedclaims.matching(sp[sp.speedup.notna()], claim) if len(sp) else sp
     beats, lines = 0, []
@@ -157,7 +156,7 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
             if len(other):
                 rivals[name] = (other.iloc[0], speedups_layer.ratio_of(_triple(top), _triple(other.iloc[0])))
         lost = [name for name, (row, (_, lo, hi)) in rivals.items()
-                if (decisions.of(top, row) or verdicts.unlisted(lo, hi, band)) != "faster"]
+                if (vt.decision(top, row, STUDY.options) or verdicts.unlisted(lo, hi, band)) != "faster"]
         beats += not lost
         lines.append(f"{top['variant']} at {shape_label(top, ('model', 'batch_size'), short=True)}: "
                      + ("beats " + ", ".join(rivals) if not lost else "not decided faster than " + ", ".join(lost)))

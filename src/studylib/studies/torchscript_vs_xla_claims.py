@@ -12,7 +12,6 @@ from ..core import numbers
 from ..core.config import shape_label, shape_of
 from ..stats import speedups as speedups_layer
 from ..stats import verdicts
-from ..stats.verdict_lookup import Decisions
 from .common import describe_ci
 from .torchscript_vs_xla import FRAMEWORK, LABEL_COLUMNS, NOTEBOOK, is_op
 
@@ -260,13 +259,14 @@ def _decided(rows: pd.DataFrame, cand: str, base: str, tables: dict, band: float
     """Per shape both ran in `rows`, `cand` over `base` decided as the study's verdict table (tables["verdicts"])
     decides it (read the other way round where it holds `base` over `cand`); the one verdict rule on the pair's CI
     only at a shape the table does not compare (verdicts.unlisted)."""
-    decisions, (c, b) = Decisions(tables.get("verdicts")), speedups_layer.paired(rows, cand, base)
+    vt = tables.get("verdicts") or verdicts.VerdictTable(NOTEBOOK, ())
+    c, b = speedups_layer.paired(rows, cand, base)
 
     def own(x, y) -> str:
         s = speedups_layer.speedup(y, x)
         return verdicts.unlisted(s.ci_low, s.ci_high, band)
 
-    return [decisions.of(x, y) or own(x, y) for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
+    return [vt.decision(x, y) or own(x, y) for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
 
 
 def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
