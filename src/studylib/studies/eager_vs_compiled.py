@@ -26,7 +26,6 @@ from .common import (  # noqa: F401
     aa_finding,
     aoti_prepare_s,
     aoti_steps,
-    counted,
     describe_ci,
     drift_finding,
     fmt_or_blank,

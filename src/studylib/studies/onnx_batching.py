@@ -22,8 +22,8 @@ from .common import (
     describe_ci,
     drift_finding,
     failures_and_noise,
-    fmt_ms,
     fmt_or_blank,
+    ms,
     text_workloads,
     threshold_note,
 )
@@ -148,7 +148,7 @@ def preparation_table(df: pd.DataFrame) -> pd.DataFrame:
                      "graph nodes": f"{last['nodes']:,}" if last.get("nodes") is not None else "",
                      "graph MB": f"{last['bytes'] / 1e6:.3g}" if last.get("bytes") is not None else "",
                      "source": "made in this run" if any(not s["cached"] for s in steps.values()) else "cache",
-                     "first pass": fmt_ms(r.first_call_s)})
+                     "first pass": ms(r.first_call_s)})
     return pd.DataFrame(rows)
 
 

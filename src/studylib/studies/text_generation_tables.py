@@ -17,7 +17,7 @@ from ..core.config import REFERENCE, is_aa
 from ..machine.limits import peak_bandwidth, peak_gflops
 from ..stats import speedups, verdicts
 from ..workloads import generation
-from .common import fmt_ms, latency_table
+from .common import latency_table
 from .text_generation_workloads import tokens_in
 
 SHAPE = ["model", "dtype", "batch_size", "seq_len", "data"]
@@ -70,12 +70,12 @@ def phase_view(t: pd.DataFrame) -> pd.DataFrame:
         return t
     v = pd.DataFrame({"model": t.model, "dtype": t.dtype, "batch": t.batch_size, "prompt": t.seq_len,
                       "new tokens": t.new_tokens, "variant": t.variant})
-    v["time to first token"] = (t.ttft_ms / 1e3).map(fmt_ms)
-    v["per output token (median)"] = (t.tpot_ms / 1e3).map(fmt_ms)
-    v["per output token (p90)"] = (t.tpot_p90_ms / 1e3).map(fmt_ms)
+    v["time to first token"] = t.ttft_ms.map(lambda x: numbers.fmt_ms(x, ""))
+    v["per output token (median)"] = t.tpot_ms.map(lambda x: numbers.fmt_ms(x, ""))
+    v["per output token (p90)"] = t.tpot_p90_ms.map(lambda x: numbers.fmt_ms(x, ""))
     v["decode tokens/s"] = t.decode_tok_s.map(lambda x: f"{x:,.1f}" if pd.notna(x) else "")
     v["prompt tokens/s"] = t.prompt_tok_s.map(lambda x: f"{x:,.0f}" if pd.notna(x) else "")
-    v["end to end"] = (t.e2e_ms / 1e3).map(fmt_ms)
+    v["end to end"] = t.e2e_ms.map(lambda x: numbers.fmt_ms(x, ""))
     v["end to end ÷ (TTFT + (n−1)·TPOT)"] = t.e2e_over_parts.map(lambda x: f"{x:.2f}" if pd.notna(x) else "")
     v["peak MB"] = t.peak_mem_mb.map(lambda x: f"{x:,.0f}" if pd.notna(x) else "")
     v["max |Δ| logits"] = t.max_abs_diff.map(lambda x: f"{x:.1e}" if pd.notna(x) else "")
