@@ -8,7 +8,6 @@ from __future__ import annotations
 # each registers itself: a study, or its claim evaluators (claims.register_evaluators)
 from . import (  # noqa: F401 - each registers itself
     eager_vs_compiled,
-    eager_vs_compiled_claims,
     keras_backends,
     keras_backends_claims,
     onnx_batching,

@@ -137,7 +137,7 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     """The results as a reader scans them: one row per configuration, times in ms."""
     t = add_timing_columns(df)
     t["size"] = t.apply(size_label, axis=1)
-    t["first call"] = t.first_call_s.map(lambda v: numbers.fmt_seconds(v, "") if v >= 1 else ms(v))
+    t["first call"] = t.first_call_s.map(lambda v: numbers.fmt_seconds(v, "") if pd.notna(v) and v >= 1 else ms(v))
     t["samples/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
     t["peak MB"] = fmt_or_blank(t.peak_mem_mb, ",.0f")
     cols = ["model", "dtype", "size", "batch_size", "variant", "status", "median", "95% CI (this run)",
