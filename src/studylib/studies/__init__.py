@@ -14,7 +14,6 @@ from . import (  # noqa: F401 - each registers itself
     sorted_batching,
     text_generation,
     torchscript_vs_xla,
-    torchscript_vs_xla_claims,
 )
 from .base import REGISTRY as STUDIES
 from .base import Analysis, Comparison, Study, register, unregister
