@@ -201,7 +201,7 @@ def test_single_operations_are_judged_one_by_one():
 
 
 def test_the_fastest_backend_needs_two_decided_shapes():
-    from studylib.studies import keras_backends_claims as s05
+    from studylib.studies import keras_backends as s05
 
     claim = {c.id: c for c in claims.registry()}["002-no-best-backend"]
     df = pd.DataFrame({"status": ["ok"], "model": ["bert-base"], "dtype": ["fp32"]})

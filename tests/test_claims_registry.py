@@ -200,7 +200,7 @@ def _native(rows):
 
 
 def test_keras_against_native_pytorch_over_batch_and_out_of_the_box():
-    from studylib.studies import keras_backends_claims as s05
+    from studylib.studies import keras_backends as s05
 
     r = _registry()
     native = _native([("bert-base", 1, 2.0, 1.2), ("bert-base", 8, 1.0, 0.8)])
@@ -215,7 +215,7 @@ def test_keras_against_native_pytorch_over_batch_and_out_of_the_box():
 
 
 def test_the_fastest_keras_3_beats_keras_2_and_pytorch_on_almost_every_shape():
-    from studylib.studies import keras_backends_claims as s05
+    from studylib.studies import keras_backends as s05
 
     claim = _registry()["002-fastest-beats-keras2-and-pytorch"]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from . import (  # noqa: F401 - each registers itself
     eager_vs_compiled,
     keras_backends,
-    keras_backends_claims,
     onnx_batching,
     sorted_batching,
     text_generation,

@@ -102,6 +102,15 @@ def ms(seconds: float) -> str:
     return numbers.fmt_ms(seconds * 1e3 if seconds is not None else None, "")
 
 
+def failed_by_variant(df: pd.DataFrame, averages: bool = False) -> str:
+    """What did not run, per variant: its statuses and first message (`averages`: said to be left out of them)."""
+    failed = df[df.status != "ok"]
+    if not len(failed):
+        return "Every configuration ran."
+    parts = [(v, list(g.status.value_counts().items()), g.error.iloc[0]) for v, g in failed.groupby("variant", sort=False)]
+    return say("common", "failed_variants", len(failed), len(df), parts, averages)
+
+
 def size_label(row) -> str:
     """The input size of a row's shape: 'seq 128' or '224px' (config.shape_label)."""
     return shape_label(row, ("seq_len", "image_size"))

@@ -29,7 +29,16 @@ from ..stats import verdicts
 from ..stats.speedups import Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import aa_finding, aoti_prepare_s, aoti_steps, describe_ci, drift_finding, latency_table, say  # noqa: F401
+from .common import (  # noqa: F401
+    aa_finding,
+    aoti_prepare_s,
+    aoti_steps,
+    describe_ci,
+    drift_finding,
+    failed_by_variant,
+    latency_table,
+    say,
+)
 
 NOTEBOOK = "02_torchscript_vs_xla"
 # How the findings and claims name a shape: model, batch and sequence ("bert-base b1 × s128"; config.shape_label).
@@ -233,13 +242,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         bad = measured[measured.parity_ok == False]  # noqa: E712
         worst = measured.groupby(measured.variant.map(FRAMEWORK)).max_abs_diff.max()
         lines.append(say(NOTEBOOK, "parity", list(worst.items()), [_label(r) for _, r in bad.iterrows()]))
-    failed = df[df.status != "ok"]
-    if len(failed):
-        parts = [(v, list(g.status.value_counts().items()), g.error.iloc[0])
-                 for v, g in failed.groupby("variant", sort=False)]
-        lines.append(say(NOTEBOOK, "failed", len(failed), len(df), parts))
-    else:
-        lines.append("Every configuration ran.")
+    lines.append(failed_by_variant(df, averages=True))
     if len(measured):
         noisy = measured.loc[measured.cv.astype(float).idxmax()]
         lines.append(say(NOTEBOOK, "noise", measured.cv.min(), measured.cv.max(), _label(noisy),
