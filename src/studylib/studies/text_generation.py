@@ -28,7 +28,7 @@ from ..workloads import generation
 from ..workloads.models import MODELS
 from . import text_generation_tables as tables
 from .base import Analysis, Study, register
-from .common import aa_finding, describe_ci, drift_finding, failures_and_noise
+from .common import aa_finding, drift_finding, failures_and_noise, say
 from .text_generation_workloads import GenerationWorkloads, data_tag, new_tokens_of
 
 NOTEBOOK = "07_text_generation"
@@ -165,7 +165,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, phases: pd.DataFrame, vt: verdi
     the consistency of generate with its parts, the A/A control, failures, noise and drift."""
     lines = tables.fastest_findings(df, vt) + tables.consistency_findings(phases)
     for _, r in sp[sp.speedup.notna() & ~sp.variant.map(is_aa)].iterrows():
-        lines.append(f"{_where(r)}: {describe_ci(r)} over eager ({r['verdict']}).")
+        lines.append(say(NOTEBOOK, "over_eager", _where(r), r))
     drift = drift_finding(df)
     return lines + [aa_finding(df)] + failures_and_noise(df, _where) + ([drift] if drift else [])
 
