@@ -155,11 +155,7 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     return t[[c for c in cols if c in t]]
 
 
-# export-aoti's preparation (torch.export, the package's C++ compile, load) per configuration, for `plan` only:
-# calibration constants measured on the 2-core development host on 2026-11-27 (ExportAOTI.prepare once per model, after
-# the untimed Inductor start-up, beside other work): BERT-base seq 128 batch 1 fp32 23.0 s (export 0.9, compile 21.6,
-# load 0.5), ResNet-50 224 px batch 1 fp32 21.5 s (1.4, 20.0, 0.1), bert-tiny and resnet-tiny 8.4-9.4 s (mostly the
-# C++ compile, whatever the model).
+# export-aoti's preparation per configuration, for `plan` only (calibration: docs/method.md, "Studies")
 AOTI_PREPARE_S = {"text": 23.0, "vision": 21.5, "tiny": 9.0}
 
 

@@ -1,12 +1,5 @@
 """Study 07: text generation — when do a static KV cache, torch.compile and ONNX Runtime pay off for prefill and decode?
-
-A decoder-only model (random weights, fixed seed) is timed in three phases, each its own workload: `prefill` (the
-prompt's forward on a reset cache and the first new token: the time to first token), `decode` (ONE step at a fixed
-context, prompt + half the new tokens: the time per output token) and `generate` (the whole forced-length generation:
-the end-to-end latency). The variants: eager transformers with its default dynamic cache (the baseline), a static
-cache, a static cache with the forward compiled, and optimum's ONNX Runtime model and its dynamic int8. Parity is on
-teacher-forced logits (text_generation_workloads.py); the page's tables are text_generation_tables.py's.
-"""
+Its phases and variants are described in docs/method.md ("Studies"); its tables are text_generation_tables.py's."""
 
 from __future__ import annotations
 
@@ -98,12 +91,7 @@ def configs(section: TextGeneration, *, device: str, threads: int) -> list[Confi
             if section.runs_phase(v, phase, (model, dtype, batch, seq)) and section.runs(v, model, dtype, batch, seq)]
 
 
-# `plan`'s per-call guesses for a quiet 2-core host: eager prefill at ~100 GFLOP/s (BERT-base's 128 tokens in ~0.1 s,
-# study 01's constant), a decode step reading its bytes at ~10 GB/s plus ~10 ms of per-step overhead for 30 layers;
-# a cold torch.compile of SmolLM2's forward ~40 s per graph shape (study 01's 14 s for BERT-base's 12 layers, scaled
-# by layers), optimum's export ~30 s once per model (then cached, for every later replicate too) and its int8
-# quantization ~10 s. Measured on the shared development host (5 sessions on 2 cores, 2026-11-27) these
-# were 2-10x slower: an export of 54 s, a decode step of ~0.9 s; `plan` assumes the quiet host the reference runs on.
+# `plan`'s per-call guesses for a quiet 2-core host (docs/method.md, "Studies")
 GFLOPS, GBS, STEP_S, COMPILE_S, EXPORT_S, QUANTIZE_S = 100.0, 10.0, 0.010, 40.0, 30.0, 10.0
 
 

@@ -564,7 +564,7 @@ def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", bas
     cells = [(label, tuple(sp)) for label, sp in _cells(rows, candidate, baseline)]
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_op", op, candidate, baseline))
-    return seedclaims.per_cell(cells, claim, text=f"{candidate} over {baseline} per operation and size", rows=rows,
+    return seedclaims.per_cell(cells, claim, text=say(NOTEBOOK, "per_op", candidate, baseline), rows=rows,
                                band=speedups_layer.band(df))
 
 
