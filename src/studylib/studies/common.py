@@ -4,11 +4,30 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..bench import roofline, surprises
 from ..core import numbers, wording
-from ..core.config import shape_label
+from ..core.config import REFERENCE, is_aa, shape_label
+from ..core.study_registry import REGISTRY
 from ..stats import run_shift, speedups, stats, variance, verdicts
 from ..stats.speedups import EQUIVALENCE
 from ..workloads.models import MODELS
+from .base import Analysis
+
+
+def over_eager(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """Each variant (A/A copies left out) over eager: the pairs the roofline's regime findings count."""
+    return [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)] if len(df) else []
+
+
+def finish(notebook: str, df: pd.DataFrame, peaks: dict | None, vt: verdicts.VerdictTable, tables: dict,
+           findings: list[str], claims: pd.DataFrame, pairs=None, shape=None, column: str = "variant") -> Analysis:
+    """A study's Analysis with the roofline (roofline.attach: `pairs`, default over_eager, decided by `vt`) and the
+    surprises (surprises.attach: the study's expectations) added."""
+    study = REGISTRY[notebook]
+    analysis = roofline.attach(Analysis(tables=tables, findings=findings, claims=claims), df, peaks,
+                               over_eager(df) if pairs is None else pairs, vt, shape, column=column,
+                               options=study.options)
+    return surprises.attach(analysis, df, study.expectations, speedups.band(df))
 
 
 def text_workloads(run):

@@ -11,7 +11,7 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from .. import runtimes
-from ..bench import roofline, surprises
+from ..bench import surprises
 from ..bench.schemas import SKIP_KEYS, Grid, Skip, VariantSkips
 from ..claims import claims as seedclaims
 from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, with_aa
@@ -27,6 +27,7 @@ from .common import (  # noqa: F401 - latency_table and size_label: the notebook
     aoti_steps,
     describe_ci,
     drift_finding,
+    finish,
     fmt_or_blank,
     latency_table,
     say,
@@ -277,17 +278,8 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown); every
     decision as the run's verdict table `vt` (StudyRun.verdicts) has it."""
     sp = speedups(df, vt)
-    band = speedups_layer.band(df)
-    analysis = roofline.attach(Analysis(tables={"speedups": sp, "compile": compile_table(sp, df),
-                                                "layout": layout_table(df)},
-                                        findings=findings(df, sp), claims=claims(df, sp, vt=vt)),
-                               df, peaks, roofline_pairs(df), vt)
-    return surprises.attach(analysis, df, EXPECTATIONS, band)
-
-
-def roofline_pairs(df: pd.DataFrame) -> list[tuple[str, str]]:
-    """Each compiled variant over eager, for the roofline's regime findings."""
-    return [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
+    return finish(NOTEBOOK, df, peaks, vt, {"speedups": sp, "compile": compile_table(sp, df),
+                                            "layout": layout_table(df)}, findings(df, sp), claims(df, sp, vt=vt))
 
 
 # --- seeds 001, 002 and 004's claims, measured on the study's results (studylib.claims.claims) ---

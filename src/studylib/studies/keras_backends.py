@@ -17,7 +17,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from .. import runtimes
-from ..bench import keras_models, roofline, surprises
+from ..bench import keras_models, surprises
 from ..bench.schemas import Grid
 from ..claims import claims as seedclaims
 from ..core import numbers, paths
@@ -28,7 +28,7 @@ from ..stats import verdicts
 from ..stats.speedups import Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import aa_finding, describe_ci, drift_finding, failed_by_variant, latency_table, say  # noqa: F401
+from .common import aa_finding, describe_ci, drift_finding, failed_by_variant, finish, latency_table, say  # noqa: F401
 
 NOTEBOOK = "05_keras_backends"
 NATIVE_COMPILED = "compile-default"
@@ -293,13 +293,9 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     sp = speedups(df)
     tables = {"speedups": sp, "backends": backend_table(sp, df, vt), "native": native_table(sp),
               "keras 2": keras2_table(df), "first call": first_call_table(df)}
-    band = speedups_layer.band(df)
-    analysis = Analysis(tables=tables, findings=findings(df, sp, tables["backends"], tables["native"],
-                                                         tables["keras 2"]),
-                        claims=seedclaims.study_claims(NOTEBOOK, df, {**tables, "verdicts": vt}, peaks=peaks, vt=vt))
-    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
-    analysis = roofline.attach(analysis, df, peaks, pairs, vt, options=STUDY.options)
-    return surprises.attach(analysis, df, EXPECTATIONS, band)
+    return finish(NOTEBOOK, df, peaks, vt, tables, findings(df, sp, tables["backends"], tables["native"],
+                                                            tables["keras 2"]),
+                  seedclaims.study_claims(NOTEBOOK, df, {**tables, "verdicts": vt}, peaks=peaks, vt=vt))
 
 
 def keras_workloads(run):

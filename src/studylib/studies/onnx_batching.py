@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .. import runtimes
-from ..bench import dataset, roofline, surprises
+from ..bench import dataset, surprises
 from ..bench.schemas import DataGrid
 from ..claims import claims as seedclaims
 from ..core import numbers
@@ -21,6 +21,7 @@ from .common import (
     add_timing_columns,
     drift_finding,
     failures_and_noise,
+    finish,
     fmt_or_blank,
     ms,
     say,
@@ -309,14 +310,10 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     findings and the seed claims; and the roofline (roofline.attach) with `peaks`, the machine's limits
     (StudyRun.peaks; None: the roofline says unknown)."""
     same, over1 = speedups_same_batch(df), speedups_over_batch1(df)
-    shape = ["model", "dtype", "batch_size"]
-    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
-    band = speedups.band(df)
-    analysis = roofline.attach(Analysis(tables={"same batch": same, "over batch 1": over1,
-                                                "best batches": best_batches(df), "preparation": preparation_table(df)},
-                                        findings=findings(df, same, over1), claims=claims(df, same, over1, peaks, vt=vt)),
-                               df, peaks, pairs, vt, shape)
-    return surprises.attach(analysis, df, EXPECTATIONS, band)
+    tables = {"same batch": same, "over batch 1": over1, "best batches": best_batches(df),
+              "preparation": preparation_table(df)}
+    return finish(NOTEBOOK, df, peaks, vt, tables, findings(df, same, over1), claims(df, same, over1, peaks, vt=vt),
+                  shape=["model", "dtype", "batch_size"])
 
 
 STUDY = register(Study(

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from ..bench import dataset, roofline, surprises
+from ..bench import dataset, surprises
 from ..bench.schemas import DataGrid
 from ..claims import claims as seedclaims
 from ..core import numbers
@@ -23,6 +23,7 @@ from .common import (
     describe_ci,
     drift_finding,
     failures_and_noise,
+    finish,
     fmt_or_blank,
     say,
     text_workloads,
@@ -268,15 +269,10 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     (StudyRun.peaks; None: the roofline says unknown)."""
     g = gains(df)
     predicted = predicted_gains(df, g)
-    shape = ["model", "dtype", "variant", "batch_size"]
-    pairs = [(s, BASELINE) for s in dict.fromkeys(df.strategy) if s != BASELINE]
-    analysis = Analysis(tables={"gains": g, "throughput": throughput_table(df)}, findings=findings(df, g),
-                        claims=claims(df, g, vt=vt))
-    analysis.tables["predicted gains"] = predicted_table(predicted)
-    analysis.findings.extend(prediction_findings(predicted))
-    band = speedups.band(df)
-    return surprises.attach(roofline.attach(analysis, df, peaks, pairs, vt, shape, column="strategy",
-                                            options=STUDY.options), df, EXPECTATIONS, band)
+    tables = {"gains": g, "throughput": throughput_table(df), "predicted gains": predicted_table(predicted)}
+    return finish(NOTEBOOK, df, peaks, vt, tables, findings(df, g) + prediction_findings(predicted),
+                  claims(df, g, vt=vt), pairs=[(s, BASELINE) for s in dict.fromkeys(df.strategy) if s != BASELINE],
+                  shape=["model", "dtype", "variant", "batch_size"], column="strategy")
 
 
 STUDY = register(Study(

@@ -21,7 +21,7 @@ from ..workloads import generation
 from ..workloads.models import MODELS
 from . import text_generation_tables as tables
 from .base import Analysis, Study, register
-from .common import aa_finding, drift_finding, failures_and_noise, say
+from .common import aa_finding, drift_finding, failures_and_noise, over_eager, say
 from .text_generation_workloads import GenerationWorkloads, data_tag, new_tokens_of
 
 NOTEBOOK = "07_text_generation"
@@ -168,8 +168,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
                                 "measurements": tables.measurements(df)},
                         findings=findings(df, sp, phases, vt),
                         claims=seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp}, vt=vt))
-    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)] if len(df) else []
-    analysis = roofline.attach(analysis, df, peaks, pairs, vt, options=STUDY.options)
+    analysis = roofline.attach(analysis, df, peaks, over_eager(df), vt, options=STUDY.options)
     analysis.findings.extend(tables.mechanism_findings(analysis.tables["mechanism"], peaks))
     return surprises.attach(analysis, df, EXPECTATIONS, speedups.band(df))
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from ..bench import roofline, surprises
+from ..bench import surprises
 from ..bench.schemas import Grid, VariantSkips
 from ..claims import claims as seedclaims
 from ..core import numbers
@@ -36,6 +36,7 @@ from .common import (  # noqa: F401
     describe_ci,
     drift_finding,
     failed_by_variant,
+    finish,
     latency_table,
     say,
 )
@@ -337,13 +338,8 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     """Speed-ups within and across frameworks, first-call costs, the findings and the seed claims; and the
     roofline (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
     sp = speedups(df)
-    band = speedups_layer.band(df)
-    analysis = roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df),
-                                                "micro-ops": op_table(df)},
-                                        findings=findings(df, sp) + process_findings(vt),
-                                        claims=claims(df, sp, peaks, vt=vt)),
-                               df, peaks, PAIRS, vt)
-    return surprises.attach(analysis, df, EXPECTATIONS, band)
+    return finish(NOTEBOOK, df, peaks, vt, {"speedups": sp, "first call": first_call_table(df), "micro-ops": op_table(df)},
+                  findings(df, sp) + process_findings(vt), claims(df, sp, peaks, vt=vt), pairs=PAIRS)
 
 
 # --- seeds 000, 001 and 003's claims, measured on the study's results (studylib.claims.claims) ---
