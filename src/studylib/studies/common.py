@@ -130,6 +130,13 @@ def failed_by_variant(df: pd.DataFrame, averages: bool = False) -> str:
     return say("common", "failed_variants", len(failed), len(df), parts, averages)
 
 
+def first_call_cells(g: pd.DataFrame) -> dict[str, str]:
+    """A first-call table's cells for one model and variant's rows: the first call's range over shapes and its median
+    over the steady call."""
+    return {"first call (s)": numbers.fmt_range(g.first_call_s.min(), g.first_call_s.max(), ".2f"),
+            "first call ÷ steady call": f"{numbers.fmt((g.first_call_s / g.median_s).median(), digits=0)} (median)"}
+
+
 def size_label(row) -> str:
     """The input size of a row's shape: 'seq 128' or '224px' (config.shape_label)."""
     return shape_label(row, ("seq_len", "image_size"))

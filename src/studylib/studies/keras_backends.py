@@ -28,7 +28,16 @@ from ..stats import verdicts
 from ..stats.speedups import Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import aa_finding, describe_ci, drift_finding, failed_by_variant, finish, latency_table, say  # noqa: F401
+from .common import (  # noqa: F401
+    aa_finding,
+    describe_ci,
+    drift_finding,
+    failed_by_variant,
+    finish,
+    first_call_cells,
+    latency_table,
+    say,
+)
 
 NOTEBOOK = "05_keras_backends"
 NATIVE_COMPILED = "compile-default"
@@ -227,8 +236,7 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
         rows.append({"model": model, "variant": variant,
-                     "first call (s)": numbers.fmt_range(g.first_call_s.min(), g.first_call_s.max(), ".2f"),
-                     "first call ÷ steady call": f"{numbers.fmt((g.first_call_s / g.median_s).median(), digits=0)} (median)",
+                     **first_call_cells(g),
                      "torch.compile graphs": "" if g.compilations.isna().all() else int(g.compilations.max()),
                      "graph breaks": "" if g.graph_breaks.isna().all() else int(g.graph_breaks.max())})
     return pd.DataFrame(rows)

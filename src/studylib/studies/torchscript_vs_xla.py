@@ -37,6 +37,7 @@ from .common import (  # noqa: F401
     drift_finding,
     failed_by_variant,
     finish,
+    first_call_cells,
     latency_table,
     say,
 )
@@ -310,14 +311,12 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     """What each variant costs before steady state: preparation (trace and freeze; wrapping in tf.function)
     and the first call (graph build, XLA compile), per model, as the range over shapes. Building the
     TensorFlow twin (copying the weights) happens once per model and is not part of either. A/A copies left out."""
-    ok = speedups_layer.without_aa(df[df.status == "ok"]).copy()
-    ok["cold_s"] = ok.prepare_s + ok.first_call_s
+    ok = speedups_layer.without_aa(df[df.status == "ok"])
     rows = []
     for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
         rows.append({"model": model, "variant": variant, "framework": FRAMEWORK[variant],
                      "prepare (s)": numbers.fmt_range(g.prepare_s.min(), g.prepare_s.max(), ".2f"),
-                     "first call (s)": numbers.fmt_range(g.first_call_s.min(), g.first_call_s.max(), ".2f"),
-                     "first call ÷ steady call": f"{numbers.fmt((g.first_call_s / g.median_s).median(), digits=0)} (median)",
+                     **first_call_cells(g),
                      "graphs built": "" if g.compilations.isna().all() else int(g.compilations.sum()),
                      "rebuilt in steady state": "" if g.recompilations.isna().all() else int(g.recompilations.sum())})
     return pd.DataFrame(rows)
