@@ -14,7 +14,6 @@ from ..core.config import shape_label
 from ..core.wording import macro
 from ..machine.limits import peak_bandwidth, peak_gflops, roof
 from ..stats import speedups
-from ..stats.verdict_lookup import Decisions
 from ..stats.verdicts import VerdictTable
 
 OVERHEAD_SHARE = 0.25  # below this share of the attainable rate a call is overhead-bound
@@ -111,13 +110,14 @@ def _shape(row) -> str:
     return shape_label(row, ("model", "batch_size", "seq_len", "image_size", "strategy"), short=True)
 
 
-def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[str, str]], decisions: Decisions,
-                    shape: list[str] | None = None, *, column: str = "variant") -> list[str]:
+def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[str, str]], vt: VerdictTable,
+                    shape: list[str] | None = None, *, column: str = "variant", options: tuple[str, ...] = ("variant",),
+                    kinds: tuple[str, ...] | None = None) -> list[str]:
     """For each (candidate, baseline) pair of `column` values: in how many shapes of each regime (the
     baseline's, where the shape runs as the baseline runs it) the candidate is faster, slower, equal or undecided,
-    as the study's verdict table decides it (`decisions`; a shape the table does not compare is not counted, a pair
-    it compares nowhere has no line), paired on the `shape` columns (speedups.paired; default: every configuration
-    field but `column`). `rt` is roofline_table(df, …), row for row."""
+    as the study's verdict table `vt` decides it (VerdictTable.decision, its rows of `kinds`; a shape the table does
+    not compare is not counted, a pair it compares nowhere has no line), paired on the `shape` columns
+    (speedups.paired; default: every configuration field but `column`). `rt` is roofline_table(df, …), row for row."""
     ok = df.assign(_regime=list(rt.regime))
     ok = ok[ok.status == "ok"]
     keys = None if shape is None else [c for c in shape if c in ok]
@@ -126,7 +126,7 @@ def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[st
         c_rows, b_rows = speedups.paired(ok, cand, base, column=column, on=keys)
         tally: dict[str, list[str]] = {}
         for (_, c), (_, b) in zip(c_rows.iterrows(), b_rows.iterrows()):
-            word = decisions.of(c, b)
+            word = vt.decision(c, b, options, kinds)
             if word:
                 tally.setdefault(b["_regime"], []).append(word)
         if not tally or set(tally) == {UNKNOWN}:
@@ -158,6 +158,6 @@ def attach(analysis, df: pd.DataFrame, peaks: dict | None, pairs: Iterable[tuple
     if peaks:
         # options and declared comparisons, which the table decides at every shape both sides ran; not a fastest-
         # over-runner-up row, which holds a pair at the few shapes where the two lead (a line would count those alone)
-        decisions = Decisions(vt, options, kinds=("option", "declared"))
-        analysis.findings.extend(regime_findings(df, rt, pairs, decisions, shape, column=column))
+        analysis.findings.extend(regime_findings(df, rt, pairs, vt, shape, column=column, options=options,
+                                                 kinds=("option", "declared")))
     return analysis

@@ -142,6 +142,31 @@ class VerdictTable:
     def comparisons(self) -> list[str]:
         return list(dict.fromkeys(v.comparison for v in self.rows))
 
+    def decision(self, candidate_row, baseline_row, options: tuple[str, ...] = ("variant",),
+                 kinds: tuple[str, ...] | None = None) -> str:
+        """The decision of `candidate_row` over `baseline_row` (results or pair-table rows), found by what pages call
+        the two sides (option_name with the study's `options`) and the candidate's shape, of the rows of `kinds`
+        (None: every kind); read the other way round (mirrored) where the table holds the baseline over the
+        candidate; '' where it compares them nowhere."""
+        rows = [v for v in self.rows if kinds is None or v.kind in kinds]
+
+        def find(cand, base) -> str | None:
+            names, shape = (option_name(cand, options), option_name(base, options)), _shape_of(cand)
+            return next((v.decision for v in rows if (v.candidate, v.baseline) == names and _shape_of(v) == shape),
+                        None)
+
+        word = find(candidate_row, baseline_row)
+        return word if word is not None else MIRROR.get(find(baseline_row, candidate_row) or "", "")
+
+
+MIRROR = {"faster": "slower", "slower": "faster", "equal": "equal", "undecided": "undecided", "": ""}
+
+
+def _shape_of(row) -> tuple:
+    """The shape fields a Verdict carries (SHAPE_FIELDS) of a Verdict or a row, blanks (None, NaN, NA, '') as None."""
+    get = row.get if hasattr(row, "get") else lambda c: getattr(row, c, None)
+    return tuple(key(v) for v in (get(c) for c in SHAPE_FIELDS))
+
 
 # --- what a call and an item are -----------------------------------------------------------------------------------
 
