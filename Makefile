@@ -88,7 +88,7 @@ browser:  ## install headless Chromium for the browser test (Debian/Ubuntu apt; 
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; }
 
 check-report: $(STAMP) browser  ## open REPORT/index.html (outputs, or REPORT=reference) and every page it links in headless Chromium, offline; screenshots to outputs/screenshots/
-	$(PY) -m studylib.report.browser $(REPORT)
+	$(PY) tests/browser.py $(REPORT)
 
 lint: $(STAMP)  ## ruff: lint and import order of src/ and tests/ (pyproject.toml's [tool.ruff])
 	$(PY) -m ruff check src tests

@@ -121,7 +121,8 @@ def test_the_calibration_counts_false_positives_with_an_exact_interval():
     assert (cal.rate_low, cal.rate_high) == (pytest.approx(ci.low), pytest.approx(ci.high))
     for k, n in ((0, 31), (31, 31), (1, 2)):  # the edges: no false positive, all, tiny n
         ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
-        assert speedups.clopper_pearson(k, n) == (pytest.approx(ci.low), pytest.approx(ci.high))
+        edge = speedups.aa_calibration(pd.DataFrame(), pairs=_pairs([1.2] * k + [1.0] * (n - k), [h] * n))
+        assert (edge.false_pos, edge.rate_low, edge.rate_high) == (k, pytest.approx(ci.low), pytest.approx(ci.high))
     assert "3 of 60 A/A pairs called different (false-positive rate 5%, exact 95% CI 1%–14%" in cal.sentence()
 
 

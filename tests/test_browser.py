@@ -1,4 +1,4 @@
-"""The HTML report in a real browser: headless Chromium, offline (studylib.report.browser).
+"""The HTML report in a real browser: headless Chromium, offline (tests/browser.py).
 
 Synthetic pages in tmp_path check the checker; the last test checks the committed reference report.
 Chromium is part of the project's environment (the Makefile installs it), so a missing Chromium fails
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+import browser
+from browser import BrowserUnavailable, PageCheck, check_report
 from studylib.core import paths
-from studylib.report import browser
-from studylib.report.browser import BrowserUnavailable, PageCheck, check_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 REFERENCE_NOTEBOOKS = ("01_eager_vs_compiled", "02_torchscript_vs_xla", "03_onnx_batching", "04_sorted_length_batching")

@@ -168,7 +168,7 @@ def pairs_of(ref, new, se, df=1e6):
 
 def test_reproduction_is_judged_against_the_tolerance():
     t = calibration.speedup_z(pairs_of([1.5, 1.5, 1.5], [1.52, 2.0, 1.6], [0.005, 0.005, 0.08]))
-    assert list(t.reproduction) == ["reproduced", "not reproduced", "inconclusive"]
+    assert list(t.reproduction) == ["reproduced", "not reproduced", "undecided"]
 
 
 def test_reproduction_is_the_two_one_sided_tests():
@@ -184,12 +184,12 @@ def test_reproduction_is_the_two_one_sided_tests():
 
 def test_few_degrees_of_freedom_widen_the_tost_and_keep_z_calibrated():
     """The same difference and SEs at 3 degrees of freedom each: the 90% CI uses t (Satterthwaite's 6 for the
-    difference), too wide for ±10%, so the pair is inconclusive; z is the normal quantile of the t statistic's
+    difference), too wide for ±10%, so the pair is undecided; z is the normal quantile of the t statistic's
     probability, smaller than the t statistic itself."""
     se = 0.025 / np.sqrt(2)
     t = calibration.speedup_z(pairs_of([1.5], [1.5 * np.exp(0.05)], se, df=3))
     assert t.df.iloc[0] == pytest.approx(6.0)
-    assert list(t.reproduction) == ["inconclusive"]
+    assert list(t.reproduction) == ["undecided"]
     assert t.z.iloc[0] == pytest.approx(_st.norm.isf(_st.t.sf(2.0, 6)))
     assert 0 < t.z.iloc[0] < 2.0
 

@@ -182,7 +182,7 @@ def test_a_model_specific_number_is_compared_only_on_that_model(rows):
 
 
 def test_single_operations_are_judged_one_by_one():
-    from studylib.studies import torchscript_vs_xla_claims as s02
+    from studylib.studies import torchscript_vs_xla as s02
 
     def row(model, variant, median):
         samples = list(rng.normal(median, median * 0.01, 20))
@@ -201,7 +201,7 @@ def test_single_operations_are_judged_one_by_one():
 
 
 def test_the_fastest_backend_needs_two_decided_shapes():
-    from studylib.studies import keras_backends_claims as s05
+    from studylib.studies import keras_backends as s05
 
     claim = {c.id: c for c in claims.registry()}["002-no-best-backend"]
     df = pd.DataFrame({"status": ["ok"], "model": ["bert-base"], "dtype": ["fp32"]})
@@ -324,7 +324,7 @@ def _op_row(model, variant, batch, seq, median):
 
 
 def test_batching_gains_less_on_long_sequences_is_computed_per_sample():
-    from studylib.studies import torchscript_vs_xla_claims as s02
+    from studylib.studies import torchscript_vs_xla as s02
 
     claim = {c.id: c for c in claims.registry()}["003-long-seq-less-batching-gain"]
     # seq 8: batch 8 costs what batch 1 does (8× per sample); seq 256: batch 8 costs 8× batch 1 (no gain)
@@ -336,7 +336,7 @@ def test_batching_gains_less_on_long_sequences_is_computed_per_sample():
 
 
 def test_large_inputs_dominate_the_seeds_plain_mean_only_where_their_times_do():
-    from studylib.studies import torchscript_vs_xla_claims as s02
+    from studylib.studies import torchscript_vs_xla as s02
 
     claim = {c.id: c for c in claims.registry()}["000-input-size-gap"]
     shapes = ((1, 8), (1, 16), (1, 32), (4, 256))

@@ -91,7 +91,7 @@ def cells_seen(monkeypatch):
 
 
 def test_argmax_is_judged_per_size_never_averaged_over_sizes(cells_seen):
-    from studylib.studies import torchscript_vs_xla_claims as s02
+    from studylib.studies import torchscript_vs_xla as s02
 
     claim = _registry()["001-unusual-ops-argmax"]  # PyTorch 2× faster at 1 × 128, 2× slower at 32 × 128
     df = pd.DataFrame([_row("op-argmax", "eager", 1, 128, 1.0), _row("op-argmax", "tf-function", 1, 128, 2.0),
@@ -104,7 +104,7 @@ def test_argmax_is_judged_per_size_never_averaged_over_sizes(cells_seen):
 
 
 def test_xlnets_lasting_gain_is_judged_at_every_input_of_xlnet_only(cells_seen):
-    from studylib.studies import torchscript_vs_xla_claims as s02
+    from studylib.studies import torchscript_vs_xla as s02
 
     claim = _registry()["000-torchscript-xlnet-lasting"]
     df = pd.DataFrame([_row("xlnet-base", v, b, s, t * (0.8 if v == "torchscript" else 1.0))
@@ -119,7 +119,7 @@ def test_xlnets_lasting_gain_is_judged_at_every_input_of_xlnet_only(cells_seen):
 
 
 def test_seed_000s_claims_leave_a_sweep_at_another_batch_out():
-    from studylib.studies import torchscript_vs_xla_claims as s02
+    from studylib.studies import torchscript_vs_xla as s02
 
     claim = _registry()["000-torchscript-20pct"]  # seed 000's batches 1-8; a batch-64 sweep is seed 003's
     df = pd.DataFrame([_row("distilbert-base", v, b, 8, t * (0.8 if v == "torchscript" and b == 1 else 1.0))
@@ -129,7 +129,7 @@ def test_seed_000s_claims_leave_a_sweep_at_another_batch_out():
 
 
 def test_not_linear_at_batch_1_needs_three_lengths_and_a_bend_not_a_fixed_cost():
-    from studylib.studies import torchscript_vs_xla_claims as s02
+    from studylib.studies import torchscript_vs_xla as s02
 
     claim = _registry()["003-seq-not-linear-single"]
     affine = {8: 1.0 + 0.008, 64: 1.0 + 0.064, 256: 1.0 + 0.256}  # a fixed cost per call, then a straight line
@@ -200,7 +200,7 @@ def _native(rows):
 
 
 def test_keras_against_native_pytorch_over_batch_and_out_of_the_box():
-    from studylib.studies import keras_backends_claims as s05
+    from studylib.studies import keras_backends as s05
 
     r = _registry()
     native = _native([("bert-base", 1, 2.0, 1.2), ("bert-base", 8, 1.0, 0.8)])
@@ -215,7 +215,7 @@ def test_keras_against_native_pytorch_over_batch_and_out_of_the_box():
 
 
 def test_the_fastest_keras_3_beats_keras_2_and_pytorch_on_almost_every_shape():
-    from studylib.studies import keras_backends_claims as s05
+    from studylib.studies import keras_backends as s05
 
     claim = _registry()["002-fastest-beats-keras2-and-pytorch"]
 

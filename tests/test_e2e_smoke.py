@@ -315,7 +315,7 @@ def test_summary_sets_the_profile_beside_the_seed_claims(smoke):
 
 def test_the_report_reads_in_a_browser(smoke):
     """Headless Chromium opens the index and every page it links, offline: figures load, no error output."""
-    from studylib.report import browser
+    import browser
 
     outputs = smoke.outputs
     pages = browser.check_report(outputs / "index.html", outputs / "screenshots")

@@ -9,7 +9,7 @@ import pytest
 from conftest import stored_row
 from studylib.machine.threads import tensorflow_start_up_log
 from studylib.report import gpu_paths, summary
-from studylib.stats import variance, verdicts
+from studylib.stats import speedups, verdicts
 from studylib.studies import eager_vs_compiled as s01
 
 
@@ -72,7 +72,7 @@ def test_headline_speedups_per_profile(monkeypatch):
     pairs = [(df[(df.variant == "eager") & (df.batch_size == b)].iloc[0],
               df[(df.variant == "compile-default") & (df.batch_size == b)].iloc[0]) for b in (1, 8)]
     # the geometric mean of the saved verdicts' speed-ups (every shape 'faster'): close to the pooled estimate
-    expected = variance.geomean_speedup(pairs)
+    expected = speedups.geomean_of(pairs)
     assert fast.speedup == pytest.approx(expected.ratio, rel=0.01) and fast.speedup == pytest.approx(2.0, rel=0.03)
     assert fast.ci_low < fast.speedup < fast.ci_high and fast.n == 2 and fast.reading == "faster"
     assert t.loc[("torch.compile (default) over eager", "same")].reading == "equal"

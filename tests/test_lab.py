@@ -19,10 +19,10 @@ import nbformat
 import pytest
 from playwright.sync_api import expect
 
+import browser
 from conftest import seed_peaks
 from studylib.bench import profiles
 from studylib.core import paths
-from studylib.report import browser
 from studylib.stats.results import ResultsTable
 
 pytestmark = pytest.mark.e2e

@@ -64,11 +64,16 @@ def repo(scaffolded):
 def test_it_writes_a_module_a_notebook_and_its_profile_sections(scaffolded):
     repo, made = scaffolded
     listed = [line.strip() for line in made.stdout.splitlines()[1:-1]]
-    assert listed == [f"src/studylib/studies/{MODULE}.py", "src/studylib/studies/__init__.py",
+    assert listed == [f"src/studylib/studies/{MODULE}.py", f"src/studylib/templates/studies/{NAME}/findings.md",
                       f"notebooks/{NAME}.ipynb", "params/smoke.yaml", "params/smoke-fast.yaml", "params/cpu.yaml"]
-    assert f"    {MODULE},\n" in (repo / "src/studylib/studies/__init__.py").read_text()
+    # nothing else is edited: the study registers itself, its variants are the registry's, its words its templates'
+    changed = {str(p) for p, data in _files(repo).items() if (paths.ROOT / p).is_file()
+               and (paths.ROOT / p).read_bytes() != data}
+    assert changed == {"params/smoke.yaml", "params/smoke-fast.yaml", "params/cpu.yaml"}, changed
     module = (repo / f"src/studylib/studies/{MODULE}.py").read_text()
     assert "register(Study(" in module and "Comparison(" in module and "TODO" in module
+    assert 'macro(WORDS, "speedup"' in module and " over eager (" not in module  # its sentence is its template's
+    assert "over eager ({{ verdict }})." in (repo / f"src/studylib/templates/studies/{NAME}/findings.md").read_text()
     for profile in ("smoke", paths.FAST_SMOKE):
         section = yaml.safe_load((repo / "params" / f"{profile}.yaml").read_text())["notebooks"][NAME]
         assert section == new_study.SECTION | {"left_out": section["left_out"]} and section["left_out"]
@@ -87,6 +92,7 @@ def test_it_writes_a_module_a_notebook_and_its_profile_sections(scaffolded):
     assert [c["source"][0].rstrip("\n") for c in cells[2:5]] == list(new_study.STEPS.values())
     # the checkout this test runs from is untouched
     assert not (paths.ROOT / "src/studylib/studies" / f"{MODULE}.py").exists()
+    assert not (paths.ROOT / "src/studylib/templates/studies" / NAME).exists()
     assert not paths.notebook_path(NAME).exists()
 
 

@@ -64,3 +64,9 @@ def test_milliseconds_and_seconds_print_one_way():
     assert [numbers.fmt_ms(v) for v in (8.264, 137.4, 1131.2, float("nan"))] == ["8.26 ms", "137 ms", "1,131 ms", "—"]
     assert numbers.fmt_ms(None, missing="") == ""
     assert [numbers.fmt_seconds(v) for v in (14.24, 0.34, float("inf"))] == ["14.2 s", "340 ms", "—"]
+
+
+def test_an_interval_names_its_level_where_it_is_not_95_percent():
+    assert numbers.fmt(1.2, 1.1, 1.3) == "1.20× (95% CI 1.10–1.30)"
+    assert numbers.fmt(1.2, 1.1, 1.3, level=0.99232) == "1.20× (99.2% CI 1.10–1.30)"
+    assert [numbers.fmt_level(v) for v in (0.95, 0.97325, None, float("nan"))] == ["95%", "97.3%", "95%", "95%"]

@@ -17,7 +17,6 @@ from studylib.machine import limits
 from studylib.report import plots
 from studylib.stats import verdicts
 from studylib.stats.results import ResultsTable
-from studylib.stats.verdict_lookup import Decisions
 from studylib.workloads import models
 from studylib.workloads import work as counting
 
@@ -192,16 +191,16 @@ def test_roofline_table_and_regime_findings_on_synthetic_rows():
     vt = verdicts.compute("t", df)
     assert [v.decision for v in vt.options() if v.candidate == "torchscript"] == ["faster", "equal"]
     lines = roofline.regime_findings(df, rt, [("torchscript", "eager"), ("tf-xla", "torchscript")],
-                                     Decisions(vt), ["model", "dtype", "batch_size"])
+                                     vt, ["model", "dtype", "batch_size"])
     assert lines == ["**torchscript over eager by regime** (the regime of eager's call; decisions from the verdict "
                      "table): faster in 1 of 1 overhead-bound shapes; faster in 0 of 1 compute-bound shapes (equal in 1)."]
     # the regime lines say what the verdict table decides, not what they would decide from the rows' CIs
     doctored = dataclasses.replace(vt, rows=tuple(dataclasses.replace(v, decision="undecided") for v in vt.rows))
-    assert roofline.regime_findings(df, rt, [("torchscript", "eager")], Decisions(doctored),
+    assert roofline.regime_findings(df, rt, [("torchscript", "eager")], doctored,
                                     ["model", "dtype", "batch_size"])[0].endswith(
         "faster in 0 of 1 overhead-bound shapes (undecided in 1); faster in 0 of 1 compute-bound shapes (undecided in 1).")
     # a pair the table does not compare (tf-xla failed) has no line; one read the other way round is mirrored
-    assert roofline.regime_findings(df, rt, [("eager", "torchscript")], Decisions(vt),
+    assert roofline.regime_findings(df, rt, [("eager", "torchscript")], vt,
                                     ["model", "dtype", "batch_size"])[0].endswith(
         "faster in 0 of 1 overhead-bound shapes (slower in 1); faster in 0 of 1 compute-bound shapes (equal in 1).")
     # attach counts the pairs the table compares at every shape (an option, a declared comparison), not a pair it

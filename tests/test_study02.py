@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from studylib.report import plots
-from studylib.stats import variance, verdicts
+from studylib.stats import speedups, verdicts
 from studylib.studies import torchscript_vs_xla as s02
 
 rng = np.random.default_rng(1)
@@ -78,9 +78,9 @@ def test_geomean_ci_covers_the_true_ratio_and_narrows_with_samples():
 
     pairs = [(rng.normal(2.0, 0.02, 200), rng.normal(1.0, 0.01, 200)),
              (rng.normal(1.0, 0.01, 200), rng.normal(2.0, 0.02, 200))]
-    g, lo, hi = variance.geomean_speedup([(row(b), row(c)) for b, c in pairs])
+    g, lo, hi = speedups.geomean_of([(row(b), row(c)) for b, c in pairs])
     assert g == pytest.approx(1.0, abs=0.01) and lo < 1.0 < hi
-    _, lo10, hi10 = variance.geomean_speedup([(row(b[:10]), row(c[:10])) for b, c in pairs])
+    _, lo10, hi10 = speedups.geomean_of([(row(b[:10]), row(c[:10])) for b, c in pairs])
     assert hi10 - lo10 > hi - lo
 
 

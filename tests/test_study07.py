@@ -220,14 +220,17 @@ def test_the_phase_table_reads_ttft_tpot_and_end_to_end_from_the_rows(df):
 
 
 def test_one_time_costs_count_the_cached_export_and_pay_back_in_tokens(df):
-    a = s07.analyse(df, vt=verdicts.for_study(s07.NOTEBOOK, df))
+    vt = verdicts.for_study(s07.NOTEBOOK, df)
+    a = s07.analyse(df, vt=vt)
     t = a.tables["one_time"].set_index(["variant", "phase"])
     ort = t.loc[("ort", "decode")]
     assert ort.cached_steps_s == pytest.approx(3.0)
     assert ort.one_time_s == pytest.approx(0.5 + 3.0, rel=0.01)  # prepare 0.5 s, first call = steady, export 3 s
     saved = 0.004 - 0.002
     assert ort.break_even_tokens == pytest.approx(np.ceil(3.5 / saved), rel=0.05)
-    assert t.loc[("static", "decode")].verdict == "equal"
+    static = next(v for v in vt if v.candidate_value == "static" and v.strategy == "decode")
+    # a true 1.0: the verdict table's word, never decided (its family-adjusted interval may reach past the band)
+    assert t.loc[("static", "decode")].verdict == static.decision in ("equal", "undecided")
     sp = a.tables["speedups"].set_index(["variant", "strategy"])
     assert sp.loc[("ort", "decode"), "verdict"] == "faster" and sp.loc[("ort", "decode"), "speedup"] == pytest.approx(2, rel=0.05)
 

@@ -151,3 +151,24 @@ def test_every_variant_a_built_in_study_accepts_is_a_registered_runtime_with_a_k
         assert accepted and set(accepted) <= set(runtimes.REGISTRY), nb
     assert {r.family for r in runtimes.REGISTRY.values()} == {"eager", "compile", "export", "torchscript", "int8",
                                                              "tensorflow", "onnxruntime", "keras"}
+
+
+def test_a_variant_is_declared_once_by_its_registration():
+    """Its family file's registration gives its gloss, its palette and the studies whose sections accept it; whether
+    it changes the outputs is its precision's."""
+    import typing
+
+    from studylib import runtimes
+    from studylib.core.variants import changes_outputs
+    from studylib.report import glossary, palette
+
+    declared = runtimes.declared()
+    for nb, study in STUDIES.items():
+        accepted = typing.get_args(typing.get_args(study.section.model_fields["variants"].annotation)[0])
+        assert set(accepted) == {r.name for r in declared if nb[:2] in r.studies}, nb
+    assert [r.name for r in declared] == list(glossary.variants()) and all(glossary.variants().values())
+    blues = [r.name for r in declared if r.colours == "Blues"]
+    assert [palette.colour(n) for n in blues] == palette.sns.color_palette("Blues", len(blues) + 3)[3:]
+    assert {n for n in runtimes.REGISTRY if changes_outputs(n)} == {"torch-int8", "torchao-int8", "ort-int8",
+                                                                   "torch-int8-aa", "torchao-int8-aa", "ort-int8-aa"}
+    assert changes_outputs("ort-int8 · sorted") and changes_outputs("torch-int8 @jax") and not changes_outputs("ort")

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import stored_row
 from studylib.bench import timing
-from studylib.stats import calibration, design, run_shift, stats, variance
+from studylib.stats import calibration, design, run_shift, speedups, stats, variance
 from studylib.stats.results import ResultsTable
 
 TRUE = {"eager": 0.100, "eager-aa": 0.100, "fast": 0.070}  # per-call medians in the machine's average phase
@@ -76,7 +76,7 @@ def test_medians_speedups_and_geomeans_cover_95_percent_and_a_a_is_calibrated():
             z = variance.speedup(e, a)
             aa_z.append(np.log(z.ratio) / z.se)
             pairs.append((e, f))
-        g = variance.geomean_speedup(pairs[:10])
+        g = speedups.geomean_of(pairs[:10])
         geo.append(_inside(g.ci_low, g.ci_high, TRUE["eager"] / TRUE["fast"]))
     # 95% ± 3% over 1,080 medians and 360 speed-ups (a coverage's SE there is 0.7% and 1.1%)
     assert 0.92 <= np.mean(med) <= 0.98, np.mean(med)

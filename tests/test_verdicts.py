@@ -1,6 +1,7 @@
 """The verdict table (stats/verdicts.py) and what pages say from it (report/decisions.py, report/answer.py): one
 verdict per comparison, computed once, saved, and the only source of every page element that decides."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -175,8 +176,9 @@ def test_every_runtime_a_page_can_name_is_glossed():
     from studylib.report import glossary
 
     names = {n for n in runtimes.REGISTRY if not is_aa(n)}
-    assert names == set(glossary.VARIANTS)
+    assert names == {r.name for r in runtimes.declared()}  # every registration carries its gloss
     assert all(f"<code>{n}</code>" in glossary.html_list() for n in names)
+    assert "<dt><code>ort-int8</code></dt><dd>ONNX Runtime on the dynamically int8-quantized model" in glossary.html_list()
 
 
 def test_the_answer_speaks_of_full_precision_options_before_quantized_ones_however_fast():
@@ -273,3 +275,36 @@ def test_export_aoti_is_an_option_and_compared_with_the_paths_it_sits_beside():
     assert (successor.kind, successor.decision) == ("declared", "faster")
     assert successor.speedup == pytest.approx(1.5, rel=0.02)
 
+
+
+def _consistent(vt) -> list[str]:
+    """Every verdict whose decision and printed interval say different things (none where the table is right)."""
+    out = []
+    for v in vt:
+        if not v.ok:
+            continue
+        beyond = v.ci_low > v.band or v.ci_high < 1 / v.band
+        inside = 1 / v.band <= v.ci_low and v.ci_high <= v.band
+        if (v.decision in ("faster", "slower")) != beyond or (v.decision == "equal") != inside:
+            out.append(f"{v.comparison} at {v.shape}: {v.decision} beside {v.ci_low:.3f}–{v.ci_high:.3f}")
+    return out
+
+
+def test_no_verdict_is_decided_beside_an_interval_crossing_the_band_nor_undecided_beside_one_beyond_it():
+    """Fake-clock rows of many shapes, options with no effect (the A/A case), a small one and a large one: one level
+    for the table's family, 1 − R·q/m, and every decision is what its printed interval says."""
+    rows = []
+    for i in range(12):
+        model = f"m{i}"
+        rows += [_row("eager", model, 1, 0.100), _row("compile-default", model, 1, 0.100),
+                 _row("compile-max-autotune", model, 1, 0.100 / (1.06 if i % 2 else 1.5))]
+    vt = verdicts.compute(NB, pd.DataFrame(rows))
+    assert len(vt) >= 24 and len({v.level for v in vt if v.ok}) == 1
+    decided = sum(v.decision in ("faster", "slower") for v in vt if v.ok)
+    m = sum(v.ok for v in vt)
+    assert next(iter(vt)).level == pytest.approx(1 - max(decided, 1) * 0.05 / m)
+    assert not any(v.decision == "faster" for v in vt if v.candidate == "compile-default")  # no effect, none found
+    assert any(v.decision == "faster" for v in vt) and not _consistent(vt)
+    doctored = verdicts.VerdictTable(NB, tuple(v if i else dataclasses.replace(v, decision="undecided", ci_low=1.2)
+                                               for i, v in enumerate(vt)))
+    assert len(_consistent(doctored)) == 1  # the check sees a disagreement where there is one

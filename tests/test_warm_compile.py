@@ -19,6 +19,7 @@ import studylib
 from studylib import runtimes
 from studylib.bench import warm
 from studylib.bench.builder import Workloads
+from studylib.core import numbers
 from studylib.core.config import Config
 from studylib.report import decisions, prose
 from studylib.runtimes import compile_cache
@@ -195,7 +196,7 @@ def test_the_verdicts_index_and_answer_give_the_warm_cost_beside_the_cold_one(df
     assert at1.warm_one_time_s == pytest.approx(0.5 + 0.805 - at1.ms_per_call / 1e3)
     assert np.isnan(at8.warm_one_time_s)
     assert decisions.one_time(at1) == "cold 2.0 s, warm 1.3 s (cache from an earlier process)"
-    assert decisions.one_time(at8) == decisions.seconds(at8.one_time_s)
+    assert decisions.one_time(at8) == numbers.fmt_seconds(at8.one_time_s)
     assert "warm 1.3 s" in decisions.what_to_use(vt).set_index("workload")["one-time cost"].iloc[0]
     answer = " ".join(prose.answer_sentences(vt))
     assert "(1.3 s warm)" in answer and prose.words(answer) <= prose.ANSWER_WORDS

@@ -1,5 +1,6 @@
-"""`python -m studylib new-study NAME`: a new study that runs at once — its module, its notebook and its sections in
-the smoke profiles (and a commented-out one in the cpu profile, so the reference does not grow by itself).
+"""`python -m studylib new-study NAME`: a new study that runs at once — its module, its notebook, its templates (the
+wording of its findings) and its sections in the smoke profiles (and a commented-out one in the cpu profile, so the
+reference does not grow by itself). Nothing else is edited: studies/__init__.py imports every study module it finds.
 
 The study it writes times eager PyTorch and torch.compile on a tiny text model and answers with the project's verdicts;
 its author replaces the question, the comparisons and the grid (the TODO comments say where).
@@ -49,9 +50,9 @@ def check(name: str, title: str | None, root: Path) -> tuple[str, str]:
     if same:
         raise Refused(f"NAME {name!r}: number {number} is taken by {same[0]}; the next free one is "
                       f"{_next_free(notebooks)}")
-    taken = root / "src" / "studylib" / "studies" / f"{module}.py"
-    if taken.exists():
-        raise Refused(f"NAME {name!r}: {taken.relative_to(root)} exists; choose other words")
+    for taken in (root / "src" / "studylib" / "studies" / f"{module}.py", _templates(root, name)):
+        if taken.exists():
+            raise Refused(f"NAME {name!r}: {taken.relative_to(root)} exists; choose other words")
     for profile in SMOKE_PROFILES + ("cpu",):
         text = (root / "params" / f"{profile}.yaml").read_text()
         if re.search(rf"^\s*#?\s*{re.escape(name)}:", text, re.M):
@@ -61,6 +62,11 @@ def check(name: str, title: str | None, root: Path) -> tuple[str, str]:
         raise Refused(f"--title: must be 1 to {MAX_TITLE} characters without double quotes or backslashes (it heads "
                       f"the page and the module's docstring)")
     return module, title
+
+
+def _templates(root: Path, name: str) -> Path:
+    """The study's wording folder (core/wording.py): templates/studies/NAME/."""
+    return root / "src" / "studylib" / "templates" / "studies" / name
 
 
 def _next_free(notebooks: set[str]) -> str:
@@ -78,7 +84,7 @@ def new_study(name: str, title: str | None = None) -> int:
         print(f"error: new-study: {e}", file=sys.stderr)
         return 2
     studies_dir = root / "src" / "studylib" / "studies"
-    written = [studies_dir / f"{module}.py", studies_dir / "__init__.py", root / "notebooks" / f"{name}.ipynb",
+    written = [studies_dir / f"{module}.py", _templates(root, name) / FINDINGS, root / "notebooks" / f"{name}.ipynb",
                *(root / "params" / f"{p}.yaml" for p in (*SMOKE_PROFILES, "cpu"))]
     before = {path: path.read_text() if path.exists() else None for path in written}
     try:
@@ -89,6 +95,8 @@ def new_study(name: str, title: str | None = None) -> int:
                 path.unlink(missing_ok=True)
             else:
                 path.write_text(text)
+        if _templates(root, name).is_dir():
+            _templates(root, name).rmdir()
         raise
     print(f"wrote the study {name} ({title}):")
     for path in written:
@@ -101,7 +109,8 @@ def new_study(name: str, title: str | None = None) -> int:
 def _write(root: Path, written: list[Path], name: str, module: str, title: str) -> None:
     written[0].write_text(MODULE.format(notebook=name, number=name[:2], title=title, section=_camel(module)),
                           encoding="utf-8")
-    _add_import(written[1], module)
+    written[1].parent.mkdir(parents=True, exist_ok=True)
+    written[1].write_text(TEMPLATE, encoding="utf-8")
     for profile in SMOKE_PROFILES:
         _append(root / "params" / f"{profile}.yaml", _section_yaml(name, SECTION, comment=False))
     _append(root / "params" / "cpu.yaml", _section_yaml(name, CPU_SECTION, comment=True))
@@ -113,16 +122,6 @@ def _write(root: Path, written: list[Path], name: str, module: str, title: str) 
 
 def _camel(module: str) -> str:
     return "".join(w.capitalize() for w in module.split("_"))
-
-
-def _add_import(init: Path, module: str) -> None:
-    """Add `module` to studies/__init__.py's import list (sorted, one per line, as ruff keeps it)."""
-    text = init.read_text()
-    head = "from . import (  # noqa: F401 - each registers itself\n"
-    start = text.index(head) + len(head)
-    end = text.index(")\n", start)
-    names = sorted({n.strip().rstrip(",") for n in text[start:end].splitlines() if n.strip()} | {module})
-    init.write_text(text[:start] + "".join(f"    {n},\n" for n in names) + text[end:])
 
 
 def _section_yaml(name: str, section: dict, *, comment: bool) -> str:
@@ -196,8 +195,6 @@ grid are this study's to decide.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import pandas as pd
 from pydantic import model_validator
 
@@ -206,6 +203,7 @@ from ..bench import surprises
 from ..bench.schemas import Grid
 from ..claims import claims as seedclaims
 from ..core.config import REFERENCE, Config, is_aa, with_aa
+from ..core.wording import macro
 from ..stats import speedups, verdicts
 from ..stats.speedups import Comparison
 from ..workloads.models import MODELS
@@ -213,6 +211,9 @@ from .base import Analysis, Study, register
 from .common import aa_finding, describe_ci, drift_finding, failures_and_noise, latency_table, size_label
 
 NOTEBOOK = "{notebook}"
+WORDS = f"studies/{{NOTEBOOK}}/findings.md"  # this study's sentences (core/wording.py)
+# TODO: the variants this study compares; every registered runtime is accepted (eager is every speed-up's baseline)
+Variant = runtimes.offered()
 # What should hold (a candidate faster than, or equal to, its baseline): a replicate that contradicts it profiles one
 # call of each side after its rounds (surprises.py). TODO: this study's expectations.
 EXPECTATIONS = (surprises.Expectation("compile-default", REFERENCE),)
@@ -221,8 +222,7 @@ EXPECTATIONS = (surprises.Expectation("compile-default", REFERENCE),)
 class {section}(Grid):
     """Section of study {number}: text models, batch sizes and sequence lengths, and the variants compared."""
 
-    # TODO: the variants this study compares (names from studylib.runtimes.REGISTRY); eager is every speed-up's baseline
-    variants: list[Literal["eager", "compile-default", "torchscript"]]
+    variants: list[Variant]
 
     @model_validator(mode="after")
     def _text_models(self) -> {section}:
@@ -260,7 +260,7 @@ def speedup_table(df: pd.DataFrame, vt: verdicts.VerdictTable) -> pd.DataFrame:
 
 
 def _where(row) -> str:
-    return f"{{row['variant']}} {{row['model']}} {{row['dtype']}} batch {{row['batch_size']}} {{size_label(row)}}"
+    return macro(WORDS, "where", row, size_label(row))
 
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
@@ -268,7 +268,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     what failed, the noise and the drift."""
     lines = [aa_finding(df)]
     for _, r in sp[sp.speedup.notna() & ~sp.variant.map(is_aa)].iterrows():
-        lines.append(f"{{_where(r)}}: {{describe_ci(r)}} over eager ({{r['verdict']}}).")
+        lines.append(macro(WORDS, "speedup", _where(r), describe_ci(r), r["verdict"]))
     drift = drift_finding(df)
     return lines + failures_and_noise(df, _where) + ([drift] if drift else [])
 
@@ -290,6 +290,16 @@ STUDY = register(Study(
     expectations=EXPECTATIONS,
 ))
 '''
+
+FINDINGS = "findings.md"
+# The study's findings in words, one macro a sentence (core/wording.macro): Python hands them the numbers.
+TEMPLATE = """{% macro where(row, size) %}
+{{ row["variant"] }} {{ row["model"] }} {{ row["dtype"] }} batch {{ row["batch_size"] }} {{ size }}
+{% endmacro %}
+{% macro speedup(where, ci, verdict) %}
+{{ where }}: {{ ci }} over eager ({{ verdict }}).
+{% endmacro %}
+"""
 
 CELLS = [
     ("c00", "markdown", "# {number} · {title}\n\n"

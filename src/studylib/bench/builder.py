@@ -1,8 +1,6 @@
-"""What each configuration runs: its model (built once per dtype, and its TensorFlow twin when asked), its
-inputs, and the eager PyTorch reference output its parity is checked against (once per shape).
-
-A study may subclass Workloads for inputs of its own (the data-set studies' passes over a text sample, study
-05's Keras twins); measure_group only calls the methods below.
+"""What each configuration runs: its model (once per dtype, with its TensorFlow twin when asked), its inputs and the
+eager PyTorch reference its parity is checked against (once per shape). Studies subclass Workloads for inputs of
+their own (dataset.py, keras_models.py).
 """
 
 from __future__ import annotations
@@ -14,6 +12,15 @@ import numpy as np
 from .. import runtimes
 from ..core.config import REFERENCE, Config
 from ..workloads import models, work
+
+
+def check_length(c: Config) -> models.ModelSpec:
+    """The model's spec; a skipped row where the configuration's sequence is longer than the model's positions."""
+    spec = models.spec(c.model)
+    if c.seq_len is not None and spec.max_positions and c.seq_len > spec.max_positions:
+        raise runtimes.RuntimeUnavailable(f"sequence length {c.seq_len} exceeds {c.model}'s "
+                                          f"{spec.max_positions} positions")
+    return spec
 
 
 class Workloads:
@@ -52,10 +59,7 @@ class Workloads:
 
     def workload(self, c: Config, framework: str = "torch") -> models.Workload:
         """The configuration's model and inputs, as the runtime's framework takes them."""
-        spec = models.spec(c.model)
-        if c.seq_len is not None and spec.max_positions and c.seq_len > spec.max_positions:
-            raise runtimes.RuntimeUnavailable(f"sequence length {c.seq_len} exceeds {c.model}'s "
-                                              f"{spec.max_positions} positions")
+        check_length(c)
         w = models.torch_workload(c.model, batch_size=c.batch_size, seq_len=c.seq_len, image_size=c.image_size,
                                   dtype=c.dtype, device=c.device, seed=self.seed, module=self._torch_module(c))
         w.cache_dir = self.cache_dir
@@ -80,9 +84,7 @@ class Workloads:
 
     def first_call(self, prepared: runtimes.Prepared, c: Config, w: models.Workload, runtime: runtimes.Runtime,
                    call):
-        """The configuration's first call, whose output `as_array` reads for parity after further calls may have
-        run: the timed call itself, as long as one call returns one output (a pass over many batches copies
-        each batch's output to the host before the next, see dataset.py: a CUDA graph frees it on the next run)."""
+        """The configuration's first call, whose output `as_array` reads for parity: the timed call itself."""
         return call
 
     def as_array(self, output: Any, runtime: runtimes.Runtime, c: Config) -> np.ndarray:
@@ -93,8 +95,7 @@ class Workloads:
                 "throughput_tokens_s": (w.tokens_per_call / median_s) if w.tokens_per_call else None}
 
     def work(self, c: Config) -> dict[str, Any]:
-        """FLOPs and bytes of one timed call (work.work_per_call), counted once per shape; a model that
-        cannot run on the meta device is counted on this configuration's real model and inputs."""
+        """FLOPs and bytes of one timed call (work.work_per_call), on the real model where the meta device fails."""
         def real():
             w = self.workload(c)
             return w.module, w.inputs

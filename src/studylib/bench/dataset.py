@@ -1,9 +1,6 @@
-"""A tokenized text data set, and workloads that time one pass over all of it in batches.
-
-The data-set studies (03 ONNX Runtime batching, 04 sorted-length batching) time a whole pass: every
-text of the sample, cut into batches by a strategy (see batching), each batch padded to its own length,
-run through the prepared model one batch after another. The pass's output is put back in the texts'
-original order before it is compared with eager PyTorch's pass over the same batches.
+"""A tokenized text data set, and workloads that time one pass over all of it (studies 03 and 04): every text cut
+into batches by a strategy (batching.py), each padded to its own length; the pass's output is put back in the
+texts' order before it is compared with eager PyTorch's pass over the same batches.
 """
 
 from __future__ import annotations
@@ -51,24 +48,18 @@ class TextDataset:
 
 
 def data_tag(settings, max_length: int) -> str:
-    """What a configuration's results depend on in the data: goes into the configuration's key.
-
-    The sample's seed is the profile's, which the results' settings hash already covers.
-    """
+    """What a configuration's results depend on in the data (a user's file by its content), for its key; the
+    sample's seed is in the settings hash."""
     source = settings.source if settings.column is None else f"{settings.source}[{settings.column}]"
     tok = settings.tokenizer or f"bpe{settings.vocab_size}"
-    # A user's file can change under the same name: its content is part of the tag.
     files = [f for f in (settings.source, settings.tokenizer) if f and f != corpus.DEFAULT_SOURCE]
     digest = "".join(f":{_file_digest(f)}" for f in files)
     return f"{source}:n{settings.n_texts}:{tok}:max{max_length}{digest}"
 
 
 def _file_digest(path: str) -> str:
-    h = hashlib.sha256()
     with open(corpus.resolve(path), "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:8]
+        return hashlib.file_digest(f, "sha256").hexdigest()[:8]
 
 
 def load(settings, *, max_length: int, seed: int, cache_dir, model: str | None = None) -> TextDataset:
@@ -151,16 +142,15 @@ class DatasetWorkloads(Workloads):
 
     def first_call(self, prepared: runtimes.Prepared, c: Config, w: models.Workload, runtime: runtimes.Runtime,
                    call):
-        """The first pass, each batch's output on the host before the next batch runs (a CUDA graph, in
-        compile-reduce-overhead, frees a run's outputs on its next run; the timed passes keep none)."""
+        """The first pass, each batch's output on the host before the next batch runs (a CUDA graph frees a run's
+        outputs on its next run)."""
         batches = [prepared.adapt(b) for b in self._pass(c).inputs]
         fn, sync, host = prepared.fn, prepared.sync, runtime.to_numpy
-        if sync is None:
-            return lambda: [host(fn(*b)) for b in batches]
 
         def first():
             out = [host(fn(*b)) for b in batches]
-            sync()
+            if sync is not None:
+                sync()
             return out
 
         return first
@@ -200,8 +190,7 @@ class DatasetWorkloads(Workloads):
         return self._unbatched[key]
 
     def work(self, c: Config) -> dict[str, Any]:
-        """FLOPs and bytes of one pass (work.pass_work): every batch at its padded length, and the useful
-        FLOPs of each text at its own length."""
+        """FLOPs and bytes of one pass (work.pass_work), and the useful FLOPs of each text at its own length."""
         def real(length: int):
             return self._torch_module(c), models.torch_inputs(c.model, batch_size=1, seq_len=length, dtype=c.dtype,
                                                               device=c.device, seed=self.seed)

@@ -1,9 +1,5 @@
-"""Groups: which configurations are measured together, in which process, and which still need measuring.
-
-A group is what a study compares (by default the variants of one shape, or a study's own `group_by`); a runtime
-that needs a process environment of its own (a Keras backend, cuDNN's benchmark flag) gets a group of its own.
-A configuration counts as measured when the results table has an 'ok' row from the same environment and the
-same settings (Plan.settings_hash); a group is measured again whole when any of its configurations is not.
+"""Groups: which configurations are measured together (by default the variants of one shape), in which process
+environment, and which still need measuring (a group is measured again whole when any of its configurations is).
 """
 
 from __future__ import annotations
@@ -17,10 +13,9 @@ from .plan import Plan
 
 
 def process_env(configs: list[Config]) -> dict[str, str]:
-    """Environment variables the process measuring `configs` must start with: KERAS_BACKEND where they name a
-    Keras backend (one per group: a study groups by backend), and USE_TF=0 where that backend is not TensorFlow
-    (transformers would import TensorFlow beside it); and what a runtime needs from process start
-    (Runtime.process_env: eager-cudnn-benchmark's cudnn.benchmark). Configurations needing different ones raise."""
+    """Environment variables the process measuring `configs` starts with: KERAS_BACKEND (and USE_TF=0 beside a
+    backend other than TensorFlow) and each runtime's Runtime.process_env. Configurations needing different ones
+    raise."""
     backends = {c.backend for c in configs if c.backend is not None}
     if len(backends) > 1:
         raise ValueError(f"one process cannot run Keras backends {sorted(backends)} (Keras fixes it at import)")
@@ -51,7 +46,7 @@ def pending_groups(configs: list[Config], plan: Plan, *, table: ResultsTable, fo
 
 
 def pending(configs: list[Config], plan: Plan, *, table: ResultsTable, force: bool = False) -> list[Config]:
-    """The configurations a run would measure: all when forced, else those without a matching 'ok' row."""
+    """The configurations a run would measure: all when forced, else those without an 'ok' row measured alike."""
     if force:
         return list(configs)
     latest = table.latest()
@@ -60,9 +55,8 @@ def pending(configs: list[Config], plan: Plan, *, table: ResultsTable, force: bo
 
 def groups_to_measure(configs: list[Config], todo: list[Config],
                       group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
-    """Every group with a configuration to measure, whole: its variants are only compared in shared rounds.
-
-    `group_by` names a configuration's group (a study's own `group_by`); by default its shape."""
+    """Every group with a configuration to measure, whole (its variants are only compared in shared rounds);
+    `group_by`: a study's own grouping, by default the shape."""
     group_by = group_by or (lambda c: c.shape_key)
 
     def name(c: Config) -> str:  # a runtime that needs a process of its own (Runtime.process_env) gets its own group

@@ -1,19 +1,6 @@
-"""Keras twins of the study's models (study 05): the same shapes in Keras 3 on any backend, and in Keras 2.
-
-- `resnet-50` is `keras.applications.ResNet50(weights=None)` (logits, no softmax), at the configured image size;
-  Keras 2 (tf-keras) builds the same application, with the same weight list.
-- A BERT-style text model (`bert-base`, `bert-tiny`) is a Keras 3 encoder built from layers with the
-  transformers config's sizes (token + position + segment embeddings, LayerNorm, then per layer multi-head
-  attention and a GELU feed-forward block, each with a residual and LayerNorm; post-norm as BERT). Its output
-  is the last hidden state, as the native model's first output. There is no Keras 2 build of it here.
-
-Keras fixes its backend when it is imported (KERAS_BACKEND), so every backend runs in a process of its own
-(grouping.process_env). Weights are random from the profile's seed, made once, in fp32, and saved as
-backend-neutral numpy arrays (`<cache>/keras/<model>.weights.npz`): every other backend and Keras 2 load them,
-so all compute the same function, and a bf16 model gets the same values rounded. The first Keras output of a
-shape is saved beside them (`<cache>/keras/<shape>.reference.npz`, with the backend that computed it) as the
-reference every Keras variant's parity is checked against; the native PyTorch model has its own random weights
-and is checked against eager PyTorch as in every study.
+"""Keras twins of the study's models (study 05): ResNet-50 from keras.applications and a BERT-style encoder from
+Keras 3 layers, with shared weights saved once as numpy arrays, and the shape's first Keras output as the reference
+every Keras variant is checked against (docs/method.md, "Keras twins").
 """
 
 from __future__ import annotations
@@ -32,7 +19,7 @@ from ..runtimes.base import RuntimeUnavailable
 from ..runtimes.keras import BACKENDS  # noqa: F401 - the backends, in their processes' order
 from ..runtimes.keras_process import backend, check_backend, keras_module, to_numpy
 from ..workloads import models
-from .builder import Workloads
+from .builder import Workloads, check_length
 
 KERAS_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -53,16 +40,13 @@ def _dtype_policy(k, dtype: str):
         k.config.set_dtype_policy(old)
 
 
-def _text_config(name: str):
+def _encoder(k, name: str):
+    """A BERT-style encoder from Keras 3 layers with the sizes of `name`'s transformers config (post-norm, as BERT);
+    its output the last hidden state."""
     s = models.spec(name)
     if s.family != "bert":
         raise RuntimeUnavailable(f"no Keras build of {name} (study 05 mirrors BERT-style encoders and resnet-50)")
-    return models._config(s)
-
-
-def _encoder(k, name: str):
-    """A BERT-style encoder from Keras 3 layers with the sizes of `name`'s transformers config."""
-    cfg = _text_config(name)
+    cfg = models._config(s)
     hidden, heads = cfg.hidden_size, cfg.num_attention_heads
     ops = k.ops
 
@@ -109,15 +93,19 @@ def _architecture(k, name: str, image_size: int | None):
     return _encoder(k, name)
 
 
-def _weights_path(cache_dir: Path, name: str) -> Path:
-    return Path(cache_dir) / "keras" / f"{name}.weights.npz"
+def _save_npz(path: Path, *arrays, **named) -> None:
+    """Saved atomically (a temporary file beside it, then renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, *arrays, **named)
+    os.replace(tmp, path)
 
 
 def build(name: str, *, dtype: str = "fp32", image_size: int | None = None, seed: int = 0, cache_dir: Path,
           flavour: str = "keras"):
     """The Keras model of `name` in `dtype` with the study's shared weights (made from `seed` on first use)."""
     k = keras_module(flavour)
-    path = _weights_path(cache_dir, name)
+    path = Path(cache_dir) / "keras" / f"{name}.weights.npz"
     if not path.exists():  # the first process to need them makes them, in fp32, and saves them
         if flavour != "keras":
             raise RuntimeUnavailable(f"{name}'s Keras weights are made by a Keras 3 variant first (none ran)")
@@ -126,10 +114,7 @@ def build(name: str, *, dtype: str = "fp32", image_size: int | None = None, seed
             k.utils.set_random_seed(seed)
         with _dtype_policy(k, "fp32"):
             first = _architecture(k, name, image_size)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, *[np.asarray(w, dtype="float32") for w in first.get_weights()])
-        os.replace(tmp, path)
+        _save_npz(path, *[np.asarray(w, dtype="float32") for w in first.get_weights()])
         if dtype == "fp32":
             return first
         del first
@@ -158,31 +143,13 @@ def _reference_path(cache_dir: Path, key: str) -> Path:
     return Path(cache_dir) / "keras" / f"{safe}.reference.npz"
 
 
-def load_reference(cache_dir: Path, key: str) -> tuple[np.ndarray, str] | None:
-    """The saved Keras reference output of a shape and the backend that computed it, or None."""
-    path = _reference_path(cache_dir, key)
-    if not path.exists():
-        return None
-    with np.load(path) as saved:
-        return saved["output"], str(saved["backend"])
-
-
-def save_reference(cache_dir: Path, key: str, output: np.ndarray, made_by: str) -> None:
-    path = _reference_path(cache_dir, key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, output=output, backend=np.asarray(made_by))
-    os.replace(tmp, path)
-
-
 def _is_keras(c: Config) -> bool:
     return runtimes.family(c.variant) == "keras"
 
 
 class KerasWorkloads(Workloads):
-    """Study 05's workloads: Keras variants get the Keras model of their flavour (Keras 3 or 2) and numpy inputs,
-    and their parity reference is the shape's shared Keras output (see the module's docstring); native PyTorch
-    variants are built and checked against eager PyTorch as in every study."""
+    """Study 05's workloads: Keras variants get the Keras model of their flavour (Keras 3 or 2), numpy inputs and the
+    shape's shared Keras output as reference; native PyTorch variants are as in every study."""
 
     def __init__(self, seed: int, cache_dir=None):
         super().__init__(seed, cache_dir=cache_dir)
@@ -197,9 +164,7 @@ class KerasWorkloads(Workloads):
     def workload(self, c: Config, framework: str = "torch") -> models.Workload:
         if framework not in ("keras", "keras2"):
             return super().workload(c, framework)
-        s = models.spec(c.model)
-        if c.seq_len is not None and s.max_positions and c.seq_len > s.max_positions:
-            raise RuntimeUnavailable(f"sequence length {c.seq_len} exceeds {c.model}'s {s.max_positions} positions")
+        s = check_length(c)
         if c.backend is not None:
             check_backend(c.backend)
         # a model per variant: compile() (jit or not) and predict's state belong to the model object
@@ -214,10 +179,6 @@ class KerasWorkloads(Workloads):
                                c.seq_len if s.kind == "text" else None, c.image_size if s.kind == "vision" else None,
                                framework=framework, cache_dir=self.cache_dir)
 
-    def _reference_key(self, c: Config) -> str:
-        size = f"s{c.seq_len}" if c.seq_len is not None else f"i{c.image_size}"
-        return f"{c.model}-{c.dtype}-{c.device}-b{c.batch_size}-{size}-seed{self.seed}"
-
     def reference_is_eager(self, c: Config) -> bool:
         return not _is_keras(c)  # a Keras variant's is the shape's saved Keras output, made in its own process
 
@@ -231,16 +192,18 @@ class KerasWorkloads(Workloads):
             super().set_reference(c, output)
 
     def reference(self, c: Config) -> np.ndarray:
-        """Keras variants: the shape's saved Keras output; the first process to need it makes it (a direct call
-        on its backend, in the configuration's dtype) and saves it for the others."""
+        """Keras variants: the shape's saved Keras output; the first process to need it makes it (a direct call on
+        its backend, in the configuration's dtype) and saves it, with the backend that made it, for the others."""
         if not _is_keras(c):
             return super().reference(c)
         key = (c.shape_key, "keras")
         if key not in self._references:
-            saved = load_reference(self.cache_dir, self._reference_key(c))
-            if saved is None:
+            size = f"s{c.seq_len}" if c.seq_len is not None else f"i{c.image_size}"
+            shape = f"{c.model}-{c.dtype}-{c.device}-b{c.batch_size}-{size}-seed{self.seed}"
+            path = _reference_path(self.cache_dir, shape)
+            if not path.exists():
                 w = self.workload(c, "keras")
-                saved = (to_numpy(w.module(*w.inputs, training=False)), backend())
-                save_reference(self.cache_dir, self._reference_key(c), *saved)
-            self._references[key] = saved[0]
+                _save_npz(path, output=to_numpy(w.module(*w.inputs, training=False)), backend=np.asarray(backend()))
+            with np.load(path) as saved:
+                self._references[key] = saved["output"]
         return self._references[key]

@@ -1,15 +1,5 @@
-"""Memory a block adds at its peak: process RSS on CPU; on CUDA, the allocator of the framework that runs the block.
-
-`increase_mb` is the block's own: the peak while it ran minus what was in use when it started, so a
-configuration is not charged for the models and variants prepared before it in the same process. A row's peak
-memory adds the weights it runs on where they were built before the block (`weights_mb`; sweep._prepare), so
-every framework's figure holds its weights: counted inside the block where a preparation copies them (an ONNX Runtime
-session, an AOTInductor package, an int8 model, an A/A copy of a PyTorch module), added where it runs on them in place. On a GPU each
-framework counts its own (`kind` says what): torch its caching allocator's peak of allocated bytes
-(`cuda_max_allocated`), TensorFlow its allocator's peak (`tf_peak_bytes`, get_memory_info, reset at the start),
-JAX and ONNX Runtime, whose peaks cannot be reset or read, the device memory in use after the block minus before
-(`cuda_device_used`, cudaMemGetInfo: what their allocators grew by and kept, which their arenas hold until the
-session or process ends; any other process on the GPU counts too).
+"""Memory a block adds at its peak: process RSS on CPU; on CUDA, the allocator of the framework that runs the block
+(`PeakMemory.kind` says which; docs/method.md, "Measuring a group").
 """
 
 from __future__ import annotations
@@ -30,10 +20,6 @@ def _status_mb(field: str) -> float | None:
     except OSError:
         pass
     return None
-
-
-def _vm_hwm_mb() -> float | None:
-    return _status_mb("VmHWM")
 
 
 def _reset_rss_peak() -> bool:
@@ -58,8 +44,8 @@ _ITEM_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "int8": 
 
 
 def weights_mb(model) -> float | None:
-    """A model's weights in MiB: a torch module's parameters and buffers, a TensorFlow or Keras model's variables (a
-    transformers TensorFlow twin's behind its `model`); None where there is no model to count."""
+    """A model's weights in MiB: a torch module's parameters and buffers, a TensorFlow or Keras model's variables;
+    None where there is no model to count."""
     model = getattr(model, "model", model)
     if hasattr(model, "parameters") and hasattr(model, "buffers"):
         tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}  # tied weights once
@@ -115,7 +101,7 @@ class PeakMemory:
                 torch.cuda.reset_peak_memory_stats()
                 self.start_mb = torch.cuda.memory_allocated() / 2**20
                 self.kind = "cuda_max_allocated"
-        elif _reset_rss_peak() and _vm_hwm_mb() is not None:
+        elif _reset_rss_peak() and _status_mb("VmHWM") is not None:
             self.start_mb = _status_mb("VmRSS")
             self.kind = "rss_peak"
         else:
@@ -139,6 +125,6 @@ class PeakMemory:
             torch.cuda.synchronize()
             self.peak_mb = _device_used_mb()
         elif self.kind == "rss_peak":
-            self.peak_mb = _vm_hwm_mb()
+            self.peak_mb = _status_mb("VmHWM")
         else:
             self.peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -1,8 +1,5 @@
-"""Overrides of a profile: `--set KEY=VALUE` texts or a notebook's mapping {KEY: value}, checked and written one way.
-
-One way: the study's full name and the value as compact JSON, sorted (`03.batch_sizes=[ 1 ]` is
-`03_onnx_batching.batch_sizes=[1]`), so that the same changes however given name the same profile (profiles.load
-hashes them into `<file>+<hash>`). Every bad one is a ProfileError: one line naming the key as given.
+"""Overrides of a profile (`--set KEY=VALUE` texts or a notebook's mapping), checked and written one way: the study's
+full name, the value as compact JSON, sorted, so that the same changes however given name the same profile.
 """
 
 from __future__ import annotations
@@ -40,10 +37,9 @@ def pairs(given) -> list[tuple[str, Any, str]]:
 
 
 def normalised(given, raw: dict, notebook: str | None = None) -> dict[str, str]:
-    """Each override checked and written one way (`KEY=VALUE`), to the key as given; sorted (so a whole mapping comes
-    before a key inside it, which then wins) and, for a key set twice, the last. `raw`: the profile file's YAML (a
-    study's key needs its section there). With `notebook`, a key that is a field of its section (`batch_sizes`,
-    `measure.budget_s`: the section's own `measure`) is that section's."""
+    """Each override written one way (`KEY=VALUE`) → the key as given; sorted (a whole mapping before a key inside
+    it, which then wins), the last of a key set twice. `raw`: the profile file's YAML. With `notebook`, a field of
+    its section is that section's."""
     studies = list(study_registry.studies())
     own = set(sections()[notebook].model_fields) if notebook in studies else set()
     out: dict[str, tuple[str, str]] = {}
@@ -95,8 +91,7 @@ def _nested(dotted: str, value: Any) -> dict:
 
 
 def overlaps(key: str, at: str, problem: str) -> bool:
-    """Whether a validation problem at `at` concerns the override of `key` (one contains the other, or the problem
-    names it)."""
+    """Whether a validation problem at `at` concerns the override of `key`."""
     return key == at or key.startswith(f"{at}.") or at.startswith(f"{key}.") or key in problem
 
 

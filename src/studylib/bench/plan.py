@@ -1,10 +1,5 @@
-"""The measurement plan: everything a study's measurement depends on, built once per notebook and passed whole.
-
-study.start builds one `Plan` from the notebook's validated profile and the captured environment; grouping
-asks it which configurations are measured alike (`settings_hash`), a replicate process receives it pickled,
-sweep stamps its rows from it (the run shift, the precision policy, the environment's fingerprint) and times a
-group with its `rounds` settings. Nothing travels beside it: the environment record holds the machine and its
-software only, the run shift and the machine's measured limits are fields of their own.
+"""The measurement plan: everything a study's measurement depends on, built once per notebook (study.start) from its
+validated profile and the captured environment, and passed whole (pickled to replicate processes).
 """
 
 from __future__ import annotations
@@ -23,8 +18,8 @@ from .schemas import MeasureSettings, Profile
 
 
 def tolerance_key(c: Config, tf32: bool = False) -> str:
-    """Which parity tolerance applies: 'int8' for quantized runtimes, 'tf32' for an fp32 configuration under a tf32
-    precision policy (`tf32`: the policy is on), else the configuration's dtype."""
+    """Which parity tolerance applies: the runtime's precision (int8), 'tf32' for fp32 under a tf32 policy, else the
+    dtype."""
     runtime = runtimes.REGISTRY.get(c.variant)
     key = (runtime.precision if runtime is not None else None) or c.dtype
     return "tf32" if key == "fp32" and tf32 else key
@@ -60,8 +55,7 @@ class Plan:
         return self.parity_tolerance[tolerance_key(c, bool((self.env.get("precision") or {}).get("tf32")))]
 
     def settings_hash(self, c: Config) -> str:
-        """Identifies how `c` is measured: a re-run with other settings, tolerance, seed or timing method (timing.METHOD)
-        measures it again."""
+        """Identifies how `c` is measured: other settings, tolerance, seed or timing.METHOD measure it again."""
         key = json.dumps({"measure": self.measure.model_dump(), "tolerance": self.tolerance(c), "seed": self.seed,
                           "method": timing.METHOD}, sort_keys=True)
         return hashlib.sha256(key.encode()).hexdigest()[:10]
@@ -80,11 +74,9 @@ class Plan:
                 "tf32": (self.env.get("precision") or {}).get("label")}  # the precision policy (gpu.py) it ran under
 
 
-
 def build(study: str, profile: str, settings: Profile, env: dict, *, frameworks: tuple[str, ...] = ("torch",),
           expectations: tuple = (), peaks: dict | None = None, warm_compile: bool = False) -> Plan:
-    """The plan of a study's notebook from its validated settings (`settings`: LoadedProfile.settings_for's
-    profile, whose `measure` is the notebook's) and the captured environment."""
+    """The plan of a study's notebook from its settings (LoadedProfile.settings_for) and the captured environment."""
     return Plan(study, profile, env, settings.measure, dict(settings.parity_tolerance), settings.seed,
                 settings.threads, tuple(frameworks), run_shift.for_profile(settings.run_shift), peaks,
                 tuple(expectations), warm_compile)

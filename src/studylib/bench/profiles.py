@@ -1,7 +1,5 @@
-"""Hardware profiles: load params/<profile>.yaml (cached), validate it, give each notebook its validated profile.
-
-A profile is checked completely before any notebook starts. Every problem becomes a ProfileError
-whose message is one line naming the file, the key and what is wrong.
+"""Hardware profiles: load params/<profile>.yaml (cached) and validate it completely before any notebook starts;
+every problem is a one-line ProfileError naming the file, the key and what is wrong.
 """
 
 from __future__ import annotations
@@ -37,23 +35,30 @@ def _describe(err: ValidationError, prefix: str = "") -> str:
     return f"{loc or '(top level)'}: {msg}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
 
 
+def _validate(model: type[BaseModel], raw: Any, where: str, prefix: str = "") -> Any:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        raise ProfileError(f"{where}: {_describe(e, prefix)}") from None
+
+
 def _validate_section(name: str, raw: dict[str, Any], where: str, prof: Profile):
     if isinstance(raw.get("measure"), dict):  # a section's measure overrides the common one key by key
         raw = raw | {"measure": prof.measure.model_dump() | raw["measure"]}
-    try:
-        section = sections()[name].model_validate(raw)
-    except ValidationError as e:
-        raise ProfileError(f"{where}: {_describe(e, f'notebooks.{name}')}") from None
-    missing = [d for d in getattr(section, "dtypes", []) if d not in prof.parity_tolerance]
-    if missing:
-        raise ProfileError(f"{where}: parity_tolerance: has no tolerance for {missing[0]} "
-                           f"(used by notebooks.{name}.dtypes)")
-    if prof.tf32 and "tf32" not in prof.parity_tolerance:
-        raise ProfileError(f"{where}: parity_tolerance: has no tolerance for tf32 (the profile's fp32 rows run with "
-                           f"tf32: true)")
-    if "int8" not in prof.parity_tolerance and any(v.endswith("-int8") for v in getattr(section, "variants", [])):
-        raise ProfileError(f"{where}: parity_tolerance: has no tolerance for int8 (used by notebooks.{name}.variants)")
+    section = _validate(sections()[name], raw, where, f"notebooks.{name}")
+    needs = [(d, f"used by notebooks.{name}.dtypes") for d in getattr(section, "dtypes", [])]
+    if prof.tf32:
+        needs.append(("tf32", "the profile's fp32 rows run with tf32: true"))
+    if any(v.endswith("-int8") for v in getattr(section, "variants", [])):
+        needs.append(("int8", f"used by notebooks.{name}.variants"))
+    for key, why in needs:
+        if key not in prof.parity_tolerance:
+            raise ProfileError(f"{where}: parity_tolerance: has no tolerance for {key} ({why})")
     return section
+
+
+def _no_such(where: str, key: str, name: Any) -> ProfileError:
+    return ProfileError(f"{where}: {key}: no such profile {name!r} (known: {', '.join(paths.known_profiles())})")
 
 
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -63,12 +68,8 @@ RESERVED = {"summary": "the cross-hardware summary under outputs/summary/",
 
 
 class LoadedProfile:
-    """A validated profile with its name, file and validated notebook sections.
-
-    `picked` is the profile an `auto` profile chose for this machine (None for any other profile). `overrides`: the
-    `--set` options applied, as `override_record` writes them (its name is then `<file>+<their hash>`). `files`: the
-    files it was read from (the loader's cache is valid while none of them changes).
-    """
+    """A validated profile with its name, file and notebook sections; `picked`: the profile an `auto` profile chose;
+    `overrides`: the `--set` options applied (normalised); `files`: those it was read from."""
 
     def __init__(self, name: str, path: Path, profile: Profile, sections: dict[str, BaseModel],
                  picked: str | None = None, overrides: tuple[str, ...] = (), files: tuple[Path, ...] = ()):
@@ -89,18 +90,15 @@ class LoadedProfile:
         return self.profile.model_copy(update={"measure": self.measure_for(notebook)})
 
 
-# The loader's cache: (file, overrides, notebook, registered studies, notebooks folder) -> (the files' stamps, the
-# validated profile).
+# (file, overrides, notebook, registered studies, notebooks folder) -> (the files' stamps, the validated profile)
 _CACHE: dict[tuple, tuple[tuple, LoadedProfile]] = {}
 
 
 def load(profile: str, *, overrides=(), machine=None, notebook: str | None = None) -> LoadedProfile:
-    """Load and fully validate a profile by name (params/<name>.yaml) or path; cached per file (and modification
-    time) and overrides. An `auto` profile detects the machine (or takes `machine`, an environment.Machine; not
-    cached) and returns the profile its rules pick, under its own name. `overrides`: `--set KEY=VALUE` texts or a
-    mapping {KEY: value} (a notebook's), merged into the file before validation (docs/profiles.md); with `notebook`,
-    a field of that study's section needs no "NN." prefix. The profile is then `<file>+<hash of the overrides>`, a
-    folder of its own under outputs/; such a name loads again from the overrides its run recorded (run.json)."""
+    """Load and fully validate a profile by name (params/<name>.yaml) or path, cached while its files are unchanged.
+    An `auto` profile picks one for this machine (or `machine`; not cached). `overrides` (`--set` texts or a mapping;
+    docs/profiles.md) are merged in before validation and name the profile `<file>+<their hash>`, which loads again
+    from the overrides its run recorded; with `notebook`, a field of that study's section needs no "NN." prefix."""
     if not overrides and OVERRIDDEN_NAME.fullmatch(str(profile)) and not paths.profile_path(profile).is_file():
         return _load_recorded(profile)
     path = paths.profile_path(profile)
@@ -147,8 +145,7 @@ def _load(path: Path, overrides, machine, notebook: str | None) -> LoadedProfile
     except ValueError:
         where = str(path)
     if not path.is_file():
-        known = ", ".join(paths.known_profiles())
-        raise ProfileError(f"{where}: no such profile file (known profiles: {known})")
+        raise ProfileError(f"{where}: no such profile file (known profiles: {', '.join(paths.known_profiles())})")
     if not PLAIN_NAME.fullmatch(path.stem):
         raise ProfileError(f"{where}: the file name is the profile's name under outputs/: use letters, digits, "
                            f"'.', '_' and '-' only")
@@ -184,10 +181,7 @@ def _load(path: Path, overrides, machine, notebook: str | None) -> LoadedProfile
 
 def _validated(raw: dict, where: str) -> tuple[Profile, dict[str, BaseModel]]:
     """The profile and its notebook sections, validated; a ProfileError naming `where` otherwise."""
-    try:
-        prof = Profile.model_validate(raw)
-    except ValidationError as e:
-        raise ProfileError(f"{where}: {_describe(e)}") from None
+    prof = _validate(Profile, raw, where)
     sections = {}
     for name, section in prof.notebooks.items():
         notebook = study_registry.studies()[name].notebook_path
@@ -213,8 +207,7 @@ def override_record(loaded: LoadedProfile) -> dict:
 
 
 def record_overrides(loaded: LoadedProfile) -> None:
-    """Record an overridden profile's overrides in its run.json (where none or others are recorded), so that its name
-    loads again (`studylib report --profile <name>`, a replicate process, the summary, the index)."""
+    """Record an overridden profile's overrides in its run.json, so that its name loads again."""
     path = paths.manifest_path(loaded.name)
     manifest = read_json(path, {}) or {}
     record = override_record(loaded)
@@ -231,8 +224,7 @@ def recorded_overrides(name: str) -> dict | None:
 
 
 def describe_overrides(profile: str | LoadedProfile) -> str:
-    """'smoke-fast with --set 03_onnx_batching.batch_sizes=[1]' for an overridden profile, or its name (from the
-    overrides its run recorded); '' otherwise."""
+    """'smoke-fast with --set 03_onnx_batching.batch_sizes=[1]' for an overridden profile or its name; else ''."""
     if isinstance(profile, LoadedProfile):
         record = override_record(profile) if profile.overrides else None
     else:
@@ -255,12 +247,11 @@ def _load_recorded(name: str) -> LoadedProfile:
 
 
 def _extended(raw: dict, where: str, files: list[Path]) -> dict:
-    """A profile with `extends: <name>`: that profile's keys with this file's on top (params/cpu-precise.yaml is the
-    cpu profile with five processes). The base must be a plain profile: not auto, not itself extending another. Its
+    """`extends: <name>`: that plain profile's keys (not auto, not extending another) with this file's on top; its
     file is added to `files`."""
     name = raw["extends"]
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name) or not paths.profile_path(name).is_file():
-        raise ProfileError(f"{where}: extends: no such profile {name!r} (known: {', '.join(paths.known_profiles())})")
+        raise _no_such(where, "extends", name)
     files.append(paths.profile_path(name))
     base = _read_yaml(files[-1], f"{where}: extends: {name}")
     if not isinstance(base, dict) or "extends" in base or "auto" in base:
@@ -269,18 +260,14 @@ def _extended(raw: dict, where: str, files: list[Path]) -> dict:
 
 
 def _load_auto(raw: dict, path: Path, where: str, machine) -> LoadedProfile:
-    try:
-        auto = AutoProfile.model_validate(raw).auto
-    except ValidationError as e:
-        raise ProfileError(f"{where}: {_describe(e)}") from None
+    auto = _validate(AutoProfile, raw, where).auto
     files = [path]
     for kind, rules in (("cuda", auto.cuda), ("cpu", auto.cpu)):  # every rule must name a usable profile
         for i, rule in enumerate(rules):
             key = f"auto.{kind}.{i}.use"
             target = paths.profile_path(rule.use)
             if not PLAIN_NAME.fullmatch(rule.use) or not target.is_file():
-                raise ProfileError(f"{where}: {key}: no such profile {rule.use!r} "
-                                   f"(known: {', '.join(paths.known_profiles())})")
+                raise _no_such(where, key, rule.use)
             if target.resolve() == path.resolve() or "auto" in (_read_yaml(target, f"{where}: {key}") or {}):
                 raise ProfileError(f"{where}: {key}: {rule.use!r} is itself an auto profile")
             try:
@@ -308,9 +295,7 @@ _SHIPPED: dict[tuple, dict[str, LoadedProfile]] = {}  # shipped(), by its files'
 
 
 def shipped() -> dict[str, LoadedProfile]:
-    """The profiles under params/ that run a grid of their own, by name, through the cached loader (each file read once
-    per modification): an auto profile (it picks one of the others), a profile that extends another (its grid is the
-    base's) and one that does not validate are left out."""
+    """The profiles under params/ that run a grid of their own (not auto, not extending another, valid), by name."""
     files = [paths.profile_path(name) for name in paths.known_profiles()]
     key = (_stamp(files), tuple(study_registry.REGISTRY), str(paths.NOTEBOOKS_DIR))
     if key not in _SHIPPED:
@@ -332,8 +317,7 @@ COMMON_PARAMETERS = ("device", "threads", "seed", "run_shift", "measure", "parit
 
 
 def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:
-    """A notebook's parameters as its profile resolves them: the profile's name, the common settings (its section's
-    `measure` merged in) and its section's fields; what the page's "What ran" lists."""
+    """A notebook's parameters as its profile resolves them (what the page's "What ran" lists)."""
     p = loaded.settings_for(notebook)
     section = loaded.sections[notebook].model_dump(exclude={"measure", "left_out"})
     common = p.model_dump(include=set(COMMON_PARAMETERS))
@@ -341,8 +325,7 @@ def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:
 
 
 def notebook_inputs(loaded: LoadedProfile, *, force: bool = False) -> dict[str, Any]:
-    """What `studylib run` injects into a study notebook's parameters cell: the profile's file (a name under params/
-    or an absolute path, as run.json records it), its overrides as a mapping and `force`. study.start loads the very
-    profile from them: the same name, outputs folder and settings as the run's plan and early passes."""
+    """What `studylib run` injects into a study notebook's parameters cell: the profile's file as run.json records
+    it, its overrides as a mapping and `force`, from which study.start loads the very same profile."""
     return {"profile": override_record(loaded)["profile"], "overrides": overrides_.as_mapping(loaded.overrides),
             "force": bool(force)}

@@ -1,27 +1,6 @@
-"""Replicates: a study's groups measured in k independent processes, one after another, then combined.
-
-A CI built from one burst of samples in one process cannot see what changes between runs (where the
-process's memory landed, which phase the machine was in). So each replicate is a fresh Python
-process (`python -m studylib.bench.replicates TASK`) that measures every pending group, and replicate r+1
-starts only when replicate r has finished the whole grid: the replicates of a group lie minutes apart.
-`studylib run` spreads them further: before any notebook runs, it measures replicates 0 … k-2 of every
-notebook it was asked for, pass by pass (`only_replicate`; study.measure_replicate), and each notebook then
-measures its last replicate and combines. A group's replicates then lie about a k-th of the whole run apart,
-so the spread between them (the reported CIs' between-process term, variance.medians_between) also
-sees the slower phases of a shared machine that come and go over tens of minutes.
-Groups that need a process environment of their own (grouping.process_env: study 05's Keras backend) run in
-one process per environment, one after another, within each replicate. A replicate process imports no framework:
-each framework of a group is measured in a worker process of its own (workers.py), kept for the replicate's groups.
-
-Each replicate writes one part file per group as the group finishes (`<notebook>.parts/`, atomically).
-When a group has its k parts, its rows are combined (sweep.combine) and appended to the results table
-and the parts are removed. An interruption loses at most the group in flight: a re-run keeps the parts
-already written (same environment and settings) and measures only what is missing. A forced run measures
-everything anew but keeps the parts written earlier in the same `studylib run` (its id, RUN_ID_VAR, is in
-every part), which are its own early passes. A replicate
-process that dies (a crash, the kernel's out-of-memory killer) leaves error rows for the group it was
-measuring, and the next process goes on with the rest. A CUDA error or a GPU out-of-memory is recorded in its own
-row; the process then ends with FRESH_PROCESS_EXIT and a fresh one measures the groups left, with no rows for them.
+"""Replicates: a study's groups measured in k fresh processes, one after another, then combined; each group's rows
+saved as a part file as it finishes, so an interruption loses at most the group in flight (docs/method.md,
+"Replicates and resume").
 """
 
 from __future__ import annotations
@@ -73,14 +52,13 @@ def _in_flight_path(parts_dir: Path, replicate: int) -> Path:
 
 
 def read_parts(parts_dir: Path, group_key: str, k: int, *, fingerprint: str, settings: set[str]) -> dict[int, dict]:
-    """The usable parts of a group: replicate → part (same environment, same settings, same group id)."""
+    """The usable parts of a group: replicate → part (same environment and settings; the newest run's group id)."""
     parts = {}
     for r in range(k):
         part = read_json(_part_path(parts_dir, group_key, r))
         if part and part.get("env_fingerprint") == fingerprint and set(part.get("settings", [])) == settings:
             parts[r] = part
-    ids = {p["group_id"] for p in parts.values()}
-    if len(ids) > 1:  # parts of two runs: keep the newest run's
+    if len({p["group_id"] for p in parts.values()}) > 1:
         newest = max(parts.values(), key=lambda p: p["written_at"])["group_id"]
         parts = {r: p for r, p in parts.items() if p["group_id"] == newest}
     return parts
@@ -104,12 +82,9 @@ FRESH_PROCESS_EXIT = 75  # a replicate process's own exit code: a failure spoile
 
 
 def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], None] | None = None) -> int:
-    """Measure the task's groups, writing a part per group as it finishes. In its own process this one coordinates
-    and imports no framework: each framework is measured in a worker process of its own (workers.ProcessPool, kept
-    for all the task's groups); otherwise (`in_process`) every framework runs here (sweep.LocalPool). 0 when every
-    group was measured; FRESH_PROCESS_EXIT when a CUDA error or a GPU out-of-memory (sweep.spoils_process) ended a
-    group with groups left: its rows are written, and the parent starts a fresh process for the rest."""
-
+    """Measure the task's groups, a part per group, each framework in a worker process (or all here with
+    `own_process` false). 0, or FRESH_PROCESS_EXIT where a failure spoiled the process (sweep.spoils_process) with
+    groups left."""
     plan = task.plan
     pool = workers.ProcessPool(plan, task.workloads) if own_process else sweep.LocalPool(plan, task.workloads)
     parts_dir = Path(task.parts_dir)
@@ -131,28 +106,20 @@ def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], N
 
 
 def _start_vars(task: Task) -> dict[str, str]:
-    """What the process starts with before any framework loads: the precision policy's variables and JAX's
-    no-preallocation (gpu.process_vars)."""
+    """What the process starts with before any framework loads (gpu.process_vars)."""
     return gpu.process_vars(task.plan.env.get("precision"))
 
 
 def _died_rows(configs: list[Config], task: Task, group_key: str, group_id: str, rc: int) -> list[dict]:
-    rows = []
-    for c in configs:
-        row = sweep.base_row(c, task.plan, group_key=group_key, group_id=group_id)
-        signal = f" (signal {-rc})" if rc < 0 else ""
-        row.update(status="oom" if rc in (-9, 137) else "error", wall_s=0.0, timestamp="",
-                   error=f"the replicate's process died with exit code {rc}{signal} while measuring this group"
-                         + ("; the kernel's out-of-memory killer is the likely cause" if rc in (-9, 137) else ""))
-        rows.append(row)
-    return rows
+    error = workers.died("the replicate's process", rc, "while measuring this group")
+    return [sweep.base_row(c, task.plan, group_key=group_key, group_id=group_id)
+            | {"status": "oom" if rc in (-9, 137) else "error", "wall_s": 0.0, "timestamp": "", "error": error}
+            for c in configs]
 
 
 def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False) -> int:
-    """Run one replicate process on `task`; call `poll` every second while it runs; its exit code.
-
-    `in_process` measures in this process instead (tests, debugging): quicker to start, no isolation, and the
-    task's environment variables are not applied (a Keras backend other than this process's is a skipped row)."""
+    """Run one replicate process on `task`, calling `poll` every second; its exit code. `in_process` measures here
+    (tests, debugging): no isolation, and the task's environment variables are not applied."""
     if in_process:
         return _worker(task, own_process=False, after_group=poll)
     with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as f:
@@ -166,10 +133,7 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
                 poll()
         except BaseException:  # an interrupted kernel stops its measuring process too
             proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            workers.ended(proc, 10)
             raise
         return proc.returncode
     finally:
@@ -179,12 +143,9 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
 def measure(groups: dict[str, list[Config]], plan: Plan, *, table: ResultsTable, workloads: Workloads,
         parts_dir: Path, force: bool = False, on_group: Callable[[list[dict]], None] | None = None,
         in_process: bool = False, only_replicate: int | None = None) -> list[dict]:
-    """Measure `groups` in the plan's `replicates` processes and append their combined rows.
-
-    `only_replicate` measures that replicate only (an early pass of `studylib run`): its parts wait for the
-    others, and a group is combined once all k are there. `force` drops the parts of earlier runs, not those
-    of this one. The plan's `expectations` (the study's, surprises.Expectation) are checked on each replicate's
-    rounds; see measure_group."""
+    """Measure `groups` in the plan's `replicates` processes and append their combined rows. `only_replicate`
+    measures that replicate only (an early pass of `studylib run`); `force` drops the parts of earlier runs, not
+    those of this one."""
     k = plan.replicates
     parts_dir = Path(parts_dir)
     parts_dir.mkdir(parents=True, exist_ok=True)
@@ -243,9 +204,8 @@ def measure(groups: dict[str, list[Config]], plan: Plan, *, table: ResultsTable,
 
 
 def _died_group(need: list, parts: dict, r: int, flight: dict) -> str | None:
-    """The group a replicate process that ended with a non-zero code leaves "died" rows for: the one it was measuring
-    (its in-flight mark) when that group has no part; when it measured nothing at all, the first it was given (so the
-    next process moves on); else none (a fresh process measures the groups that never ran: FRESH_PROCESS_EXIT)."""
+    """The group a failed replicate process leaves "died" rows for: the one in flight when it has no part, else the
+    first when none was measured (so the next process moves on), else none (a fresh process measures the rest)."""
     missing = [key for key, _, _ in need if key in parts and r not in parts[key]]
     if flight.get("group_key") in missing:
         return flight["group_key"]

@@ -1,17 +1,5 @@
-"""Why a variant is fast or slow: the work a call does against the machine's limits, and where each call sits.
-
-Three parts:
-
-- **Limits** (limits.py): the roof per dtype (the best GEMM rate any library on the machine reaches, gemm.py)
-  and the memory bandwidth the machine reaches. No text here says more than 100% of a roof: a call at or above
-  it is "at the measured roof" (`share_text`).
-- **Work** (work.py): FLOPs of one call and the bytes it moves at least, counted on the eager PyTorch model
-  when the configuration is measured; rows carry them (`flops_per_call`, `bytes_per_call`).
-- **Regime** (`regime`, `roofline_table`): the roofline's attainable rate is min(peak, AI × bandwidth),
-  with AI the arithmetic intensity (FLOPs per byte). A call reaching less than OVERHEAD_SHARE of what is
-  attainable at its intensity is *overhead-bound* (dispatch, Python, synchronisation, small kernels: the
-  time is not spent on arithmetic or on memory traffic); otherwise it is *memory-bound* where AI ×
-  bandwidth is below the compute peak, else *compute-bound*.
+"""Why a variant is fast or slow: each call's work (rows' flops_per_call, bytes_per_call) against the machine's
+limits (machine/limits.py), and its regime on the roofline (`regime`).
 """
 
 from __future__ import annotations
@@ -23,9 +11,9 @@ import pandas as pd
 
 from .. import runtimes
 from ..core.config import shape_label
+from ..core.wording import macro
 from ..machine.limits import peak_bandwidth, peak_gflops, roof
 from ..stats import speedups
-from ..stats.verdict_lookup import Decisions
 from ..stats.verdicts import VerdictTable
 
 OVERHEAD_SHARE = 0.25  # below this share of the attainable rate a call is overhead-bound
@@ -36,8 +24,8 @@ UNKNOWN = "unknown"
 # --- regimes -------------------------------------------------------------------------------------------------
 
 def regime(achieved: float, intensity: float, peak: float | None, bandwidth: float | None) -> str:
-    """Overhead-, memory- or compute-bound (see the module's docstring); 'unknown' without the limits or work.
-
+    """Overhead-bound below OVERHEAD_SHARE of the attainable rate min(peak, intensity × bandwidth), else memory-bound
+    where intensity × bandwidth is below the peak, else compute-bound; 'unknown' without the limits or work.
     achieved and peak in GFLOP/s, intensity in FLOPs per byte, bandwidth in GB/s."""
     if not all(v is not None and np.isfinite(v) and v > 0 for v in (achieved, intensity, peak, bandwidth)):
         return UNKNOWN
@@ -64,9 +52,8 @@ def _column(df: pd.DataFrame, name: str) -> pd.Series:
 
 
 def roofline_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
-    """Per configuration: achieved GFLOP/s, its share of the row's peak, arithmetic intensity, the attainable
-    rate at that intensity and the regime. Failed rows, rows without a FLOP count (measured before work was
-    counted) and rows whose peak is unknown keep their place with the regime 'unknown'."""
+    """Per configuration: achieved GFLOP/s, its share of the row's peak, arithmetic intensity, the attainable rate
+    and the regime ('unknown' for failed rows, rows without a FLOP count and rows whose peak is unknown)."""
     t = pd.DataFrame({c: _column(df, c) for c in ROOFLINE_COLUMNS[:ROOFLINE_COLUMNS.index("gflops")]}, index=df.index)
     flops = pd.to_numeric(t.flops_per_call, errors="coerce").astype(float)
     moved = pd.to_numeric(t.bytes_per_call, errors="coerce").astype(float)
@@ -86,37 +73,26 @@ def roofline_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
 
 def rule_text(peaks: dict | None) -> str:
     """How a regime is read off the roofline, in one sentence (with the limits, when known)."""
-    bw = peak_bandwidth(peaks)
-    best = roof(peaks, "fp32")
-    limits = (f" Here the fp32 roof is {best['gflops']:,.1f} GFLOP/s (the best GEMM any library reached: "
-              f"{best['library']} at {best['shape']}) and the bandwidth {bw:,.1f} GB/s, so the ridge lies at "
-              f"{best['gflops'] / bw:,.1f} FLOPs per byte." if bw and best else "")
-    return (f"Regimes come from the roofline: attainable = min(roof of the row's dtype, arithmetic intensity × "
-            f"memory bandwidth); a call below {OVERHEAD_SHARE:.0%} of its attainable rate is overhead-bound, "
-            f"otherwise memory-bound where intensity × bandwidth is below the roof, else compute-bound.{limits}")
+    return macro("bench/roofline.j2", "rule", OVERHEAD_SHARE, roof(peaks, "fp32"), peak_bandwidth(peaks))
 
 
 def summary_finding(rt: pd.DataFrame, peaks: dict | None) -> str:
-    """Where the configurations sit: how many in each regime, and the best share of the roof (capped in words:
-    `share_text`)."""
+    """Where the configurations sit: how many in each regime, and the best share of the roof (`share_text`)."""
     ok = rt[rt.status == "ok"]
     if not peaks:
-        return ("**Roofline**: the machine's limits were not given to this analysis (peaks unknown), so no "
-                "configuration is placed on the roofline; "
-                f"{int(ok.gflops.notna().sum())} of {len(ok)} measured configurations have a FLOP count.")
+        return macro("bench/roofline.j2", "no_peaks", int(ok.gflops.notna().sum()), len(ok))
     counted = ok[ok.gflops.notna()]
     if not len(counted):
-        return (f"**Roofline**: none of the {len(ok)} measured configurations has a FLOP count (rows measured "
-                f"before work per call was counted), so none is placed on the roofline.")
+        return macro("bench/roofline.j2", "no_counts", len(ok))
     known = counted[counted.regime != UNKNOWN]
-    counts = ", ".join(f"{int((known.regime == r).sum())} {r}" for r in REGIMES)
-    line = f"**Roofline** ({len(counted)} of {len(ok)} measured configurations with a FLOP count): {counts}"
+    counts = [(r, int((known.regime == r).sum())) for r in REGIMES]
+    best = None
     if len(known):
-        best = known.loc[known.share_of_peak.idxmax()]
-        line += (f"; highest share of the {best.peak_of} roof: {share_text(best.share_of_peak)} "
-                 f"({best.gflops:,.1f} GFLOP/s against {best.peak_gflops:,.1f}, {best.variant} {_shape(best)}), "
-                 f"lowest {share_text(known.share_of_peak.min())}")
-    return line + ". " + rule_text(peaks)
+        top = known.loc[known.share_of_peak.idxmax()]
+        best = {"peak_of": top.peak_of, "share": share_text(top.share_of_peak), "gflops": top.gflops,
+                "peak_gflops": top.peak_gflops, "variant": top.variant, "shape": _shape(top),
+                "lowest": share_text(known.share_of_peak.min())}
+    return macro("bench/roofline.j2", "summary", len(counted), len(ok), counts, best, rule_text(peaks))
 
 
 def _pct(share: float) -> str:
@@ -134,13 +110,14 @@ def _shape(row) -> str:
     return shape_label(row, ("model", "batch_size", "seq_len", "image_size", "strategy"), short=True)
 
 
-def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[str, str]], decisions: Decisions,
-                    shape: list[str] | None = None, *, column: str = "variant") -> list[str]:
+def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[str, str]], vt: VerdictTable,
+                    shape: list[str] | None = None, *, column: str = "variant", options: tuple[str, ...] = ("variant",),
+                    kinds: tuple[str, ...] | None = None) -> list[str]:
     """For each (candidate, baseline) pair of `column` values: in how many shapes of each regime (the
     baseline's, where the shape runs as the baseline runs it) the candidate is faster, slower, equal or undecided,
-    as the study's verdict table decides it (`decisions`; a shape the table does not compare is not counted, a pair
-    it compares nowhere has no line), paired on the `shape` columns (speedups.paired; default: every configuration
-    field but `column`). `rt` is roofline_table(df, …), row for row."""
+    as the study's verdict table `vt` decides it (VerdictTable.decision, its rows of `kinds`; a shape the table does
+    not compare is not counted, a pair it compares nowhere has no line), paired on the `shape` columns
+    (speedups.paired; default: every configuration field but `column`). `rt` is roofline_table(df, …), row for row."""
     ok = df.assign(_regime=list(rt.regime))
     ok = ok[ok.status == "ok"]
     keys = None if shape is None else [c for c in shape if c in ok]
@@ -149,7 +126,7 @@ def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[st
         c_rows, b_rows = speedups.paired(ok, cand, base, column=column, on=keys)
         tally: dict[str, list[str]] = {}
         for (_, c), (_, b) in zip(c_rows.iterrows(), b_rows.iterrows()):
-            word = decisions.of(c, b)
+            word = vt.decision(c, b, options, kinds)
             if word:
                 tally.setdefault(b["_regime"], []).append(word)
         if not tally or set(tally) == {UNKNOWN}:
@@ -181,6 +158,6 @@ def attach(analysis, df: pd.DataFrame, peaks: dict | None, pairs: Iterable[tuple
     if peaks:
         # options and declared comparisons, which the table decides at every shape both sides ran; not a fastest-
         # over-runner-up row, which holds a pair at the few shapes where the two lead (a line would count those alone)
-        decisions = Decisions(vt, options, kinds=("option", "declared"))
-        analysis.findings.extend(regime_findings(df, rt, pairs, decisions, shape, column=column))
+        analysis.findings.extend(regime_findings(df, rt, pairs, vt, shape, column=column, options=options,
+                                                 kinds=("option", "declared")))
     return analysis

@@ -1,25 +1,13 @@
 """Surprises and their mechanism: where a variant meant to be faster is slower, or two meant to be equal differ.
 
-Each study states what it expects as data (`Study.expectations`: a candidate faster than, or equal to, its
-baseline, as values of one configuration column). While a group is measured (sweep.measure_group), each
-replicate checks every expectation whose two configurations ran in the group, on the speed-up paired over
-that replicate's rounds (variance.speedup). A surprise is
-
-- expected faster, but the whole 95% CI of the speed-up is below 1 (it is slower), or
-- expected equal, but the whole CI lies outside the ±5% band (EQUIVALENCE) on one side.
-
-Then one steady-state call of each of the two is profiled, after the timed rounds (so the profiler never
-touches a sample): PyTorch runtimes with torch.profiler (CPU activity; CUDA activity on a GPU), ONNX
-Runtime with its own session profiler (OnnxRuntime's `Prepared.profile`); TensorFlow is recorded as not
-profiled. Each row keeps its call's top operators by self time (`profile_top_ops`: op, self_ms, calls,
-self_pct) and what was profiled and why (`profile_note`). `findings` and `html` read them back: one
-sentence per surprise, and the two variants' top operators side by side, collapsed under it.
-"""
+A study states its expectations as data (`Study.expectations`); each replicate checks them on the speed-up paired
+over its rounds (`to_profile`), and both sides of a contradicted one get one steady-state call profiled after the
+timed rounds (`profile`: `profile_top_ops`, `profile_note`). `findings` and `html` read them back
+(docs/method.md, "Report and claims")."""
 
 from __future__ import annotations
 
 import dataclasses
-import html as _html
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..core import numbers
+from ..core import wording
 from ..core.config import FIELDS as CONFIG_FIELDS
 from ..machine.profiling import profile_prepared
 from ..stats import speedups, stats
@@ -35,6 +23,7 @@ from ..stats.measurement import Measurement
 from ..stats.speedups import EQUIVALENCE
 
 EXPECTS = ("faster", "equal")
+WORDS = "report/surprises.md.j2"
 
 
 @dataclass(frozen=True)
@@ -103,9 +92,7 @@ class Found:
         return is_surprise(self.expectation.expect, self.speedup.ci_low, self.speedup.ci_high)
 
     def reason(self, replicate: int) -> str:
-        s, e = self.speedup, self.expectation
-        return (f"{e.tag}; replicate {replicate} measured {numbers.fmt(s.ratio, s.ci_low, s.ci_high)} over {s.n} "
-                f"paired rounds")
+        return wording.macro(WORDS, "reason", self.expectation.tag, replicate, self.speedup)
 
 
 def check(expectations: Iterable[Expectation], configs: Iterable, rows: dict[str, dict]) -> list[Found]:
@@ -154,9 +141,7 @@ def profile(p, why: list[str], replicate: int) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - a failed profile never drops the measurement
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         ops, note = None, f"not profiled: {type(exc).__name__}: {first}"
-    return {"profile_top_ops": ops,
-            "profile_note": (f"one steady-state call, after the timed rounds of replicate {replicate}, "
-                             f"because {'; '.join(why)}. {note}")[:2000]}
+    return {"profile_top_ops": ops, "profile_note": wording.macro(WORDS, "profiled", replicate, why, note)[:2000]}
 
 
 # -- reading them back -------------------------------------------------------------------------------------------
@@ -204,20 +189,8 @@ def profiled_pairs(df, expectations: Iterable[Expectation], band: float = EQUIVA
 
 
 def _sentence(pair: dict, band: float) -> str:
-    e, s = pair["expectation"], pair["speedup"]
-    ratio = numbers.fmt(s.ratio, s.ci_low, s.ci_high)
-    if s.ratio < 1:
-        word = "slower than"
-    elif s.ratio > 1:
-        word = "faster than"
-    else:
-        word = "as fast as"
-    expected = "expected faster" if e.expect == "faster" else f"expected equal within ±{band - 1:.0%}"
-    head = f"{e.candidate} is {word} {e.baseline} at {pair['where']}: {ratio}, {expected}"
-    if pair["surprising"]:
-        return f"**Surprise: {head}**"
-    return (f"Flagged in a replicate, not over all of them: {head} — a replicate's own CI contradicted the "
-            f"expectation, the CI over every replicate does not")
+    return wording.macro(WORDS, "sentence", pair["expectation"], pair["speedup"], pair["where"], band,
+                         pair["surprising"])
 
 
 def findings(df, expectations: Iterable[Expectation], band: float = EQUIVALENCE) -> list[str]:
@@ -227,61 +200,26 @@ def findings(df, expectations: Iterable[Expectation], band: float = EQUIVALENCE)
 
 
 def _findings(pairs: list[dict], band: float) -> list[str]:
-    return [f"{_sentence(p, band)}; one steady-state call of each was profiled: their top operators are side by side "
-            f"under the same sentence in Surprises." for p in pairs]
-
-
-def _cell(v, spec: str) -> str:
-    return "" if v is None else format(v, spec)
-
-
-def _side_rows(m: Measurement) -> list[dict]:
-    return list(m.profile_top_ops or ())
-
-
-def pair_html(pair: dict, band: float = EQUIVALENCE) -> str:
-    """One surprise as a collapsed <details>: the finding as its summary, the two calls' top operators side by side."""
-    e, base, cand = pair["expectation"], pair["baseline"], pair["candidate"]
-    sides = [(getattr(cand, e.column), cand), (getattr(base, e.column), base)]
-    ops = [_side_rows(r) for _, r in sides]
-    n = max((len(o) for o in ops), default=0)
-    esc = _html.escape
-    head = "".join(f'<th colspan="3" style="text-align:center">{esc(str(name))}</th>' for name, _ in sides)
-    sub = "<th>operator</th><th>self ms</th><th>calls</th>" * 2
-    body = []
-    for i in range(n):
-        cells = [f"<td>{i + 1}</td>"]
-        for o in ops:
-            op = o[i] if i < len(o) else None
-            cells += ([f"<td><code>{esc(str(op['op']))}</code></td>", f"<td>{_cell(op.get('self_ms'), '.3g')}</td>",
-                       f"<td>{_cell(op.get('calls'), 'd')}</td>"] if op else ["<td></td>"] * 3)
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    share = []
-    for o in ops:
-        pct = sum(op.get("self_pct") or 0 for op in o)
-        share.append(f'<td colspan="3">top {len(o)}: {pct:.0f}% of the call\'s self time</td>' if o
-                     else '<td colspan="3">no operators recorded</td>')
-    body.append(f"<tr><td></td>{''.join(share)}</tr>")
-    notes = "".join(f"<li><b>{esc(str(name))}</b>: {esc(str(r.profile_note or 'not profiled in this run'))}</li>"
-                    for name, r in sides)
-    summary = _sentence(pair, band).replace("**", "")
-    return (f'<details class="surprise"><summary>{esc(summary)} — top operators of one call of each</summary>'
-            f'<table class="surprise-ops"><thead><tr><th>#</th>{head}</tr><tr><th></th>{sub}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table><ul>{notes}</ul></details>')
+    return [wording.macro(WORDS, "finding", _sentence(p, band)) for p in pairs]
 
 
 def html(df, study, band: float | None = None) -> str:
-    """Every profiled pair of a study's results as collapsed <details> blocks (pair_html); a line saying none was
-    found otherwise. `study` is the Study (the caller reads it from the registry: its `expectations`); `band` is
-    the 'equal' band, by default the results' own (speedups.band), as the study's findings use."""
+    """Every profiled pair of a study's results as a collapsed <details> (the finding as its summary, the two calls'
+    top operators side by side), or a line saying none was found. `study` is the Study (its `expectations`); `band`
+    is the 'equal' band, by default the results' own (speedups.band), as the study's findings use."""
     if band is None:
         band = speedups.band(df)
-    pairs = profiled_pairs(df, study.expectations, band)
-    if not pairs:
-        expected = "; ".join(e.label for e in study.expectations) or "none stated"
-        return (f"<p>No surprise was profiled: no configuration contradicted what this study expects ({_html.escape(expected)}) "
-                f"in a replicate's rounds, or the rows were measured before profiling was added.</p>")
-    return "\n".join(pair_html(p, band) for p in pairs)
+    pairs = []
+    for p in profiled_pairs(df, study.expectations, band):
+        e = p["expectation"]
+        sides = [{"name": str(getattr(r, e.column)), "ops": list(r.profile_top_ops or ()), "note": r.profile_note}
+                 for r in (p["candidate"], p["baseline"])]
+        for side in sides:
+            side["share"] = sum(op.get("self_pct") or 0 for op in side["ops"])
+        pairs.append({"summary": _sentence(p, band).replace("**", ""), "sides": sides,
+                      "n": max(len(side["ops"]) for side in sides)})
+    return wording.block("report/surprises.html.j2", pairs=pairs,
+                         expected="; ".join(e.label for e in study.expectations) or "none stated")
 
 
 def attach(analysis, df, expectations: Iterable[Expectation], band: float = EQUIVALENCE):

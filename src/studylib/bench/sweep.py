@@ -1,12 +1,6 @@
-"""Measure a group of configurations: build, prepare, first call, parity check, then interleaved rounds.
-
-A group is what a study compares: the variants of one shape (or, in the data-set studies, every
-runtime, strategy and batch size over the same texts). Its configurations are prepared one by one
-(preparation and first call timed on their own), then timed together in rounds (timing.measure_rounds),
-so their speed-ups pair round by round. A failure (out of memory, compile or export error, missing
-runtime) is a row with its status and message. `replicates` runs groups in separate processes and
-`combine`s their rows. What each configuration runs is workloads.py's; which configurations form a group, and
-which still need measuring, grouping.py's.
+"""Measure a group of configurations: prepare each (preparation and first call timed alone, parity checked against
+eager PyTorch), then time them together in interleaved rounds (timing.run_rounds). A failure is a row with its status
+and message. docs/method.md ("Measuring a group") says why.
 """
 
 from __future__ import annotations
@@ -38,10 +32,13 @@ from .timing import first_call, row_statistics, run_rounds, time_block
 
 # Out-of-memory as PyTorch (CPU, CUDA), TensorFlow and ONNX Runtime word it.
 OOM_PATTERNS = ("out of memory", "can't allocate memory", "oom when allocating", "failed to allocate memory")
+# A CUDA error other than out-of-memory is sticky: the context is lost and every later CUDA call of the process fails.
+CUDA_ERROR_PATTERNS = ("cuda error", "cudaerror", "illegal memory access", "device-side assert", "launch failure",
+                       "cublas_status", "cudnn_status", "illegal instruction", "cuda_error")
 
 
 class RemoteFailure(Exception):
-    """A failure in a worker process, as classify_failure worded it there (the exception itself stays there)."""
+    """A failure in a worker process, as classify_failure worded it there."""
 
     def __init__(self, status: str, message: str):
         super().__init__(message)
@@ -53,39 +50,52 @@ class RemoteFailure(Exception):
 
 def classify_failure(exc: BaseException) -> tuple[str, str]:
     """(status, one-line message) for an exception raised while preparing or timing."""
-    if isinstance(exc, RemoteFailure):  # classified where it happened, in its worker process
+    if isinstance(exc, RemoteFailure):
         return exc.status, exc.message
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
     message = f"{type(exc).__name__}: {first}"[:300]
     if isinstance(exc, runtimes.RuntimeUnavailable):
         return "skipped", first[:300]
-    text_all = str(exc)
-    if isinstance(exc, MemoryError) or any(p in text_all.lower() for p in OOM_PATTERNS) \
+    if isinstance(exc, MemoryError) or any(p in str(exc).lower() for p in OOM_PATTERNS) \
             or type(exc).__name__ == "ResourceExhaustedError":
         return "oom", message
     return "error", message
 
 
-def parity(output: np.ndarray, reference: np.ndarray, rel_tolerance: float) -> dict[str, Any]:
-    """Max abs difference to the eager reference, and whether it is within tolerance.
+def _fail(row: dict, exc: BaseException) -> dict:
+    row["status"], row["error"] = classify_failure(exc)
+    return row
 
-    The allowed difference is rel_tolerance × max(1, max |reference|), so it scales with the output.
-    """
+
+def _noted(notes: str | None, note: str) -> str:
+    """`note` appended to a row's notes ("; " between)."""
+    return f"{notes or ''}; {note}".strip("; ")
+
+
+def spoils_process(row: dict) -> bool:
+    """Whether a failed row leaves its process unfit to measure further groups: a CUDA error (sticky), or out of
+    memory on a GPU (its allocators fragmented or holding what they grew)."""
+    if row["status"] == "oom":
+        return row.get("device") == "cuda"
+    return row["status"] == "error" and any(p in str(row.get("error", "")).lower() for p in CUDA_ERROR_PATTERNS)
+
+
+def parity(output: np.ndarray, reference: np.ndarray, rel_tolerance: float) -> dict[str, Any]:
+    """Max abs difference to the eager reference, within rel_tolerance × max(1, max |reference|) or not, and for
+    classifier logits the share of inputs whose predicted label is the reference's."""
     if output.shape != reference.shape:
         return {"max_abs_diff": float("inf"), "parity_tol": None, "parity_ok": False, "label_agreement": None}
     diff = float(np.max(np.abs(output - reference))) if output.size else 0.0
     tol = rel_tolerance * max(1.0, float(np.max(np.abs(reference))) if reference.size else 1.0)
-    # For classifier logits, the share of inputs whose predicted label is the reference's (what int8 must keep).
     labels = float(np.mean(output.argmax(-1) == reference.argmax(-1))) if output.ndim == 2 and output.size else None
     return {"max_abs_diff": diff, "parity_tol": tol, "parity_ok": bool(np.isfinite(diff) and diff <= tol),
             "label_agreement": labels}
 
 
 def base_row(c: Config, plan: Plan, *, group_key: str, group_id: str, commit: str | None = None) -> dict[str, Any]:
-    """A row with every column of results.COLUMNS, the measured ones None until measured (so a failed row
-    still has them all, and tables and figures never miss a column). `commit`: the code it is measured at
-    (default: the plan's environment's)."""
+    """A row with every column of results.COLUMNS, the measured ones None until measured; `commit` defaults to the
+    plan's environment's."""
     spec = models.spec(c.model)
     return {
         "study": plan.study, "profile": plan.profile, "config_key": c.key, **asdict(c), "task": spec.kind,
@@ -111,12 +121,8 @@ class _Prepared:
 
 def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Workloads, tolerance: float,
              stack: contextlib.ExitStack, keep_cache: bool = False) -> _Prepared:
-    """Prepare one configuration, time its first call alone and check its output against eager PyTorch; with
-    `keep_cache`, keep a torch.compile's cache artifacts for the warm compile (warm.py).
-
-    Memory is the configuration's own: the peak while it was prepared and first called, above the
-    process's resident size just before (models and variants prepared earlier are not counted).
-    """
+    """Prepare one configuration, time its first call alone, check its output against eager PyTorch and record the
+    memory its preparation and first call added; with `keep_cache`, keep its compile cache artifacts (warm.py)."""
     missing = gpu.unavailable(c.device, runtime)  # each framework the runtime needs must see the GPU itself
     if missing:
         raise runtimes.RuntimeUnavailable(missing)
@@ -127,7 +133,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     if not eager_is_reference:
         workloads.reference(c)  # computed now, outside this configuration's memory and timing
     stack.enter_context(runtime.context())  # held while the group is timed
-    compiled = _dynamo_counts() if runtime.uses_dynamo else None
+    compiled = dynamo_counts() if runtime.uses_dynamo else None
     extra = runtime.memory_warmup_calls(c.device)
     with PeakMemory(c.device, allocator_of(runtime)) as mem:
         t0 = time.perf_counter()
@@ -148,90 +154,51 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
     if prepared.compilations:
         row["compilations"] = prepared.compilations()
     if compiled is not None:  # what this configuration's cold compile built (first calls run one at a time)
-        now = _dynamo_counts()
+        now = dynamo_counts()
         row["compilations"] = now["graphs"] - compiled["graphs"]
         row["graph_breaks"] = max(0, now["breaks"] - compiled["breaks"])
         if now.get("cudagraph_skips", 0) > compiled.get("cudagraph_skips", 0):
-            prepared.notes = (f"{prepared.notes}; CUDA graphs skipped {now['cudagraph_skips'] - compiled['cudagraph_skips']}"
-                              f" time(s) (Inductor's cudagraph_skips: the graph ran without them)").strip("; ")
+            prepared.notes = _noted(prepared.notes, f"CUDA graphs skipped "
+                                    f"{now['cudagraph_skips'] - compiled['cudagraph_skips']} time(s) (Inductor's "
+                                    f"cudagraph_skips: the graph ran without them)")
     if extra:
-        prepared.notes = (f"{prepared.notes}; peak memory through {extra} warm-up call(s) after the first "
-                          f"(the CUDA graph pool is recorded there)").strip("; ")
+        prepared.notes = _noted(prepared.notes, f"peak memory through {extra} warm-up call(s) after the first "
+                                                f"(the CUDA graph pool is recorded there)")
     cached_s = sum(s.seconds for s in prepared.steps if s.cached)  # made by an earlier process, paid there
     row.update(runtime_startup_s=startup_s, notes=prepared.notes, prepare_steps=[asdict(s) for s in prepared.steps],
                cold_prepare_s=row["prepare_s"] + cached_s, mem_kind=mem.kind,  # on a GPU, the runtime's own memory
                peak_mem_mb=_with_weights(mem.increase_mb, runtime, w, row))
-    _count_work(row, workloads, c)
+    try:  # after the first call, so that call stays cold; a count that fails is a note
+        row.update(workloads.work(c))
+    except Exception as exc:  # noqa: BLE001
+        row["notes"] = _noted(row["notes"], f"work per call not counted: {type(exc).__name__}: {exc}")[:500]
     return _Prepared(c, runtime, w, prepared, call, row, artifacts)
 
 
 def _with_weights(increase_mb: float | None, runtime: runtimes.Runtime, w, row: dict) -> float | None:
-    """The configuration's peak memory with the weights it runs on, for every framework alike: counted in the window
-    where its preparation copies them (Runtime.copies_weights), added from the model where it runs on them in place
-    (they were built before the window); a model whose weights cannot be counted is a note."""
+    """The peak memory with the weights it runs on: counted in the window where the preparation copies them
+    (Runtime.copies_weights_of), else added from the model; weights that cannot be counted are a note."""
     if increase_mb is None or runtime.copies_weights_of(w):
         return increase_mb
     weights = memory.weights_mb(getattr(w, "lm", None) or w.module)
     if weights is None:
-        row["notes"] = f"{row['notes'] or ''}; peak memory without the model's weights (not countable)".strip("; ")
+        row["notes"] = _noted(row["notes"], "peak memory without the model's weights (not countable)")
         return increase_mb
     return increase_mb + weights
 
 
 def allocator_of(runtime: runtimes.Runtime) -> str:
-    """The framework whose GPU allocator a runtime's memory lands in (bench.memory.PeakMemory reads that one)."""
-    if runtime.family == "onnxruntime":
-        return "onnxruntime"
-    if runtime.family == "tensorflow":
-        return "tensorflow"
+    """The framework whose GPU allocator a runtime's memory lands in (memory.PeakMemory reads that one)."""
     if runtime.family == "keras":  # its backend's (an A/A copy's: its original's)
         return getattr(getattr(runtime, "original", runtime), "backend", "torch")
-    return "torch"
-
-
-def _count_work(row: dict, workloads: Workloads, c: Config) -> None:
-    """The configuration's work per call into its row; after the first call, so that call stays cold. A count
-    that fails is a note, never a reason to drop the measurement."""
-    try:
-        row.update(workloads.work(c))
-    except Exception as exc:  # noqa: BLE001
-        row["notes"] = f"{row['notes'] or ''}; work per call not counted: {type(exc).__name__}: {exc}".strip("; ")[:500]
-
-
-def _dynamo_counts() -> dict[str, int]:
-    return dynamo_counts()
-
-
-def _steady_recompilations(ready: list[_Prepared], before: dict[str, int] | None) -> None:
-    """Graphs torch.compile built while the group was timed (a recompile in steady state) into the compiled
-    rows of this process: exact when none was built or one compiled variant ran here; otherwise the count is the
-    process's, noted."""
-    if before is None:
-        return
-    built = _dynamo_counts()["graphs"] - before["graphs"]
-    compiled = [p for p in ready if p.runtime.uses_dynamo and p.row["status"] == "ok"]
-    for p in compiled:
-        if built == 0 or len(compiled) == 1:
-            p.row["recompilations"] = built
-        else:
-            p.row["notes"] = (f"{p.row['notes'] or ''}; {built} graphs compiled during the group's rounds, by one "
-                              f"of its {len(compiled)} compiled variants").strip("; ")
-
-
-def _fail(row: dict, exc: BaseException) -> dict:
-    row["status"], row["error"] = classify_failure(exc)
-    return row
+    return runtime.family if runtime.family in ("onnxruntime", "tensorflow") else "torch"
 
 
 def release_memory(device: str, *, between_groups: bool = False) -> None:
-    """Collect what failed or finished configurations held, then, on a GPU, have each framework loaded in this process
-    hand back what it can: torch's cached blocks (empty_cache); an ONNX Runtime session's arena goes with the session
-    (collected). Between groups also JAX's compiled executables (clear_caches; its buffers go with their arrays) and
-    Keras/TensorFlow's global state (clear_session; TensorFlow's allocator keeps what it grew, which memory growth,
-    gpu.process_vars, holds to what was used). Never imports a framework just for this."""
+    """On a GPU: collect, then empty torch's cache; between groups also JAX's compiled executables and Keras'
+    global state. Never imports a framework just for this."""
     if device != "cuda":
         return
-
     gc.collect()
     if "torch" in sys.modules:
         sys.modules["torch"].cuda.empty_cache()
@@ -244,26 +211,19 @@ def release_memory(device: str, *, between_groups: bool = False) -> None:
     gc.collect()
 
 
-# A CUDA error other than out-of-memory is sticky: the context is lost and every later CUDA call of the process fails.
-CUDA_ERROR_PATTERNS = ("cuda error", "cudaerror", "illegal memory access", "device-side assert", "launch failure",
-                       "cublas_status", "cudnn_status", "illegal instruction", "cuda_error")
-
-
-def spoils_process(row: dict) -> bool:
-    """Whether a failed row leaves its process unfit to measure further groups: a CUDA error (sticky), or out of
-    memory on a GPU (its allocators fragmented or holding what they grew). replicates._worker starts afresh."""
-    if row["status"] == "oom":
-        return row.get("device") == "cuda"
-    return row["status"] == "error" and any(p in str(row.get("error", "")).lower() for p in CUDA_ERROR_PATTERNS)
+def _release_quietly(row: dict, device: str) -> None:
+    """release_memory after a failure; a failure of its own (a sticky CUDA error) is a note on the failed row."""
+    try:
+        release_memory(device)
+    except Exception as exc:  # noqa: BLE001 - the row already says what failed
+        row["error"] = f"{row['error']}; memory not released: {type(exc).__name__}: {exc}"[:500]
 
 
 class Worker:
-    """What one framework's process does for a group (bench/workers.py runs one in a child process; `LocalPool` runs
-    every framework's in this one): prepare its configurations, time blocks of their calls, and after the rounds
-    the rates, the steady-state recompilations, the surprises' profiles and the warm compile.
-
-    Rows travel as dicts: each call that changes rows takes the coordinator's and returns them updated (in this
-    process they are the same objects)."""
+    """What one framework's process does for a group (workers.py runs one per child process, LocalPool one for all
+    in this process): prepare its configurations, time blocks of their calls, then rates, steady-state
+    recompilations, the surprises' profiles and the warm compile. Each call that changes rows takes the
+    coordinator's and returns them updated."""
 
     def __init__(self, plan: Plan, workloads: Workloads):
         self.plan, self.workloads = plan, workloads
@@ -290,13 +250,11 @@ class Worker:
         self.workloads.set_reference(c, output)
 
     def prepare(self, c: Config, row: dict) -> dict:
-        """Prepare `c` (`_prepare`), its failure a row; the failed configuration's memory handed back either way."""
+        """Prepare `c` (`_prepare`), its failure a row whose memory is handed back."""
         try:
             self.ready[c.key] = _prepare(c, row, runtime=runtimes.get(c.variant), workloads=self.workloads,
                                          tolerance=self.plan.tolerance(c), stack=self.stack,
                                          keep_cache=self.plan.warm_compile)
-        except KeyboardInterrupt:
-            raise
         except Exception as exc:  # a failure is a result
             _fail(row, exc)
         if row["status"] != "ok":
@@ -312,9 +270,8 @@ class Worker:
         return seconds
 
     def begin_rounds(self) -> None:
-        """From here to `end_rounds`: Python's collector off and freed memory kept for reuse (allocator.py), so no
-        call pays page faults for memory the last one freed; torch.compile's graph count noted."""
-        self._graphs = _dynamo_counts() if any(p.runtime.uses_dynamo for p in self.ready.values()) else None
+        """Until `end_rounds`: the collector off, freed memory kept for reuse (allocator.py); dynamo's graphs noted."""
+        self._graphs = dynamo_counts() if any(p.runtime.uses_dynamo for p in self.ready.values()) else None
         self._rounds = contextlib.ExitStack()
         self._rounds.enter_context(allocator.reused_memory())
         if gc.isenabled():
@@ -335,18 +292,32 @@ class Worker:
             del p
             release_memory(device)
 
-    def after_rounds(self, rows: dict[str, dict]) -> dict[str, dict]:
-        """The rates at each timed configuration's median, and the graphs compiled in steady state."""
+    def _take(self, rows: dict[str, dict]) -> list[_Prepared]:
         for key, row in rows.items():
-            p = self.ready[key]
-            p.row = row
+            self.ready[key].row = row
+        return [self.ready[key] for key in rows]
+
+    def after_rounds(self, rows: dict[str, dict]) -> dict[str, dict]:
+        """The rates at each timed configuration's median, and the graphs compiled in steady state: exact where none
+        was built or one compiled variant ran here, else a note."""
+        ready = self._take(rows)
+        for p in ready:
+            row = p.row
             if p.prepared.compilations:  # graphs built after the first call: a retrace in steady state
                 row["recompilations"] = p.prepared.compilations() - row["compilations"]
             try:
                 row.update(self.workloads.rates(p.config, p.workload, row["median_s"]))
             except Exception as exc:  # noqa: BLE001 - rates never drop a measurement
-                row["notes"] = f"{row['notes']}; rates failed: {type(exc).__name__}: {exc}".strip("; ")
-        _steady_recompilations([self.ready[k] for k in rows], self._graphs)
+                row["notes"] = _noted(row["notes"], f"rates failed: {type(exc).__name__}: {exc}")
+        if self._graphs is not None:
+            built = dynamo_counts()["graphs"] - self._graphs["graphs"]
+            compiled = [p for p in ready if p.runtime.uses_dynamo and p.row["status"] == "ok"]
+            for p in compiled:
+                if built == 0 or len(compiled) == 1:
+                    p.row["recompilations"] = built
+                else:
+                    p.row["notes"] = _noted(p.row["notes"], f"{built} graphs compiled during the group's rounds, "
+                                                            f"by one of its {len(compiled)} compiled variants")
         return rows
 
     def profile(self, key: str, why: list[str], replicate: int) -> dict:
@@ -355,9 +326,7 @@ class Worker:
 
     def warm(self, rows: dict[str, dict]) -> dict[str, dict]:
         """The warm compile of the compiled configurations (warm.py), after the profiles."""
-        for key, row in rows.items():
-            self.ready[key].row = row
-        warm.measure([self.ready[k] for k in rows], self.workloads, self.plan, parity)
+        warm.measure(self._take(rows), self.workloads, self.plan, parity)
         return rows
 
     def end_group(self, between_groups: bool = True) -> None:
@@ -372,25 +341,18 @@ class Worker:
         self.end_group()
 
 
-def _release_quietly(row: dict, device: str) -> None:
-    """release_memory after a failure; a failure of its own (a sticky CUDA error) is a note on the failed row."""
-    try:
-        release_memory(device)
-    except Exception as exc:  # noqa: BLE001 - the row already says what failed
-        row["error"] = f"{row['error']}; memory not released: {type(exc).__name__}: {exc}"[:500]
+def process_of(c: Config) -> str:
+    """The worker process a configuration is measured in (its runtime's `process`)."""
+    return runtimes.get(c.variant).process
 
 
 class LocalPool:
-    """Every framework's worker in this process, one `Worker` for all (tests, debugging, `in_process` runs): quick to
-    start, no isolation; the frameworks share the process."""
+    """Every framework's worker in this process, one `Worker` for all (tests, debugging, `in_process` runs)."""
 
     separate = False
 
     def __init__(self, plan: Plan, workloads: Workloads):
         self._worker = Worker(plan, workloads)
-
-    def name_of(self, c: Config) -> str:
-        return runtimes.get(c.variant).process
 
     def get(self, name: str) -> Worker:
         return self._worker
@@ -404,19 +366,9 @@ class LocalPool:
 
 def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, group_key: str, group_id: str,
                   replicate: int, commit: str | None = None, pool=None) -> list[dict]:
-    """Prepare every configuration of a group in its framework's worker, then time them together in interleaved
-    rounds.
-
-    `pool` (bench/workers.py's ProcessPool, default a LocalPool in this process) gives each configuration's worker
-    by its runtime's `process`: each framework in a process of its own, each A/A copy in a second one of its
-    original's. Configurations are prepared one at a time in the group's order; a worker that checks parity
-    against eager PyTorch gets eager's output from the PyTorch worker first. Then `timing.run_rounds` times a
-    block of a variant inside its worker while the others wait idle. Returns one row per configuration for this
-    replicate (never raises for a failed configuration: a failure is a row with its status and message). The
-    first configuration is the group's baseline. After the rounds, each of the plan's `expectations` that this
-    replicate's paired speed-up contradicts has one steady-state call of both its configurations profiled into
-    their rows (surprises.to_profile).
-    """
+    """One row per configuration of a group for this replicate (a failure is a row, never raised): each prepared in
+    its framework's worker (`pool`: workers.ProcessPool, or a LocalPool in this process), one at a time in the
+    group's order, then all timed together in interleaved rounds; the first configuration is the baseline."""
     own = pool is None
     pool = pool or LocalPool(plan, workloads)
     started = time.perf_counter()
@@ -425,7 +377,7 @@ def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, gr
     try:
         lost: dict[str, str] = {}  # a sticky CUDA error in a worker: its configurations after it cannot run there
         for c in configs:
-            row, n = rows[c.key], pool.name_of(c)
+            row, n = rows[c.key], process_of(c)
             if row["status"] != "ok":  # its worker could not start
                 continue
             if n in lost:
@@ -434,8 +386,6 @@ def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, gr
             try:
                 _hand_reference(pool, n, c, workloads)
                 rows[c.key] = row = worker[c.key].prepare(c, row)
-            except KeyboardInterrupt:
-                raise
             except Exception as exc:  # the worker itself failed (its process died): a result
                 _fail(row, exc)
             if row["status"] == "error" and spoils_process(row):
@@ -463,20 +413,18 @@ def _distinct(ws) -> list:
 
 
 def _begin(pool, configs: list[Config], rows: dict[str, dict]) -> dict:
-    """Each configuration's worker, told which of the group's configurations it prepares (each worker once), and
-    its process and threading in the row; where a worker cannot start, its configurations are failed rows."""
+    """Each configuration's worker, started side by side, its process and threading in the row and told which
+    configurations it prepares; where a worker cannot start, its configurations are failed rows."""
     worker = {}
-    for step in ("start", "settings"):  # every worker started before any is waited for: they start side by side
+    for step in ("start", "settings"):  # every worker started before any is waited for
         for c in configs:
             if rows[c.key]["status"] != "ok":
                 continue
             try:
                 if step == "start":
-                    worker[c.key] = pool.get(pool.name_of(c))
+                    worker[c.key] = pool.get(process_of(c))
                 else:
-                    rows[c.key]["process"] = pool.settings(pool.name_of(c))
-            except KeyboardInterrupt:
-                raise
+                    rows[c.key]["process"] = pool.settings(process_of(c))
             except Exception as exc:  # noqa: BLE001 - every configuration of that worker is a failed row
                 worker.pop(c.key, None)
                 _fail(rows[c.key], exc)
@@ -484,8 +432,6 @@ def _begin(pool, configs: list[Config], rows: dict[str, dict]) -> dict:
         theirs = [c for c in configs if worker.get(c.key) is w]
         try:
             w.begin_group(theirs)
-        except KeyboardInterrupt:
-            raise
         except Exception as exc:  # noqa: BLE001
             for c in theirs:
                 _fail(rows[c.key], exc)
@@ -493,9 +439,8 @@ def _begin(pool, configs: list[Config], rows: dict[str, dict]) -> dict:
 
 
 def _hand_reference(pool, n: str, c: Config, workloads: Workloads) -> None:
-    """A worker that checks `c`'s parity against eager PyTorch gets eager's output from the PyTorch worker (made
-    there, or its eager configuration's first call), so every worker compares with the same reference and none
-    runs eager PyTorch itself."""
+    """A separate worker that checks `c` against eager PyTorch gets eager's output from the PyTorch worker, so every
+    worker compares with the same reference and none runs eager PyTorch itself."""
     if not pool.separate or n == REFERENCE_PROCESS or not workloads.reference_is_eager(c):
         return
     w = pool.get(n)
@@ -533,8 +478,8 @@ def _time(worker: dict, ready: list[Config], rows: dict[str, dict], plan: Plan, 
 
 
 def _after(worker: dict, ready: list[Config], rows: dict[str, dict], plan: Plan, replicate: int) -> None:
-    """After the rounds, in each worker: rates and steady-state recompilations, the surprises' profiles, then the
-    warm compile. A worker that fails here leaves its rows measured, with a note."""
+    """After the rounds, in each worker: rates and recompilations, the surprises' profiles, then the warm compile.
+    A worker that fails here leaves its rows measured, with a note."""
     timed = [c for c in ready if rows[c.key]["status"] == "ok"]
 
     def each(step: str, run: Callable[[Any, dict[str, dict]], dict[str, dict]]) -> None:
@@ -544,7 +489,7 @@ def _after(worker: dict, ready: list[Config], rows: dict[str, dict], plan: Plan,
                 rows.update(run(w, theirs))
             except Exception as exc:  # noqa: BLE001 - never costs a measured row
                 for row in theirs.values():
-                    row["notes"] = f"{row['notes'] or ''}; {step} failed: {type(exc).__name__}: {exc}".strip("; ")[:500]
+                    row["notes"] = _noted(row["notes"], f"{step} failed: {type(exc).__name__}: {exc}")[:500]
 
     each("rates", lambda w, theirs: w.after_rounds(theirs))
     why = surprises.to_profile(plan.expectations, timed, rows, replicate)  # after the rounds: never in a sample
@@ -559,14 +504,10 @@ def _after(worker: dict, ready: list[Config], rows: dict[str, dict], plan: Plan,
 
 
 def combine(replicate_rows: list[list[dict]]) -> list[dict]:
-    """One row per configuration from its rows of every replicate (same group, same order).
-
-    Samples are pooled with their replicate and round ids; statistics are recomputed over all of them
-    (the CIs hierarchical). Cold costs (prepare, cold prepare, first call) are the median over replicates (a warm compile's over
-    those that had one, warm.combined), memory and parity differences the worst; a configuration that failed in any
-    replicate is that failure. A surprise's profile (profile_top_ops, profile_note) is the first replicate's that has
-    one.
-    """
+    """One row per configuration from its rows of every replicate (same group, same order): samples pooled with
+    their replicate and round ids and statistics recomputed over all; cold costs the median over replicates (the warm
+    compile's: warm.combined), memory and parity differences the worst, a failure in any replicate that failure, a
+    surprise's profile the first replicate's that has one."""
     out = []
     for reps in zip(*replicate_rows):
         row = dict(reps[0])
@@ -595,7 +536,7 @@ def combine(replicate_rows: list[list[dict]]) -> list[dict]:
             row[key] = pick(values) if values else None
         row.update(warm.combined(reps))  # the warm compile: replicates 2..k of a fresh cache
         row["parity_ok"] = all(r["parity_ok"] for r in reps)
-        profiled = next((r for r in reps if r.get("profile_note")), None)  # the first replicate's profile is kept
+        profiled = next((r for r in reps if r.get("profile_note")), None)
         row["profile_top_ops"], row["profile_note"] = ((profiled.get("profile_top_ops"), profiled["profile_note"])
                                                        if profiled else (None, None))
         median = row["median_s"]

@@ -1,30 +1,5 @@
-"""Timing: the variants of one group are timed together, in interleaved rounds.
-
-Machines drift (neighbours, turbo, thermals) over tens of seconds. Timing all of A, then all of B
-confounds that drift with the difference between A and B. `measure_rounds` instead calls every variant
-once per round, in a fresh random order each round, so drift common to a round cancels in the
-per-round ratios that speed-ups are computed from (see variance.speedup).
-
-- Only steady state is timed: the first call (compile, trace, XLA build) is timed on its own before
-  (`first_call`), then `warmup_calls` untimed calls per variant.
-- Each callable must wait for its device before returning (the caller wraps sync into it), so the wait
-  is inside the timed region.
-- A call shorter than `block_s` is repeated in a block within its turn; the sample is the block's time
-  per call, so the clock's resolution and the harness's overhead stay small against what is measured.
-  The block's size comes from the fastest of the warm-up calls (the last one alone is as noisy as any call),
-  and a block of more than one call starts with one untimed lead-in call: the variants before it in the
-  round evicted its weights and inputs from the caches, and a short call timed cold would charge that to
-  whichever variant happened to get the smaller block (an A/A copy timed 5 calls a block came out 16% slower
-  than its original timed 12 a block). Steady state is the warm loop; the lead-in costs under one block_s.
-  It does not remove all of it: after a switch the calls settle over more than one call, so a block sized
-  from slow warm-up calls (TorchScript's profiling runs) still came out slower per call (in the reference
-  of 2e16ef4 a copy sized at 9 calls, 6-17% slower than its original at 31 in every process). So the blocks
-  are sized again from one untimed block per variant at steady state (`_steady_blocks`), after the warm-up:
-  every variant's block then holds about `block_s` of its warm calls, whatever its warm-up calls cost.
-- Python's garbage collector is off while rounds run (young objects are collected between rounds).
-- Rounds go on for at least `min_rounds` and `min_time_s`, then stop when every median and every
-  speed-up over the baseline is within `target_ci_pct` (checked at growing round counts), when
-  `budget_s` is spent, or at `max_rounds`.
+"""Timing: the variants of one group called in interleaved rounds, in a fresh random order each round, so drift
+common to a round cancels in the per-round ratios (docs/method.md, "Timing" says how a sample is taken).
 """
 
 from __future__ import annotations
@@ -44,16 +19,13 @@ STOP_PRECISION = "precision"  # every median's and every speed-up's CI half-widt
 STOP_BUDGET = "budget"  # the group's time budget was spent
 STOP_MAX_ROUNDS = "max_rounds"
 MAX_BLOCK = 10_000
-METHOD = 4  # how a sample is taken (4: each framework in a worker process of its own, with its own default threading,
-# bench/workers.py; 3: every framework in one process under OMP_WAIT_POLICY=PASSIVE, blocks sized from an untimed
-# steady-state block, each timed after an untimed lead-in call, the rounds run with freed memory kept for reuse,
-# machine/allocator.py; 2 sized blocks by the fastest warm-up call and left glibc's defaults); part of every row's
-# settings hash, so rows timed the older way are measured again rather than resumed or mixed
+METHOD = 4  # how a sample is taken (docs/method.md, "Timing", lists them); part of every row's settings hash, so rows
+# timed another way are measured again rather than resumed or mixed
 
 
 @dataclass
 class Rounds:
-    """Per-call seconds of every variant, one sample per round (a round's samples were taken together)."""
+    """Per-call seconds of every variant, one sample per round."""
 
     samples: dict[str, list[float]]
     block: dict[str, int]  # calls per sample
@@ -101,8 +73,7 @@ def _block_size(block_s: float, per_call_s: float) -> int:
 
 
 def time_block(fn: Callable[[], Any], calls: int, clock: Callable[[], float]) -> float:
-    """Seconds per call of `calls` calls of `fn` timed together, after one untimed lead-in call where calls > 1
-    (the variants before it in the round evicted its data: the block is timed warm)."""
+    """Seconds per call of `calls` calls of `fn` timed together, after one untimed lead-in call where calls > 1."""
     if calls > 1:
         fn()
     t0 = clock()
@@ -113,9 +84,8 @@ def time_block(fn: Callable[[], Any], calls: int, clock: Callable[[], float]) ->
 
 def _steady_blocks(timers: dict[str, Callable[[int], float]], block: dict[str, int], block_s: float,
                    failed: dict[str, BaseException]) -> dict[str, int]:
-    """The blocks sized again from one untimed block per variant (its warm-up's size, timed the way a sample is):
-    warm-up calls can be far slower than steady state (TorchScript's profiling runs, a cold cache), and a block
-    sized from them holds too few calls to settle. A variant that raises here goes to `failed`."""
+    """The blocks sized again from one untimed block per variant at its warm-up's size (warm-up calls can be far
+    slower than steady state). A variant that raises here goes to `failed`."""
     out = {}
     for name, timer in timers.items():
         try:
@@ -125,16 +95,11 @@ def _steady_blocks(timers: dict[str, Callable[[int], float]], block: dict[str, i
     return out
 
 
-def local_timers(calls: dict[str, Callable[[], Any]],
-                 clock: Callable[[], float] = time.perf_counter) -> dict[str, Callable[[int], float]]:
-    """Each callable as a timer of `calls` calls in this process (`time_block`): what `run_rounds` takes."""
-    return {name: (lambda n, fn=fn: time_block(fn, n, clock)) for name, fn in calls.items()}
-
-
 def measure_rounds(calls: dict[str, Callable[[], Any]], *, clock: Callable[[], float] = time.perf_counter,
                    **settings) -> Rounds:
-    """Time every callable of `calls` in this process, in interleaved rounds (`run_rounds` on `local_timers`)."""
-    return run_rounds(local_timers(calls, clock), clock=clock, **settings)
+    """Time every callable of `calls` in this process, in interleaved rounds (`run_rounds` on `time_block`)."""
+    timers = {name: (lambda n, fn=fn: time_block(fn, n, clock)) for name, fn in calls.items()}
+    return run_rounds(timers, clock=clock, **settings)
 
 
 def run_rounds(
@@ -151,14 +116,10 @@ def run_rounds(
     seed: int = 0,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Rounds:
-    """Time every variant of `timers` in interleaved rounds (see the module's docstring).
-
-    A timer takes a number of calls and returns the seconds per call of a block of them, timed where the variant
-    lives (`time_block`: in this process, or in the variant's worker process, bench/workers.py); `clock` keeps
-    the rounds' own time (budget, minimum time). `baseline` names the variant the others' speed-ups are taken over
-    (for the precision rule). A timer that raises drops its variant from later rounds; it is reported in
-    `Rounds.failed`.
-    """
+    """Time every variant of `timers` in interleaved rounds until the speed-ups over `baseline` are precise enough,
+    the budget is spent or `max_rounds` are run (docs/method.md, "Timing"). A timer takes a number of calls and returns
+    seconds per call of a block of them, timed where the variant lives; `clock` keeps the rounds' own time. A timer
+    that raises drops its variant from later rounds (`Rounds.failed`)."""
     names = list(timers)
     failed: dict[str, BaseException] = {}
     per_call: dict[str, float] = {}
@@ -191,9 +152,7 @@ def run_rounds(
                     failed[name] = exc
             if any(n in failed for n in live):
                 live = [n for n in live if n not in failed]
-                for n in list(samples):
-                    if n in failed:
-                        del samples[n]
+                samples = {n: samples[n] for n in live}
             gc.collect(0)
             rounds, elapsed = len(samples[live[0]]) if live else 0, clock() - start
             if rounds < min_rounds or elapsed < min_time_s:
@@ -239,9 +198,7 @@ def harness_overhead(budget_s: float = 0.2) -> Overhead:
 
 
 def row_statistics(samples, replicates=None) -> dict[str, Any]:
-    """The statistics every results row stores, units in the names: median with its run's CI, spread, drift.
-
-    The CI a table reports (`ci_low_s`/`ci_high_s`) is derived when it is read (variance.with_reported_ci)."""
+    """The statistics every results row stores, units in the names: median with its run's CI, spread, drift."""
     s = stats.summarize(samples)
     lo, hi = stats.median_ci(samples, replicates)
     return {"n": len(samples), "median_s": s["median"], "mean_s": s["mean"], "p90_s": s["p90"], "p99_s": s["p99"],

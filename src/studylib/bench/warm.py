@@ -1,18 +1,6 @@
-"""The warm compile: each torch.compile configuration of a group compiled again from the cache an earlier process saved
-(runtimes/compile_cache.py), the one-time cost of a service that restarts with its last process's compile cache.
-
-A study that asks for it (Study.warm_compile, Plan.warm_compile) gets, in every replicate process: the cache
-artifacts of each compiled configuration's cold compile kept in memory right after its first call (`artifacts`,
-sweep._prepare); then, after the group's rounds and the surprises' profiles (never inside a sample), for each
-compiled configuration whose file an earlier process wrote, the warm compile (`measure`): the artifacts loaded into an
-empty Inductor cache, its preparation and first call timed on the same inputs, its output compared with eager
-PyTorch, the caches' hits and misses counted. Then this process's artifacts replace the file, for the next process.
-Replicate 1 of a fresh cache finds no file, so its warm columns are empty and replicates 2..k give the figures
-(`combined`: their medians). The steady state is timed on the cold compile in every replicate, as before.
-
-A warm compile that missed the cache in any lookup is not reported as warm: its timings stay empty and `warm_note`
-says what it missed. A failure of this step is a note, never a lost measurement. A/A copies are not compiled again
-(their original's warm cost is the same code's).
+"""The warm compile: each torch.compile configuration compiled again from the cache an earlier process saved
+(runtimes/compile_cache.py), after the rounds and profiles; the one-time cost of a service that restarts with its
+last process's cache (docs/method.md, "The warm compile").
 """
 
 from __future__ import annotations
@@ -41,7 +29,7 @@ def applies(runtime, variant: str) -> bool:
 
 def artifacts(runtime, variant: str) -> bytes | None:
     """The cache artifacts of the configuration's cold compile, just made (None where it gets no warm compile, or
-    nothing could be saved: the warm step then says so)."""
+    nothing could be saved)."""
     if not applies(runtime, variant):
         return None
     try:
@@ -51,9 +39,8 @@ def artifacts(runtime, variant: str) -> bytes | None:
 
 
 def measure(ready: list, workloads, plan, parity: Callable[..., dict[str, Any]]) -> None:
-    """The warm compile of each compiled configuration of `ready` (sweep._Prepared: config, runtime, workload, row,
-    artifacts) into its row, then its cold compile's artifacts written for the next process. `parity`: sweep.parity
-    (passed down: this module sits below sweep)."""
+    """The warm compile of each compiled configuration of `ready` (sweep._Prepared) into its row, then its cold
+    compile's artifacts written for the next process. `parity`: sweep.parity (this module sits below sweep)."""
     for p in ready:
         if not applies(p.runtime, p.config.variant) or p.row["status"] != "ok":
             continue
@@ -64,8 +51,6 @@ def measure(ready: list, workloads, plan, parity: Callable[..., dict[str, Any]])
         file = compile_cache.path(p.workload.cache_dir, p.config.key, p.runtime.mode)
         try:
             notes = _warm(p, file, workloads, plan.tolerance(p.config), parity)
-        except KeyboardInterrupt:
-            raise
         except Exception as exc:  # noqa: BLE001 - a failed warm compile is a note on a measured row
             first = (str(exc).strip().splitlines() or [""])[0]
             notes = [f"warm compile failed: {type(exc).__name__}: {first}"[:300]]
@@ -111,20 +96,19 @@ def _warm(p, file, workloads, tolerance: float, parity) -> list[str]:
 
 
 def combined(reps: list[dict]) -> dict[str, Any]:
-    """The warm columns of a configuration over its replicates: the timings' medians over the replicates that have
-    them, hits and misses summed over those that compiled warm, the largest output difference, each note once."""
-    def have(key):
-        return [r[key] for r in reps if r.get(key) is not None and not _nan(r[key])]
+    """The warm columns of a configuration over its replicates: the timings' medians, hits and misses summed, the
+    largest output difference (each over the replicates that have it), each note once."""
+    def median(values):
+        return float(np.median(values))
+
+    def total(values):
+        return int(sum(values))
 
     out: dict[str, Any] = {}
-    for key in ("warm_prepare_s", "warm_first_call_s"):
-        values = have(key)
-        out[key] = float(np.median(values)) if values else None
-    for key in ("warm_cache_hits", "warm_cache_misses"):
-        values = have(key)
-        out[key] = int(sum(values)) if values else None
-    diffs = have("warm_max_abs_diff")
-    out["warm_max_abs_diff"] = max(diffs) if diffs else None
+    for key, pick in (("warm_prepare_s", median), ("warm_first_call_s", median), ("warm_cache_hits", total),
+                      ("warm_cache_misses", total), ("warm_max_abs_diff", max)):
+        values = [r[key] for r in reps if r.get(key) is not None and not _nan(r[key])]
+        out[key] = pick(values) if values else None
     notes = [n for r in reps for n in str(r.get("warm_note") or "").split("; ") if n]
     out["warm_note"] = "; ".join(dict.fromkeys(notes)) or None
     return out

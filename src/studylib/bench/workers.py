@@ -1,20 +1,5 @@
-"""Worker processes: each framework of a group measured in a process of its own, as its users run it.
-
-A user runs one framework per process, with its defaults. So a replicate process (replicates.py) imports no
-framework: it coordinates one worker process per framework (`Runtime.process`): PyTorch's variants (eager,
-torch.compile, TorchScript, export, int8, the static caches) in one, TensorFlow's in one, ONNX Runtime's in one, the
-group's Keras backend in one, and each A/A copy in a second worker of its original's framework, so the A/A pairs test
-the pairing across processes and show any interference an idle worker causes a timed one (OpenMP threads spinning
-after a parallel region, ONNX Runtime's spinning intra-op pool, TensorFlow's inter-op pool). A worker starts with the
-profile's thread count and nothing else imposed: no OpenMP wait policy unless the user set one (`worker_env`), only
-its own frameworks' thread pools set (`frameworks_of`). It lives for the replicate's groups and holds its models.
-
-The coordinator (sweep.measure_group) asks the workers to prepare the group's configurations one at a time, hands
-eager PyTorch's reference output to the workers that check parity against it, then runs the interleaved rounds
-(timing.run_rounds): a block is timed inside its variant's worker while every other worker waits in a blocking read
-(asleep). Messages are pickled over a Unix socket pair (`python -m studylib.bench.workers FD`): a method name and
-its arguments, answered by (True, value) or (False, sweep.RemoteFailure). A worker that dies fails the calls made to
-it (its configurations become rows saying so); the next group starts a fresh one.
+"""Worker processes: each framework of a group measured in a process of its own, with its defaults, as its users run
+it; the replicate process coordinates them over Unix sockets (docs/method.md, "Worker processes").
 """
 
 from __future__ import annotations
@@ -27,9 +12,7 @@ import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .. import runtimes
 from ..core.config import SHARED_SETTINGS as SHARED
-from ..core.config import Config
 from ..machine import gpu
 from ..machine.threads import apply_threads, threads_in_force
 from . import sweep
@@ -44,9 +27,8 @@ class WorkerDied(RuntimeError):
 
 
 def frameworks_of(process: str, plan: Plan, env: dict[str, str]) -> tuple[str, ...]:
-    """The frameworks whose thread pools (and precision policy) a worker sets: torch in every worker (it builds the
-    models: TensorFlow's twin and the ONNX export start from the PyTorch module), TensorFlow only in TensorFlow's, in
-    the shared ones (runtimes/shared.py) and in a Keras worker on the TensorFlow backend."""
+    """The frameworks whose thread pools and precision policy a worker sets: torch in every worker (it builds the
+    models), TensorFlow in TensorFlow's, the shared ones (runtimes/shared.py) and a Keras worker on its backend."""
     base = process.split("~")[0]
     wanted = {"torch"}
     if base in ("tensorflow", *SHARED) or (base == "keras" and env.get("KERAS_BACKEND", "tensorflow") == "tensorflow"):
@@ -55,9 +37,8 @@ def frameworks_of(process: str, plan: Plan, env: dict[str, str]) -> tuple[str, .
 
 
 def worker_env(process: str, base_env: dict[str, str]) -> dict[str, str]:
-    """What a worker starts with: the replicate's environment (the precision variables, a Keras backend), transformers
-    kept from importing TensorFlow where the worker does not run it, and OMP_WAIT_POLICY only where the user set it
-    (or in 'shared-passive', the worker that measures that setting)."""
+    """What a worker starts with: the replicate's environment, transformers kept from importing TensorFlow where the
+    worker does not run it, OMP_WAIT_POLICY only where the user set it (or in 'shared-passive', which measures it)."""
     env = dict(base_env)
     base = process.split("~")[0]
     if base == "shared-passive":  # the setting that worker is for (runtimes/shared.py); a user's own policy is kept
@@ -70,9 +51,25 @@ def worker_env(process: str, base_env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def died(who: str, rc: int, when: str) -> str:
+    """What a process that died with exit code `rc` leaves as its failure."""
+    signal = f" (signal {-rc})" if rc < 0 else ""
+    oom = "; the kernel's out-of-memory killer is the likely cause" if rc in (-9, 137) else ""
+    return f"{who} died with exit code {rc}{signal} {when}{oom}"
+
+
+def ended(proc: subprocess.Popen, wait_s: float) -> int:
+    """The process's exit code once it has ended, killed after `wait_s` seconds."""
+    try:
+        return proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
 class ProcessWorker:
-    """A `sweep.Worker` in a child process: the same methods, each a message over a socket. It is started at once and
-    answers its start when first called (`settings`), so a group's workers import their frameworks side by side."""
+    """A `sweep.Worker` in a child process: the same methods, each a message over a socket; started at once, its
+    start answered when first called (`settings`), so a group's workers import their frameworks side by side."""
 
     def __init__(self, process: str, plan: Plan, workloads: Workloads, env: dict[str, str]):
         self.process = process
@@ -110,14 +107,8 @@ class ProcessWorker:
         return value
 
     def _died(self, method: str):
-        try:
-            rc = self.proc.wait(STOP_WAIT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
-        signal = f" (signal {-rc})" if rc < 0 else ""
-        oom = "; the kernel's out-of-memory killer is the likely cause" if rc in (-9, 137) else ""
-        self.dead = WorkerDied(f"the {self.process} worker process died with exit code {rc}{signal} during {method}{oom}")
+        rc = ended(self.proc, STOP_WAIT_S)
+        self.dead = WorkerDied(died(f"the {self.process} worker process", rc, f"during {method}"))
         raise self.dead from None
 
     def _call(self, method: str, *args) -> Any:
@@ -146,8 +137,7 @@ class ProcessWorker:
 
 
 class ProcessPool:
-    """One ProcessWorker per framework process, started when a group first needs it and kept for the replicate's
-    groups; a dead one is replaced at the next group."""
+    """One ProcessWorker per framework process, kept for the replicate's groups; a dead one is replaced."""
 
     separate = True
 
@@ -155,9 +145,6 @@ class ProcessPool:
         self.plan, self.workloads = plan, workloads
         self.env = dict(os.environ if env is None else env)
         self.workers: dict[str, ProcessWorker] = {}
-
-    def name_of(self, c: Config) -> str:
-        return runtimes.get(c.variant).process
 
     def get(self, name: str) -> ProcessWorker:
         w = self.workers.get(name)
@@ -169,7 +156,6 @@ class ProcessPool:
         return w
 
     def settings(self, name: str) -> str:
-        """The worker's process and threading as a row records it (`process`)."""
         return self.get(name).settings
 
     def close(self) -> None:

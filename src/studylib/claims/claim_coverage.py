@@ -1,14 +1,6 @@
 """How far a profile's rows cover a seed claim's conditions (claims.py step 1): `coverage`, and `in_scope`, the rows
-of the part of the grid a claim is about.
-
-What never makes a verdict a proxy: hardware, threads and versions (no profile has the seeds' machines); a caveat
-(`claim.caveats`, a difference no profile removes: shown beside the verdict); a size the seed itself has no result
-for (`conditions.seed_lacks`, or a sequence longer than the claim's models take); a text count other than the
-seed's where the run has at least MIN_BATCHES batches of its largest batch size (a speed ratio needs a few
-batches, not the seed's count).
-What always does: a fixed substitution (`claim.substitutes`: we compare something other than what the seed
-compared, e.g. another pair of layouts or of frameworks), besides the substituted models, sizes or precisions.
-"""
+of the part of the grid a claim is about; what makes a verdict a proxy is told in docs/method.md ("Report and
+claims")."""
 
 from __future__ import annotations
 
@@ -16,6 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..core import wording
 from ..workloads import models as model_registry
 from .claim_registry import DEFINING, Claim, sizes_text
 
@@ -23,6 +16,7 @@ SEED_CONDITIONS = "the seed's conditions (except hardware, threads and versions)
 MIN_BATCHES = 4  # batches of the largest batch size a pass over the texts needs for its speed ratio
 SIZES = ("batch_sizes", "seq_lens")
 _LABELS = {"models": "model", "precision": "precision", "batch_sizes": "batch", "seq_lens": "sequence"}
+WORDS = "claims/coverage.md.j2"
 _COLUMNS = {"models": "model", "precision": "dtype", "batch_sizes": "batch_size", "seq_lens": "seq_len"}
 
 
@@ -47,14 +41,7 @@ class Coverage:
     caveats: list[str] = field(default_factory=list)
 
     def text(self) -> str:
-        head = {"seed": f"under {SEED_CONDITIONS}", "proxy": "proxy", "not answerable": "not answerable",
-                "not comparable": "not comparable"}[self.level]
-        parts = [(f"absent: {'; '.join(self.absent)}", self.absent), (f"holds: {'; '.join(self.holds)}", self.holds),
-                 (f"substituted: {'; '.join(self.substituted)}", self.substituted),
-                 (f"seed's sizes lacking here: {'; '.join(self.lacking)}", self.lacking),
-                 (f"caveat: {'; '.join(self.caveats)}", self.caveats),
-                 (f"not compared: {'; '.join(self.notes)}", self.notes)]
-        return head + "".join(f" — {t}" for t, present in parts if present)
+        return wording.macro(WORDS, "text", self, SEED_CONDITIONS)
 
 
 def scoped(claim: Claim, key: str) -> list[int]:
@@ -100,8 +87,7 @@ def _texts(claim: Claim, rows: pd.DataFrame, holds: list, subs: list, notes: lis
     if texts == [claim.conditions.texts]:
         holds.append(f"{seed} texts")
     elif batches and min(texts) / max(batches) >= MIN_BATCHES:
-        notes.append(f"texts: seed {seed}, here {sizes_text(texts)} (at least {MIN_BATCHES} batches of the largest "
-                     f"batch, {int(max(batches))}: enough for a speed ratio)")
+        notes.append(wording.macro(WORDS, "enough", seed, sizes_text(texts), MIN_BATCHES, int(max(batches))))
     else:
         subs.append(f"texts: seed {seed}, here {sizes_text(texts)}")
 
@@ -133,7 +119,7 @@ def coverage(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> Cov
             lacks = _seed_lacks(claim, key, missing)
             missing -= lacks
             if lacks:
-                notes.append(f"{label} {show(sorted(lacks))}: the seed has no result there either")
+                notes.append(wording.macro(WORDS, "no_result", label, show(sorted(lacks))))
         if key in c.defining and (missing if key in SIZES else not common):
             absent.append(f"{label}: seed {seed_text}, here {show(here)}")
             continue
@@ -150,8 +136,3 @@ def coverage(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> Cov
     level = "not answerable" if absent else "proxy" if (subs or lacking) else "seed"
     return Coverage(level, holds, subs, lacking, absent, notes, list(claim.caveats))
 
-
-def comparability(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> tuple[str, list[str]]:
-    """(level, differences): `coverage` as a level and the substituted, lacking and absent conditions."""
-    cov = coverage(claim, device, rows)
-    return cov.level, cov.absent + cov.substituted + [f"lacking {x}" for x in cov.lacking]

@@ -1,15 +1,13 @@
-"""The host caveat of a CPU verdict of the form "X over eager PyTorch", where X runs on another library (TensorFlow,
-ONNX Runtime, JAX): that library's fp32 GEMM and PyTorch's on this host, from the machine's limits (peaks["gemm"],
-machine/gemm.py), where they differ by more than gemm.GAP_RATIO. Such a verdict then carries this host's GEMM path:
-another CPU can give both libraries the same path (machine/gemm_why.py explains it at length on study pages).
-"""
+"""The host caveat of a CPU verdict "X over eager PyTorch" where X runs on another library (TensorFlow, ONNX
+Runtime, JAX): both libraries' fp32 GEMM rates on this host (peaks["gemm"], machine/gemm.py) where they differ by
+more than gemm.GAP_RATIO, so the verdict carries this host's GEMM path."""
 
 from __future__ import annotations
 
 import inspect
 
 from .. import runtimes
-from ..core import numbers
+from ..core import wording
 from ..machine import gemm
 from ..workloads import models as model_registry
 from .claim_registry import Claim, ClaimError, evaluator
@@ -79,9 +77,6 @@ def host_caveat(claim: Claim, device: str, peaks: dict | None) -> str | None:
         ratio = gemm.gemm_ratio(peaks, lib, "torch", "fp32")
         if ratio is None or 1 / gemm.GAP_RATIO <= ratio <= gemm.GAP_RATIO:
             continue
-        parts.append(f"{NAMES.get(lib, lib)} {gemm.rate_span(gemm.study_rates(peaks, lib, 'fp32'))} GFLOP/s against "
-                     f"PyTorch's {gemm.rate_span(gemm.study_rates(peaks, 'torch', 'fp32'))} ({numbers.fmt(ratio)})")
-    if not parts:
-        return None
-    return (f"host: this CPU's fp32 GEMM at BERT-base's linear layers runs {'; '.join(parts)}, more than "
-            f"{numbers.fmt_factor(gemm.GAP_RATIO)} apart, so a verdict over eager PyTorch here carries this host's GEMM path")
+        parts.append((NAMES.get(lib, lib), gemm.rate_span(gemm.study_rates(peaks, lib, "fp32")),
+                      gemm.rate_span(gemm.study_rates(peaks, "torch", "fp32")), ratio))
+    return wording.macro("claims/host.md.j2", "caveat", parts, gemm.GAP_RATIO) if parts else None

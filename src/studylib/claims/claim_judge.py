@@ -1,9 +1,6 @@
 """A seed claim's verdict from our measurement (claims.py step 2): what an evaluator returns (`Measurement`,
-`NotAnswered`), how per-size cells become one measurement (`least_favourable`, `per_cell`), and `judge`.
-
-Every verdict sentence says what our CI shows ("our CI 1.03–1.09× crosses the edge of the ±5% band"), so a reader
-never has to guess why a claim agrees, does not or stays open.
-"""
+`NotAnswered`), how per-size cells become one measurement (`least_favourable`, `per_cell`), and `judge`. Every
+verdict sentence (templates/claims/judge.md.j2) says what our CI shows."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..core import numbers
+from ..core import numbers, wording
 from ..stats.speedups import EQUIVALENCE
 from ..stats.verdicts import unlisted
 from .claim_registry import Claim
@@ -22,7 +19,7 @@ AGREES_NUMBER, AGREES_DIRECTION = "agrees (number)", "agrees (direction)"
 DISAGREES, DISAGREES_NUMBER = "does not agree", "does not agree (number)"
 # the judgements of a claim judged on a measurement, in the order the totals name them
 JUDGED = (AGREES_NUMBER, AGREES_DIRECTION, DISAGREES, DISAGREES_NUMBER, "inconclusive")
-SIDE = {"faster": "above", "slower": "below"}  # where a decided CI lies against the band
+WORDS = "claims/judge.md.j2"
 
 
 @dataclass(frozen=True)
@@ -76,18 +73,12 @@ def per_cell(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim, 
     ways: dict[str, list] = {}
     for label, (_, lo, hi) in cells:
         ways.setdefault(unlisted(lo, hi, band), []).append(label)
-    lead = f"{text}: " if text else ""
     if "faster" in ways and "slower" in ways:
         split = "; ".join(f"{way} at {', '.join(map(str, labels))}" for way, labels in ways.items())
-        return Measurement(None, None, None, f"{lead}{split} ({every})", rows=rows, band=band, unit=unit,
-                           verdict=f"{DISAGREES}: the claim does not hold across the sizes — {split}")
+        return Measurement(None, None, None, wording.macro(WORDS, "cells", text, every, split), rows=rows, band=band,
+                           unit=unit, verdict=wording.macro(WORDS, "split", DISAGREES, split))
     label, (v, lo, hi) = least_favourable(cells, claim)
-    return Measurement(v, lo, hi, f"{lead}least favourable: {label}; all: {every}", rows=rows, band=band, unit=unit)
-
-
-def ci_text(lo: float, hi: float, unit: str = "×") -> str:
-    """'our CI 1.03–1.09×'."""
-    return f"our CI {numbers.fmt_ci(lo, hi, unit=unit)}"
+    return Measurement(v, lo, hi, wording.macro(WORDS, "least", text, label, every), rows=rows, band=band, unit=unit)
 
 
 def _beyond(claim: Claim, lo: float, hi: float, at: float) -> str:
@@ -97,61 +88,57 @@ def _beyond(claim: Claim, lo: float, hi: float, at: float) -> str:
     return "yes" if hi <= 1 / at else "no" if lo > 1 / at else "unsure"
 
 
-def _edge(lo: float, hi: float, band: float) -> str:
-    """How a CI the verdict rule leaves undecided lies against the band: across one edge or past both."""
-    return "reaches past both edges of" if lo < 1 / band and hi > band else "crosses the edge of"
-
-
 def judge(claim: Claim, m: Measurement, use_number: bool = True) -> tuple[str, str]:
     """(judgement, verdict sentence) from our measurement, by the rules in claims.py's docstring; `use_number`
     False where the seed's number belongs to another model or shape than the one measured."""
     if m.verdict:
         return DISAGREES, m.verdict
+
+    def said(judgement: str, case: str, **data) -> tuple[str, str]:
+        return judgement, wording.macro(WORDS, "verdict", case, judgement, **data)
+
     if claim.expect == "holds":
         if m.holds is None:
-            return "inconclusive", "inconclusive: the measurement cannot say whether it holds"
-        return ((AGREES_DIRECTION, f"{AGREES_DIRECTION}: it holds here") if m.holds
-                else (DISAGREES, f"{DISAGREES}: it does not hold here"))
+            return said("inconclusive", "cannot_say")
+        return said(AGREES_DIRECTION, "holds") if m.holds else said(DISAGREES, "not_holds")
     lo, hi = m.ci_low, m.ci_high
-    ours = ci_text(lo, hi, m.unit)
     band = max(m.band, claim.tolerance or 1.0)
     source = "the seed's tolerance" if (claim.tolerance or 0) >= m.band else "A/A noise"
-    within = f"the ±{band - 1:.0%} band ({source})"
+    ci = {"lo": lo, "hi": hi, "unit": m.unit, "band": band, "source": source,
+          "both": lo < 1 / band and hi > band}  # an undecided CI across both edges of the band, or one
     if claim.expect == "equal":
         kind = AGREES_NUMBER if claim.tolerance else AGREES_DIRECTION
         if 1 / band <= lo and hi <= band:
-            return kind, f"{kind}: {ours} lies inside {within}"
+            return said(kind, "inside", **ci)
         if lo > band or hi < 1 / band:
-            return DISAGREES, f"{DISAGREES}: {ours} lies wholly outside {within}"
-        return "inconclusive", f"inconclusive: {ours} {_edge(lo, hi, band)} {within}"
+            return said(DISAGREES, "outside", **ci)
+        return said("inconclusive", "edge", **ci)
     cls = unlisted(lo, hi, band)  # a claim's measurement is not a row of the verdict table
     want, other = ("faster", "slower") if claim.expect == "higher" else ("slower", "faster")
     n = claim.number if use_number else None
     if n is not None and lo <= n <= hi:  # (a) the seed's number first, before 'equal within noise'
         if (lo >= 1 / band) if claim.expect == "higher" else (hi <= band):
-            return AGREES_NUMBER, f"{AGREES_NUMBER}: the seed's {n:.3g} lies inside {ours}"
-        return "inconclusive", f"inconclusive: {ours} holds both the seed's {n:.3g} and the other direction"
+            return said(AGREES_NUMBER, "number_inside", n=n, **ci)
+        return said("inconclusive", "number_both", n=n, **ci)
     short = n is not None and (hi < n if claim.expect == "higher" else lo > n)
     if short and cls in (want, "undecided"):  # (d) the seed's number beyond our CI in the claimed direction
-        how = f"lies {SIDE[want]} {within}" if cls == want else f"{_edge(lo, hi, band)} {within}"
-        side = "below" if claim.expect == "higher" else "above"
-        return DISAGREES_NUMBER, f"{DISAGREES_NUMBER}: {ours} lies {side} the seed's {n:.3g}, and {how}"
+        return said(DISAGREES_NUMBER, "number_short", n=n, way=want, decided=cls == want,
+                    seed_side="below" if claim.expect == "higher" else "above", **ci)
     mag = claim.magnitude
     if mag and cls == want:  # (b) a magnitude word's threshold
-        at, word = _beyond(claim, lo, hi, mag.at_least), f"the {numbers.fmt_factor(mag.at_least)} that «{mag.words}» implies"
+        word = {"at": mag.at_least, "words": mag.words, "way": want}
+        at = _beyond(claim, lo, hi, mag.at_least)
         if at == "yes":
-            return AGREES_DIRECTION, f"{AGREES_DIRECTION}: {ours} lies beyond {word}"
+            return said(AGREES_DIRECTION, "beyond_word", **word, **ci)
         if at == "no":
-            return DISAGREES, f"{DISAGREES}: {ours} lies {SIDE[want]} {within}, but short of {word}"
-        return "inconclusive", f"inconclusive: {ours} crosses {word}"
+            return said(DISAGREES, "short_of_word", **word, **ci)
+        return said("inconclusive", "crosses_word", **word, **ci)
     if cls == want:
-        if claim.number is None:
-            return AGREES_DIRECTION, f"{AGREES_DIRECTION}: {ours} lies {SIDE[want]} {within} (the seed gives no number)"
         if n is None:
-            return AGREES_DIRECTION, f"{AGREES_DIRECTION}: {ours} lies {SIDE[want]} {within}"
-        return AGREES_DIRECTION, f"{AGREES_DIRECTION}, not the number: {ours}, our effect larger than the seed's {n:.3g}"
+            return said(AGREES_DIRECTION, "direction", way=want, no_number=claim.number is None, **ci)
+        return said(AGREES_DIRECTION, "larger", n=n, **ci)
     if cls == other:
-        return DISAGREES, f"{DISAGREES}: the direction differs ({ours} lies {SIDE[other]} {within})"
+        return said(DISAGREES, "reversed", way=other, **ci)
     if cls == "equal":
-        return DISAGREES, f"{DISAGREES}: equal within noise ({ours} lies inside {within})"
-    return "inconclusive", f"inconclusive: {ours} {_edge(lo, hi, band)} {within}"
+        return said(DISAGREES, "equal", **ci)
+    return said("inconclusive", "edge", **ci)

@@ -1,13 +1,6 @@
-"""The seed-claims registry (`claims.yaml`): its schema, loading and validation; claims.py judges what it holds.
-
-The file is a mapping of two keys. `articles`: each seed article by its title (original and English), author and
-date, as the pages name it. `claims`: every quantitative claim, each with the seed's own words (`original`, in the
-article's language), an English translation (`words`), whether the author measured it, expected it, inferred it
-or reported it from experience (`basis`), its number (the seed's arithmetic written out, computed here), the
-magnitude its words imply (`magnitude`: the seed's word, the smallest ratio it is read as, and why), the
-conditions it was measured under with those that define it (`conditions.defining`: without them on a profile
-the claim is not answerable there), and the study evaluator that tests it or why nothing does.
-"""
+"""The seed-claims registry (`claims.yaml`): its schema (the articles, and every quantitative claim with the seed's
+words, a translation, its basis, number, magnitude word, conditions and the evaluator that tests it or why nothing
+does), loading and validation; claims.py judges what it holds."""
 
 from __future__ import annotations
 
@@ -23,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from ..bench import profiles
-from ..core import numbers, paths, study_registry
+from ..core import paths, study_registry, wording
 
 REGISTRY_FILE = Path(__file__).with_name("claims.yaml")
 SEEDS = ("000", "001", "002", "003", "004")
@@ -328,6 +321,5 @@ def describe(claim: Claim) -> str:
     parts.append(mark("software", c.software))
     parts += [f"{k} (inferred): {getattr(c, k)}" for k in claim.inferred if k not in _SHOWN]
     if claim.magnitude:
-        m = claim.magnitude
-        parts.append(f"«{m.words}» read as at least {numbers.fmt_factor(m.at_least)} (our threshold, not the seed's)")
+        parts.append(wording.macro("claims/claims.md.j2", "threshold", claim.magnitude))
     return " · ".join(parts) + f" [{claim.where}]"

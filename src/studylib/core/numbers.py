@@ -39,14 +39,20 @@ def decimals(ci_low: float | None, ci_high: float | None) -> int:
 
 
 def fmt(ratio: float, ci_low: float | None = None, ci_high: float | None = None, *, unit: str = "×",
-        brief: bool = False, digits: int | None = None) -> str:
-    """'1.87× (95% CI 1.80–1.95)'; `brief`: '1.87× (1.80–1.95)', for a table cell whose header names the interval;
-    '1.87×' where the CI is missing or not finite. `digits` fixes the decimals (a ratio of medians: 0)."""
+        brief: bool = False, digits: int | None = None, level: float | None = None) -> str:
+    """'1.87× (95% CI 1.80–1.95)', at `level` where the interval is not a 95% one ('(99.2% CI …)'); `brief`:
+    '1.87× (1.80–1.95)', for a table cell whose header names the interval; '1.87×' where the CI is missing or not
+    finite. `digits` fixes the decimals (a ratio of medians: 0)."""
     d = decimals(ci_low, ci_high) if digits is None else digits
     head = _num(ratio, d) + unit
     if not _finite(ci_low, ci_high):
         return head
-    return f"{head} ({'' if brief else '95% CI '}{_num(ci_low, d)}–{_num(ci_high, d)})"
+    return f"{head} ({'' if brief else fmt_level(level) + ' CI '}{_num(ci_low, d)}–{_num(ci_high, d)})"
+
+
+def fmt_level(level: float | None = None) -> str:
+    """A confidence level: '95%' (also where none is given), '99.2%', '97.3%'."""
+    return f"{100 * (level if _finite(level) else 0.95):.3g}%"
 
 
 def fmt_alone(ratio: float, ci_low: float | None = None, ci_high: float | None = None) -> str:

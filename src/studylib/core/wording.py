@@ -19,7 +19,7 @@ from . import numbers
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 FILTERS = {name: getattr(numbers, name) for name in ("fmt", "fmt_alone", "fmt_ci", "fmt_span", "fmt_range",
-                                                     "fmt_factor", "fmt_calls", "fmt_ms", "fmt_seconds")}
+                                                     "fmt_factor", "fmt_calls", "fmt_ms", "fmt_seconds", "fmt_level")}
 
 
 @cache

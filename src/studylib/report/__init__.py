@@ -1,1 +1,1 @@
-"""The report: decision tables and Answers, figures, the seed articles, HTML, the cross-profile summary, compare, the browser check."""
+"""The report: decision tables and Answers, figures, the seed articles, HTML, the cross-profile summary, compare."""

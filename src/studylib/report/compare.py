@@ -1,22 +1,6 @@
-"""Does a re-run reproduce the reference? `python -m studylib compare REF NEW`.
-
-REF and NEW are two results folders of the same profile (`outputs/cpu/results`, or the profile folder
-`outputs/cpu`). For every notebook in both, and only for configurations that are `ok` in both runs:
-
-- medians: how many of NEW's medians fall inside REF's 95% CI (and the other way round), and the
-  median and worst |NEW/REF - 1| of the medians;
-- verdicts: within each comparison group of REF, every pair of configurations gets a verdict in each run
-  (faster / slower when the speed-up's CI excludes 1, else unclear, from `variance.speedup`); counted as
-  the same, reversed (faster <-> slower) or decided <-> unclear;
-- the A/A control: a variant `X-aa` is a second copy of `X`; the share of A/A pairs whose speed-up CI
-  excludes 1 is the false-positive rate of each run;
-- the machines: what differs between the two runs' env.json (CPU, GPU, core and thread counts, library
-  versions, the measured matmul and memory limits). Across machines the medians are not expected to agree,
-  and a verdict may change for a real reason, so the comparison says so before its figures.
-
-Differences are information: `compare` only fails (CompareError) on input it cannot compare. The text the command
-prints is compare_text.py's.
-"""
+"""Does a re-run reproduce the reference? `python -m studylib compare REF NEW`: two results folders of one profile,
+compared on their medians, every pair's verdict, the A/A controls and the machines (docs/method.md, "Report and
+claims"); CompareError only on input it cannot compare. The text it prints is compare_text.py's."""
 
 from __future__ import annotations
 
@@ -58,7 +42,7 @@ class Run:
 
 
 @dataclass
-class Comparison:
+class RunComparison:
     """The outcome of `compare`: one row per notebook plus an "all" row, and the details behind it."""
 
     ref: Path
@@ -89,11 +73,8 @@ def results_folder(path: Path) -> Path:
 
 
 def load_run(path: Path) -> Run:
-    """Read a results folder: the newest row per `config_key` of each `<notebook>.jsonl`.
-
-    The last line of a configuration wins; a torn or unparseable line is ignored (as `ResultsTable` does).
-    The profile is env.json's "profile", or else the one named by the rows.
-    """
+    """A results folder: the newest row per `config_key` of each `<notebook>.jsonl` (as `ResultsTable` reads it);
+    the profile env.json's, or else the one the rows name."""
     folder = results_folder(path)
     notebooks = {p.stem: ResultsTable(p).measurements() for p in sorted(folder.glob("*.jsonl"))}
     env = read_json(folder / "env.json", default={}) or {}
@@ -106,9 +87,8 @@ def load_run(path: Path) -> Run:
 
 
 def _peaks(env: dict[str, Any]) -> dict[str, tuple[float, str]]:
-    """The measured limits of env.json's "peaks": {"matmul fp32": (215.0, "GFLOP/s"), "bandwidth": (115.4, "GB/s")}:
-    PyTorch's square matmul, measured alike by every limits.METHOD (the roof, the best of every library's GEMM,
-    exists only from METHOD 2)."""
+    """The measured limits of env.json's "peaks" that every limits.METHOD measures alike: {"matmul fp32": (215.0,
+    "GFLOP/s"), "bandwidth": (115.4, "GB/s")}."""
     peaks = env.get("peaks") if isinstance(env.get("peaks"), dict) else {}
     out = {f"matmul {key}": (matmul_gflops(peaks, key), "GFLOP/s") for key in peaks.get("matmul") or {}}
     out["bandwidth"] = (peak_bandwidth(peaks), "GB/s")
@@ -116,12 +96,8 @@ def _peaks(env: dict[str, Any]) -> dict[str, tuple[float, str]]:
 
 
 def machine_differences(ref_env: dict[str, Any], new_env: dict[str, Any]) -> list[str] | None:
-    """One line per difference between the machines of two runs: [] when env.json agrees, None when one is missing.
-
-    Compared: MACHINE_FIELDS, the threads the runs set, library versions, and the measured limits (matmul
-    rate per dtype, memory bandwidth), which differ by more than PEAK_TOLERANCE between different hosts
-    even where the CPU's name is the same (a cloud VM's "Intel Xeon Processor" names several generations).
-    """
+    """One line per difference between the machines of two runs (MACHINE_FIELDS, threads, library versions, the
+    measured limits beyond PEAK_TOLERANCE): [] when env.json agrees, None when one is missing."""
     if not ref_env or not new_env:
         return None
     out = []
@@ -203,10 +179,8 @@ def _speedup_fields(prefix: str, a: Measurement, b: Measurement) -> dict[str, An
 
 
 def compare_pairs(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str, Measurement]) -> pd.DataFrame:
-    """Every unordered pair (a, b) of one REF group, A/A copies left out: the speed-up of b over a in each run.
-
-    `ref_rows` are the configurations ok in both runs, in REF's order; a comes before b in that order.
-    """
+    """Every unordered pair (a, b) of one REF group (`ref_rows`: ok in both runs, in REF's order; a before b), A/A
+    copies left out: the speed-up of b over a in each run."""
     groups: dict[str, list[Measurement]] = {}
     for r in ref_rows:
         if not is_aa(r.variant):
@@ -247,7 +221,7 @@ def compare_aa(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str,
         for run, a, b in (("ref", base, r), ("new", new_by_key[base.config_key], new_by_key[r.config_key])):
             s = speedup(a, b)
             row.update({f"{run}_ratio": s.ratio, f"{run}_ci_low": s.ci_low, f"{run}_ci_high": s.ci_high,
-                        f"{run}_significant": s.significant})
+                        f"{run}_significant": direction(s.ci_low, s.ci_high) != "unclear"})
         out.append(row)
     return pd.DataFrame(out, columns=["notebook", "a", "b"] + [
         f"{p}_{c}" for p in ("ref", "new") for c in ("ratio", "ci_low", "ci_high", "significant")])
@@ -283,7 +257,7 @@ def summarize(notebook: str, medians: pd.DataFrame, pairs: pd.DataFrame, aa: pd.
     }
 
 
-def compare(ref: Path, new: Path) -> Comparison:
+def compare(ref: Path, new: Path) -> RunComparison:
     """Compare the run in `new` with the reference in `ref` (results folders or profile folders)."""
     r, n = load_run(ref), load_run(new)
     if r.profile and n.profile and r.profile != n.profile:
@@ -309,7 +283,7 @@ def compare(ref: Path, new: Path) -> Comparison:
     by_key = [{(nb, row.config_key): row for nb in common for row in run.notebooks[nb]} for run in (r, n)]
     lines.append(summarize("all", medians, pairs, pd.concat(all_aa, ignore_index=True)))
     order = medians["delta_pct"].abs().sort_values(ascending=False, kind="stable").index
-    return Comparison(
+    return RunComparison(
         ref=r.folder, new=n.folder, profile=r.profile or n.profile,
         table=pd.DataFrame(lines),
         reversed_pairs=pairs[pairs["outcome"] == "reversed"].reset_index(drop=True),

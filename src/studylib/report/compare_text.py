@@ -1,15 +1,13 @@
-"""A comparison of two runs as plain text: what `python -m studylib compare REF NEW` prints.
-
-One line per notebook (then "all") with medians inside each other's CIs, the shift, the verdicts kept or reversed
-and the A/A false positives; the machines' differences first; then the reversed pairs and the largest changes of
-the median. The figures themselves are compare.py's.
-"""
+"""A comparison of two runs as plain text: what `python -m studylib compare REF NEW` prints (the machines'
+differences, one line per notebook, the reversed pairs, the largest changes of the median), in the words of
+templates/report/compare.txt.j2. The figures themselves are compare.py's."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from .compare import LIMITS, PEAK_TOLERANCE, Comparison
+from ..core import numbers, wording
+from .compare import LIMITS, PEAK_TOLERANCE, RunComparison
 
 
 def _count(k: int, share: float) -> str:
@@ -31,10 +29,10 @@ def _ratio(ratio: float, lo: float, hi: float, word: str) -> str:
 def _time(seconds: float | None) -> str:
     if seconds is None or pd.isna(seconds):
         return "-"
-    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+    return numbers.fmt_ms(seconds * 1e3) if seconds < 1 else f"{seconds:.3g} s"
 
 
-def format_comparison(c: Comparison) -> str:
+def format_comparison(c: RunComparison) -> str:
     """The comparison as plain text: the table (one line per notebook, then "all"), reversed pairs, worst medians."""
     t = c.table
     table = pd.DataFrame({
@@ -54,50 +52,18 @@ def format_comparison(c: Comparison) -> str:
         "A/A false pos. (ref)": [_of(k, n) for k, n in zip(t["aa_false_pos_ref"], t["aa_pairs"])],
         "A/A false pos. (new)": [_of(k, n) for k, n in zip(t["aa_false_pos_new"], t["aa_pairs"])],
     })
-    out = [f"REF {c.ref}" + (f" (profile {c.profile})" if c.profile else ""), f"NEW {c.new}"]
-    if c.machine_differences:
-        if all(d.startswith(LIMITS) for d in c.machine_differences):
-            header = ["the runs' CPU, threads and libraries are the same, but a limit measured at the start of each run",
-                      "moved: another host behind the same CPU name, or this one in another state (on a shared machine",
-                      "a bf16 or int8 matmul rate can move by tens of % within hours); look at the shift and the rows",
-                      "of that dtype:"]
-        else:
-            header = ["the runs' machines differ, so their medians are not expected to agree and a verdict may change",
-                      "for a real reason (reproducibility is judged only between runs on one machine):"]
-        out += ["", *header, *(f"  {line}" for line in c.machine_differences), ""]
-    elif c.machine_differences is None:
-        out.append("machines: not compared (env.json is missing in one of the runs)")
-    else:
-        out.append("machines: the same CPU, threads, libraries and measured limits (within "
-                   f"{100 * PEAK_TOLERANCE:.0f}%) in both env.json")
-    if c.only_ref:
-        out.append(f"only in REF (not compared): {', '.join(c.only_ref)}")
-    if c.only_new:
-        out.append(f"only in NEW (not compared): {', '.join(c.only_new)}")
-    out += ["", "configurations ok in both runs; 'in CI': the re-run CI (this run's CI, its processes included,",
-            "with the recorded shift between whole runs; this run's CI where the profile does not know it); shift =",
-            "geometric mean of NEW / REF medians - 1, the machine's change between",
-            "the runs; |Δ| = |NEW median / REF median - 1|; a pair's verdict is faster or",
-            "slower when its speed-up's 95% CI excludes 1, else unclear; an A/A false positive is an A/A pair",
-            "(variant X-aa against X) whose CI excludes 1.", "",
-            table.to_string(index=False), ""]
-    rp = c.reversed_pairs
-    if rp.empty:
-        out.append("reversed pairs: none")
-    else:
-        out.append(f"reversed pairs ({len(rp)}): speed-up of b over a")
-        out.append(pd.DataFrame({
-            "notebook": rp["notebook"], "a": rp["a"], "b": rp["b"],
-            "ref": [_ratio(*x) for x in zip(rp["ref_ratio"], rp["ref_ci_low"], rp["ref_ci_high"], rp["ref_verdict"])],
-            "new": [_ratio(*x) for x in zip(rp["new_ratio"], rp["new_ci_low"], rp["new_ci_high"], rp["new_verdict"])],
-        }).to_string(index=False))
-    w = c.worst_medians
-    out += ["", f"largest changes of the median ({len(w)} of {len(c.medians)}):"]
-    if not w.empty:
-        out.append(pd.DataFrame({
-            "notebook": w["notebook"], "configuration": w["config_key"],
-            "ref median": [_time(x) for x in w["ref_median_s"]], "new median": [_time(x) for x in w["new_median_s"]],
-            "Δ": [f"{x:+.1f}%" for x in w["delta_pct"]],
-            "in ref CI": ["yes" if x else "no" for x in w["new_in_ref_ci"]],
-        }).to_string(index=False))
-    return "\n".join(out)
+    rp, w = c.reversed_pairs, c.worst_medians
+    reversed_ = pd.DataFrame({
+        "notebook": rp["notebook"], "a": rp["a"], "b": rp["b"],
+        "ref": [_ratio(*x) for x in zip(rp["ref_ratio"], rp["ref_ci_low"], rp["ref_ci_high"], rp["ref_verdict"])],
+        "new": [_ratio(*x) for x in zip(rp["new_ratio"], rp["new_ci_low"], rp["new_ci_high"], rp["new_verdict"])],
+    }).to_string(index=False) if not rp.empty else ""
+    worst = pd.DataFrame({
+        "notebook": w["notebook"], "configuration": w["config_key"],
+        "ref median": [_time(x) for x in w["ref_median_s"]], "new median": [_time(x) for x in w["new_median_s"]],
+        "Δ": [f"{x:+.1f}%" for x in w["delta_pct"]],
+        "in ref CI": ["yes" if x else "no" for x in w["new_in_ref_ci"]],
+    }).to_string(index=False) if not w.empty else ""
+    return wording.block("report/compare.txt.j2", c=c, tolerance=PEAK_TOLERANCE, table=table.to_string(index=False),
+                         limits_only=all(d.startswith(LIMITS) for d in c.machine_differences or ()),
+                         reversed=reversed_, n_reversed=len(rp), worst=worst, n_worst=len(w), n_medians=len(c.medians))

@@ -1,10 +1,5 @@
-"""The study's CUDA code paths, and which of them a set of results actually exercised.
-
-A report made on a machine without a GPU (or with a CPU profile) measures none of these branches; the
-notebooks and the summary say so from the rows themselves, so a reader never mistakes an untested
-branch for a tested one. A branch counts as exercised when at least one configuration that goes
-through it finished with status `ok`.
-"""
+"""The study's CUDA code paths, and which of them a set of results exercised (a configuration through a branch
+that finished `ok` on CUDA), so a page never passes an untested branch for a tested one."""
 
 from __future__ import annotations
 
@@ -14,6 +9,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .. import runtimes
+from ..core import wording
+
+WORDS = "report/gpu_paths.md.j2"
 
 
 @dataclass(frozen=True)
@@ -59,14 +57,7 @@ def coverage(df: pd.DataFrame) -> pd.DataFrame:
         mine = df[df.apply(b.uses, axis=1)] if len(df) else df
         cuda = mine[mine["device"] == "cuda"] if len(mine) else mine
         ok = int((cuda["status"] == "ok").sum()) if len(cuda) else 0
-        if ok:
-            state = f"exercised ({ok} configuration{'s' * (ok > 1)} ran on CUDA)"
-        elif len(cuda):
-            state = f"not exercised: {len(cuda)} CUDA configuration(s) did not run ({cuda['status'].iloc[0]})"
-        elif len(mine):
-            state = "not exercised: these configurations ran on the CPU"
-        else:
-            state = "not used by these configurations"
+        state = wording.macro(WORDS, "state", ok, len(cuda), cuda["status"].iloc[0] if len(cuda) else "", len(mine))
         rows.append({"branch": b.name, "what": b.what, "configs": len(mine), "cuda_configs": len(cuda), "ok": ok,
                      "state": state})
     return pd.DataFrame(rows)
@@ -76,10 +67,4 @@ def not_exercised_note(df: pd.DataFrame) -> str:
     """One sentence for a notebook: the CUDA branches its configurations use that these results did not run."""
     cov = coverage(df)
     used = cov[cov.configs > 0]
-    missing = used[used.ok == 0]
-    if not len(missing):
-        return "**GPU code paths:** every CUDA branch these configurations use ran at least once here."
-    on_cpu = not (len(df) and (df["device"] == "cuda").any())
-    why = "these results were measured on the CPU" if on_cpu else "their CUDA configurations did not run"
-    return (f"**GPU code paths not exercised by these results** ({why}): {', '.join(missing.branch)}. "
-            "Their numbers have to come from a run on a GPU profile.")
+    return wording.macro(WORDS, "note", list(used[used.ok == 0].branch), not (len(df) and (df["device"] == "cuda").any()))

@@ -1,9 +1,9 @@
 """One colour per variant, strategy, backend and profile for the whole report (every page and the summary).
 
-Names of one family (torch.compile modes, ONNX Runtime builds, one Keras backend's variants) are shades of one
-seaborn palette, so kinship reads at a glance; the baselines are near-black and the A/A control grey, the colour of
-the noise band it is drawn as in speed-up figures. The table is fixed, not built from what a page happened to run,
-so a name has the same colour everywhere.
+Variants of one family (torch.compile modes, ONNX Runtime builds, one Keras backend's variants) are shades of the
+seaborn palette their registration names (Runtime.colours), in registration order, so kinship reads at a glance; the
+baselines are near-black and the A/A control grey, the colour of the noise band it is drawn as in speed-up figures.
+The table is built from the registry, not from what a page happened to run, so a name has the same colour everywhere.
 """
 
 from __future__ import annotations
@@ -13,28 +13,13 @@ import zlib
 
 import seaborn as sns
 
+from .. import runtimes
 from ..core import paths
 from ..core.config import AA, is_aa
 
 BASELINE = "#222222"
 NOISE = "0.55"  # the A/A controls (every `<variant>-aa`): their line in latency figures, its band in speed-up figures
 
-# (seaborn palette, names in the family): darker shades go to later names.
-FAMILIES = (
-    ("Blues", ("compile-default", "compile-reduce-overhead", "compile-max-autotune", "compile-default-channels-last")),
-    ("Purples", ("eager-channels-last", "eager-cudnn-benchmark", "torch-int8", "torchao-int8")),
-    ("RdPu", ("torchscript", "torchscript-optimized")),
-    ("PuBuGn", ("export-aoti",)),  # a teal of its own: ahead-of-time Inductor, neither torch.compile nor TorchScript
-    ("Oranges", ("tf-eager", "tf-function", "tf-xla")),
-    ("Greens", ("ort", "ort-optimized", "ort-int8", "ort-tensorrt", "ort-dynamo")),
-    ("Reds", ("keras-torch", "keras-torch-jit", "keras-torch-call")),
-    ("YlOrBr", ("keras-tensorflow", "keras-tensorflow-jit", "keras-tensorflow-call", "keras2-tensorflow")),
-    ("BuPu", ("keras-jax", "keras-jax-jit", "keras-jax-call")),
-    ("GnBu", ("static", "static-compile")),  # study 07's static KV cache, eager and compiled
-    # study 02's variants in a process shared with the other framework (runtimes/shared.py)
-    ("Greys", ("eager-shared", "eager-shared-passive")),
-    ("YlOrRd", ("tf-function-shared", "tf-function-shared-passive")),
-)
 # Study 04's batching strategies; 'unsorted' is its baseline.
 STRATEGIES = ("sorted", "bucketed", "pad-to-max")
 # Study 05's backend processes, each the middle shade of its Keras family.
@@ -46,8 +31,12 @@ BACKEND_MARKERS = {"torch": "o", "tensorflow": "s", "jax": "D"}
 def _table() -> dict[str, tuple]:
     colours: dict[str, tuple] = {"eager": sns.color_palette([BASELINE])[0], "unsorted": sns.color_palette([BASELINE])[0],
                                  AA: sns.color_palette([NOISE])[0]}
-    for name, members in FAMILIES:
-        shades = sns.color_palette(name, len(members) + 3)[3:]
+    families: dict[str, list[str]] = {}
+    for runtime in runtimes.declared():
+        if runtime.colours is not None:
+            families.setdefault(runtime.colours, []).append(runtime.name)
+    for name, members in families.items():
+        shades = sns.color_palette(name, len(members) + 3)[3:]  # darker shades go to later names
         colours.update(zip(members, shades))
     colours.update(zip(STRATEGIES, sns.color_palette("colorblind")[0:3]))
     colours.update({b: sns.color_palette(p, 5)[3] for b, p in BACKENDS.items()})

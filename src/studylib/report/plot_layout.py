@@ -62,6 +62,13 @@ def _log_ticks(axis, lo: float, hi: float) -> None:
     _plain_log_axis(axis)
 
 
+def _log_y(ax) -> None:
+    """A log y axis with plain-number ticks (`_log_ticks`) and small minor labels."""
+    ax.set_yscale("log")
+    _log_ticks(ax.yaxis, *ax.get_ylim())
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+
+
 def _plain_log_axis(axis) -> None:
     """Log-scale tick labels as plain numbers, labelling only the 2s and 5s between decades."""
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))

@@ -1,7 +1,5 @@
-"""The few figure kinds the studies share. Failed configurations are drawn as marked cells, never gaps.
-
-Colours come from palette.py (one per variant for the whole report); facets are the shapes that ran, so no panel is
-empty; in speed-up figures the A/A controls are the grey noise band, not variants."""
+"""The few figure kinds the studies share: failed configurations drawn as marked cells, never gaps; colours from
+palette.py; facets the shapes that ran; A/A controls the grey noise band in speed-up figures, not variants."""
 
 from __future__ import annotations
 
@@ -12,14 +10,14 @@ import seaborn as sns
 from matplotlib.ticker import NullFormatter
 
 from ..bench import roofline as rf
-from ..core import numbers
-from ..core.config import SHAPE, is_aa
+from ..core import numbers, wording
+from ..core.config import is_aa
 from ..machine import limits
 from ..stats.speedups import EQUIVALENCE
 from .palette import NOISE, colour, marker
-from .plot_layout import _caption, _facets, _finish, _log_ticks, _mark_failed, _plain_log_axis, _select, _title
+from .plot_layout import _caption, _facets, _finish, _log_ticks, _log_y, _mark_failed, _plain_log_axis, _select, _title
 
-BAND_LABEL = f"equal within ±{EQUIVALENCE - 1:.0%} (the verdicts' band)"
+BAND_LABEL = wording.macro("report/plots.md.j2", "band", EQUIVALENCE)
 
 sns.set_theme(style="whitegrid", context="notebook", font_scale=0.85, rc={"axes.titlesize": 10})
 pd.set_option("display.max_colwidth", None)  # a page never cuts a table cell's text ("… te...")
@@ -33,13 +31,9 @@ DOTS_UP_TO = 2
 def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: str, row: str = "", col: str = "",
                   ylabel: str = "", xlabel: str = "", logx: bool = True, logy: bool = False,
                   reference: float | None = None, title: str = "", scale: float = 1.0, caption: str = ""):
-    """One line per `hue` with a shaded 95% CI band, one panel per (`row`, `col`) that ran; where a panel's x takes
-    at most DOTS_UP_TO values, dots with CI bars side by side instead. `caption`: one sentence, what to see.
-
-    Rows whose `status` is not 'ok' are drawn as labelled markers along the bottom of their facet. An A/A copy
-    gets no panel of its own: where `row` or `col` is the variant, its rows are left out (its copy of a variant
-    says nothing a reader can see there; speed-up figures draw it as the noise band).
-    """
+    """One line per `hue` with a shaded 95% CI band (dots with CI bars where a panel's x takes at most DOTS_UP_TO
+    values), one panel per (`row`, `col`) that ran, failed rows as labelled markers along the bottom, no panel for
+    an A/A copy. `caption`: one sentence, what to see."""
     facet = [f for f in (row, col) if f]
     if facet:
         df = df[~_aa_rows(df, facet)]
@@ -73,9 +67,7 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
         if dots and logx and xs:
             ax.set_xlim(xs[0] / 1.6, xs[-1] * 1.6)
         if logy and len(ok):
-            ax.set_yscale("log")
-            _log_ticks(ax.yaxis, *ax.get_ylim())
-            ax.tick_params(axis="y", which="minor", labelsize=7)
+            _log_y(ax)
         ax.set_title(_title(r, c))
         ax.set_xlabel(xlabel or x)
         ax.set_ylabel(ylabel or y)
@@ -89,10 +81,6 @@ def _aa_rows(df: pd.DataFrame, columns) -> pd.Series:
     for c in columns:
         mask |= df[c].map(is_aa).astype(bool)
     return mask
-
-
-# An A/A copy runs at one batching strategy of its shape (studies 03/04: unsorted); its band holds for every strategy.
-SHAPE_KEYS = tuple(c for c in SHAPE if c != "strategy")
 
 
 def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "variant", row: str = "", col: str = "",
@@ -128,9 +116,7 @@ def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "varia
         ax.set_xlabel(x.replace("_", " "))
         ax.set_ylabel(ylabel)
         if logy:
-            ax.set_yscale("log")
-            _log_ticks(ax.yaxis, *ax.get_ylim())
-            ax.tick_params(axis="y", which="minor", labelsize=7)
+            _log_y(ax)
         ax.grid(alpha=0.3)
     _share_y(cells, include_one=True)
     return _finish(fig, axes, title, caption)
@@ -190,12 +176,8 @@ def _ink(rgba) -> str:
 
 def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row: str = "model", col: str = "pair",
             title: str = "", caption: str = ""):
-    """Speed-up per cell of a y × x grid, one panel per `row` × `col` that ran; annotated with ratio and 95% CI in
-    black or white, whichever contrasts with the cell.
-
-    Colour is log2 of the speed-up, blue faster and red slower, on one scale for all panels. A cell with no
-    speed-up is grey hatched and says why: the run's status, or 'not run' where the grid left the shape out.
-    """
+    """Speed-up per cell of a y × x grid, one panel per `row` × `col` that ran, annotated with ratio and 95% CI;
+    colour log2 of the speed-up on one scale for all panels; a cell without one grey hatched with why."""
     from matplotlib.colors import TwoSlopeNorm
 
     fig, axes, cells = _facets(sp, row, col)
@@ -330,7 +312,7 @@ def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: ac
             ax.plot(xs, roof, color="0.35", lw=1.2, ls="-" if key == "fp32" else "--")
             if key == "fp32":  # below this line a call is overhead-bound (roofline.regime)
                 ax.plot(xs, rf.OVERHEAD_SHARE * roof, color="0.6", lw=0.8, ls=":",
-                        label=f"{rf.OVERHEAD_SHARE:.0%} of the fp32 roof (overhead-bound below)")
+                        label=wording.macro("report/plots.md.j2", "overhead", rf.OVERHEAD_SHARE))
             by = (limits.roof(peaks, key) or {}).get("library")
             ax.annotate(f"{key} roof {peak:,.0f} GFLOP/s" + (f" ({by})" if by else ""), (hi, peak), xytext=(-4, 4),
                         textcoords="offset points",

@@ -1,7 +1,7 @@
 """The Answer a study page gives under its decision table, in words: at most ANSWER_WORDS words of plain prose
 (what to use where, where it does not pay off, the one-time cost and the calls that pay it back, one sentence on
 ties), the index's one-line headline of a study, and the findings' verdict lines. Every sentence is built from a
-VerdictTable (stats/verdicts.py), through the picks and numbers of decisions.py."""
+VerdictTable through the picks of decisions.py, in the words of templates/report/answer.md.j2."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ import re
 
 import numpy as np
 
-from ..core import numbers
+from ..core import numbers, wording
 from ..stats import speedups, verdicts
 from ..stats.verdicts import Verdict, VerdictTable
-from .decisions import MIN_COST_S, calls_said, pick, quantized, seconds
+from .decisions import MIN_COST_S, calls_said, pick, quantized
 
 ANSWER_WORDS = 110  # counted strictly (`words`): the box, its heading and machine line stay under 150
+WORDS = "report/answer.md.j2"
 
 
 def _where(rows: list[Verdict], among: list[str]) -> str:
@@ -25,9 +26,8 @@ def _where(rows: list[Verdict], among: list[str]) -> str:
         return "every workload"
     if len(among) == 1:
         return wl[0]
-    models = list(dict.fromkeys(v.model for v in rows))
     parts = []
-    for m in models:
+    for m in dict.fromkeys(v.model for v in rows):
         mine = [w for w in wl if any(v.workload == w and v.model == m for v in rows)]
         all_of_model = [w for w in among if w.startswith(m + " ") or w == m]
         if len(all_of_model) > 1 and set(mine) == set(all_of_model):
@@ -57,47 +57,37 @@ def _range(rows: list[Verdict]) -> str:
 
 
 def _span(values: list[float]) -> str:
-    lo, hi = min(values), max(values)
-    return seconds(lo) if seconds(lo) == seconds(hi) else f"{seconds(lo)}–{seconds(hi)}"
+    lo, hi = numbers.fmt_seconds(min(values)), numbers.fmt_seconds(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"
 
 
 def _cost(rows: list[Verdict], warm: bool = True) -> str:
-    """'one-time 14.2 s, paid back after 1,400 calls'; with `warm`, a compile's cost from the cache an earlier process
-    saved beside it where measured ('one-time 14.2 s (3.1 s warm), …': the calls are the cold cost's)."""
+    """'one-time 14.2 s, paid back after 1,400 calls'; with `warm`, the cost from the compile cache an earlier
+    process saved beside it where measured (the calls are the cold cost's)."""
     paid = [v for v in rows if v.pays_back and v.one_time_s >= MIN_COST_S]
     if not paid:
         return ""
     n_lo, n_hi = min(v.break_even for v in paid), max(v.break_even for v in paid)
-    cost = _span([v.one_time_s for v in paid])
     warm_s = [v.warm_one_time_s for v in paid if np.isfinite(v.warm_one_time_s)]
-    if warm and warm_s:
-        cost += f" ({_span(warm_s)} warm)"
-    return f"one-time {cost}, paid back after {calls_said(n_lo, n_lo, n_hi)}"
+    return wording.macro(WORDS, "cost", _span([v.one_time_s for v in paid]), _span(warm_s) if warm and warm_s else "",
+                         calls_said(n_lo, n_lo, n_hi))
 
 
-_PHRASE = {"faster": "faster", "equal": "no gain", "slower": "slower", "undecided": "undecided"}
-
-
-def _sentence(name: str, rows: list[Verdict], among: list[str], warm: bool = True) -> tuple[float, str]:
+def _sentence(name: str, rows: list[Verdict], among: list[str], warm: bool = True,
+              declared: bool = False) -> tuple[float, str]:
     """(rank key, sentence) for one option or declared comparison (`warm`: _cost's)."""
     ok = [v for v in rows if v.ok]
     if not ok:
         return -1.0, ""
-    tag = " (int8: changes outputs)" if quantized(name) else ""
+    tag = quantized(name)
     faster = [v for v in ok if v.decision == "faster"]
-    rest = []
-    for word in ("equal", "slower", "undecided"):
-        sel = [v for v in ok if v.decision == word]
-        if sel:
-            rest.append(f"{_PHRASE[word]} at {_where(sel, among)}" + (f" ({_range(sel)})" if word == "slower" else ""))
+    rest = [wording.macro(WORDS, "where", word, _where(sel, among), _range(sel))
+            for word in ("equal", "slower", "undecided") if (sel := [v for v in ok if v.decision == word])]
     base = ok[0].baseline if len({v.baseline for v in ok}) == 1 else "its baseline"
-    if faster:
-        cost = _cost(faster, warm)
-        s = (f"{name}{tag} pays off at {_where(faster, among)}: {_range(faster)} faster than {base}"
-             + (f", {cost}" if cost else "") + ("; " + "; ".join(rest) if rest else "") + ".")
-        # Quantized options change outputs: they rank after every full-precision option that pays off.
-        return max(v.speedup for v in faster) / (1000.0 if tag else 1.0), s
-    return 0.0, f"{name}{tag}: " + "; ".join(rest) + "."
+    said = wording.macro(WORDS, "option", name, tag, declared and not tag, _where(faster, among) if faster else "",
+                         _range(faster) if faster else "", base, _cost(faster, warm) if faster else "", rest)
+    # Quantized options change outputs: they rank after every full-precision option that pays off.
+    return (max(v.speedup for v in faster) / (1000.0 if tag else 1.0) if faster else 0.0), said
 
 
 def _merged(sentences: list[tuple[float, str]]) -> list[tuple[float, str]]:
@@ -131,18 +121,16 @@ def answer_sentences(vt: VerdictTable) -> list[str]:
     """The Answer: per option (faster ones first, by their largest speed-up) where it pays off and where it does
     not, with its one-time cost and the calls that pay it back; then the declared comparisons between options;
     then one sentence on what the verdicts can tell. At most ANSWER_WORDS words: what does not fit is in the table.
-    A compile's warm cost (the cache an earlier process saved) is said beside the cold one only where every sentence
-    fits with it; the tables give it always."""
+    A compile's warm cost is said beside the cold one only where every sentence fits with it."""
     if not any(v.ok for v in vt):
-        return ["Nothing ran ok beside its baseline, so there is no answer yet: the table below gives each "
-                "configuration's status."]
+        return [wording.macro(WORDS, "nothing")]
     out, left_out = _fitted(vt, warm=True)
     return _fitted(vt, warm=False)[0] if left_out else out
 
 
 def _fitted(vt: VerdictTable, *, warm: bool) -> tuple[list[str], int]:
     """answer_sentences' sentences within the budget, and how many of them it left out."""
-    opts = [v for v in vt.options()]
+    opts = vt.options()
     ranked = []
     for name in dict.fromkeys(v.candidate for v in opts):
         rows = [v for v in opts if v.candidate == name]
@@ -151,11 +139,10 @@ def _fitted(vt: VerdictTable, *, warm: bool) -> tuple[list[str], int]:
     declared = [v for v in vt if v.kind == "declared"]
     for label in dict.fromkeys(v.comparison for v in declared):
         rows = [v for v in declared if v.comparison == label]
-        rank, s = _sentence(label, rows, list(dict.fromkeys(v.workload for v in rows)), warm)
+        rank, s = _sentence(label, rows, list(dict.fromkeys(v.workload for v in rows)), warm, declared=True)
         # a declared comparison that is decided faster (a successor over the path it replaces) is said after the
         # full-precision options that pay off and before quantized ones; the others after everything
-        ranked.append((rank / 100.0 if rank > 0 else rank - 100.0,
-                       s.replace(f"{label} pays off at", f"{label}: faster at", 1)))
+        ranked.append((rank / 100.0 if rank > 0 else rank - 100.0, s))
     ranked.sort(key=lambda t: -t[0])
     first = pick_sentence(vt)
     out: list[str] = [first] if first else []
@@ -168,7 +155,7 @@ def _fitted(vt: VerdictTable, *, warm: bool) -> tuple[list[str], int]:
         else:
             left_out += 1
     if left_out:
-        out.append(f"{left_out} more: see the table.")
+        out.append(wording.macro(WORDS, "more", left_out))
     return [*out, closing], left_out
 
 
@@ -181,32 +168,28 @@ def successor_line(vt: VerdictTable, comparisons) -> str:
         if not c.replaces or not rows:
             continue
         among = list(dict.fromkeys(v.workload for v in rows))
-        said = [f"{words_} at {_where(sel, among)} ({_range(sel)})" for word, words_ in verdicts.SUCCESSOR_WORDS.items()
+        said = [(words_, _where(sel, among), _range(sel)) for word, words_ in verdicts.SUCCESSOR_WORDS.items()
                 if (sel := [v for v in rows if v.decision == word])]
-        parts.append(f"`{c.candidate}` against `{c.baseline}` ({c.replaces}): " + "; ".join(said))
-    return ("**Successors of deprecated paths.** " + ". ".join(parts) + ".") if parts else ""
+        parts.append((c.candidate, c.baseline, c.replaces, said))
+    return wording.macro(WORDS, "successors", parts) if parts else ""
 
 
 def _closing(vt: VerdictTable) -> str:
     undecided = [v.detectable for v in vt if v.ok and v.decision == "undecided" and np.isfinite(v.detectable)]
-    band = f"±{(vt.rows[0].band if len(vt) else speedups.EQUIVALENCE) - 1:.0%}"
-    if undecided:
-        return (f"Ties are within {band}; undecided cells could not tell effects under "
-                f"{numbers.fmt(min(undecided))}.")
-    return f"Ties are within {band}."
+    return wording.macro(WORDS, "closing", vt.rows[0].band if len(vt) else speedups.EQUIVALENCE,
+                         min(undecided) if undecided else None)
 
 
 def answer_html(vt: VerdictTable, machine: str) -> str:
     """The Answer box: the sentences and the machine they hold for (what a GPU would change is said under it)."""
-    items = "".join(f"<li>{_inline(s)}</li>" for s in answer_sentences(vt))
-    return (f'<div class="answer" style="border:2px solid #2b6cb0;border-radius:6px;padding:.6rem 1rem;'
-            f'margin:.5rem 0 1rem;background:#f4f8fc"><h2 style="margin-top:0">Answer</h2><ul>{items}</ul>'
-            f'<p style="color:#444;font-size:.9em">Measured on {html.escape(machine)}.</p></div>')
+    return wording.block("report/answer_box.html.j2", sentences=[inline_html(s) for s in answer_sentences(vt)],
+                         machine=machine)
 
 
-def _inline(text: str) -> str:
-    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(text, quote=False))
-    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+def inline_html(line: str) -> str:
+    """A line's markdown (**bold**, `code`) as escaped HTML."""
+    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(line, quote=False))
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
 
 
 def pick_sentence(vt: VerdictTable) -> str:
@@ -218,8 +201,6 @@ def pick_sentence(vt: VerdictTable) -> str:
         if words_:
             key = "undecided: keep the default" if words_.startswith("undecided") else _unordered(words_)
             picks.setdefault(key, []).append((w, top))
-    if not picks:
-        return ""
     parts = []
     for words_, chosen in picks.items():
         wl = [w for w, _ in chosen]
@@ -227,14 +208,14 @@ def pick_sentence(vt: VerdictTable) -> str:
         where = ("every workload" if len(wl) == len(workloads) and len(wl) > 1 else
                  wl[0] if len(wl) == 1 else joined(wl) if len(wl) <= 3 and joined(wl) != ", ".join(wl)
                  else f"{len(wl)} of {len(workloads)} workloads")
-        parts.append(f"{words_} at {where}" + (f" ({_range(tops)} over {tops[0].baseline})" if tops else ""))
-    return "Pick: " + "; ".join(parts) + "."
+        parts.append((words_, where, _range(tops) if tops else "", tops[0].baseline if tops else ""))
+    return wording.macro(WORDS, "pick", parts) if parts else ""
 
 
 def _unordered(words_: str) -> str:
     """'use B or A (not told apart: …)' and 'use A or B (…)' are one pick: two options this run could not order."""
     m = re.fullmatch(r"use (.+?) or (.+?) \(not told apart: (\w+)\)", words_)
-    return f"use {' or '.join(sorted(m.group(1, 2)))} (not told apart: {m.group(3)})" if m else words_
+    return wording.macro(WORDS, "unordered", *sorted(m.group(1, 2)), m.group(3)) if m else words_
 
 
 def verdict_lines(vt: VerdictTable) -> list[str]:
@@ -247,16 +228,12 @@ def verdict_lines(vt: VerdictTable) -> list[str]:
         if not rows:
             continue
         if not ok:
-            lines.append(f"**{label}**: not measured ({rows[0].status}: {rows[0].message[:120]}).")
+            lines.append(wording.macro(WORDS, "not_measured", label, rows[0].status, rows[0].message[:120]))
             continue
         among = list(dict.fromkeys(v.workload for v in rows))
-        parts = []
-        for word in verdicts.DECISIONS:
-            sel = [v for v in ok if v.decision == word]
-            if sel:
-                parts.append(f"{word} at {_where(sel, among)} ({_range(sel)})")
-        failed = len(rows) - len(ok)
-        lines.append(f"**{label}**: " + "; ".join(parts) + (f"; {failed} not measured" if failed else "") + ".")
+        parts = [(word, _where(sel, among), _range(sel)) for word in verdicts.DECISIONS
+                 if (sel := [v for v in ok if v.decision == word])]
+        lines.append(wording.macro(WORDS, "verdict_line", label, parts, len(rows) - len(ok)))
     return lines
 
 

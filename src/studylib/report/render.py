@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 from ..bench.profiles import OVERRIDES_KEY, RESERVED, describe_overrides
-from ..core import paths
+from ..core import paths, wording
 from ..core.files import read_json, write_text_atomic
 from ..studies import STUDIES
 from . import glossary, prose, seeds, summary
@@ -46,97 +45,54 @@ def render_summary() -> list[Path]:
             ] if executed.exists() else []
 
 
-def _entry_row(entry: dict, name: str, href: str, page: Path, headline: str = "") -> str:
-    link = f'<a href="{href}">{html.escape(name)}</a>' if page.exists() else html.escape(name)
-    status = entry.get("status", "?")
-    detail = headline if status == "ok" else html.escape(f"failed at cell {entry.get('failed_cell')}: "
-                                                         f"{entry.get('error')}")
-    early = entry.get("early_replicates_s") or 0  # its earlier replicates, measured before the notebooks ran
-    took = f"{entry.get('duration_s', 0) + early:.0f} s" + (f" ({early:.0f} s of it replicates measured before the "
-                                                             f"page ran)" if early else "")
-    return (f'<tr class="{status}"><td>{link}</td><td>{status.upper()}</td><td>{detail}</td>'
-            f"<td>{took}</td><td>{html.escape(str(entry.get('started_at', '')))}</td></tr>")
+def _entry(entry: dict, name: str, href: str, page: Path, headline: str = "") -> dict:
+    """One notebook's line of the index: its link, status, headline or failure, run time and start."""
+    return {"name": name, "href": href if page.exists() else "", "status": entry.get("status", "?"),
+            "headline": headline, "failed_cell": entry.get("failed_cell"), "error": entry.get("error"),
+            "early": entry.get("early_replicates_s") or 0,  # its earlier replicates, measured before the notebooks ran
+            "took": entry.get("duration_s", 0) + (entry.get("early_replicates_s") or 0),
+            "started": str(entry.get("started_at", ""))}
 
 
 def _headline(profile: str, notebook: str) -> str:
     """A study's headline on the index: its Answer's first sentence, from the profile's saved verdict table."""
-
     if notebook not in STUDIES:
         return ""
     vt = summary.verdicts_of(profile, notebook)
-    return html.escape(prose.first_sentence(vt)) if len(vt) else "no configuration ran ok"
-
-
-_TABLE_HEAD = ("<table><thead><tr><th>notebook</th><th>status</th><th>headline (or failure)</th><th>run time</th>"
-               "<th>started (UTC)</th></tr></thead>")
-
-
-def _summary_section() -> str:
-    manifest = read_json(paths.summary_dir() / "run.json", {}) or {}
-    name = paths.SUMMARY_NOTEBOOK
-    if name not in manifest:
-        return ""
-    row = _entry_row(manifest[name], name, f"summary/html/{name}.html", paths.summary_dir() / "html" / f"{name}.html")
-    return (f'<section id="summary"><h2>Across machines</h2><p class="env">Every profile below side by side: '
-            f"the seeds' claims and the headline speed-ups per machine.</p>{_TABLE_HEAD}<tbody>{row}</tbody>"
-            f"</table></section>")
+    return prose.first_sentence(vt) if len(vt) else "no configuration ran ok"
 
 
 def _profile_section(profile_dir: Path) -> str:
+    """A profile's section of the index: its machine, what to use on it and its notebooks."""
     profile = profile_dir.name
     manifest = read_json(paths.manifest_path(profile), {}) or {}
-    env = read_json(paths.results_dir(profile) / "env.json")
-    rows = [_entry_row(e, name, f"{profile}/html/{name}.html", paths.html_dir(profile) / f"{name}.html",
-                       _headline(profile, name) if e.get("status") == "ok" else "")
+    env = read_json(paths.results_dir(profile) / "env.json") or {}
+    rows = [_entry(e, name, f"{profile}/html/{name}.html", paths.html_dir(profile) / f"{name}.html",
+                   _headline(profile, name) if e.get("status") == "ok" else "")
             for name, e in sorted(manifest.items()) if name != OVERRIDES_KEY]
-    body = "\n".join(rows) or '<tr><td colspan="5">no notebook has run for this profile</td></tr>'
-    overridden = describe_overrides(profile)
-    if overridden:
-        overridden = f'<p class="env">{html.escape(overridden)}: a profile of its own, apart from the file\'s.</p>'
-    return (f'<section id="{profile}"><h2>Profile <code>{html.escape(profile)}</code></h2>{overridden}'
-            f'{_what_to_use(profile, env)}'
-            f'<h3>The studies</h3>{_TABLE_HEAD}<tbody>{body}</tbody></table></section>')
+    return wording.block("report/index_section.html.j2", p={
+        "name": profile, "overridden": describe_overrides(profile), "what_to_use": _what_to_use(profile, env),
+        "rows": rows})
 
 
 def _what_to_use(profile: str, env: dict | None) -> str:
     """The profile's opening table: per study and workload, the decision (decisions.what_to_use, from the saved
     verdict tables) and what the chosen option costs."""
     table = summary.what_to_use(profile)
-    device = "cuda" if (env or {}).get("gpu_name") else "cpu"
-    intro = (f'<p class="env">Machine: {html.escape(summary.machine_line(profile))}</p>'
-             f'<p class="env">{html.escape(summary.GPU_CAVEAT[device])}</p>')
-    if not len(table):
-        return f"<h3>What to use on this machine</h3>{intro}<p>No workload ran ok on this profile.</p>"
-    return (f'<h3>What to use on this machine</h3>{intro}<p class="env">Per workload, the decision: "use X" where X '
-            f"is faster than the study's default (eager PyTorch; unsorted batches in study 04) and than the "
-            f"runner-up, both with their whole 95% CI beyond the ±5% band; \"X or Y\" where X and the runner-up "
-            f"are not told apart; a tie keeps the default. Quantized (int8) options change the outputs and stand "
-            f"apart. Latency per call (a pass over the text set in studies 03 and 04) and per item; one-time cost "
-            f"= preparation and the first call beyond one steady call.</p>"
-            + table.to_html(index=False, escape=True, classes="what-to-use"))
-
-
-INDEX_STYLE = """
-body { font-family: system-ui, sans-serif; max-width: 78rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
-table.what-to-use { font-size: .85rem; } table.what-to-use td { vertical-align: top; }
-table { border-collapse: collapse; width: 100%; } td, th { border-bottom: 1px solid #ddd; padding: .35rem .5rem;
-text-align: left; } tr.failed td { background: #fdecea; } tr.ok td:nth-child(2) { color: #17692b; }
-td:nth-child(3) { font-size: .9rem; }
-.env { color: #555; font-size: .9rem; }
-"""
+    return wording.block("report/what_to_use.html.j2", machine=summary.machine_line(profile),
+                         caveat=summary.gpu_caveat("cuda" if (env or {}).get("gpu_name") else "cpu"),
+                         table=table.to_html(index=False, escape=True, classes="what-to-use") if len(table) else "")
 
 
 def index() -> Path:
     """outputs/index.html: every profile found under outputs/, its notebooks, status, run time, environment."""
     root = paths.outputs_root()
-    profiles = sorted(p for p in root.iterdir() if p.is_dir() and p.name not in RESERVED
-                      and paths.manifest_path(p.name).exists()) if root.exists() else []
-    sections = "\n".join(_profile_section(p) for p in profiles) or "<p>No profile has results yet.</p>"
-    sections = sections + _summary_section()
-    page = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Inference-speed study</title>'
-            f"<style>{INDEX_STYLE}</style></head><body><h1>Inference-speed study: results by profile</h1>"
-            f"<p>Each profile is one kind of machine and the grid of shapes measured on it. Open a notebook for its "
-            f"question, figures and findings.</p>{sections}</body></html>")
+    found = sorted(p for p in root.iterdir() if p.is_dir() and p.name not in RESERVED
+                   and paths.manifest_path(p.name).exists()) if root.exists() else []
+    manifest, name = read_json(paths.summary_dir() / "run.json", {}) or {}, paths.SUMMARY_NOTEBOOK
+    across = (_entry(manifest[name], name, f"summary/html/{name}.html", paths.summary_dir() / "html" / f"{name}.html")
+              if name in manifest else None)
+    page = wording.block("report/index.html.j2", profiles=[_profile_section(p) for p in found], summary=across)
     return write_text_atomic(root / "index.html", page)
 
 

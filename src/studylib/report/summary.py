@@ -1,9 +1,6 @@
-"""Across machines: every profile's results under outputs/, the seeds' claims and headline speed-ups side by side.
-
-The summary notebook calls these. It works with whatever profiles have results: each study's own
-analysis (its claims table) runs on each profile's rows, and the headline comparisons each study names are
-summarised per profile as a geometric-mean speed-up over the shapes both sides ran, with a bootstrap CI over every shape's rounds.
-"""
+"""Across machines, for the summary notebook: every profile's results under outputs/, each study's own analysis (its
+claims) on each profile's rows, and the headline comparisons per profile from the saved verdict tables. Words are
+templates/report/summary.md.j2's."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ import pandas as pd
 from ..bench import profiles
 from ..bench.profiles import RESERVED
 from ..claims import claims as seedclaims
-from ..core import numbers, paths, study_registry
+from ..core import paths, study_registry, wording
 from ..core.config import FIELDS
 from ..core.files import read_json
 from ..machine import environment, limits
@@ -25,6 +22,7 @@ from ..studies import STUDIES, Comparison
 from . import decisions, gpu_paths
 
 NOTEBOOK = paths.SUMMARY_NOTEBOOK
+WORDS = "report/summary.md.j2"
 os.environ.setdefault("USE_TF", "0")  # the analyses need no TensorFlow; transformers would import it
 
 
@@ -47,10 +45,8 @@ def _grid_keys(profile: str, notebook: str) -> set[str] | None:
 
 
 def results(profile: str, notebook: str) -> pd.DataFrame:
-    """A profile's rows for one notebook, raw samples included (empty when it has not run).
-
-    A results table keeps rows of configurations the profile no longer runs (its grid or corpus changed);
-    only those of today's grid count, and of rows for one workload the newest."""
+    """A profile's rows for one notebook, raw samples included (empty when it has not run): only those of today's
+    grid, and of rows for one workload the newest."""
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
     if not table.path.exists():
         return pd.DataFrame()
@@ -106,18 +102,18 @@ def claims(profiles: list[str]) -> pd.DataFrame:
             analysis = study.analyse(df, peaks, vt=verdicts_of(p, nb))  # the run's one verdict table
             judged.append(analysis.claims.assign(study=nb[:2]))
         rest = [c for c in registry if c.study not in ran]
-        judged.append(seedclaims.unassessed(
-            rest, "not run on this profile",
-            lambda c: f"not run on this profile: study {c.study[:2]} has no results here"
-                      + (f" (tested by {', '.join(seedclaims.testing_profiles(c))})"
-                         if seedclaims.testing_profiles(c) else "")
-        ).assign(study=[c.study[:2] if c.study else "—" for c in rest]))
+        judged.append(seedclaims.unassessed(rest, "not run on this profile", _not_run_here)
+                      .assign(study=[c.study[:2] if c.study else "—" for c in rest]))
         out.append(pd.concat(judged, ignore_index=True).assign(profile=p))
     if not out:
         return pd.DataFrame(columns=SUMMARY_CLAIM_COLUMNS)
     t = pd.concat(out, ignore_index=True).reindex(columns=SUMMARY_CLAIM_COLUMNS)
     t["_order"] = t["id"].map(order).fillna(len(order))
     return t.sort_values(["profile", "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
+def _not_run_here(claim) -> str:
+    return wording.macro(seedclaims.WORDS, "not_run_here", claim.study[:2], seedclaims.testing_profiles(claim))
 
 
 GROUP_COLUMNS = ["group", "profile", "id", "claim", "verdict", "what would answer it"]
@@ -173,15 +169,11 @@ def version_lines(profiles: list[str]) -> list[str]:
     lock's, docs/profiles.md)."""
     envs = {p: read_json(paths.results_dir(p) / "env.json") or {} for p in profiles}
     lines = []
-    def version(env: dict, name: str) -> str | None:
-        gpu_build = (env.get("gpu_libraries") or {}).get(f"{name}-gpu")
-        return gpu_build or (env.get("libraries") or {}).get(name)
-
     for name in VERSIONED:
-        found = {p: v for p, e in envs.items() if (v := version(e, name))}
+        found = {p: v for p, e in envs.items()
+                 if (v := (e.get("gpu_libraries") or {}).get(f"{name}-gpu") or (e.get("libraries") or {}).get(name))}
         if len(set(found.values())) > 1:
-            lines.append(f"{name} differs between profiles (" + ", ".join(f"{p} {v}" for p, v in found.items())
-                         + "): a speed-up read across them compares versions too.")
+            lines.append(wording.macro(WORDS, "versions", name, list(found.items())))
     return lines
 
 
@@ -191,15 +183,19 @@ def speedup_matrix(table: pd.DataFrame) -> pd.DataFrame:
         if r["status"] != "ok":
             return f"— ({r['status']})"
         if str(r["reading"]).startswith("depends"):  # verdicts differ by shape: the range, never a mean
-            return f"{numbers.fmt_span(r['lowest'], r['highest'])} by shape ({r['reading'][len('depends on the shape: '):]})"
-        return f"{numbers.fmt(r['speedup'], r['ci_low'], r['ci_high'], brief=True)} · {int(r['n'])}/{int(r['of'])} shapes"
+            counts = r["reading"][len("depends on the shape: "):]
+            return wording.macro(WORDS, "by_shape", r["lowest"], r["highest"], counts)
+        return wording.macro(WORDS, "shapes", r)
 
     if not len(table):
         return pd.DataFrame()
-    t = table.assign(cell=table.apply(cell, axis=1))
-    order = list(dict.fromkeys(table.profile))
-    m = t.pivot_table(index=["study", "comparison"], columns="profile", values="cell", aggfunc="first", sort=False)
-    return m.reindex(columns=order)
+    return _by_profile(table.assign(cell=table.apply(cell, axis=1)), ["study", "comparison"], "cell")
+
+
+def _by_profile(t: pd.DataFrame, index, values: str, profiles: list[str] | None = None) -> pd.DataFrame:
+    """`values` of `t` with `index` down and a column per profile (`profiles`, else in the order they come)."""
+    m = t.pivot_table(index=index, columns="profile", values=values, aggfunc="first", sort=False)
+    return m.reindex(columns=profiles or list(dict.fromkeys(t.profile)))
 
 
 def gpu_coverage(profiles: list[str]) -> pd.DataFrame:
@@ -214,18 +210,7 @@ def gpu_coverage(profiles: list[str]) -> pd.DataFrame:
         out.append(cov.assign(profile=p)[["branch", "profile", "state"]])
     if not out:
         return pd.DataFrame()
-    t = pd.concat(out, ignore_index=True)
-    return t.pivot_table(index="branch", columns="profile", values="state", aggfunc="first", sort=False)
-
-
-def verdict_matrix(claims_table: pd.DataFrame) -> pd.DataFrame:
-    """The headline: each seed claim down, each profile across, its verdict with the qualifiers kept (partly
-    comparable, equal within noise, direction only, not comparable here and which profile tests it)."""
-    if not len(claims_table):
-        return pd.DataFrame()
-    m = claims_table.pivot_table(index=["seed", "id", "claim"], columns="profile", values="verdict",
-                                 aggfunc=lambda v: " / ".join(dict.fromkeys(v)), sort=False)
-    return m.reindex(columns=list(dict.fromkeys(claims_table.profile))).fillna("not run")
+    return _by_profile(pd.concat(out, ignore_index=True), "branch", "state")
 
 
 def findings(table: pd.DataFrame, claims_table: pd.DataFrame) -> list[str]:
@@ -237,31 +222,23 @@ def findings(table: pd.DataFrame, claims_table: pd.DataFrame) -> list[str]:
     for comp, whole in ok.groupby("comparison", sort=False):
         split = whole.tf32.nunique() > 1  # rows of different precision policies are never read as like for like
         for policy, g in whole.groupby("tf32", sort=False):
-            parts = [f"{r.profile} {numbers.fmt_span(r.lowest, r.highest)} by shape" if str(r.reading).startswith("depends")
-                     else f"{r.profile} {numbers.fmt(r.speedup, r.ci_low, r.ci_high, brief=True)}" for r in g.itertuples()]
-            readings = g.reading.value_counts()
-            where = ", ".join(f"{word} on {n}" for word, n in readings.items())
-            label = f"{comp}, TF32 {policy}" if split else comp
-            lines.append(f"**{label}**: {'; '.join(parts)} — {where} of {len(g)} profile(s) measured"
-                         + (" (profiles of another precision policy on their own line)." if split else "."))
+            parts = g.assign(depends=g.reading.astype(str).str.startswith("depends")).to_dict("records")
+            lines.append(wording.macro(WORDS, "finding", f"{comp}, TF32 {policy}" if split else comp, parts,
+                                       list(g.reading.value_counts().items()), len(g), split))
     missing = table[(table.status != "ok") & (table.status != "not in this profile")]
     for r in missing.itertuples():
-        lines.append(f"{r.comparison} on {r.profile}: no speed-up ({r.status}).")
+        lines.append(wording.macro(WORDS, "no_speedup", r.comparison, r.profile, r.status))
     for p, g in claims_table.groupby("profile", sort=False):
         lines.append(seedclaims.totals_line(g, p))
     lines += version_lines(list(dict.fromkeys(table.profile)))
     if table.profile.nunique() < 2:
-        lines.append("Only one profile has results here, so nothing is compared across machines yet: the results "
-                     "of a GPU profile (gpu-a100, ...) would add that comparison.")
+        lines.append(wording.macro(WORDS, "one_profile"))
     return lines
 
 
-GPU_CAVEAT = {
-    "cpu": ("A CPU run says nothing about a GPU's ranking: launch overhead, TF32 and tensor cores, asynchronous "
-            "execution and memory bandwidth all change it (re-run a gpu-… profile there)."),
-    "cuda": ("A GPU run holds for this card and driver; another generation (tensor cores, memory bandwidth) can "
-             "rank the options differently."),
-}
+def gpu_caveat(device: str) -> str:
+    """What a run on `device` (cpu, cuda) says about another machine's ranking."""
+    return wording.macro(WORDS, "gpu_caveat", device)
 
 
 def machine_line(profile: str) -> str:
@@ -270,13 +247,9 @@ def machine_line(profile: str) -> str:
     if not env:
         return "environment not captured"
     peaks = env.get("peaks") or {}
-    rates = ", ".join(f"{k} {limits.peak_gflops(peaks, k):,.0f}" for k in ("fp32", "bf16", "int8")
-                      if limits.peak_gflops(peaks, k))
-    bw = limits.peak_bandwidth(peaks)
-    threads = (env.get("threads") or {}).get("torch_intra_op")
-    measured = ((f"; measured GEMM roof GFLOP/s (the best library) {rates}" if rates else "")
-                + (f", memory {bw:,.0f} GB/s" if bw else ""))
-    return f"{environment.one_line(env)} · {threads} threads{measured}"
+    rates = [(k, limits.peak_gflops(peaks, k)) for k in ("fp32", "bf16", "int8") if limits.peak_gflops(peaks, k)]
+    return wording.macro(WORDS, "machine", environment.one_line(env), (env.get("threads") or {}).get("torch_intra_op"),
+                         rates, limits.peak_bandwidth(peaks))
 
 
 def what_to_use(profile: str) -> pd.DataFrame:
@@ -295,10 +268,8 @@ def what_to_use_by_profile(profiles: list[str]) -> pd.DataFrame:
         t = what_to_use(p)
         for _, r in t.iterrows():
             rows.append({"study": r["study"], "workload": r["workload"], "profile": p,
-                         "cell": r["decision"] + (f": {r['speed-up over default (95% CI)']}"
-                                                  if r["speed-up over default (95% CI)"] else "")})
+                         "cell": r["decision"] + (f": {r[decisions.SPEEDUP]}"
+                                                  if r[decisions.SPEEDUP] else "")})
     if not rows:
         return pd.DataFrame()
-    t = pd.DataFrame(rows)
-    m = t.pivot_table(index=["study", "workload"], columns="profile", values="cell", aggfunc="first", sort=False)
-    return m.reindex(columns=profiles).fillna("not run")
+    return _by_profile(pd.DataFrame(rows), ["study", "workload"], "cell", profiles).fillna("not run")

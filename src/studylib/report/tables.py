@@ -4,10 +4,11 @@ summary line with the table as a CSV to download (embedded in the page, so the l
 from __future__ import annotations
 
 import base64
-import html
 
 import pandas as pd
 from IPython.display import HTML
+
+from ..core import wording
 
 SHOWN_ROWS = 10  # a table up to this long is shown whole
 
@@ -43,9 +44,5 @@ def folded(table: pd.DataFrame, name: str, *, shown: int = SHOWN_ROWS, what: str
     if len(table) <= shown:
         return HTML(_html(table))
     csv = base64.b64encode(table.to_csv(index=False).encode()).decode()
-    link = (f'<a download="{html.escape(name)}.csv" href="data:text/csv;base64,{csv}">'
-            f"{html.escape(name)}.csv</a>")
-    return HTML(f"{_html(table.head(shown))}"
-                f'<p class="study-more">The first {shown} of {len(table)} {what}; the whole table is below '
-                f"and as {link}.</p>"
-                f'<details class="study-table"><summary>All {len(table)} {what}</summary>{_html(table)}</details>')
+    return HTML(wording.block("report/folded.html.j2", head=_html(table.head(shown)), shown=shown, n=len(table),
+                              what=what, name=name, csv=csv, whole=_html(table)))

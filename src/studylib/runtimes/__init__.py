@@ -1,60 +1,28 @@
-"""Runtimes: each prepares a Workload once (compile, trace, export) and returns a ready call.
+"""Runtimes: each prepares a Workload once (compile, trace, export) and returns a ready call, so timing code never
+needs to know which runtime it times.
 
-Preparation is separate from the call, so timing code never needs to know which runtime it times.
-Adding a runtime is one class in a family file plus one line in _ORIGINALS; REGISTRY adds its A/A copy.
+A variant is declared once: one class (or instance) in a family file, registered in that file's RUNTIMES with its
+gloss, palette and the studies that offer it (base.registered); REGISTRY adds its A/A copy. The glossary, the palette,
+the decision tables (core/variants.changes_outputs) and the studies' sections (`offered`) read the registration.
 """
 
 from __future__ import annotations
 
-from . import shared
+from typing import Literal
+
+from ..core import variants
+from ..core.config import is_aa
+from . import export_aoti, generation, int8, keras, onnxrt, pytorch, shared, tensorflow
 from .aa import AACopy
 from .base import Prepared, Runtime, RuntimeUnavailable
-from .export_aoti import ExportAOTI
-from .generation import StaticCacheCompiled, StaticCacheRuntime
-from .keras import all_runtimes as keras_runtimes
-from .onnxrt import OnnxRuntime
-from .pytorch import (
-    TorchaoDynamicInt8,
-    TorchCompiled,
-    TorchCompiledChannelsLast,
-    TorchDynamicInt8,
-    TorchEager,
-    TorchEagerChannelsLast,
-    TorchEagerCudnnBenchmark,
-    TorchScript,
-)
-from .tensorflow import TFEager, TFFunction
 
-_ORIGINALS: list[Runtime] = [
-    TorchEager(),
-    TorchCompiled("default"),
-    TorchCompiled("reduce-overhead"),
-    TorchCompiled("max-autotune"),
-    TorchEagerChannelsLast(),
-    TorchCompiledChannelsLast("default"),
-    TorchEagerCudnnBenchmark(),
-    TorchScript(),
-    TorchScript(optimize=True),
-    ExportAOTI(),
-    TorchDynamicInt8(),
-    TorchaoDynamicInt8(),
-    TFEager(),
-    TFFunction(jit_compile=False),
-    TFFunction(jit_compile=True),
-    OnnxRuntime("plain"),
-    OnnxRuntime("optimized"),
-    OnnxRuntime("int8"),
-    OnnxRuntime("tensorrt"),
-    OnnxRuntime("dynamo"),
-    *keras_runtimes(),
-    # study 07 (text generation): its phases on a static cache, and compiled (its ort and ort-int8 are OnnxRuntime's)
-    StaticCacheRuntime(),
-    StaticCacheCompiled(),
-]
+_ORIGINALS: list[Runtime] = [*pytorch.RUNTIMES, *export_aoti.RUNTIMES, *int8.RUNTIMES, *generation.RUNTIMES, *tensorflow.RUNTIMES,
+                             *onnxrt.RUNTIMES, *keras.RUNTIMES]
 # every runtime, and its A/A copy `<name>-aa` (runtimes/aa.py: the same runtime prepared again on its own copy)
 REGISTRY: dict[str, Runtime] = {r.name: r for o in _ORIGINALS for r in (o, AACopy(o))}
 # eager PyTorch and tf.function in a process they share, with and without OMP_WAIT_POLICY=PASSIVE (runtimes/shared.py)
-REGISTRY |= {r.name: r for name in ("eager", "tf-function") for r in shared.of(REGISTRY[name])}
+REGISTRY |= {r.name: r for r in shared.runtimes(REGISTRY)}
+variants.QUANTIZED.update(name for name, r in REGISTRY.items() if r.quantized)
 
 
 def family(name: str) -> str | None:
@@ -70,4 +38,16 @@ def get(name: str) -> Runtime:
         raise KeyError(f"unknown runtime {name!r} (known: {', '.join(REGISTRY)})") from None
 
 
-__all__ = ["REGISTRY", "Prepared", "Runtime", "RuntimeUnavailable", "family", "get"]
+def declared() -> list[Runtime]:
+    """Every registered variant but the A/A copies, in registration order."""
+    return [r for name, r in REGISTRY.items() if not is_aa(name) and r.gloss]
+
+
+def offered(notebook: str | None = None):
+    """The Literal of variant names a study's section accepts: those whose registration offers them in `notebook`
+    (a study's id, '07_text_generation': by its number), or every registered one where None."""
+    number = notebook.split("_")[0] if notebook else None
+    return Literal[tuple(r.name for r in declared() if number is None or number in r.studies)]
+
+
+__all__ = ["REGISTRY", "Prepared", "Runtime", "RuntimeUnavailable", "declared", "family", "get", "offered"]

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # The worker process eager PyTorch runs in (bench/workers.py): the one that makes the reference outputs parity reads.
@@ -18,15 +23,22 @@ class RuntimeUnavailable(Exception):
     """The runtime cannot run here (missing package, no device, unsupported shape): a 'skipped' row."""
 
 
+@functools.cache
+def private_dir(prefix: str) -> Path:
+    """A directory private to this process (one per prefix), removed at exit."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def _same(inputs: tuple) -> tuple:
     return inputs
 
 
 @dataclass(frozen=True)
 class PrepareStep:
-    """One step of making a runtime's model (export, optimize, quantize, ...): seconds it took when it was
-    made, whether this preparation loaded it from the cache instead, its cache key, and the size of the graph it
-    wrote (ONNX: nodes of the main graph, bytes on disk; None where not counted)."""
+    """One step of making a runtime's model (export, optimize, quantize, ...): its seconds when made, whether this
+    preparation loaded it from the cache, its cache key, and the graph's size (ONNX nodes, bytes; None: not counted)."""
 
     step: str
     seconds: float
@@ -41,9 +53,8 @@ SYNC_REMOVED_VAR = "STUDYLIB_SYNC_REMOVED"  # "1": a test hook (make gpu-proof) 
 
 @contextlib.contextmanager
 def sync_removed():
-    """A test hook: runtimes prepared inside it time their calls without waiting for the device (device_sync gives
-    None, Keras' direct calls skip their wait), so make gpu-proof shows, runtime by runtime, that a timed call with
-    its wait measures much more than without (a missing wait would go unseen otherwise). Never used to measure."""
+    """A test hook (make gpu-proof): runtimes prepared inside it time their calls without waiting for the device.
+    Never used to measure."""
     before = os.environ.get(SYNC_REMOVED_VAR)
     os.environ[SYNC_REMOVED_VAR] = "1"
     try:
@@ -60,9 +71,7 @@ def sync_is_removed() -> bool:
 
 
 def output_device(output: Any) -> str:
-    """Where a runtime's output lies, as its framework reports it (the first of a tuple or list): a torch tensor's
-    device, an OrtValue's device_name, a JAX array's devices, a TensorFlow tensor's device; "host" for numpy and
-    other host values."""
+    """Where a runtime's output (the first of a tuple or list) lies, as its framework reports it; "host" for numpy."""
     if isinstance(output, (list, tuple)) and output:
         return output_device(output[0])
     if hasattr(output, "is_cuda") and hasattr(output, "device"):  # torch
@@ -83,12 +92,8 @@ def on_gpu(device: str) -> bool:
 
 
 def device_sync(device: str) -> Callable[[], Any] | None:
-    """What waits for the device inside the timed region, one call for every framework: on CUDA, one device
-    synchronize (torch.cuda.synchronize, cudaDeviceSynchronize), which waits for every stream of the CUDA context
-    torch, TensorFlow, ONNX Runtime's CUDA provider and TensorRT share in one process (each uses the device's primary
-    context), so no framework's own, costlier wait (TensorFlow's sync_devices) times differently; None on a CPU,
-    where these calls return when done. JAX is the exception: its dispatch is asynchronous on the host too, so its
-    rows wait with block_until_ready on the output (keras.py). Inside `sync_removed` (a test hook), None."""
+    """What waits for the device inside the timed region, the same for every framework: on CUDA one device
+    synchronize (docs/method.md, "Runtimes"); None on a CPU and inside `sync_removed`."""
     if device == "cuda" and not sync_is_removed():
         import torch
 
@@ -111,13 +116,8 @@ def synced(call: Callable[[], Any], sync: Callable[[], Any] | None) -> Callable[
 
 @dataclass
 class Prepared:
-    """A prepared model: `fn(*native_inputs)` runs it once; `call()` runs it on the workload's inputs.
-
-    `inputs` are the workload's inputs already converted to what `fn` takes (torch tensors, TF tensors,
-    numpy arrays), so conversion is never timed. `adapt` converts other inputs of the same model (torch
-    tensors, as `models.torch_inputs` makes them) the same way: studies that time a pass over a data set
-    adapt every batch before timing and call `fn` on each.
-    """
+    """A prepared model: `fn(*inputs)` runs it once on the workload's inputs, already converted to what `fn` takes
+    (never timed); `adapt` converts other batches of the same model (torch tensors) the same way."""
 
     fn: Callable[..., Any]
     inputs: tuple
@@ -142,12 +142,20 @@ class Runtime:
     # whether its preparation makes its own copy of the model's weights (an ONNX Runtime session, an AOTInductor
     # package, an int8 model): its peak memory counts them there; else the workload's are added (bench/memory.py)
     copies_weights: bool = False
+    # its registration (`registered`): the variant in plain words (report/glossary.py), the seaborn palette its
+    # family's shades come from (report/palette.py; None: the baseline's near-black), the studies that offer it
+    gloss: str = ""
+    colours: str | None = None
+    studies: tuple[str, ...] = ()
+
+    @property
+    def quantized(self) -> bool:
+        """Whether it changes the outputs (a quantized model): decision tables set it apart."""
+        return self.precision == "int8"
 
     @property
     def process(self) -> str:
-        """The worker process it is measured in (bench/workers.py), one per framework as its users run it: 'torch'
-        (eager, torch.compile, TorchScript, export, int8, the static caches), 'tensorflow', 'onnxruntime', or 'keras'
-        (the group's backend, fixed per process)."""
+        """The worker process it is measured in (bench/workers.py), one per framework as its users run it."""
         return _PROCESS_OF_FAMILY.get(self.family, REFERENCE_PROCESS)
 
     @property
@@ -156,9 +164,8 @@ class Runtime:
         return self.family == "compile"
 
     def process_env(self, device: str) -> dict[str, str]:
-        """Environment variables its process must start with (a setting fixed before the first kernel runs, such as
-        cudnn.benchmark): a runtime that names any is measured in a process, and so a group, of its own, compared
-        with its baseline unpaired (grouping.groups_to_measure, grouping.process_env). None by default."""
+        """Environment variables its process must start with (cudnn.benchmark): a runtime that names any is measured in
+        a process and a group of its own, unpaired with its baseline (bench/grouping.py)."""
         return {}
 
     def copies_weights_of(self, workload) -> bool:
@@ -185,3 +192,10 @@ class Runtime:
     def to_numpy(output) -> Any:
         """The output as a float64 numpy array, for parity checks."""
         raise NotImplementedError
+
+
+def registered(runtime: Runtime, gloss: str, colours: str | None, studies: str) -> Runtime:
+    """`runtime` as a family file registers it (its RUNTIMES): its gloss, palette and the studies that offer it
+    ("01 05": by number)."""
+    runtime.gloss, runtime.colours, runtime.studies = gloss, colours, tuple(studies.split())
+    return runtime

@@ -1,15 +1,7 @@
 """torch.compile from the cache an earlier process saved: what a service pays when it restarts with the compile cache
-its last process left.
-
-A configuration's cold compile records its cache artifacts apart from the process's earlier ones (`recording`,
-entered by TorchCompiled.context), so `saved()` after its first call is that compile's only
-(torch.compiler.save_cache_artifacts). They are kept in one file per compiled configuration,
-`<cache_dir>/compile/<key>.bin`, the key hashing the configuration's key, torch's version and the compile mode
-(`path`), written atomically (core.files), so a reader never sees half a file. A later process compiles the same
-configuration again with them (`warm_compile`): dynamo reset, an empty Inductor cache, the artifacts loaded into it
-(torch.compiler.load_cache_artifacts), then the runtime's own preparation and first call. Whether that compile used
-the cache is read from the caches' own counters (`lookups`): hits and misses of Inductor's FX graph cache and of
-AOTAutograd's (a bypass, a graph that could not be cached, is a miss), so a "warm" compile that compiled anew is seen.
+its last process left. A cold compile's artifacts (`recording`, `saved`) are kept in `<cache_dir>/compile/<key>.bin`
+(`path`, written atomically); a later process compiles again from them (`warm_compile`), and the caches' own counters
+say whether it hit (`lookups`). docs/method.md, "Runtimes", says how.
 """
 
 from __future__ import annotations
@@ -31,8 +23,8 @@ _written: set[str] = set()  # the files this process wrote: one read back is not
 
 
 def recording():
-    """A context in which torch.compile records its cache artifacts apart from those recorded before it (torch's
-    CacheArtifactManager.with_fresh_cache); where this torch has none, a no-op (saved() then holds earlier ones too)."""
+    """A context in which torch.compile records its cache artifacts apart from earlier ones (a no-op where this torch
+    has no CacheArtifactManager.with_fresh_cache)."""
     try:
         from torch.compiler._cache import CacheArtifactManager
     except ImportError:
@@ -42,8 +34,7 @@ def recording():
 
 
 def saved() -> bytes | None:
-    """The cache artifacts compiled in the current recording, serialized (None where nothing was compiled, or this
-    torch cannot save them)."""
+    """The cache artifacts compiled in the current recording, serialized (None: nothing, or this torch cannot)."""
     import torch
 
     save = getattr(torch.compiler, "save_cache_artifacts", None)
@@ -72,8 +63,8 @@ def from_this_process(file: Path) -> bool:
 
 
 def lookups() -> dict[str, int]:
-    """This process's running totals of compile-cache lookups: hits and misses (bypasses counted as misses) of
-    Inductor's FX graph cache and AOTAutograd's. Differences between two readings attribute them."""
+    """This process's running totals of hits and misses (bypasses count as misses) of Inductor's FX graph cache and
+    AOTAutograd's. Differences between two readings attribute them."""
     from torch._dynamo.utils import counters
 
     fx, aot = counters["inductor"], counters["aot_autograd"]
@@ -96,10 +87,8 @@ class WarmCompile:
 
 def warm_compile(runtime: Runtime, workload, artifacts: bytes,
                  first_call: Callable[[Prepared], tuple[Any, float]]) -> WarmCompile | None:
-    """`runtime`'s compile of `workload` again, from `artifacts`: in its own context (inference mode, an empty
-    Inductor cache) after a dynamo reset, the artifacts loaded into that cache, then its preparation and
-    `first_call(prepared)` ((output, seconds): the caller's timed first call). None where the artifacts load nothing
-    (an unreadable file). Dynamo is reset again after it: nothing calls the warm graphs."""
+    """`runtime`'s compile of `workload` again from `artifacts` loaded into an empty Inductor cache after a dynamo
+    reset, then its preparation and `first_call(prepared)` ((output, seconds)); None where they load nothing."""
     import torch
 
     with runtime.context():

@@ -1,34 +1,14 @@
-"""torch.export + AOTInductor (`export-aoti`): the model exported to one graph, compiled ahead of time into a package,
-loaded back and called as a deployment calls it.
-
-TorchScript is deprecated from torch 2.11 in favour of `torch.export`; AOTInductor is how an exported program runs
-without Python's tracing or a just-in-time compile: `torch.export.export` (step "torch.export"), then
-`torch._inductor.aoti_compile_and_package` (Inductor generates the kernels, C++ on a CPU and Triton on CUDA, and a C++
-wrapper, compiled into a shared library inside a .pt2 file: step "aoti_compile_and_package"), then
-`torch._inductor.aoti_load_package` (step "load"). The call is the loaded package's own `__call__` on the workload's
-inputs (its Python layer flattens them, as any caller's would). Each step is a `PrepareStep` (the exported graph's
-nodes, the package's bytes), and all three run in `prepare`, so the one-time cost is preparation plus the first call,
-as torch.compile's is (there the compile lands in the first call instead).
-
-Cold in every configuration: each compiles with an empty Inductor cache (`context`, as TorchCompiled's) and writes
-its package into a directory private to the process (removed at exit), so nothing compiled for an earlier
-configuration is reused. Inductor's one-time process start-up (imports, worker pool, toolchain checks) is
-torch.compile's, paid once per process, untimed (`warm_up`). The export is static: the package runs the example
-inputs' shapes, as each configuration of studies 01 and 02 calls it (a pass over other shapes would need
-`dynamic_shapes`). Its family is "export", not "compile": dynamo's counters (graphs, breaks) say nothing about it
-(torch.export either gives one graph or fails). On CUDA its C++ wrapper compiles against a CUDA toolkit's headers:
-where there is none (a driver-only machine, a container with pip's CUDA libraries only) its rows are skipped rows
-naming it (gpu.cuda_toolkit; `make gpu-check` says so before a run).
+"""torch.export + AOTInductor (`export-aoti`): the model exported to one graph (step "torch.export"), compiled ahead
+of time into a .pt2 package (step "aoti_compile_and_package"), loaded back (step "load") and called as a deployment
+calls it; all three in `prepare`, each a PrepareStep. Cold in every configuration (an empty Inductor cache, a package
+directory private to the process), static shapes; docs/method.md, "Runtimes", says more.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import io
 import itertools
-import shutil
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -37,8 +17,8 @@ from typing import Any
 
 from ..machine import gpu
 from ..workloads.models import quiet_loggers
-from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
-from .pytorch import TorchCompiled, _fresh_inductor_cache, _Torch
+from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync, private_dir, registered
+from .pytorch import TorchCompiled, _Torch, fresh_inductor_cache
 
 STEPS = ("torch.export", "aoti_compile_and_package", "load")
 # notices of the export and the compile (pytree deprecations, torchvision ops skipped, Inductor's tuning hints): not
@@ -46,7 +26,6 @@ STEPS = ("torch.export", "aoti_compile_and_package", "load")
 _NOTICES = ("torch.export", "torch._export", "torch._inductor", "torch._dynamo", "torch.utils._pytree",
             "torch.fx.experimental.symbolic_shapes")
 
-_packages: Path | None = None
 _numbers = itertools.count()
 
 
@@ -56,17 +35,12 @@ class AotiStepError(RuntimeError):
 
 def package_dir() -> Path:
     """A directory private to this process for the packages it compiles, removed at exit."""
-    global _packages
-    if _packages is None:
-        _packages = Path(tempfile.mkdtemp(prefix="studylib-aoti-"))
-        atexit.register(shutil.rmtree, _packages, ignore_errors=True)
-    return _packages
+    return private_dir("studylib-aoti-")
 
 
 def toolchain(device: str = "cpu") -> tuple[Callable, Callable, Callable]:
     """(torch.export.export, aoti_compile_and_package, aoti_load_package), or RuntimeUnavailable saying what this torch
-    lacks, that AOTInductor finds no C++ compiler (it compiles the wrapper, and a CPU's kernels, in C++), or, on CUDA,
-    no CUDA toolkit (gpu.cuda_toolkit)."""
+    lacks, that no C++ compiler is found, or on CUDA that no CUDA toolkit is (gpu.cuda_toolkit)."""
     import torch._inductor  # binds torch too
 
     export = getattr(getattr(torch, "export", None), "export", None)
@@ -101,7 +75,7 @@ def _first_line(exc: BaseException) -> str:
 
 def timed_step(step: str, make: Callable[[], Any]) -> tuple[Any, float]:
     """(what `make()` returns, seconds it took); an error other than running out of memory becomes AotiStepError
-    naming the step, so the row says which of the three failed."""
+    naming the step."""
     t0 = time.perf_counter()
     try:
         out = make()
@@ -121,7 +95,7 @@ def _quiet():
 
 
 class ExportAOTI(_Torch):
-    """torch.export + AOTInductor, cold per configuration (see the module's docstring)."""
+    """torch.export + AOTInductor, cold per configuration."""
 
     name = "export-aoti"
     family = "export"
@@ -134,7 +108,7 @@ class ExportAOTI(_Torch):
     def context(self):
         stack = contextlib.ExitStack()
         stack.enter_context(super().context())
-        stack.enter_context(_fresh_inductor_cache())
+        stack.enter_context(fresh_inductor_cache())
         return stack
 
     def prepare(self, workload) -> Prepared:
@@ -164,3 +138,8 @@ class ExportAOTI(_Torch):
         if isinstance(output, (list, tuple)):  # a package returns its graph's outputs as the module did: one tensor
             output = output[0]
         return _Torch.to_numpy(output)
+
+
+RUNTIMES = [registered(ExportAOTI(), "torch.export, then AOTInductor (aoti_compile_and_package): the model compiled "
+                       "ahead of time into a package, loaded and called; TorchScript's successor for deployment (cold "
+                       "compile per configuration)", "PuBuGn", "01 02")]

@@ -1,34 +1,87 @@
-"""Study 07's PyTorch runners: one phase of text generation with transformers' dynamic cache (eager, the baseline), a
-static cache, or a static cache with the forward compiled (torch.compile; transformers 4.57's `generate` compiles it
-by itself only on CUDA, so on a CPU this study compiles it, as a CPU user would have to).
+"""Study 07's PyTorch runners: one phase of text generation on transformers' dynamic cache (eager, the baseline), a
+static cache, or a static cache with the forward compiled by the study (transformers compiles it itself only on CUDA).
 
-A runner is prepared once per configuration and called with no arguments: `prefill` resets its cache, runs the
-prompt and returns the first new token's id (the time to first token); `decode` runs ONE step at a fixed context
-(prompt + half the new tokens, prefilled when the runner is made, uncompiled: a compiled runner compiles the
-step alone) and puts the cache back as it was (a static cache
-overwrites the same slot; a dynamic one is cropped), so every call does the same work; `generate` resets the cache and
-produces the forced number of new tokens greedily (the prefill, then new_tokens − 1 steps; no end-of-sequence stop).
-`logits()` is parity's teacher-forced run: the phase's prefix, then PARITY_STEPS tokens of the forced continuation fed one a step
-through the same cache path, the next-token logits of each position stacked (greedy tokens of random weights are
-near ties, so tokens would diverge on noise); it leaves the runner ready for its phase again.
+A runner is called with no arguments: `prefill` runs the prompt and returns the first new token; `decode` runs ONE
+step at a fixed context (prompt + half the new tokens, prefilled when the runner is made) and puts the cache back, so
+every call does the same work; `generate` produces the forced number of new tokens greedily. `logits()` is parity's
+teacher-forced run (docs/method.md, "Runtimes").
 """
 
 from __future__ import annotations
 
-from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
+import time
+
+from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync, registered
 from .pytorch import TorchCompiled, _Torch
 
 PARITY_STEPS = 4  # forced tokens parity feeds after the prefix, one a step (each through the variant's cache path)
 
 
-class TorchRunner:
-    """One phase of generation on a transformers causal LM: dynamic or static cache, forward compiled or not."""
+class PhaseRunner:
+    """One phase of generation on study 07's workload `w`; a subclass steps its model (`_step`) from a fresh state."""
+
+    def __init__(self, w):
+        import torch
+
+        self.w = w
+        self.ids = torch.cat([w.prompt, w.continuation], dim=1)  # prompt then the forced continuation
+        self.prefix = w.decode_context if w.phase == "decode" else w.seq_len  # what the phase's cache starts from
+
+    def _fresh(self):
+        """An empty state (a cache, or no past)."""
+        raise NotImplementedError
+
+    def _step(self, ids, state, start: int, *, eager: bool = False) -> tuple:
+        """(next-token logits (batch, 1, vocab), the state after) for `ids` at positions start..; `eager`: uncompiled."""
+        raise NotImplementedError
+
+    def _back(self) -> None:
+        """After a decode step: the state back to the context, where the step left it changed."""
+
+    def _setup(self) -> None:
+        """The decode phase's state: the prompt and half the new tokens, and the token its one step feeds."""
+        _, self.state = self._step(self.ids[:, : self.prefix], self._fresh(), 0, eager=True)
+        self.token = self.ids[:, self.prefix: self.prefix + 1]
+
+    def __call__(self):
+        w = self.w
+        if w.phase == "decode":
+            logits, _ = self._step(self.token, self.state, self.prefix)
+            self._back()  # so the next call is the same step
+            return logits.argmax(-1)
+        logits, state = self._step(w.prompt, self._fresh(), 0)
+        token = logits.argmax(-1)
+        if w.phase == "prefill":
+            return token
+        tokens = [token]
+        for i in range(w.new_tokens - 1):
+            logits, state = self._step(token, state, w.seq_len + i)
+            token = logits.argmax(-1)
+            tokens.append(token)
+        import torch
+
+        return torch.cat(tokens, dim=1)
+
+    def logits(self):
+        """Teacher-forced next-token logits (batch, positions, vocab): the phase's prefix, then one forced token a step."""
+        import torch
+
+        logits, state = self._step(self.ids[:, : self.prefix], self._fresh(), 0, eager=self.w.phase == "decode")
+        out = [logits]
+        for j in range(self.prefix, min(self.ids.shape[1] - 1, self.prefix + PARITY_STEPS)):
+            logits, state = self._step(self.ids[:, j: j + 1], state, j)
+            out.append(logits)
+        return torch.cat(out, dim=1)
+
+
+class TorchRunner(PhaseRunner):
+    """A transformers causal LM on a dynamic or static cache, forward compiled or not."""
 
     def __init__(self, w, *, static: bool = False, compiled: bool = False):
         import torch
 
-        self.w, self.lm, self.static = w, w.lm, static
-        self.ids = torch.cat([w.prompt, w.continuation], dim=1)  # prompt then the forced continuation
+        super().__init__(w)
+        self.lm, self.static = w.lm, static
         self.forward = torch.compile(self.lm.forward) if compiled else self.lm.forward
         self.cache = None
         if static:
@@ -39,11 +92,8 @@ class TorchRunner:
             heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
             self.cache.early_initialization(w.batch_size, heads, config.hidden_size // config.num_attention_heads,
                                             self.lm.dtype, w.prompt.device)
-        self.prefix = w.decode_context if w.phase == "decode" else w.seq_len  # what the phase's cache starts from
         self.steps: list[PrepareStep] = []
         if w.phase == "decode":
-            import time
-
             t0 = time.perf_counter()
             self._setup()
             self.steps.append(PrepareStep("prefill to the decode context", time.perf_counter() - t0, False))
@@ -57,53 +107,25 @@ class TorchRunner:
         return DynamicCache(config=self.lm.config)
 
     def _step(self, ids, cache, start: int, *, eager: bool = False):
-        """Next-token logits (batch, 1, vocab) after `ids` at positions start.. (the cache updated in place); `eager`:
-        through the uncompiled forward (the decode phase's context, so a compiled runner compiles its step alone)."""
+        """The cache is updated in place; `eager` (the decode context) so a compiled runner compiles its step alone."""
         import torch
 
         n = ids.shape[1]
         positions = torch.arange(start, start + n, device=ids.device)
-        out = (self.lm.forward if eager else self.forward)(input_ids=ids, past_key_values=cache, cache_position=positions,
-                           position_ids=positions.unsqueeze(0).expand(ids.shape[0], -1), use_cache=True,
-                           logits_to_keep=1)
-        return out.logits[:, -1:, :]
+        forward = self.lm.forward if eager else self.forward
+        out = forward(input_ids=ids, past_key_values=cache, cache_position=positions,
+                      position_ids=positions.unsqueeze(0).expand(ids.shape[0], -1), use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1:, :], cache
 
-    def _setup(self) -> None:
-        """The decode phase's cache: the prompt and half the new tokens, and the token its one step feeds."""
-        self.state = self._fresh()
-        self._step(self.ids[:, : self.prefix], self.state, 0, eager=True)
-        self.token = self.ids[:, self.prefix: self.prefix + 1]
-
-    def __call__(self):
-        w = self.w
-        if w.phase == "decode":
-            logits = self._step(self.token, self.state, self.prefix)
-            if not self.static:
-                self.state.crop(self.prefix)  # back to the context, so the next call is the same step
-            return logits.argmax(-1)
-        cache = self._fresh()
-        token = self._step(w.prompt, cache, 0).argmax(-1)
-        if w.phase == "prefill":
-            return token
-        tokens = [token]
-        for i in range(w.new_tokens - 1):
-            token = self._step(token, cache, w.seq_len + i).argmax(-1)
-            tokens.append(token)
-        import torch
-
-        return torch.cat(tokens, dim=1)
+    def _back(self) -> None:
+        if not self.static:  # a static cache overwrites the same slot; a dynamic one is cropped
+            self.state.crop(self.prefix)
 
     def logits(self):
-        """Teacher-forced next-token logits (batch, positions, vocab): the phase's prefix, then one forced token a step."""
-        import torch
-
-        cache = self._fresh()
-        out = [self._step(self.ids[:, : self.prefix], cache, 0, eager=self.w.phase == "decode")]
-        for j in range(self.prefix, min(self.ids.shape[1] - 1, self.prefix + PARITY_STEPS)):
-            out.append(self._step(self.ids[:, j: j + 1], cache, j))
-        if self.w.phase == "decode":
+        out = super().logits()
+        if self.w.phase == "decode":  # the static cache was reset for it
             self._setup()
-        return torch.cat(out, dim=1)
+        return out
 
 
 def eager_runner(w) -> TorchRunner:
@@ -146,3 +168,11 @@ class StaticCacheCompiled(TorchCompiled):
         notes = ("forward compiled by the study (torch.compile, default mode): transformers' generate compiles a static "
                  "cache's forward by itself only on CUDA")
         return Prepared(runner, (), device_sync(workload.device), notes, steps=runner.steps)
+
+
+RUNTIMES = [
+    registered(StaticCacheRuntime(), "text generation on transformers' StaticCache (allocated once at its full length) "
+               "instead of the default dynamic cache", "GnBu", "07"),
+    registered(StaticCacheCompiled(), "StaticCache with the model's forward compiled by torch.compile (transformers "
+               "4.57 compiles it by itself only on CUDA: on a CPU the study compiles it)", "GnBu", "07"),
+]

@@ -1,31 +1,24 @@
 """Study 07's ONNX Runtime runners: optimum's ORTModelForCausalLM, exported from the random-weight model saved to a
-temporary folder (never downloaded), and its dynamic int8 (onnxruntime.quantization.quantize_dynamic: weights int8
-ahead of time, activations per call). The registered `ort` and `ort-int8` (onnxrt.py's OnnxRuntime, the names study
-03 uses) prepare study 07's workload through `prepare_generation`, which the workload names (its `onnxruntime`), so
-one name means one runtime across the studies.
-
-The export does not depend on the shape (its batch, sequence and past axes are dynamic), so it is made once per model,
-dtype and weights and kept under `<cache_dir>/onnx/generation/<key>/` with the seconds each step took when it was made
-(save, export, last-position logits, quantize); a later configuration loads it and records those steps as cached. Its
-graph computes logits at the last position only, as eager's forward does (`keep_last_logits`), so both prefills do the
-same work. Building the session is timed in every preparation. The runner's phases are runtimes/generation.py's: the
-decode step feeds the same past each call (ONNX Runtime returns new present tensors and leaves the past it was given
-as it was).
+temporary folder, and its dynamic int8. The registered `ort` and `ort-int8` (onnxrt.py) prepare study 07's workload
+through `prepare_generation`, which the workload names, so one name means one runtime across the studies. The export
+(its axes dynamic) is made once per model, dtype and weights under `<cache_dir>/onnx/generation/<key>/`, with each
+step's seconds; the phases are generation.py's (docs/method.md, "Runtimes").
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
+from ..workloads.models import _quiet_transformers, quiet_loggers
 from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
-from .generation import PARITY_STEPS
-from .onnxrt import _hash, cache_root, weights_fingerprint
+from .generation import PhaseRunner
+from .onnxrt import _hash, cache_root, cached_folder, check_cuda, weights_fingerprint
+from .ort_session import session_options
 
 QUANTIZED = "model_int8.onnx"
 
@@ -53,8 +46,6 @@ def _key(w) -> str:
 
 def _export(w, folder: Path) -> dict[str, float]:
     """Save the model to a temporary folder and export it with optimum into `folder`: the seconds of each step."""
-    from ..workloads.models import _quiet_transformers, quiet_loggers
-
     seconds = {}
     ort_model = _optimum()
     with tempfile.TemporaryDirectory(prefix="studylib-lm-") as saved:
@@ -78,11 +69,8 @@ LOGITS = "logits"  # optimum's name for the graph's logits output
 
 def keep_last_logits(path: Path) -> None:
     """Rewrite the exported graph at `path` to compute logits at the last position only, as eager's forward does
-    (transformers' logits_to_keep=1, generation.py): optimum's graph multiplies every prompt position's hidden
-    state by the vocabulary matrix (batch × prompt × vocabulary fp32 logits, which a 40 GB card may not hold at
-    the largest shapes, and prefill work eager does not do). A Slice of the last position goes in front of the
-    MatMul that produces `logits`, and the output's sequence axis becomes 1; a graph whose logits come from
-    another operation stops here (an error row naming it)."""
+    (logits_to_keep=1): a Slice of the last position in front of the MatMul that produces `logits`; a graph whose
+    logits come from another operation stops here (an error row naming it)."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -110,43 +98,27 @@ def keep_last_logits(path: Path) -> None:
 
 def _quantize(folder: Path) -> float:
     """Dynamic int8 of the exported model beside it (QUANTIZED): the seconds it took."""
-    import logging
-
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     t0 = time.perf_counter()
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # the quantizer logs "consider pre-processing" on the root logger
     tmp = folder / f".tmp-{os.getpid()}-{QUANTIZED}"
     try:
-        quantize_dynamic(str(folder / "model.onnx"), str(tmp), weight_type=QuantType.QInt8, per_channel=False)
+        with quiet_loggers("root"):  # the quantizer logs "consider pre-processing" on the root logger
+            quantize_dynamic(str(folder / "model.onnx"), str(tmp), weight_type=QuantType.QInt8, per_channel=False)
         os.replace(tmp, folder / QUANTIZED)
     finally:
-        root.setLevel(level)
         tmp.unlink(missing_ok=True)
     return time.perf_counter() - t0
 
 
 def exported(w, int8: bool) -> tuple[Path, list[PrepareStep]]:
-    """The exported model's folder (and its int8 file), made or loaded from the cache, and the steps it took: the
-    export is shared by ort and ort-int8, each step's seconds recorded when it was made."""
+    """The exported model's folder (and its int8 file), made or loaded from the cache, and its steps (the export is
+    shared by ort and ort-int8)."""
     key = _key(w)
     final = cache_root(w) / "generation" / key
-    meta = final / "meta.json"
-    if meta.is_file():
-        steps = [PrepareStep(s, t, True, key) for s, t in json.loads(meta.read_text())["seconds"].items()]
-    else:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=final.parent))
-        try:
-            seconds = _export(w, tmp)
-            (tmp / "meta.json").write_text(json.dumps({"seconds": seconds, "model": w.model_name, "dtype": w.dtype}))
-            if not final.exists():
-                tmp.rename(final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        steps = [PrepareStep(s, t, False, key) for s, t in seconds.items()]
+    meta, cached = cached_folder(final, lambda tmp: {"seconds": _export(w, tmp), "model": w.model_name,
+                                                     "dtype": w.dtype})
+    steps = [PrepareStep(s, t, cached, key) for s, t in meta["seconds"].items()]
     if int8:
         qmeta = final / "quantize.json"
         if qmeta.is_file():
@@ -158,20 +130,19 @@ def exported(w, int8: bool) -> tuple[Path, list[PrepareStep]]:
     return final, steps
 
 
-class OrtRunner:
-    """One phase of generation through an ORTModelForCausalLM (see runtimes/generation.py for the phases)."""
+class OrtRunner(PhaseRunner):
+    """One phase of generation through an ORTModelForCausalLM: the past it is given is left as it was."""
 
     def __init__(self, w, model):
-        import torch
-
-        self.w, self.model = w, model
-        self.ids = torch.cat([w.prompt, w.continuation], dim=1)
-        self.prefix = w.decode_context if w.phase == "decode" else w.seq_len
+        super().__init__(w)
+        self.model = model
         if w.phase == "decode":
             self._setup()
 
-    def _step(self, ids, past, start: int):
-        """(next-token logits (batch, 1, vocab), the new past) after `ids` at positions start.."""
+    def _fresh(self):
+        return None
+
+    def _step(self, ids, past, start: int, *, eager: bool = False):
         import torch
 
         b, n = ids.shape
@@ -181,40 +152,10 @@ class OrtRunner:
                          use_cache=True)
         return out.logits[:, -1:, :], out.past_key_values
 
-    def _setup(self) -> None:
-        _, self.past = self._step(self.ids[:, : self.prefix], None, 0)
-        self.token = self.ids[:, self.prefix: self.prefix + 1]
-
-    def __call__(self):
-        import torch
-
-        w = self.w
-        if w.phase == "decode":  # the past it was given is left as it was: the next call repeats the step
-            return self._step(self.token, self.past, self.prefix)[0].argmax(-1)
-        logits, past = self._step(w.prompt, None, 0)
-        tokens = [logits.argmax(-1)]
-        if w.phase == "prefill":
-            return tokens[0]
-        for i in range(w.new_tokens - 1):
-            logits, past = self._step(tokens[-1], past, w.seq_len + i)
-            tokens.append(logits.argmax(-1))
-        return torch.cat(tokens, dim=1)
-
-    def logits(self):
-        import torch
-
-        logits, past = self._step(self.ids[:, : self.prefix], None, 0)
-        out = [logits]
-        for j in range(self.prefix, min(self.ids.shape[1] - 1, self.prefix + PARITY_STEPS)):
-            logits, past = self._step(self.ids[:, j: j + 1], past, j)
-            out.append(logits)
-        return torch.cat(out, dim=1)
-
 
 def prepare_generation(runtime, workload) -> Prepared:
-    """`ort` and `ort-int8` (runtimes/onnxrt.py's OnnxRuntime, its plain and int8 variants) on study 07's workload:
-    optimum's ORTModelForCausalLM on the shared export, its int8 on the quantized file; the other ONNX Runtime variants
-    (optimized, TensorRT, dynamo) are not offered for generation."""
+    """`ort` and `ort-int8` (onnxrt.OnnxRuntime's plain and int8 variants) on study 07's workload: optimum's
+    ORTModelForCausalLM on the shared export, or on its int8 file."""
     import torch
 
     int8 = runtime.variant == "int8"
@@ -227,19 +168,11 @@ def prepare_generation(runtime, workload) -> Prepared:
         raise RuntimeUnavailable(f"{runtime.name} runs the fp32 export only in this study (asked {workload.dtype})")
     provider = "CPUExecutionProvider"
     if workload.device == "cuda":
-        if int8:
-            raise RuntimeUnavailable("ONNX Runtime dynamic int8 quantization runs on CPU only")
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise RuntimeUnavailable("this onnxruntime has no CUDAExecutionProvider (pip install onnxruntime-gpu)")
+        check_cuda(ort, int8=int8)
         provider = "CUDAExecutionProvider"
     folder, steps = exported(workload, int8)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = torch.get_num_threads()  # the cores PyTorch has (the study sets them)
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options = session_options(ort, torch.get_num_threads())
     t0 = time.perf_counter()
-    from ..workloads.models import _quiet_transformers, quiet_loggers
-
     with _quiet_transformers(), warnings.catch_warnings(), quiet_loggers("optimum"):
         warnings.simplefilter("ignore")
         model = ort_model.from_pretrained(folder, file_name=QUANTIZED if int8 else "model.onnx", provider=provider,

@@ -1,18 +1,8 @@
-"""Keras 3 on its three backends, and Keras 2, as runtimes (study 05).
-
-Three ways to run a Keras model, per backend:
-- `keras-<backend>`: `model.predict_on_batch(x)` after `model.compile(jit_compile=False)`: what a Keras user
-  calls for inference. TensorFlow traces a tf.function graph; JAX and PyTorch run op by op.
-- `keras-<backend>-jit`: the same after `compile(jit_compile=True)`: XLA on TensorFlow and JAX,
-  torch.compile on PyTorch. Compilation happens in the first call, which is timed on its own.
-- `keras-<backend>-call`: calling the model directly, `model(x, training=False)`, on inputs already converted
-  to the backend's tensors: eager on every backend, without predict's input and output handling.
-`keras2-tensorflow` is Keras 2 (tf-keras) with predict_on_batch, its default graph mode.
-
-predict_on_batch takes numpy and returns numpy: the host copies (and, on a GPU, the transfers) are inside the
-timed call, as a Keras user gets them; the direct call waits for the device (JAX's block_until_ready, CUDA
-synchronize) without copying the output back. The Keras model is handed over by the workload (keras_models.build
-in the configuration's process); its backend is the process's (KERAS_BACKEND, grouping.process_env).
+"""Keras 3 on its three backends, and Keras 2, as runtimes (study 05): per backend `keras-<backend>` (predict_on_batch
+after compile(jit_compile=False)), `-jit` (jit_compile=True: XLA, or torch.compile on torch) and `-call` (a direct
+model call on backend tensors, waiting for the device); `keras2-tensorflow` is tf-keras' predict_on_batch. predict
+takes and returns numpy, so its host copies are timed, as a Keras user gets them; the backend is the process's
+(KERAS_BACKEND, grouping.process_env).
 """
 
 from __future__ import annotations
@@ -22,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from .base import Prepared, Runtime, RuntimeUnavailable, device_sync, sync_is_removed
+from .base import Prepared, Runtime, RuntimeUnavailable, device_sync, registered, sync_is_removed
 from .keras_process import check_backend, keras_module, to_numpy
 
 BACKENDS = ("torch", "tensorflow", "jax")  # Keras 3's, in the order study 05 runs their processes
@@ -123,5 +113,17 @@ class Keras2Runtime(Runtime):
         return np.asarray(output).astype("float64")
 
 
-def all_runtimes() -> list[Runtime]:
-    return [KerasRuntime(b, call) for b in BACKENDS for call in CALLS] + [Keras2Runtime()]
+# backend -> its palette, and each call's gloss (CALLS' order)
+_GLOSSES = {
+    "torch": ("Reds", ("Keras 3 on the PyTorch backend, predict_on_batch",
+                       "Keras 3 on the PyTorch backend, jit_compile (torch.compile)",
+                       "Keras 3 on the PyTorch backend, a direct model call")),
+    "tensorflow": ("YlOrBr", ("Keras 3 on the TensorFlow backend, predict_on_batch (a tf.function graph)",
+                              "Keras 3 on the TensorFlow backend, jit_compile (XLA)",
+                              "Keras 3 on the TensorFlow backend, a direct (eager) model call")),
+    "jax": ("BuPu", ("Keras 3 on the JAX backend, predict_on_batch", "Keras 3 on the JAX backend, jit_compile (XLA)",
+                     "Keras 3 on the JAX backend, a direct model call")),
+}
+RUNTIMES = [registered(KerasRuntime(backend, call), gloss, _GLOSSES[backend][0], "05")
+            for backend in BACKENDS for call, gloss in zip(CALLS, _GLOSSES[backend][1])]
+RUNTIMES.append(registered(Keras2Runtime(), "Keras 2 (tf-keras) predict_on_batch", "YlOrBr", "05"))

@@ -1,15 +1,7 @@
-"""How the ONNX files of onnxrt.py are made: `torch.onnx.export` through one of its two exporters, and the size of
-the graph a step wrote.
-
-- "torchscript" (`dynamo=False`): traces the module with TorchScript; the graph ONNX Runtime's transformer optimizer
-  was written for (`ort`, `ort-optimized`, `ort-int8`, `ort-tensorrt` start from it).
-- "dynamo" (`dynamo=True`, `ort-dynamo`): `torch.export` (non-strict, then strict), translated by onnxscript's torchlib
-  and cleaned by its optimizer, at torch's default opset. It is what `torch.onnx.export` does by default on the
-  installed torch 2.13 (`dynamo: bool = True` in its signature, the default since torch 2.9; torch 2.11 removed the
-  fallback to the TorchScript exporter): `default_exporter` reads that default from the torch installed, so a page
-  states what this torch does, not what the docs of some version said. It needs onnxscript (`available`).
-
-Both export fp32 weights with dynamic batch (and, for text, sequence) axes into one file (no external data).
+"""How the ONNX files of onnxrt.py are made: `torch.onnx.export` through one of its two exporters, "torchscript"
+(`dynamo=False`: the graph ONNX Runtime's transformer optimizer was written for) or "dynamo" (`dynamo=True`, `ort-dynamo`:
+torch.export translated by onnxscript, the installed torch's default, `default_exporter`), fp32 weights with dynamic
+batch (and sequence) axes in one file; and the size of the graph a step wrote.
 """
 
 from __future__ import annotations
@@ -24,7 +16,7 @@ from ..workloads.models import quiet_loggers
 
 OPSET = 17  # the TorchScript exporter's: first opset with LayerNormalization, which it then emits as one node
 # What each exporter does, hashed into the export's cache key (onnxrt.export_key): change one and older files are not
-# reused. The torchscript entry is the one every cached export before the dynamo exporter was keyed with.
+# reused.
 SETTINGS = {
     "torchscript": {"exporter": "torchscript", "opset": OPSET, "constant_folding": True, "dynamic": "batch,seq"},
     "dynamo": {"exporter": "dynamo", "opset": "torch default", "optimize": True, "dynamic": "batch,seq",
@@ -79,8 +71,8 @@ def export(exporter: str, workload, path: Path, input_names: tuple[str, ...], ou
 
 
 def dynamic_shapes(module, inputs: tuple, axes: dict) -> tuple:
-    """torch.export's dynamic_shapes for `inputs`: each of `axes` of every input left to the exporter to bound
-    (Dim.DYNAMIC). A forward that takes `*inputs` (the study's wrappers) gets them as its one argument's spec."""
+    """torch.export's dynamic_shapes: each of `axes` of every input Dim.DYNAMIC (as one argument's spec for a forward
+    that takes `*inputs`)."""
     import torch
 
     per_input = tuple({axis: torch.export.Dim.DYNAMIC for axis in axes if axis < x.dim()} for x in inputs)
@@ -89,8 +81,7 @@ def dynamic_shapes(module, inputs: tuple, axes: dict) -> tuple:
 
 
 def graph_size(path: Path) -> tuple[int, int]:
-    """(nodes of the main graph, bytes of the model's files) of the .onnx file at `path`: its folder's files but the
-    cache's meta.json."""
+    """(nodes of the main graph, bytes of its folder's files but meta.json) of the .onnx file at `path`."""
     import onnx
 
     nodes = len(onnx.load(str(path), load_external_data=False).graph.node)

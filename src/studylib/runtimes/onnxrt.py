@@ -1,44 +1,16 @@
-"""ONNX Runtime on the torch model: the plain export, the transformer-optimized graph, dynamic int8, and the plain
-graph of the dynamo exporter.
-
-`ort`, `ort-optimized`, `ort-int8` and `ort-tensorrt` start from the TorchScript-based exporter
-(`torch.onnx.export(..., dynamo=False)` with `dynamic_axes` for batch and sequence length): deprecated upstream,
-but the graph ONNX Runtime's transformer optimizer and its BERT tooling were written for (on the dynamo graph that
-optimizer fused no attention block of roberta-tiny, and `quantize_dynamic` stopped on a shape-inference error, when
-this was written). `ort-dynamo` runs the dynamo exporter's graph as it comes (`dynamo=True`, what torch 2.13's
-`torch.onnx.export` does by default; onnx_export.py), beside `ort`, so a page compares the two exports' one-time
-costs, graph sizes and latencies; an export that fails is that configuration's error row.
-
-Each step (export, optimize, fp16, quantize) writes one `model.onnx` under
-`<cache_dir>/onnx/<key>/`, where the key hashes everything the file depends on (see `export_key`), so a
-re-run loads the files instead of exporting again. A step writes into a temporary directory beside its
-final one and renames it into place when done: an interrupted step leaves no directory that counts as
-cached. `Prepared.steps` records each step, the seconds it took when it was made and whether it came
-from the cache (results rows keep them as `prepare_steps`), since a cache hit makes `prepare_s` small.
-
-On CUDA, sessions use the CUDAExecutionProvider with IO binding: inputs are put on the GPU by `adapt`
-(untimed) and outputs stay there, as PyTorch's do, and `sync` waits for the outputs inside the timed
-region (a plain `session.run` would time host<->device copies for ORT only; onnxruntime issue 8166).
-fp16 follows ONNX Runtime's recommended path: export an fp32 copy of the (fp16) module, optimize it,
-then convert the graph to fp16 with `onnxruntime.transformers`. bf16 and GPU int8 are not offered.
-`ort-tensorrt` runs the plain graph with the TensorrtExecutionProvider first (CUDA behind it for what
-TensorRT does not take), where the installed onnxruntime-gpu has it and TensorRT's libraries of the major it links
-loaded (gpu.preload_tensorrt, before its first session), with one optimization profile over the
-grid's shapes and its engines beside the model file they are built from, one folder per shape,
-`<cache>/onnx/<key>/trt/b{B}s{S}` (ort_gpu.py, also the CUDA provider's options). Its engine build is a prepare step
-of its own ("tensorrt engine", ort_gpu.EngineBuild): made by the session, or by its first call where no optimization
-profile is given, or loaded from that folder, cached, with the seconds the build took, so the cold one-time cost
-counts it in every replicate.
-The session a runtime times, and ONNX Runtime's profiler on it, are ort_session.py's (OrtCall).
-The CUDA branches have not been run yet (no GPU while this was written); reports say so (gpu_paths).
+"""ONNX Runtime on the torch model: the plain export (`ort`), the transformer-optimized graph (`ort-optimized`), its
+dynamic int8 (`ort-int8`), the plain graph under TensorRT (`ort-tensorrt`, ort_gpu.py) and the dynamo exporter's graph
+(`ort-dynamo`; onnx_export.py). Each step (export, optimize, fp16, quantize) writes one `model.onnx` under
+`<cache_dir>/onnx/<key>/`, the key hashing everything the file depends on (`export_key`), written in a temporary
+directory renamed into place (`cached_step`); `Prepared.steps` records each step, its seconds when made and whether
+it came from the cache. On CUDA the session uses IO binding (inputs put on the GPU by `adapt`, outputs left there, as
+PyTorch's are); the session a runtime times is ort_session.py's OrtCall. docs/method.md, "Runtimes", says why.
 """
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
-import logging
 import os
 import shutil
 import tempfile
@@ -49,16 +21,14 @@ from pathlib import Path
 import numpy as np
 
 from ..machine import gpu
-from ..workloads.models import FAMILIES, spec
+from ..workloads.models import FAMILIES, quiet_loggers, spec
 from . import onnx_export
-from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable
+from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable, private_dir, registered
 from .ort_gpu import EngineBuild, cuda_provider_options, session_inputs, tensorrt_options
-from .ort_session import OUTPUT_NAME, OrtCall, profile_totals  # noqa: F401 - profile_totals re-exported (tests)
+from .ort_session import OUTPUT_NAME, OrtCall, profile_totals, session_options  # noqa: F401 - re-exported
 
-OPSET = onnx_export.OPSET
 MODEL_FILE = "model.onnx"
-# What each step does, hashed into its cache key: change a setting here and older files are not reused.
-EXPORT_SETTINGS = onnx_export.SETTINGS["torchscript"]
+# What quantizing does, hashed into its cache key: change a setting here and older files are not reused.
 QUANTIZE_SETTINGS = {"weight_type": "QInt8", "per_channel": False, "reduce_range": False}
 
 
@@ -72,11 +42,8 @@ def _ort():
 
 
 def weights_fingerprint(module, samples_per_tensor: int = 1024) -> str:
-    """sha256 over every state-dict entry's name, shape and dtype and up to 1,024 evenly spaced values.
-
-    Cheap even for roberta-base, and any two seeds differ in every tensor, so a seed never reuses another
-    seed's export.
-    """
+    """sha256 over every state-dict entry's name, shape and dtype and up to 1,024 evenly spaced values: cheap, and
+    a seed never reuses another seed's export."""
     import torch
 
     h = hashlib.sha256()
@@ -111,42 +78,22 @@ def export_key(workload, exporter: str = "torchscript") -> str:
     })
 
 
-_process_cache: Path | None = None
-
-
 def cache_root(workload) -> Path:
     """`<cache_dir>/onnx`, or a directory private to this process (removed at exit) when there is no cache_dir."""
-    global _process_cache
-    if workload.cache_dir is not None:
-        return Path(workload.cache_dir) / "onnx"
-    if _process_cache is None:
-        _process_cache = Path(tempfile.mkdtemp(prefix="studylib-onnx-"))
-        atexit.register(shutil.rmtree, _process_cache, ignore_errors=True)
-    return _process_cache
+    return Path(workload.cache_dir) / "onnx" if workload.cache_dir is not None else private_dir("studylib-onnx-")
 
 
-def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict) -> tuple[Path, float, bool, dict]:
-    """The model file for `key`: loaded when `<root>/<key>/` is complete, else made by `make(path)`.
-
-    Returns (path, seconds the step took when it was made, whether it came from the cache, its graph's size:
-    {"nodes", "bytes"}, counted when made). `make` writes into a temporary directory that is renamed to `<root>/<key>`
-    only once the file and its metadata are complete, so an interrupted step never counts as cached.
-    """
-    final = root / key
+def cached_folder(final: Path, make: Callable[[Path], dict]) -> tuple[dict, bool]:
+    """(the metadata of the cache folder `final`, True) where it is complete; else `make(folder)` fills a temporary
+    folder and returns its metadata, and the folder is renamed into place: (that metadata, False). An interrupted step
+    never counts as cached; where another process finished the same step first, its equivalent folder is kept."""
     if (final / "meta.json").is_file():
-        meta = json.loads((final / "meta.json").read_text())
-        if "nodes" not in meta:  # made before graph sizes were recorded
-            meta["nodes"], meta["bytes"] = onnx_export.graph_size(final / MODEL_FILE)
-        return final / MODEL_FILE, meta["seconds"], True, {"nodes": meta["nodes"], "bytes": meta["bytes"]}
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
+        return json.loads((final / "meta.json").read_text()), True
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
     try:
-        t0 = time.perf_counter()
-        make(tmp / MODEL_FILE)
-        seconds = time.perf_counter() - t0
-        nodes, size = onnx_export.graph_size(tmp / MODEL_FILE)
-        (tmp / "meta.json").write_text(json.dumps(about | {"seconds": seconds, "made_at": time.time(),
-                                                           "nodes": nodes, "bytes": size}, indent=1))
+        meta = make(tmp)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         if final.exists() and not (final / "meta.json").is_file():
             shutil.rmtree(final)  # not made by this code (the rename below is atomic): never a cache entry
         try:
@@ -154,10 +101,25 @@ def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict)
         except OSError:
             if not (final / "meta.json").is_file():
                 raise
-            # Another process finished the same step first; its file is equivalent, use it.
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return final / MODEL_FILE, seconds, False, {"nodes": nodes, "bytes": size}
+    return meta, False
+
+
+def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict) -> tuple[Path, float, bool, dict]:
+    """The model file for `key` in `<root>/<key>/` (cached_folder), made by `make(path)`: (path, seconds when made,
+    whether cached, {"nodes", "bytes"} of its graph)."""
+    def made(folder: Path) -> dict:
+        t0 = time.perf_counter()
+        make(folder / MODEL_FILE)
+        seconds = time.perf_counter() - t0
+        nodes, size = onnx_export.graph_size(folder / MODEL_FILE)
+        return about | {"seconds": seconds, "made_at": time.time(), "nodes": nodes, "bytes": size}
+
+    meta, cached = cached_folder(root / key, made)
+    if "nodes" not in meta:  # made before graph sizes were recorded
+        meta["nodes"], meta["bytes"] = onnx_export.graph_size(root / key / MODEL_FILE)
+    return root / key / MODEL_FILE, meta["seconds"], cached, {"nodes": meta["nodes"], "bytes": meta["bytes"]}
 
 
 def _input_names(workload) -> tuple[str, ...]:
@@ -200,25 +162,23 @@ def _quantize(parent: Path, path: Path) -> None:
 
     # The optimized graph holds com.microsoft ops that ONNX shape inference cannot type; without a default
     # type the quantizer stops with "Unable to find data type for weight_name=...".
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # the quantizer logs "consider pre-processing" on the root logger every time
-    try:
+    with quiet_loggers("root"):  # the quantizer logs "consider pre-processing" on the root logger every time
         quantize_dynamic(str(parent), str(path), weight_type=QuantType.QInt8, per_channel=False,
                          reduce_range=False, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-    finally:
-        root.setLevel(level)
+
+
+def check_cuda(ort, *, int8: bool) -> None:
+    """RuntimeUnavailable where this onnxruntime has no CUDA provider, or for an int8 variant (CPU only)."""
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise RuntimeUnavailable(f"onnxruntime {ort.__version__} has no CUDAExecutionProvider (install onnxruntime-gpu); "
+                                 f"available: {', '.join(ort.get_available_providers())}")
+    if int8:
+        raise RuntimeUnavailable("ONNX Runtime dynamic int8 quantization runs on CPU only")
 
 
 class OnnxRuntime(Runtime):
-    """One ONNX Runtime variant: "plain" (`ort`), "optimized" (`ort-optimized`), "int8" (`ort-int8`), "tensorrt"
-    (`ort-tensorrt`, CUDA only) or "dynamo" (`ort-dynamo`: the plain graph of the dynamo exporter, needs onnxscript).
-
-    Sessions use ORT_ENABLE_ALL, sequential execution, one inter-op thread and as many intra-op threads
-    as PyTorch has (`torch.get_num_threads()`, which the study sets), so both frameworks get the same cores.
-    int8 quantizes the optimized graph (QAttention and MatMulInteger nodes), the order ONNX Runtime's BERT
-    examples use; it is CPU only.
-    """
+    """One ONNX Runtime variant (NAMES); int8 quantizes the optimized graph, as ONNX Runtime's BERT examples do, on
+    CPU only. Sessions get as many intra-op threads as PyTorch has (ort_session.session_options)."""
 
     framework = "torch"
     family = "onnxruntime"
@@ -253,12 +213,7 @@ class OnnxRuntime(Runtime):
             if libraries.state != "loaded":
                 raise RuntimeUnavailable(f"ort-tensorrt: {libraries.detail}")
         if workload.device == "cuda":
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise RuntimeUnavailable(
-                    f"onnxruntime {ort.__version__} has no CUDAExecutionProvider (install onnxruntime-gpu); "
-                    f"available: {', '.join(ort.get_available_providers())}")
-            if self.variant == "int8":
-                raise RuntimeUnavailable("ONNX Runtime dynamic int8 quantization runs on CPU only")
+            check_cuda(ort, int8=self.variant == "int8")
             if workload.dtype not in ("fp32", "fp16"):
                 raise RuntimeUnavailable(f"{self.name} on CUDA runs fp32 or fp16, not {workload.dtype}")
         elif workload.device == "cpu":
@@ -310,15 +265,7 @@ class OnnxRuntime(Runtime):
                                                                                session_inputs(path))))
 
         def make_session(profile_prefix: str | None = None):
-            options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            if profile_prefix is not None:
-                options.enable_profiling = True
-                options.profile_file_prefix = profile_prefix
-            return ort.InferenceSession(str(path), options, providers=providers)
+            return ort.InferenceSession(str(path), session_options(ort, threads, profile_prefix), providers=providers)
 
         build = EngineBuild(providers[0][1]["trt_engine_cache_path"]) if self.variant == "tensorrt" else None
         t0 = time.perf_counter()
@@ -358,3 +305,16 @@ class OnnxRuntime(Runtime):
         if not isinstance(output, np.ndarray):  # an OrtValue on the GPU
             output = output.numpy()
         return output.astype("float64")
+
+
+RUNTIMES = [
+    registered(OnnxRuntime("plain"), "ONNX Runtime on the exported model", "Greens", "03 04 07"),
+    registered(OnnxRuntime("optimized"), "ONNX Runtime on the model after its transformer graph optimizer", "Greens",
+               "03 04"),
+    registered(OnnxRuntime("int8"), "ONNX Runtime on the dynamically int8-quantized model (changes the outputs)",
+               "Greens", "03 07"),
+    registered(OnnxRuntime("tensorrt"), "ONNX Runtime with its TensorRT provider (GPU only)", "Greens", "03"),
+    registered(OnnxRuntime("dynamo"), "ONNX Runtime on the model exported by torch.onnx.export(dynamo=True), the path "
+               "torch 2.13 takes by default (the other ort variants start from the deprecated TorchScript exporter, "
+               "dynamo=False)", "Greens", "03"),
+]

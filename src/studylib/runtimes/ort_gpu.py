@@ -1,7 +1,5 @@
 """ONNX Runtime's GPU providers: the CUDA provider's options and TensorRT's caches, optimization profile and engine
-build as a prepare step (EngineBuild).
-
-Nothing here has run on a GPU yet (no GPU while this was written); tests check the options built (test_gpu.py).
+build as a prepare step (EngineBuild); tests check the options built (test_gpu.py).
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ ENGINE_RECORD = "build.json"  # beside the engines: the seconds their build took
 
 
 def cuda_provider_options() -> dict[str, str]:
-    """The CUDA provider's options: the process's precision policy (use_tf32) and an arena grown by what a call
-    asks for (gpu.ort_cuda_options)."""
+    """The CUDA provider's options for the process's precision policy (gpu.ort_cuda_options)."""
     return ort_cuda_options(current_precision())
 
 
@@ -33,21 +30,15 @@ def session_inputs(path: Path) -> list[tuple[str, int]]:
 
 
 def tensorrt_dir(model_dir: Path | str, batch: int, seq: int | None) -> Path:
-    """Where TensorRT's engines for one model file and one optimization profile live:
-    `<cache>/onnx/<key>/trt/b{B}s{S}`, beside the file (its key hashes the export's model, weights, dtype, settings and
-    library versions, onnxrt.export_key, and each step after the export). ONNX Runtime keys its engine cache by the
-    file name and node names, never by weights: the folder does, so an engine built from other weights or for
-    another shape is never loaded, and each shape's engine is built once."""
+    """Where TensorRT's engines for one model file and one optimization profile live, `<model_dir>/trt/b{B}s{S}`: the
+    folder, not ONNX Runtime's engine cache, keys them by weights and shape."""
     return Path(model_dir) / "trt" / (f"b{batch}" + (f"s{seq}" if seq is not None else ""))
 
 
 def tensorrt_options(workload, model_dir: Path | str, inputs: list[tuple[str, int]]) -> dict:
-    """The TensorRT provider's options for the model file in `model_dir` (onnxrt.cached_step's folder): fp16 where
-    the configuration is, its engine cache in `tensorrt_dir` (a later session, replicate or run with the same file
-    and shape loads the engine instead of building it) and the timing cache shared by that file's shapes, and one
-    optimization profile from the grid's shape: batch and sequence from 1 up to the configuration's (its batch size
-    and sequence length, or maximum length in the data-set studies, Workload.max_shape), optimized for that largest
-    shape. TF32 follows the precision policy through NVIDIA_TF32_OVERRIDE (gpu.py), which TensorRT honours."""
+    """The TensorRT provider's options for the model file in `model_dir`: fp16 where the configuration is, its engine
+    cache in `tensorrt_dir`, the timing cache shared by the file's shapes, and (text models) one optimization profile
+    from 1 up to the configuration's largest shape (Workload.max_shape)."""
     batch, seq = workload.max_shape or (workload.batch_size, workload.seq_len)
     engines = tensorrt_dir(model_dir, batch, seq)
     engines.mkdir(parents=True, exist_ok=True)
@@ -71,10 +62,8 @@ def engine_files(engines: Path) -> list[Path]:
 
 class EngineBuild:
     """TensorRT's engine build as a cache-aware prepare step (`ENGINE_STEP`), so the cold one-time cost counts it
-    wherever the engine came from (Measurement.one_time_s reads cold_prepare_s, which adds the cached steps' seconds):
-    made before the session when its folder holds engines and their record (`ENGINE_RECORD`): a cached step with the
-    seconds the build took then; otherwise built by this session, when it is made (an optimization profile is given,
-    text models) or in its first call (no profile): a step made now, its seconds recorded for a later process."""
+    wherever the engine came from: cached (its folder holds engines and `ENGINE_RECORD`), or built by this session when
+    it is made or in its first call (no optimization profile), its seconds recorded for a later process."""
 
     def __init__(self, engines: Path | str):
         self.engines = Path(engines)
@@ -91,8 +80,7 @@ class EngineBuild:
         return PrepareStep(ENGINE_STEP, seconds, False, self.engines.name, bytes=self._size())
 
     def after_session(self, session_s: float) -> PrepareStep | None:
-        """The step once the session is made (`session_s`: making it took): cached, built now, or None when no
-        engine is there yet (the first call builds it: `after_first_call`)."""
+        """The step once the session is made in `session_s`: cached, built now, or None (the first call builds it)."""
         if self.cached:
             return PrepareStep(ENGINE_STEP, self.made_s, True, self.engines.name, bytes=self._size())
         return self._made(session_s, "session") if engine_files(self.engines) else None

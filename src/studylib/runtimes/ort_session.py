@@ -1,6 +1,5 @@
-"""An ONNX Runtime session as the call a runtime times (`OrtCall`: numpy inputs on CPU, IO binding on CUDA), and
-ONNX Runtime's own profiler on it (`OrtCall.profile`, `profile_totals`): kernel time per op type, where torch.profiler
-would not see inside the call. The model files the sessions load are made and cached by onnxrt.py."""
+"""An ONNX Runtime session as the call a runtime times (`OrtCall`: numpy inputs on CPU, IO binding on CUDA), its options,
+and ONNX Runtime's own profiler on it (`OrtCall.profile`, `profile_totals`): kernel time per op type."""
 
 from __future__ import annotations
 
@@ -11,16 +10,30 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core.wording import say
 from ..machine.profiling import top_ops
 from .base import device_sync
 
 OUTPUT_NAME = "output"  # the exported graph's one output (onnxrt's export names it)
 
 
+def session_options(ort, threads: int, profile_prefix: str | None = None):
+    """Every session's options: ORT_ENABLE_ALL, sequential, one inter-op thread and `threads` intra-op threads (as
+    many as PyTorch has, so both frameworks get the same cores); ONNX Runtime's profiler on with a prefix."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
+    return options
+
+
 def profile_totals(events: list[dict], after_runs: int | None = None) -> tuple[dict[str, list[float]], int]:
-    """Kernel time per op type in an ONNX Runtime profile (its JSON events): ({op type: [self seconds, node runs]},
-    model runs counted). Only the model runs after the first `after_runs` count (default: the second half, when a
-    warm-up call made as many runs as the profiled one before it; every node where no run is recorded)."""
+    """Kernel time per op type in an ONNX Runtime profile's events: ({op type: [self seconds, node runs]}, model runs
+    counted), over the model runs after the first `after_runs` (default: the second half, after the warm-up call's)."""
     starts = sorted(e["ts"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run")
     skip = len(starts) // 2 if after_runs is None else after_runs
     since = starts[skip] if skip < len(starts) else float("-inf") if not starts else float("inf")
@@ -37,9 +50,7 @@ def profile_totals(events: list[dict], after_runs: int | None = None) -> tuple[d
 
 class OrtCall:
     """Runs an InferenceSession once on native inputs: numpy arrays on CPU, OrtValues bound on CUDA.
-
-    `make_session(profile_prefix)` makes another session of the same model file, options and providers, with
-    ONNX Runtime's profiler on when a prefix is given: `profile` swaps one in for a profiled call."""
+    `make_session(profile_prefix)` makes another session of the same model with the profiler on, for `profile`."""
 
     def __init__(self, session, input_names: list[str], device: str, make_session: Callable | None = None):
         self.session, self.input_names, self.device = session, input_names, device
@@ -48,9 +59,8 @@ class OrtCall:
         self._device_sync = device_sync(device)
 
     def profile(self, call: Callable[[], object], top: int = 10) -> tuple[list[dict] | None, str]:
-        """`call` (which runs this OrtCall, once or once per batch) profiled by ONNX Runtime: a session created with
-        enable_profiling (profiling is fixed when a session is made) replaces this one for one warm-up call and one
-        profiled call, then the timed session is back. The top op types by kernel time, and a note."""
+        """`call` (which runs this OrtCall) profiled by ONNX Runtime: a session made with enable_profiling replaces
+        this one for one warm-up call and one profiled call. The top op types by kernel time, and a note."""
         if self.make_session is None:
             return None, "not profiled: this session cannot be rebuilt with ONNX Runtime's profiler on"
         tmp = Path(tempfile.mkdtemp(prefix="studylib-ort-profile-"))
@@ -70,10 +80,8 @@ class OrtCall:
             shutil.rmtree(tmp, ignore_errors=True)
         totals, runs = profile_totals(events)
         ops = top_ops(totals, top)
-        return ops, (f"ONNX Runtime's profiler (a session with enable_profiling on the same model file, options and "
-                     f"providers; one warm-up call, then the call profiled): one call took {wall * 1e3:.3g} ms under "
-                     f"the profiler, {sum(v[0] for v in totals.values()) * 1e3:.3g} ms of kernel time in {len(totals)} "
-                     f"op types over {runs} model run(s); the top {len(ops)} op types shown")
+        return ops, say("runtimes/ort_profile.md", wall_ms=wall * 1e3, kernel_ms=sum(v[0] for v in totals.values()) * 1e3,
+                        op_types=len(totals), runs=runs, shown=len(ops))
 
     on_first_call: Callable[[float], object] | None = None  # told the first call's seconds (a TensorRT engine build)
 
@@ -95,7 +103,6 @@ class OrtCall:
         return self.binding.get_outputs()[0]
 
     def sync(self):
-        """The one device synchronize every framework's rows wait with (base.device_sync; ONNX Runtime's CUDA provider
-        runs in the process's primary CUDA context), not the binding's own."""
+        """The one device synchronize every framework's rows wait with (base.device_sync), not the binding's own."""
         if self._device_sync is not None:  # None inside base.sync_removed (a test hook)
             self._device_sync()

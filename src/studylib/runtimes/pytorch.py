@@ -1,17 +1,16 @@
-"""PyTorch eager and torch.compile (one cold Inductor compile per configuration)."""
+"""PyTorch eager (and its layouts), torch.compile (one cold Inductor compile per configuration) and TorchScript."""
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import time
 import warnings
 
 from ..machine.gpu import CUDNN_BENCHMARK_VAR
-from ..workloads.models import TORCHAO_NOTICES, quiet_loggers
 from . import compile_cache
-from .base import Prepared, Runtime, RuntimeUnavailable, device_sync
+from .aa import module_copy
+from .base import Prepared, Runtime, RuntimeUnavailable, device_sync, registered
 
 
 class _Torch(Runtime):
@@ -40,16 +39,16 @@ def reset_compiled() -> None:
 
 
 def dynamo_counts() -> dict[str, int]:
-    """Dynamo's running totals in this process: graphs compiled, and graph breaks (places it stopped tracing:
-    its `graph_break` and `unimplemented` counters). Differences between two readings attribute them."""
+    """Dynamo's running totals in this process: graphs compiled, graph breaks (its `graph_break` and `unimplemented`
+    counters) and CUDA graphs Inductor gave up on. Differences between two readings attribute them."""
     from torch._dynamo.utils import counters
 
     return {"graphs": int(counters["stats"]["unique_graphs"]),
             "breaks": int(sum(counters["graph_break"].values()) + sum(counters["unimplemented"].values())),
-            "cudagraph_skips": int(counters["inductor"]["cudagraph_skips"])}  # CUDA graphs Inductor gave up on
+            "cudagraph_skips": int(counters["inductor"]["cudagraph_skips"])}
 
 
-def _fresh_inductor_cache():
+def fresh_inductor_cache():
     """Inductor with an empty cache directory and cleared in-memory code caches (named so since torch 2.7)."""
     from torch._inductor import utils
 
@@ -58,16 +57,8 @@ def _fresh_inductor_cache():
 
 
 class TorchCompiled(_Torch):
-    """torch.compile in one mode. Compilation happens in the first call, which `measure` times alone.
-
-    Every configuration compiles cold: dynamo is reset at the start of each group (`reset_compiled`)
-    and each compile gets an empty Inductor cache, so no kernel compiled for an earlier configuration
-    is reused. Modes of one group compile side by side (dynamo keeps one entry per mode) and are timed
-    interleaved. Inductor's one-time process start-up (imports,
-    worker pool, toolchain checks) is paid once, untimed, in `warm_up`, so it does not land on
-    whichever configuration happens to run first. The compile again from the cache an earlier process saved (the
-    warm one-time cost) is compile_cache.py's.
-    """
+    """torch.compile in one mode, compiled cold in the first call (dynamo reset per group, an empty Inductor cache per
+    compile); Inductor's process start-up is paid once, untimed, in `warm_up`."""
 
     _warmed = False
 
@@ -82,7 +73,7 @@ class TorchCompiled(_Torch):
         import torch
 
         t0 = time.perf_counter()
-        with _fresh_inductor_cache():
+        with fresh_inductor_cache():
             torch._dynamo.reset()
             for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):  # C++ and Triton back ends
                 torch.compile(lambda x: torch.nn.functional.gelu(x) * 2 + 1)(torch.randn(64, device=device))
@@ -91,14 +82,13 @@ class TorchCompiled(_Torch):
         return time.perf_counter() - t0
 
     def memory_warmup_calls(self, device: str) -> int:
-        """reduce-overhead and max-autotune record CUDA graphs (cudagraph trees) in the calls after the first: two
-        more calls inside the memory window count their pool."""
+        """reduce-overhead and max-autotune record CUDA graphs in the two calls after the first."""
         return 2 if device == "cuda" and self.mode in ("reduce-overhead", "max-autotune") else 0
 
     def context(self):
         stack = contextlib.ExitStack()
         stack.enter_context(super().context())
-        stack.enter_context(_fresh_inductor_cache())
+        stack.enter_context(fresh_inductor_cache())
         stack.enter_context(compile_cache.recording())  # this compile's cache artifacts apart (compile_cache.saved)
         return stack
 
@@ -115,11 +105,7 @@ class TorchCompiled(_Torch):
 
 
 class TorchScript(_Torch):
-    """torch.jit.trace on the workload's inputs, then frozen; `optimize=True` adds optimize_for_inference.
-
-    Tracing records the ops run on the example inputs; the traced graph is reused for other shapes of the
-    same model (batch and sequence length), which is how seed 003 ran TorchScript across batch sizes.
-    """
+    """torch.jit.trace on the workload's inputs, then frozen; `optimize=True` adds optimize_for_inference."""
 
     def __init__(self, optimize: bool = False):
         self.optimize = optimize
@@ -137,95 +123,8 @@ class TorchScript(_Torch):
         return Prepared(scripted, workload.inputs, device_sync(workload.device))
 
 
-class TorchDynamicInt8(_Torch):
-    """PyTorch dynamic int8 quantization of every nn.Linear, on a copy of the module (CPU only).
-
-    Weights are quantized once here; activations are quantized per call. `torch.ao.quantization` is
-    deprecated upstream in favour of torchao but still works on torch 2.13; its warnings are silenced.
-    """
-
-    name = "torch-int8"
-    precision = "int8"
-    family = "int8"
-    copies_weights = True  # the quantized copy of the module
-
-    def prepare(self, workload) -> Prepared:
-
-        import torch
-
-        if workload.device != "cpu":
-            raise RuntimeUnavailable("PyTorch dynamic int8 quantization runs on CPU only")
-        if workload.dtype != "fp32":
-            raise RuntimeUnavailable(f"torch-int8 quantizes an fp32 model, not {workload.dtype}")
-        quantization = getattr(getattr(torch, "ao", None), "quantization", None)
-        if not hasattr(quantization, "quantize_dynamic"):
-            raise RuntimeUnavailable(f"torch {torch.__version__} has no torch.ao.quantization.quantize_dynamic")
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            warnings.filterwarnings("ignore", message=r".*quantize_per_tensor.*")
-            quantized = quantization.quantize_dynamic(copy.deepcopy(workload.module), {torch.nn.Linear},
-                                                      dtype=torch.qint8)
-        layers = sum(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in quantized.modules())
-        notes = (f"quantize_s={time.perf_counter() - t0:.2f}; {layers} Linear layers int8 "
-                 f"({torch.backends.quantized.engine} engine)")
-        return Prepared(quantized, workload.inputs, None, notes)
-
-
-def _torchao():
-    """torchao's `quantize_` and its int8 dynamic-activation config, or RuntimeUnavailable naming why not: not
-    installed, not importable with this torch, or (its own import-time check) built for another torch."""
-    import torch
-
-    try:
-        with quiet_loggers(*TORCHAO_NOTICES):
-            import torchao
-            from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
-    except ImportError as exc:
-        if exc.name == "torchao":
-            raise RuntimeUnavailable(f"torchao is not installed (torch {torch.__version__}; the lock pins a "
-                                     f"release that supports it)") from None
-        raise RuntimeUnavailable(f"torchao does not import with torch {torch.__version__}: "
-                                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
-    version = getattr(torchao, "__version__", "unknown")
-    reason = str(getattr(torchao, "_skip_reason", None) or "")
-    if getattr(torchao, "skip_loading_so_files", False) and "incompatible" in reason.lower():
-        raise RuntimeUnavailable(f"torchao {version} does not support torch {torch.__version__}: {reason}")
-    return version, quantize_, Int8DynamicActivationInt8WeightConfig
-
-
-class TorchaoDynamicInt8(_Torch):
-    """torchao's int8 dynamic quantization (`quantize_` with Int8DynamicActivationInt8WeightConfig) of every
-    nn.Linear, on a copy of the module (CPU here): weights int8 per output channel, made once here; activations
-    int8 per token, quantized per call. The successor torch.ao.quantization's deprecation points to, beside
-    `torch-int8` (whose weights are int8 per tensor). Without a torchao that supports this torch it is a skipped row
-    that says so (`_torchao`)."""
-
-    name = "torchao-int8"
-    precision = "int8"
-    family = "int8"
-    copies_weights = True  # the quantized copy of the module
-
-    def prepare(self, workload) -> Prepared:
-        import torch
-
-        if workload.device != "cpu":
-            raise RuntimeUnavailable("torchao-int8 is measured on CPU only in this study (beside torch-int8)")
-        if workload.dtype != "fp32":
-            raise RuntimeUnavailable(f"torchao-int8 quantizes an fp32 model, not {workload.dtype}")
-        version, quantize_, config = _torchao()
-        t0 = time.perf_counter()
-        quantized = copy.deepcopy(workload.module)
-        quantize_(quantized, config())
-        layers = sum(isinstance(m, torch.nn.Linear) and type(m.weight) is not torch.nn.Parameter
-                     for m in quantized.modules())
-        notes = (f"quantize_s={time.perf_counter() - t0:.2f}; {layers} Linear layers int8 "
-                 f"(torchao {version}, Int8DynamicActivationInt8WeightConfig)")
-        return Prepared(quantized, workload.inputs, None, notes)
-
-
 def _channels_last(workload) -> tuple:
-    """A copy of the workload's module and inputs in channels_last (NHWC in memory) layout; a model without
+    """A copy of the workload's module, its inputs and an `adapt` in channels_last (NHWC) layout; a model without
     4-D image inputs has no layout to change (RuntimeUnavailable)."""
     import torch
 
@@ -233,22 +132,15 @@ def _channels_last(workload) -> tuple:
         raise RuntimeUnavailable(f"channels_last needs 4-D image inputs; {workload.model_name} takes "
                                  f"{', '.join(f'{x.dim()}-D' for x in workload.inputs)} tensors")
 
-    def nhwc(x):
-        return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
-
-    params = list(workload.module.parameters())
-    with torch.inference_mode(bool(params) and params[0].is_inference()):  # a copy: eager keeps its NCHW module
-        module = copy.deepcopy(workload.module).to(memory_format=torch.channels_last)
-
     def adapt(batch: tuple) -> tuple:
-        return tuple(nhwc(x) for x in batch)
+        return tuple(x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in batch)
 
+    module = module_copy(workload.module).to(memory_format=torch.channels_last)  # eager keeps its NCHW module
     return module, adapt(workload.inputs), adapt
 
 
 class TorchEagerChannelsLast(_Torch):
-    """Eager PyTorch with the model and its image inputs in channels_last (NHWC) memory layout, converted once,
-    untimed: seed 001's NHWC against PyTorch's default NCHW (`eager`)."""
+    """Eager PyTorch with the model and its image inputs in channels_last (NHWC), converted once, untimed."""
 
     name = "eager-channels-last"
 
@@ -272,13 +164,8 @@ class TorchCompiledChannelsLast(TorchCompiled):
 
 
 class TorchEagerCudnnBenchmark(_Torch):
-    """Eager PyTorch in a process started with torch.backends.cudnn.benchmark on (gpu.CUDNN_BENCHMARK_VAR, set by
-    gpu.apply before the process's first convolution): cuDNN times its convolution algorithms for each new input
-    shape and keeps the fastest; CUDA only. Flipping the flag around the variant's own calls, beside `eager` in one
-    process, measured nothing: cuDNN's plan cache does not key on the flag, and eager had already planned the
-    shape. So it runs in a process (and group) of its own, and its speed-up over eager is unpaired (a ratio of
-    medians measured in different processes, with a CI from both medians' CIs). The process's first
-    convolution is the untimed eager reference of its shape, so the autotuning lands there, not in first_call_s."""
+    """Eager PyTorch in a process started with cudnn.benchmark on (gpu.CUDNN_BENCHMARK_VAR), CUDA only: a process and
+    group of its own, unpaired with eager (docs/method.md, "Runtimes")."""
 
     name = "eager-cudnn-benchmark"
 
@@ -295,3 +182,22 @@ class TorchEagerCudnnBenchmark(_Torch):
                                      "started for it (a replicate process of its own sets it; in-process runs do not)")
         return Prepared(workload.module, workload.inputs, device_sync(workload.device),
                         notes="own process with cudnn.benchmark on from its first convolution; unpaired with eager")
+
+
+RUNTIMES = [
+    registered(TorchEager(), "PyTorch, run op by op as written (the baseline of most comparisons)", None,
+               "01 02 03 04 05 07"),
+    registered(TorchCompiled("default"), "torch.compile, default mode (Inductor)", "Blues", "01 05"),
+    registered(TorchCompiled("reduce-overhead"), "torch.compile, mode reduce-overhead (CUDA graphs on a GPU; the same "
+               "code as default on a CPU)", "Blues", "01"),
+    registered(TorchCompiled("max-autotune"), "torch.compile, mode max-autotune (benchmarks kernel choices while "
+               "compiling)", "Blues", "01"),
+    registered(TorchEagerChannelsLast(), "eager PyTorch with the model and image inputs in channels_last (NHWC) "
+               "layout", "Purples", "01"),
+    registered(TorchCompiledChannelsLast("default"), "torch.compile (default) of the channels_last model", "Blues",
+               "01"),
+    registered(TorchEagerCudnnBenchmark(), "eager PyTorch with cudnn.benchmark on, in a process of its own (GPU only)",
+               "Purples", "01"),
+    registered(TorchScript(), "torch.jit.trace, then frozen", "RdPu", "02 03 04"),
+    registered(TorchScript(optimize=True), "TorchScript with optimize_for_inference", "RdPu", "02"),
+]

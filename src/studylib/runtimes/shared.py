@@ -1,21 +1,21 @@
-"""Two frameworks in one process: a variant run in a worker it shares with another framework's (issue 62 item 4).
-
-Each framework is measured in a process of its own, as its users run it (bench/workers.py). A reader who deploys
-PyTorch and TensorFlow in one process meets two costs that setting hides: PyTorch's OpenMP threads spin for a while
-after each parallel region and can take the cores TensorFlow needs next, and the usual cure for that,
-OMP_WAIT_POLICY=PASSIVE (this study's own setting until timing method 4), makes every one of eager PyTorch's many
-small parallel regions wake sleeping threads. So study 02 times, beside each variant in its own process:
-- `<variant>-shared`: the same variant in the worker 'shared', which holds every `-shared` variant of the group
-  (eager PyTorch and tf.function side by side, OpenMP's own wait policy);
-- `<variant>-shared-passive`: the same in 'shared-passive', started with OMP_WAIT_POLICY=PASSIVE.
-Each is its original in every other way (the same preparation, parity and memory), paired with it in the same rounds.
-"""
+"""Two frameworks in one process (study 02): `<variant>-shared` is the variant in the worker 'shared' it shares with
+the other framework's (OpenMP's own wait policy), `<variant>-shared-passive` the same under OMP_WAIT_POLICY=PASSIVE;
+each is its original in every other way, paired with it in the same rounds (docs/method.md, "Runtimes")."""
 
 from __future__ import annotations
 
 from ..core.config import SHARED_SETTINGS
 from .aa import AACopy
-from .base import Runtime
+from .base import Runtime, registered
+
+# original -> (palette, its gloss in each of SHARED_SETTINGS)
+GLOSSES = {
+    "eager": ("Greys", ("eager PyTorch in one process with TensorFlow (OpenMP's own wait policy)",
+                        "eager PyTorch in one process with TensorFlow, under OMP_WAIT_POLICY=PASSIVE (idle OpenMP "
+                        "threads sleep), a setting often given a process that holds both frameworks")),
+    "tf-function": ("YlOrRd", ("tf.function in one process with PyTorch (OpenMP's own wait policy)",
+                               "tf.function in one process with PyTorch, under OMP_WAIT_POLICY=PASSIVE")),
+}
 
 
 class SharedProcess(AACopy):
@@ -37,6 +37,7 @@ class SharedProcess(AACopy):
         return self.original.prepare(workload)  # in a process of its own: the original's model, not a copy of it
 
 
-def of(original: Runtime) -> list[Runtime]:
-    """The original in each shared setting."""
-    return [SharedProcess(original, s) for s in SHARED_SETTINGS]
+def runtimes(registry: dict[str, Runtime]) -> list[Runtime]:
+    """Each original of GLOSSES in each shared setting, registered (study 02)."""
+    return [registered(SharedProcess(registry[name], setting), gloss, colours, "02")
+            for name, (colours, glosses) in GLOSSES.items() for setting, gloss in zip(SHARED_SETTINGS, glosses)]

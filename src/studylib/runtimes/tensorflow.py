@@ -1,17 +1,12 @@
-"""TensorFlow eager, tf.function graphs and XLA (tf.function(jit_compile=True)) on the PyTorch weights.
-
-The workload hands these runtimes the TensorFlow twin of the PyTorch model (same config, same weights;
-see models.build_tf_from_torch) and the same input values as TF tensors. Graph building and XLA
-compilation happen in the first call, which `measure` times on its own. Each configuration gets a new
-tf.function, so every shape is traced and compiled cold; `compilations` counts the traces, so a
-retrace during steady state (a shape or Python-argument change) shows up in the results.
-"""
+"""TensorFlow eager, tf.function graphs and XLA (tf.function(jit_compile=True)) on the TensorFlow twin of the PyTorch
+model (same weights, models.build_tf_from_torch): each configuration gets a new tf.function, traced and compiled cold
+in its first call; `compilations` counts the traces, so a retrace in steady state shows in the results."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .base import Prepared, Runtime, RuntimeUnavailable, device_sync
+from .base import Prepared, Runtime, RuntimeUnavailable, device_sync, registered
 
 
 class _TF(Runtime):
@@ -53,4 +48,13 @@ class TFFunction(_TF):
 
         self._check(workload)
         fn = tf.function(workload.module, jit_compile=self.jit_compile)
-        return Prepared(fn, workload.inputs, device_sync(workload.device), compilations=fn.experimental_get_tracing_count)
+        return Prepared(fn, workload.inputs, device_sync(workload.device),
+                        compilations=fn.experimental_get_tracing_count)
+
+
+RUNTIMES = [
+    registered(TFEager(), "TensorFlow, the same weights, run eagerly", "Oranges", "02"),
+    registered(TFFunction(jit_compile=False), "TensorFlow, the same weights, traced into a tf.function graph", "Oranges",
+               "02"),
+    registered(TFFunction(jit_compile=True), "tf.function compiled by XLA (jit_compile=True)", "Oranges", "02"),
+]

@@ -1,32 +1,6 @@
-"""Is a re-run consistent with the reference's intervals? `compare --check` as a calibrated test.
-
-compare.py pairs the two runs' configurations and comparisons; this module asks whether the differences between
-them are as large as the reported intervals say they may be, and fails where they are not:
-
-- the common shift: the mean change of every median (log scale), with its z against the spread of the changes;
-- per configuration, z of its median's change after removing the common shift, against √(V_ref + V_new) from the
-  two medians' standard errors (the shift between whole runs is removed instead of counted);
-- per comparison (a pair of one group), z of the log speed-up difference against √(V_ref + V_new) from the two
-  speed-ups' standard errors, and a reproduction verdict against a stated tolerance by the two one-sided tests
-  (TOST, each at 5%, the standard equivalence test): reproduced when the 90% CI of the difference lies inside
-  ±tolerance, not reproduced when it lies wholly outside (the difference beyond the tolerance at 5%), else
-  inconclusive;
-- each interval is the one the pages report: its standard error with its degrees of freedom (Satterthwaite's for
-  a difference), so a difference over its SE is a t statistic; z is the normal quantile of its probability, which
-  is standard normal where the intervals are calibrated, whatever the degrees of freedom (an SE read back from a
-  95% CI with 1.96 would be too large by t/1.96, 13% at 10 degrees of freedom);
-- summaries: mean z² (1 when the intervals are calibrated; far above 1 when they are too narrow, below 1 when
-  too wide), the share with |z| > 1.96 (5% expected), the share of re-run speed-ups inside the reference's CI,
-  and "same verdict" counted among the comparisons the reference decided.
-
-`check` holds the summaries to stated limits (LIMITS) and says which are outside; the command exits 1 then. It tests
-agreement, not width: a calibrated pair passes however wide its intervals. Besides mean z², the share |z| > 1.96 and
-no reversed verdict, two one-sided binomial tests at CHECK_ALPHA over the decided comparisons: "not reproduced" no more
-often than chance (the rate calibrated intervals imply when nothing changed: not_reproduced_probability), and
-"reproduced" not significantly below the share the intervals' widths predict (reproduction_probability). A group of
-m variants gives up to m(m − 1)/2 comparisons but only m − 1 independent speed-ups, so both tests count
-effective_comparisons (Σ over groups of the fewer of its pairs and its rows − 1) and scale the counts to them.
-"""
+"""Is a re-run consistent with the reference's intervals? `compare --check` as a calibrated test: z of every
+median's and speed-up's change against the two runs' standard errors, the TOST reproduction verdict within a
+tolerance, and the summaries `check` holds to LIMITS (docs/method.md, "Calibration of a re-run")."""
 
 from __future__ import annotations
 
@@ -36,13 +10,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
+from ..core import wording
+from . import variance
+from .stats import num
+
 Z = float(_st.norm.ppf(0.975))
 TOST_ALPHA = 0.05  # each of the two one-sided tests at 5%: the 90% CI of the difference
-TOLERANCE = 0.10  # two runs' speed-ups "agree" within ±10%: the difference of two speed-ups whose CIs are ±3–4%
-# wide has a CI of about ±5–6%, so a tighter tolerance could not be met by a calibrated run
+TOLERANCE = 0.10  # two runs' speed-ups "agree" within ±10% (a difference of two ±3–4% CIs is ±5–6% wide)
 CHECK_ALPHA = 0.01  # the binomial tests' level: each fails a calibrated pair about once in a hundred
-# What --check requires: (low, high) of each summary figure; None: no bound on that side. The two p-values are the
-# binomial tests' (binomial_tests): reproduced not below expectation, not reproduced not above chance.
+# What --check requires: (low, high) of each summary figure; None: no bound on that side.
 LIMITS = {
     "speedup_mean_z2": (0.5, 1.5),
     "speedup_share_z_over_1_96": (None, 0.10),
@@ -76,8 +52,7 @@ def median_z(medians: pd.DataFrame, ref_rows: dict, new_rows: dict) -> pd.DataFr
     shift = float(d.mean()) if len(d) else 0.0
 
     def se_df(rows, keys):
-        got = [(rows[k].se_log, rows[k].df_log) for k in keys]
-        return ([np.nan if s is None else float(s) for s, _ in got], [np.nan if f is None else float(f) for _, f in got])
+        return [num(rows[k].se_log) for k in keys], [num(rows[k].df_log) for k in keys]
 
     keys = list(zip(t.notebook, t.config_key))
     se, df = combined(*se_df(ref_rows, keys), *se_df(new_rows, keys))
@@ -102,22 +77,20 @@ def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
     h = _tost_half(se, df)
     lo, hi = diff - h, diff + h
     t["reproduction"] = np.where((lo >= -edge) & (hi <= edge), "reproduced",
-                                 np.where((lo > edge) | (hi < -edge), "not reproduced", "inconclusive"))
+                                 np.where((lo > edge) | (hi < -edge), "not reproduced", "undecided"))
     t["reproduction_expected"] = reproduction_probability(se, df, tolerance)
     t["not_reproduced_chance"] = not_reproduced_probability(se, df, tolerance)
     return t
 
 
 def _tost_half(se, df) -> np.ndarray:
-    """Half the width of the TOST's interval of a difference: t at its degrees of freedom (1 at least) × its SE."""
-    return _st.t.ppf(1 - TOST_ALPHA, np.maximum(np.asarray(df, dtype=float), 1.0)) * np.asarray(se, dtype=float)
+    """Half the width of the TOST's interval of a difference (its 1 − 2α interval)."""
+    return variance.half_width(se, df, 1 - 2 * TOST_ALPHA)
 
 
 def reproduction_probability(se, df, tolerance: float = TOLERANCE) -> np.ndarray:
-    """The probability that a comparison is called reproduced within ±tolerance when nothing changed between the
-    runs and the intervals are calibrated: the difference d ~ N(0, se²) (se: the difference's SE, both runs' parts)
-    passes the TOST when |d| + t·se < log(1 + tolerance). So "not reproduced enough" splits in two: intervals too
-    wide to show agreement (this probability low), or runs that disagree (the observed share below it)."""
+    """The probability that a comparison is called reproduced within ±tolerance when nothing changed and the
+    intervals are calibrated: the difference d ~ N(0, se²) passes the TOST when |d| + t·se < log(1 + tolerance)."""
     se = np.asarray(se, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         room = np.maximum(np.log1p(tolerance) - _tost_half(se, df), 0.0) / se
@@ -215,47 +188,14 @@ def calibrate(medians: pd.DataFrame, pairs: pd.DataFrame, ref_rows: dict, new_ro
         **{k if k != "effective" else "effective_decided": v for k, v in binomial_tests(decided).items()},
         "comparisons": len(p), "decided": len(decided), "tolerance": tolerance,
         **{f"reproduction_{k.replace(' ', '_')}": int((p.reproduction == k).sum())
-           for k in ("reproduced", "not reproduced", "inconclusive")},
+           for k in ("reproduced", "not reproduced", "undecided")},
     }
     return Calibration(m, p, summary)
 
 
-def _p(p: float) -> str:
-    return "-" if p is None or np.isnan(p) else f"{p:.2g}"
-
-
 def format_calibration(c: Calibration, limits: dict = LIMITS) -> str:
     """The calibration as text: what each figure means, its value, and (with --check) which are outside limits."""
-    s = c.summary
-
-    def ci(pair) -> str:
-        return "-" if any(np.isnan(pair)) else f"[{pair[0]:.2f}, {pair[1]:.2f}]"
-
-    lines = [
-        "calibration (z = difference / its standard error from the two runs' intervals, as a normal quantile at its",
-        "degrees of freedom; calibrated intervals give mean z² ≈ 1 and |z| > 1.96 in about 5%; mean z² far above 1:",
-        "intervals too narrow; far below: too wide):",
-        f"  common shift of the medians {s['shift_pct']:+.1f}% (z {s['shift_z']:.1f}), removed before the per-configuration z",
-        f"  medians:   mean z² {s['median_mean_z2']:.2f} {ci(s['median_mean_z2_ci'])}, "
-        f"|z| > 1.96 in {100 * s['median_share_z_over_1_96']:.0f}%",
-        f"  speed-ups: mean z² {s['speedup_mean_z2']:.2f} {ci(s['speedup_mean_z2_ci'])}, "
-        f"|z| > 1.96 in {100 * s['speedup_share_z_over_1_96']:.0f}%, re-run inside the reference's CI in "
-        f"{100 * s['new_speedup_in_ref_ci_share']:.0f}%",
-        f"  of the {s['decided']} comparisons the reference decided: same verdict in "
-        f"{100 * s['same_share_of_decided']:.0f}%, reproduced within ±{100 * s['tolerance']:.0f}% in "
-        f"{100 * s['reproduced_share_of_decided']:.0f}% ({100 * s['reproduced_expected_of_decided']:.0f}% expected from "
-        f"the intervals' widths alone, had nothing changed); reversed {s['reversed']}; over all {s['comparisons']}: "
-        f"reproduced {s['reproduction_reproduced']}, not reproduced {s['reproduction_not_reproduced']}, "
-        f"inconclusive {s['reproduction_inconclusive']}",
-        f"  agreement (one-sided binomial tests over {s['effective_decided']} independent speed-ups of the "
-        f"{s['decided']} decided comparisons): reproduced below what the widths predict p = "
-        f"{_p(s['reproduced_below_expected_p'])}; not reproduced {s['not_reproduced_of_decided']} against "
-        f"{100 * s['not_reproduced_chance_of_decided']:.2g}% by chance, p = {_p(s['not_reproduced_beyond_chance_p'])} "
-        f"(either below {CHECK_ALPHA:g}: the runs disagree)",
-    ]
-    bad = c.failures(limits)
-    lines.append("check: " + ("every figure inside its limits" if not bad else "OUTSIDE the limits: " + "; ".join(bad)))
-    return "\n".join(lines)
+    return wording.block("stats/calibration.txt.j2", s=c.summary, bad=c.failures(limits), alpha=CHECK_ALPHA)
 
 
 def rerun_interval(ratio: float, se: float, df: float) -> tuple[float, float]:
@@ -263,6 +203,5 @@ def rerun_interval(ratio: float, se: float, df: float) -> tuple[float, float]:
     the intervals are calibrated (the run shift cancels in a ratio within a run)."""
     if not (np.isfinite(ratio) and ratio > 0 and np.isfinite(se) and se > 0):
         return float("nan"), float("nan")
-    t = float(_st.t.ppf(0.975, df)) if np.isfinite(df) and df > 0 else float(_st.norm.ppf(0.975))
-    half = t * np.sqrt(2) * se
+    half = float(variance.half_width(np.sqrt(2) * se, df if df > 0 else np.inf))
     return float(ratio * np.exp(-half)), float(ratio * np.exp(half))

@@ -1,13 +1,5 @@
-"""What a longer or wider design would give: a paired speed-up's variance split as the model uses it, projected.
-
-variance.estimate gives a paired speed-up SE² = (v̄ + τ²)/k with Satterthwaite's degrees of freedom for its two parts:
-v̄ a process's median's mean sampling variance (its rounds; df_within = values − k), τ² what processes add beyond it
-(its own degrees of freedom, tau_df: (k − 1) per unit pooled). For k' processes of m times the rounds each part keeps
-its share of the information: SE'² = v̄/(m·k') + τ²/k', df_within' = (df_within + k)·m·k'/k − k' and
-tau_df' = tau_df·(k' − 1)/(k − 1), combined again by Satterthwaite. A same-host re-run's difference of two such
-speed-ups has SE √2·SE' and twice the degrees of freedom (calibration.combined of two equal parts).
-benchmarks/calibration_report.py prints it for a run.
-"""
+"""What a longer or wider design would give: a paired speed-up's variance parts projected to k' processes of m
+times the rounds (docs/method.md, "Projected designs"); benchmarks/calibration_report.py prints it for a run."""
 
 from __future__ import annotations
 

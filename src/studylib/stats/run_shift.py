@@ -1,16 +1,6 @@
-"""The shift of every median between two whole runs on one host, as the project's same-host re-run pairs measured it.
-
-A whole run can lie in a faster or slower phase of a shared machine than the next one, and every median of the run
-moves alike; no interval built from one run's processes sees that. Each same-host pair in run_shifts.yaml gives the
-common shift d between its two runs (`compare`: "common shift of the medians"). A pair's difference holds two runs'
-shifts, so with the shift's SD per run σ, d ~ N(0, 2σ²): σ² is estimated by Σ d² / (2n) with n degrees of freedom
-(the mean is 0 by symmetry: which run is first is arbitrary), and its 95% interval is the chi-square one. The
-estimate is applied with t at n degrees of freedom (variance.rerun_interval).
-
-A profile says `run_shift: recorded` where its runs are made on the hosts of this record (the `cpu` profile on the
-development machine); elsewhere (smoke, `auto`, a reader's machine) the shift is unknown and the pages say so
-instead of borrowing this machine's value.
-"""
+"""The shift of every median between two whole runs on one host, from the same-host re-run pairs of
+run_shifts.yaml: the per-run SD σ (each pair's difference holds two runs' shifts, d ~ N(0, 2σ²)) with its chi-square
+interval; a profile's `run_shift: recorded` uses it, `unknown` says so (docs/method.md, "Run shift")."""
 
 from __future__ import annotations
 
@@ -22,7 +12,7 @@ import numpy as np
 import yaml
 from scipy import stats as _st
 
-from ..core import numbers
+from ..core import wording
 
 RECORD = Path(__file__).with_name("run_shifts.yaml")
 RECORDED, UNKNOWN = "recorded", "unknown"
@@ -83,10 +73,4 @@ def for_profile(choice: str) -> RunShift | None:
 
 def describe(shift: RunShift | None) -> str:
     """One line for the pages: what the re-run interval adds, or that it is unknown."""
-    if shift is None:
-        return ("The shift of a whole run on this machine is unknown (no same-host re-run pairs recorded for this "
-                "profile), so no re-run interval is given: a re-run here may move every median alike by more than "
-                "the within-run CI.")
-    ci = numbers.fmt_range(*shift.interval_pct, ".1f", "%", collapse=False)
-    return (f"A whole run on this host shifts every median alike by SD {shift.pct:.1f}% (95% CI {ci}, "
-            f"from {shift.df} same-host re-run pairs); the re-run CI adds it, with t at {shift.df} degrees of freedom.")
+    return wording.say("stats/run_shift.j2", shift=shift)

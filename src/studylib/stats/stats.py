@@ -1,24 +1,43 @@
-"""Statistics of timing samples: summaries, the order-statistic CI of a median, pairing by round, drift.
-
-Samples come from interleaved rounds (see timing.measure_rounds), possibly in several independent processes
-(replicates). A results row carries its per-round samples with two aligned lists, `sample_rep` and
-`sample_round`, so two variants of one group pair round by round (`paired_log_ratios`).
-
-A row stores its run's own interval (`median_ci`: the distribution-free order-statistic interval, exact at any
-n ≥ 6, with several replicates widened to the hierarchical bootstrap's). The intervals the pages report, of
-medians and of speed-ups, come from one random-effects model over a table's replicates (variance.py).
-"""
+"""Statistics of timing samples: summaries, the order-statistic CI of a median, pairing by round, drift; and the
+one set of blank-cell normalisers of stats/ (`blank`, `num`, `text`, `key`). docs/method.md, "Timing samples"."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats as _st
 
 CONFIDENCE = 0.95
 N_RESAMPLES = 2000
 DRIFT_P = 0.01  # a monotone trend over the samples' order with p below this is flagged
+
+
+def blank(v) -> bool:
+    """Whether a cell holds nothing: None, NaN, pandas' NA or ''."""
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v == "")
+
+
+def num(v) -> float:
+    """A cell as a float; NaN where it is blank or not a number."""
+    try:
+        return float("nan") if blank(v) else float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def text(v) -> str:
+    """A cell as a string; '' where it is blank."""
+    return "" if blank(v) else str(v)
+
+
+def key(v):
+    """A cell as a key two rows match on: None where blank, a whole float as an int."""
+    if blank(v) or (isinstance(v, np.floating) and np.isnan(v)):
+        return None
+    return int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
 
 
 def summarize(samples) -> dict[str, float]:
@@ -31,13 +50,8 @@ def summarize(samples) -> dict[str, float]:
 
 
 def order_stat_ci(values, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
-    """(low, high, coverage): the distribution-free CI of the median from order statistics.
-
-    For n values the interval [x_(j), x_(n+1-j)] covers the true median with probability
-    1 - 2·P(Binomial(n, ½) < j), exactly, for any continuous distribution. j is the largest index that
-    keeps that coverage at or above `confidence`; below n = 6 no such j exists at 95%, and the interval
-    is [min, max] with its (lower) coverage reported.
-    """
+    """(low, high, coverage): the distribution-free CI of the median, [x_(j), x_(n+1-j)], j the largest index whose
+    exact coverage 1 − 2·P(Binomial(n, ½) < j) is at least `confidence` (below n = 6: [min, max], its coverage)."""
     x = np.sort(np.asarray(values, dtype=float))
     n = len(x)
     if n == 0:
@@ -45,7 +59,6 @@ def order_stat_ci(values, confidence: float = CONFIDENCE) -> tuple[float, float,
     if n == 1:
         return float(x[0]), float(x[0]), 0.0
     alpha = 1 - confidence
-    # largest j with 2·P(B ≤ j-1) ≤ alpha
     j = int(_st.binom.ppf(alpha / 2, n, 0.5))  # smallest k with cdf(k) ≥ alpha/2
     while j >= 1 and 2 * _st.binom.cdf(j - 1, n, 0.5) > alpha:
         j -= 1
@@ -79,17 +92,9 @@ def hierarchical_median_draws(groups: list[np.ndarray], *, n_resamples: int = N_
     return np.nanmedian(drawn.reshape(n_resamples, -1), axis=1)
 
 
-def _percentile_ci(draws: np.ndarray) -> tuple[float, float]:
-    lo, hi = np.percentile(draws, [100 * (1 - CONFIDENCE) / 2, 100 * (1 + CONFIDENCE) / 2])
-    return float(lo), float(hi)
-
-
 def median_ci(samples, replicates=None, *, confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
-    """95% CI of the median of `samples`; `replicates` (aligned ids) makes it hierarchical.
-
-    One replicate: the order-statistic interval. Several: the hull of that interval (over all values)
-    and the hierarchical bootstrap interval, so it holds both within a process and across processes.
-    """
+    """95% CI of the median of `samples`: the order-statistic interval; with several `replicates` (aligned ids), its
+    hull with the hierarchical bootstrap's."""
     x = np.asarray(samples, dtype=float)
     if len(x) == 0:
         return float("nan"), float("nan")
@@ -114,11 +119,6 @@ class Speedup:
     n: int = 0  # rounds paired (or the smaller sample count, unpaired)
     se: float = float("nan")  # standard error of the log speed-up (variance.py)
     df: float = float("nan")  # its degrees of freedom
-
-    @property
-    def significant(self) -> bool:
-        """True when the CI excludes 1 (no difference)."""
-        return self.ci_low > 1 or self.ci_high < 1
 
     def __iter__(self):  # ratio, low, high = speedup
         return iter((self.ratio, self.ci_low, self.ci_high))
@@ -146,11 +146,8 @@ def paired_log_ratios(base, cand) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def drift(samples, replicates=None) -> dict[str, float | bool]:
-    """A monotone trend over the samples' order within each replicate (Kendall's tau against round order).
-
-    Returns tau and p (the replicates' tests combined: the smallest p, Bonferroni-corrected), the trend's
-    size over the run as a share of the median (Theil–Sen slope × rounds), and the flag (p < DRIFT_P).
-    """
+    """A monotone trend over the samples' order within each replicate (Kendall's tau against round order): tau and p
+    (the smallest p, Bonferroni-corrected), its size as a share of the median (Theil–Sen slope × rounds), the flag."""
     x = np.asarray(samples, dtype=float)
     groups = [g for g in _by_replicate(x, replicates) if len(g) >= 4]
     if not groups or np.median(x) <= 0:
@@ -169,10 +166,9 @@ def drift(samples, replicates=None) -> dict[str, float | bool]:
 
 
 def common_share(deviations: list[dict]) -> float:
-    """ρ, the share of units' variance between replicates that is common to all units within one replicate: each
-    unit's deviations from its own mean by replicate id ({replicate: deviation}, at least two). The mean over units
-    of a replicate's deviations, D_r, varies by σ²_common + σ²_own/G over replicates; a unit's deviations by
-    σ²_common + σ²_own. 0 with fewer than two units or replicates."""
+    """ρ, the share of units' between-replicate variance common to all units of one replicate, from each unit's
+    deviations from its own mean by replicate id ({replicate: deviation}); 0 with fewer than two units or replicates
+    (docs/method.md, "Timing samples")."""
     devs = [d for d in deviations if len(d) >= 2]
     reps = sorted({rep for d in devs for rep in d}, key=str)
     if len(devs) < 2 or len(reps) < 2:

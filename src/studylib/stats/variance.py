@@ -1,33 +1,7 @@
-"""One variance model for every interval the study reports: a median's, a paired speed-up's, a geometric mean's.
-
-A group's configurations are timed in k replicate processes, one after another, each in interleaved rounds. For a
-row (its log samples) or a pair of rows of one group (the per-round log ratios), replicate r gives
-
-- y_r, the median of its values (the estimate is their mean), and
-- v_r = (π/2)·s²/n_r, that median's sampling variance from its own n_r rounds, s the unit's robust SD of values
-  around their replicate's median (1.4826 × MAD, pooled over its replicates, corrected for the k medians fitted).
-
-Between processes y_r moves further, by τ² (the machine's phase while a process ran, memory placement, thread
-pinning): Var(y_r) = v_r + τ². For medians τ² is the DerSimonian–Laird estimate pooled over a table's rows; its
-degrees of freedom are (k − 1) per group (a group's rows share their processes and the machine's phase) divided by
-the design effect 1 + (G − 1)ρ² of the G groups, ρ the share of the between-replicate variance the groups of one
-replicate have in common (they share its process and time window: k − 1 in all when ρ = 1). A row whose replicates
-disagree far beyond v + τ² (Cochran's Q, p < 0.001) is flagged `heterogeneous` and keeps its own. For speed-ups the
-machine's phase cancels and what is left is a property of the runtime and of what it computes (its allocator,
-threads, graph: a PyTorch batch-32 pass can move 10% between processes where ONNX Runtime's moves 1%, and a
-TorchScript copy of a single 12 MB gather 10% where its copy of BERT moves 1%), so τ² is pooled per runtime and
-task (a model, a single operation) over the table's shapes (the table's where a class has too few degrees of
-freedom). Each row's speed-ups are estimated against its shape's first row in the group (its anchor; an anchor
-against the group's first row), so a group that holds several shapes (study 03's batch sizes) does not charge one
-shape's unsteady baseline (eager at batch 1 moving 15% between processes) to every other shape's comparisons.
-Nothing is counted twice: v is what a process's rounds say, τ² what processes add beyond it.
-
-The estimate is the mean of the k replicate medians (in seconds their geometric mean; a row's reported `median_s`,
-`median_pooled_s` the median of all its samples), whose variance is Σ_r(v_r + τ²)/k²; its 95% CI the estimate ×
-exp(±t·SE), t at Satterthwaite's degrees of freedom for the two parts. A median's re-run interval adds the shift between
-whole runs (run_shift.py) the same way; ratios within a run leave it out (it cancels), and a ratio of rows measured in
-different processes adds their two medians' variances.
-"""
+"""One variance model for every interval the study reports: a median's, a paired speed-up's, a geometric mean's:
+each replicate's median with its sampling variance, the DerSimonian–Laird τ² between processes pooled over a table
+(of medians; of speed-ups per runtime class), Satterthwaite's degrees of freedom (docs/method.md, "The variance
+model")."""
 
 from __future__ import annotations
 
@@ -124,7 +98,7 @@ class Estimate:
     heterogeneous: bool = False
 
     def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
-        h = float(_st.t.ppf((1 + confidence) / 2, max(self.df, 1.0))) * self.se
+        h = float(half_width(self.se, self.df, confidence))
         return self.value - h, self.value + h
 
     def plus(self, sigma: float, df: float) -> Estimate:
@@ -132,6 +106,11 @@ class Estimate:
         se2 = self.se ** 2 + sigma ** 2
         return Estimate(self.value, float(np.sqrt(se2)), satterthwaite([(self.se ** 2, self.df), (sigma ** 2, df)]),
                         self.heterogeneous)
+
+
+def half_width(se, df, level: float = CONFIDENCE):
+    """Half an interval's width at `level` (log scale): t at `df` degrees of freedom (at least 1; ∞: normal) × se."""
+    return _st.t.ppf((1 + level) / 2, np.maximum(np.asarray(df, dtype=float), 1.0)) * np.asarray(se, dtype=float)
 
 
 def satterthwaite(parts: list[tuple[float, float]]) -> float:
@@ -160,8 +139,7 @@ def estimate(u: Unit, between: Between | None) -> Estimate:
     return Estimate(u.estimate, float(np.sqrt(sum(a for a, _ in parts))), satterthwaite(parts), odd)
 
 
-# --- a table's rows: medians -----------------------------------------------------------------------------------
-# Rows are read as measurement.Measurement; the public functions take results rows of any kind (Measurement.of).
+# --- a table's rows (results rows of any kind, read as measurement.Measurement) ------------------------------------
 
 
 def row_unit(row: Any) -> Unit | None:
@@ -179,10 +157,9 @@ def _group(m: Measurement):
 
 
 def medians_between(rows: list[Any], units: dict[int, Unit | None] | None = None) -> Between | None:
-    """τ² of medians pooled over a table's rows. Degrees of freedom: (k − 1) per group (a group's rows share their
-    processes), divided by the design effect 1 + (G − 1)ρ² (ρ: stats.common_share of each group's deviations of its
-    replicate medians from their mean, averaged over its rows), at least one group's k − 1. `units`: the rows' units
-    by id, where the caller made them already (of Measurements)."""
+    """τ² of medians pooled over a table's rows, with (k − 1) degrees of freedom per group divided by the design
+    effect 1 + (G − 1)ρ² (ρ: stats.common_share), at least one group's k − 1. `units`: the rows' units by id, where
+    the caller made them already."""
     rows = [Measurement.of(r) for r in rows]
     units = units if units is not None else {id(r): row_unit(r) for r in rows}
     ks: dict[Any, int] = {}
@@ -256,11 +233,8 @@ def _by_runtime(pairs: list[tuple[Any, Unit | None]]) -> dict[Any, Between]:
 
 
 def ratios_between_by_runtime(rows: list[Any]) -> dict[Any, Between]:
-    """τ² of paired speed-ups per runtime class (runtime_class: a row's `variant` and `task`): its rows against their
-    groups' first, pooled over the table's shapes, where that gives at least MIN_CLASS_DF degrees of freedom. What
-    moves between processes is a property of the runtime and what it computes (its allocator, threads, graph): a
-    PyTorch batch-32 pass can move 10% where ONNX Runtime's moves 1%, so one τ² for the whole table would be too wide
-    for the one and too narrow for the other."""
+    """τ² of paired speed-ups per runtime class (runtime_class), pooled over the table's shapes where that gives at
+    least MIN_CLASS_DF degrees of freedom (docs/method.md, "The variance model")."""
     return _by_runtime(_pair_units(_groups([Measurement.of(r) for r in rows])))
 
 
@@ -376,25 +350,12 @@ def speedup(base: Any, cand: Any) -> Speedup:
     return to_speedup(e, paired=paired, n=n)
 
 
-def geomean_speedup(pairs: Iterable[tuple[Any, Any]]) -> Speedup:
-    """Geometric mean over shapes of each shape's speed-up ((baseline, candidate) row pairs), with its 95% CI: the
-    mean log speed-up, its variance Σ SE²/n² (shapes are different groups, so independent). The set of shapes is
-    fixed: it is the grid, not a sample of one."""
-    got = [speedup_estimate(b, c) for b, c in pairs]  # (baseline, candidate) rows of any kind
-    got = [g for g in got if g is not None]
-    if not got:
-        return Speedup(float("nan"), float("nan"), float("nan"), n=0)
-    n = len(got)
-    parts = [(g[0].se ** 2 / n ** 2, g[0].df) for g in got]
-    e = Estimate(float(np.mean([g[0].value for g in got])), float(np.sqrt(sum(a for a, _ in parts))),
-                 satterthwaite(parts))
-    return to_speedup(e, paired=all(g[1] for g in got), n=n)
-
-
-def detectable(se: float, df: float, band: float) -> float:
+def detectable(se, df, band: float, level: float = CONFIDENCE):
     """The minimum detectable effect: the speed-up (above 1) that a comparison with this SE calls 'faster' (its
-    whole 95% CI above the band) with probability POWER; its inverse is the slow-down detected as often."""
-    if not (np.isfinite(se) and se > 0):
-        return float("nan")
-    t = float(_st.t.ppf((1 + CONFIDENCE) / 2, max(df, 1.0)))
-    return float(band * np.exp((t + _st.norm.ppf(POWER)) * se))
+    whole interval at `level` above the band) with probability POWER; its inverse is the slow-down as often.
+    Element-wise over arrays; NaN where the SE is not positive."""
+    se = np.asarray(se, dtype=float)
+    with np.errstate(invalid="ignore"):
+        out = np.where(np.isfinite(se) & (se > 0), band * np.exp(half_width(se, df, level) + _st.norm.ppf(POWER) * se),
+                       np.nan)
+    return float(out) if out.ndim == 0 else out

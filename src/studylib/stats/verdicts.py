@@ -1,25 +1,13 @@
 """The verdict table: every comparison a study answers, at every shape, decided once.
 
-Computed once where a study run ends (`for_study`, from StudyRun._decide), saved beside its results as
-`results/<study>.verdicts.csv` (`save`) and read back (`load`): that one table is handed to the study's `analyse` and
-read by every element that says whether an option is faster (decision table, Answer, findings, claims, figures, "How
-sure are we", the index's "What to use", the summary; tests/test_one_verdict.py doctors it and checks each one).
-
-Rows, one per (candidate, baseline, shape): `option`, every option of a workload (config.is_aa copies and the
-is_shared variants left out) over
-the study's default there (eager PyTorch; unsorted batches in study 04; in study 05 the eager model of the same
-backend process); `declared`, each comparison the study declares (Study.comparisons) whose baseline is not the
-default (one over the default is the `option` row, under its label); `lead`, the fastest over its runner-up. Each
-row: the shape, the latency per call and per item (a call of studies 03/04 is a pass over the text set), the paired
-speed-up with its 95% CI, a same-host re-run's 95% prediction interval, the smallest effect it would call 80% of the
-time, the decision, the one-time cost and the calls that pay it back. The decision is speedups.verdict against the
-±5% band, faster/slower also needing the Benjamini–Hochberg adjusted p-value below 5% over the study's whole table
-(one family per study run). Comparisons the table does not hold are decided by `unlisted`.
+Computed once where a study run ends (`for_study`), saved beside its results as `results/<study>.verdicts.csv`
+(`save`), read back (`load`) and handed to every element that says whether an option is faster. Rows: `option`
+(every option over the study's default), `declared` (each declared comparison over another baseline), `lead` (the
+fastest over its runner-up), judged as one family by speedups.judge (docs/method.md, "The verdict table").
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -30,15 +18,15 @@ import pandas as pd
 from ..core.config import SHAPE, is_aa, is_shared
 from ..core.files import write_text_atomic
 from ..core.study_registry import studies
-from . import calibration, speedups, variance
+from ..core.variants import changes_outputs
+from . import calibration, speedups
 from .measurement import Measurement
-from .speedups import Comparison
+from .speedups import UNDECIDED, Comparison
+from .stats import blank, key, num, text
 
-DECISIONS = ("faster", "slower", "equal", "undecided")
+DECISIONS = (speedups.FASTER, speedups.SLOWER, speedups.EQUAL, UNDECIDED)
 # a successor's decision over the deprecated path it replaces, in words (the Answer's line and the claims)
 SUCCESSOR_WORDS = {"faster": "beats it", "equal": "matches it", "slower": "falls behind", "undecided": "undecided"}
-# the rule's words as a page prints them (speedups.verdict's 'unclear' is 'undecided' here)
-_WORD = {"faster": "faster", "slower": "slower", "equal": "equal", "unclear": "undecided"}
 SUFFIX = ".verdicts.csv"
 SHAPE_FIELDS = tuple(c for c in SHAPE if c != "data")  # the shape a Verdict carries (config.SHAPE, its data tag aside)
 
@@ -75,14 +63,14 @@ class Verdict:
     base_ms_per_call: float
     base_ms_per_item: float
     speedup: float
-    ci_low: float
+    ci_low: float  # the interval at the family's false-coverage-adjusted level (`level`), the one decided on
     ci_high: float
     rerun_low: float  # 95% prediction interval of the speed-up a same-host re-run would measure
     rerun_high: float
     detectable: float  # the speed-up (or its inverse, a slow-down) this interval would call decided 80% of the time
     se: float
     df: float
-    p: float  # Benjamini–Hochberg adjusted over the study's table
+    p: float  # Benjamini–Hochberg adjusted p-value beyond the band, over the study's table
     decision: str  # faster / slower / equal / undecided; '' where nothing was measured
     band: float
     one_time_s: float  # preparation + first call − one steady call of the candidate
@@ -92,7 +80,8 @@ class Verdict:
     parity_ok: object  # True / False / None
     max_abs_diff: float
     label_agreement: float
-    warm_one_time_s: float = math.nan  # one_time_s with the compile cache an earlier process saved (NaN: none measured)
+    warm_one_time_s: float = float("nan")  # one_time_s with an earlier process's compile cache (NaN: none measured)
+    level: float = float("nan")  # the confidence level of ci_low–ci_high and detectable: 1 − R·q/m (speedups.judge)
 
     @property
     def ok(self) -> bool:
@@ -122,6 +111,16 @@ class VerdictTable:
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([asdict(v) for v in self.rows], columns=COLUMNS)
 
+    def level(self) -> float:
+        """The one confidence level every interval of the table is decided and printed at (speedups.judge: one family
+        per study run); NaN where no row has one."""
+        levels = {round(v.level, 9) for v in self.rows if np.isfinite(v.level)}
+        return levels.pop() if len(levels) == 1 else float("nan")
+
+    def decided(self) -> int:
+        """How many verdicts are faster or slower (R of the false-coverage level 1 − R·q/m)."""
+        return sum(v.decision in ("faster", "slower") for v in self.rows)
+
     def options(self) -> list[Verdict]:
         """Every option over the default, per workload."""
         return [v for v in self.rows if v.kind == "option"]
@@ -131,7 +130,7 @@ class VerdictTable:
         of the two where the study declares one (_leads leaves the pair to it); None where the runner-up is the
         default, or one option ran."""
         rows = [v for v in self.rows if v.workload == workload]
-        full = sorted((v for v in rows if v.kind == "option" and v.ok and "int8" not in str(v.candidate)),
+        full = sorted((v for v in rows if v.kind == "option" and v.ok and not changes_outputs(v.candidate)),
                       key=lambda v: v.ms_per_call)
         pair = (full[0].candidate, full[1].candidate) if len(full) > 1 else None
         return next((v for v in rows if v.kind == "lead" or (v.kind == "declared" and (v.candidate, v.baseline) == pair
@@ -143,12 +142,33 @@ class VerdictTable:
     def comparisons(self) -> list[str]:
         return list(dict.fromkeys(v.comparison for v in self.rows))
 
+    def decision(self, candidate_row, baseline_row, options: tuple[str, ...] = ("variant",),
+                 kinds: tuple[str, ...] | None = None) -> str:
+        """The decision of `candidate_row` over `baseline_row` (results or pair-table rows), found by what pages call
+        the two sides (option_name with the study's `options`) and the candidate's shape, of the rows of `kinds`
+        (None: every kind); read the other way round (mirrored) where the table holds the baseline over the
+        candidate; '' where it compares them nowhere."""
+        rows = [v for v in self.rows if kinds is None or v.kind in kinds]
+
+        def find(cand, base) -> str | None:
+            names, shape = (option_name(cand, options), option_name(base, options)), _shape_of(cand)
+            return next((v.decision for v in rows if (v.candidate, v.baseline) == names and _shape_of(v) == shape),
+                        None)
+
+        word = find(candidate_row, baseline_row)
+        return word if word is not None else MIRROR.get(find(baseline_row, candidate_row) or "", "")
+
+
+MIRROR = {"faster": "slower", "slower": "faster", "equal": "equal", "undecided": "undecided", "": ""}
+
+
+def _shape_of(row) -> tuple:
+    """The shape fields a Verdict carries (SHAPE_FIELDS) of a Verdict or a row, blanks (None, NaN, NA, '') as None."""
+    get = row.get if hasattr(row, "get") else lambda c: getattr(row, c, None)
+    return tuple(key(v) for v in (get(c) for c in SHAPE_FIELDS))
+
 
 # --- what a call and an item are -----------------------------------------------------------------------------------
-
-
-def _present(v) -> bool:
-    return v is not None and not (isinstance(v, float) and math.isnan(v)) and v is not pd.NA and v != ""
 
 
 def items_of(row) -> tuple[float, str, str]:
@@ -156,11 +176,11 @@ def items_of(row) -> tuple[float, str, str]:
     its texts; a fixed-shape call holds `batch_size` sequences or images."""
     texts = row.get("n_texts") if hasattr(row, "get") else None
     batch = row.get("batch_size")
-    if _present(texts) and float(texts) > 0:
+    if not blank(texts) and float(texts) > 0:
         n = float(texts)
         return n, "text", f"pass over {n:,.0f} texts"
-    n = float(batch) if _present(batch) else 1.0
-    item = "image" if _present(row.get("image_size")) else "sequence"
+    n = float(batch) if not blank(batch) else 1.0
+    item = "image" if not blank(row.get("image_size")) else "sequence"
     return n, item, f"call of {n:,.0f} {item}{'s' if n != 1 else ''}"
 
 
@@ -168,10 +188,10 @@ def option_name(row, options: tuple[str, ...]) -> str:
     """An option as pages name it: 'ort-int8', 'eager · sorted', 'keras-jax-jit', and in a study whose options
     include the process's Keras backend, 'eager (jax process)' for a native model measured in that process."""
     parts = [str(row[options[0]])]
-    parts += [str(row[o]) for o in options[1:] if o != "backend" and o in row and _present(row[o])]
+    parts += [str(row[o]) for o in options[1:] if o != "backend" and o in row and not blank(row[o])]
     name = " · ".join(parts)
     backend = row.get("backend") if "backend" in options else None
-    if _present(backend) and str(backend) not in name:
+    if not blank(backend) and str(backend) not in name:
         name += f" ({backend} process)"
     return name
 
@@ -184,23 +204,12 @@ def workload_columns(df: pd.DataFrame, options: tuple[str, ...]) -> list[str]:
 # --- computing -------------------------------------------------------------------------------------------------------
 
 
-def _f(v) -> float:
-    try:
-        return float(v) if _present(v) else float("nan")
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def _s(v) -> str:
-    return str(v) if _present(v) else ""
-
-
 def _keys(rec: dict, column: str, baseline: str, fixed: Iterable[str]) -> tuple[tuple, tuple]:
     """(candidate row's key, baseline row's key) of a pair-table record: its shape and variant, the baseline's with
     the compared column and the fixed ones (baseline_where) set to the baseline's values."""
     cand = {c: rec.get(c) for c in _KEY}
     base = cand | {column: baseline} | {k: rec.get("baseline_" + k) for k in fixed}
-    return tuple(speedups._key(cand[c]) for c in _KEY), tuple(speedups._key(base[c]) for c in _KEY)
+    return tuple(key(cand[c]) for c in _KEY), tuple(key(base[c]) for c in _KEY)
 
 
 _KEY = (*SHAPE, "variant")
@@ -216,18 +225,19 @@ def _judged_pairs(df: pd.DataFrame, options: tuple[str, ...], default: dict,
     records: dict[tuple, dict] = {}
     values = [v for v in dict.fromkeys(df[primary].dropna()) if not (is_aa(v) or is_shared(v))]  # never options
     if default.get(primary) in values:
-        t = speedups.pair_table(df, values, default[primary], column=primary, baseline_where=fixed or None)
+        t = speedups.pair_table(df, values, default[primary], column=primary, baseline_where=fixed or None,
+                                judged=False)
         for rec in t.to_dict("records"):
-            if all(speedups._key(rec.get(k)) == speedups._key(v) for k, v in default.items()):
+            if all(key(rec.get(k)) == key(v) for k, v in default.items()):
                 continue  # the default itself
             keys = _keys(rec, primary, default[primary], fixed)
-            plain = all(speedups._key(rec.get(k)) == speedups._key(v) for k, v in fixed.items())
+            plain = all(key(rec.get(k)) == key(v) for k, v in fixed.items())
             label = labels.get((primary, rec[primary], default[primary])) if plain else None
             records[keys] = rec | {"kind": "option", "column": primary, "comparison": label or ""}
     for c in declared:
         if c.column not in df or not ((df[c.column] == c.candidate).any() and (df[c.column] == c.baseline).any()):
             continue
-        for rec in speedups.pair_table(df, c.candidate, c.baseline, column=c.column).to_dict("records"):
+        for rec in speedups.pair_table(df, c.candidate, c.baseline, column=c.column, judged=False).to_dict("records"):
             keys = _keys(rec, c.column, c.baseline, ())
             if keys in records:
                 records[keys]["comparison"] = c.label
@@ -245,7 +255,7 @@ def _leads(df: pd.DataFrame, options: tuple[str, ...], default: dict, records: d
     runner-up is not the default (then the lead is the option's own row): whether the fastest is told apart from the
     next best. Options measured in different processes (study 05's backends) are compared unpaired."""
     ok = df[(df.status == "ok") & ~df[options[0]].map(lambda v: is_aa(v) or is_shared(v))] if "status" in df else df
-    ok = ok[~ok[options[0]].astype(str).str.contains("int8")]
+    ok = ok[~ok[options[0]].map(changes_outputs)]
     work = workload_columns(ok, options)
     out = {}
     for _, g in ok.groupby(work, dropna=False, sort=False) if work else [(None, ok)]:
@@ -253,22 +263,14 @@ def _leads(df: pd.DataFrame, options: tuple[str, ...], default: dict, records: d
             continue
         g = g.assign(median_s=[Measurement.of(r).steady_median_s for _, r in g.iterrows()]).sort_values("median_s")
         top, second = g.iloc[0], g.iloc[1]
-        if all(speedups._key(second.get(k)) == speedups._key(v) for k, v in default.items()):
+        if all(key(second.get(k)) == key(v) for k, v in default.items()):
             continue
-        keys = (tuple(speedups._key(top.get(c)) for c in _KEY), tuple(speedups._key(second.get(c)) for c in _KEY))
+        keys = (tuple(key(top.get(c)) for c in _KEY), tuple(key(second.get(c)) for c in _KEY))
         if keys in records:
             continue
-        s = speedups.speedup(second, top)
-        one_time = Measurement.of(top).one_time_s
-        n, n_lo, n_hi = speedups.break_even(one_time, second.median_s, s)
         out[keys] = {**{c: top.get(c) for c in _KEY}, "candidate": top[options[0]], "baseline": second[options[0]],
-                     "status": "ok", "error": "", "speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high,
-                     "paired": s.paired, "se": s.se, "df": s.df, "median_s": top.median_s,
-                     "base_median_s": second.median_s, "one_time_s": one_time, "break_even": n,
-                     "break_even_low": n_lo, "break_even_high": n_hi,
-                     "detectable": variance.detectable(s.se, s.df, speedups.EQUIVALENCE),
-                     **{k: top.get(k) for k in ("max_abs_diff", "parity_ok", "label_agreement")},
-                     "kind": "lead", "column": options[0], "comparison": ""}
+                     "status": "ok", "error": "", **speedups.pair_record(second, top), "kind": "lead",
+                     "column": options[0], "comparison": ""}
     return out
 
 
@@ -279,26 +281,26 @@ def for_study(notebook: str, df: pd.DataFrame) -> VerdictTable:
 
 
 def unlisted(ci_low: float, ci_high: float, band: float = speedups.EQUIVALENCE) -> str:
-    """The rule (speedups.verdict) in the table's words, for a comparison the table does not hold (a ratio of two of
-    its speed-ups, study 02's single operations, a claim's measurement), outside its false-discovery family: the one
-    door to the rule outside stats/ (tests/test_one_verdict.py)."""
-    return _WORD[speedups.verdict(ci_low, ci_high, band)]
+    """The rule (speedups.verdict) for a comparison the table does not hold, outside its false-discovery family: the
+    one door to the rule outside stats/ (tests/test_one_verdict.py)."""
+    return speedups.verdict(ci_low, ci_high, band)
 
 
 def direction(lo: float, hi: float) -> str:
-    """A pair's direction as `compare` reads reproduction: the rule with the band shrunk to 1 ('faster', 'slower',
-    'unclear'), decided afresh from each run's rows, whatever code decided their saved tables."""
-    return speedups.verdict(lo, hi, band=1.0)
+    """A pair's direction as `compare` reads reproduction: the rule with the band shrunk to 1, in compare's words
+    ('faster', 'slower', 'unclear': the CI does not exclude 1)."""
+    word = speedups.verdict(lo, hi, band=1.0)
+    return "unclear" if word == UNDECIDED else word
 
 
 def decision_at(vt: VerdictTable, candidate: str, baseline: str, row, *, column: str = "variant") -> str:
     """The decision of `candidate` over `baseline` (values of `column`) at the shape of `row` (a results or pair-table
     row), as the verdict table has it; '' where the table has no such verdict."""
-    want = {c: speedups._key(row.get(c) if hasattr(row, "get") else getattr(row, c, None)) for c in SHAPE_FIELDS
+    want = {c: key(row.get(c) if hasattr(row, "get") else getattr(row, c, None)) for c in SHAPE_FIELDS
             if c not in (column, "data", "task")}
     for v in vt:
         if v.column == column and v.candidate_value == candidate and v.baseline_value == baseline and all(
-                speedups._key(getattr(v, c) if _present(getattr(v, c)) else None) == want[c] for c in want):
+                key(getattr(v, c)) == want[c] for c in want):
             return v.decision
     return ""
 
@@ -325,10 +327,15 @@ def _rows_by_shape(df: pd.DataFrame) -> dict[tuple, dict]:
     """Results rows by their key (shape and variant); an ok row wins over a failed one of the same key."""
     out: dict[tuple, dict] = {}
     for r in df.to_dict("records"):
-        key = tuple(speedups._key(r.get(c)) for c in _KEY)
-        if key not in out or (out[key].get("status") != "ok" and r.get("status") == "ok"):
-            out[key] = r
+        k = tuple(key(r.get(c)) for c in _KEY)
+        if k not in out or (out[k].get("status") != "ok" and r.get("status") == "ok"):
+            out[k] = r
     return out
+
+
+_SAME = ("speedup", "ci_low", "ci_high", "detectable", "se", "df", "p", "level", "one_time_s", "break_even",
+         "break_even_low", "break_even_high", "parity_ok", "max_abs_diff", "label_agreement")  # a pair record's
+_OF_ROW = ("model", "dtype", "batch_size", "seq_len", "image_size", "strategy", "backend")  # the candidate row's
 
 
 def _verdict(study: str, r: dict, cand: dict | None, base: dict | None, options, shown) -> Verdict:
@@ -336,32 +343,25 @@ def _verdict(study: str, r: dict, cand: dict | None, base: dict | None, options,
     n, item, call = items_of(row)
     name = option_name({**r, r["column"]: r["candidate"]}, options) if cand is None else option_name(cand, options)
     base_name = option_name(base, options) if base is not None else str(r["baseline"])
-    ms, base_ms = _f(r.get("median_s")) * 1e3, _f(r.get("base_median_s")) * 1e3
+    ms, base_ms = num(r.get("median_s")) * 1e3, num(r.get("base_median_s")) * 1e3
     if not np.isfinite(ms) and cand is not None and cand.get("status") == "ok":
-        ms = _f(cand.get("median_s")) * 1e3
-    ratio, se, dof = _f(r.get("speedup")), _f(r.get("se")), _f(r.get("df"))
-    lo, hi = calibration.rerun_interval(ratio, se, dof)
-    word = _WORD.get(r.get("verdict") or "", "") if np.isfinite(ratio) else ""
+        ms = num(cand.get("median_s")) * 1e3
+    ratio = num(r.get("speedup"))
+    lo, hi = calibration.rerun_interval(ratio, num(r.get("se")), num(r.get("df")))
     full = speedups.shape_columns(pd.DataFrame([r]), without=("data", "task"))
-    parity = r.get("parity_ok")
+    lead = " (fastest over runner-up)" if r["kind"] == "lead" else ""
     return Verdict(
-        study=study, kind=r["kind"], candidate_value=_s(r.get("candidate")), baseline_value=_s(r.get("baseline")),
-        comparison=r["comparison"] or f"{name} over {base_name}" + (" (fastest over runner-up)" if r["kind"] == "lead"
-                                                                     else ""), column=r["column"], candidate=name,
+        **{f: _cell(f, r.get(f)) for f in _SAME}, **{f: _cell(f, row.get(f)) for f in _OF_ROW},
+        study=study, kind=r["kind"], candidate_value=text(r.get("candidate")), baseline_value=text(r.get("baseline")),
+        comparison=r["comparison"] or f"{name} over {base_name}{lead}", column=r["column"], candidate=name,
         baseline=base_name, workload=speedups.shape_label(row, shown) or "the one workload run",
         shape=speedups.shape_label(r, [c for c in full if c != r["column"]]),
-        model=_s(row.get("model")), dtype=_s(row.get("dtype")), batch_size=_f(row.get("batch_size")),
-        seq_len=_f(row.get("seq_len")), image_size=_f(row.get("image_size")), strategy=_s(row.get("strategy")),
-        backend=_s(row.get("backend")), status=_s(r.get("status")) or "ok", message=_s(r.get("error")),
+        status=text(r.get("status")) or "ok", message=text(r.get("error")),
         paired=bool(r.get("paired")) if np.isfinite(ratio) else False, item=item, items_per_call=n, call=call,
         ms_per_call=ms, ms_per_item=ms / n, base_ms_per_call=base_ms, base_ms_per_item=base_ms / n,
-        speedup=ratio, ci_low=_f(r.get("ci_low")), ci_high=_f(r.get("ci_high")), rerun_low=lo, rerun_high=hi,
-        detectable=_f(r.get("detectable")), se=se, df=dof, p=_f(r.get("p")), decision=word,
-        band=speedups.EQUIVALENCE, one_time_s=_f(r.get("one_time_s")), break_even=_f(r.get("break_even")),
-        break_even_low=_f(r.get("break_even_low")), break_even_high=_f(r.get("break_even_high")),
-        parity_ok=None if parity is None or (isinstance(parity, float) and math.isnan(parity)) else bool(parity),
-        max_abs_diff=_f(r.get("max_abs_diff")), label_agreement=_f(r.get("label_agreement")),
-        warm_one_time_s=Measurement.of(cand).warm_one_time_s if cand is not None else math.nan)
+        rerun_low=lo, rerun_high=hi, decision=text(r.get("verdict")) if np.isfinite(ratio) else "",
+        band=speedups.EQUIVALENCE,
+        warm_one_time_s=Measurement.of(cand).warm_one_time_s if cand is not None else float("nan"))
 
 
 # --- saving and loading ----------------------------------------------------------------------------------------------
@@ -382,12 +382,12 @@ _BOOL = {"True": True, "False": False, "true": True, "false": False}
 def _cell(name: str, v):
     kind = Verdict.__dataclass_fields__[name].type
     if kind == "float":
-        return _f(v)
+        return num(v)
     if kind == "bool":
-        return _BOOL.get(str(v), bool(v) if _present(v) else False)
+        return _BOOL.get(str(v), bool(v) if not blank(v) else False)
     if name == "parity_ok":
-        return _BOOL.get(str(v)) if _present(v) else None
-    return _s(v)
+        return None if blank(v) else _BOOL.get(str(v), bool(v))
+    return text(v)
 
 
 def load(path: Path) -> VerdictTable:

@@ -1,23 +1,19 @@
 """One module per study: its profile section, its grid of configurations and the analysis its notebook shows.
 
-Each module registers a `Study` (see base); STUDIES is the registry, by notebook id, in reading order.
+Each module registers a `Study` (see base) when imported, and this package imports every module in it; STUDIES is the
+registry, by notebook id, in reading order.
 """
 
 from __future__ import annotations
 
-# each registers itself: a study, or its claim evaluators (claims.register_evaluators)
-from . import (  # noqa: F401 - each registers itself
-    eager_vs_compiled,
-    eager_vs_compiled_claims,
-    keras_backends,
-    keras_backends_claims,
-    onnx_batching,
-    sorted_batching,
-    text_generation,
-    torchscript_vs_xla,
-    torchscript_vs_xla_claims,
-)
+import importlib
+import pkgutil
+
 from .base import REGISTRY as STUDIES
 from .base import Analysis, Comparison, Study, register, unregister
+
+# every module here, so each registers itself (a study, or its claim evaluators): a new study is its own file only
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = ["STUDIES", "Analysis", "Comparison", "Study", "register", "unregister"]

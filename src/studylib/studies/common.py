@@ -4,16 +4,40 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..core import numbers
-from ..core.config import shape_label
+from ..bench import roofline, surprises
+from ..core import numbers, wording
+from ..core.config import REFERENCE, is_aa, shape_label
+from ..core.study_registry import REGISTRY
 from ..stats import run_shift, speedups, stats, variance, verdicts
 from ..stats.speedups import EQUIVALENCE
 from ..workloads.models import MODELS
+from .base import Analysis
+
+
+def over_eager(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """Each variant (A/A copies left out) over eager: the pairs the roofline's regime findings count."""
+    return [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)] if len(df) else []
+
+
+def finish(notebook: str, df: pd.DataFrame, peaks: dict | None, vt: verdicts.VerdictTable, tables: dict,
+           findings: list[str], claims: pd.DataFrame, pairs=None, shape=None, column: str = "variant") -> Analysis:
+    """A study's Analysis with the roofline (roofline.attach: `pairs`, default over_eager, decided by `vt`) and the
+    surprises (surprises.attach: the study's expectations) added."""
+    study = REGISTRY[notebook]
+    analysis = roofline.attach(Analysis(tables=tables, findings=findings, claims=claims), df, peaks,
+                               over_eager(df) if pairs is None else pairs, vt, shape, column=column,
+                               options=study.options)
+    return surprises.attach(analysis, df, study.expectations, speedups.band(df))
 
 
 def text_workloads(run):
     """The data-set studies' workloads (StudyRun -> dataset.DatasetWorkloads): passes over the profile's corpus."""
     return run.text_data()[1]
+
+
+def say(template: str, name: str, /, *args, **kwargs) -> str:
+    """The macro `name` of templates/studies/<template>.md.j2: a study's sentence, from the data it is given."""
+    return wording.macro(f"studies/{template}.md.j2", name, *args, **kwargs)
 
 
 def threshold_note(claim, lo: float, hi: float, band: float = EQUIVALENCE) -> str:
@@ -27,20 +51,7 @@ def threshold_note(claim, lo: float, hi: float, band: float = EQUIVALENCE) -> st
     beyond = lo >= m.at_least if claim.expect == "higher" else hi <= 1 / m.at_least
     if verdicts.unlisted(lo, hi, band) != want or beyond:
         return ""
-    return (f" (decided {want}; only the registry's reading of «{m.words}» as at least "
-            f"{numbers.fmt_factor(m.at_least)} — our threshold, not the seed's number — stands between this and agreeing)")
-
-
-def fmt_ms(seconds: float) -> str:
-    if seconds is None or pd.isna(seconds):
-        return ""
-    ms = seconds * 1e3
-    return f"{ms:.3g} ms" if ms < 100 else f"{ms:,.0f} ms"
-
-
-def counted(n: int, noun: str) -> str:
-    """'1 shape', '3 shapes': a count with its noun in the number it needs."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+    return " " + say("common", "threshold_note", want, m.words, m.at_least)
 
 
 def describe_ci(row) -> str:
@@ -53,28 +64,11 @@ def aa_finding(df: pd.DataFrame) -> str:
     (speedups.aa_calibration) and the noise floor they imply."""
     aa = speedups.aa_pairs(df)
     if not len(aa):
-        return "No A/A control was measured (no A/A copy such as eager-aa ran), so this page cannot show its false-positive rate."
-    cal = speedups.aa_calibration(df, pairs=aa)
-    band = speedups.band(df, pairs=aa)
-    floor = (f"the 'equal' band widens to ±{band - 1:.1%}" if band > EQUIVALENCE
-             else f"within the fixed ±{EQUIVALENCE - 1:.0%} band used for 'equal'")
-    runtimes = list(dict.fromkeys(aa.runtime))
-    if len(runtimes) == 1:
-        what = (f"**A/A control** ({runtimes[0]}-aa, an independently prepared copy of {runtimes[0]}, timed like any "
-                f"variant): called different from {runtimes[0]} in {cal.false_pos} of {cal.n} shapes")
-    else:
-        per = ", ".join(f"{r} {int(g.significant.sum())} of {len(g)}" for r, g in aa.groupby("runtime", sort=False))
-        what = (f"**A/A controls** ({', '.join(r + '-aa' for r in runtimes)}: each an independently prepared copy of "
-                f"its variant, timed like any variant): called different from their original in {cal.false_pos} of "
-                f"{cal.n} pairs ({per})")
-    rate_ci = numbers.fmt_range(cal.rate_low, cal.rate_high, ".0%", collapse=False)
-    z2_ci = numbers.fmt_range(cal.z2_low, cal.z2_high, ".2f", collapse=False)
-    ratios = numbers.fmt_range(aa.speedup.min(), aa.speedup.max(), ".3f", "×")
-    widest = numbers.fmt_range(aa.ci_low.min(), aa.ci_high.max(), ".3f", "×", collapse=False)
-    return (f"{what} (false-positive rate {cal.rate:.0%}, exact 95% CI {rate_ci}; 5% expected); mean z² of the A/A "
-            f"log ratios {cal.mean_z2:.2f} (95% CI {z2_ci}; about 1 where the CIs are as wide as the noise, above 1 "
-            f"where they are too narrow); A/A ratios {ratios}, CIs as wide as {widest} — the machine's noise floor, "
-            f"{floor}.")
+        return say("common", "no_aa")
+    per = [(r, int(g.significant.sum()), len(g)) for r, g in aa.groupby("runtime", sort=False)]
+    return say("common", "aa_finding", list(dict.fromkeys(aa.runtime)), per, speedups.aa_calibration(df, pairs=aa),
+               speedups.band(df, pairs=aa), EQUIVALENCE, aa.speedup.min(), aa.speedup.max(), aa.ci_low.min(),
+               aa.ci_high.max())
 
 
 def rerun_line(ok: pd.DataFrame) -> str:
@@ -87,7 +81,7 @@ def rerun_line(ok: pd.DataFrame) -> str:
     half = (ok.rerun_high_s / ok.median_s - 1) if "rerun_high_s" in ok else pd.Series(dtype=float)
     if not half.notna().any():
         return run_shift.describe(shift)
-    return run_shift.describe(shift) + f" Re-run CIs' upper half-widths: {numbers.fmt_range(half.min(), half.max(), '.1%')}."
+    return run_shift.describe(shift) + " " + say("common", "rerun_widths", half.min(), half.max())
 
 
 def drift_finding(df: pd.DataFrame) -> str | None:
@@ -97,29 +91,15 @@ def drift_finding(df: pd.DataFrame) -> str | None:
     if "drift" not in ok or not len(ok):
         return None
     flagged = ok[ok.drift.fillna(False).astype(bool)]
-    if not len(flagged):
-        line = f"Drift: no configuration's samples trend over the rounds (Kendall test, p < {stats.DRIFT_P})."
-    else:
-        line = (f"Drift: {len(flagged)} of {len(ok)} configurations' samples trend over the rounds (Kendall test, "
-                f"p < {stats.DRIFT_P}; changes {flagged.drift_pct.min():+.0%} to {flagged.drift_pct.max():+.0%} over a "
-                f"replicate). Speed-ups pair rounds, so drift common to a round cancels; medians carry it in their CIs.")
+    line = say("common", "drift", len(flagged), len(ok), stats.DRIFT_P, flagged.drift_pct.min(),
+               flagged.drift_pct.max())
     records = ok.to_dict("records") if "samples_s" in ok else []
     medians = variance.medians_between(records) if records else None
     if medians is not None:
-        ratios = variance.ratios_between(records)
-        paired = ("" if ratios is None else
-                  f" Speed-ups pair rounds within a process, so the machine's phase cancels in them; what a speed-up "
-                  f"moves between processes beyond its sampling noise is {ratios.pct:.1f}% (over {counted(ratios.units, 'pair')}), "
-                  f"and their CIs include it too.")
         odd = int(ok.heterogeneous.fillna(False).astype(bool).sum()) if "heterogeneous" in ok else 0
-        odd_line = (f" {odd} configuration(s) whose replicates disagree far beyond that (Q test, p < "
-                    f"{variance.HETEROGENEITY_P}) keep their own spread." if odd else "")
         half = ok.ci_high_s / ok.median_s - 1
-        widths = numbers.fmt_range(half.min(), half.max(), ".1%")
-        line += (f" Between processes: beyond its rounds' sampling noise a configuration's median moves by "
-                 f"{medians.pct:.1f}% (SD, pooled over {counted(medians.units, 'configuration')}); the medians' 95% CIs (this "
-                 f"run) include it, upper half-widths {widths}.{odd_line}{paired} "
-                 + rerun_line(ok))
+        line += " " + say("common", "between", medians, half.min(), half.max(), odd, variance.HETEROGENEITY_P,
+                          variance.ratios_between(records)) + " " + rerun_line(ok)
     return line
 
 
@@ -129,13 +109,32 @@ def failures_and_noise(df: pd.DataFrame, where) -> list[str]:
     `where(row)` names a configuration for the reader, e.g. "ort b8".
     """
     failed, measured = df[df.status != "ok"], df[df.status == "ok"]
-    lines = ["Every configuration ran." if not len(failed) else
-             f"{len(failed)} configuration(s) did not run (marked in the figures): "
-             + "; ".join(f"{where(r)}: {r['status']} — {r['error']}"
-                         for _, r in failed.drop_duplicates(["variant", "error"]).iterrows())]
+    parts = [(where(r), r["status"], r["error"]) for _, r in failed.drop_duplicates(["variant", "error"]).iterrows()]
+    lines = [say("common", "failed", len(failed), parts) if len(failed) else "Every configuration ran."]
     if len(measured):
-        lines.append(f"Noise: CV of pass times {numbers.fmt_range(measured.cv.min(), measured.cv.max(), '.1%')}.")
+        lines.append(say("common", "noise_cv", measured.cv.min(), measured.cv.max()))
     return lines
+
+
+def ms(seconds: float) -> str:
+    """Seconds as a page prints milliseconds (numbers.fmt_ms); blank where missing."""
+    return numbers.fmt_ms(seconds * 1e3 if seconds is not None else None, "")
+
+
+def failed_by_variant(df: pd.DataFrame, averages: bool = False) -> str:
+    """What did not run, per variant: its statuses and first message (`averages`: said to be left out of them)."""
+    failed = df[df.status != "ok"]
+    if not len(failed):
+        return "Every configuration ran."
+    parts = [(v, list(g.status.value_counts().items()), g.error.iloc[0]) for v, g in failed.groupby("variant", sort=False)]
+    return say("common", "failed_variants", len(failed), len(df), parts, averages)
+
+
+def first_call_cells(g: pd.DataFrame) -> dict[str, str]:
+    """A first-call table's cells for one model and variant's rows: the first call's range over shapes and its median
+    over the steady call."""
+    return {"first call (s)": numbers.fmt_range(g.first_call_s.min(), g.first_call_s.max(), ".2f"),
+            "first call ÷ steady call": f"{numbers.fmt((g.first_call_s / g.median_s).median(), digits=0)} (median)"}
 
 
 def size_label(row) -> str:
@@ -153,12 +152,12 @@ def add_timing_columns(df: pd.DataFrame, median_label: str = "median") -> pd.Dat
     within this run and for a re-run on this host ('unknown' where the profile does not know the shift between
     whole runs; blank for a failed row), CV, the sample count and the max |Δ| against eager."""
     t = df.copy()
-    t[median_label] = t.median_s.map(fmt_ms)
-    t["95% CI (this run)"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if s == "ok" else ""
+    t[median_label] = t.median_s.map(ms)
+    t["95% CI (this run)"] = [f"{ms(lo)}–{ms(hi)}" if s == "ok" else ""
                               for lo, hi, s in zip(t.ci_low_s, t.ci_high_s, t.status)]
     rerun = zip(t.get("rerun_low_s", pd.Series(dtype=float)).reindex(t.index),
                 t.get("rerun_high_s", pd.Series(dtype=float)).reindex(t.index), t.status)
-    t["95% CI (re-run here)"] = [f"{fmt_ms(lo)}–{fmt_ms(hi)}" if s == "ok" and pd.notna(lo) else
+    t["95% CI (re-run here)"] = [f"{ms(lo)}–{ms(hi)}" if s == "ok" and pd.notna(lo) else
                                  ("unknown" if s == "ok" else "") for lo, hi, s in rerun]
     t["CV"] = fmt_or_blank(t.cv, ".1%")
     t["n"] = t.n.astype("Int64")
@@ -173,7 +172,7 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     """The results as a reader scans them: one row per configuration, times in ms."""
     t = add_timing_columns(df)
     t["size"] = t.apply(size_label, axis=1)
-    t["first call"] = t.first_call_s.map(lambda v: (fmt_ms(v) if v < 1 else f"{v:.1f} s") if pd.notna(v) else "")
+    t["first call"] = t.first_call_s.map(lambda v: numbers.fmt_seconds(v, "") if pd.notna(v) and v >= 1 else ms(v))
     t["samples/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
     t["peak MB"] = fmt_or_blank(t.peak_mem_mb, ",.0f")
     cols = ["model", "dtype", "size", "batch_size", "variant", "status", "median", "95% CI (this run)",
@@ -182,11 +181,7 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     return t[[c for c in cols if c in t]]
 
 
-# export-aoti's preparation (torch.export, the package's C++ compile, load) per configuration, for `plan` only:
-# calibration constants measured on the 2-core development host on 2026-11-27 (ExportAOTI.prepare once per model, after
-# the untimed Inductor start-up, beside other work): BERT-base seq 128 batch 1 fp32 23.0 s (export 0.9, compile 21.6,
-# load 0.5), ResNet-50 224 px batch 1 fp32 21.5 s (1.4, 20.0, 0.1), bert-tiny and resnet-tiny 8.4-9.4 s (mostly the
-# C++ compile, whatever the model).
+# export-aoti's preparation per configuration, for `plan` only (calibration: docs/method.md, "Studies")
 AOTI_PREPARE_S = {"text": 23.0, "vision": 21.5, "tiny": 9.0}
 
 
@@ -213,6 +208,5 @@ def aoti_steps(df: pd.DataFrame) -> str:
             return "?"
         return numbers.fmt_range(min(values), max(values), spec)
 
-    return (f"torch.export {span('torch.export', spec='.2f')} s, AOTInductor's compile into a package "
-            f"{span('aoti_compile_and_package')} s (package {span('aoti_compile_and_package', 'bytes', 1e-6, '.3g')} MB), "
-            f"loading it {span('load', spec='.2f')} s, over {counted(len(steps), 'configuration')}")
+    return say("common", "aoti_steps", span("torch.export", spec=".2f"), span("aoti_compile_and_package"),
+               span("aoti_compile_and_package", "bytes", 1e-6, ".3g"), span("load", spec=".2f"), len(steps))

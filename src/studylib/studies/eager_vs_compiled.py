@@ -1,20 +1,18 @@
-"""Study 01: PyTorch eager vs torch.compile, and torch.export + AOTInductor (its ahead-of-time counterpart) — the grid,
-and the analysis the notebook shows (its seed-claim evaluators are in eager_vs_compiled_claims)."""
+"""Study 01: PyTorch eager vs torch.compile, and torch.export + AOTInductor (its ahead-of-time counterpart): the grid,
+the analysis the notebook shows and the evaluators of its seed claims."""
 
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
 from .. import runtimes
-from ..bench import roofline, surprises
+from ..bench import surprises
 from ..bench.schemas import SKIP_KEYS, Grid, Skip, VariantSkips
 from ..claims import claims as seedclaims
-from ..core import numbers
 from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, shape_label, with_aa
 from ..stats import speedups as speedups_layer
 from ..stats import verdicts
@@ -22,19 +20,21 @@ from ..stats.measurement import Measurement
 from ..stats.speedups import Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import (  # noqa: F401
+from .common import (  # noqa: F401 - latency_table and size_label: the notebook's
     aa_finding,
     aoti_prepare_s,
     aoti_steps,
-    counted,
     describe_ci,
     drift_finding,
+    finish,
     fmt_or_blank,
     latency_table,
+    say,
     size_label,
 )
 
 NOTEBOOK = "01_eager_vs_compiled"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 NOISY_CV = 0.10  # above this coefficient of variation a configuration's timing is called unstable
 # What a compiler is for: a replicate where one is slower than eager profiles a call of each (surprises.py).
 EXPECTATIONS = tuple(surprises.Expectation(v, REFERENCE) for v in
@@ -56,9 +56,7 @@ COMPILED = ("compile", "export")
 class EagerVsCompiled(VariantSkips, Grid):  # Grid first in validation: eager and the grid before variant_skip
     """Section of study 01: PyTorch eager vs torch.compile (and torch.export + AOTInductor ahead of time)."""
 
-    variants: list[Literal["eager", "compile-default", "compile-reduce-overhead", "compile-max-autotune",
-                           "eager-channels-last", "compile-default-channels-last", "eager-cudnn-benchmark",
-                           "export-aoti"]]
+    variants: list[Variant]
     image_size: int = Field(224, ge=8)
     vision_only_skip: list[Skip] = Field(default_factory=list, description=(
         "shapes where the image-model-only variants (channels-last, cudnn-benchmark) are left out (say why in "
@@ -103,13 +101,9 @@ def configs(section: EagerVsCompiled, *, device: str, threads: int) -> list[Conf
             for model, dtype, batch, seq in section.shapes() for v in section.variants_for(model, dtype, batch, seq)]
 
 
-# max-autotune's compile over default's, per device: on a CPU it adds little (measured 1.3x); on CUDA it benchmarks
-# Triton kernel configurations and cuBLAS choices per matmul and convolution, which Inductor's own notes put at many
-# times default's compile. The CUDA figure is a guess until a GPU has run the study (plan says times are rough).
+# `plan`'s calibration (docs/method.md, "Studies"): max-autotune's compile over default's, per device, and a compile
+# from an earlier process's cache over the cold one
 _AUTOTUNE = {"cpu": 1.3, "cuda": 6.0}
-# A compile from the cache an earlier process saved, over the cold one: a calibration constant, measured once on the
-# 2-core development host (2026-11-27, bert-base fp32 batch 1 seq 128, compile-default, 2 threads: first call 6.99 s
-# from the cache against 12.59 s cold in the same process; Inductor's C++ kernels are still built in the empty cache)
 _WARM_SHARE = 0.55
 
 
@@ -159,6 +153,10 @@ def _where(row) -> str:
     return shape_label(row, ("model", "dtype", "batch_size"))
 
 
+def _label(r) -> str:
+    return f"{r['variant']} {_where(r)}"
+
+
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     lines = [aa_finding(df)]
@@ -167,69 +165,46 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     ok = ok[ok.variant.map(runtimes.family).isin(COMPILED)]  # compile cost and break-even: compiled variants only
     jit, aot = (ok[ok.variant.map(runtimes.family) == f] for f in COMPILED)
     if len(jit):
-        cost = numbers.fmt_range(jit.compile_s.min(), jit.compile_s.max(), ".1f", " s")
-        lines.append(f"Compiling cost {cost} per configuration (the first "
-                     f"call beyond one steady compiled call, with its preparation){_warm_cost(df)}; where it pays back "
-                     f"is in the decision table.")
+        lines.append(say(NOTEBOOK, "compile_cost", jit.compile_s.min(), jit.compile_s.max(), _warm_cost(df)))
     if len(aot):
-        cost = numbers.fmt_range(aot.compile_s.min(), aot.compile_s.max(), ".1f", " s")
-        lines.append(f"Compiling ahead of time (torch.export + AOTInductor) cost {cost} per configuration "
-                     f"(its preparation and the first call beyond a steady one): {aoti_steps(df)}.")
-    if len(ok):
-        for (variant, model, dtype), g in ok.groupby(["variant", "model", "dtype"], sort=False):
-            if g.batch_size.nunique() > 1:
-                small, large = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
-                lines.append(f"{variant}, {model} {dtype}: {describe_ci(small)} at batch {small.batch_size} → "
-                             f"{describe_ci(large)} at batch {large.batch_size}.")
+        lines.append(say(NOTEBOOK, "aot_cost", aot.compile_s.min(), aot.compile_s.max(), aoti_steps(df)))
+    for (variant, model, dtype), g in ok.groupby(["variant", "model", "dtype"], sort=False):
+        if g.batch_size.nunique() > 1:
+            lines.append(say(NOTEBOOK, "batch_trend", variant, model, dtype, g.loc[g.batch_size.idxmin()],
+                             g.loc[g.batch_size.idxmax()]))
     measured = df[df.status == "ok"]
     if len(measured):
         bad = measured[measured.parity_ok == False]  # noqa: E712
-        lines.append(
-            f"Parity with eager: largest max-abs difference {measured.max_abs_diff.max():.2e}; "
-            + (f"**{len(bad)} configuration(s) exceed the tolerance**: "
-               + ", ".join(f"{r['variant']} {_where(r)}" for _, r in bad.iterrows())
-               if len(bad) else "every configuration is within tolerance.")
-        )
+        lines.append(say(NOTEBOOK, "parity", measured.max_abs_diff.max(), [_label(r) for _, r in bad.iterrows()]))
     failed = df[df.status != "ok"]
     if len(failed):
-        examples = "; ".join(f"{r['variant']} {_where(r)}: {r['error']}"
-                             for _, r in failed.drop_duplicates("error").head(3).iterrows())
-        counts = ", ".join(f"{n} {status}" for status, n in failed.status.value_counts().items())
-        lines.append(f"Failed or skipped configurations: {counts} — {examples}")
+        examples = [(_label(r), r["error"]) for _, r in failed.drop_duplicates("error").head(3).iterrows()]
+        lines.append(say(NOTEBOOK, "failed", list(failed.status.value_counts().items()), examples))
     else:
         lines.append("No configuration failed.")
     if len(measured):
         noisy = measured.loc[measured.cv.astype(float).idxmax()]
         budget = int(measured.stop_reason.str.contains("budget").sum())
-        lines.append(
-            f"Noise: CV ranged {numbers.fmt_range(measured.cv.min(), measured.cv.max(), '.1%')} (noisiest: {noisy['variant']} "
-            f"{_where(noisy)}); {budget} of {len(measured)} configurations hit their time budget before reaching "
-            f"the precision target."
-        )
+        lines.append(say(NOTEBOOK, "noise", measured.cv.min(), measured.cv.max(), _label(noisy), budget,
+                         len(measured)))
         unstable = measured[measured.cv > NOISY_CV]
         if len(unstable):
-            lines.append(f"**{len(unstable)} configuration(s) are unstable (CV above {NOISY_CV:.0%})**: "
-                         + ", ".join(f"{r['variant']} {_where(r)}" for _, r in unstable.iterrows())
-                         + ". The machine was likely busy; their medians and speed-ups carry wide CIs.")
+            lines.append(say(NOTEBOOK, "unstable", [_label(r) for _, r in unstable.iterrows()], NOISY_CV))
     drift = drift_finding(df)
     return lines + ([drift] if drift else [])
 
 
-def _warm_cost(df: pd.DataFrame) -> str:
-    """The findings' words on a compile from the cache an earlier process saved (bench/warm.py): its one-time
+def _warm_cost(df: pd.DataFrame) -> dict:
+    """What the findings say of a compile from the cache an earlier process saved (bench/warm.py): its one-time
     cost over the compiled configurations that had one, those whose warm compile missed the cache (not reported as
-    warm) and those whose warm output differs from eager; '' where none ran."""
+    warm) and those whose warm output differs from eager."""
     rows = df[(df.status == "ok") & ~df.variant.map(is_aa) & (df.variant.map(runtimes.family) == "compile")]
     rows = [Measurement.of(r) for r in rows.reindex(columns=_WARM).to_dict("records")]
     costs = [c for r in rows if np.isfinite(c := r.warm_one_time_s)]
-    missed = sum((r.warm_cache_misses or 0) > 0 for r in rows)
-    differ = sum(None not in (r.warm_max_abs_diff, r.parity_tol) and r.warm_max_abs_diff > r.parity_tol for r in rows)
-    warm = numbers.fmt_range(min(costs), max(costs), ".1f", " s") if costs else ""
-    said = (f"; from the compile cache an earlier process saved, {warm} ({len(costs)} of "
-            f"{len(rows)} compiled configurations)" if costs else "")
-    return (said + (f"; {missed} compile(s) from an earlier process's cache missed it, so are not counted as warm"
-                    if missed else "")
-            + (f"; **{differ} warm compile(s) differ from eager beyond the tolerance**" if differ else ""))
+    return {"costs": len(costs), "rows": len(rows), "low": min(costs, default=0.0), "high": max(costs, default=0.0),
+            "missed": sum((r.warm_cache_misses or 0) > 0 for r in rows),
+            "differ": sum(None not in (r.warm_max_abs_diff, r.parity_tol) and r.warm_max_abs_diff > r.parity_tol
+                          for r in rows)}
 
 
 def layout_speedups(df: pd.DataFrame) -> pd.DataFrame:
@@ -250,12 +225,6 @@ def layout_table(df: pd.DataFrame) -> pd.DataFrame:
     t["speed-up (95% CI)"] = [describe_ci(r) if pd.notna(r["speedup"]) else f"{r['status']}: {r['error']}"
                               for _, r in t.iterrows()]
     return t[["model", "dtype", "size", "batch_size", "pair", "speed-up (95% CI)"]]
-
-
-def _geo_pairs(df: pd.DataFrame, cand: str, base: str) -> dict | None:
-    """Geometric-mean speed-up of `cand` over `base` over the shapes where both ran, with its CI."""
-    g = speedups_layer.geomean(df, cand, base)
-    return None if g is None else {"speedup": g.ratio, "ci_low": g.ci_low, "ci_high": g.ci_high, "n": g.n}
 
 
 def claims(df: pd.DataFrame, sp: pd.DataFrame, *, vt: verdicts.VerdictTable) -> pd.DataFrame:
@@ -307,17 +276,132 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown); every
     decision as the run's verdict table `vt` (StudyRun.verdicts) has it."""
     sp = speedups(df, vt)
-    band = speedups_layer.band(df)
-    analysis = roofline.attach(Analysis(tables={"speedups": sp, "compile": compile_table(sp, df),
-                                                "layout": layout_table(df)},
-                                        findings=findings(df, sp), claims=claims(df, sp, vt=vt)),
-                               df, peaks, roofline_pairs(df), vt)
-    return surprises.attach(analysis, df, EXPECTATIONS, band)
+    return finish(NOTEBOOK, df, peaks, vt, {"speedups": sp, "compile": compile_table(sp, df),
+                                            "layout": layout_table(df)}, findings(df, sp), claims(df, sp, vt=vt))
 
 
-def roofline_pairs(df: pd.DataFrame) -> list[tuple[str, str]]:
-    """Each compiled variant over eager, for the roofline's regime findings."""
-    return [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
+# --- seeds 001, 002 and 004's claims, measured on the study's results (studylib.claims.claims) ---
+
+
+def _cell(r) -> tuple[float, float, float]:
+    return float(r["speedup"]), float(r["ci_low"]), float(r["ci_high"])
+
+
+def _short(r) -> str:
+    return shape_label(r, ("model", "dtype", "batch_size"), short=True)
+
+
+def _gains(tables: dict, claim, variant: str) -> pd.DataFrame:
+    """`variant` over eager per shape (the speed-ups table), of the seed's models and precisions where present."""
+    sp = tables["speedups"]
+    return seedclaims.matching(sp[(sp.variant == variant) & sp.speedup.notna()], claim)
+
+
+def equal_at_batches(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default",
+                     batches: tuple[int, ...] = (1, 8)):
+    """Seed 004's 'eager = compiled at batch 1 and 8': of those cells, the one furthest from equal."""
+    g = _gains(tables, claim, variant)
+    g = g[g.batch_size.isin(batches)]
+    if not len(g):
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_at_batches", variant, list(batches)))
+    cells = [(_short(r), _cell(r)) for _, r in g.iterrows()]
+    label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
+    return seedclaims.Measurement(v, lo, hi, say(NOTEBOOK, "furthest_from_equal", variant, label, cells), rows=g,
+                                  band=speedups_layer.band(df))
+
+
+def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8,
+               over: str = "large/small"):
+    """How `variant`'s gain over eager changes from the smallest batch to the largest (above `large_above`), per
+    model and precision, combined: gain at large ÷ gain at small (or the inverse, `over: small/large`)."""
+    g = _gains(tables, claim, variant)
+    cells, used = [], []
+    for (model, dtype), h in g.groupby(["model", "dtype"], sort=False):
+        small, large = h.loc[h.batch_size.idxmin()], h.loc[h.batch_size.idxmax()]
+        if large.batch_size <= large_above or large.batch_size == small.batch_size:
+            continue
+        a, b = (large, small) if over == "large/small" else (small, large)
+        cells.append(speedups_layer.ratio_of(_cell(a), _cell(b)))
+        used.append(say(NOTEBOOK, "gain_at", model, dtype, a, b))
+    if not cells:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "no_large_batch", variant, large_above,
+                                          sorted(set(g.batch_size.astype(int)))))
+    v, lo, hi = speedups_layer.combine(cells)
+    rows = g[g.groupby(["model", "dtype"]).batch_size.transform("nunique") > 1]
+    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=rows, band=speedups_layer.band(df))
+
+
+def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8):
+    """Seed 004's 'at large batch, compiled fp16 beats compiled fp32': half over fp32 at the largest batch above
+    `large_above` (fp16 on a GPU; bf16 where that is what the profile ran), per model, combined."""
+    ok = df[(df.status == "ok") & (df.variant == variant)]
+    half = "fp16" if "fp16" in set(ok.dtype) else "bf16"
+    cells, used, rows = [], [], []
+    models = claim.conditions.models
+    for _, g in (ok[ok.model.isin(models)] if ok.model.isin(models).any() else ok).groupby("model", sort=False):
+        h, f = speedups_layer.paired(g, half, "fp32", column="dtype")  # each shape in both precisions
+        large = h.batch_size[h.batch_size > large_above]
+        if not len(large):
+            continue
+        i = large.idxmax()
+        s = speedups_layer.speedup(f.iloc[i], h.iloc[i])
+        cells.append(tuple(s))
+        used.append(say(NOTEBOOK, "half_at", shape_label(h.iloc[i], ("model", "batch_size"), short=True), half,
+                        s.ratio))
+        rows.append(pd.concat([f.iloc[[i]], h.iloc[[i]]]))
+    if not cells:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "no_half", large_above, half))
+    v, lo, hi = speedups_layer.combine(cells)
+    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=pd.concat(rows), band=speedups_layer.band(df))
+
+
+def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-reduce-overhead",
+              baseline: str = "compile-default"):
+    """`candidate` over `baseline` (two compile modes), geometric mean over the shapes both ran."""
+    ok = df[df.status == "ok"]
+    c, b = speedups_layer.paired(ok, candidate, baseline)
+    if not len(c):
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
+    s = speedups_layer.geomean_of(zip(b.to_dict("records"), c.to_dict("records")))
+    text = say(NOTEBOOK, "mode_gain", candidate, baseline, (df.device == "cuda").any(), len(c))
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, text, rows=ok[ok.variant.isin([candidate, baseline])],
+                                  band=speedups_layer.band(df))
+
+
+def first_call_cost(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'the first step includes compilation and costs extra': each compiled configuration's first call
+    over its steady call (CI from the steady median's); the least of them."""
+    ok = df[(df.status == "ok") & ~df.variant.map(is_aa) & (df.variant.map(lambda v: runtimes.get(v).family == "compile"))]
+    if not len(ok):
+        return seedclaims.NotAnswered("no compiled configuration ran")
+    cold = ok.prepare_s.fillna(0) + ok.first_call_s
+    ratio = cold / ok.median_s
+    r = ok.loc[ratio.idxmin()]
+    first = cold[ratio.idxmin()]
+    return seedclaims.Measurement(first / r.median_s, first / r.ci_high_s, first / r.ci_low_s,
+                                  say(NOTEBOOK, "first_call", len(ok), _label(r), ratio.max()), rows=ok,
+                                  band=speedups_layer.band(df))
+
+
+def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-last", "eager"),
+                                                               ("compile-default-channels-last", "compile-default"))):
+    """Seed 001's 'NHWC beats NCHW': channels_last over the default (NCHW) layout, geometric mean over every shape
+    and pair (eager and compiled) where both sides ran, of the seed's models and precisions where present."""
+    ok = seedclaims.matching(df[df.status == "ok"], claim)
+    cells, used, rows = [], [], []
+    for cand, base in pairs:
+        c, b = speedups_layer.paired(ok, cand, base)
+        cells += zip(b.to_dict("records"), c.to_dict("records"))
+        if len(c):
+            used.append(say(NOTEBOOK, "layout_used", cand, base, len(c)))
+            rows.append(ok[ok.variant.isin([cand, base])])
+    if not cells:
+        return seedclaims.NotAnswered("no channels-last variant ran beside its default-layout baseline "
+                                      "(they run on image models only)")
+    s = speedups_layer.geomean_of(cells)
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "geometric mean of " + "; ".join(used),
+                                  rows=pd.concat(rows).drop_duplicates(subset=[*shape_columns(ok), "variant"]),
+                                  band=speedups_layer.band(df))
 
 
 STUDY = register(Study(
@@ -338,3 +422,8 @@ STUDY = register(Study(
     expectations=EXPECTATIONS,
     warm_compile=True,  # every compiled configuration's one-time cost from an earlier process's cache too
 ))
+
+
+# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
+seedclaims.register_evaluators(NOTEBOOK, equal_at_batches, gain_trend, half_over_fp32, mode_gain, first_call_cost,
+                               layout_gain)

@@ -11,13 +11,12 @@ one Keras output per shape; the native model has its own random weights and is c
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 import pandas as pd
 from pydantic import Field, field_validator
 
 from .. import runtimes
-from ..bench import keras_models, roofline, surprises
+from ..bench import keras_models, surprises
 from ..bench.schemas import Grid
 from ..claims import claims as seedclaims
 from ..core import numbers, paths
@@ -26,19 +25,24 @@ from ..runtimes.keras import BACKENDS
 from ..stats import speedups as speedups_layer
 from ..stats import verdicts
 from ..stats.speedups import Comparison
-from ..stats.verdict_lookup import Decisions
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import aa_finding, describe_ci, drift_finding, latency_table  # noqa: F401
+from .common import (  # noqa: F401
+    aa_finding,
+    describe_ci,
+    drift_finding,
+    failed_by_variant,
+    finish,
+    first_call_cells,
+    latency_table,
+    say,
+)
 
 NOTEBOOK = "05_keras_backends"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 NATIVE_COMPILED = "compile-default"
 KERAS2 = "keras2-tensorflow"
 KERAS_MODELS = ("bert-base", "bert-tiny", "resnet-50")  # the models keras_models can build
-KerasVariant = Literal["eager", "compile-default",
-                       "keras-torch", "keras-torch-jit", "keras-torch-call",
-                       "keras-tensorflow", "keras-tensorflow-jit", "keras-tensorflow-call",
-                       "keras-jax", "keras-jax-jit", "keras-jax-call", "keras2-tensorflow"]
 # What each runtime is for: JIT should beat its backend's op-by-op predict, torch.compile eager PyTorch; a replicate
 # that contradicts one profiles a call of each (surprises.py; only PyTorch calls are profiled).
 EXPECTATIONS = (surprises.Expectation(NATIVE_COMPILED, REFERENCE), surprises.Expectation("keras-jax-jit", "keras-jax"),
@@ -59,7 +63,7 @@ def is_keras3(variant: str) -> bool:
 class KerasBackends(Grid):
     """Section of study 05: Keras 3 backends (and Keras 2) next to native PyTorch on the same shapes."""
 
-    variants: list[KerasVariant]
+    variants: list[Variant]
     image_size: int = Field(224, ge=32, description="keras.applications.ResNet50 takes 32 pixels or more")
 
     @field_validator("models")
@@ -159,7 +163,6 @@ def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None, vt: verdicts.Verdic
     processes of their own), with its CI from the results rows `df`, and `decided` (faster) as the verdict table `vt`
     decides the two where it compares them (its fastest-over-runner-up row, when they are the shape's two fastest
     options), else as verdicts.unlisted decides this CI (a pair the table does not hold)."""
-    decisions = Decisions(vt, STUDY.options)
     ok = sp[sp.speedup.notna() & sp.variant.map(is_keras3)]
     rows = None if df is None or not len(df) else {  # the results row of each shape and variant
         (shape_of(r), r["variant"]): r for r in df[df.status == "ok"].to_dict("records")}
@@ -176,7 +179,7 @@ def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None, vt: verdicts.Verdic
             rec |= {"runner-up": second.variant, "fastest over runner-up": describe_ci(
                 {"speedup": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high}),
                     "ratio": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high,
-                    "decided": (decisions.of(pair[1], pair[0])
+                    "decided": (vt.decision(pair[1], pair[0], STUDY.options)
                                 or verdicts.unlisted(lead.ci_low, lead.ci_high)) == "faster"}
         out.append(rec)
     return pd.DataFrame(out, columns=["shape", *on, *BACKEND_COLUMNS])
@@ -229,8 +232,7 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
         rows.append({"model": model, "variant": variant,
-                     "first call (s)": numbers.fmt_range(g.first_call_s.min(), g.first_call_s.max(), ".2f"),
-                     "first call ÷ steady call": f"{numbers.fmt((g.first_call_s / g.median_s).median(), digits=0)} (median)",
+                     **first_call_cells(g),
                      "torch.compile graphs": "" if g.compilations.isna().all() else int(g.compilations.max()),
                      "graph breaks": "" if g.graph_breaks.isna().all() else int(g.graph_breaks.max())})
     return pd.DataFrame(rows)
@@ -246,72 +248,43 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
     lines = [aa_finding(df)]
     if len(backends):
         wins = backends.fastest.map(backend_of).value_counts()
-        lines.append("**Fastest Keras 3 backend** per shape by latency (its best call mode; backends run in processes "
-                     "of their own, so the ranking is unpaired): " + ", ".join(f"{b} in {n}" for b, n in wins.items())
-                     + f" of {len(backends)} shapes.")
+        lines.append(say(NOTEBOOK, "fastest", list(wins.items()), len(backends)))
     ok = sp[sp.speedup.notna()]
     for backend in BACKENDS:
         mine = ok[ok.backend == backend]
-        parts = []
-        for variant, g in mine[mine.variant.map(is_keras3).astype(bool)].groupby("variant", sort=False):
-            parts.append(f"{variant} {numbers.fmt(_geo(g)[0])}")
+        parts = [(variant, _geo(g)[0]) for variant, g in
+                 mine[mine.variant.map(is_keras3).astype(bool)].groupby("variant", sort=False)]
         if parts:
-            lines.append(f"On the {backend} backend, speed-up over native eager PyTorch (geometric mean over shapes): "
-                         + ", ".join(parts) + ".")
+            lines.append(say(NOTEBOOK, "on_backend", backend, parts))
     if len(native):
-        over = native[native.ratio.notna()]
-        text = ("**Keras 3 vs native PyTorch**: the fastest Keras 3 variant over native eager, per shape: "
-                + ", ".join(f"{r.shape} {numbers.fmt(r.vs_eager)}" for r in native.itertuples()))
-        if len(over):
-            text += ("; over native torch.compile, per shape: "
-                     + ", ".join(f"{r.shape} {numbers.fmt(r.ratio, r.ci_low, r.ci_high)}" for r in over.itertuples()))
-        lines.append(text + ".")
+        lines.append(say(NOTEBOOK, "native", list(native.itertuples()), list(native[native.ratio.notna()].itertuples())))
     if len(keras2):
-        g, lo, hi = _geo(keras2)
-        lines.append(f"**Keras 3 over Keras 2** (TensorFlow, predict_on_batch, graph mode): {numbers.fmt(g, lo, hi)} "
-                     f"over {len(keras2)} shape(s).")
+        lines.append(say(NOTEBOOK, "keras2", *_geo(keras2), len(keras2)))
     calls = []
     for backend in BACKENDS:
         a, b = speedups_layer.paired(ok[ok.backend == backend], f"keras-{backend}", f"keras-{backend}-call")
         if len(a):
-            v, lo, hi = speedups_layer.ratio_of(_geo(a), _geo(b))
-            calls.append(f"{backend} {numbers.fmt(v, lo, hi, brief=True)}")
+            calls.append((backend, *speedups_layer.ratio_of(_geo(a), _geo(b))))
     if calls:
-        lines.append("predict_on_batch over a direct model call (same backend; above 1, predict is faster): "
-                     + ", ".join(calls) + ". TensorFlow's predict runs a traced graph, so a direct (eager) call pays "
-                     "Python per op; JAX and PyTorch run op by op either way, and predict adds its input handling.")
+        lines.append(say(NOTEBOOK, "predict", calls))
     measured = df[df.status == "ok"]
     dynamo = measured[measured.compilations.notna() & measured.variant.isin([NATIVE_COMPILED, "keras-torch-jit"])]
     if len(dynamo):
         per = dynamo.groupby("variant", sort=False).agg(graphs=("compilations", "median"),
                                                         breaks=("graph_breaks", "median"))
-        lines.append("torch.compile's first call, median over shapes: " + "; ".join(
-            f"{v} built {r.graphs:.0f} graph(s) with {r.breaks:.0f} graph break(s)" for v, r in per.iterrows())
-            + ". Where dynamo breaks a model into many graphs (Keras's layers call Python between ops), compiled code "
-              "runs between interpreted pieces and gains little.")
+        lines.append(say(NOTEBOOK, "dynamo", [(v, r.graphs, r.breaks) for v, r in per.iterrows()]))
     if len(measured):
         keras = measured[measured.variant.map(lambda v: runtimes.family(v) == "keras")]
         native_rows = measured[~measured.index.isin(keras.index)]
         bad = measured[measured.parity_ok == False]  # noqa: E712
         worst = keras.groupby(keras.variant.map(backend_of)).max_abs_diff.max() if len(keras) else pd.Series()
-        lines.append("Parity: Keras variants against the shape's shared Keras output (same weights on every backend), "
-                     "largest max-abs difference " + ", ".join(f"{b} {v:.1e}" for b, v in worst.items())
-                     + f"; native variants against eager PyTorch {native_rows.max_abs_diff.max():.1e}; "
-                     + (f"**{len(bad)} configuration(s) exceed the tolerance**: " + ", ".join(
-                         f"{r['variant']} {_shape_label(r)}" for _, r in bad.iterrows()) if len(bad)
-                        else "all within tolerance."))
-    failed = df[df.status != "ok"]
-    if len(failed):
-        parts = [f"{v} ({', '.join(f'{n} {s}' for s, n in g.status.value_counts().items())}): {g.error.iloc[0]}"
-                 for v, g in failed.groupby("variant", sort=False)]
-        lines.append(f"{len(failed)} of {len(df)} configurations did not run; they are marked in the figures — "
-                     + "; ".join(parts))
-    else:
-        lines.append("Every configuration ran.")
+        lines.append(say(NOTEBOOK, "parity", list(worst.items()), native_rows.max_abs_diff.max(),
+                         [f"{r['variant']} {_shape_label(r)}" for _, r in bad.iterrows()]))
+    lines.append(failed_by_variant(df))
     if len(measured):
         noisy = measured.loc[measured.cv.astype(float).idxmax()]
-        lines.append(f"Noise: CV {numbers.fmt_range(measured.cv.min(), measured.cv.max(), '.1%')} (noisiest: {noisy['variant']} "
-                     f"{_shape_label(noisy)}).")
+        lines.append(say(NOTEBOOK, "noise", measured.cv.min(), measured.cv.max(),
+                         f"{noisy['variant']} {_shape_label(noisy)}"))
     drift = drift_finding(df)
     return lines + ([drift] if drift else [])
 
@@ -324,13 +297,9 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     sp = speedups(df)
     tables = {"speedups": sp, "backends": backend_table(sp, df, vt), "native": native_table(sp),
               "keras 2": keras2_table(df), "first call": first_call_table(df)}
-    band = speedups_layer.band(df)
-    analysis = Analysis(tables=tables, findings=findings(df, sp, tables["backends"], tables["native"],
-                                                         tables["keras 2"]),
-                        claims=seedclaims.study_claims(NOTEBOOK, df, {**tables, "verdicts": vt}, peaks=peaks, vt=vt))
-    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
-    analysis = roofline.attach(analysis, df, peaks, pairs, vt, options=STUDY.options)
-    return surprises.attach(analysis, df, EXPECTATIONS, band)
+    return finish(NOTEBOOK, df, peaks, vt, tables, findings(df, sp, tables["backends"], tables["native"],
+                                                            tables["keras 2"]),
+                  seedclaims.study_claims(NOTEBOOK, df, {**tables, "verdicts": vt}, peaks=peaks, vt=vt))
 
 
 def keras_workloads(run):
@@ -338,6 +307,170 @@ def keras_workloads(run):
     process, or native PyTorch."""
 
     return keras_models.KerasWorkloads(run.settings.seed, cache_dir=paths.cache_dir(run.profile))
+
+
+# --- seed 002's claims, measured on the study's results and tables (studylib.claims.claims) ---
+
+
+def _every_backend(df: pd.DataFrame, claim):
+    """Why a claim that ranks or pools Keras 3's backends cannot be answered: a backend with no ok Keras 3 row
+    (seedclaims.not_run: on a GPU where TensorFlow sees none, JAX "first" over torch alone is no answer), or None."""
+    if "variant" not in df:
+        return None
+    keras3 = [v for v in df.variant.dropna().unique() if is_keras3(v)]
+    return seedclaims.not_run(df, claim, {f"Keras 3 on {b}": [v for v in keras3 if backend_of(v) == b]
+                                          for b in BACKENDS})
+
+
+def fastest_backend(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'no backend is consistently fastest': holds when the fastest Keras 3 backend differs between
+    shapes (counting shapes where its lead over the runner-up is outside the CI)."""
+    missing = _every_backend(df, claim)
+    if missing:
+        return missing
+    b = tables["backends"]  # every model: the claim is that the winner changes with the model
+    decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
+    if len(decided) < 2:  # one decided shape cannot show the winner changing
+        return seedclaims.NotAnswered(say(NOTEBOOK, "too_few_decided", len(decided), len(b)))
+    winners = decided.fastest.map(backend_of)
+    rows = df[df.status == "ok"]
+    return seedclaims.Measurement(None, None, None, "fastest backend (decided shapes): " + "; ".join(
+        f"{s}: {w}" for s, w in zip(decided["shape"], winners)), rows=seedclaims.matching(rows, claim),
+        holds=winners.nunique() > 1)
+
+
+def jax_first(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'JAX first on 7 metrics': holds when JAX is the backend most often fastest over decided shapes."""
+    missing = _every_backend(df, claim)
+    if missing:
+        return missing
+    b = tables["backends"]
+    decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
+    if not len(decided):
+        return seedclaims.NotAnswered(say(NOTEBOOK, "none_decided", len(b)))
+    counts = decided.fastest.map(backend_of).value_counts()
+    return seedclaims.Measurement(None, None, None, "fastest backend over decided shapes: " + ", ".join(
+        f"{w} {n}" for w, n in counts.items()), rows=seedclaims.matching(df[df.status == "ok"], claim),
+        holds=bool(counts.index[0] == "jax" and (len(counts) == 1 or counts.iloc[0] > counts.iloc[1])))
+
+
+def share_above(df: pd.DataFrame, tables: dict, claim, at_least: str | float = 1.5, share: str | float = 0.5):
+    """Seed 002's 'more than 50% faster in 5 of 10 tasks': holds when, on at least `share` of the shapes, the fastest
+    Keras 3 variant's CI over native torch.compile'd PyTorch lies wholly above `at_least`."""
+    missing = _every_backend(df, claim)
+    if missing:
+        return missing
+    at_least, share = seedclaims.arithmetic(at_least), seedclaims.arithmetic(share)
+    n = tables["native"]
+    n = n[n.ratio.notna()] if len(n) else n
+    if not len(n):
+        return seedclaims.NotAnswered("no shape has Keras 3 beside native torch.compile'd PyTorch")
+    above = int((n.ci_low > at_least).sum())
+    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "above", at_least, above, len(n)),
+                                  rows=seedclaims.matching(df[df.status == "ok"], claim), holds=above >= share * len(n))
+
+
+def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "compiled", at: str = "best"):
+    """Seed 002's 'Keras 3 beats native PyTorch, up to 3.9×' (`at: best`: the largest per-shape speed-up) and its
+    'first-class out-of-the-box performance' (`at: mean`: the geometric mean over shapes) of the fastest Keras 3
+    variant over native PyTorch (`compiled`, as the seed's torch.compile, or `eager`), with its CI."""
+    missing = _every_backend(df, claim)
+    if missing:
+        return missing
+    n = seedclaims.matching(tables["native"], claim)
+    col, lo_col, hi_col = ("ratio", "ci_low", "ci_high") if against == "compiled" else \
+        ("vs_eager", "vs_eager_low", "vs_eager_high")
+    n = n[n[col].notna()]
+    if not len(n):
+        return seedclaims.NotAnswered(say(NOTEBOOK, "no_native", against))
+    rows = seedclaims.matching(df[df.status == "ok"], claim)
+    if at == "mean":
+        g = speedups_layer.combine(list(zip(n[col].astype(float), n[lo_col].astype(float), n[hi_col].astype(float))))
+        cells = [(s, b, float(v)) for s, b, v in zip(n["shape"], n["best Keras 3"], n[col])]
+        return seedclaims.Measurement(g.ratio, g.ci_low, g.ci_high, say(NOTEBOOK, "mean_over_native", against, cells),
+                                      rows=rows, band=speedups_layer.band(df))
+    best = n.loc[n[col].astype(float).idxmax()]
+    text = say(NOTEBOOK, "best_over_native", against, best["best Keras 3"], best["shape"], int((n[col] > 1.5).sum()),
+               len(n))
+    return seedclaims.Measurement(float(best[col]), float(best[lo_col]), float(best[hi_col]), text, rows=rows,
+                                  band=speedups_layer.band(df))
+
+
+def native_gap_trend(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'too small a batch makes PyTorch look slower (Python's overhead)': the fastest Keras 3 variant's lead
+    over native torch.compile'd PyTorch at the smallest batch over that at the largest, per model and shape,
+    geometric mean (above 1: PyTorch falls further behind at the small batch)."""
+    missing = _every_backend(df, claim)
+    if missing:
+        return missing
+    n = seedclaims.matching(tables["native"], claim)
+    n = n[n.ratio.notna()]
+    cells, used = [], []
+    for _, g in n.groupby([c for c in _across(n) if c != "batch_size"], dropna=False, sort=False):
+        if g.batch_size.nunique() < 2:
+            continue
+        small, large = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
+        cells.append(speedups_layer.ratio_of(*((float(r.ratio), float(r.ci_low), float(r.ci_high))
+                                               for r in (small, large))))
+        used.append(say(NOTEBOOK, "gap_at", small["model"], float(small.ratio), int(small.batch_size),
+                        float(large.ratio), int(large.batch_size)))
+    if not cells:
+        return seedclaims.NotAnswered("Keras 3 and native torch.compile'd PyTorch were not measured at two batch sizes "
+                                      "of one model and shape")
+    s = speedups_layer.combine(cells)
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "the fastest Keras 3 over native compiled PyTorch: "
+                                  + "; ".join(used), rows=seedclaims.matching(df[df.status == "ok"], claim),
+                                  band=speedups_layer.band(df))
+
+
+def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float = 0.9):
+    """Seed 002's 'the fastest Keras 3 choice almost always beats Keras 2 and PyTorch': per shape, whether the fastest
+    Keras 3 variant is decided faster than each of native eager PyTorch, native torch.compile and Keras 2, where each
+    ran the shape; holds on at least `share` of the shapes. Decided as the study's verdict table (tables["verdicts"])
+    decides the pair (native eager: the option's own row); a pair the table does not compare (a Keras 3 variant over
+    native torch.compile in another process, unless it is the shape's fastest over runner-up) as verdicts.unlisted
+    decides the ratio of the two speed-ups over native eager."""
+    missing = _every_backend(df, claim)
+    if missing:
+        return missing
+    share, band = seedclaims.arithmetic(share), speedups_layer.band(df)
+    vt = tables.get("verdicts") or verdicts.VerdictTable(NOTEBOOK, ())
+    sp = tables["speedups"]
+    sp = seedclaims.matching(sp[sp.speedup.notna()], claim) if len(sp) else sp
+    beats, lines = 0, []
+    for _, g in sp.groupby(_across(sp), dropna=False, sort=False) if len(sp) else ():
+        keras = g[g.variant.map(is_keras3)]
+        if not len(keras):
+            continue
+        top = keras.loc[keras.speedup.idxmax()]
+        # each speed-up is over native eager, paired in its process
+        rivals = {"native eager": (top.to_dict() | {"variant": REFERENCE}, _triple(top))}
+        for name, variant in (("native compiled", NATIVE_COMPILED), ("Keras 2", KERAS2)):
+            other = g[g.variant == variant]
+            if len(other):
+                rivals[name] = (other.iloc[0], speedups_layer.ratio_of(_triple(top), _triple(other.iloc[0])))
+        lost = [name for name, (row, (_, lo, hi)) in rivals.items()
+                if (vt.decision(top, row, STUDY.options) or verdicts.unlisted(lo, hi, band)) != "faster"]
+        beats += not lost
+        lines.append(say(NOTEBOOK, "beats", top["variant"], shape_label(top, ("model", "batch_size"), short=True), lost,
+                         list(rivals)))
+    if not lines:
+        return seedclaims.NotAnswered("no shape has a Keras 3 variant beside native PyTorch")
+    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "beats_every", beats, len(lines), share, lines),
+                                  rows=seedclaims.matching(df[df.status == "ok"], claim),
+                                  holds=beats >= share * len(lines))
+
+
+def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
+    """Seed 002's 'Keras 3 is always faster than Keras 2': the geometric mean over shapes of Keras 3 over Keras 2
+    on TensorFlow (predict_on_batch), with its CI."""
+    k = tables["keras 2"]
+    if not len(k):
+        return seedclaims.NotAnswered("Keras 2 and Keras 3 on TensorFlow were not both measured on any shape")
+    g, lo, hi = _geo(k)
+    rows = df[(df.status == "ok") & df.variant.isin([KERAS2, "keras-tensorflow"])]
+    return seedclaims.Measurement(g, lo, hi, say(NOTEBOOK, "over_keras2", len(k), list(zip(k["shape"], k.speedup))),
+                                  rows=rows, band=speedups_layer.band(df))
 
 
 STUDY = register(Study(
@@ -362,3 +495,8 @@ STUDY = register(Study(
             "change; seed 002 measured an A100 in bf16."),
     expectations=EXPECTATIONS,
 ))
+
+
+# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
+seedclaims.register_evaluators(NOTEBOOK, fastest_backend, jax_first, share_above, keras3_over_native,
+                               native_gap_trend, fastest_beats_rest, keras3_over_keras2)

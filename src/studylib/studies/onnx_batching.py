@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 import pandas as pd
 
 from .. import runtimes
-from ..bench import dataset, roofline, surprises
+from ..bench import dataset, surprises
 from ..bench.schemas import DataGrid
 from ..claims import claims as seedclaims
 from ..core import numbers
@@ -19,16 +17,18 @@ from .base import Analysis, Study, register
 from .common import (
     aa_finding,
     add_timing_columns,
-    describe_ci,
     drift_finding,
     failures_and_noise,
-    fmt_ms,
+    finish,
     fmt_or_blank,
+    ms,
+    say,
     text_workloads,
     threshold_note,
 )
 
 NOTEBOOK = "03_onnx_batching"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 STRATEGY = "unsorted"  # the texts in the given order, as seed 003 fed them
 # int8 variant → the fp32 variant it quantizes
 INT8 = {"torch-int8": REFERENCE, "torchao-int8": REFERENCE, "ort-int8": "ort-optimized"}
@@ -43,8 +43,7 @@ EXPECTATIONS = (surprises.Expectation("ort", REFERENCE), surprises.Expectation("
 class OnnxBatching(DataGrid):
     """Section of study 03: ONNX Runtime vs PyTorch and TorchScript over the data set, across batch sizes."""
 
-    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized", "torch-int8", "ort-int8", "ort-tensorrt",
-                           "ort-dynamo", "torchao-int8"]]
+    variants: list[Variant]
 
 
 def configs(section: OnnxBatching, *, device: str, threads: int) -> list[Config]:
@@ -148,7 +147,7 @@ def preparation_table(df: pd.DataFrame) -> pd.DataFrame:
                      "graph nodes": f"{last['nodes']:,}" if last.get("nodes") is not None else "",
                      "graph MB": f"{last['bytes'] / 1e6:.3g}" if last.get("bytes") is not None else "",
                      "source": "made in this run" if any(not s["cached"] for s in steps.values()) else "cache",
-                     "first pass": fmt_ms(r.first_call_s)})
+                     "first pass": ms(r.first_call_s)})
     return pd.DataFrame(rows)
 
 
@@ -175,41 +174,28 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
     if len(ok):
         for (model, dtype), d in ok.groupby(["model", "dtype"], sort=False):
             first = d[d.batch_size == d.batch_size.min()].sort_values("median_s")
-            lines.append(f"{model} {dtype}, batch {int(first.batch_size.iloc[0])}, fastest to slowest (ms per text): "
-                         + ", ".join(f"{r['variant']} {r['median_ms_per_sample']:.3g}" for _, r in first.iterrows())
-                         + ".")
+            lines.append(say(NOTEBOOK, "ranking", model, dtype, int(first.batch_size.iloc[0]),
+                             list(zip(first.variant, first.median_ms_per_sample))))
         for (model, dtype, variant), g in ok.groupby(["model", "dtype", "variant"], sort=False):
             best = g.loc[g.median_ms_per_sample.idxmin()]
             lo, hi = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
-            lines.append(f"{variant} ({model} {dtype}): lowest time per text at batch {int(best.batch_size)} "
-                         f"({best.median_ms_per_sample:.3g} ms); from batch {int(lo.batch_size)} to "
-                         f"{int(hi.batch_size)} its time per text changes {numbers.fmt(hi.median_s / lo.median_s)} "
-                         f"(padding waste {lo.padding_waste:.0%} → {hi.padding_waste:.0%}).")
+            lines.append(say(NOTEBOOK, "best_batch", variant, model, dtype, best, lo, hi, hi.median_s / lo.median_s))
     s = same[same.speedup.notna()]
     for (model, dtype, variant), g in s.groupby(["model", "dtype", "variant"], sort=False):
-        lines.append(f"**{variant} over eager** ({model} {dtype}) at the same batch size: "
-                     + ", ".join(f"b{int(r['batch_size'])} {describe_ci(r)}" for _, r in g.iterrows())
-                     + " (decisions: the verdict lines above).")
+        lines.append(say(NOTEBOOK, "same_batch", variant, model, dtype, [r for _, r in g.iterrows()]))
     for variant in INT8:
         q = df[(df.variant == variant) & (df.status == "ok")]
         if len(q):
-            lines.append(f"{variant}: predicted labels agree with eager fp32 PyTorch on "
-                         f"{numbers.fmt_range(q.label_agreement.min(), q.label_agreement.max(), '.1%')} of texts "
-                         f"(max abs logit difference up to {q.max_abs_diff.max():.2g}); with random weights the "
-                         f"logit margins are small, so this shows how far int8 moves the outputs, not a trained "
-                         f"model's accuracy.")
+            lines.append(say(NOTEBOOK, "int8", variant, q.label_agreement.min(), q.label_agreement.max(),
+                             q.max_abs_diff.max()))
     measured = df[df.status == "ok"]
     fp32 = measured[~measured.variant.isin(list(INT8))]
     if len(fp32):
         bad = fp32[fp32.parity_ok == False]  # noqa: E712
-        lines.append(f"Parity of fp32 variants with eager PyTorch: largest max-abs difference {fp32.max_abs_diff.max():.1e}; "
-                     + (f"**{len(bad)} exceed the tolerance**: " + ", ".join(f"{r['variant']} b{r['batch_size']}"
-                                                                           for _, r in bad.iterrows())
-                        if len(bad) else "all within tolerance."))
-        unb = measured.batched_vs_unbatched_max_diff.max()
-        lines.append(f"Batching does not change outputs: eager PyTorch's batched pass and the same texts run one at "
-                     f"a time differ by at most {unb:.1e} (sample of {dataset.UNBATCHED_CHECK_TEXTS} texts per batch "
-                     f"size); outputs are put back in the given order before every comparison.")
+        lines.append(say(NOTEBOOK, "parity", fp32.max_abs_diff.max(),
+                         [f"{r['variant']} b{r['batch_size']}" for _, r in bad.iterrows()]))
+        lines.append(say(NOTEBOOK, "unbatched", measured.batched_vs_unbatched_max_diff.max(),
+                         dataset.UNBATCHED_CHECK_TEXTS))
     return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}") + ([drift] if drift else [])
 
 
@@ -256,13 +242,11 @@ def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
                 base, r = min(vs, key=lambda x: x[1][0])  # the stronger rival
                 cells.append((f"{v} over {base} b{b}", r))
     if not cells:
-        return seedclaims.NotAnswered(f"{' / '.join(variants)} and {' / '.join(over)} were not measured at the batch "
-                                      f"sizes this claim is about (batches here: {', '.join(map(str, _batches(ok)))})")
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_at_batches", variants, over, _batches(ok)))
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
     used = ok[ok.batch_size.isin(_batches(ok, below, batch, at_least)) & ok.variant.isin(variants + over)]
     band = speedups.band(df)
-    return seedclaims.Measurement(v, lo, hi, f"least favourable: {label}; all: "
-                                  + "; ".join(f"{lab} {numbers.fmt(c[0])}" for lab, c in cells)
+    return seedclaims.Measurement(v, lo, hi, say(NOTEBOOK, "least_favourable", label, cells)
                                   + threshold_note(claim, lo, hi, band), rows=used, band=band)
 
 
@@ -284,8 +268,7 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
         return seedclaims.NotAnswered("the variants were not measured at two batch sizes")
     (b1, s), (b2, large) = ends
     v, lo, hi = speedups.ratio_of(s[2], large[2])
-    return seedclaims.Measurement(v, lo, hi, f"best: {s[0]} over {s[1]} {numbers.fmt(s[2][0])} at b{b1} vs {large[0]} over "
-                                  f"{large[1]} {numbers.fmt(large[2][0])} at b{b2}",
+    return seedclaims.Measurement(v, lo, hi, say(NOTEBOOK, "trend", s, b1, large, b2),
                                   rows=ok[ok.batch_size.isin([b1, b2])], band=speedups.band(df))
 
 
@@ -296,24 +279,20 @@ def over_batch1(df: pd.DataFrame, tables: dict, claim, variants: list[str], batc
     o = o[o.variant.isin(variants) & o.speedup.notna()]
     o = o[o.batch_size.isin(batches)] if batches else o[o.batch_size > o.baseline_batch_size]
     if not len(o):
-        return seedclaims.NotAnswered(f"{' / '.join(variants)} not measured at batch "
-                                      f"{' or '.join(map(str, batches)) if batches else 'above the smallest'}")
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_at", variants, batches))
     best = o.loc[o.speedup.idxmax()]
     return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high,
-                                  f"best: {best['variant']} at b{int(best['batch_size'])} over eager at "
-                                  f"b{int(best['baseline_batch_size'])} (of " + ", ".join(
-                                      f"{r['variant']} b{int(r['batch_size'])} {numbers.fmt(r['speedup'])}"
-                                      for _, r in o.iterrows()) + ")",
-                                  rows=_ok(df, claim)[lambda t: t.variant.isin(variants + [REFERENCE])], band=speedups.band(df))
+                                  say(NOTEBOOK, "over_batch1", best, [r for _, r in o.iterrows()]),
+                                  rows=_ok(df, claim)[lambda t: t.variant.isin(variants + [REFERENCE])],
+                                  band=speedups.band(df))
 
 
 def int8_accuracy(df: pd.DataFrame, tables: dict, claim):
     """Seed 003's 'dynamic quantization will likely cost accuracy': not answerable with random weights; says how far
     int8 moved the predicted labels all the same."""
     q = df[df.variant.isin(list(INT8)) & (df.status == "ok")]
-    moved = (f"; int8 labels agree with fp32 on {numbers.fmt_range(q.label_agreement.min(), q.label_agreement.max(), '.1%')} of texts"
-             if len(q) else "; no int8 variant ran")
-    return seedclaims.NotAnswered("the classifiers carry random weights, so there is no accuracy to lose" + moved)
+    agree = (q.label_agreement.min(), q.label_agreement.max()) if len(q) else None
+    return seedclaims.NotAnswered(say(NOTEBOOK, "int8_accuracy", agree))
 
 
 def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame, peaks: dict | None = None, *,
@@ -329,14 +308,10 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     findings and the seed claims; and the roofline (roofline.attach) with `peaks`, the machine's limits
     (StudyRun.peaks; None: the roofline says unknown)."""
     same, over1 = speedups_same_batch(df), speedups_over_batch1(df)
-    shape = ["model", "dtype", "batch_size"]
-    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)]
-    band = speedups.band(df)
-    analysis = roofline.attach(Analysis(tables={"same batch": same, "over batch 1": over1,
-                                                "best batches": best_batches(df), "preparation": preparation_table(df)},
-                                        findings=findings(df, same, over1), claims=claims(df, same, over1, peaks, vt=vt)),
-                               df, peaks, pairs, vt, shape)
-    return surprises.attach(analysis, df, EXPECTATIONS, band)
+    tables = {"same batch": same, "over batch 1": over1, "best batches": best_batches(df),
+              "preparation": preparation_table(df)}
+    return finish(NOTEBOOK, df, peaks, vt, tables, findings(df, same, over1), claims(df, same, over1, peaks, vt=vt),
+                  shape=["model", "dtype", "batch_size"])
 
 
 STUDY = register(Study(

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from ..bench import dataset, roofline, surprises
+from .. import runtimes
+from ..bench import dataset, surprises
 from ..bench.schemas import DataGrid
 from ..claims import claims as seedclaims
 from ..core import numbers
@@ -23,12 +24,15 @@ from .common import (
     describe_ci,
     drift_finding,
     failures_and_noise,
+    finish,
     fmt_or_blank,
+    say,
     text_workloads,
 )
 from .onnx_batching import estimate_s as _pass_estimate
 
 NOTEBOOK = "04_sorted_length_batching"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 BASELINE = "unsorted"
 # Sorting removes padding, so it should be faster wherever a batch holds two texts or more; a replicate that
 # contradicts it profiles a pass of each side (surprises.py).
@@ -38,7 +42,7 @@ EXPECTATIONS = (surprises.Expectation("sorted", BASELINE, column="strategy", min
 class SortedBatching(DataGrid):
     """Section of study 04: batching strategies over the data set, across batch sizes and runtimes."""
 
-    variants: list[Literal["eager", "torchscript", "ort", "ort-optimized"]]
+    variants: list[Variant]
     strategies: list[Literal["unsorted", "sorted", "bucketed", "pad-to-max"]]
     bucket_batches: int = Field(8, ge=1, description="bucketed: batches per bucket (texts sorted within a bucket)")
 
@@ -142,23 +146,17 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
     ok = g[g.speedup.notna()]
     for (model, dtype, variant, strategy), h in ok.groupby(["model", "dtype", "variant", "strategy"], sort=False):
         largest = h.loc[h.batch_size.idxmax()]
-        lines.append(f"**{strategy} over unsorted**, {variant} ({model} {dtype}): at the largest batch "
-                     f"({int(largest.batch_size)}) {describe_ci(largest)}.")
+        lines.append(say(NOTEBOOK, "at_largest", strategy, variant, model, dtype, largest))
     measured = df[df.status == "ok"]
     if len(measured):
         for (model, dtype, variant, strategy), h in measured.groupby(["model", "dtype", "variant", "strategy"],
                                                                      sort=False):
             best = h.loc[h.throughput_samples_s.idxmax()]
-            lines.append(f"{variant}, {strategy} ({model} {dtype}): most texts per second at batch {int(best.batch_size)} "
-                         f"({best.throughput_samples_s:,.1f}/s; padding waste there {best.padding_waste:.0%}).")
+            lines.append(say(NOTEBOOK, "most_texts", variant, strategy, model, dtype, best))
         w = measured.groupby(["strategy", "batch_size"]).padding_waste.first().unstack()
-        lines.append("Padding waste by strategy (smallest → largest batch): "
-                     + "; ".join(f"{s} {w.loc[s].iloc[0]:.0%} → {w.loc[s].iloc[-1]:.0%}" for s in w.index) + ".")
-        lines.append(f"Order and batching: every pass's outputs are put back in the given order and compared with eager "
-                     f"PyTorch's pass over the same batches (largest max-abs difference "
-                     f"{measured.max_abs_diff.max():.1e}, {int((measured.parity_ok == False).sum())} beyond tolerance); "  # noqa: E712
-                     f"eager's batched outputs match the same texts run one at a time within "
-                     f"{measured.batched_vs_unbatched_max_diff.max():.1e}.")
+        lines.append(say(NOTEBOOK, "waste", [(s, w.loc[s].iloc[0], w.loc[s].iloc[-1]) for s in w.index]))
+        lines.append(say(NOTEBOOK, "order", measured.max_abs_diff.max(), int((measured.parity_ok == False).sum()),  # noqa: E712
+                         measured.batched_vs_unbatched_max_diff.max()))
     return (lines + failures_and_noise(df, lambda r: f"{r['variant']} {r['strategy']} b{r['batch_size']}")
             + ([drift] if drift else []))
 
@@ -173,13 +171,13 @@ def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: 
                              one_group=True)
     sizes = sorted(int(b) for b in ok.batch_size.unique())
     if len(sizes) < 2:
-        return seedclaims.NotAnswered(f"{variant} {strategy} was not measured at two batch sizes")
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_two_batches", variant, strategy))
     hi_b = large if large in sizes else sizes[-1]
     lo_b = small if small in sizes and small < hi_b else max(b for b in sizes if b < hi_b)
     ch = _batch_change(ok, strategy, variant, lo_b, hi_b)
     rows = ok[ok.batch_size.isin([lo_b, hi_b])]
-    return seedclaims.Measurement(*ch, f"{variant}, {strategy}: throughput at batch {hi_b} over batch {lo_b}",
-                                  rows=rows, band=speedups.band(df))
+    return seedclaims.Measurement(*ch, say(NOTEBOOK, "batch_change", variant, strategy, hi_b, lo_b), rows=rows,
+                                  band=speedups.band(df))
 
 
 def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted", variant: str = REFERENCE):
@@ -188,14 +186,13 @@ def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted
     g = seedclaims.matching(g[(g.strategy == strategy) & (g.variant == variant) & g.speedup.notna()], claim,
                             one_group=True)
     if not len(g):
-        return seedclaims.NotAnswered(f"no {variant} {strategy} pass measured beside an unsorted one")
+        return seedclaims.NotAnswered(say(NOTEBOOK, "no_gain", variant, strategy))
     r = g.loc[g.batch_size.idxmax()]
     rows = df[(df.status == "ok") & (df.variant == variant) & (df.batch_size == r.batch_size) & (df.model == r.model)
               & (df["dtype"] == r["dtype"]) & df.strategy.isin([strategy, BASELINE])]
-    return seedclaims.Measurement(r.speedup, r.ci_low, r.ci_high, f"{variant}, {strategy} over unsorted at batch "
-                                  f"{int(r.batch_size)} (others: " + ", ".join(
-                                      f"b{int(x.batch_size)} {numbers.fmt(x.speedup)}" for x in g.itertuples()) + ")",
-                                  rows=rows, band=speedups.band(df))
+    return seedclaims.Measurement(r.speedup, r.ci_low, r.ci_high,
+                                  say(NOTEBOOK, "strategy_gain", variant, strategy, int(r.batch_size),
+                                      list(g.itertuples())), rows=rows, band=speedups.band(df))
 
 
 def claims(df: pd.DataFrame, g: pd.DataFrame, *, vt: verdicts.VerdictTable) -> pd.DataFrame:
@@ -251,11 +248,8 @@ def _against_prediction(row) -> str:
     predicted, basis = _prediction(row)
     if pd.isna(predicted):
         return ""
-    if row["ci_low"] <= predicted <= row["ci_high"]:
-        return f"as predicted from {basis}"
-    if predicted > row["ci_high"]:
-        return f"less than {basis} predict: costs that padding does not change (per-batch overhead, weight reads)"
-    return f"more than {basis} predict: shorter batches also run at a higher rate"
+    where = "inside" if row["ci_low"] <= predicted <= row["ci_high"] else "less" if predicted > row["ci_high"] else "more"
+    return say(NOTEBOOK, "against", where, basis)
 
 
 def prediction_findings(p: pd.DataFrame) -> list[str]:
@@ -264,12 +258,10 @@ def prediction_findings(p: pd.DataFrame) -> list[str]:
     ok = p[p.speedup.notna() & p.predicted_tokens.notna()]
     for (model, dtype, variant, strategy), h in ok.groupby(["model", "dtype", "variant", "strategy"], sort=False):
         r = h.loc[h.batch_size.idxmax()]
-        flops = f", {numbers.fmt(r.predicted_flops)} from FLOPs" if pd.notna(r.predicted_flops) else ""
+        flops = r.predicted_flops if pd.notna(r.predicted_flops) else None
         inside = sum(_against_prediction(x).startswith("as predicted") for _, x in h.iterrows())
-        lines.append(f"**Padding arithmetic, {strategy} over unsorted**, {variant} ({model} {dtype}) at batch "
-                     f"{int(r.batch_size)}: predicted {numbers.fmt(r.predicted_tokens)} from computed tokens{flops}; measured "
-                     f"{describe_ci(r)} — {_against_prediction(r)}. The prediction lies within the measured CI at "
-                     f"{inside} of {len(h)} batch sizes.")
+        lines.append(say(NOTEBOOK, "prediction", strategy, variant, model, dtype, r, flops, _against_prediction(r),
+                         inside, len(h)))
     return lines
 
 
@@ -279,15 +271,10 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     (StudyRun.peaks; None: the roofline says unknown)."""
     g = gains(df)
     predicted = predicted_gains(df, g)
-    shape = ["model", "dtype", "variant", "batch_size"]
-    pairs = [(s, BASELINE) for s in dict.fromkeys(df.strategy) if s != BASELINE]
-    analysis = Analysis(tables={"gains": g, "throughput": throughput_table(df)}, findings=findings(df, g),
-                        claims=claims(df, g, vt=vt))
-    analysis.tables["predicted gains"] = predicted_table(predicted)
-    analysis.findings.extend(prediction_findings(predicted))
-    band = speedups.band(df)
-    return surprises.attach(roofline.attach(analysis, df, peaks, pairs, vt, shape, column="strategy",
-                                            options=STUDY.options), df, EXPECTATIONS, band)
+    tables = {"gains": g, "throughput": throughput_table(df), "predicted gains": predicted_table(predicted)}
+    return finish(NOTEBOOK, df, peaks, vt, tables, findings(df, g) + prediction_findings(predicted),
+                  claims(df, g, vt=vt), pairs=[(s, BASELINE) for s in dict.fromkeys(df.strategy) if s != BASELINE],
+                  shape=["model", "dtype", "variant", "batch_size"], column="strategy")
 
 
 STUDY = register(Study(

@@ -1,12 +1,5 @@
 """Study 07: text generation — when do a static KV cache, torch.compile and ONNX Runtime pay off for prefill and decode?
-
-A decoder-only model (random weights, fixed seed) is timed in three phases, each its own workload: `prefill` (the
-prompt's forward on a reset cache and the first new token: the time to first token), `decode` (ONE step at a fixed
-context, prompt + half the new tokens: the time per output token) and `generate` (the whole forced-length generation:
-the end-to-end latency). The variants: eager transformers with its default dynamic cache (the baseline), a static
-cache, a static cache with the forward compiled, and optimum's ONNX Runtime model and its dynamic int8. Parity is on
-teacher-forced logits (text_generation_workloads.py); the page's tables are text_generation_tables.py's.
-"""
+Its phases and variants are described in docs/method.md ("Studies"); its tables are text_generation_tables.py's."""
 
 from __future__ import annotations
 
@@ -28,12 +21,12 @@ from ..workloads import generation
 from ..workloads.models import MODELS
 from . import text_generation_tables as tables
 from .base import Analysis, Study, register
-from .common import aa_finding, describe_ci, drift_finding, failures_and_noise
+from .common import aa_finding, drift_finding, failures_and_noise, over_eager, say
 from .text_generation_workloads import GenerationWorkloads, data_tag, new_tokens_of
 
 NOTEBOOK = "07_text_generation"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 Phase = Literal["prefill", "decode", "generate"]
-Variant = Literal["eager", "static", "static-compile", "ort", "ort-int8"]
 # What should hold: a compiled static cache's decode step is not slower than eager's (surprises.py profiles both
 # calls where a replicate says otherwise).
 EXPECTATIONS = (surprises.Expectation("static-compile", REFERENCE),)
@@ -98,12 +91,7 @@ def configs(section: TextGeneration, *, device: str, threads: int) -> list[Confi
             if section.runs_phase(v, phase, (model, dtype, batch, seq)) and section.runs(v, model, dtype, batch, seq)]
 
 
-# `plan`'s per-call guesses for a quiet 2-core host: eager prefill at ~100 GFLOP/s (BERT-base's 128 tokens in ~0.1 s,
-# study 01's constant), a decode step reading its bytes at ~10 GB/s plus ~10 ms of per-step overhead for 30 layers;
-# a cold torch.compile of SmolLM2's forward ~40 s per graph shape (study 01's 14 s for BERT-base's 12 layers, scaled
-# by layers), optimum's export ~30 s once per model (then cached, for every later replicate too) and its int8
-# quantization ~10 s. Measured on the shared development host (5 sessions on 2 cores, 2026-11-27) these
-# were 2-10x slower: an export of 54 s, a decode step of ~0.9 s; `plan` assumes the quiet host the reference runs on.
+# `plan`'s per-call guesses for a quiet 2-core host (docs/method.md, "Studies")
 GFLOPS, GBS, STEP_S, COMPILE_S, EXPORT_S, QUANTIZE_S = 100.0, 10.0, 0.010, 40.0, 30.0, 10.0
 
 
@@ -165,7 +153,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, phases: pd.DataFrame, vt: verdi
     the consistency of generate with its parts, the A/A control, failures, noise and drift."""
     lines = tables.fastest_findings(df, vt) + tables.consistency_findings(phases)
     for _, r in sp[sp.speedup.notna() & ~sp.variant.map(is_aa)].iterrows():
-        lines.append(f"{_where(r)}: {describe_ci(r)} over eager ({r['verdict']}).")
+        lines.append(say(NOTEBOOK, "over_eager", _where(r), r))
     drift = drift_finding(df)
     return lines + [aa_finding(df)] + failures_and_noise(df, _where) + ([drift] if drift else [])
 
@@ -180,8 +168,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
                                 "measurements": tables.measurements(df)},
                         findings=findings(df, sp, phases, vt),
                         claims=seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp}, vt=vt))
-    pairs = [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)] if len(df) else []
-    analysis = roofline.attach(analysis, df, peaks, pairs, vt, options=STUDY.options)
+    analysis = roofline.attach(analysis, df, peaks, over_eager(df), vt, options=STUDY.options)
     analysis.findings.extend(tables.mechanism_findings(analysis.tables["mechanism"], peaks))
     return surprises.attach(analysis, df, EXPECTATIONS, speedups.band(df))
 

@@ -17,7 +17,7 @@ from ..core.config import REFERENCE, is_aa
 from ..machine.limits import peak_bandwidth, peak_gflops
 from ..stats import speedups, verdicts
 from ..workloads import generation
-from .common import fmt_ms, latency_table
+from .common import latency_table, say
 from .text_generation_workloads import tokens_in
 
 SHAPE = ["model", "dtype", "batch_size", "seq_len", "data"]
@@ -70,12 +70,12 @@ def phase_view(t: pd.DataFrame) -> pd.DataFrame:
         return t
     v = pd.DataFrame({"model": t.model, "dtype": t.dtype, "batch": t.batch_size, "prompt": t.seq_len,
                       "new tokens": t.new_tokens, "variant": t.variant})
-    v["time to first token"] = (t.ttft_ms / 1e3).map(fmt_ms)
-    v["per output token (median)"] = (t.tpot_ms / 1e3).map(fmt_ms)
-    v["per output token (p90)"] = (t.tpot_p90_ms / 1e3).map(fmt_ms)
+    v["time to first token"] = t.ttft_ms.map(lambda x: numbers.fmt_ms(x, ""))
+    v["per output token (median)"] = t.tpot_ms.map(lambda x: numbers.fmt_ms(x, ""))
+    v["per output token (p90)"] = t.tpot_p90_ms.map(lambda x: numbers.fmt_ms(x, ""))
     v["decode tokens/s"] = t.decode_tok_s.map(lambda x: f"{x:,.1f}" if pd.notna(x) else "")
     v["prompt tokens/s"] = t.prompt_tok_s.map(lambda x: f"{x:,.0f}" if pd.notna(x) else "")
-    v["end to end"] = (t.e2e_ms / 1e3).map(fmt_ms)
+    v["end to end"] = t.e2e_ms.map(lambda x: numbers.fmt_ms(x, ""))
     v["end to end ÷ (TTFT + (n−1)·TPOT)"] = t.e2e_over_parts.map(lambda x: f"{x:.2f}" if pd.notna(x) else "")
     v["peak MB"] = t.peak_mem_mb.map(lambda x: f"{x:,.0f}" if pd.notna(x) else "")
     v["max |Δ| logits"] = t.max_abs_diff.map(lambda x: f"{x:.1e}" if pd.notna(x) else "")
@@ -186,20 +186,12 @@ def mechanism_findings(mt: pd.DataFrame, peaks: dict | None) -> list[str]:
         best = dec.loc[dec.gbs.idxmax()]
         eager = dec[dec.variant == REFERENCE]
         span = numbers.fmt_range(eager.gbs.min(), eager.gbs.max(), ".2f") if len(eager) else "?"
-        lines.append(
-            f"**Decode is a memory read**: a step reads the weights once ({best.weights_mb:,.0f} MB in {best.model}) "
-            f"and the whole KV cache ({numbers.fmt_range(dec.kv_cache_mb.min(), dec.kv_cache_mb.max(), '.2g')} MB here); "
-            f"eager's steps move {span} GB/s, the fastest ({best.variant}, {shape_words(dict(best), phase=False)}) "
-            f"{best.gbs:.2f} GB/s" + (f", {best.share_of_bandwidth:.0%} of the {bw:,.1f} GB/s this machine's memory "
-                                      f"reached" if bw else " (the machine's bandwidth was not measured)") + ".")
+        lines.append(say(NOTEBOOK, "decode", best, dec.kv_cache_mb.min(), dec.kv_cache_mb.max(), span,
+                         shape_words(dict(best), phase=False), bw))
     pre = mt[mt.phase == "prefill"]
     if len(pre):
         best = pre.loc[pre.gflops.idxmax()]
-        lines.append(
-            f"**Prefill is GEMMs**: the fastest prefill ({best.variant}, {shape_words(dict(best), phase=False)}) "
-            f"computes {best.gflops:,.1f} GFLOP/s" + (f", {best.share_of_roof:.0%} of the fp32 GEMM roof "
-                                                      f"({roof:,.1f} GFLOP/s)" if roof else
-                                                      " (the GEMM roof was not measured)") + ".")
+        lines.append(say(NOTEBOOK, "prefill", best, shape_words(dict(best), phase=False), roof))
     return lines
 
 
@@ -215,16 +207,8 @@ def fastest_findings(df: pd.DataFrame, vt: verdicts.VerdictTable) -> list[str]:
             continue
         lead = vt.lead(workload)
         top = rows[0]
-        if top.ms_per_call >= top.base_ms_per_call:
-            lines.append(f"**{workload}**: eager's dynamic cache has the lowest median ({top.base_ms_per_call:.3g} ms); "
-                         f"the next, {top.candidate}, is {top.decision} ({numbers.fmt(top.speedup, top.ci_low, top.ci_high)}).")
-        elif lead is not None and lead.candidate == top.candidate:
-            lines.append(f"**{workload}**: {top.candidate} has the lowest median ({top.ms_per_call:.3g} ms); over eager "
-                         f"it is {top.decision} ({numbers.fmt(top.speedup, top.ci_low, top.ci_high)}), over the "
-                         f"runner-up {lead.baseline} {lead.decision} ({numbers.fmt(lead.speedup, lead.ci_low, lead.ci_high)}).")
-        else:
-            lines.append(f"**{workload}**: {top.candidate} has the lowest median ({top.ms_per_call:.3g} ms); over eager "
-                         f"it is {top.decision} ({numbers.fmt(top.speedup, top.ci_low, top.ci_high)}).")
+        lines.append(say(NOTEBOOK, "fastest", workload, top,
+                         lead if lead is not None and lead.candidate == top.candidate else None))
     return lines
 
 
@@ -233,11 +217,8 @@ def consistency_findings(phases: pd.DataFrame) -> list[str]:
     if not len(phases) or phases.e2e_over_parts.notna().sum() == 0:
         return []
     t = phases[phases.e2e_over_parts.notna()]
-    parts = [f"{v} {numbers.fmt_range(g.e2e_over_parts.min(), g.e2e_over_parts.max(), '.2f')}"
-             for v, g in t.groupby("variant", sort=False)]
-    return ["**End to end against its parts** (a generation's median ÷ (time to first token + (n − 1) × time per "
-            "output token), about 1 where the decode step at mid-context stands for every step): "
-            + "; ".join(parts) + f", over {len(t)} shape × variant pairs."]
+    parts = [(v, g.e2e_over_parts.min(), g.e2e_over_parts.max()) for v, g in t.groupby("variant", sort=False)]
+    return [say(NOTEBOOK, "consistency", parts, len(t))]
 
 
 def measurements(df: pd.DataFrame) -> pd.DataFrame:

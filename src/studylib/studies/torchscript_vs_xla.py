@@ -1,15 +1,14 @@
 """Study 02: PyTorch (eager, TorchScript, and its successor torch.export + AOTInductor) vs TensorFlow (eager, graph, XLA)
-on the same weights."""
+on the same weights: the grid, the analysis the notebook shows and the evaluators of its seed claims."""
 
 from __future__ import annotations
-
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from ..bench import roofline, surprises
+from .. import runtimes
+from ..bench import surprises
 from ..bench.schemas import Grid, VariantSkips
 from ..claims import claims as seedclaims
 from ..core import numbers
@@ -29,9 +28,21 @@ from ..stats import verdicts
 from ..stats.speedups import Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import aa_finding, aoti_prepare_s, aoti_steps, describe_ci, drift_finding, latency_table  # noqa: F401
+from .common import (  # noqa: F401
+    aa_finding,
+    aoti_prepare_s,
+    aoti_steps,
+    describe_ci,
+    drift_finding,
+    failed_by_variant,
+    finish,
+    first_call_cells,
+    latency_table,
+    say,
+)
 
 NOTEBOOK = "02_torchscript_vs_xla"
+Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 # How the findings and claims name a shape: model, batch and sequence ("bert-base b1 × s128"; config.shape_label).
 LABEL_COLUMNS = ("model", "batch_size", "seq_len")
 FRAMEWORK = {"eager": "PyTorch", "torchscript": "PyTorch", "torchscript-optimized": "PyTorch", "export-aoti": "PyTorch",
@@ -108,9 +119,7 @@ class TorchscriptVsXla(VariantSkips, Grid):  # Grid first in validation: eager a
     every model): those cells become 'skipped' rows that the figures mark, rather than an invalid profile.
     """
 
-    variants: list[Literal["eager", "torchscript", "torchscript-optimized", "export-aoti", "tf-eager", "tf-function",
-                           "tf-xla", "eager-shared", "eager-shared-passive", "tf-function-shared",
-                           "tf-function-shared-passive"]]
+    variants: list[Variant]
     micro_ops: MicroOps | None = None  # seed 001's single operations, at their own sizes (None: none)
 
     @field_validator("models")
@@ -202,8 +211,8 @@ def _geo(df: pd.DataFrame, cand: str, base: str, mask=None) -> dict | None:
     return None if g is None else {"speedup": g.ratio, "ci_low": g.ci_low, "ci_high": g.ci_high, "n": g.n}
 
 
-def _describe_geo(r: dict) -> str:
-    return f"{describe_ci(r)} over {r['n']} shape{'s' * (r['n'] != 1)}"
+def _label(r) -> str:
+    return f"{r['variant']} {shape_label(r, LABEL_COLUMNS, short=True)}"
 
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
@@ -216,46 +225,28 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
             continue
         small, large = g[g.tokens == g.tokens.min()], g[g.tokens == g.tokens.max()]
         gm = lambda s: float(np.exp(np.log(s).mean()))  # noqa: E731
-        lines.append(f"Input size, {cand} over {base}: {numbers.fmt(gm(small.speedup))} at the smallest input "
-                     f"({int(small.tokens.iloc[0])} tokens per call) vs {numbers.fmt(gm(large.speedup))} at the largest "
-                     f"({int(large.tokens.iloc[0])}), geometric means over models; Spearman correlation of speed-up "
-                     f"with tokens per call {g[['speedup', 'tokens']].corr(method='spearman').iloc[0, 1]:+.2f}.")
+        rho = g[["speedup", "tokens"]].corr(method="spearman").iloc[0, 1]
+        lines.append(say(NOTEBOOK, "input_size", cand, base, gm(small.speedup), int(small.tokens.iloc[0]),
+                         gm(large.speedup), int(large.tokens.iloc[0]), rho))
     lines += op_findings(df, band)
     xla = df[(df.variant == "tf-xla") & (df.status == "ok")]
     if len(xla):
         build = xla.first_call_s - xla.median_s
-        lines.append(f"XLA compiled {int(xla.compilations.sum())} graphs in the first calls of {len(xla)} "
-                     f"configurations (one per input shape; {numbers.fmt_range(build.min(), build.max(), '.1f', ' s')} "
-                     f"each beyond a steady "
-                     f"call) and recompiled {int(xla.recompilations.sum())} times during steady-state timing.")
+        lines.append(say(NOTEBOOK, "xla", int(xla.compilations.sum()), len(xla), build.min(), build.max(),
+                         int(xla.recompilations.sum())))
     aot = aoti_steps(df)
     if aot:
-        lines.append(f"torch.export + AOTInductor, made once per configuration before its first call: {aot}; its one-time "
-                     f"cost (these, and the first call beyond a steady one) is in the first-call table and the decision "
-                     f"table.")
+        lines.append(say(NOTEBOOK, "aoti", aot))
     measured = df[df.status == "ok"]
     if len(measured):
         bad = measured[measured.parity_ok == False]  # noqa: E712
         worst = measured.groupby(measured.variant.map(FRAMEWORK)).max_abs_diff.max()
-        lines.append("Parity with eager PyTorch (same inputs): largest max-abs difference "
-                     + ", ".join(f"{fw} {v:.1e}" for fw, v in worst.items()) + "; "
-                     + (f"**{len(bad)} configuration(s) exceed the tolerance**: "
-                        + ", ".join(f"{r['variant']} {shape_label(r, LABEL_COLUMNS, short=True)}"
-                                    for _, r in bad.iterrows()) if len(bad) else "all within tolerance."))
-    failed = df[df.status != "ok"]
-    if len(failed):
-        parts = [f"{v} ({', '.join(f'{n} {s}' for s, n in g.status.value_counts().items())}): {g.error.iloc[0]}"
-                 for v, g in failed.groupby("variant", sort=False)]
-        lines.append(f"{len(failed)} of {len(df)} configurations did not run; they are marked in the figures and "
-                     f"left out of the averages above — " + "; ".join(parts))
-    else:
-        lines.append("Every configuration ran.")
+        lines.append(say(NOTEBOOK, "parity", list(worst.items()), [_label(r) for _, r in bad.iterrows()]))
+    lines.append(failed_by_variant(df, averages=True))
     if len(measured):
         noisy = measured.loc[measured.cv.astype(float).idxmax()]
-        lines.append(f"Noise: CV {numbers.fmt_range(measured.cv.min(), measured.cv.max(), '.1%')} (noisiest: {noisy['variant']} "
-                     f"{shape_label(noisy, LABEL_COLUMNS, short=True)}); "
-                     f"{int(measured.stop_reason.str.contains('budget').sum())} of {len(measured)} configurations hit their "
-                     f"time budget before the precision target.")
+        lines.append(say(NOTEBOOK, "noise", measured.cv.min(), measured.cv.max(), _label(noisy),
+                         int(measured.stop_reason.str.contains("budget").sum()), len(measured)))
     drift = drift_finding(df)
     return lines + ([drift] if drift else [])
 
@@ -270,15 +261,11 @@ def op_findings(df: pd.DataFrame, band: float) -> list[str]:
         per_op = [(m, _geo(ops, cand, base, lambda t, m=m: t.model == m)) for m in dict.fromkeys(g.model)]
         classes = [verdicts.unlisted(lo, hi, band) for lo, hi in zip(g.ci_low, g.ci_high)]  # not in the table
         sizes = sorted({(int(b), int(s)) for b, s in zip(g.batch_size, g.seq_len)}, key=lambda x: x[0] * x[1])
-        lines.append(f"**Single operations, {cand} over {base}** (below 1: PyTorch slower): "
-                     + "; ".join(f"{m} {_describe_geo(r)}" for m, r in per_op if r)
-                     + f". Per size (batch × sequence {', '.join(f'{b}×{s}' for b, s in sizes)}, hidden 768): PyTorch "
-                       f"faster in {classes.count('faster')}, slower in {classes.count('slower')}, within ±{band - 1:.0%} "
-                       f"in {classes.count('equal')}, undecided in {classes.count('undecided')} of {len(classes)}.")
+        lines.append(say(NOTEBOOK, "ops", cand, base, [(m, r) for m, r in per_op if r], sizes, classes, band))
     failed = sp[sp.speedup.isna()]
     if len(failed):
-        lines.append(f"Single operations: {len(failed)} pair(s) did not run — " + "; ".join(
-            dict.fromkeys(f"{r['model']} {r['error']}" for _, r in failed.iterrows())))
+        lines.append(say(NOTEBOOK, "ops_failed", len(failed),
+                         list(dict.fromkeys(f"{r['model']} {r['error']}" for _, r in failed.iterrows()))))
     return lines
 
 
@@ -322,14 +309,12 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     """What each variant costs before steady state: preparation (trace and freeze; wrapping in tf.function)
     and the first call (graph build, XLA compile), per model, as the range over shapes. Building the
     TensorFlow twin (copying the weights) happens once per model and is not part of either. A/A copies left out."""
-    ok = speedups_layer.without_aa(df[df.status == "ok"]).copy()
-    ok["cold_s"] = ok.prepare_s + ok.first_call_s
+    ok = speedups_layer.without_aa(df[df.status == "ok"])
     rows = []
     for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
         rows.append({"model": model, "variant": variant, "framework": FRAMEWORK[variant],
                      "prepare (s)": numbers.fmt_range(g.prepare_s.min(), g.prepare_s.max(), ".2f"),
-                     "first call (s)": numbers.fmt_range(g.first_call_s.min(), g.first_call_s.max(), ".2f"),
-                     "first call ÷ steady call": f"{numbers.fmt((g.first_call_s / g.median_s).median(), digits=0)} (median)",
+                     **first_call_cells(g),
                      "graphs built": "" if g.compilations.isna().all() else int(g.compilations.sum()),
                      "rebuilt in steady state": "" if g.recompilations.isna().all() else int(g.recompilations.sum())})
     return pd.DataFrame(rows)
@@ -342,9 +327,7 @@ def process_findings(vt: verdicts.VerdictTable) -> list[str]:
     for c in SHARED:
         rows = [v for v in vt.of(c.label) if v.ok]
         if rows:
-            at = "; ".join(f"{v.decision} {numbers.fmt(v.speedup, v.ci_low, v.ci_high, brief=True)} at {v.workload}"
-                           for v in rows)
-            lines.append(f"**Two frameworks in one process:** {c.label}: {at} (above 1: faster there).")
+            lines.append(say(NOTEBOOK, "shared", c.label, rows))
     return lines
 
 
@@ -352,13 +335,328 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     """Speed-ups within and across frameworks, first-call costs, the findings and the seed claims; and the
     roofline (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
     sp = speedups(df)
+    return finish(NOTEBOOK, df, peaks, vt, {"speedups": sp, "first call": first_call_table(df), "micro-ops": op_table(df)},
+                  findings(df, sp) + process_findings(vt), claims(df, sp, peaks, vt=vt), pairs=PAIRS)
+
+
+# --- seeds 000, 001 and 003's claims, measured on the study's results (studylib.claims.claims) ---
+
+_SIZES = ("batch_size", "seq_len")  # an input as the claims name it: "b1 × s128"
+
+
+def _mean_of_medians(df: pd.DataFrame, a: str, b: str) -> tuple[float, float, int]:
+    """Seed 000's metric (a plain mean of per-cell times), over the cells where both variants ran."""
+    x, y = speedups_layer.paired(df[df.status == "ok"], a, b)
+    return float(x.median_s.mean()), float(y.median_s.mean()), len(x)
+
+
+def _at_shapes(rows: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `rows` at the shapes of `like`'s rows (config.shape_of)."""
+    shapes = {shape_of(r) for r in like.to_dict("records")}
+    return rows[pd.Series([shape_of(r) in shapes for r in rows.to_dict("records")], index=rows.index, dtype=bool)]
+
+
+def _rows(df: pd.DataFrame, claim, variants) -> pd.DataFrame:
+    """The ok rows of `variants`, of the seed's models where these results have any, and of the seed's batch sizes
+    where it names some and these results have any (a profile's sweep at another batch, such as seed 003's 64 beside
+    seed 000's 1-8, stays out of a seed-000 claim)."""
+    ok = seedclaims.matching(df[(df.status == "ok") & df.variant.isin(list(variants))], claim)
+    seed = claim.conditions.batch_sizes
+    return ok[ok.batch_size.isin(seed)] if seed and ok.batch_size.isin(seed).any() else ok
+
+
+def _tokens(frame: pd.DataFrame) -> pd.Series:
+    return frame.batch_size * frame.seq_len
+
+
+def _at_input(frame: pd.DataFrame, which: str) -> pd.DataFrame:
+    """The rows at the smallest or largest input (batch × sequence) of the frame."""
+    t = _tokens(frame)
+    return frame[t == (t.min() if which == "smallest" else t.max())]
+
+
+def _geo_rows(rows: pd.DataFrame, cand: str, base: str):
+    """Geometric-mean speed-up of `cand` over `base` over the shapes both ran in `rows`, or None."""
+    c, b = speedups_layer.paired(rows, cand, base)
+    return (speedups_layer.geomean_of(zip(b.to_dict("records"), c.to_dict("records"))), len(c)) if len(c) else (None, 0)
+
+
+def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, at: str = "all"):
+    """`candidate` over `baseline`, geometric mean over every shape both ran (`at: all`) or over those at the
+    smallest or largest input (batch × sequence) of the seed's models; with seed 000's own metric (the plain mean
+    of per-shape times) beside it."""
+    rows = _rows(df, claim, (candidate, baseline))
+    rows = rows if at == "all" else _at_shapes(rows, _at_input(rows[rows.variant == candidate], at))
+    s, n = _geo_rows(rows, candidate, baseline)
+    if s is None:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
+    pt, tf, _ = _mean_of_medians(rows, baseline, candidate)
+    text = say(NOTEBOOK, "framework_gain", candidate, baseline, at, int(_tokens(rows).iloc[0]), n, pt * 1e3, tf * 1e3)
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, text, rows=rows, band=speedups_layer.band(df))
+
+
+def every_input_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
+    """Seed 000's 'a lasting gain on XLNet': `candidate` over `baseline` at each input (batch × sequence) of the
+    seed's models, judged per input (claims.per_cell: the least favourable input, or the directions that differ)."""
+    rows = _rows(df, claim, (candidate, baseline))
+    cells = [(label, tuple(sp)) for label, sp in _cells(rows, candidate, baseline)]
+    if not cells:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
+    return seedclaims.per_cell(cells, claim, text=say(NOTEBOOK, "each_input", candidate, baseline, len(cells)),
+                               rows=rows, band=speedups_layer.band(df))
+
+
+def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, over: str = "small/large",
+                gap: bool = False):
+    """How `candidate` over `baseline` changes with the input: its geometric mean at the smallest input over that
+    at the largest (`over: small/large`) or the inverse; `gap: true` measures the distance from 1 instead
+    (seed 000's 'the larger the input, the larger the gap'), oriented by the large input's direction."""
+    rows = _rows(df, claim, (candidate, baseline))
+    ends = {}
+    for which in ("smallest", "largest"):
+        keep = _at_input(rows[rows.variant == candidate], which)
+        ends[which] = _geo_rows(_at_shapes(rows, keep), candidate, baseline)[0]
+    if ends["smallest"] is None or ends["largest"] is None or _tokens(rows).nunique() < 2:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_two_inputs", candidate, baseline))
+    small, large = tuple(ends["smallest"]), tuple(ends["largest"])
+    a, b = (small, large) if over == "small/large" else (large, small)
+    if gap and large[0] < 1:
+        a, b = b, a  # a gap in TensorFlow's disfavour widens as the ratio falls
+    v, lo, hi = speedups_layer.ratio_of(a, b)
+    t = _tokens(rows)
+    text = say(NOTEBOOK, "input_trend", candidate, baseline, small[0], int(t.min()), large[0], int(t.max()))
+    return seedclaims.Measurement(v, lo, hi, text, rows=rows, band=speedups_layer.band(df))
+
+
+def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchscript", baseline: str = "eager"):
+    """Seed 000's 'TorchScript depends on the model': the largest per-model geometric-mean gain over the smallest."""
+    rows = _rows(df, claim, (candidate, baseline))
+    per = {m: _geo_rows(g, candidate, baseline)[0] for m, g in rows.groupby("model", sort=False)}
+    per = {m: s for m, s in per.items() if s is not None}
+    if len(per) < 2:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "few_models", candidate))
+    hi_m, lo_m = max(per, key=lambda m: per[m].ratio), min(per, key=lambda m: per[m].ratio)
+    v, lo, hi = speedups_layer.ratio_of(tuple(per[hi_m]), tuple(per[lo_m]))
+    return seedclaims.Measurement(v, lo, hi, say(NOTEBOOK, "per_model", list(per.items())), rows=rows,
+                                  band=speedups_layer.band(df))
+
+
+def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
+    """Seed 000's 'XLA improved every model': the smallest per-model geometric-mean gain."""
+    rows = _rows(df, claim, (candidate, baseline))
+    per = {m: _geo_rows(g, candidate, baseline)[0] for m, g in rows.groupby("model", sort=False)}
+    per = {m: s for m, s in per.items() if s is not None}
+    if not per:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_both_run", candidate, baseline))
+    worst = min(per, key=lambda m: per[m].ratio)
+    return seedclaims.Measurement(*per[worst], say(NOTEBOOK, "least_gain", worst, list(per.items())), rows=rows,
+                                  band=speedups_layer.band(df))
+
+
+def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
+    """Seed 000's 'XLA cut time by up to 70%, mostly on small inputs': the largest per-shape gain (an extreme, as
+    the seed's was), and whether it is at the smallest input."""
+    sp = tables["speedups"]
+    cells = seedclaims.matching(sp[(sp.candidate == candidate) & (sp.baseline == baseline) & sp.speedup.notna()], claim)
+    if not len(cells):
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_measured", candidate, baseline))
+    best = cells.loc[cells.speedup.idxmax()]
+    text = say(NOTEBOOK, "best_cell", 1 - 1 / best.speedup, shape_label(best, _SIZES, short=True), best.model,
+               best.tokens == cells.tokens.min())
+    return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high, text, rows=cells,
+                                  band=speedups_layer.band(df))
+
+
+def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: str = "largest"):
+    """Seed 003's 'time grows linearly with sequence length for large batches, not for single samples': the
+    exponent k of time ∝ seq^k between the shortest and longest sequence at one batch size, per model, averaged
+    (1 = linear), its CI from the time ratio's."""
+    ok = df[(df.status == "ok") & (df.variant == variant)]
+    b = int(ok.batch_size.max()) if batch == "largest" else int(batch)
+    at = ok[ok.batch_size == b]
+    cells, used = [], []
+    for model, g in at.groupby("model", sort=False):
+        if g.seq_len.nunique() < 2:
+            continue
+        short, long = g.loc[g.seq_len.idxmin()], g.loc[g.seq_len.idxmax()]
+        r = speedups_layer.speedup(long, short)  # time(long) / time(short)
+        span = np.log(long.seq_len / short.seq_len)
+        k = tuple(float(np.log(x) / span) for x in r)
+        cells.append(k)
+        used.append(say(NOTEBOOK, "seq_time", model, r.ratio, short.seq_len, long.seq_len, k[0]))
+    if not cells:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "no_two_lengths", b))
+    k = np.asarray(cells)
+    point = k[:, 0].mean()
+    lo = point - np.sqrt(((k[:, 0] - k[:, 1]) ** 2).sum()) / len(k)
+    hi = point + np.sqrt(((k[:, 2] - k[:, 0]) ** 2).sum()) / len(k)
+    return seedclaims.Measurement(float(point), float(lo), float(hi), say(NOTEBOOK, "seq_exponent", b, lo, hi, used),
+                                  rows=at, band=1.0, unit="")
+
+
+def _or_median(row, column: str) -> float:
+    v = row.get(column)
+    return row.median_s if v is None or pd.isna(v) else v
+
+
+def seq_curvature(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: int = 1,
+                  band: float = 1.25):
+    """Seed 003's 'not linear for single samples': whether time bends with sequence length at one batch size. Two
+    lengths always lie on a straight line (and give an exponent below 1 wherever a call has a fixed cost), so three
+    are needed: the time each added token costs between the middle and the longest length over that between the
+    shortest and the middle, per model, geometric mean (1: a straight line, with or without a fixed cost per
+    call); its CI from the medians' CIs at the three lengths, interval arithmetic. Holds where the CI lies outside
+    1/`band`–`band`, does not where it lies inside, else stays open (holds None: inconclusive)."""
+    ok = df[(df.status == "ok") & (df.variant == variant)]
+    at = ok[ok.batch_size == int(batch)]
+    cells, used = [], []
+    for model, g in at.groupby("model", sort=False):
+        lengths = sorted(g.seq_len.unique())
+        if len(lengths) < 3:
+            continue
+        picked = [g[g.seq_len == s].iloc[0] for s in (lengths[0], lengths[len(lengths) // 2], lengths[-1])]
+        t = [(_or_median(r, "ci_low_s"), r.median_s, _or_median(r, "ci_high_s")) for r in picked]
+        (s1, s2, s3) = (int(r.seq_len) for r in picked)
+        short = [(t[1][i] - t[0][j]) / (s2 - s1) for i, j in ((0, 2), (1, 1), (2, 0))]  # low, mid, high
+        long = [(t[2][i] - t[1][j]) / (s3 - s2) for i, j in ((0, 2), (1, 1), (2, 0))]
+        if min(short) <= 0 or min(long) <= 0:
+            used.append(say(NOTEBOOK, "not_rising", model, s1, s2, s3))
+            continue
+        cells.append((long[1] / short[1], long[0] / short[2], long[2] / short[0]))
+        used.append(say(NOTEBOOK, "per_token", model, long[1] / short[1], s1, s2, s3))
+    if not cells:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "no_three_lengths", batch, used))
+    s = speedups_layer.combine(cells)
+    bent = s.ci_low > band or s.ci_high < 1 / band
+    straight = 1 / band <= s.ci_low and s.ci_high <= band
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"batch {batch}; " + "; ".join(used), rows=at,
+                                  band=1.0, holds=True if bent else False if straight else None)
+
+
+def oom_count(df: pd.DataFrame, tables: dict, claim):
+    """Seed 000's 'PyTorch runs out of memory more often than TensorFlow': out-of-memory cells per framework."""
+    oom = df[df.status == "oom"]
+    per = oom.variant.map(FRAMEWORK).value_counts()
+    pt, tf = int(per.get("PyTorch", 0)), int(per.get("TensorFlow", 0))
+    largest = df.loc[_tokens(df).idxmax()]
+    if pt == tf == 0:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "no_oom", shape_label(largest, _SIZES, short=True)))
+    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "oom", pt, tf), rows=df, holds=pt > tf)
+
+
+def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", baseline: str = "tf-function",
+            op: str | None = None):
+    """Seed 001's 'PyTorch is much slower on unusual ops': `candidate` (PyTorch) over `baseline` (TensorFlow) on one
+    single operation (`op`, a model id such as op-argmax: each op is judged apart) or on all of them, judged per
+    size (claims.per_cell: the size least favourable to the claim, or the directions that differ; never an
+    average over sizes that go opposite ways)."""
+    rows = df[(df.status == "ok") & df.variant.isin([candidate, baseline])]
+    rows = rows[is_op(rows)] if len(rows) else rows
+    if op is not None:
+        rows = rows[rows.model == op]
+    cells = [(label, tuple(sp)) for label, sp in _cells(rows, candidate, baseline)]
+    if not cells:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "no_op", op, candidate, baseline))
+    return seedclaims.per_cell(cells, claim, text=say(NOTEBOOK, "per_op", candidate, baseline), rows=rows,
+                               band=speedups_layer.band(df))
+
+
+def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[str, object]]:
+    """(the shape's label, paired speed-up of `cand` over `base`) at every shape both ran in `rows`."""
+    c, b = speedups_layer.paired(rows, cand, base)
+    return [(shape_label(x, LABEL_COLUMNS, short=True), speedups_layer.speedup(y, x))
+            for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
+
+
+def _decided(rows: pd.DataFrame, cand: str, base: str, tables: dict, band: float) -> list[str]:
+    """Per shape both ran in `rows`, `cand` over `base` decided as the study's verdict table (tables["verdicts"])
+    decides it (read the other way round where it holds `base` over `cand`); the one verdict rule on the pair's CI
+    only at a shape the table does not compare (verdicts.unlisted)."""
+    vt = tables.get("verdicts") or verdicts.VerdictTable(NOTEBOOK, ())
+    c, b = speedups_layer.paired(rows, cand, base)
+
+    def own(x, y) -> str:
+        s = speedups_layer.speedup(y, x)
+        return verdicts.unlisted(s.ci_low, s.ci_high, band)
+
+    return [vt.decision(x, y) or own(x, y) for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
+
+
+def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
+    """Seed 000's 'similar results in most cases': holds when more than half of the shapes are decided equal (the
+    verdict table's decisions, _decided)."""
+    rows = _rows(df, claim, (candidate, baseline))
     band = speedups_layer.band(df)
-    analysis = roofline.attach(Analysis(tables={"speedups": sp, "first call": first_call_table(df),
-                                                "micro-ops": op_table(df)},
-                                        findings=findings(df, sp) + process_findings(vt),
-                                        claims=claims(df, sp, peaks, vt=vt)),
-                               df, peaks, PAIRS, vt)
-    return surprises.attach(analysis, df, EXPECTATIONS, band)
+    words = pd.Series(_decided(rows, candidate, baseline, tables, band), dtype=object)
+    if not len(words):
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
+    text = say(NOTEBOOK, "share_equal", candidate, baseline, list(words.value_counts().items()), len(words), band)
+    return seedclaims.Measurement(None, None, None, text, rows=rows, holds=bool((words == "equal").sum() * 2 > len(words)))
+
+
+def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
+    """Seed 001's 'sometimes even faster': holds when `candidate` is decided faster on at least one shape (the verdict
+    table's decisions, _decided)."""
+    rows = _rows(df, claim, (candidate, baseline))
+    words = _decided(rows, candidate, baseline, tables, speedups_layer.band(df))
+    if not words:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
+    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "some_faster", candidate, baseline,
+                                                        words.count("faster"), len(words)), rows=rows,
+                                  holds="faster" in words)
+
+
+def memory_lower(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
+    """Seed 000's 'XLA improved memory use': holds when `candidate`'s peak memory is below `baseline`'s on more than
+    half the shapes where both recorded one (one peak per shape: counted, no CI)."""
+    rows = _rows(df, claim, (candidate, baseline)).dropna(subset=["peak_mem_mb"])
+    c, b = speedups_layer.paired(rows, candidate, baseline)
+    if not len(c):
+        return seedclaims.NotAnswered(say(NOTEBOOK, "no_memory", candidate, baseline))
+    lower = int((c.peak_mem_mb < b.peak_mem_mb).sum())
+    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "memory_lower", candidate, baseline, lower, len(c)),
+                                  rows=rows, holds=lower * 2 > len(c))
+
+
+def input_weight(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", top: float = 0.25):
+    """Seed 000's 'the larger the input, the larger its influence on the averages': the share of the plain mean of
+    per-shape median times (the seed's metric) that the largest `top` of inputs (batch × sequence) contribute;
+    holds above one half."""
+    rows = _rows(df, claim, (variant,))
+    if len(rows) < 4:
+        return seedclaims.NotAnswered(say(NOTEBOOK, "few_shapes", variant, len(rows)))
+    tokens = _tokens(rows)
+    big = tokens >= tokens.quantile(1 - top)
+    share = float(rows.median_s[big].sum() / rows.median_s.sum())
+    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "input_weight", variant, int(big.sum()), len(rows),
+                                                        share), rows=rows, holds=share > 0.5)
+
+
+def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "eager"):
+    """Seed 003's 'long texts gain less from batching': batching's gain (time per sample at batch 1 over that at the
+    largest batch) at the longest sequence over that at the shortest, per model, geometric mean (below 1: less)."""
+    ok = df[(df.status == "ok") & (df.variant == variant)]
+    cells, used = [], []
+    for model, g in ok.groupby("model", sort=False):
+        big = int(g.batch_size.max())
+        both = sorted(set(g.seq_len[g.batch_size == 1]) & set(g.seq_len[g.batch_size == big]))
+        ends = [both[0], both[-1]] if both else []
+        if big == 1 or len(both) < 2:
+            continue
+        gain = []
+        for s in ends:
+            one, many = g[(g.seq_len == s) & (g.batch_size == 1)], g[(g.seq_len == s) & (g.batch_size == big)]
+            if not (len(one) and len(many)):
+                break
+            per_call = speedups_layer.speedup(one.iloc[0], many.iloc[0])  # time(batch 1) / time(batch big)
+            gain.append(speedups_layer.ratio_of(per_call, (1 / big,) * 3))  # per sample: × big
+        if len(gain) == 2:
+            cells.append(speedups_layer.ratio_of(gain[1], gain[0]))
+            used.append(say(NOTEBOOK, "batching_gain", model, big, gain[0].ratio, ends[0], gain[1].ratio, ends[1]))
+    if not cells:
+        return seedclaims.NotAnswered("no model ran batch 1 and a larger batch at two sequence lengths")
+    s = speedups_layer.combine(cells)
+    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "; ".join(used), rows=ok, band=speedups_layer.band(df))
 
 
 STUDY = register(Study(
@@ -378,3 +676,9 @@ STUDY = register(Study(
             "the ranking can change; seed 000's XLA figures were GPU auto-clustering, which this CPU run does not test."),
     expectations=EXPECTATIONS,
 ))
+
+
+# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
+seedclaims.register_evaluators(NOTEBOOK, framework_gain, every_input_gain, input_trend, model_spread,
+                               least_model_gain, best_cell, seq_exponent, seq_curvature, oom_count, op_gain,
+                               share_equal, some_shape_faster, memory_lower, input_weight, batching_by_length)

@@ -9,7 +9,7 @@ request for another machine before it is sent), so a page that needs the network
 instead of silently fetching something.
 
 The browser is the system's Chromium (`find_chromium`), driven by Playwright through
-``executable_path``; Playwright's own browser downloads are never used. ``python -m studylib.report.browser
+``executable_path``; Playwright's own browser downloads are never used. ``python tests/browser.py
 [outputs_dir]`` runs the check from the command line.
 """
 
@@ -31,7 +31,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, Request, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from ..core import paths
+from studylib.core import paths
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 """Executables looked up on PATH, in this order, when STUDYLIB_CHROMIUM is not set."""
@@ -357,14 +357,14 @@ def check_report(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m studylib.report.browser [outputs_dir]``: check the report, one line per page.
+    """``python tests/browser.py [outputs_dir]``: check the report, one line per page.
 
     Exit status: 0 when every page is fine, 1 when any has a problem, 2 when there is no index or no
     Chromium. Screenshots go to outputs/screenshots/<report folder's name>/ (outputs/ is ignored by git, so
     checking the committed reference/ leaves it untouched).
     """
 
-    parser = argparse.ArgumentParser(prog="python -m studylib.report.browser", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python tests/browser.py", description=main.__doc__)
     parser.add_argument("outputs_dir", nargs="?", type=Path, default=None, help="default: the project's outputs/")
     args = parser.parse_args(argv)
     outputs_dir = (args.outputs_dir or paths.outputs_root()).resolve()
