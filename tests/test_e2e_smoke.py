@@ -256,7 +256,7 @@ def test_each_page_opens_with_its_answer_and_shows_no_code_or_parameters_cell(sm
     assert re.match(r"\s*<h3>(Which batch size|Why, and where this answer holds)", after)
     assert "<strong>On a GPU.</strong>" in after.split("About this study", 1)[0]
     sure = body[body.index("How sure are we"):]
-    assert "A/A control" in sure and "Benjamini–Hochberg" in sure and 'class="dataframe verdicts"' in sure
+    assert "A/A control" in sure and "Benjamini and Yekutieli" in sure and 'class="dataframe verdicts"' in sure
     for bad in (">nan<", ">None<", "&lt;NA&gt;", ">NaN<", " 1 calls"):
         assert bad not in body, bad
     # every code input is folded in a closed <details>; the parameters cells are not rendered at all

@@ -66,9 +66,10 @@ def _check_env(path: Path) -> None:
                       f"measure them)")
 
 
-def _check_rows(path: Path, study: str) -> set[str]:
-    """The config keys of a results table whose every row names the study code version it was measured with."""
-    keys = set()
+def _check_rows(path: Path, study: str) -> tuple[set[str], set[str]]:
+    """The config keys of a results table whose every row names the study code version it was measured with, and
+    those commits."""
+    keys, commits = set(), set()
     lines = path.read_text().split("\n")
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -89,7 +90,8 @@ def _check_rows(path: Path, study: str) -> set[str]:
         if row.get("study") != study:
             raise Refused(f"{where}: study {row.get('study')!r}, not {study!r}")
         keys.add(str(row.get("config_key")))
-    return keys
+        commits |= set(COMMIT.findall(str(row["git_commit"])))
+    return keys, commits
 
 
 def check(profile: str) -> list[str]:
@@ -105,14 +107,14 @@ def check(profile: str) -> list[str]:
         raise Refused(f"{shown(paths.profile_dir(profile))}: its profile does not load: {e}") from None
     for nb in notebooks:
         table = results / f"{nb}.jsonl"
-        stored = _check_rows(table, nb)
+        stored, commits = _check_rows(table, nb)
         if nb not in loaded.sections:
             raise Refused(f"{shown(table)}: profile {profile} no longer runs {nb}: its page cannot be written again")
         missing = [c.key for c in study_registry.grid(loaded, nb) if c.key not in stored]
-        if missing:
+        if missing and not profiles.added_since(profile, nb, missing, commits):
             raise Refused(f"{shown(table)}: {len(missing)} configuration(s) of profile {profile}'s grid are not in "
-                          f"these results (first: {missing[0]}): the profile changed since; reanalyse measures nothing "
-                          f"(`make report` measures them)")
+                          f"these results (first: {missing[0]}), and the grid the results were measured on had them: "
+                          f"reanalyse measures nothing (`make report` measures them)")
     return notebooks
 
 

@@ -4,6 +4,7 @@ its sweep."""
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -72,9 +73,12 @@ class StudyRun:
         if self.recorded:
             latest = self.table.latest()
             missing = [c.key for c in configs if c.key not in latest]
-            if missing:
+            commits = {m for r in latest.values() for m in re.findall(r"[0-9a-f]{7,40}", str(r.get("git_commit")))}
+            if missing and not profiles.added_since(self.profile, self.notebook, missing, commits):
                 raise WouldMeasure(f"{paths.display(self.table.path)}: {len(missing)} configuration(s) of the grid are "
                                    f"not in the results (first: {missing[0]}); a re-analysis measures nothing")
+            added = (len(missing), missing[0]) if missing else (0, "")  # new in the grid since: not on this page
+            configs = [c for c in configs if c.key in latest]
             new, groups = [], 0
             # measured with other settings than the profile's today (its parameters table shows today's)
             other = sum(latest[c.key].get("settings_hash") != self.plan.settings_hash(c) for c in configs)
@@ -87,7 +91,8 @@ class StudyRun:
         self.verdicts = self._decide(df.reset_index(drop=True))
         if self.recorded:
             commits = ", ".join(sorted({str(c) for c in df.git_commit.dropna() for c in str(c).split(",")}))
-            self.run_note = wording.macro(WHAT_RAN, "recorded", len(df), commits, environment.git_commit(), other)
+            self.run_note = wording.macro(WHAT_RAN, "recorded", len(df), commits, environment.git_commit(), other,
+                                          *added)
         else:
             self.run_note = wording.macro(WHAT_RAN, "measured", len(new), groups, self.plan.replicates, reused)
         return df.reset_index(drop=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -329,3 +331,36 @@ def notebook_inputs(loaded: LoadedProfile, *, force: bool = False) -> dict[str, 
     it, its overrides as a mapping and `force`, from which study.start loads the very same profile."""
     return {"profile": override_record(loaded)["profile"], "overrides": overrides_.as_mapping(loaded.overrides),
             "force": bool(force)}
+
+
+def load_at(profile: str, commit: str) -> LoadedProfile | None:
+    """The profile as `commit` held params/<profile>.yaml, validated by today's code (a re-analysis reads the grid
+    its results were measured on); None where git, the commit or the file is missing or it no longer validates."""
+    rel = paths.profile_path(profile)
+    try:
+        rel = rel.resolve().relative_to(paths.ROOT.resolve())
+        shown = subprocess.run(["git", "-C", str(paths.ROOT), "show", f"{commit.removesuffix('-dirty')}:{rel}"],
+                               capture_output=True, text=True, timeout=30)
+    except (ValueError, OSError, subprocess.SubprocessError):
+        return None
+    if shown.returncode != 0:
+        return None
+    with tempfile.TemporaryDirectory(prefix="studylib-profile-") as d:
+        path = Path(d) / rel.name
+        path.write_text(shown.stdout)
+        try:
+            return load(str(path))
+        except ProfileError:
+            return None
+
+
+def added_since(profile: str, notebook: str, keys: list[str], commits: set[str]) -> bool:
+    """Whether every configuration key of `keys` (today's grid of `notebook`, missing from its results) is new since
+    the results were measured: in none of the grids the profile had at `commits` (False where one cannot be read)."""
+    then: set[str] = set()
+    for commit in commits:
+        loaded = load_at(profile, commit)
+        if loaded is None or notebook not in loaded.sections:
+            return False
+        then |= {c.key for c in study_registry.grid(loaded, notebook)}
+    return bool(commits) and not then & set(keys)
