@@ -1,4 +1,4 @@
-"""A seed claim's verdict from our measurement (claims.py step 2): what an evaluator returns (`Measurement`,
+"""A seed claim's verdict from our measurement (claims.py step 2): what an evaluator returns (`ClaimMeasurement`,
 `NotAnswered`), how per-size cells become one measurement (`least_favourable`, `per_cell`), and `judge`.
 
 Every verdict sentence says what our CI shows ("our CI 1.03–1.09× crosses the edge of the ±5% band"), so a reader
@@ -26,7 +26,7 @@ SIDE = {"faster": "above", "slower": "below"}  # where a decided CI lies against
 
 
 @dataclass(frozen=True)
-class Measurement:
+class ClaimMeasurement:
     """Our answer to a claim: `value` with its 95% CI on the claim's scale, a sentence saying what was measured,
     and the results rows it used (their conditions are compared with the seed's). `holds` answers a yes/no
     claim (expect: holds) instead; `band` is the study's A/A noise band for 'equal'; `verdict`, where set, is a
@@ -61,7 +61,7 @@ def least_favourable(cells: list[tuple[Any, tuple[float, float, float]]], claim:
 
 
 def per_cell(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim, *, text: str = "",
-             rows: pd.DataFrame | None = None, band: float = EQUIVALENCE, unit: str = "×") -> Measurement:
+             rows: pd.DataFrame | None = None, band: float = EQUIVALENCE, unit: str = "×") -> ClaimMeasurement:
     """One measurement from per-size (label, (ratio, low, high)) cells, never an average over sizes whose
     directions differ. Each cell's direction is the one verdict rule's (verdicts.unlisted with `band`): where no
     cell is decided faster while another is decided slower, the cell least favourable to the claim
@@ -79,10 +79,10 @@ def per_cell(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim, 
     lead = f"{text}: " if text else ""
     if "faster" in ways and "slower" in ways:
         split = "; ".join(f"{way} at {', '.join(map(str, labels))}" for way, labels in ways.items())
-        return Measurement(None, None, None, f"{lead}{split} ({every})", rows=rows, band=band, unit=unit,
+        return ClaimMeasurement(None, None, None, f"{lead}{split} ({every})", rows=rows, band=band, unit=unit,
                            verdict=f"{DISAGREES}: the claim does not hold across the sizes — {split}")
     label, (v, lo, hi) = least_favourable(cells, claim)
-    return Measurement(v, lo, hi, f"{lead}least favourable: {label}; all: {every}", rows=rows, band=band, unit=unit)
+    return ClaimMeasurement(v, lo, hi, f"{lead}least favourable: {label}; all: {every}", rows=rows, band=band, unit=unit)
 
 
 def ci_text(lo: float, hi: float, unit: str = "×") -> str:
@@ -102,7 +102,7 @@ def _edge(lo: float, hi: float, band: float) -> str:
     return "reaches past both edges of" if lo < 1 / band and hi > band else "crosses the edge of"
 
 
-def judge(claim: Claim, m: Measurement, use_number: bool = True) -> tuple[str, str]:
+def judge(claim: Claim, m: ClaimMeasurement, use_number: bool = True) -> tuple[str, str]:
     """(judgement, verdict sentence) from our measurement, by the rules in claims.py's docstring; `use_number`
     False where the seed's number belongs to another model or shape than the one measured."""
     if m.verdict:

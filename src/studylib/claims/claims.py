@@ -72,7 +72,7 @@ from .claim_judge import (  # noqa: F401
     DISAGREES,
     DISAGREES_NUMBER,
     JUDGED,
-    Measurement,
+    ClaimMeasurement,
     NotAnswered,
     judge,
     least_favourable,
@@ -154,7 +154,7 @@ def _row(claim: Claim, comparable: str, measured: str, verdict: str, judgement: 
             "judgement": judgement}
 
 
-def _measurement_text(m: Measurement, claim: Claim) -> str:
+def _measurement_text(m: ClaimMeasurement, claim: Claim) -> str:
     if m.value is None:
         return m.text
     return f"{numbers.fmt(m.value, m.ci_low, m.ci_high, unit=m.unit)} — {claim.scale}: {m.text}"
@@ -214,21 +214,21 @@ def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peak
         m = not_run(df, claim, {v: [v] for v in named}) or evaluator(claim)(df, tables, claim, **claim.args)
     except (KeyError, ValueError, IndexError) as e:  # a table without the rows an evaluator needs
         m = NotAnswered(f"the results lack what this needs ({type(e).__name__}: {e})")
-    rows = m.rows if isinstance(m, Measurement) else df[df.status == "ok"] if "status" in df else df
+    rows = m.rows if isinstance(m, ClaimMeasurement) else df[df.status == "ok"] if "status" in df else df
     # analysis tables lack the run's threads and text count: take them from the results
     rows = in_scope(rows.assign(**{c: df[c].dropna().iloc[0] for c in ("threads", "n_texts")
                                    if c not in rows and c in df and df[c].notna().any()}), claim)
     cov = coverage(claim, device, rows)
-    measured = _measurement_text(m, claim) if isinstance(m, Measurement) else m.reason
+    measured = _measurement_text(m, claim) if isinstance(m, ClaimMeasurement) else m.reason
     if cov.level == "not comparable":
         where = testing_profiles(claim)
         kind = "GPU" if claim.conditions.device == "cuda" else "CPU"
         verdict = f"not comparable on this profile ({kind} claim)" + (
             f"; tested by {', '.join(where)}" if where else "; no profile here tests it")
-        return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, Measurement) else ""),
+        return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, ClaimMeasurement) else ""),
                     verdict, "not comparable on this profile")
     if cov.level == "not answerable":
-        return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, Measurement) else ""),
+        return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, ClaimMeasurement) else ""),
                     f"not answerable on this profile: {'; '.join(cov.absent)}", "not answerable on this profile")
     if isinstance(m, NotAnswered):
         return _row(claim, "— (nothing measured to compare)", m.reason, f"not answerable here: {m.reason}",

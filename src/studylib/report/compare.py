@@ -58,7 +58,7 @@ class Run:
 
 
 @dataclass
-class Comparison:
+class RunComparison:
     """The outcome of `compare`: one row per notebook plus an "all" row, and the details behind it."""
 
     ref: Path
@@ -283,7 +283,7 @@ def summarize(notebook: str, medians: pd.DataFrame, pairs: pd.DataFrame, aa: pd.
     }
 
 
-def compare(ref: Path, new: Path) -> Comparison:
+def compare(ref: Path, new: Path) -> RunComparison:
     """Compare the run in `new` with the reference in `ref` (results folders or profile folders)."""
     r, n = load_run(ref), load_run(new)
     if r.profile and n.profile and r.profile != n.profile:
@@ -309,7 +309,7 @@ def compare(ref: Path, new: Path) -> Comparison:
     by_key = [{(nb, row.config_key): row for nb in common for row in run.notebooks[nb]} for run in (r, n)]
     lines.append(summarize("all", medians, pairs, pd.concat(all_aa, ignore_index=True)))
     order = medians["delta_pct"].abs().sort_values(ascending=False, kind="stable").index
-    return Comparison(
+    return RunComparison(
         ref=r.folder, new=n.folder, profile=r.profile or n.profile,
         table=pd.DataFrame(lines),
         reversed_pairs=pairs[pairs["outcome"] == "reversed"].reset_index(drop=True),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .compare import LIMITS, PEAK_TOLERANCE, Comparison
+from .compare import LIMITS, PEAK_TOLERANCE, RunComparison
 
 
 def _count(k: int, share: float) -> str:
@@ -34,7 +34,7 @@ def _time(seconds: float | None) -> str:
     return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
-def format_comparison(c: Comparison) -> str:
+def format_comparison(c: RunComparison) -> str:
     """The comparison as plain text: the table (one line per notebook, then "all"), reversed pairs, worst medians."""
     t = c.table
     table = pd.DataFrame({

@@ -39,7 +39,7 @@ def equal_at_batches(df: pd.DataFrame, tables: dict, claim, variant: str = "comp
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
     text = f"{variant} over eager, furthest from equal: {label}; all: " + "; ".join(
         f"{lab} {numbers.fmt(c[0])}" for lab, c in cells)
-    return seedclaims.Measurement(v, lo, hi, text, rows=g, band=speedups_layer.band(df))
+    return seedclaims.ClaimMeasurement(v, lo, hi, text, rows=g, band=speedups_layer.band(df))
 
 
 def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8,
@@ -61,7 +61,7 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-de
                                       f"(batches here: {', '.join(map(str, sorted(set(g.batch_size.astype(int)))))})")
     v, lo, hi = speedups_layer.combine(cells)
     rows = g[g.groupby(["model", "dtype"]).batch_size.transform("nunique") > 1]
-    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=rows, band=speedups_layer.band(df))
+    return seedclaims.ClaimMeasurement(v, lo, hi, "; ".join(used), rows=rows, band=speedups_layer.band(df))
 
 
 def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8):
@@ -85,7 +85,7 @@ def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compil
     if not cells:
         return seedclaims.NotAnswered(f"no batch above {large_above} has both fp32 and {half} compiled here")
     v, lo, hi = speedups_layer.combine(cells)
-    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=pd.concat(rows), band=speedups_layer.band(df))
+    return seedclaims.ClaimMeasurement(v, lo, hi, "; ".join(used), rows=pd.concat(rows), band=speedups_layer.band(df))
 
 
 def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-reduce-overhead",
@@ -97,7 +97,7 @@ def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-r
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
     s = speedups_layer.geomean_of(zip(b.to_dict("records"), c.to_dict("records")))
     where = "with CUDA graphs" if (df.device == "cuda").any() else "on CPU, where both compile the same code"
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"{candidate} over {baseline} ({where}), geometric "
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, f"{candidate} over {baseline} ({where}), geometric "
                                   f"mean over {len(c)} shapes", rows=ok[ok.variant.isin([candidate, baseline])],
                                   band=speedups_layer.band(df))
 
@@ -112,7 +112,7 @@ def first_call_cost(df: pd.DataFrame, tables: dict, claim):
     ratio = cold / ok.median_s
     r = ok.loc[ratio.idxmin()]
     first = cold[ratio.idxmin()]
-    return seedclaims.Measurement(first / r.median_s, first / r.ci_high_s, first / r.ci_low_s,
+    return seedclaims.ClaimMeasurement(first / r.median_s, first / r.ci_high_s, first / r.ci_low_s,
                                   f"least over {len(ok)} compiled configurations: {r['variant']} {_where(r)}; "
                                   f"largest {numbers.fmt(ratio.max(), digits=0)}", rows=ok, band=speedups_layer.band(df))
 
@@ -133,7 +133,7 @@ def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-l
         return seedclaims.NotAnswered("no channels-last variant ran beside its default-layout baseline "
                                       "(they run on image models only)")
     s = speedups_layer.geomean_of(cells)
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "geometric mean of " + "; ".join(used),
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "geometric mean of " + "; ".join(used),
                                   rows=pd.concat(rows).drop_duplicates(subset=[*shape_columns(ok), "variant"]),
                                   band=speedups_layer.band(df))
 

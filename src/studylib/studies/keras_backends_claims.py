@@ -39,7 +39,7 @@ def fastest_backend(df: pd.DataFrame, tables: dict, claim):
                                       f"two decided shapes are needed")
     winners = decided.fastest.map(backend_of)
     rows = df[df.status == "ok"]
-    return seedclaims.Measurement(None, None, None, "fastest backend (decided shapes): " + "; ".join(
+    return seedclaims.ClaimMeasurement(None, None, None, "fastest backend (decided shapes): " + "; ".join(
         f"{s}: {w}" for s, w in zip(decided["shape"], winners)), rows=seedclaims.matching(rows, claim),
         holds=winners.nunique() > 1)
 
@@ -54,7 +54,7 @@ def jax_first(df: pd.DataFrame, tables: dict, claim):
     if not len(decided):
         return seedclaims.NotAnswered(f"the fastest backend is decided in none of {len(b)} shape(s)")
     counts = decided.fastest.map(backend_of).value_counts()
-    return seedclaims.Measurement(None, None, None, "fastest backend over decided shapes: " + ", ".join(
+    return seedclaims.ClaimMeasurement(None, None, None, "fastest backend over decided shapes: " + ", ".join(
         f"{w} {n}" for w, n in counts.items()), rows=seedclaims.matching(df[df.status == "ok"], claim),
         holds=bool(counts.index[0] == "jax" and (len(counts) == 1 or counts.iloc[0] > counts.iloc[1])))
 
@@ -71,7 +71,7 @@ def share_above(df: pd.DataFrame, tables: dict, claim, at_least: str | float = 1
     if not len(n):
         return seedclaims.NotAnswered("no shape has Keras 3 beside native torch.compile'd PyTorch")
     above = int((n.ci_low > at_least).sum())
-    return seedclaims.Measurement(None, None, None, f"above {numbers.fmt_factor(at_least)} on {above} of {len(n)} shape(s)",
+    return seedclaims.ClaimMeasurement(None, None, None, f"above {numbers.fmt_factor(at_least)} on {above} of {len(n)} shape(s)",
                                   rows=seedclaims.matching(df[df.status == "ok"], claim), holds=above >= share * len(n))
 
 
@@ -91,13 +91,13 @@ def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "co
     rows = seedclaims.matching(df[df.status == "ok"], claim)
     if at == "mean":
         g = speedups_layer.combine(list(zip(n[col].astype(float), n[lo_col].astype(float), n[hi_col].astype(float))))
-        return seedclaims.Measurement(g.ratio, g.ci_low, g.ci_high, f"the fastest Keras 3 variant over native {against} "
+        return seedclaims.ClaimMeasurement(g.ratio, g.ci_low, g.ci_high, f"the fastest Keras 3 variant over native {against} "
                                       f"PyTorch, geometric mean over {len(n)} shape(s): " + "; ".join(
                                           f"{s} {b} {numbers.fmt(float(v))}" for s, b, v in zip(n["shape"], n["best Keras 3"],
                                                                                       n[col])),
                                       rows=rows, band=speedups_layer.band(df))
     best = n.loc[n[col].astype(float).idxmax()]
-    return seedclaims.Measurement(float(best[col]), float(best[lo_col]), float(best[hi_col]),
+    return seedclaims.ClaimMeasurement(float(best[col]), float(best[lo_col]), float(best[hi_col]),
                                   f"largest over native {against} PyTorch: {best['best Keras 3']} at {best['shape']}; "
                                   f"more than 1.5× in {int((n[col] > 1.5).sum())} of {len(n)} shapes",
                                   rows=rows, band=speedups_layer.band(df))
@@ -125,7 +125,7 @@ def native_gap_trend(df: pd.DataFrame, tables: dict, claim):
         return seedclaims.NotAnswered("Keras 3 and native torch.compile'd PyTorch were not measured at two batch sizes "
                                       "of one model and shape")
     s = speedups_layer.combine(cells)
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "the fastest Keras 3 over native compiled PyTorch: "
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "the fastest Keras 3 over native compiled PyTorch: "
                                   + "; ".join(used), rows=seedclaims.matching(df[df.status == "ok"], claim),
                                   band=speedups_layer.band(df))
 
@@ -163,7 +163,7 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
                      + ("beats " + ", ".join(rivals) if not lost else "not decided faster than " + ", ".join(lost)))
     if not lines:
         return seedclaims.NotAnswered("no shape has a Keras 3 variant beside native PyTorch")
-    return seedclaims.Measurement(None, None, None, f"the fastest Keras 3 variant beats every rival on {beats} of "
+    return seedclaims.ClaimMeasurement(None, None, None, f"the fastest Keras 3 variant beats every rival on {beats} of "
                                   f"{len(lines)} shape(s) (at least {share:.0%} needed): " + "; ".join(lines),
                                   rows=seedclaims.matching(df[df.status == "ok"], claim),
                                   holds=beats >= share * len(lines))
@@ -177,7 +177,7 @@ def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
         return seedclaims.NotAnswered("Keras 2 and Keras 3 on TensorFlow were not both measured on any shape")
     g, lo, hi = _geo(k)
     rows = df[(df.status == "ok") & df.variant.isin([KERAS2, "keras-tensorflow"])]
-    return seedclaims.Measurement(g, lo, hi, f"keras-tensorflow over keras2-tensorflow, geometric mean over {len(k)} "
+    return seedclaims.ClaimMeasurement(g, lo, hi, f"keras-tensorflow over keras2-tensorflow, geometric mean over {len(k)} "
                                   f"shape(s): " + "; ".join(f"{s} {numbers.fmt(r.speedup)}" for s, (_, r)
                                                             in zip(k["shape"], k.iterrows())),
                                   rows=rows, band=speedups_layer.band(df))

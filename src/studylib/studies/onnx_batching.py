@@ -261,7 +261,7 @@ def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
     used = ok[ok.batch_size.isin(_batches(ok, below, batch, at_least)) & ok.variant.isin(variants + over)]
     band = speedups.band(df)
-    return seedclaims.Measurement(v, lo, hi, f"least favourable: {label}; all: "
+    return seedclaims.ClaimMeasurement(v, lo, hi, f"least favourable: {label}; all: "
                                   + "; ".join(f"{lab} {numbers.fmt(c[0])}" for lab, c in cells)
                                   + threshold_note(claim, lo, hi, band), rows=used, band=band)
 
@@ -284,7 +284,7 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
         return seedclaims.NotAnswered("the variants were not measured at two batch sizes")
     (b1, s), (b2, large) = ends
     v, lo, hi = speedups.ratio_of(s[2], large[2])
-    return seedclaims.Measurement(v, lo, hi, f"best: {s[0]} over {s[1]} {numbers.fmt(s[2][0])} at b{b1} vs {large[0]} over "
+    return seedclaims.ClaimMeasurement(v, lo, hi, f"best: {s[0]} over {s[1]} {numbers.fmt(s[2][0])} at b{b1} vs {large[0]} over "
                                   f"{large[1]} {numbers.fmt(large[2][0])} at b{b2}",
                                   rows=ok[ok.batch_size.isin([b1, b2])], band=speedups.band(df))
 
@@ -299,7 +299,7 @@ def over_batch1(df: pd.DataFrame, tables: dict, claim, variants: list[str], batc
         return seedclaims.NotAnswered(f"{' / '.join(variants)} not measured at batch "
                                       f"{' or '.join(map(str, batches)) if batches else 'above the smallest'}")
     best = o.loc[o.speedup.idxmax()]
-    return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high,
+    return seedclaims.ClaimMeasurement(best.speedup, best.ci_low, best.ci_high,
                                   f"best: {best['variant']} at b{int(best['batch_size'])} over eager at "
                                   f"b{int(best['baseline_batch_size'])} (of " + ", ".join(
                                       f"{r['variant']} b{int(r['batch_size'])} {numbers.fmt(r['speedup'])}"

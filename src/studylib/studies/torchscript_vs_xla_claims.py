@@ -67,7 +67,7 @@ def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseli
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
     pt, tf, _ = _mean_of_medians(rows, baseline, candidate)
     where = "" if at == "all" else f" at the {at} input ({int(_tokens(rows).iloc[0])} tokens per call)"
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high,
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high,
                                   f"{candidate} over {baseline}{where}, geometric mean over {n} shape(s); mean of "
                                   f"per-shape medians {pt * 1e3:.3g} ms ({baseline}) vs {tf * 1e3:.3g} ms ({candidate})",
                                   rows=rows, band=speedups_layer.band(df))
@@ -102,7 +102,7 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
         a, b = b, a  # a gap in TensorFlow's disfavour widens as the ratio falls
     v, lo, hi = speedups_layer.ratio_of(a, b)
     t = _tokens(rows)
-    return seedclaims.Measurement(v, lo, hi, f"{candidate} over {baseline}: {numbers.fmt(small[0])} at the smallest input "
+    return seedclaims.ClaimMeasurement(v, lo, hi, f"{candidate} over {baseline}: {numbers.fmt(small[0])} at the smallest input "
                                   f"({int(t.min())} tokens per call) vs {numbers.fmt(large[0])} at the largest ({int(t.max())})",
                                   rows=rows, band=speedups_layer.band(df))
 
@@ -116,7 +116,7 @@ def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchs
         return seedclaims.NotAnswered(f"{candidate} was measured on fewer than two models")
     hi_m, lo_m = max(per, key=lambda m: per[m].ratio), min(per, key=lambda m: per[m].ratio)
     v, lo, hi = speedups_layer.ratio_of(tuple(per[hi_m]), tuple(per[lo_m]))
-    return seedclaims.Measurement(v, lo, hi, "; ".join(f"{m} {describe_ci(_as_row(s))}" for m, s in per.items()),
+    return seedclaims.ClaimMeasurement(v, lo, hi, "; ".join(f"{m} {describe_ci(_as_row(s))}" for m, s in per.items()),
                                   rows=rows, band=speedups_layer.band(df))
 
 
@@ -132,7 +132,7 @@ def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf
     if not per:
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured")
     worst = min(per, key=lambda m: per[m].ratio)
-    return seedclaims.Measurement(*per[worst], f"least gain: {worst}; all: " + "; ".join(
+    return seedclaims.ClaimMeasurement(*per[worst], f"least gain: {worst}; all: " + "; ".join(
         f"{m} {numbers.fmt(s.ratio)}" for m, s in per.items()), rows=rows, band=speedups_layer.band(df))
 
 
@@ -145,7 +145,7 @@ def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", 
         return seedclaims.NotAnswered(f"{candidate} over {baseline} was not measured")
     best = cells.loc[cells.speedup.idxmax()]
     where = "the smallest input" if best.tokens == cells.tokens.min() else "not the smallest input"
-    return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high,
+    return seedclaims.ClaimMeasurement(best.speedup, best.ci_low, best.ci_high,
                                   f"largest cut {1 - 1 / best.speedup:.0%} at {shape_label(best, _SIZES, short=True)} "
                                   f"({best.model}; {where})", rows=cells, band=speedups_layer.band(df))
 
@@ -173,7 +173,7 @@ def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
     point = k[:, 0].mean()
     lo = point - np.sqrt(((k[:, 0] - k[:, 1]) ** 2).sum()) / len(k)
     hi = point + np.sqrt(((k[:, 2] - k[:, 0]) ** 2).sum()) / len(k)
-    return seedclaims.Measurement(float(point), float(lo), float(hi), f"batch {b}; k CI {numbers.fmt_ci(lo, hi, unit='')}; " +
+    return seedclaims.ClaimMeasurement(float(point), float(lo), float(hi), f"batch {b}; k CI {numbers.fmt_ci(lo, hi, unit='')}; " +
                                   "; ".join(used), rows=at, band=1.0, unit="")
 
 
@@ -214,7 +214,7 @@ def seq_curvature(df: pd.DataFrame, tables: dict, claim, variant: str = "eager",
     s = speedups_layer.combine(cells)
     bent = s.ci_low > band or s.ci_high < 1 / band
     straight = 1 / band <= s.ci_low and s.ci_high <= band
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"batch {batch}; " + "; ".join(used), rows=at,
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, f"batch {batch}; " + "; ".join(used), rows=at,
                                   band=1.0, holds=True if bent else False if straight else None)
 
 
@@ -227,7 +227,7 @@ def oom_count(df: pd.DataFrame, tables: dict, claim):
     if pt == tf == 0:
         return seedclaims.NotAnswered(f"neither framework ran out of memory (largest input here "
                                       f"{shape_label(largest, _SIZES, short=True)})")
-    return seedclaims.Measurement(None, None, None, f"out of memory: PyTorch in {pt} cells, TensorFlow in {tf}",
+    return seedclaims.ClaimMeasurement(None, None, None, f"out of memory: PyTorch in {pt} cells, TensorFlow in {tf}",
                                   rows=df, holds=pt > tf)
 
 
@@ -278,7 +278,7 @@ def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     if not len(words):
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
     counts = ", ".join(f"{n} {v}" for v, n in words.value_counts().items())
-    return seedclaims.Measurement(None, None, None, f"{candidate} over {baseline} per shape: {counts} of "
+    return seedclaims.ClaimMeasurement(None, None, None, f"{candidate} over {baseline} per shape: {counts} of "
                                   f"{len(words)} (band ±{band - 1:.0%})", rows=rows,
                                   holds=bool((words == "equal").sum() * 2 > len(words)))
 
@@ -290,7 +290,7 @@ def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, bas
     words = _decided(rows, candidate, baseline, tables, speedups_layer.band(df))
     if not words:
         return seedclaims.NotAnswered(f"{candidate} and {baseline} were not both measured on any shape")
-    return seedclaims.Measurement(None, None, None, f"{candidate} faster than {baseline} on {words.count('faster')} of "
+    return seedclaims.ClaimMeasurement(None, None, None, f"{candidate} faster than {baseline} on {words.count('faster')} of "
                                   f"{len(words)} shape(s)", rows=rows, holds="faster" in words)
 
 
@@ -302,7 +302,7 @@ def memory_lower(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla
     if not len(c):
         return seedclaims.NotAnswered(f"no shape has peak memory of both {candidate} and {baseline}")
     lower = int((c.peak_mem_mb < b.peak_mem_mb).sum())
-    return seedclaims.Measurement(None, None, None, f"{candidate}'s peak memory below {baseline}'s on {lower} of "
+    return seedclaims.ClaimMeasurement(None, None, None, f"{candidate}'s peak memory below {baseline}'s on {lower} of "
                                   f"{len(c)} shape(s)", rows=rows, holds=lower * 2 > len(c))
 
 
@@ -316,7 +316,7 @@ def input_weight(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
     tokens = _tokens(rows)
     big = tokens >= tokens.quantile(1 - top)
     share = float(rows.median_s[big].sum() / rows.median_s.sum())
-    return seedclaims.Measurement(None, None, None, f"{variant}: the largest {int(big.sum())} of {len(rows)} inputs "
+    return seedclaims.ClaimMeasurement(None, None, None, f"{variant}: the largest {int(big.sum())} of {len(rows)} inputs "
                                   f"carry {share:.0%} of the summed per-shape medians", rows=rows, holds=share > 0.5)
 
 
@@ -345,7 +345,7 @@ def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "ea
     if not cells:
         return seedclaims.NotAnswered("no model ran batch 1 and a larger batch at two sequence lengths")
     s = speedups_layer.combine(cells)
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "; ".join(used), rows=ok, band=speedups_layer.band(df))
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "; ".join(used), rows=ok, band=speedups_layer.band(df))
 
 
 # the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
