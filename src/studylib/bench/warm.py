@@ -17,12 +17,12 @@ says what it missed. A failure of this step is a note, never a lost measurement.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ..core import cells
 from ..core.config import is_aa
 from ..runtimes import compile_cache
 from ..runtimes.base import synced
@@ -114,7 +114,7 @@ def combined(reps: list[dict]) -> dict[str, Any]:
     """The warm columns of a configuration over its replicates: the timings' medians over the replicates that have
     them, hits and misses summed over those that compiled warm, the largest output difference, each note once."""
     def have(key):
-        return [r[key] for r in reps if r.get(key) is not None and not _nan(r[key])]
+        return [r[key] for r in reps if cells.value(r.get(key)) is not None]
 
     out: dict[str, Any] = {}
     for key in ("warm_prepare_s", "warm_first_call_s"):
@@ -128,7 +128,3 @@ def combined(reps: list[dict]) -> dict[str, Any]:
     notes = [n for r in reps for n in str(r.get("warm_note") or "").split("; ") if n]
     out["warm_note"] = "; ".join(dict.fromkeys(notes)) or None
     return out
-
-
-def _nan(v) -> bool:
-    return isinstance(v, float) and math.isnan(v)

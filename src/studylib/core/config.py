@@ -11,10 +11,11 @@ shape_label are derived from it. The comparison layer (speedups.py) pairs rows o
 
 from __future__ import annotations
 
-import math
 from dataclasses import MISSING, dataclass, field, fields
 from itertools import groupby
 from typing import Any
+
+from . import cells
 
 REFERENCE = "eager"  # every variant's output is compared with eager PyTorch on the same inputs
 # A/A controls: a variant named `<variant>-aa` is a second, independently prepared copy of `<variant>` (its own
@@ -126,19 +127,13 @@ SHAPE = tuple(name for name in FIELDS if name not in HOW)
 _META = {f.name: f.metadata for f in fields(Config)}
 
 
-def _value(row, name: str):
-    """`row`'s `name` (a dict, a pandas row or a Config), None where it is missing or blank (None, NaN)."""
-    v = row.get(name) if hasattr(row, "get") else getattr(row, name, None)
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-
 def shape_columns(frame, *, without=()) -> list[str]:
     """The shape fields (SHAPE) that `frame` has, less `without`: a results table's columns (those with a value, where
     it has rows: a column of blanks says nothing about a shape), or a row's fields with a value."""
     skip = set(without)
     if hasattr(frame, "columns"):  # a table
         return [c for c in SHAPE if c in frame.columns and c not in skip and (not len(frame) or frame[c].notna().any())]
-    return [c for c in SHAPE if c not in skip and _value(frame, c) is not None]
+    return [c for c in SHAPE if c not in skip and cells.of(frame, c) is not None]
 
 
 def shape_label(row, columns=None, *, short: bool = False) -> str:
@@ -147,7 +142,7 @@ def shape_label(row, columns=None, *, short: bool = False) -> str:
     claims); an image size is '224px' in both, and `data` is never named."""
     parts: list[tuple[str, bool]] = []
     for c in SHAPE if columns is None else columns:
-        meta, v = _META.get(c, {}), _value(row, c)
+        meta, v = _META.get(c, {}), cells.of(row, c)
         spec = meta.get("short" if short else "words", "{}")
         if v is None or spec is None:
             continue
@@ -160,4 +155,4 @@ def shape_label(row, columns=None, *, short: bool = False) -> str:
 def shape_of(row) -> tuple:
     """What a row computes: its value of every SHAPE field (model, precision, batch, sizes, strategy, data, backend),
     None where missing or blank, whether the row is a dict or a pandas row (NaN there, and NaN equals nothing)."""
-    return tuple(_value(row, name) for name in SHAPE)
+    return tuple(cells.of(row, name) for name in SHAPE)

@@ -36,6 +36,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
+from ..core import cells
+
 Z = float(_st.norm.ppf(0.975))
 TOST_ALPHA = 0.05  # each of the two one-sided tests at 5%: the 90% CI of the difference
 TOLERANCE = 0.10  # two runs' speed-ups "agree" within ±10%: the difference of two speed-ups whose CIs are ±3–4%
@@ -183,7 +185,7 @@ class Calibration:
         out = []
         for key, (lo, hi) in limits.items():
             v = self.summary.get(key)
-            if v is None or (isinstance(v, float) and np.isnan(v)):
+            if cells.value(v) is None:
                 out.append(f"{key}: not measured (no comparison in both runs)")
             elif (lo is not None and v < lo) or (hi is not None and v > hi):
                 out.append(f"{key} = {v:.3g}, outside [{'-' if lo is None else lo}, {'-' if hi is None else hi}]")

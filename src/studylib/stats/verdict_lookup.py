@@ -9,23 +9,16 @@ whichever kind of row (option, declared, lead) the table holds it as. The same c
 
 from __future__ import annotations
 
-import math
-
-import pandas as pd
-
+from ..core import cells
 from .speedups import _key
 from .verdicts import SHAPE_FIELDS, VerdictTable, option_name
 
 MIRROR = {"faster": "slower", "slower": "faster", "equal": "equal", "undecided": "undecided", "": ""}
 
 
-def _blank(v) -> bool:
-    return v is None or v is pd.NA or v == "" if not isinstance(v, float) else math.isnan(v)
-
-
 def _shape(get) -> tuple:
     """The shape fields a Verdict carries (verdicts.SHAPE_FIELDS), blanks (None, NaN, NA, '') as None."""
-    return tuple(None if _blank(v) else _key(v) for v in (get(c) for c in SHAPE_FIELDS))
+    return tuple(_key(v) if cells.present(v) else None for v in (get(c) for c in SHAPE_FIELDS))
 
 
 class Decisions:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..claims import claims as seedclaims
-from ..core import numbers
+from ..core import cells, numbers
 from ..core.config import shape_label, shape_of
 from ..stats import speedups as speedups_layer
 from ..stats import verdicts
@@ -178,8 +178,8 @@ def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
 
 
 def _or_median(row, column: str) -> float:
-    v = row.get(column)
-    return row.median_s if v is None or pd.isna(v) else v
+    v = cells.value(row.get(column))
+    return row.median_s if v is None else v
 
 
 def seq_curvature(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: int = 1,
