@@ -207,7 +207,7 @@ def _columns(*stored: str) -> dict[str, tuple[type, ...]]:
             if f.metadata["stored"] in stored}
 
 
-IDENTITY_COLUMNS, MEASURED_COLUMNS, RUN_COLUMNS = _columns(IDENTITY), _columns(MEASURED), _columns(RUN)
+MEASURED_COLUMNS, RUN_COLUMNS = _columns(MEASURED), _columns(RUN)  # a row's measured ones are None until measured
 COLUMNS = _columns(IDENTITY, MEASURED, RUN)  # every column a stored row has
 OK_REQUIRES = tuple(f.name for f in fields(Measurement) if f.metadata["ok"])  # an 'ok' row has these, never None
 

@@ -1,9 +1,7 @@
-"""Append-only, resumable results table: one JSON line per configuration, written as it finishes.
+"""Append-only, resumable results table: one JSON line per configuration (its columns: measurement.COLUMNS).
 
-Each row is one `write` of a whole line to a file opened for appending, then fsync'd. A crash can
-only leave a torn last line; readers ignore it and the next append cuts it off. Re-runs skip
-configurations already measured successfully in the same environment with the same settings; a
-re-measured configuration appends a row, and the newest row per configuration wins.
+Each row is one fsync'd write of a whole line, so a crash leaves at most a torn last line, which readers ignore and
+the next append cuts off. A re-measured configuration appends a row; the newest row per configuration wins.
 """
 
 from __future__ import annotations
@@ -75,11 +73,8 @@ class ResultsTable:
         return latest
 
     def rows(self) -> list[dict[str, Any]]:
-        """The newest row of each configuration as reported: medians with CIs that hold across processes.
-
-        The stored interval is the run's own order-statistic one (`ci_run_low_s`/`ci_run_high_s`); `ci_low_s`/
-        `ci_high_s` and the re-run interval come from the table's variance model (variance.with_reported_ci).
-        """
+        """The newest row of each configuration as reported: with the variance model's columns (READ fields of
+        Measurement, variance.with_reported_ci), CIs that hold across processes."""
         return variance.with_reported_ci(list(self.latest().values()))
 
     def measurements(self) -> list[Measurement]:
