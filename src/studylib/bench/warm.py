@@ -26,10 +26,10 @@ from ..core import cells
 from ..core.config import is_aa
 from ..runtimes import compile_cache
 from ..runtimes.base import synced
+from ..stats.measurement import MEASURED_COLUMNS
 from .timing import first_call
 
-WARM_COLUMNS = ("warm_prepare_s", "warm_first_call_s", "warm_cache_hits", "warm_cache_misses", "warm_max_abs_diff",
-                "warm_note")
+WARM_COLUMNS = tuple(c for c in MEASURED_COLUMNS if c.startswith("warm_"))
 NO_CACHE_DIR = "warm compile not measured: no cache directory to keep the compile cache between processes"
 NO_FILE = "no compile cache from an earlier process yet (this process saved one)"
 
