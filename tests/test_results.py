@@ -359,5 +359,6 @@ def test_a_blank_cell_is_none_however_it_is_stored():
     assert [cells.present(v) for v in (None, float("nan"), pd.NA, "", 0.0, "x")] == [False] * 4 + [True] * 2
     assert np.isnan(cells.number("")) and np.isnan(cells.number("abc")) and cells.number("1.5") == 1.5
     assert cells.text(float("nan")) == "" and cells.text(3) == "3"
+    assert cells.whole(8.0) == 8 and type(cells.whole(8.0)) is int and cells.whole(8.5) == 8.5 and cells.whole(pd.NA) is None
     assert cells.of({"a": float("nan")}, "a") is None and cells.of(pd.Series({"a": 2}), "a") == 2
     assert cells.of(object(), "a") is None

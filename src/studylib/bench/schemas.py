@@ -42,13 +42,11 @@ class MeasureSettings(_Strict):
     """How each group of configurations is timed: interleaved rounds, in `replicates` processes (see timing)."""
 
     warmup_calls: int = Field(2, ge=0, description="untimed calls per variant after its first call")
-    min_rounds: int = Field(10, ge=3, description="rounds per replicate at least (3: the fewest whose spread gives a "
-                                                  "replicate median's sampling variance, see variance.py)")
+    min_rounds: int = Field(10, ge=3, description="rounds per replicate at least (3: see variance.py)")
     max_rounds: int = Field(500, ge=3)
     min_time_s: float = Field(10.0, ge=0, description="rounds are spread over at least this many seconds per group")
     target_ci_pct: float = Field(2.0, gt=0, le=100, description="stop when every median and speed-up CI is this tight")
-    budget_s: float = Field(5.0, gt=0, description="sampling seconds per configuration (a group gets the sum; "
-                                                   "at 4x the sum a group stops at 6 rounds, below min_rounds)")
+    budget_s: float = Field(5.0, gt=0, description="sampling seconds per configuration (a group gets the sum)")
     block_s: float = Field(0.02, ge=0, description="a call shorter than this is repeated in a block per sample")
     replicates: int = Field(1, ge=1, le=10, description="independent processes, one after another, per group")
 

@@ -19,6 +19,12 @@ def of(row, name: str):
     return value(row.get(name) if hasattr(row, "get") else getattr(row, name, None))
 
 
+def whole(v):
+    """A cell's value, a whole float as an int (a pandas column of ints with blanks holds floats), None where blank."""
+    v = value(v)
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
 def present(v) -> bool:
     """Whether a cell holds a value: not blank and not ''."""
     return value(v) is not None and not (isinstance(v, str) and v == "")

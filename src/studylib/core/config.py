@@ -128,11 +128,10 @@ def shape_label(row, columns=None, *, short: bool = False) -> str:
     claims); an image size is '224px' in both, and `data` is never named."""
     parts: list[tuple[str, bool]] = []
     for c in SHAPE if columns is None else columns:
-        meta, v = _META.get(c, {}), cells.of(row, c)
+        meta, v = _META.get(c, {}), cells.whole(cells.of(row, c))
         spec = meta.get("short" if short else "words", "{}")
         if v is None or spec is None:
             continue
-        v = int(v) if isinstance(v, float) and v.is_integer() else v
         parts.append((spec.format(v), bool(meta.get("size"))))
     return "".join(("" if i == 0 else " × " if short and size and parts[i - 1][1] else " ") + text
                    for i, (text, size) in enumerate(parts))

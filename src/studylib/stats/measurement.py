@@ -220,4 +220,4 @@ def _value(v, whole: bool = False):
         return tuple(v)
     if kind not in (str, int, float, bool) and hasattr(v, "item"):  # a numpy scalar
         return _value(v.item(), whole)
-    return int(v) if kind is float and whole and v.is_integer() else v
+    return cells.whole(v) if whole else v
