@@ -105,14 +105,14 @@ def test_a_scoped_claim_is_compared_on_its_scope_only(rows):
 
 def test_a_number_beyond_the_ci_in_the_claimed_direction_does_not_agree_on_the_number(rows):
     twenty = _claim("twenty", number=1.20)  # 000-torchscript-20pct: 1.07× (1.06–1.08) against the seed's 1.20
-    assert claims.judge(twenty, claims.Measurement(1.07, 1.06, 1.08, "x", band=1.07)) == (
+    assert claims.judge(twenty, claims.ClaimMeasurement(1.07, 1.06, 1.08, "x", band=1.07)) == (
         "does not agree (number)", "does not agree (number): our CI 1.06–1.08× lies below the seed's 1.2, and "
                                    "crosses the edge of the ±7% band (A/A noise)")
-    assert claims.judge(twenty, claims.Measurement(1.07, 1.06, 1.08, "x", band=1.05))[1].endswith(
+    assert claims.judge(twenty, claims.ClaimMeasurement(1.07, 1.06, 1.08, "x", band=1.05))[1].endswith(
         "and lies above the ±5% band (A/A noise)")
-    assert claims.judge(twenty, claims.Measurement(1.4, 1.3, 1.5, "x"))[1].startswith(
+    assert claims.judge(twenty, claims.ClaimMeasurement(1.4, 1.3, 1.5, "x"))[1].startswith(
         "agrees (direction), not the number: our CI 1.30–1.50×, our effect larger than the seed's 1.2")  # larger: still agrees
-    assert claims.judge(twenty, claims.Measurement(0.8, 0.75, 0.85, "x"))[0] == "does not agree"  # reversed
+    assert claims.judge(twenty, claims.ClaimMeasurement(0.8, 0.75, 0.85, "x"))[0] == "does not agree"  # reversed
     t = _table(rows, _claim("three", number=3.0), _claim("plain")).reset_index()
     totals = claims.totals(t)
     assert (totals["does not agree (number)"], totals["judged"]) == (1, 2)
@@ -152,14 +152,14 @@ def test_a_text_count_other_than_the_seeds_is_a_note_where_the_run_has_enough_ba
 
 def test_every_verdict_says_what_our_ci_shows():
     plain, equal = _claim("plain"), _claim("equal", expect="equal")
-    assert claims.judge(plain, claims.Measurement(1.06, 1.03, 1.09, "x", band=1.05)) == (
+    assert claims.judge(plain, claims.ClaimMeasurement(1.06, 1.03, 1.09, "x", band=1.05)) == (
         "inconclusive", "inconclusive: our CI 1.03–1.09× crosses the edge of the ±5% band (A/A noise)")
-    assert claims.judge(plain, claims.Measurement(1.0, 0.9, 1.1, "x", band=1.05))[1] == (
+    assert claims.judge(plain, claims.ClaimMeasurement(1.0, 0.9, 1.1, "x", band=1.05))[1] == (
         "inconclusive: our CI 0.90–1.10× reaches past both edges of the ±5% band (A/A noise)")
     word = _claim("word", magnitude={"words": "显著", "at_least": 1.2, "why": "test"})
     for claim in (plain, equal, word, _claim("n", number=1.2)):
         for ci in ((1.5, 1.4, 1.6), (1.06, 1.03, 1.09), (0.8, 0.7, 0.9), (1.0, 0.99, 1.01), (1.2, 1.1, 1.3)):
-            sentence = claims.judge(claim, claims.Measurement(*ci, "x", band=1.05))[1]
+            sentence = claims.judge(claim, claims.ClaimMeasurement(*ci, "x", band=1.05))[1]
             assert f"our CI {numbers.fmt_ci(ci[1], ci[2])}" in sentence and "includes 1" not in sentence, (claim.id, ci)
 
 

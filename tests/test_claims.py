@@ -126,11 +126,11 @@ def test_a_malformed_registry_names_the_file_the_claim_and_the_field(tmp_path):
 
 def test_the_seeds_number_inside_our_ci_is_tested_before_equal_within_noise():
     small = _claim("gpu-tf", "higher", 1.07)  # 000-gpu-tf-faster's size: inside a CI that is also inside the band
-    assert claims.judge(small, claims.Measurement(1.03, 1.01, 1.09, "x", band=1.10)) == (
+    assert claims.judge(small, claims.ClaimMeasurement(1.03, 1.01, 1.09, "x", band=1.10)) == (
         "agrees (number)", "agrees (number): the seed's 1.07 lies inside our CI 1.01–1.09×")
-    assert claims.judge(small, claims.Measurement(1.0, 0.97, 1.03, "x", band=1.05))[1].startswith(
+    assert claims.judge(small, claims.ClaimMeasurement(1.0, 0.97, 1.03, "x", band=1.05))[1].startswith(
         "does not agree: equal within noise")  # the number outside: equal within noise still rules
-    assert claims.judge(small, claims.Measurement(1.0, 0.8, 1.2, "x", band=1.05))[0] == "inconclusive"  # both ways
+    assert claims.judge(small, claims.ClaimMeasurement(1.0, 0.8, 1.2, "x", band=1.05))[0] == "inconclusive"  # both ways
 
 
 def test_agreeing_on_the_number_and_on_the_direction_are_separate_verdicts(rows):
@@ -149,25 +149,25 @@ def test_agreeing_on_the_number_and_on_the_direction_are_separate_verdicts(rows)
 def test_a_magnitude_word_needs_its_stated_threshold():
     word = {"words": "显著 (significant)", "at_least": 1.2, "why": "test"}
     sig, slow = _claim("sig", "higher", magnitude=word), _claim("slow", "lower", magnitude=word)
-    assert claims.judge(sig, claims.Measurement(1.08, 1.06, 1.10, "x", band=1.02)) == (
+    assert claims.judge(sig, claims.ClaimMeasurement(1.08, 1.06, 1.10, "x", band=1.02)) == (
         "does not agree", "does not agree: our CI 1.06–1.10× lies above the ±2% band (A/A noise), but short of the "
                           "1.2× that «显著 (significant)» implies")
-    assert claims.judge(sig, claims.Measurement(1.3, 1.25, 1.4, "x"))[0] == "agrees (direction)"
-    assert claims.judge(sig, claims.Measurement(1.2, 1.1, 1.3, "x"))[0] == "inconclusive"
-    assert claims.judge(slow, claims.Measurement(0.7, 0.65, 0.75, "x"))[0] == "agrees (direction)"
-    assert claims.judge(_claim("plain", "higher"), claims.Measurement(1.08, 1.06, 1.10, "x", band=1.02))[0] == (
+    assert claims.judge(sig, claims.ClaimMeasurement(1.3, 1.25, 1.4, "x"))[0] == "agrees (direction)"
+    assert claims.judge(sig, claims.ClaimMeasurement(1.2, 1.1, 1.3, "x"))[0] == "inconclusive"
+    assert claims.judge(slow, claims.ClaimMeasurement(0.7, 0.65, 0.75, "x"))[0] == "agrees (direction)"
+    assert claims.judge(_claim("plain", "higher"), claims.ClaimMeasurement(1.08, 1.06, 1.10, "x", band=1.02))[0] == (
         "agrees (direction)")  # without the word, the same CI agrees
 
 
 def test_equality_uses_the_noise_band_or_the_seeds_tolerance():
-    m = claims.Measurement(1.02, 0.99, 1.04, "x", band=1.05)
+    m = claims.ClaimMeasurement(1.02, 0.99, 1.04, "x", band=1.05)
     equal = _claim("eq", "equal")
     assert claims.judge(equal, m) == ("agrees (direction)",
                                       "agrees (direction): our CI 0.99–1.04× lies inside the ±5% band (A/A noise)")
-    assert claims.judge(equal, claims.Measurement(1.3, 1.2, 1.4, "x"))[0] == "does not agree"
-    assert claims.judge(equal, claims.Measurement(1.04, 0.99, 1.09, "x"))[0] == "inconclusive"
+    assert claims.judge(equal, claims.ClaimMeasurement(1.3, 1.2, 1.4, "x"))[0] == "does not agree"
+    assert claims.judge(equal, claims.ClaimMeasurement(1.04, 0.99, 1.09, "x"))[0] == "inconclusive"
     wide = _claim("eq10", "equal", tolerance=1.10)
-    assert claims.judge(wide, claims.Measurement(1.04, 0.99, 1.09, "x")) == (
+    assert claims.judge(wide, claims.ClaimMeasurement(1.04, 0.99, 1.09, "x")) == (
         "agrees (number)", "agrees (number): our CI 0.99–1.09× lies inside the ±10% band (the seed's tolerance)")
 
 

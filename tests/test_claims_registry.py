@@ -84,7 +84,7 @@ def cells_seen(monkeypatch):
 
     def per_cell(cells, claim, *, text="", rows=None, band=1.05, unit="×"):
         seen.append(list(cells))
-        return claims.Measurement(None, None, None, text, rows=rows if rows is not None else pd.DataFrame())
+        return claims.ClaimMeasurement(None, None, None, text, rows=rows if rows is not None else pd.DataFrame())
 
     monkeypatch.setattr(claims, "per_cell", per_cell, raising=False)
     return seen

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import measuring
@@ -329,3 +330,35 @@ def test_a_measurement_holds_every_column_read_alike_from_a_row_or_the_frame(tmp
     x, reps, rounds = Measurement.of({"samples_s": [3.0, 2.0]}).samples()  # no ids stored: one replicate, in order
     assert list(x) == [3.0, 2.0] and list(reps) == [0, 0] and list(rounds) == [0, 1]
     assert Measurement.of({"samples_s": [3.0, 1.0]}).steady_median_s == 2.0  # no median stored: the samples'
+
+
+def test_the_columns_are_the_measurements_stored_fields_with_their_types_units_and_meaning(tmp_path):
+    """results.COLUMNS is read off Measurement's field metadata: every stored field, in order, with the types its
+    annotation allows; the fields the variance model adds are not stored; every field says what it means."""
+    from dataclasses import fields
+
+    from studylib.core.config import FIELDS
+    from studylib.stats import measurement
+    from studylib.stats.results import COLUMNS
+
+    stored = [f for f in fields(measurement.Measurement) if f.metadata["stored"] != measurement.READ]
+    assert list(COLUMNS) == [f.name for f in stored] and set(FIELDS) <= set(COLUMNS)
+    assert COLUMNS["median_s"] == (float, int) and COLUMNS["samples_s"] == (list,) and COLUMNS["drift"] == (bool,)
+    assert "ci_low_s" not in COLUMNS and "ci_low_s" in {f.name for f in fields(measurement.Measurement)}
+    assert all(f.metadata["meaning"] for f in fields(measurement.Measurement))
+    assert measurement.OK_REQUIRES[:2] == ("n", "median_s") and "parity_ok" in measurement.OK_REQUIRES
+    with pytest.raises(ValueError, match="column median_s must be float or int, got str"):
+        ResultsTable(tmp_path / "t.jsonl").append(_row("a|eager", median_s="fast"))
+
+
+def test_a_blank_cell_is_none_however_it_is_stored():
+    from studylib.core import cells
+
+    assert [cells.value(v) for v in (None, float("nan"), np.float64("nan"), pd.NA, "", 0, "x")] == \
+        [None, None, None, None, "", 0, "x"]
+    assert [cells.present(v) for v in (None, float("nan"), pd.NA, "", 0.0, "x")] == [False] * 4 + [True] * 2
+    assert np.isnan(cells.number("")) and np.isnan(cells.number("abc")) and cells.number("1.5") == 1.5
+    assert cells.text(float("nan")) == "" and cells.text(3) == "3"
+    assert cells.whole(8.0) == 8 and type(cells.whole(8.0)) is int and cells.whole(8.5) == 8.5 and cells.whole(pd.NA) is None
+    assert cells.of({"a": float("nan")}, "a") is None and cells.of(pd.Series({"a": 2}), "a") == 2
+    assert cells.of(object(), "a") is None

@@ -219,7 +219,7 @@ def test_roofline_table_and_regime_findings_on_synthetic_rows():
 def test_old_tables_without_work_columns_still_analyse(tmp_path):
     """Rows stored before work was counted lack the new columns: they load, and every study page still
     renders its roofline table, saying the rows have no FLOP count."""
-    from studylib.stats.results import MEASURED_COLUMNS
+    from studylib.stats.measurement import MEASURED_COLUMNS
     from studylib.studies import eager_vs_compiled as s01
 
     new = {"flops_per_call", "bytes_per_call", "useful_flops_per_call", "graph_breaks"}

@@ -6,7 +6,7 @@ The common settings (Profile, MeasureSettings), what every grid section shares (
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -25,9 +25,7 @@ SEEDS = {
     "003": "PyTorch, TorchScript and ONNX Runtime with smart batching: CPU, T4 and V100",
     "004": "PyTorch 2 torch.compile vs ONNX Runtime and TensorRT: RTX 3090 Ti",
 }
-# int8: quantized runtimes, whatever the input dtype; tf32: fp32 rows under a tf32 precision policy (their matmuls
-# and convolutions in TF32's 10-bit mantissa, on both sides of the parity check): by default fp16's tolerance, the
-# same mantissa
+# int8: quantized runtimes, whatever the input dtype; tf32: fp32 rows under a tf32 precision policy
 Tolerance = Literal["fp32", "tf32", "bf16", "fp16", "int8"]
 Device = Literal["cpu", "cuda"]
 
@@ -44,13 +42,11 @@ class MeasureSettings(_Strict):
     """How each group of configurations is timed: interleaved rounds, in `replicates` processes (see timing)."""
 
     warmup_calls: int = Field(2, ge=0, description="untimed calls per variant after its first call")
-    min_rounds: int = Field(10, ge=3, description="rounds per replicate at least (3: the fewest whose spread gives a "
-                                                  "replicate median's sampling variance, see variance.py)")
+    min_rounds: int = Field(10, ge=3, description="rounds per replicate at least (3: see variance.py)")
     max_rounds: int = Field(500, ge=3)
     min_time_s: float = Field(10.0, ge=0, description="rounds are spread over at least this many seconds per group")
     target_ci_pct: float = Field(2.0, gt=0, le=100, description="stop when every median and speed-up CI is this tight")
-    budget_s: float = Field(5.0, gt=0, description="sampling seconds per configuration (a group gets the sum; "
-                                                   "at 4x the sum a group stops at 6 rounds, below min_rounds)")
+    budget_s: float = Field(5.0, gt=0, description="sampling seconds per configuration (a group gets the sum)")
     block_s: float = Field(0.02, ge=0, description="a call shorter than this is repeated in a block per sample")
     replicates: int = Field(1, ge=1, le=10, description="independent processes, one after another, per group")
 
@@ -61,11 +57,12 @@ class MeasureSettings(_Strict):
         return self
 
 
-def _check_models(names: list[str]) -> list[str]:
-    for name in names:
-        if name not in MODELS:
-            raise ValueError(f"unknown model {name!r} (known: {', '.join(sorted(MODELS))})")
-    return names
+def _known(values, known, what: str):
+    """`values`, each one of `known` (a ValueError names the first that is not)."""
+    for v in values:
+        if v not in known:
+            raise ValueError(f"unknown {what} {v!r} (known: {', '.join(known)})")
+    return values
 
 
 def _nonempty_unique(values: list) -> list:
@@ -97,63 +94,59 @@ class Skip(_Strict):
 
 SKIP_KEYS = ("model", "dtype", "batch_size", "seq_len")
 
-AA_DESCRIPTION = ("the variants whose A/A copy (`<variant>-aa`, an independently prepared second copy timed in the "
-                  "same groups; config.aa_of) this section runs: each a variant of the section")
 
-
-def _check_aa(section) -> None:
-    """`aa` lists variants of the section, each once ([] runs no A/A control)."""
-    if len(set(section.aa)) != len(section.aa):
-        raise ValueError("aa: lists a variant twice")
-    for v in section.aa:
-        if v not in section.variants:
-            raise ValueError(f"aa: {v!r} is not one of this section's variants ({', '.join(section.variants)}): "
-                             f"an A/A copy copies a variant the section runs")
-
-
-
-class Grid(_Strict):
-    """What every grid section shares: models, dtypes, batch sizes, sequence lengths, measurement overrides."""
+class _Section(_Strict):
+    """What every grid section shares: models, dtypes and batch sizes, an eager reference, A/A copies, overrides."""
 
     models: list[str]
     dtypes: list[Dtype]
     batch_sizes: list[int]
-    seq_lens: list[int]
     measure: MeasureSettings | None = None
-    skip: list[Skip] = Field(default_factory=list, description="shapes of the grid left out (say why in left_out)")
-    aa: list[str] = Field(default_factory=lambda: ["eager"], description=AA_DESCRIPTION)
+    aa: list[str] = Field(default_factory=lambda: ["eager"], description=(
+        "the variants whose A/A copy (`<variant>-aa`, an independently prepared second copy timed in the same "
+        "groups; config.aa_of) this section runs: each a variant of the section"))
     left_out: str = ""
 
     @field_validator("models")
     @classmethod
     def _models(cls, v: list[str]) -> list[str]:
-        return _check_models(_nonempty_unique(v))
+        return _known(_nonempty_unique(v), sorted(MODELS), "model")
 
-    @field_validator("variants", "dtypes", check_fields=False)
+    @field_validator("variants", "dtypes", "strategies", check_fields=False)
     @classmethod
     def _lists(cls, v: list) -> list:
         return _nonempty_unique(v)
 
-    @field_validator("batch_sizes", "seq_lens")
+    @field_validator("batch_sizes", "seq_lens", check_fields=False)
     @classmethod
     def _positive(cls, v: list[int]) -> list[int]:
-        _nonempty_unique(v)
-        bad = [x for x in v if x < 1]
+        bad = [x for x in _nonempty_unique(v) if x < 1]
         if bad:
             raise ValueError(f"must be at least 1 (got {bad[0]})")
         return v
 
     @model_validator(mode="after")
-    def _eager_included(self):
+    def _eager_and_aa(self):
         if "eager" not in self.variants:
             raise ValueError("variants must include 'eager', the reference every speed-up is taken over")
-        _check_aa(self)
+        if len(set(self.aa)) != len(self.aa):
+            raise ValueError("aa: lists a variant twice")
+        for v in self.aa:
+            if v not in self.variants:
+                raise ValueError(f"aa: {v!r} is not one of this section's variants ({', '.join(self.variants)}): "
+                                 f"an A/A copy copies a variant the section runs")
         return self
 
-    def shapes(self) -> list[tuple[str, str, int, int | None]]:
-        """(model, dtype, batch size, sequence length) of every shape the grid times, skips left out.
 
-        Image models have no sequence length (None): a skip naming seq_len never matches them."""
+class Grid(_Section):
+    """A fixed-shape grid: every model, dtype, batch size and (text models) sequence length, less the skips."""
+
+    seq_lens: list[int]
+    skip: list[Skip] = Field(default_factory=list, description="shapes of the grid left out (say why in left_out)")
+
+    def shapes(self) -> list[tuple[str, str, int, int | None]]:
+        """(model, dtype, batch size, sequence length) of every shape the grid times, skips left out (image models:
+        no sequence length, None)."""
         return [(m, d, b, s) for m in self.models for d in self.dtypes
                 for s in (self.seq_lens if MODELS[m].kind == "text" else [None]) for b in self.batch_sizes
                 if not any(k.matches(m, d, b, s) for k in self.skip)]
@@ -171,9 +164,8 @@ class Grid(_Strict):
 
 
 class VariantSkips(_Strict):
-    """A grid section's `variant_skip` (studies 01 and 02 mix it into their Grid): shapes where one variant is left
-    out while the others run there, so a costly variant (a cold ahead-of-time compile per shape and replicate) is kept
-    to the few shapes a profile can afford."""
+    """A grid section's `variant_skip` (mixed into a Grid): shapes where one variant is left out while the others
+    run, so a costly variant is kept to the shapes a profile can afford."""
 
     variant_skip: dict[str, list[Skip]] = Field(default_factory=dict, description=(
         "by variant: shapes where that variant (and its A/A copy) is left out while the others run (say why in "
@@ -188,8 +180,8 @@ class VariantSkips(_Strict):
             if variant == "eager":
                 raise ValueError("variant_skip: eager is the reference every speed-up is taken over: it runs at every "
                                  "shape (use skip to leave a shape out)")
-            for i, k in enumerate(skips):  # a size outside the grid skips nothing: editing the grid (a Lab
-                if k.model is not None and k.model not in MODELS:  # reader's batch sizes) must not break it
+            for i, k in enumerate(skips):  # a size outside the grid skips nothing (editing the grid must not break it)
+                if k.model is not None and k.model not in MODELS:
                     raise ValueError(f"variant_skip.{variant}[{i}]: unknown model {k.model!r} "
                                      f"(known: {', '.join(sorted(MODELS))})")
         return self
@@ -199,42 +191,23 @@ class VariantSkips(_Strict):
         return not any(k.matches(model, dtype, batch_size, seq_len) for k in self.variant_skip.get(original_of(variant), ()))
 
 
-class DataGrid(_Strict):
+class DataGrid(_Section):
     """What both data-set studies share: classifiers timed on passes over a tokenized text sample."""
 
-    models: list[str]
-    dtypes: list[Dtype]
-    batch_sizes: list[int]
     max_length: int = Field(512, ge=8)
     corpus: CorpusSettings = CorpusSettings()
-    measure: MeasureSettings | None = None
-    aa: list[str] = Field(default_factory=lambda: ["eager"], description=AA_DESCRIPTION)
-    left_out: str = ""
 
     @field_validator("models")
     @classmethod
-    def _models(cls, v: list[str]) -> list[str]:
-        for name in _check_models(_nonempty_unique(v)):
-            if MODELS[name].family != "roberta-classifier":
-                classifiers = [n for n, s in MODELS.items() if s.family == "roberta-classifier"]
+    def _classifiers(cls, v: list[str]) -> list[str]:
+        classifiers = [n for n, s in MODELS.items() if s.family == "roberta-classifier"]
+        for name in v:
+            if name not in classifiers:
                 raise ValueError(f"{name!r} is not a text classifier (use one of: {', '.join(classifiers)})")
         return v
 
-    @field_validator("variants", "dtypes", "strategies", check_fields=False)
-    @classmethod
-    def _lists(cls, v: list) -> list:
-        return _nonempty_unique(v)
-
-    @field_validator("batch_sizes")
-    @classmethod
-    def _positive(cls, v: list[int]) -> list[int]:
-        return Grid._positive(v)
-
     @model_validator(mode="after")
     def _fits(self):
-        if "eager" not in self.variants:
-            raise ValueError("variants must include 'eager', the reference every speed-up is taken over")
-        _check_aa(self)
         if self.measure is not None and self.measure.warmup_calls < 1:
             # a pass holds every batch shape; TorchScript and ONNX Runtime specialise on the first ones they see
             raise ValueError("measure.warmup_calls: passes over a data set need at least 1 untimed warm-up pass")
@@ -260,6 +233,10 @@ def sections() -> dict[str, type[BaseModel]]:
     return {name: study.section for name, study in study_registry.studies().items()}
 
 
+_CUDA_ONLY = {"card": "a GPU card ({}) on a cpu profile: set device: cuda, or leave card out",
+              "tf32": "TF32 is a CUDA GPU format; a cpu profile must leave it false"}
+
+
 class Profile(_Strict):
     """One hardware profile: common settings and a section per notebook it runs."""
 
@@ -277,30 +254,20 @@ class Profile(_Strict):
         description="the shift common to every median between two whole runs on this profile's machine: "
                     "'recorded' (estimated from the development hosts' same-host re-run pairs, run_shifts.yaml; "
                     "medians get a re-run CI) or 'unknown' (another machine: no re-run CI is given)")
-    parity_tolerance: dict[Tolerance, float] = Field(
+    parity_tolerance: dict[Tolerance, Annotated[float, Field(gt=0)]] = Field(
         default_factory=lambda: {"fp32": 1e-3, "tf32": 0.02, "bf16": 0.1, "fp16": 0.02, "int8": 0.1},
         description="largest max-abs-difference to eager allowed, relative to max(1, max |eager output|)",
     )
-    # Default off: an fp32 row means IEEE FP32 in every framework (PyTorch's own default for matmuls), which the
-    # fp32 parity tolerance (0.001) assumes and which keeps a framework comparison from being a precision one;
-    # reduced precision is what the bf16 and fp16 rows measure. gpu.py applies it to every framework alike.
     tf32: bool = Field(False, description="CUDA: let fp32 matmuls and convolutions run in TF32 (Ampere and later), "
                                           "in torch, TensorFlow, JAX, ONNX Runtime and TensorRT alike; a cpu "
                                           "profile leaves it false (TF32 is a GPU format)")
     notebooks: dict[str, dict[str, Any]]
 
-    @field_validator("card")
+    @field_validator("card", "tf32")
     @classmethod
-    def _card_on_cuda(cls, v: str | None, info: ValidationInfo) -> str | None:
-        if v is not None and info.data.get("device") != "cuda":
-            raise ValueError(f"a GPU card ({v}) on a cpu profile: set device: cuda, or leave card out")
-        return v
-
-    @field_validator("tf32")
-    @classmethod
-    def _tf32_on_cuda(cls, v: bool, info: ValidationInfo) -> bool:
+    def _cuda_only(cls, v, info: ValidationInfo):
         if v and info.data.get("device") != "cuda":
-            raise ValueError("TF32 is a CUDA GPU format; a cpu profile must leave it false")
+            raise ValueError(_CUDA_ONLY[info.field_name].format(v))
         return v
 
     @field_validator("notebooks")
@@ -308,27 +275,12 @@ class Profile(_Strict):
     def _sections(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if not v:
             raise ValueError("must name at least one notebook")
-        for name in v:
-            if name not in sections():
-                raise ValueError(f"unknown notebook {name!r} (known: {', '.join(sections())})")
-        return v
+        return _known(v, list(sections()), "notebook")
 
     @field_validator("follows")
     @classmethod
     def _seeds(cls, v: list[str]) -> list[str]:
-        for seed in v:
-            if seed not in SEEDS:
-                raise ValueError(f"unknown seed {seed!r} (known: {', '.join(SEEDS)})")
-        return v
-
-    @field_validator("parity_tolerance")
-    @classmethod
-    def _tolerances(cls, v: dict[str, float]) -> dict[str, float]:
-        for k, tol in v.items():
-            if tol <= 0:
-                raise ValueError(f"tolerance for {k} must be above 0 (got {tol})")
-        return v
-
+        return _known(v, list(SEEDS), "seed")
 
 class AutoRule(_Strict):
     """Use profile `use` when the machine has at least this much GPU memory (cuda rules) or cores (cpu rules)."""

@@ -22,7 +22,7 @@ from ..core.config import REFERENCE, Config
 from ..machine import allocator, gpu
 from ..runtimes.base import REFERENCE_PROCESS, synced
 from ..runtimes.pytorch import dynamo_counts, reset_compiled
-from ..stats.results import MEASURED_COLUMNS, RUN_COLUMNS
+from ..stats.measurement import MEASURED_COLUMNS, RUN_COLUMNS
 from ..workloads import models
 from . import memory, surprises, warm
 from .builder import Workloads

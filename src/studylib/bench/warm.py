@@ -5,19 +5,19 @@ last process's cache (docs/method.md, "The warm compile").
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ..core import cells
 from ..core.config import is_aa
 from ..runtimes import compile_cache
 from ..runtimes.base import synced
+from ..stats.measurement import MEASURED_COLUMNS
 from .timing import first_call
 
-WARM_COLUMNS = ("warm_prepare_s", "warm_first_call_s", "warm_cache_hits", "warm_cache_misses", "warm_max_abs_diff",
-                "warm_note")
+WARM_COLUMNS = tuple(c for c in MEASURED_COLUMNS if c.startswith("warm_"))
 NO_CACHE_DIR = "warm compile not measured: no cache directory to keep the compile cache between processes"
 NO_FILE = "no compile cache from an earlier process yet (this process saved one)"
 
@@ -107,12 +107,8 @@ def combined(reps: list[dict]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, pick in (("warm_prepare_s", median), ("warm_first_call_s", median), ("warm_cache_hits", total),
                       ("warm_cache_misses", total), ("warm_max_abs_diff", max)):
-        values = [r[key] for r in reps if r.get(key) is not None and not _nan(r[key])]
+        values = [r[key] for r in reps if cells.value(r.get(key)) is not None]
         out[key] = pick(values) if values else None
     notes = [n for r in reps for n in str(r.get("warm_note") or "").split("; ") if n]
     out["warm_note"] = "; ".join(dict.fromkeys(notes)) or None
     return out
-
-
-def _nan(v) -> bool:
-    return isinstance(v, float) and math.isnan(v)

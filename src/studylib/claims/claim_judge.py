@@ -1,4 +1,4 @@
-"""A seed claim's verdict from our measurement (claims.py step 2): what an evaluator returns (`Measurement`,
+"""A seed claim's verdict from our measurement (claims.py step 2): what an evaluator returns (`ClaimMeasurement`,
 `NotAnswered`), how per-size cells become one measurement (`least_favourable`, `per_cell`), and `judge`. Every
 verdict sentence (templates/claims/judge.md.j2) says what our CI shows."""
 
@@ -23,7 +23,7 @@ WORDS = "claims/judge.md.j2"
 
 
 @dataclass(frozen=True)
-class Measurement:
+class ClaimMeasurement:
     """Our answer to a claim: `value` with its 95% CI on the claim's scale, a sentence saying what was measured,
     and the results rows it used (their conditions are compared with the seed's). `holds` answers a yes/no
     claim (expect: holds) instead; `band` is the study's A/A noise band for 'equal'; `verdict`, where set, is a
@@ -58,7 +58,7 @@ def least_favourable(cells: list[tuple[Any, tuple[float, float, float]]], claim:
 
 
 def per_cell(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim, *, text: str = "",
-             rows: pd.DataFrame | None = None, band: float = EQUIVALENCE, unit: str = "×") -> Measurement:
+             rows: pd.DataFrame | None = None, band: float = EQUIVALENCE, unit: str = "×") -> ClaimMeasurement:
     """One measurement from per-size (label, (ratio, low, high)) cells, never an average over sizes whose
     directions differ. Each cell's direction is the one verdict rule's (verdicts.unlisted with `band`): where no
     cell is decided faster while another is decided slower, the cell least favourable to the claim
@@ -75,10 +75,10 @@ def per_cell(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim, 
         ways.setdefault(unlisted(lo, hi, band), []).append(label)
     if "faster" in ways and "slower" in ways:
         split = "; ".join(f"{way} at {', '.join(map(str, labels))}" for way, labels in ways.items())
-        return Measurement(None, None, None, wording.macro(WORDS, "cells", text, every, split), rows=rows, band=band,
+        return ClaimMeasurement(None, None, None, wording.macro(WORDS, "cells", text, every, split), rows=rows, band=band,
                            unit=unit, verdict=wording.macro(WORDS, "split", DISAGREES, split))
     label, (v, lo, hi) = least_favourable(cells, claim)
-    return Measurement(v, lo, hi, wording.macro(WORDS, "least", text, label, every), rows=rows, band=band, unit=unit)
+    return ClaimMeasurement(v, lo, hi, wording.macro(WORDS, "least", text, label, every), rows=rows, band=band, unit=unit)
 
 
 def _beyond(claim: Claim, lo: float, hi: float, at: float) -> str:
@@ -88,7 +88,7 @@ def _beyond(claim: Claim, lo: float, hi: float, at: float) -> str:
     return "yes" if hi <= 1 / at else "no" if lo > 1 / at else "unsure"
 
 
-def judge(claim: Claim, m: Measurement, use_number: bool = True) -> tuple[str, str]:
+def judge(claim: Claim, m: ClaimMeasurement, use_number: bool = True) -> tuple[str, str]:
     """(judgement, verdict sentence) from our measurement, by the rules in claims.py's docstring; `use_number`
     False where the seed's number belongs to another model or shape than the one measured."""
     if m.verdict:

@@ -15,11 +15,11 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
-from ..bench import profiles
+from ..bench import profiles, schemas
 from ..core import paths, study_registry, wording
 
 REGISTRY_FILE = Path(__file__).with_name("claims.yaml")
-SEEDS = ("000", "001", "002", "003", "004")
+SEEDS = tuple(schemas.SEEDS)  # the seed articles, by number
 # What a claim rests on in its seed: a measurement the article reports, what the author expected before measuring,
 # what the author inferred (explained) from measurements, or a reader's report of experience without numbers.
 BASES = ("measured", "expected", "inferred", "reported")

@@ -13,7 +13,7 @@ from ..core.study_registry import REGISTRY
 from ..stats import verdicts
 from .claim_coverage import MIN_BATCHES, SEED_CONDITIONS, _present, coverage, in_scope  # noqa: F401 - claims.<name>
 from .claim_host import host_caveat
-from .claim_judge import JUDGED, Measurement, NotAnswered, judge, least_favourable, per_cell  # noqa: F401
+from .claim_judge import JUDGED, ClaimMeasurement, NotAnswered, judge, least_favourable, per_cell  # noqa: F401
 from .claim_registry import (  # noqa: F401
     BASES,
     SEEDS,
@@ -89,7 +89,7 @@ def _untested(claim: Claim) -> dict:
     return _row(claim, "—", "—", f"not tested: {claim.why_not}", "not tested by this study")
 
 
-def _measurement_text(m: Measurement, claim: Claim) -> str:
+def _measurement_text(m: ClaimMeasurement, claim: Claim) -> str:
     if m.value is None:
         return m.text
     return wording.macro(WORDS, "measured", m, claim.scale)
@@ -143,18 +143,18 @@ def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peak
         m = not_run(df, claim, {v: [v] for v in named}) or evaluator(claim)(df, tables, claim, **claim.args)
     except (KeyError, ValueError, IndexError) as e:  # a table without the rows an evaluator needs
         m = NotAnswered(wording.macro(WORDS, "lacks", type(e).__name__, e))
-    rows = m.rows if isinstance(m, Measurement) else df[df.status == "ok"] if "status" in df else df
+    rows = m.rows if isinstance(m, ClaimMeasurement) else df[df.status == "ok"] if "status" in df else df
     # analysis tables lack the run's threads and text count: take them from the results
     rows = in_scope(rows.assign(**{c: df[c].dropna().iloc[0] for c in ("threads", "n_texts")
                                    if c not in rows and c in df and df[c].notna().any()}), claim)
     cov = coverage(claim, device, rows)
-    measured = _measurement_text(m, claim) if isinstance(m, Measurement) else m.reason
+    measured = _measurement_text(m, claim) if isinstance(m, ClaimMeasurement) else m.reason
     if cov.level == "not comparable":
         verdict = wording.macro(WORDS, "not_comparable", claim.conditions.device == "cuda", testing_profiles(claim))
-        return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, Measurement) else ""),
+        return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, ClaimMeasurement) else ""),
                     verdict, "not comparable on this profile")
     if cov.level == "not answerable":
-        return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, Measurement) else ""),
+        return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, ClaimMeasurement) else ""),
                     wording.macro(WORDS, "not_answerable", cov.absent), "not answerable on this profile")
     if isinstance(m, NotAnswered):
         return _row(claim, "— (nothing measured to compare)", m.reason, f"not answerable here: {m.reason}",

@@ -1,26 +1,20 @@
 """A configuration: what is run (model, variant, precision), on what (device, threads), at which size.
 
-The lowest layer of the study, and its one shape vocabulary. Each field of `Config` says, in its metadata, its `role`:
-'shape' (what is computed: the model, its precision, the size of its inputs, the data), 'how' (how it runs: the variant,
-device and threads) or 'process' (study 05's Keras backend: the process a shape runs in, which comparisons pair on but
-which does not change the inputs); how `Config.key` writes it (`key`, at place `at`); its place in `Config.shape_key`
-(`inputs`); and how a label names it (`words`, `short`). SHAPE, HOW, Config.key, Config.shape_key, shape_columns and
-shape_label are derived from it. The comparison layer (speedups.py) pairs rows on the shape, and the measurement
-(sweep.py) runs the configurations.
+The one shape vocabulary: each field of `Config` says in its metadata its role, how Config.key writes it, its place
+in Config.shape_key and how a label names it; SHAPE, HOW, the keys, shape_columns and shape_label derive from it.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import MISSING, dataclass, field, fields
 from itertools import groupby
 from typing import Any
 
+from . import cells
+
 REFERENCE = "eager"  # every variant's output is compared with eager PyTorch on the same inputs
-# A/A controls: a variant named `<variant>-aa` is a second, independently prepared copy of `<variant>` (its own
-# model, trace, session or function built again), timed in the same group like any variant. It is never an option:
-# its speed-up over its original is noise, so the share of A/A pairs called different is the method's false-positive
-# rate (speedups.aa_pairs, speedups.aa_calibration).
+# A/A controls: `<variant>-aa` is a second, independently prepared copy of `<variant>`, timed in the same group; never
+# an option, its speed-up over its original is noise (see docs/method.md)
 AA_SUFFIX = "-aa"
 
 
@@ -34,9 +28,8 @@ def is_aa(variant) -> bool:
     return isinstance(variant, str) and variant.endswith(AA_SUFFIX) and len(variant) > len(AA_SUFFIX)
 
 
-# Two frameworks in one process (runtimes/shared.py): `<variant>-shared` is `<variant>` in a worker it shares with the
-# other framework's `-shared` variants, `<variant>-shared-passive` the same under OMP_WAIT_POLICY=PASSIVE. Like an A/A
-# copy it is never an option: it shows what that deployment costs the variant, declared against the variant itself.
+# Two frameworks in one process (runtimes/shared.py): `<variant>-shared` runs in a worker shared with the other
+# framework's, `-shared-passive` the same under OMP_WAIT_POLICY=PASSIVE; never an option
 SHARED_SETTINGS = ("shared", "shared-passive")
 
 
@@ -51,8 +44,7 @@ def original_of(variant: str) -> str:
 
 
 def with_aa(variants, aa) -> list[str]:
-    """`variants` in order, each followed by its A/A copy where `aa` names it (copies of variants not listed are
-    left out)."""
+    """`variants` in order, each followed by its A/A copy where `aa` names it."""
     copies = set(aa)
     return [x for v in variants for x in ([v, aa_of(v)] if v in copies else [v])]
 
@@ -65,11 +57,10 @@ _REQUIRED = object()
 
 def _field(role: str, key: str, at: int, *, inputs: int | None = None, words: str | None = "{}",
            short: str | None = None, size: bool = False, default: Any = _REQUIRED):
-    """A Config field with its metadata: its `role` (ROLES); `key`, how Config.key writes it, at place `at` (of the
-    fields sharing a place the first one set is written); `inputs`, its place in Config.shape_key (None: not in it);
-    `words` and `short`, how shape_label names it in words and in short (None: never; short defaults to words);
-    `size`, a size (the short label joins neighbouring sizes with ×). A field with a default is written in the key
-    only where it is set, except at a place another field shares (the input size: 's128', else 'i224')."""
+    """A Config field: its `role` (ROLES: 'shape' what is computed, 'how' how it runs, 'process' the process a shape
+    runs in); `key`, how Config.key writes it, at place `at` (of fields sharing a place, the first one set; a field
+    with a default only where set, unless it shares its place); `inputs`, its place in Config.shape_key (None: not in
+    it); `words`/`short`, how shape_label names it (None: never); `size`, a size (short labels join sizes with ×)."""
     meta = {"role": role, "key": key, "at": at, "inputs": inputs, "words": words,
             "short": words if short is None else short, "size": size}
     return field(metadata=meta) if default is _REQUIRED else field(default=default, metadata=meta)
@@ -92,8 +83,7 @@ class Config:
     strategy: str | None = _field("shape", "{}", 7, inputs=6, default=None)
     # data-set studies: which data (corpus, sample, tokenizer; see dataset.data_tag); never in a label
     data: str | None = _field("shape", "{}", 8, inputs=7, words=None, default=None)
-    # study 05: the Keras backend of the process this configuration runs in (fixed when Keras is imported, so
-    # each backend's groups run in processes of their own; see process_env). None: any process.
+    # study 05: the Keras backend of the process it runs in (fixed when Keras is imported); None: any process
     backend: str | None = _field("process", "keras={}", 9, default=None)
 
     @property
@@ -112,33 +102,24 @@ class Config:
 
     @property
     def shape_key(self) -> tuple:
-        """Configurations sharing this key time the same model on the same inputs on the same device (by default,
-        one group): the fields with a place in it (metadata `inputs`), in that order."""
+        """The same model on the same inputs on the same device (by default, one group): the `inputs` fields."""
         return tuple(getattr(self, f.name) for f in _INPUTS)
 
 
 _KEY_ORDER = sorted(fields(Config), key=lambda f: f.metadata["at"])
 _INPUTS = sorted((f for f in fields(Config) if f.metadata["inputs"] is not None), key=lambda f: f.metadata["inputs"])
 FIELDS = tuple(f.name for f in fields(Config))
-# The fields that say how a configuration runs rather than what it computes: everything else is its shape.
 HOW = tuple(f.name for f in fields(Config) if f.metadata["role"] == "how")
 SHAPE = tuple(name for name in FIELDS if name not in HOW)
 _META = {f.name: f.metadata for f in fields(Config)}
 
 
-def _value(row, name: str):
-    """`row`'s `name` (a dict, a pandas row or a Config), None where it is missing or blank (None, NaN)."""
-    v = row.get(name) if hasattr(row, "get") else getattr(row, name, None)
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-
 def shape_columns(frame, *, without=()) -> list[str]:
-    """The shape fields (SHAPE) that `frame` has, less `without`: a results table's columns (those with a value, where
-    it has rows: a column of blanks says nothing about a shape), or a row's fields with a value."""
+    """The shape fields (SHAPE) with a value in `frame` (a table's columns, or a row's fields), less `without`."""
     skip = set(without)
     if hasattr(frame, "columns"):  # a table
         return [c for c in SHAPE if c in frame.columns and c not in skip and (not len(frame) or frame[c].notna().any())]
-    return [c for c in SHAPE if c not in skip and _value(frame, c) is not None]
+    return [c for c in SHAPE if c not in skip and cells.of(frame, c) is not None]
 
 
 def shape_label(row, columns=None, *, short: bool = False) -> str:
@@ -147,17 +128,15 @@ def shape_label(row, columns=None, *, short: bool = False) -> str:
     claims); an image size is '224px' in both, and `data` is never named."""
     parts: list[tuple[str, bool]] = []
     for c in SHAPE if columns is None else columns:
-        meta, v = _META.get(c, {}), _value(row, c)
+        meta, v = _META.get(c, {}), cells.whole(cells.of(row, c))
         spec = meta.get("short" if short else "words", "{}")
         if v is None or spec is None:
             continue
-        v = int(v) if isinstance(v, float) and v.is_integer() else v
         parts.append((spec.format(v), bool(meta.get("size"))))
     return "".join(("" if i == 0 else " × " if short and size and parts[i - 1][1] else " ") + text
                    for i, (text, size) in enumerate(parts))
 
 
 def shape_of(row) -> tuple:
-    """What a row computes: its value of every SHAPE field (model, precision, batch, sizes, strategy, data, backend),
-    None where missing or blank, whether the row is a dict or a pandas row (NaN there, and NaN equals nothing)."""
-    return tuple(_value(row, name) for name in SHAPE)
+    """What a row (a dict, a pandas row or an object) computes: its SHAPE fields, blanks None."""
+    return tuple(cells.of(row, name) for name in SHAPE)

@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from ..core import wording
+from ..core import cells, wording
 from . import variance
-from .stats import num
 
 Z = float(_st.norm.ppf(0.975))
 TOST_ALPHA = 0.05  # each of the two one-sided tests at 5%: the 90% CI of the difference
@@ -52,7 +51,7 @@ def median_z(medians: pd.DataFrame, ref_rows: dict, new_rows: dict) -> pd.DataFr
     shift = float(d.mean()) if len(d) else 0.0
 
     def se_df(rows, keys):
-        return [num(rows[k].se_log) for k in keys], [num(rows[k].df_log) for k in keys]
+        return [cells.number(rows[k].se_log) for k in keys], [cells.number(rows[k].df_log) for k in keys]
 
     keys = list(zip(t.notebook, t.config_key))
     se, df = combined(*se_df(ref_rows, keys), *se_df(new_rows, keys))
@@ -156,7 +155,7 @@ class Calibration:
         out = []
         for key, (lo, hi) in limits.items():
             v = self.summary.get(key)
-            if v is None or (isinstance(v, float) and np.isnan(v)):
+            if cells.value(v) is None:
                 out.append(f"{key}: not measured (no comparison in both runs)")
             elif (lo is not None and v < lo) or (hi is not None and v > hi):
                 out.append(f"{key} = {v:.3g}, outside [{'-' if lo is None else lo}, {'-' if hi is None else hi}]")

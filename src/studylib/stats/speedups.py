@@ -17,10 +17,11 @@ import pandas as pd
 from scipy import stats as _st
 
 from ..core import wording
+from ..core.cells import key
 from ..core.config import FIELDS, REFERENCE, is_aa, original_of, shape_columns, shape_label
 from . import calibration, variance
 from .measurement import Measurement
-from .stats import CONFIDENCE, Speedup, key
+from .stats import CONFIDENCE, Speedup
 
 EQUIVALENCE = 1.05  # the narrowest 'equal' band: ±5%
 FDR = 0.05  # false-discovery rate over a page's family of verdicts (q of Benjamini–Hochberg and Yekutieli)

@@ -1,43 +1,16 @@
-"""Statistics of timing samples: summaries, the order-statistic CI of a median, pairing by round, drift; and the
-one set of blank-cell normalisers of stats/ (`blank`, `num`, `text`, `key`). docs/method.md, "Timing samples"."""
+"""Statistics of timing samples: summaries, the order-statistic CI of a median, pairing by round, drift.
+docs/method.md, "Timing samples"."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from scipy import stats as _st
 
 CONFIDENCE = 0.95
 N_RESAMPLES = 2000
 DRIFT_P = 0.01  # a monotone trend over the samples' order with p below this is flagged
-
-
-def blank(v) -> bool:
-    """Whether a cell holds nothing: None, NaN, pandas' NA or ''."""
-    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v == "")
-
-
-def num(v) -> float:
-    """A cell as a float; NaN where it is blank or not a number."""
-    try:
-        return float("nan") if blank(v) else float(v)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def text(v) -> str:
-    """A cell as a string; '' where it is blank."""
-    return "" if blank(v) else str(v)
-
-
-def key(v):
-    """A cell as a key two rows match on: None where blank, a whole float as an int."""
-    if blank(v) or (isinstance(v, np.floating) and np.isnan(v)):
-        return None
-    return int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
 
 
 def summarize(samples) -> dict[str, float]:

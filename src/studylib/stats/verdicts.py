@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..core.cells import key, number, present, text
 from ..core.config import SHAPE, is_aa, is_shared
 from ..core.files import write_text_atomic
 from ..core.study_registry import studies
@@ -22,7 +23,6 @@ from ..core.variants import changes_outputs
 from . import calibration, speedups
 from .measurement import Measurement
 from .speedups import UNDECIDED, Comparison
-from .stats import blank, key, num, text
 
 DECISIONS = (speedups.FASTER, speedups.SLOWER, speedups.EQUAL, UNDECIDED)
 # a successor's decision over the deprecated path it replaces, in words (the Answer's line and the claims)
@@ -176,11 +176,11 @@ def items_of(row) -> tuple[float, str, str]:
     its texts; a fixed-shape call holds `batch_size` sequences or images."""
     texts = row.get("n_texts") if hasattr(row, "get") else None
     batch = row.get("batch_size")
-    if not blank(texts) and float(texts) > 0:
+    if present(texts) and float(texts) > 0:
         n = float(texts)
         return n, "text", f"pass over {n:,.0f} texts"
-    n = float(batch) if not blank(batch) else 1.0
-    item = "image" if not blank(row.get("image_size")) else "sequence"
+    n = float(batch) if present(batch) else 1.0
+    item = "image" if present(row.get("image_size")) else "sequence"
     return n, item, f"call of {n:,.0f} {item}{'s' if n != 1 else ''}"
 
 
@@ -188,10 +188,10 @@ def option_name(row, options: tuple[str, ...]) -> str:
     """An option as pages name it: 'ort-int8', 'eager · sorted', 'keras-jax-jit', and in a study whose options
     include the process's Keras backend, 'eager (jax process)' for a native model measured in that process."""
     parts = [str(row[options[0]])]
-    parts += [str(row[o]) for o in options[1:] if o != "backend" and o in row and not blank(row[o])]
+    parts += [str(row[o]) for o in options[1:] if o != "backend" and o in row and present(row[o])]
     name = " · ".join(parts)
     backend = row.get("backend") if "backend" in options else None
-    if not blank(backend) and str(backend) not in name:
+    if present(backend) and str(backend) not in name:
         name += f" ({backend} process)"
     return name
 
@@ -343,11 +343,11 @@ def _verdict(study: str, r: dict, cand: dict | None, base: dict | None, options,
     n, item, call = items_of(row)
     name = option_name({**r, r["column"]: r["candidate"]}, options) if cand is None else option_name(cand, options)
     base_name = option_name(base, options) if base is not None else str(r["baseline"])
-    ms, base_ms = num(r.get("median_s")) * 1e3, num(r.get("base_median_s")) * 1e3
+    ms, base_ms = number(r.get("median_s")) * 1e3, number(r.get("base_median_s")) * 1e3
     if not np.isfinite(ms) and cand is not None and cand.get("status") == "ok":
-        ms = num(cand.get("median_s")) * 1e3
-    ratio = num(r.get("speedup"))
-    lo, hi = calibration.rerun_interval(ratio, num(r.get("se")), num(r.get("df")))
+        ms = number(cand.get("median_s")) * 1e3
+    ratio = number(r.get("speedup"))
+    lo, hi = calibration.rerun_interval(ratio, number(r.get("se")), number(r.get("df")))
     full = speedups.shape_columns(pd.DataFrame([r]), without=("data", "task"))
     lead = " (fastest over runner-up)" if r["kind"] == "lead" else ""
     return Verdict(
@@ -382,11 +382,11 @@ _BOOL = {"True": True, "False": False, "true": True, "false": False}
 def _cell(name: str, v):
     kind = Verdict.__dataclass_fields__[name].type
     if kind == "float":
-        return num(v)
+        return number(v)
     if kind == "bool":
-        return _BOOL.get(str(v), bool(v) if not blank(v) else False)
+        return _BOOL.get(str(v), bool(v) if present(v) else False)
     if name == "parity_ok":
-        return None if blank(v) else _BOOL.get(str(v), bool(v))
+        return None if not present(v) else _BOOL.get(str(v), bool(v))
     return text(v)
 
 

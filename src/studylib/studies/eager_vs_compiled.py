@@ -306,7 +306,7 @@ def equal_at_batches(df: pd.DataFrame, tables: dict, claim, variant: str = "comp
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_at_batches", variant, list(batches)))
     cells = [(_short(r), _cell(r)) for _, r in g.iterrows()]
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
-    return seedclaims.Measurement(v, lo, hi, say(NOTEBOOK, "furthest_from_equal", variant, label, cells), rows=g,
+    return seedclaims.ClaimMeasurement(v, lo, hi, say(NOTEBOOK, "furthest_from_equal", variant, label, cells), rows=g,
                                   band=speedups_layer.band(df))
 
 
@@ -328,7 +328,7 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-de
                                           sorted(set(g.batch_size.astype(int)))))
     v, lo, hi = speedups_layer.combine(cells)
     rows = g[g.groupby(["model", "dtype"]).batch_size.transform("nunique") > 1]
-    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=rows, band=speedups_layer.band(df))
+    return seedclaims.ClaimMeasurement(v, lo, hi, "; ".join(used), rows=rows, band=speedups_layer.band(df))
 
 
 def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8):
@@ -352,7 +352,7 @@ def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compil
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_half", large_above, half))
     v, lo, hi = speedups_layer.combine(cells)
-    return seedclaims.Measurement(v, lo, hi, "; ".join(used), rows=pd.concat(rows), band=speedups_layer.band(df))
+    return seedclaims.ClaimMeasurement(v, lo, hi, "; ".join(used), rows=pd.concat(rows), band=speedups_layer.band(df))
 
 
 def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-reduce-overhead",
@@ -364,7 +364,7 @@ def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-r
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     s = speedups_layer.geomean_of(zip(b.to_dict("records"), c.to_dict("records")))
     text = say(NOTEBOOK, "mode_gain", candidate, baseline, (df.device == "cuda").any(), len(c))
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, text, rows=ok[ok.variant.isin([candidate, baseline])],
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, text, rows=ok[ok.variant.isin([candidate, baseline])],
                                   band=speedups_layer.band(df))
 
 
@@ -378,7 +378,7 @@ def first_call_cost(df: pd.DataFrame, tables: dict, claim):
     ratio = cold / ok.median_s
     r = ok.loc[ratio.idxmin()]
     first = cold[ratio.idxmin()]
-    return seedclaims.Measurement(first / r.median_s, first / r.ci_high_s, first / r.ci_low_s,
+    return seedclaims.ClaimMeasurement(first / r.median_s, first / r.ci_high_s, first / r.ci_low_s,
                                   say(NOTEBOOK, "first_call", len(ok), _label(r), ratio.max()), rows=ok,
                                   band=speedups_layer.band(df))
 
@@ -399,7 +399,7 @@ def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-l
         return seedclaims.NotAnswered("no channels-last variant ran beside its default-layout baseline "
                                       "(they run on image models only)")
     s = speedups_layer.geomean_of(cells)
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "geometric mean of " + "; ".join(used),
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "geometric mean of " + "; ".join(used),
                                   rows=pd.concat(rows).drop_duplicates(subset=[*shape_columns(ok), "variant"]),
                                   band=speedups_layer.band(df))
 

@@ -334,7 +334,7 @@ def fastest_backend(df: pd.DataFrame, tables: dict, claim):
         return seedclaims.NotAnswered(say(NOTEBOOK, "too_few_decided", len(decided), len(b)))
     winners = decided.fastest.map(backend_of)
     rows = df[df.status == "ok"]
-    return seedclaims.Measurement(None, None, None, "fastest backend (decided shapes): " + "; ".join(
+    return seedclaims.ClaimMeasurement(None, None, None, "fastest backend (decided shapes): " + "; ".join(
         f"{s}: {w}" for s, w in zip(decided["shape"], winners)), rows=seedclaims.matching(rows, claim),
         holds=winners.nunique() > 1)
 
@@ -349,7 +349,7 @@ def jax_first(df: pd.DataFrame, tables: dict, claim):
     if not len(decided):
         return seedclaims.NotAnswered(say(NOTEBOOK, "none_decided", len(b)))
     counts = decided.fastest.map(backend_of).value_counts()
-    return seedclaims.Measurement(None, None, None, "fastest backend over decided shapes: " + ", ".join(
+    return seedclaims.ClaimMeasurement(None, None, None, "fastest backend over decided shapes: " + ", ".join(
         f"{w} {n}" for w, n in counts.items()), rows=seedclaims.matching(df[df.status == "ok"], claim),
         holds=bool(counts.index[0] == "jax" and (len(counts) == 1 or counts.iloc[0] > counts.iloc[1])))
 
@@ -366,7 +366,7 @@ def share_above(df: pd.DataFrame, tables: dict, claim, at_least: str | float = 1
     if not len(n):
         return seedclaims.NotAnswered("no shape has Keras 3 beside native torch.compile'd PyTorch")
     above = int((n.ci_low > at_least).sum())
-    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "above", at_least, above, len(n)),
+    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "above", at_least, above, len(n)),
                                   rows=seedclaims.matching(df[df.status == "ok"], claim), holds=above >= share * len(n))
 
 
@@ -387,12 +387,12 @@ def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "co
     if at == "mean":
         g = speedups_layer.combine(list(zip(n[col].astype(float), n[lo_col].astype(float), n[hi_col].astype(float))))
         cells = [(s, b, float(v)) for s, b, v in zip(n["shape"], n["best Keras 3"], n[col])]
-        return seedclaims.Measurement(g.ratio, g.ci_low, g.ci_high, say(NOTEBOOK, "mean_over_native", against, cells),
+        return seedclaims.ClaimMeasurement(g.ratio, g.ci_low, g.ci_high, say(NOTEBOOK, "mean_over_native", against, cells),
                                       rows=rows, band=speedups_layer.band(df))
     best = n.loc[n[col].astype(float).idxmax()]
     text = say(NOTEBOOK, "best_over_native", against, best["best Keras 3"], best["shape"], int((n[col] > 1.5).sum()),
                len(n))
-    return seedclaims.Measurement(float(best[col]), float(best[lo_col]), float(best[hi_col]), text, rows=rows,
+    return seedclaims.ClaimMeasurement(float(best[col]), float(best[lo_col]), float(best[hi_col]), text, rows=rows,
                                   band=speedups_layer.band(df))
 
 
@@ -418,7 +418,7 @@ def native_gap_trend(df: pd.DataFrame, tables: dict, claim):
         return seedclaims.NotAnswered("Keras 3 and native torch.compile'd PyTorch were not measured at two batch sizes "
                                       "of one model and shape")
     s = speedups_layer.combine(cells)
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "the fastest Keras 3 over native compiled PyTorch: "
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "the fastest Keras 3 over native compiled PyTorch: "
                                   + "; ".join(used), rows=seedclaims.matching(df[df.status == "ok"], claim),
                                   band=speedups_layer.band(df))
 
@@ -456,7 +456,7 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
                          list(rivals)))
     if not lines:
         return seedclaims.NotAnswered("no shape has a Keras 3 variant beside native PyTorch")
-    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "beats_every", beats, len(lines), share, lines),
+    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "beats_every", beats, len(lines), share, lines),
                                   rows=seedclaims.matching(df[df.status == "ok"], claim),
                                   holds=beats >= share * len(lines))
 
@@ -469,7 +469,7 @@ def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
         return seedclaims.NotAnswered("Keras 2 and Keras 3 on TensorFlow were not both measured on any shape")
     g, lo, hi = _geo(k)
     rows = df[(df.status == "ok") & df.variant.isin([KERAS2, "keras-tensorflow"])]
-    return seedclaims.Measurement(g, lo, hi, say(NOTEBOOK, "over_keras2", len(k), list(zip(k["shape"], k.speedup))),
+    return seedclaims.ClaimMeasurement(g, lo, hi, say(NOTEBOOK, "over_keras2", len(k), list(zip(k["shape"], k.speedup))),
                                   rows=rows, band=speedups_layer.band(df))
 
 

@@ -246,7 +246,7 @@ def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
     used = ok[ok.batch_size.isin(_batches(ok, below, batch, at_least)) & ok.variant.isin(variants + over)]
     band = speedups.band(df)
-    return seedclaims.Measurement(v, lo, hi, say(NOTEBOOK, "least_favourable", label, cells)
+    return seedclaims.ClaimMeasurement(v, lo, hi, say(NOTEBOOK, "least_favourable", label, cells)
                                   + threshold_note(claim, lo, hi, band), rows=used, band=band)
 
 
@@ -268,7 +268,7 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
         return seedclaims.NotAnswered("the variants were not measured at two batch sizes")
     (b1, s), (b2, large) = ends
     v, lo, hi = speedups.ratio_of(s[2], large[2])
-    return seedclaims.Measurement(v, lo, hi, say(NOTEBOOK, "trend", s, b1, large, b2),
+    return seedclaims.ClaimMeasurement(v, lo, hi, say(NOTEBOOK, "trend", s, b1, large, b2),
                                   rows=ok[ok.batch_size.isin([b1, b2])], band=speedups.band(df))
 
 
@@ -281,7 +281,7 @@ def over_batch1(df: pd.DataFrame, tables: dict, claim, variants: list[str], batc
     if not len(o):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_at", variants, batches))
     best = o.loc[o.speedup.idxmax()]
-    return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high,
+    return seedclaims.ClaimMeasurement(best.speedup, best.ci_low, best.ci_high,
                                   say(NOTEBOOK, "over_batch1", best, [r for _, r in o.iterrows()]),
                                   rows=_ok(df, claim)[lambda t: t.variant.isin(variants + [REFERENCE])],
                                   band=speedups.band(df))

@@ -176,7 +176,7 @@ def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: 
     lo_b = small if small in sizes and small < hi_b else max(b for b in sizes if b < hi_b)
     ch = _batch_change(ok, strategy, variant, lo_b, hi_b)
     rows = ok[ok.batch_size.isin([lo_b, hi_b])]
-    return seedclaims.Measurement(*ch, say(NOTEBOOK, "batch_change", variant, strategy, hi_b, lo_b), rows=rows,
+    return seedclaims.ClaimMeasurement(*ch, say(NOTEBOOK, "batch_change", variant, strategy, hi_b, lo_b), rows=rows,
                                   band=speedups.band(df))
 
 
@@ -190,7 +190,7 @@ def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted
     r = g.loc[g.batch_size.idxmax()]
     rows = df[(df.status == "ok") & (df.variant == variant) & (df.batch_size == r.batch_size) & (df.model == r.model)
               & (df["dtype"] == r["dtype"]) & df.strategy.isin([strategy, BASELINE])]
-    return seedclaims.Measurement(r.speedup, r.ci_low, r.ci_high,
+    return seedclaims.ClaimMeasurement(r.speedup, r.ci_low, r.ci_high,
                                   say(NOTEBOOK, "strategy_gain", variant, strategy, int(r.batch_size),
                                       list(g.itertuples())), rows=rows, band=speedups.band(df))
 

@@ -392,7 +392,7 @@ def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseli
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     pt, tf, _ = _mean_of_medians(rows, baseline, candidate)
     text = say(NOTEBOOK, "framework_gain", candidate, baseline, at, int(_tokens(rows).iloc[0]), n, pt * 1e3, tf * 1e3)
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, text, rows=rows, band=speedups_layer.band(df))
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, text, rows=rows, band=speedups_layer.band(df))
 
 
 def every_input_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
@@ -425,7 +425,7 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     v, lo, hi = speedups_layer.ratio_of(a, b)
     t = _tokens(rows)
     text = say(NOTEBOOK, "input_trend", candidate, baseline, small[0], int(t.min()), large[0], int(t.max()))
-    return seedclaims.Measurement(v, lo, hi, text, rows=rows, band=speedups_layer.band(df))
+    return seedclaims.ClaimMeasurement(v, lo, hi, text, rows=rows, band=speedups_layer.band(df))
 
 
 def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchscript", baseline: str = "eager"):
@@ -437,7 +437,7 @@ def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchs
         return seedclaims.NotAnswered(say(NOTEBOOK, "few_models", candidate))
     hi_m, lo_m = max(per, key=lambda m: per[m].ratio), min(per, key=lambda m: per[m].ratio)
     v, lo, hi = speedups_layer.ratio_of(tuple(per[hi_m]), tuple(per[lo_m]))
-    return seedclaims.Measurement(v, lo, hi, say(NOTEBOOK, "per_model", list(per.items())), rows=rows,
+    return seedclaims.ClaimMeasurement(v, lo, hi, say(NOTEBOOK, "per_model", list(per.items())), rows=rows,
                                   band=speedups_layer.band(df))
 
 
@@ -449,7 +449,7 @@ def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf
     if not per:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both_run", candidate, baseline))
     worst = min(per, key=lambda m: per[m].ratio)
-    return seedclaims.Measurement(*per[worst], say(NOTEBOOK, "least_gain", worst, list(per.items())), rows=rows,
+    return seedclaims.ClaimMeasurement(*per[worst], say(NOTEBOOK, "least_gain", worst, list(per.items())), rows=rows,
                                   band=speedups_layer.band(df))
 
 
@@ -463,7 +463,7 @@ def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", 
     best = cells.loc[cells.speedup.idxmax()]
     text = say(NOTEBOOK, "best_cell", 1 - 1 / best.speedup, shape_label(best, _SIZES, short=True), best.model,
                best.tokens == cells.tokens.min())
-    return seedclaims.Measurement(best.speedup, best.ci_low, best.ci_high, text, rows=cells,
+    return seedclaims.ClaimMeasurement(best.speedup, best.ci_low, best.ci_high, text, rows=cells,
                                   band=speedups_layer.band(df))
 
 
@@ -490,7 +490,7 @@ def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
     point = k[:, 0].mean()
     lo = point - np.sqrt(((k[:, 0] - k[:, 1]) ** 2).sum()) / len(k)
     hi = point + np.sqrt(((k[:, 2] - k[:, 0]) ** 2).sum()) / len(k)
-    return seedclaims.Measurement(float(point), float(lo), float(hi), say(NOTEBOOK, "seq_exponent", b, lo, hi, used),
+    return seedclaims.ClaimMeasurement(float(point), float(lo), float(hi), say(NOTEBOOK, "seq_exponent", b, lo, hi, used),
                                   rows=at, band=1.0, unit="")
 
 
@@ -529,7 +529,7 @@ def seq_curvature(df: pd.DataFrame, tables: dict, claim, variant: str = "eager",
     s = speedups_layer.combine(cells)
     bent = s.ci_low > band or s.ci_high < 1 / band
     straight = 1 / band <= s.ci_low and s.ci_high <= band
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, f"batch {batch}; " + "; ".join(used), rows=at,
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, f"batch {batch}; " + "; ".join(used), rows=at,
                                   band=1.0, holds=True if bent else False if straight else None)
 
 
@@ -541,7 +541,7 @@ def oom_count(df: pd.DataFrame, tables: dict, claim):
     largest = df.loc[_tokens(df).idxmax()]
     if pt == tf == 0:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_oom", shape_label(largest, _SIZES, short=True)))
-    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "oom", pt, tf), rows=df, holds=pt > tf)
+    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "oom", pt, tf), rows=df, holds=pt > tf)
 
 
 def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", baseline: str = "tf-function",
@@ -591,7 +591,7 @@ def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     if not len(words):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     text = say(NOTEBOOK, "share_equal", candidate, baseline, list(words.value_counts().items()), len(words), band)
-    return seedclaims.Measurement(None, None, None, text, rows=rows, holds=bool((words == "equal").sum() * 2 > len(words)))
+    return seedclaims.ClaimMeasurement(None, None, None, text, rows=rows, holds=bool((words == "equal").sum() * 2 > len(words)))
 
 
 def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
@@ -601,7 +601,7 @@ def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, bas
     words = _decided(rows, candidate, baseline, tables, speedups_layer.band(df))
     if not words:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
-    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "some_faster", candidate, baseline,
+    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "some_faster", candidate, baseline,
                                                         words.count("faster"), len(words)), rows=rows,
                                   holds="faster" in words)
 
@@ -614,7 +614,7 @@ def memory_lower(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla
     if not len(c):
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_memory", candidate, baseline))
     lower = int((c.peak_mem_mb < b.peak_mem_mb).sum())
-    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "memory_lower", candidate, baseline, lower, len(c)),
+    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "memory_lower", candidate, baseline, lower, len(c)),
                                   rows=rows, holds=lower * 2 > len(c))
 
 
@@ -628,7 +628,7 @@ def input_weight(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
     tokens = _tokens(rows)
     big = tokens >= tokens.quantile(1 - top)
     share = float(rows.median_s[big].sum() / rows.median_s.sum())
-    return seedclaims.Measurement(None, None, None, say(NOTEBOOK, "input_weight", variant, int(big.sum()), len(rows),
+    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "input_weight", variant, int(big.sum()), len(rows),
                                                         share), rows=rows, holds=share > 0.5)
 
 
@@ -656,7 +656,7 @@ def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "ea
     if not cells:
         return seedclaims.NotAnswered("no model ran batch 1 and a larger batch at two sequence lengths")
     s = speedups_layer.combine(cells)
-    return seedclaims.Measurement(s.ratio, s.ci_low, s.ci_high, "; ".join(used), rows=ok, band=speedups_layer.band(df))
+    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "; ".join(used), rows=ok, band=speedups_layer.band(df))
 
 
 STUDY = register(Study(
