@@ -41,8 +41,13 @@ def say(name: str, /, **data) -> str:
     return re.sub(r"\s+", " ", block(name, **data))
 
 
+@cache
+def _module(env: jinja2.Environment, name: str):
+    """The template `name` as a module of macros, built once per name (and environment: tests swap it)."""
+    return env.get_template(name).make_module()
+
+
 def macro(name: str, macro_name: str, /, *args, **kwargs) -> str:
     """One macro of the template `name` called with the arguments (several short sentences kept in one file), as
     prose (`say`'s whitespace rule)."""
-    module = environment().get_template(name).make_module()
-    return re.sub(r"\s+", " ", str(getattr(module, macro_name)(*args, **kwargs))).strip()
+    return re.sub(r"\s+", " ", str(getattr(_module(environment(), name), macro_name)(*args, **kwargs))).strip()
