@@ -6,8 +6,7 @@ import math
 import pytest
 
 from studylib.__main__ import main
-from studylib.report.compare import CompareError, compare
-from studylib.report.compare_text import format_comparison
+from studylib.report.compare import CompareError, compare, format_comparison
 from studylib.stats.verdicts import direction as verdict
 
 NB = "01_eager_vs_compiled"

@@ -1,6 +1,7 @@
 """Does a re-run reproduce the reference? `python -m studylib compare REF NEW`: two results folders of one profile,
 compared on their medians, every pair's verdict, the A/A controls and the machines (docs/method.md, "Report and
-claims"); CompareError only on input it cannot compare. The text it prints is compare_text.py's."""
+claims"); CompareError only on input it cannot compare; `format_comparison` the text it prints
+(templates/report/compare.txt.j2)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..core import numbers, wording
 from ..core.config import is_aa, original_of
 from ..core.files import read_json
 from ..machine.limits import matmul_gflops, peak_bandwidth
@@ -215,16 +217,15 @@ def compare_aa(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str,
     out = []
     for r in ref_rows:  # in REF's order
         base = originals.get((r.group_key, r.shape, original_of(r.variant))) if is_aa(r.variant) else None
-        if base is None:
-            continue
-        row = {"notebook": notebook, "a": base.config_key, "b": r.config_key}
-        for run, a, b in (("ref", base, r), ("new", new_by_key[base.config_key], new_by_key[r.config_key])):
-            s = speedup(a, b)
-            row.update({f"{run}_ratio": s.ratio, f"{run}_ci_low": s.ci_low, f"{run}_ci_high": s.ci_high,
-                        f"{run}_significant": direction(s.ci_low, s.ci_high) != "unclear"})
-        out.append(row)
-    return pd.DataFrame(out, columns=["notebook", "a", "b"] + [
-        f"{p}_{c}" for p in ("ref", "new") for c in ("ratio", "ci_low", "ci_high", "significant")])
+        if base is not None:
+            na, nb = new_by_key[base.config_key], new_by_key[r.config_key]
+            out.append({"notebook": notebook, "a": base.config_key, "b": r.config_key,
+                        **_speedup_fields("ref", base, r), **_speedup_fields("new", na, nb)})
+    df = pd.DataFrame(out, columns=["notebook", "a", "b"] + [
+        f"{p}_{c}" for p in ("ref", "new") for c in ("ratio", "ci_low", "ci_high", "verdict")])
+    for run in ("ref", "new"):
+        df[f"{run}_significant"] = df[f"{run}_verdict"] != "unclear"
+    return df.drop(columns=["ref_verdict", "new_verdict"])
 
 
 def summarize(notebook: str, medians: pd.DataFrame, pairs: pd.DataFrame, aa: pd.DataFrame) -> dict[str, Any]:
@@ -232,15 +233,13 @@ def summarize(notebook: str, medians: pd.DataFrame, pairs: pd.DataFrame, aa: pd.
     n, k = len(medians), len(pairs)
     abs_delta = medians["delta_pct"].abs()
     decided = int((pairs["ref_verdict"] != "unclear").sum())
+    shares = {}
+    for c in ("new_in_ref_ci", "ref_in_new_ci", "new_in_ref_run_ci"):
+        shares.update({c: int(medians[c].sum()), f"{c}_share": medians[c].mean() if n else np.nan})
     return {
         "notebook": notebook,
         "configs": n,
-        "new_in_ref_ci": int(medians["new_in_ref_ci"].sum()),
-        "new_in_ref_ci_share": medians["new_in_ref_ci"].mean() if n else np.nan,
-        "ref_in_new_ci": int(medians["ref_in_new_ci"].sum()),
-        "ref_in_new_ci_share": medians["ref_in_new_ci"].mean() if n else np.nan,
-        "new_in_ref_run_ci": int(medians["new_in_ref_run_ci"].sum()),
-        "new_in_ref_run_ci_share": medians["new_in_ref_run_ci"].mean() if n else np.nan,
+        **shares,
         # the shift common to all medians (geometric mean of NEW / REF): the machine's speed between the runs
         "shift_pct": 100 * float(np.expm1(np.mean(np.log1p(medians["delta_pct"] / 100)))) if n else np.nan,
         "median_abs_delta_pct": abs_delta.median() if n else np.nan,
@@ -294,3 +293,62 @@ def compare(ref: Path, new: Path) -> RunComparison:
         machine_differences=machine_differences(r.env, n.env),
         calibration=calibrate(medians, pairs, *by_key),
     )
+
+
+def _count(k: int, share: float) -> str:
+    return "-" if pd.isna(share) else f"{k} ({100 * share:.0f}%)"
+
+
+def _pct(x: float) -> str:
+    return "-" if pd.isna(x) else f"{x:.1f}%"
+
+
+def _of(k: int, total: int) -> str:
+    return "-" if total == 0 else f"{k}/{total}"
+
+
+def _ratio(ratio: float, lo: float, hi: float, word: str) -> str:
+    return f"{ratio:.2f}x [{lo:.2f}, {hi:.2f}] {word}"
+
+
+def _time(seconds: float | None) -> str:
+    if seconds is None or pd.isna(seconds):
+        return "-"
+    return numbers.fmt_ms(seconds * 1e3) if seconds < 1 else f"{seconds:.3g} s"
+
+
+def format_comparison(c: RunComparison) -> str:
+    """The comparison as plain text: the table (one line per notebook, then "all"), reversed pairs, worst medians."""
+    t = c.table
+    table = pd.DataFrame({
+        "notebook": t["notebook"],
+        "configs": t["configs"],
+        "new median in ref CI": [_count(k, s) for k, s in zip(t["new_in_ref_ci"], t["new_in_ref_ci_share"])],
+        "ref median in new CI": [_count(k, s) for k, s in zip(t["ref_in_new_ci"], t["ref_in_new_ci_share"])],
+        "new in ref run-only CI": [_count(k, s) for k, s in zip(t["new_in_ref_run_ci"], t["new_in_ref_run_ci_share"])],
+        "shift": [f"{x:+.1f}%" if pd.notna(x) else "-" for x in t["shift_pct"]],
+        "median |Δ|": [_pct(x) for x in t["median_abs_delta_pct"]],
+        "worst |Δ|": [_pct(x) for x in t["worst_abs_delta_pct"]],
+        "comparisons": t["comparisons"],
+        "same": t["same"],
+        "reversed": t["reversed"],
+        "decided↔unclear": t["decided_unclear"],
+        "ref decided": [_count(k, s) for k, s in zip(t["ref_decided"], t["ref_decided_share"])],
+        "A/A false pos. (ref)": [_of(k, n) for k, n in zip(t["aa_false_pos_ref"], t["aa_pairs"])],
+        "A/A false pos. (new)": [_of(k, n) for k, n in zip(t["aa_false_pos_new"], t["aa_pairs"])],
+    })
+    rp, w = c.reversed_pairs, c.worst_medians
+    reversed_ = pd.DataFrame({
+        "notebook": rp["notebook"], "a": rp["a"], "b": rp["b"],
+        "ref": [_ratio(*x) for x in zip(rp["ref_ratio"], rp["ref_ci_low"], rp["ref_ci_high"], rp["ref_verdict"])],
+        "new": [_ratio(*x) for x in zip(rp["new_ratio"], rp["new_ci_low"], rp["new_ci_high"], rp["new_verdict"])],
+    }).to_string(index=False) if not rp.empty else ""
+    worst = pd.DataFrame({
+        "notebook": w["notebook"], "configuration": w["config_key"],
+        "ref median": [_time(x) for x in w["ref_median_s"]], "new median": [_time(x) for x in w["new_median_s"]],
+        "Δ": [f"{x:+.1f}%" for x in w["delta_pct"]],
+        "in ref CI": ["yes" if x else "no" for x in w["new_in_ref_ci"]],
+    }).to_string(index=False) if not w.empty else ""
+    return wording.block("report/compare.txt.j2", c=c, tolerance=PEAK_TOLERANCE, table=table.to_string(index=False),
+                         limits_only=all(d.startswith(LIMITS) for d in c.machine_differences or ()),
+                         reversed=reversed_, n_reversed=len(rp), worst=worst, n_worst=len(w), n_medians=len(c.medians))
