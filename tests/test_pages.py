@@ -7,7 +7,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from studylib.report import render, seeds
+from studylib.report import render, seeds, summary
 
 # Words of the harness that a reader of a page should never meet (issue 33).
 INTERNAL = ("params/", "early pass", "/cache/", "make report", "taken from earlier runs", "environment fingerprint",
@@ -60,7 +60,6 @@ def test_the_check_finds_prompts_and_internal_words():
 
 
 def test_the_summary_answers_first_and_its_verdict_matrix_is_compact(tmp_path, monkeypatch):
-    from studylib.report import summary_page
     from studylib.studies import STUDIES
 
     monkeypatch.setenv("STUDYLIB_OUTPUTS", str(tmp_path))
@@ -74,13 +73,13 @@ def test_the_summary_answers_first_and_its_verdict_matrix_is_compact(tmp_path, m
          "judgement": "not comparable on this profile",
          "verdict": "not comparable on this profile (GPU claim); tested by gpu-a100", "comparable?": "no: a GPU claim"},
     ])
-    opening = summary_page.opening(["cpu"])
+    opening = summary.opening(["cpu"])
     assert f"the {len(STUDIES)} studies" in opening and all(nb[:2] + " · " in opening for nb in STUDIES)
-    answer = summary_page.answer(["cpu"], claims)
+    answer = summary.answer(["cpu"], claims)
     assert answer.startswith("**Answer.**") and "Only `cpu` has results here" in answer
     [gpu] = [line for line in answer.splitlines() if "`gpu-a100`" in line]  # who would judge what cpu cannot
     assert "000-gpu-tf-faster" in gpu or "seeds 000" in gpu
-    matrix = summary_page.verdict_matrix(claims)
+    matrix = summary.verdict_matrix(claims)
     assert matrix.count('<a href="../../cpu/html/02_torchscript_vs_xla.html">') == 2
     assert ">does not agree</a>" in matrix and ">not comparable here</a>" in matrix
     assert "(GPU claim); tested by gpu-a100" in matrix.split("title=")[2]  # in full on hover, not cut in the cell
