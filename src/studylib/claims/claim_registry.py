@@ -13,7 +13,16 @@ from typing import Any, Literal
 
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..bench import profiles, schemas
 from ..core import paths, study_registry, wording
@@ -176,11 +185,15 @@ class Claim(BaseModel):
         return self
 
 
-def _validation_message(e: ValidationError, path: Path, index: int, item) -> str:
+def _invalid(e: ValidationError, path: Path, part: str, items) -> ClaimError:
     """'claims.yaml: claims.7 (000-xla): conditions.device: Input should be ...', one line per error."""
-    name = item.get("id", "no id") if isinstance(item, dict) else "not a mapping"
-    return "\n".join(f"{path.name}: claims.{index} ({name}): {'.'.join(map(str, err['loc'])) or '(claim)'}: {err['msg']}"
-                     for err in e.errors())
+    lines = []
+    for err in e.errors():
+        key, *loc = err["loc"]
+        item = items[key]
+        name = "" if part != "claims" else f" ({item.get('id', 'no id') if isinstance(item, dict) else 'not a mapping'})"
+        lines.append(f"{path.name}: {part}.{key}{name}: {'.'.join(map(str, loc)) or f'({part[:-1]})'}: {err['msg']}")
+    return ClaimError("\n".join(lines))
 
 
 def _document(path: Path) -> dict:
@@ -196,14 +209,11 @@ def _document(path: Path) -> dict:
 def load_articles(path: Path | None = None) -> dict[str, Article]:
     """The seed articles by seed number, validated; every seed must be named."""
     path = path or REGISTRY_FILE
-    raw = _document(path).get("articles") or {}
-    out = {}
-    for seed, item in raw.items():
-        try:
-            out[str(seed)] = Article.model_validate(item)
-        except ValidationError as e:
-            raise ClaimError("\n".join(f"{path.name}: articles.{seed}: {'.'.join(map(str, err['loc']))}: {err['msg']}"
-                                       for err in e.errors())) from None
+    raw = {str(seed): item for seed, item in (_document(path).get("articles") or {}).items()}
+    try:
+        out = TypeAdapter(dict[str, Article]).validate_python(raw)
+    except ValidationError as e:
+        raise _invalid(e, path, "articles", raw) from None
     missing = sorted(set(SEEDS) - set(out))
     if missing:
         raise ClaimError(f"{path.name}: articles: no entry for seed(s) {missing}")
@@ -214,12 +224,10 @@ def load(path: Path | None = None) -> list[Claim]:
     """The registry, validated: every field checked, ids unique, every evaluator present in its study module."""
     path = path or REGISTRY_FILE
     data = _document(path)["claims"]
-    out: list[Claim] = []
-    for i, item in enumerate(data):
-        try:
-            out.append(Claim.model_validate(item))
-        except ValidationError as e:
-            raise ClaimError(_validation_message(e, path, i, item)) from None
+    try:
+        out = TypeAdapter(list[Claim]).validate_python(data)
+    except ValidationError as e:
+        raise _invalid(e, path, "claims", data) from None
     ids = [c.id for c in out]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
