@@ -13,16 +13,8 @@ from typing import Any, Literal
 
 import pandas as pd
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PositiveInt,
-    TypeAdapter,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
+from pydantic.type_adapter import TypeAdapter
 
 from ..bench import profiles, schemas
 from ..core import paths, study_registry, wording
