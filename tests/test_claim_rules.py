@@ -181,20 +181,18 @@ def _peaks(**rates: float) -> dict:
 
 
 def test_a_cpu_verdict_over_eager_pytorch_names_the_hosts_gemm_figures_where_they_differ(rows):
-    from studylib.claims import claim_host
-
     registry = {c.id: c for c in claims.registry()}
     far, near = _peaks(torch=100.0, onnxruntime=210.0, tensorflow=120.0), _peaks(torch=100.0, onnxruntime=120.0)
-    said = claim_host.host_caveat(_claim("ort"), "cpu", far)
+    said = claims.host_caveat(_claim("ort"), "cpu", far)
     assert said == ("host: this CPU's fp32 GEMM at BERT-base's linear layers runs ONNX Runtime 210 GFLOP/s against "
                     "PyTorch's 100 (2.10×), more than 1.3× apart, so a verdict over eager PyTorch here carries this "
                     "host's GEMM path")
-    assert claim_host.host_caveat(_claim("ort"), "cpu", near) is None  # within 1.3×
-    assert claim_host.host_caveat(_claim("ort"), "cuda", far) is None and claim_host.host_caveat(_claim("o"), "cpu", None) is None
-    assert claim_host.compared(registry["000-cpu-tf-slower"]) == ["tensorflow"]
-    assert claim_host.host_caveat(registry["000-cpu-tf-slower"], "cpu", far) is None  # TensorFlow within 1.3× here
+    assert claims.host_caveat(_claim("ort"), "cpu", near) is None  # within 1.3×
+    assert claims.host_caveat(_claim("ort"), "cuda", far) is None and claims.host_caveat(_claim("o"), "cpu", None) is None
+    assert claims.compared(registry["000-cpu-tf-slower"]) == ["tensorflow"]
+    assert claims.host_caveat(registry["000-cpu-tf-slower"], "cpu", far) is None  # TensorFlow within 1.3× here
     for cid in ("000-torchscript-20pct", "001-unusual-ops-argmax", "003-batching-speeds-up"):  # PyTorch only; an op
-        assert claim_host.compared(registry[cid]) == [], cid
+        assert claims.compared(registry[cid]) == [], cid
     t = _table(rows, _claim("ort"), peaks=far)
     assert t.loc["ort", "verdict"].endswith(said) and t.loc["ort", "judgement"] == "agrees (direction)"
 

@@ -1,18 +1,22 @@
 """The seeds' claims judged on one profile's results (the registry itself: claim_registry.py and claims.yaml): each
-claim's coverage (claim_coverage.py), its verdict (claim_judge.py), the totals and the summary's groups. The rules
+claim's coverage (claim_coverage.py), its verdict (claim_judge.py) with the host caveat of a CPU verdict over eager
+PyTorch, the totals and the summary's groups. The rules
 are told in docs/method.md ("Report and claims"); the words are templates/claims/claims.md.j2's."""
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import pandas as pd
 
+from .. import runtimes
 from ..core import numbers, wording
 from ..core.study_registry import REGISTRY
+from ..machine import gemm
 from ..stats import verdicts
+from ..workloads import models as model_registry
 from .claim_coverage import MIN_BATCHES, SEED_CONDITIONS, _present, coverage, in_scope  # noqa: F401 - claims.<name>
-from .claim_host import host_caveat
 from .claim_judge import JUDGED, ClaimMeasurement, NotAnswered, judge, least_favourable, per_cell  # noqa: F401
 from .claim_registry import (  # noqa: F401
     BASES,
@@ -134,7 +138,7 @@ def successor_note(claim: Claim, rows: pd.DataFrame, vt: verdicts.VerdictTable |
 def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peaks: dict | None = None,
            vt: verdicts.VerdictTable | None = None, comparisons=()) -> dict:
     """One claims-table row: the claim judged on one profile's results of its study (`df`, its `tables`), with the
-    host caveat from `peaks` (claim_host) and the successor note from `vt` and `comparisons` (successor_note)."""
+    host caveat from `peaks` (host_caveat) and the successor note from `vt` and `comparisons` (successor_note)."""
     device = str(df.device.dropna().iloc[0]) if "device" in df and df.device.notna().any() else "cpu"
     if not claim.evaluator:
         return _untested(claim)
@@ -212,6 +216,81 @@ def styled(table: pd.DataFrame):
     left-aligned, long cells wrapped."""
     return (table.drop(columns=["judgement"], errors="ignore").style.hide(axis="index")
             .set_properties(**{"text-align": "left", "white-space": "pre-wrap"}))
+
+
+# ---------------------------------------------------------------------------------------------- host caveat
+
+# A CPU verdict "X over eager PyTorch" where X runs on another library (TensorFlow, ONNX Runtime, JAX) carries both
+# libraries' fp32 GEMM rates on this host (peaks["gemm"], machine/gemm.py) where they differ by more than
+# gemm.GAP_RATIO: the verdict then carries this host's GEMM path.
+EAGER = "eager"  # eager PyTorch, the baseline the caveat is about
+VARIANT_ARGS = ("candidate", "baseline", "variant", "variants", "over")  # an evaluator's arguments naming variants
+NAMES = {"torch": "PyTorch", "tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime", "jax": "JAX"}
+
+
+def gemm_library(variant: str) -> str:
+    """The library whose GEMM a variant's matrix products run on a CPU (the record's runner key): TensorFlow's,
+    ONNX Runtime's (MLAS), a Keras backend's, else PyTorch's."""
+    runtime = runtimes.REGISTRY.get(variant)
+    family = getattr(runtime, "family", "eager")
+    if family in ("tensorflow", "onnxruntime"):
+        return family
+    if family == "keras":
+        return getattr(runtime, "backend", "tensorflow")
+    return "torch"
+
+
+def _arguments(claim: Claim) -> dict:
+    """The claim's evaluator arguments with the evaluator's defaults filled in (worst_gain's `over` is eager)."""
+    try:
+        signature = inspect.signature(evaluator(claim))
+    except ClaimError:
+        return dict(claim.args)
+    defaults = {k: p.default for k, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}
+    return defaults | claim.args
+
+
+def _single_ops(claim: Claim) -> bool:
+    """Whether the claim is about single operations only (micro-ops such as argmax: no GEMM in them)."""
+    kinds = set()
+    for name in claim.conditions.models:
+        try:
+            kinds.add(model_registry.spec(name).kind)
+        except model_registry.UnknownModel:
+            kinds.add("unknown")
+    return kinds == {"op"}
+
+
+def compared(claim: Claim) -> list[str]:
+    """The libraries other than PyTorch a claim compares with eager PyTorch (from its evaluator's arguments and
+    their defaults); [] where it names no eager PyTorch, compares PyTorch with itself or is about single ops."""
+    if not claim.evaluator or not claim.study or _single_ops(claim):
+        return []
+    args, named = _arguments(claim), []
+    for key in VARIANT_ARGS:
+        value = args.get(key)
+        named += [value] if isinstance(value, str) else list(value or ())
+    if args.get("baseline") is None and args.get("over") is None:
+        named.append(EAGER)  # no baseline named: the study's default, eager PyTorch (worst_gain, over_batch1, …)
+    if EAGER not in named:
+        return []
+    return list(dict.fromkeys(lib for lib in map(gemm_library, named) if lib != "torch"))
+
+
+def host_caveat(claim: Claim, device: str, peaks: dict | None) -> str | None:
+    """One sentence with this host's fp32 GEMM figures for each library the claim compares with eager PyTorch,
+    where they differ from PyTorch's by more than GAP_RATIO; None on a GPU, without the record, or where the
+    GEMMs are close."""
+    if device != "cpu" or not peaks:
+        return None
+    parts = []
+    for lib in compared(claim):
+        ratio = gemm.gemm_ratio(peaks, lib, "torch", "fp32")
+        if ratio is None or 1 / gemm.GAP_RATIO <= ratio <= gemm.GAP_RATIO:
+            continue
+        parts.append((NAMES.get(lib, lib), gemm.rate_span(gemm.study_rates(peaks, lib, "fp32")),
+                      gemm.rate_span(gemm.study_rates(peaks, "torch", "fp32")), ratio))
+    return wording.macro("claims/host.md.j2", "caveat", parts, gemm.GAP_RATIO) if parts else None
 
 
 # ---------------------------------------------------------------------------------------------- groups
