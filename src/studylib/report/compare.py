@@ -123,11 +123,6 @@ def machine_differences(ref_env: dict[str, Any], new_env: dict[str, Any]) -> lis
     return out
 
 
-def group_key(row: Measurement) -> str:
-    """The comparison group of a row (sweep.base_row writes it on every row): its variants were timed together."""
-    return str(row.group_key)
-
-
 def _inside(value: float | None, lo: float | None, hi: float | None) -> bool:
     """Whether value lies in [lo, hi]; False when any of them is missing."""
     if value is None or lo is None or hi is None:
@@ -186,7 +181,7 @@ def compare_pairs(notebook: str, ref_rows: list[Measurement], new_by_key: dict[s
     groups: dict[str, list[Measurement]] = {}
     for r in ref_rows:
         if not is_aa(r.variant):
-            groups.setdefault(group_key(r), []).append(r)
+            groups.setdefault(str(r.group_key), []).append(r)  # a group's variants were timed together
     out = []
     for g, rows in groups.items():
         for i, a in enumerate(rows):

@@ -51,11 +51,6 @@ def one_time(v: Verdict) -> str:
     return wording.macro(WORDS, "one_time", v.one_time_s, v.warm_one_time_s)
 
 
-def quantized(name: str) -> bool:
-    """An option that changes what is computed (a quantized runtime): it stands apart from the full-precision ones."""
-    return changes_outputs(name)
-
-
 # --- the verdict table of a study run -----------------------------------------------------------------------------------
 
 
@@ -131,7 +126,7 @@ def batch_table(vt: VerdictTable) -> pd.DataFrame:
                                                  "decision": f"{v.decision} ({x_short(v)} over {v.baseline})"}
     t = pd.DataFrame(list(rows.values())).sort_values("per text", kind="stable").reset_index(drop=True)
     t["rank"] = range(1, len(t) + 1)
-    t["quantized"] = ["int8: changes outputs" if quantized(o) else "" for o in t.option]
+    t["quantized"] = ["int8: changes outputs" if changes_outputs(o) else "" for o in t.option]
     t["per text"] = t["per text"].map(fmt_ms)
     return t[["rank", "option", "batch", "per text", "decision", "quantized"]]
 
@@ -143,7 +138,7 @@ def pick(vt: VerdictTable, workload: str) -> tuple[str, Verdict | None]:
     """(decision words, the verdict behind them) for one workload: 'use X' where the fastest full-precision option
     beats the default and the runner-up, 'use X or Y' where not the runner-up, else a tie, undecided or 'every
     option is slower' (keep the default). A tie never names a winner."""
-    full = [v for v in vt.options() if v.workload == workload and v.ok and not quantized(v.candidate)]
+    full = [v for v in vt.options() if v.workload == workload and v.ok and not changes_outputs(v.candidate)]
     if not full:
         return "", None
     base = full[0].baseline
@@ -173,7 +168,7 @@ def what_to_use(vt: VerdictTable, study: str = "") -> pd.DataFrame:
     rows = []
     for workload in dict.fromkeys(v.workload for v in vt.options()):
         here = [v for v in vt.options() if v.workload == workload and v.ok]
-        quant = [v for v in here if quantized(v.candidate)]
+        quant = [v for v in here if changes_outputs(v.candidate)]
         words_, top = pick(vt, workload)
         faster = f" ({numbers.fmt_alone(top.speedup, top.ci_low, top.ci_high)} faster)" if top is not None else ""
         rec = {"study": study, "workload": workload, "decision": words_ + faster}

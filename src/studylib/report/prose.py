@@ -11,9 +11,10 @@ import re
 import numpy as np
 
 from ..core import numbers, wording
+from ..core.variants import changes_outputs
 from ..stats import speedups, verdicts
 from ..stats.verdicts import Verdict, VerdictTable
-from .decisions import MIN_COST_S, calls_said, pick, quantized
+from .decisions import MIN_COST_S, calls_said, pick
 
 ANSWER_WORDS = 110  # counted strictly (`words`): the box, its heading and machine line stay under 150
 WORDS = "report/answer.md.j2"
@@ -79,7 +80,7 @@ def _sentence(name: str, rows: list[Verdict], among: list[str], warm: bool = Tru
     ok = [v for v in rows if v.ok]
     if not ok:
         return -1.0, ""
-    tag = quantized(name)
+    tag = changes_outputs(name)
     faster = [v for v in ok if v.decision == "faster"]
     rest = [wording.macro(WORDS, "where", word, _where(sel, among), _range(sel))
             for word in ("equal", "slower", "undecided") if (sel := [v for v in ok if v.decision == word])]
