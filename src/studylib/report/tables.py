@@ -38,11 +38,9 @@ def install() -> None:
 def folded(table: pd.DataFrame, name: str, *, shown: int = SHOWN_ROWS, what: str = "rows") -> HTML:
     """`table` for a page: whole when it has at most `shown` rows, else its first `shown` rows then the whole
     table under a closed <details> line ("all 98 rows …") with a link to it as `name`.csv; never truncated."""
-    def _html(t: pd.DataFrame) -> str:
-        return clean(t).to_html(index=False, escape=True, classes="study-table", max_rows=None, max_cols=None)
-
+    whole = page_html(table.reset_index(drop=True), "study-table")
     if len(table) <= shown:
-        return HTML(_html(table))
+        return HTML(whole)
     csv = base64.b64encode(table.to_csv(index=False).encode()).decode()
-    return HTML(wording.block("report/folded.html.j2", head=_html(table.head(shown)), shown=shown, n=len(table),
-                              what=what, name=name, csv=csv, whole=_html(table)))
+    return HTML(wording.block("report/folded.html.j2", head=page_html(table.head(shown).reset_index(drop=True),
+                              "study-table"), shown=shown, n=len(table), what=what, name=name, csv=csv, whole=whole))
