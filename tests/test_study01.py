@@ -76,7 +76,7 @@ def test_claims_have_computed_verdicts(df):
     df["device"] = "cuda"
     sp = s01.speedups(df, vt=verdicts.for_study(s01.NOTEBOOK, df))
     claims = s01.claims(df, sp, vt=verdicts.for_study(s01.NOTEBOOK, df))
-    assert list(claims.columns) == s01.seedclaims.COLUMNS
+    assert list(claims.columns) == s01.seedclaims.CLAIM_COLUMNS
     equal = _claim(claims, "004-eager-equals-compiled-small-batch")
     assert equal.judgement == "proxy: does not agree"  # resnet-tiny is not the seed's ResNet: a proxy verdict
     assert equal.verdict.startswith("proxy — does not agree: our CI ") and "lies wholly outside the ±" in equal.verdict

@@ -42,7 +42,6 @@ WORDS = "claims/claims.md.j2"
 # verdict, and the verdict's category (`judgement`, which the totals count).
 CLAIM_COLUMNS = ["id", "seed", "claim", "seed's number and conditions", "comparable?", "our measurement (95% CI)",
                  "verdict", "judgement"]
-COLUMNS = CLAIM_COLUMNS  # every claims table's columns, a study's and the summary's
 PROXY = "proxy: "  # a proxy's judgement is this prefix and its verdict category, never counted with JUDGED
 NOT_ANSWERABLE = ("not comparable on this profile", "not answerable on this profile",
                   "not answerable from these results")
@@ -182,13 +181,13 @@ def study_claims(study: str, df: pd.DataFrame, tables: dict[str, pd.DataFrame],
     """Every registry claim the study tests, judged on its results (`assess`): its `analyse(...).claims`."""
     mine = [c for c in (claims if claims is not None else registry()) if c.study == study]
     comparisons = tuple(getattr(REGISTRY.get(study), "comparisons", ()))
-    return pd.DataFrame([assess(c, df, tables, peaks, vt, comparisons) for c in mine], columns=COLUMNS)
+    return pd.DataFrame([assess(c, df, tables, peaks, vt, comparisons) for c in mine], columns=CLAIM_COLUMNS)
 
 
 def unassessed(claims: list[Claim], judgement: str, why) -> pd.DataFrame:
     """Rows for claims no study judged on a profile: untestable ones (why_not) or whose study did not run."""
     rows = [_row(c, "—", "—", why(c), judgement) if c.evaluator else _untested(c) for c in claims]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
 def totals(table: pd.DataFrame) -> dict[str, int]:

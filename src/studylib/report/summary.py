@@ -82,7 +82,7 @@ def machines(profiles: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-SUMMARY_CLAIM_COLUMNS = ["profile", "study", *seedclaims.COLUMNS]
+SUMMARY_CLAIM_COLUMNS = ["profile", "study", *seedclaims.CLAIM_COLUMNS]
 
 
 def claims(profiles: list[str]) -> pd.DataFrame:
