@@ -203,11 +203,10 @@ def gpu_coverage(profiles: list[str]) -> pd.DataFrame:
     """Per profile, which CUDA branches its results exercised (see gpu_paths)."""
     out = []
     for p in profiles:
-        rows = [results(p, nb) for nb in STUDIES]
-        df = pd.concat([r for r in rows if len(r)], ignore_index=True) if any(len(r) for r in rows) else pd.DataFrame()
-        if not len(df):
+        rows = [r for nb in STUDIES if len(r := results(p, nb))]
+        if not rows:
             continue
-        cov = gpu_paths.coverage(df)
+        cov = gpu_paths.coverage(pd.concat(rows, ignore_index=True))
         out.append(cov.assign(profile=p)[["branch", "profile", "state"]])
     if not out:
         return pd.DataFrame()
