@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..bench import roofline, surprises
+from ..claims import claims as seedclaims
 from ..core import numbers, wording
 from ..core.config import REFERENCE, is_aa, shape_label
 from ..core.study_registry import REGISTRY
@@ -54,6 +55,51 @@ def threshold_note(claim, lo: float, hi: float, band: float = EQUIVALENCE) -> st
     return " " + say("common", "threshold_note", want, m.words, m.at_least)
 
 
+def triple(r) -> tuple[float, float, float]:
+    """A row's (speedup, ci_low, ci_high) as floats."""
+    return float(r["speedup"]), float(r["ci_low"]), float(r["ci_high"])
+
+
+def ratio_claim(df: pd.DataFrame, cell, text: str, rows: pd.DataFrame, **kwargs) -> seedclaims.ClaimMeasurement:
+    """A claim's measurement of the ratio `cell` (value, low, high), judged against the results' A/A band."""
+    return seedclaims.ClaimMeasurement(*cell, text, rows=rows, band=speedups.band(df), **kwargs)
+
+
+def over_reference(df: pd.DataFrame, vt: verdicts.VerdictTable | None = None) -> pd.DataFrame:
+    """Every variant over eager on the same shape, paired by round (speedups.pair_table); with `vt`, each ratio's
+    decision as the run's verdict table has it in `verdict`."""
+    t = speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
+    if vt is not None:
+        t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
+                        else None for r in t.itertuples()] if len(t) else []
+    return t
+
+
+def parity_finding(notebook: str, measured_rows: pd.DataFrame, label, *worst) -> str:
+    """The study's parity sentence: its largest differences `worst` and the configurations beyond tolerance."""
+    bad = measured_rows[measured_rows.parity_ok == False]  # noqa: E712
+    return say(notebook, "parity", *worst, [label(r) for _, r in bad.iterrows()])
+
+
+def noise_finding(notebook: str, measured_rows: pd.DataFrame, label) -> str:
+    """The study's noise sentence: the CVs' range, the noisiest configuration, and how many hit their time budget."""
+    noisy = measured_rows.loc[measured_rows.cv.astype(float).idxmax()]
+    return say(notebook, "noise", measured_rows.cv.min(), measured_rows.cv.max(), label(noisy),
+               int(measured_rows.stop_reason.str.contains("budget").sum()), len(measured_rows))
+
+
+def count_of(values: pd.Series, how: str = "sum"):
+    """A count column's total (or `how`: max, …) as an int; blank where nothing was recorded."""
+    return "" if values.isna().all() else int(getattr(values, how)())
+
+
+def per_model_variant(df: pd.DataFrame, cells) -> pd.DataFrame:
+    """One row per model and variant of the ok rows (A/A copies left out): `cells(variant, rows)`'s columns."""
+    ok = speedups.without_aa(df[df.status == "ok"])
+    return pd.DataFrame([{"model": model, "variant": variant, **cells(variant, g)}
+                         for (model, variant), g in ok.groupby(["model", "variant"], sort=False)])
+
+
 def describe_ci(row) -> str:
     """'1.23× (95% CI 1.20–1.26)' from a row with speedup, ci_low, ci_high (numbers.fmt)."""
     return numbers.fmt(row["speedup"], row["ci_low"], row["ci_high"])
@@ -84,12 +130,11 @@ def rerun_line(ok: pd.DataFrame) -> str:
     return run_shift.describe(shift) + " " + say("common", "rerun_widths", half.min(), half.max())
 
 
-def drift_finding(df: pd.DataFrame) -> str | None:
-    """How the machine drifts: configurations whose samples trend over the rounds within a process, and how
-    far medians move between replicate processes (the spread the medians' CIs include). None if no column."""
+def drift_lines(df: pd.DataFrame) -> list[str]:
+    """How the machine drifts within a process and between replicate processes: one finding, none without the column."""
     ok = df[df.status == "ok"]
     if "drift" not in ok or not len(ok):
-        return None
+        return []
     flagged = ok[ok.drift.fillna(False).astype(bool)]
     line = say("common", "drift", len(flagged), len(ok), stats.DRIFT_P, flagged.drift_pct.min(),
                flagged.drift_pct.max())
@@ -100,14 +145,11 @@ def drift_finding(df: pd.DataFrame) -> str | None:
         half = ok.ci_high_s / ok.median_s - 1
         line += " " + say("common", "between", medians, half.min(), half.max(), odd, variance.HETEROGENEITY_P,
                           variance.ratios_between(records)) + " " + rerun_line(ok)
-    return line
+    return [line]
 
 
 def failures_and_noise(df: pd.DataFrame, where) -> list[str]:
-    """Two findings every data-set study ends with: what did not run (with why) and the spread of CVs.
-
-    `where(row)` names a configuration for the reader, e.g. "ort b8".
-    """
+    """What did not run (`where(row)` names a configuration, e.g. "ort b8") and the spread of CVs."""
     failed, measured = df[df.status != "ok"], df[df.status == "ok"]
     parts = [(where(r), r["status"], r["error"]) for _, r in failed.drop_duplicates(["variant", "error"]).iterrows()]
     lines = [say("common", "failed", len(failed), parts) if len(failed) else "Every configuration ran."]

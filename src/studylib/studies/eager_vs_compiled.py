@@ -25,12 +25,17 @@ from .common import (  # noqa: F401 - latency_table and size_label: the notebook
     aoti_prepare_s,
     aoti_steps,
     describe_ci,
-    drift_finding,
+    drift_lines,
     finish,
     fmt_or_blank,
     latency_table,
+    noise_finding,
+    over_reference,
+    parity_finding,
+    ratio_claim,
     say,
     size_label,
+    triple,
 )
 
 NOTEBOOK = "01_eager_vs_compiled"
@@ -132,18 +137,11 @@ def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float 
 
 
 def speedups(df: pd.DataFrame, vt: verdicts.VerdictTable) -> pd.DataFrame:
-    """Speed-up of every non-eager row over eager on the same shape, with CIs (speedups.pair_table: paired by round).
-
-    `df` needs raw samples (ResultsTable.frame(with_samples=True)). Rows whose variant or eager reference failed are
-    kept with their status and no ratio. `compile_s` is the one-time cost (preparation and the cold first call beyond
-    a steady one); break-even calls are given only where the variant is faster (∞ where it is slower, NaN where
-    unclear), each decision as the run's verdict table `vt` has it.
-    """
-    t = speedups_layer.pair_table(df, None, REFERENCE, band=speedups_layer.band(df))
+    """over_reference with the one-time cost as `compile_s` and break-even calls where `vt` decides faster (∞ where
+    slower, NaN where neither)."""
+    t = over_reference(df, vt)
     t = t.rename(columns={"one_time_s": "compile_s", "break_even": "break_even_calls", "base_median_s": "eager_median_s"})
     t["significant"] = (t.ci_low > 1) | (t.ci_high < 1)
-    t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
-                    else None for r in t.itertuples()] if len(t) else []
     t.loc[t.verdict == "slower", "break_even_calls"] = math.inf
     t.loc[t.speedup.notna() & (t.verdict != "faster") & (t.verdict != "slower"), "break_even_calls"] = math.nan
     return t
@@ -174,8 +172,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
                              g.loc[g.batch_size.idxmax()]))
     measured = df[df.status == "ok"]
     if len(measured):
-        bad = measured[measured.parity_ok == False]  # noqa: E712
-        lines.append(say(NOTEBOOK, "parity", measured.max_abs_diff.max(), [_label(r) for _, r in bad.iterrows()]))
+        lines.append(parity_finding(NOTEBOOK, measured, _label, measured.max_abs_diff.max()))
     failed = df[df.status != "ok"]
     if len(failed):
         examples = [(_label(r), r["error"]) for _, r in failed.drop_duplicates("error").head(3).iterrows()]
@@ -183,15 +180,11 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     else:
         lines.append("No configuration failed.")
     if len(measured):
-        noisy = measured.loc[measured.cv.astype(float).idxmax()]
-        budget = int(measured.stop_reason.str.contains("budget").sum())
-        lines.append(say(NOTEBOOK, "noise", measured.cv.min(), measured.cv.max(), _label(noisy), budget,
-                         len(measured)))
+        lines.append(noise_finding(NOTEBOOK, measured, _label))
         unstable = measured[measured.cv > NOISY_CV]
         if len(unstable):
             lines.append(say(NOTEBOOK, "unstable", [_label(r) for _, r in unstable.iterrows()], NOISY_CV))
-    drift = drift_finding(df)
-    return lines + ([drift] if drift else [])
+    return lines + drift_lines(df)
 
 
 def _warm_cost(df: pd.DataFrame) -> dict:
@@ -283,10 +276,6 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
 # --- seeds 001, 002 and 004's claims, measured on the study's results (studylib.claims.claims) ---
 
 
-def _cell(r) -> tuple[float, float, float]:
-    return float(r["speedup"]), float(r["ci_low"]), float(r["ci_high"])
-
-
 def _short(r) -> str:
     return shape_label(r, ("model", "dtype", "batch_size"), short=True)
 
@@ -304,10 +293,9 @@ def equal_at_batches(df: pd.DataFrame, tables: dict, claim, variant: str = "comp
     g = g[g.batch_size.isin(batches)]
     if not len(g):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_at_batches", variant, list(batches)))
-    cells = [(_short(r), _cell(r)) for _, r in g.iterrows()]
+    cells = [(_short(r), triple(r)) for _, r in g.iterrows()]
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
-    return seedclaims.ClaimMeasurement(v, lo, hi, say(NOTEBOOK, "furthest_from_equal", variant, label, cells), rows=g,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, (v, lo, hi), say(NOTEBOOK, "furthest_from_equal", variant, label, cells), g)
 
 
 def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8,
@@ -321,14 +309,13 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-de
         if large.batch_size <= large_above or large.batch_size == small.batch_size:
             continue
         a, b = (large, small) if over == "large/small" else (small, large)
-        cells.append(speedups_layer.ratio_of(_cell(a), _cell(b)))
+        cells.append(speedups_layer.ratio_of(triple(a), triple(b)))
         used.append(say(NOTEBOOK, "gain_at", model, dtype, a, b))
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_large_batch", variant, large_above,
                                           sorted(set(g.batch_size.astype(int)))))
-    v, lo, hi = speedups_layer.combine(cells)
     rows = g[g.groupby(["model", "dtype"]).batch_size.transform("nunique") > 1]
-    return seedclaims.ClaimMeasurement(v, lo, hi, "; ".join(used), rows=rows, band=speedups_layer.band(df))
+    return ratio_claim(df, speedups_layer.combine(cells), "; ".join(used), rows)
 
 
 def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8):
@@ -351,8 +338,7 @@ def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compil
         rows.append(pd.concat([f.iloc[[i]], h.iloc[[i]]]))
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_half", large_above, half))
-    v, lo, hi = speedups_layer.combine(cells)
-    return seedclaims.ClaimMeasurement(v, lo, hi, "; ".join(used), rows=pd.concat(rows), band=speedups_layer.band(df))
+    return ratio_claim(df, speedups_layer.combine(cells), "; ".join(used), pd.concat(rows))
 
 
 def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-reduce-overhead",
@@ -364,8 +350,7 @@ def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-r
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     s = speedups_layer.geomean_of(zip(b.to_dict("records"), c.to_dict("records")))
     text = say(NOTEBOOK, "mode_gain", candidate, baseline, (df.device == "cuda").any(), len(c))
-    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, text, rows=ok[ok.variant.isin([candidate, baseline])],
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, s, text, ok[ok.variant.isin([candidate, baseline])])
 
 
 def first_call_cost(df: pd.DataFrame, tables: dict, claim):
@@ -378,9 +363,8 @@ def first_call_cost(df: pd.DataFrame, tables: dict, claim):
     ratio = cold / ok.median_s
     r = ok.loc[ratio.idxmin()]
     first = cold[ratio.idxmin()]
-    return seedclaims.ClaimMeasurement(first / r.median_s, first / r.ci_high_s, first / r.ci_low_s,
-                                  say(NOTEBOOK, "first_call", len(ok), _label(r), ratio.max()), rows=ok,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, (first / r.median_s, first / r.ci_high_s, first / r.ci_low_s),
+                    say(NOTEBOOK, "first_call", len(ok), _label(r), ratio.max()), ok)
 
 
 def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-last", "eager"),
@@ -399,9 +383,8 @@ def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-l
         return seedclaims.NotAnswered("no channels-last variant ran beside its default-layout baseline "
                                       "(they run on image models only)")
     s = speedups_layer.geomean_of(cells)
-    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "geometric mean of " + "; ".join(used),
-                                  rows=pd.concat(rows).drop_duplicates(subset=[*shape_columns(ok), "variant"]),
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, s, "geometric mean of " + "; ".join(used),
+                    pd.concat(rows).drop_duplicates(subset=[*shape_columns(ok), "variant"]))
 
 
 STUDY = register(Study(

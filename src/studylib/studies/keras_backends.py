@@ -29,13 +29,20 @@ from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401
     aa_finding,
+    count_of,
     describe_ci,
-    drift_finding,
+    drift_lines,
     failed_by_variant,
     finish,
     first_call_cells,
     latency_table,
+    noise_finding,
+    over_reference,
+    parity_finding,
+    per_model_variant,
+    ratio_claim,
     say,
+    triple,
 )
 
 NOTEBOOK = "05_keras_backends"
@@ -131,13 +138,6 @@ def estimate_s(c: Config, section: KerasBackends, measure: dict, speed: float = 
                                     + measure["min_time_s"] / 6)
 
 
-def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """Every variant of a group over the group's native eager PyTorch, paired by round (its own process;
-    speedups.pair_table matches the backend too). A side that failed keeps a row with its status and message and
-    no ratio, so figures mark the cell."""
-    return speedups_layer.pair_table(df, None, REFERENCE, band=speedups_layer.band(df))
-
-
 def _across(frame) -> list[str]:
     """The shape columns of `frame` (a table or a row) but the backend: a shape as every backend's processes run it."""
     return shape_columns(frame, without=("backend",))
@@ -148,8 +148,8 @@ def _shape_label(row) -> str:
     return shape_label(row, _across(row), short=True)
 
 
-def _triple(r) -> tuple[float, float, float]:
-    return float(r["speedup"]), float(r["ci_low"]), float(r["ci_high"])
+def _label(r) -> str:
+    return f"{r['variant']} {_shape_label(r)}"
 
 
 # what the backend table holds per shape, after the shape and its columns
@@ -205,7 +205,7 @@ def native_table(sp: pd.DataFrame) -> pd.DataFrame:
                                     "vs_eager_low": top.ci_low, "vs_eager_high": top.ci_high}
         compiled = g[g.variant == NATIVE_COMPILED]
         if len(compiled):
-            v, lo, hi = speedups_layer.ratio_of(_triple(top), _triple(compiled.iloc[0]))
+            v, lo, hi = speedups_layer.ratio_of(triple(top), triple(compiled.iloc[0]))
             rec |= {"over native compiled": numbers.fmt(v, lo, hi), "ratio": v, "ci_low": lo, "ci_high": hi}
         out.append(rec)
     return pd.DataFrame(out, columns=["shape", *on, *NATIVE_COLUMNS])
@@ -228,18 +228,13 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     the range over shapes, and for torch.compile (native, and Keras's jit on torch) the graphs dynamo built and the
     places it stopped tracing (most over replicates). Building a Keras model and loading the shared weights come
     before and are not counted. A/A copies left out."""
-    ok = speedups_layer.without_aa(df[df.status == "ok"])
-    rows = []
-    for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
-        rows.append({"model": model, "variant": variant,
-                     **first_call_cells(g),
-                     "torch.compile graphs": "" if g.compilations.isna().all() else int(g.compilations.max()),
-                     "graph breaks": "" if g.graph_breaks.isna().all() else int(g.graph_breaks.max())})
-    return pd.DataFrame(rows)
+    return per_model_variant(df, lambda variant, g: {
+        **first_call_cells(g), "torch.compile graphs": count_of(g.compilations, "max"),
+        "graph breaks": count_of(g.graph_breaks, "max")})
 
 
 def _geo(cells: pd.DataFrame) -> tuple[float, float, float]:
-    return speedups_layer.combine([_triple(r) for _, r in cells.iterrows()])
+    return speedups_layer.combine([triple(r) for _, r in cells.iterrows()])
 
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native: pd.DataFrame,
@@ -276,17 +271,12 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
     if len(measured):
         keras = measured[measured.variant.map(lambda v: runtimes.family(v) == "keras")]
         native_rows = measured[~measured.index.isin(keras.index)]
-        bad = measured[measured.parity_ok == False]  # noqa: E712
         worst = keras.groupby(keras.variant.map(backend_of)).max_abs_diff.max() if len(keras) else pd.Series()
-        lines.append(say(NOTEBOOK, "parity", list(worst.items()), native_rows.max_abs_diff.max(),
-                         [f"{r['variant']} {_shape_label(r)}" for _, r in bad.iterrows()]))
+        lines.append(parity_finding(NOTEBOOK, measured, _label, list(worst.items()), native_rows.max_abs_diff.max()))
     lines.append(failed_by_variant(df))
     if len(measured):
-        noisy = measured.loc[measured.cv.astype(float).idxmax()]
-        lines.append(say(NOTEBOOK, "noise", measured.cv.min(), measured.cv.max(),
-                         f"{noisy['variant']} {_shape_label(noisy)}"))
-    drift = drift_finding(df)
-    return lines + ([drift] if drift else [])
+        lines.append(noise_finding(NOTEBOOK, measured, _label))
+    return lines + drift_lines(df)
 
 
 
@@ -294,7 +284,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """Speed-ups over native eager per backend process, the fastest backend per shape, Keras 3 vs native and vs
     Keras 2, first-call costs, findings, seed claims; the roofline with `peaks` (the machine's limits)."""
-    sp = speedups(df)
+    sp = over_reference(df)  # in each backend's process: pair_table matches the backend too
     tables = {"speedups": sp, "backends": backend_table(sp, df, vt), "native": native_table(sp),
               "keras 2": keras2_table(df), "first call": first_call_table(df)}
     return finish(NOTEBOOK, df, peaks, vt, tables, findings(df, sp, tables["backends"], tables["native"],
@@ -387,13 +377,11 @@ def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "co
     if at == "mean":
         g = speedups_layer.combine(list(zip(n[col].astype(float), n[lo_col].astype(float), n[hi_col].astype(float))))
         cells = [(s, b, float(v)) for s, b, v in zip(n["shape"], n["best Keras 3"], n[col])]
-        return seedclaims.ClaimMeasurement(g.ratio, g.ci_low, g.ci_high, say(NOTEBOOK, "mean_over_native", against, cells),
-                                      rows=rows, band=speedups_layer.band(df))
+        return ratio_claim(df, g, say(NOTEBOOK, "mean_over_native", against, cells), rows)
     best = n.loc[n[col].astype(float).idxmax()]
     text = say(NOTEBOOK, "best_over_native", against, best["best Keras 3"], best["shape"], int((n[col] > 1.5).sum()),
                len(n))
-    return seedclaims.ClaimMeasurement(float(best[col]), float(best[lo_col]), float(best[hi_col]), text, rows=rows,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, (float(best[col]), float(best[lo_col]), float(best[hi_col])), text, rows)
 
 
 def native_gap_trend(df: pd.DataFrame, tables: dict, claim):
@@ -418,9 +406,8 @@ def native_gap_trend(df: pd.DataFrame, tables: dict, claim):
         return seedclaims.NotAnswered("Keras 3 and native torch.compile'd PyTorch were not measured at two batch sizes "
                                       "of one model and shape")
     s = speedups_layer.combine(cells)
-    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "the fastest Keras 3 over native compiled PyTorch: "
-                                  + "; ".join(used), rows=seedclaims.matching(df[df.status == "ok"], claim),
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, s, "the fastest Keras 3 over native compiled PyTorch: " + "; ".join(used),
+                       seedclaims.matching(df[df.status == "ok"], claim))
 
 
 def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float = 0.9):
@@ -444,11 +431,11 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
             continue
         top = keras.loc[keras.speedup.idxmax()]
         # each speed-up is over native eager, paired in its process
-        rivals = {"native eager": (top.to_dict() | {"variant": REFERENCE}, _triple(top))}
+        rivals = {"native eager": (top.to_dict() | {"variant": REFERENCE}, triple(top))}
         for name, variant in (("native compiled", NATIVE_COMPILED), ("Keras 2", KERAS2)):
             other = g[g.variant == variant]
             if len(other):
-                rivals[name] = (other.iloc[0], speedups_layer.ratio_of(_triple(top), _triple(other.iloc[0])))
+                rivals[name] = (other.iloc[0], speedups_layer.ratio_of(triple(top), triple(other.iloc[0])))
         lost = [name for name, (row, (_, lo, hi)) in rivals.items()
                 if (vt.decision(top, row, STUDY.options) or verdicts.unlisted(lo, hi, band)) != "faster"]
         beats += not lost
@@ -469,8 +456,7 @@ def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
         return seedclaims.NotAnswered("Keras 2 and Keras 3 on TensorFlow were not both measured on any shape")
     g, lo, hi = _geo(k)
     rows = df[(df.status == "ok") & df.variant.isin([KERAS2, "keras-tensorflow"])]
-    return seedclaims.ClaimMeasurement(g, lo, hi, say(NOTEBOOK, "over_keras2", len(k), list(zip(k["shape"], k.speedup))),
-                                  rows=rows, band=speedups_layer.band(df))
+    return ratio_claim(df, (g, lo, hi), say(NOTEBOOK, "over_keras2", len(k), list(zip(k["shape"], k.speedup))), rows)
 
 
 STUDY = register(Study(

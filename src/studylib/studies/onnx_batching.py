@@ -17,11 +17,13 @@ from .base import Analysis, Study, register
 from .common import (
     aa_finding,
     add_timing_columns,
-    drift_finding,
+    drift_lines,
     failures_and_noise,
     finish,
     fmt_or_blank,
     ms,
+    over_reference,
+    ratio_claim,
     say,
     text_workloads,
     threshold_note,
@@ -98,7 +100,7 @@ def prepare_steps(row: pd.Series) -> dict[str, dict]:
 
 def speedups_same_batch(df: pd.DataFrame) -> pd.DataFrame:
     """Each variant over eager PyTorch at the same batch size (speedups.pair_table)."""
-    return speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
+    return over_reference(df)
 
 
 def speedups_over_batch1(df: pd.DataFrame) -> pd.DataFrame:
@@ -168,7 +170,7 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
 def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     lines = [aa_finding(df)]
-    drift = drift_finding(df)
+    drift = drift_lines(df)
     df, same = speedups.without_aa(df), speedups.without_aa(same)
     ok = per_sample(df[df.status == "ok"])
     if len(ok):
@@ -196,7 +198,7 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
                          [f"{r['variant']} b{r['batch_size']}" for _, r in bad.iterrows()]))
         lines.append(say(NOTEBOOK, "unbatched", measured.batched_vs_unbatched_max_diff.max(),
                          dataset.UNBATCHED_CHECK_TEXTS))
-    return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}") + ([drift] if drift else [])
+    return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}") + drift
 
 
 def _ok(df: pd.DataFrame, claim) -> pd.DataFrame:
@@ -268,8 +270,7 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
         return seedclaims.NotAnswered("the variants were not measured at two batch sizes")
     (b1, s), (b2, large) = ends
     v, lo, hi = speedups.ratio_of(s[2], large[2])
-    return seedclaims.ClaimMeasurement(v, lo, hi, say(NOTEBOOK, "trend", s, b1, large, b2),
-                                  rows=ok[ok.batch_size.isin([b1, b2])], band=speedups.band(df))
+    return ratio_claim(df, (v, lo, hi), say(NOTEBOOK, "trend", s, b1, large, b2), ok[ok.batch_size.isin([b1, b2])])
 
 
 def over_batch1(df: pd.DataFrame, tables: dict, claim, variants: list[str], batches: list[int] | None = None):
@@ -281,10 +282,9 @@ def over_batch1(df: pd.DataFrame, tables: dict, claim, variants: list[str], batc
     if not len(o):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_at", variants, batches))
     best = o.loc[o.speedup.idxmax()]
-    return seedclaims.ClaimMeasurement(best.speedup, best.ci_low, best.ci_high,
-                                  say(NOTEBOOK, "over_batch1", best, [r for _, r in o.iterrows()]),
-                                  rows=_ok(df, claim)[lambda t: t.variant.isin(variants + [REFERENCE])],
-                                  band=speedups.band(df))
+    return ratio_claim(df, (best.speedup, best.ci_low, best.ci_high),
+                       say(NOTEBOOK, "over_batch1", best, [r for _, r in o.iterrows()]),
+                       _ok(df, claim)[lambda t: t.variant.isin(variants + [REFERENCE])])
 
 
 def int8_accuracy(df: pd.DataFrame, tables: dict, claim):

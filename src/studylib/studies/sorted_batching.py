@@ -22,10 +22,11 @@ from .common import (
     aa_finding,
     add_timing_columns,
     describe_ci,
-    drift_finding,
+    drift_lines,
     failures_and_noise,
     finish,
     fmt_or_blank,
+    ratio_claim,
     say,
     text_workloads,
 )
@@ -141,7 +142,7 @@ def with_throughput_ci(df: pd.DataFrame) -> pd.DataFrame:
 def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     lines = [aa_finding(df)]
-    drift = drift_finding(df)
+    drift = drift_lines(df)
     df = speedups.without_aa(df)
     ok = g[g.speedup.notna()]
     for (model, dtype, variant, strategy), h in ok.groupby(["model", "dtype", "variant", "strategy"], sort=False):
@@ -157,8 +158,7 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
         lines.append(say(NOTEBOOK, "waste", [(s, w.loc[s].iloc[0], w.loc[s].iloc[-1]) for s in w.index]))
         lines.append(say(NOTEBOOK, "order", measured.max_abs_diff.max(), int((measured.parity_ok == False).sum()),  # noqa: E712
                          measured.batched_vs_unbatched_max_diff.max()))
-    return (lines + failures_and_noise(df, lambda r: f"{r['variant']} {r['strategy']} b{r['batch_size']}")
-            + ([drift] if drift else []))
+    return lines + failures_and_noise(df, lambda r: f"{r['variant']} {r['strategy']} b{r['batch_size']}") + drift
 
 
 
@@ -176,8 +176,7 @@ def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: 
     lo_b = small if small in sizes and small < hi_b else max(b for b in sizes if b < hi_b)
     ch = _batch_change(ok, strategy, variant, lo_b, hi_b)
     rows = ok[ok.batch_size.isin([lo_b, hi_b])]
-    return seedclaims.ClaimMeasurement(*ch, say(NOTEBOOK, "batch_change", variant, strategy, hi_b, lo_b), rows=rows,
-                                  band=speedups.band(df))
+    return ratio_claim(df, ch, say(NOTEBOOK, "batch_change", variant, strategy, hi_b, lo_b), rows)
 
 
 def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted", variant: str = REFERENCE):
@@ -190,9 +189,8 @@ def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted
     r = g.loc[g.batch_size.idxmax()]
     rows = df[(df.status == "ok") & (df.variant == variant) & (df.batch_size == r.batch_size) & (df.model == r.model)
               & (df["dtype"] == r["dtype"]) & df.strategy.isin([strategy, BASELINE])]
-    return seedclaims.ClaimMeasurement(r.speedup, r.ci_low, r.ci_high,
-                                  say(NOTEBOOK, "strategy_gain", variant, strategy, int(r.batch_size),
-                                      list(g.itertuples())), rows=rows, band=speedups.band(df))
+    text = say(NOTEBOOK, "strategy_gain", variant, strategy, int(r.batch_size), list(g.itertuples()))
+    return ratio_claim(df, (r.speedup, r.ci_low, r.ci_high), text, rows)
 
 
 def claims(df: pd.DataFrame, g: pd.DataFrame, *, vt: verdicts.VerdictTable) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from ..workloads import generation
 from ..workloads.models import MODELS
 from . import text_generation_tables as tables
 from .base import Analysis, Study, register
-from .common import aa_finding, drift_finding, failures_and_noise, over_eager, say
+from .common import aa_finding, drift_lines, failures_and_noise, over_eager, over_reference, say
 from .text_generation_workloads import GenerationWorkloads, data_tag, new_tokens_of
 
 NOTEBOOK = "07_text_generation"
@@ -136,14 +136,6 @@ def estimate_s(c: Config, section: TextGeneration, measure: dict, speed: float =
                                            + measure["min_time_s"] / 5)
 
 
-def speedup_table(df: pd.DataFrame, vt: verdicts.VerdictTable) -> pd.DataFrame:
-    """Every variant over eager on the same shape and phase, paired by round, with the verdict table's decision."""
-    t = speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
-    t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
-                    else None for r in t.itertuples()] if len(t) else []
-    return t
-
-
 def _where(row) -> str:
     return f"{row['variant']} {tables.shape_words(row)}"
 
@@ -154,14 +146,13 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, phases: pd.DataFrame, vt: verdi
     lines = tables.fastest_findings(df, vt) + tables.consistency_findings(phases)
     for _, r in sp[sp.speedup.notna() & ~sp.variant.map(is_aa)].iterrows():
         lines.append(say(NOTEBOOK, "over_eager", _where(r), r))
-    drift = drift_finding(df)
-    return lines + [aa_finding(df)] + failures_and_noise(df, _where) + ([drift] if drift else [])
+    return lines + [aa_finding(df)] + failures_and_noise(df, _where) + drift_lines(df)
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """Speed-ups over eager per phase, the phase table (time to first token, time per output token, tokens/s), the
     one-time costs and the tokens that pay them back, the decode-bandwidth mechanism and the roofline with `peaks`."""
-    sp = speedup_table(df, vt)
+    sp = over_reference(df, vt)
     phases = tables.phase_table(df)
     analysis = Analysis(tables={"speedups": sp, "phases": phases, "one_time": tables.one_time_table(df, sp),
                                 "mechanism": tables.mechanism_table(df, peaks),

@@ -32,12 +32,17 @@ from .common import (  # noqa: F401
     aa_finding,
     aoti_prepare_s,
     aoti_steps,
+    count_of,
     describe_ci,
-    drift_finding,
+    drift_lines,
     failed_by_variant,
     finish,
     first_call_cells,
     latency_table,
+    noise_finding,
+    parity_finding,
+    per_model_variant,
+    ratio_claim,
     say,
 )
 
@@ -239,16 +244,12 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         lines.append(say(NOTEBOOK, "aoti", aot))
     measured = df[df.status == "ok"]
     if len(measured):
-        bad = measured[measured.parity_ok == False]  # noqa: E712
         worst = measured.groupby(measured.variant.map(FRAMEWORK)).max_abs_diff.max()
-        lines.append(say(NOTEBOOK, "parity", list(worst.items()), [_label(r) for _, r in bad.iterrows()]))
+        lines.append(parity_finding(NOTEBOOK, measured, _label, list(worst.items())))
     lines.append(failed_by_variant(df, averages=True))
     if len(measured):
-        noisy = measured.loc[measured.cv.astype(float).idxmax()]
-        lines.append(say(NOTEBOOK, "noise", measured.cv.min(), measured.cv.max(), _label(noisy),
-                         int(measured.stop_reason.str.contains("budget").sum()), len(measured)))
-    drift = drift_finding(df)
-    return lines + ([drift] if drift else [])
+        lines.append(noise_finding(NOTEBOOK, measured, _label))
+    return lines + drift_lines(df)
 
 
 def op_findings(df: pd.DataFrame, band: float) -> list[str]:
@@ -309,15 +310,10 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
     """What each variant costs before steady state: preparation (trace and freeze; wrapping in tf.function)
     and the first call (graph build, XLA compile), per model, as the range over shapes. Building the
     TensorFlow twin (copying the weights) happens once per model and is not part of either. A/A copies left out."""
-    ok = speedups_layer.without_aa(df[df.status == "ok"])
-    rows = []
-    for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
-        rows.append({"model": model, "variant": variant, "framework": FRAMEWORK[variant],
-                     "prepare (s)": numbers.fmt_range(g.prepare_s.min(), g.prepare_s.max(), ".2f"),
-                     **first_call_cells(g),
-                     "graphs built": "" if g.compilations.isna().all() else int(g.compilations.sum()),
-                     "rebuilt in steady state": "" if g.recompilations.isna().all() else int(g.recompilations.sum())})
-    return pd.DataFrame(rows)
+    return per_model_variant(df, lambda variant, g: {
+        "framework": FRAMEWORK[variant], "prepare (s)": numbers.fmt_range(g.prepare_s.min(), g.prepare_s.max(), ".2f"),
+        **first_call_cells(g), "graphs built": count_of(g.compilations),
+        "rebuilt in steady state": count_of(g.recompilations)})
 
 
 def process_findings(vt: verdicts.VerdictTable) -> list[str]:
@@ -392,7 +388,7 @@ def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseli
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     pt, tf, _ = _mean_of_medians(rows, baseline, candidate)
     text = say(NOTEBOOK, "framework_gain", candidate, baseline, at, int(_tokens(rows).iloc[0]), n, pt * 1e3, tf * 1e3)
-    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, text, rows=rows, band=speedups_layer.band(df))
+    return ratio_claim(df, s, text, rows)
 
 
 def every_input_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
@@ -425,7 +421,7 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     v, lo, hi = speedups_layer.ratio_of(a, b)
     t = _tokens(rows)
     text = say(NOTEBOOK, "input_trend", candidate, baseline, small[0], int(t.min()), large[0], int(t.max()))
-    return seedclaims.ClaimMeasurement(v, lo, hi, text, rows=rows, band=speedups_layer.band(df))
+    return ratio_claim(df, (v, lo, hi), text, rows)
 
 
 def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchscript", baseline: str = "eager"):
@@ -437,8 +433,7 @@ def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchs
         return seedclaims.NotAnswered(say(NOTEBOOK, "few_models", candidate))
     hi_m, lo_m = max(per, key=lambda m: per[m].ratio), min(per, key=lambda m: per[m].ratio)
     v, lo, hi = speedups_layer.ratio_of(tuple(per[hi_m]), tuple(per[lo_m]))
-    return seedclaims.ClaimMeasurement(v, lo, hi, say(NOTEBOOK, "per_model", list(per.items())), rows=rows,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, (v, lo, hi), say(NOTEBOOK, "per_model", list(per.items())), rows)
 
 
 def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
@@ -449,8 +444,7 @@ def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf
     if not per:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both_run", candidate, baseline))
     worst = min(per, key=lambda m: per[m].ratio)
-    return seedclaims.ClaimMeasurement(*per[worst], say(NOTEBOOK, "least_gain", worst, list(per.items())), rows=rows,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, per[worst], say(NOTEBOOK, "least_gain", worst, list(per.items())), rows)
 
 
 def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
@@ -463,8 +457,7 @@ def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", 
     best = cells.loc[cells.speedup.idxmax()]
     text = say(NOTEBOOK, "best_cell", 1 - 1 / best.speedup, shape_label(best, _SIZES, short=True), best.model,
                best.tokens == cells.tokens.min())
-    return seedclaims.ClaimMeasurement(best.speedup, best.ci_low, best.ci_high, text, rows=cells,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, (best.speedup, best.ci_low, best.ci_high), text, cells)
 
 
 def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: str = "largest"):
@@ -656,7 +649,7 @@ def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "ea
     if not cells:
         return seedclaims.NotAnswered("no model ran batch 1 and a larger batch at two sequence lengths")
     s = speedups_layer.combine(cells)
-    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "; ".join(used), rows=ok, band=speedups_layer.band(df))
+    return ratio_claim(df, s, "; ".join(used), ok)
 
 
 STUDY = register(Study(
