@@ -22,13 +22,20 @@ def over_eager(df: pd.DataFrame) -> list[tuple[str, str]]:
 
 def finish(notebook: str, df: pd.DataFrame, peaks: dict | None, vt: verdicts.VerdictTable, tables: dict,
            findings: list[str], claims: pd.DataFrame, pairs=None, shape=None, column: str = "variant") -> Analysis:
-    """A study's Analysis with the roofline (roofline.attach: `pairs`, default over_eager, decided by `vt`) and the
-    surprises (surprises.attach: the study's expectations) added."""
+    """A study's Analysis with the roofline (`pairs`, default over_eager, decided by `vt`) and the surprises added."""
     study = REGISTRY[notebook]
     analysis = roofline.attach(Analysis(tables=tables, findings=findings, claims=claims), df, peaks,
                                over_eager(df) if pairs is None else pairs, vt, shape, column=column,
                                options=study.options)
     return surprises.attach(analysis, df, study.expectations, speedups.band(df))
+
+
+def replicates_s(measure: dict, one_time: float, per_call: float, speed: float, share: float, extra_calls: float = 0):
+    """`plan`'s guess for every replicate: `one_time`, then the first call, the warm-up and the minimum rounds (and
+    `extra_calls`) at `per_call` ÷ `speed` (at least a timing block), and min_time_s ÷ `share`."""
+    calls = 1 + measure["warmup_calls"] + measure["min_rounds"] + extra_calls
+    return measure["replicates"] * (one_time + max(per_call / speed, measure["block_s"]) * calls
+                                    + measure["min_time_s"] / share)
 
 
 def text_workloads(run):
@@ -42,9 +49,7 @@ def say(template: str, name: str, /, *args, **kwargs) -> str:
 
 
 def threshold_note(claim, lo: float, hi: float, band: float = EQUIVALENCE) -> str:
-    """Where a claim's magnitude word decides its verdict alone — our CI decided in the claimed direction (the one
-    verdict rule) but not wholly beyond the word's threshold, which the registry chose, not the seed — a clause
-    saying so; else ''."""
+    """A clause for a claim decided in its direction but not beyond its magnitude word's threshold; else ''."""
     m = claim.magnitude
     if m is None or claim.expect not in ("higher", "lower"):
         return ""
@@ -66,8 +71,7 @@ def ratio_claim(df: pd.DataFrame, cell, text: str, rows: pd.DataFrame, **kwargs)
 
 
 def over_reference(df: pd.DataFrame, vt: verdicts.VerdictTable | None = None) -> pd.DataFrame:
-    """Every variant over eager on the same shape, paired by round (speedups.pair_table); with `vt`, each ratio's
-    decision as the run's verdict table has it in `verdict`."""
+    """Every variant over eager on the same shape, paired by round; with `vt`, each decision in `verdict`."""
     t = speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
     if vt is not None:
         t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
@@ -106,8 +110,7 @@ def describe_ci(row) -> str:
 
 
 def aa_finding(df: pd.DataFrame) -> str:
-    """The A/A controls in one sentence: what ran, false positives by runtime, the calibration of the CIs
-    (speedups.aa_calibration) and the noise floor they imply."""
+    """The A/A controls in one sentence: what ran, false positives by runtime, the CIs' calibration, the noise floor."""
     aa = speedups.aa_pairs(df)
     if not len(aa):
         return say("common", "no_aa")
@@ -173,8 +176,7 @@ def failed_by_variant(df: pd.DataFrame, averages: bool = False) -> str:
 
 
 def first_call_cells(g: pd.DataFrame) -> dict[str, str]:
-    """A first-call table's cells for one model and variant's rows: the first call's range over shapes and its median
-    over the steady call."""
+    """A first-call table's cells: the first call's range over shapes and its median over the steady call."""
     return {"first call (s)": numbers.fmt_range(g.first_call_s.min(), g.first_call_s.max(), ".2f"),
             "first call ÷ steady call": f"{numbers.fmt((g.first_call_s / g.median_s).median(), digits=0)} (median)"}
 
@@ -190,9 +192,7 @@ def fmt_or_blank(series: pd.Series, spec: str) -> pd.Series:
 
 
 def add_timing_columns(df: pd.DataFrame, median_label: str = "median") -> pd.DataFrame:
-    """A copy of the results with the columns every results table shows, formatted: the median time, its 95% CI
-    within this run and for a re-run on this host ('unknown' where the profile does not know the shift between
-    whole runs; blank for a failed row), CV, the sample count and the max |Δ| against eager."""
+    """A copy of the results with every results table's columns formatted (median, CIs, CV, n, max |Δ|, drift)."""
     t = df.copy()
     t[median_label] = t.median_s.map(ms)
     t["95% CI (this run)"] = [f"{ms(lo)}–{ms(hi)}" if s == "ok" else ""
@@ -236,9 +236,7 @@ def aoti_prepare_s(model: str) -> float:
 
 
 def aoti_steps(df: pd.DataFrame) -> str:
-    """export-aoti's preparation step by step, from its rows' recorded steps (runtimes/export_aoti.py): torch.export,
-    AOTInductor's compile into a package (and its size), loading it, each as a range over configurations (a row keeps
-    its first replicate's steps); '' where no export-aoti row ran."""
+    """export-aoti's preparation steps (export, compile, package size, load) as ranges over its rows; '' if none."""
     ok = df[(df.variant == "export-aoti") & (df.status == "ok")] if len(df) else df
     steps = [{s["step"]: s for s in r} for r in ok.get("prepare_steps", []) if isinstance(r, list)]
     if not steps:

@@ -55,11 +55,7 @@ class SortedBatching(DataGrid):
 
 
 def configs(section: SortedBatching, *, device: str, threads: int) -> list[Config]:
-    """model × dtype × runtime × strategy × batch size; eager PyTorch first on each batching (the reference).
-
-    The A/A controls (`<variant>-aa`, an independent copy of each variant the section's `aa` names, eager by default)
-    run with the baseline strategy at every batch size, each after its original.
-    """
+    """model × dtype × strategy × batch size × runtime, eager first; A/A copies with the baseline strategy only."""
     variants = [REFERENCE] + [v for v in section.variants if v != REFERENCE]
     tag = f"{dataset.data_tag(section.corpus, section.max_length)}:buckets{section.bucket_batches}"
     return [Config(model, v, dtype, batch, device, threads, seq_len=section.max_length, strategy=strategy, data=tag)
@@ -69,8 +65,7 @@ def configs(section: SortedBatching, *, device: str, threads: int) -> list[Confi
 
 
 def group_by(c: Config) -> tuple:
-    """Every strategy, runtime and batch size over the same texts is timed in the same rounds, so both the
-    strategy gains and the batch-size changes pair round by round."""
+    """A model's strategies, runtimes and batch sizes over the same texts share rounds, so all pair round by round."""
     return (c.model, c.dtype, c.device, c.data)
 
 
@@ -94,8 +89,7 @@ def planned_padding(data: dataset.TextDataset, strategies, batch_sizes, seed: in
 
 
 def gains(df: pd.DataFrame) -> pd.DataFrame:
-    """Throughput of every strategy over unsorted at the same runtime and shape (batch size included), with CIs: each
-    row paired with its unsorted row (speedups.matched, an ok one first)."""
+    """Every strategy over unsorted at the same runtime and shape, each row paired with its unsorted row."""
     on = [*shape_columns(df, without=("strategy",)), "variant"]
     out = []
     for r, base in speedups.matched(df, None, BASELINE, column="strategy", on=on):
@@ -165,8 +159,7 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
 
 def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: str = REFERENCE,
                  small: int = 16, large: int = 64):
-    """Seed 003's 'batch 16 → 64 is 20% slower unsorted, 10% faster sorted': throughput at `large` over `small` for
-    one strategy and runtime; where the profile has not those sizes, its two largest (comparability says so)."""
+    """Throughput at `large` over `small` for one strategy and runtime (else the profile's two largest sizes)."""
     ok = seedclaims.matching(df[(df.status == "ok") & (df.variant == variant) & (df.strategy == strategy)], claim,
                              one_group=True)
     sizes = sorted(int(b) for b in ok.batch_size.unique())
@@ -194,8 +187,7 @@ def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted
 
 
 def claims(df: pd.DataFrame, g: pd.DataFrame, *, vt: verdicts.VerdictTable) -> pd.DataFrame:
-    """The registry's claims this study tests (seed 003's batching), judged on these results (studylib.claims.claims)
-    and the run's verdict table `vt`."""
+    """The registry's claims this study tests, judged on these results and the run's verdict table `vt`."""
     return seedclaims.study_claims(NOTEBOOK, df, {"gains": g}, vt=vt)
 
 
@@ -209,9 +201,7 @@ def length_summary(data: dataset.TextDataset) -> pd.DataFrame:
 
 
 def predicted_gains(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
-    """Each measured gain over unsorted beside the gain padding arithmetic alone predicts: computed tokens
-    (rows × padded length) of the unsorted pass over the strategy's, and the same for FLOPs where counted
-    (attention grows with the square of the padded length, so FLOPs fall faster than tokens)."""
+    """Each measured gain over unsorted beside the gains computed tokens and FLOPs predict."""
     work = df.reindex(columns=["model", "dtype", "variant", "batch_size", "strategy", "computed_tokens",
                                "flops_per_call"])
     base = work[work.strategy == BASELINE].drop(columns="strategy")
@@ -264,9 +254,7 @@ def prediction_findings(p: pd.DataFrame) -> list[str]:
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
-    """Gains of each strategy over unsorted (beside the gain padding arithmetic predicts), the throughput table,
-    the findings and the seed claims; and the roofline (roofline.attach) with `peaks`, the machine's limits
-    (StudyRun.peaks; None: the roofline says unknown)."""
+    """The study's tables, findings and claims, every decision as the run's verdict table `vt` has it."""
     g = gains(df)
     predicted = predicted_gains(df, g)
     tables = {"gains": g, "throughput": throughput_table(df), "predicted gains": predicted_table(predicted)}

@@ -1,10 +1,4 @@
-"""What study 07's configurations run: a causal LM per model and dtype, prompts from the corpus, the phase its
-configuration names, and parity on teacher-forced logits (workloads/generation.py, runtimes/generation*.py).
-
-The phase of a configuration travels in its `strategy` field (a shape field the results table, the verdict table
-and the labels already carry: 'prefill', 'decode', 'generate'), and the number of new tokens in its `data` field
-('new32'), so configurations of different phases or lengths are different workloads and never paired.
-"""
+"""What study 07's configurations run: a causal LM, corpus prompts, the phase in `strategy`, new tokens in `data`."""
 
 from __future__ import annotations
 
