@@ -70,6 +70,11 @@ def ratio_claim(df: pd.DataFrame, cell, text: str, rows: pd.DataFrame, **kwargs)
     return seedclaims.ClaimMeasurement(*cell, text, rows=rows, band=speedups.band(df), **kwargs)
 
 
+def count_claim(text: str, rows: pd.DataFrame, holds: bool) -> seedclaims.ClaimMeasurement:
+    """A claim answered by counting (no ratio, no CI): whether it `holds`, and the rows it read."""
+    return seedclaims.ClaimMeasurement(None, None, None, text, rows=rows, holds=holds)
+
+
 def over_reference(df: pd.DataFrame, vt: verdicts.VerdictTable | None = None) -> pd.DataFrame:
     """Every variant over eager on the same shape, paired by round; with `vt`, each decision in `verdict`."""
     t = speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))

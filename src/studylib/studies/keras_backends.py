@@ -22,6 +22,7 @@ from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401
     aa_finding,
+    count_claim,
     count_of,
     describe_ci,
     drift_lines,
@@ -304,9 +305,8 @@ def fastest_backend(df: pd.DataFrame, tables: dict, claim):
         return seedclaims.NotAnswered(say(NOTEBOOK, "too_few_decided", len(decided), len(b)))
     winners = decided.fastest.map(backend_of)
     rows = df[df.status == "ok"]
-    return seedclaims.ClaimMeasurement(None, None, None, "fastest backend (decided shapes): " + "; ".join(
-        f"{s}: {w}" for s, w in zip(decided["shape"], winners)), rows=seedclaims.matching(rows, claim),
-        holds=winners.nunique() > 1)
+    text = "fastest backend (decided shapes): " + "; ".join(f"{s}: {w}" for s, w in zip(decided["shape"], winners))
+    return count_claim(text, seedclaims.matching(rows, claim), winners.nunique() > 1)
 
 
 @_every_backend
@@ -317,9 +317,9 @@ def jax_first(df: pd.DataFrame, tables: dict, claim):
     if not len(decided):
         return seedclaims.NotAnswered(say(NOTEBOOK, "none_decided", len(b)))
     counts = decided.fastest.map(backend_of).value_counts()
-    return seedclaims.ClaimMeasurement(None, None, None, "fastest backend over decided shapes: " + ", ".join(
-        f"{w} {n}" for w, n in counts.items()), rows=_ok_rows(df, claim),
-        holds=bool(counts.index[0] == "jax" and (len(counts) == 1 or counts.iloc[0] > counts.iloc[1])))
+    first = bool(counts.index[0] == "jax" and (len(counts) == 1 or counts.iloc[0] > counts.iloc[1]))
+    return count_claim("fastest backend over decided shapes: " + ", ".join(f"{w} {n}" for w, n in counts.items()),
+                       _ok_rows(df, claim), first)
 
 
 @_every_backend
@@ -331,8 +331,7 @@ def share_above(df: pd.DataFrame, tables: dict, claim, at_least: str | float = 1
     if not len(n):
         return seedclaims.NotAnswered("no shape has Keras 3 beside native torch.compile'd PyTorch")
     above = int((n.ci_low > at_least).sum())
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "above", at_least, above, len(n)),
-                                  rows=_ok_rows(df, claim), holds=above >= share * len(n))
+    return count_claim(say(NOTEBOOK, "above", at_least, above, len(n)), _ok_rows(df, claim), above >= share * len(n))
 
 
 @_every_backend
@@ -403,9 +402,8 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
                          list(rivals)))
     if not lines:
         return seedclaims.NotAnswered("no shape has a Keras 3 variant beside native PyTorch")
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "beats_every", beats, len(lines), share, lines),
-                                  rows=_ok_rows(df, claim),
-                                  holds=beats >= share * len(lines))
+    return count_claim(say(NOTEBOOK, "beats_every", beats, len(lines), share, lines), _ok_rows(df, claim),
+                       beats >= share * len(lines))
 
 
 def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):

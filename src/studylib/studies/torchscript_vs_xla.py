@@ -32,6 +32,7 @@ from .common import (  # noqa: F401
     aa_finding,
     aoti_prepare_s,
     aoti_steps,
+    count_claim,
     count_of,
     describe_ci,
     drift_lines,
@@ -493,7 +494,7 @@ def oom_count(df: pd.DataFrame, tables: dict, claim):
     largest = df.loc[_tokens(df).idxmax()]
     if pt == tf == 0:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_oom", shape_label(largest, _SIZES, short=True)))
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "oom", pt, tf), rows=df, holds=pt > tf)
+    return count_claim(say(NOTEBOOK, "oom", pt, tf), df, pt > tf)
 
 
 def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", baseline: str = "tf-function",
@@ -537,7 +538,7 @@ def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     if not len(words):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     text = say(NOTEBOOK, "share_equal", candidate, baseline, list(words.value_counts().items()), len(words), band)
-    return seedclaims.ClaimMeasurement(None, None, None, text, rows=rows, holds=bool((words == "equal").sum() * 2 > len(words)))
+    return count_claim(text, rows, bool((words == "equal").sum() * 2 > len(words)))
 
 
 def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
@@ -546,9 +547,8 @@ def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, bas
     words = _decided(rows, candidate, baseline, tables, speedups_layer.band(df))
     if not words:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "some_faster", candidate, baseline,
-                                                        words.count("faster"), len(words)), rows=rows,
-                                  holds="faster" in words)
+    text = say(NOTEBOOK, "some_faster", candidate, baseline, words.count("faster"), len(words))
+    return count_claim(text, rows, "faster" in words)
 
 
 def memory_lower(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
@@ -558,8 +558,7 @@ def memory_lower(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla
     if not len(c):
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_memory", candidate, baseline))
     lower = int((c.peak_mem_mb < b.peak_mem_mb).sum())
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "memory_lower", candidate, baseline, lower, len(c)),
-                                  rows=rows, holds=lower * 2 > len(c))
+    return count_claim(say(NOTEBOOK, "memory_lower", candidate, baseline, lower, len(c)), rows, lower * 2 > len(c))
 
 
 def input_weight(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", top: float = 0.25):
@@ -570,8 +569,7 @@ def input_weight(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
     tokens = _tokens(rows)
     big = tokens >= tokens.quantile(1 - top)
     share = float(rows.median_s[big].sum() / rows.median_s.sum())
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "input_weight", variant, int(big.sum()), len(rows),
-                                                        share), rows=rows, holds=share > 0.5)
+    return count_claim(say(NOTEBOOK, "input_weight", variant, int(big.sum()), len(rows), share), rows, share > 0.5)
 
 
 def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "eager"):
