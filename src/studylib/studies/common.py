@@ -31,8 +31,8 @@ def finish(notebook: str, df: pd.DataFrame, peaks: dict | None, vt: verdicts.Ver
 
 
 def replicates_s(measure: dict, one_time: float, per_call: float, speed: float, share: float, extra_calls: float = 0):
-    """`plan`'s guess for every replicate: `one_time`, then the first call, the warm-up and the minimum rounds (and
-    `extra_calls`) at `per_call` ÷ `speed` (at least a timing block), and min_time_s ÷ `share`."""
+    """`plan`'s guess over the replicates: `one_time`, then every call at `per_call` ÷ `speed`, and min_time_s ÷
+    `share`."""
     calls = 1 + measure["warmup_calls"] + measure["min_rounds"] + extra_calls
     return measure["replicates"] * (one_time + max(per_call / speed, measure["block_s"]) * calls
                                     + measure["min_time_s"] / share)

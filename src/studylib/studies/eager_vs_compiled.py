@@ -1,5 +1,4 @@
-"""Study 01: PyTorch eager vs torch.compile, and torch.export + AOTInductor (its ahead-of-time counterpart): the grid,
-the analysis the notebook shows and the evaluators of its seed claims."""
+"""Study 01: PyTorch eager vs torch.compile and torch.export + AOTInductor: grid, analysis and seed claims."""
 
 from __future__ import annotations
 

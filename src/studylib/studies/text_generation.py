@@ -1,5 +1,4 @@
-"""Study 07: text generation — when do a static KV cache, torch.compile and ONNX Runtime pay off for prefill and decode?
-Its phases and variants are described in docs/method.md ("Studies"); its tables are text_generation_tables.py's."""
+"""Study 07: when do a static KV cache, torch.compile and ONNX Runtime pay off for prefill and decode?"""
 
 from __future__ import annotations
 
@@ -137,8 +136,7 @@ def _where(row) -> str:
 
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame, phases: pd.DataFrame, vt: verdicts.VerdictTable) -> list[str]:
-    """The fastest option per phase and shape, each speed-up, generate against its parts, A/A, failures, noise,
-    drift."""
+    """The fastest option per phase and shape, each speed-up, generate against its parts, A/A, failures, drift."""
     lines = tables.fastest_findings(df, vt) + tables.consistency_findings(phases)
     for _, r in sp[sp.speedup.notna() & ~sp.variant.map(is_aa)].iterrows():
         lines.append(say(NOTEBOOK, "over_eager", _where(r), r))

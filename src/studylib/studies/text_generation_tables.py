@@ -81,8 +81,7 @@ def _cached_s(steps) -> float:
 
 
 def one_time_table(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """Per candidate, shape and phase: the one-time cost, the time a call saves, and the calls and tokens to repay
-    it."""
+    """Per candidate, shape and phase: the one-time cost, the time a call saves, the calls and tokens to repay it."""
     if not len(sp) or "speedup" not in sp:
         return pd.DataFrame()
     out = []
@@ -126,8 +125,7 @@ def one_time_view(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def mechanism_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
-    """Per ok row: bytes a call reads (weights, and the KV cache), achieved GB/s and its share of the measured
-    bandwidth (decode's limit), FLOPs and achieved GFLOP/s against the fp32 GEMM roof (prefill's)."""
+    """Per ok row: bytes read and GB/s against the bandwidth, FLOPs and GFLOP/s against the fp32 GEMM roof."""
     if not len(df):
         return pd.DataFrame()
     ok = df[(df.status == "ok") & ~df.variant.map(is_aa)].copy()
@@ -185,8 +183,7 @@ def mechanism_findings(mt: pd.DataFrame, peaks: dict | None) -> list[str]:
 
 
 def fastest_findings(df: pd.DataFrame, vt: verdicts.VerdictTable) -> list[str]:
-    """Per phase and shape, the verdict table's lead (its fastest option over the runner-up) or, where it has none,
-    how the fastest option stands over eager: one line each, the verdict table's decision and CI."""
+    """Per phase and shape, the verdict table's lead, or else how its fastest option stands over eager."""
     if not len(df) or not (df.status == "ok").any():
         return []
     lines = []

@@ -34,8 +34,7 @@ def new_tokens_of(c: Config) -> int:
 
 
 class GenerationWorkloads(Workloads):
-    """Builds each causal LM once per dtype, each configuration's prompt and phase, and eager's teacher-forced logits
-    once per shape; a prompt the model's positions cannot hold, or a KV cache above `max_cache_mb`, is a skipped row."""
+    """Causal LMs, prompts, phases and eager's teacher-forced logits; an impossible prompt or cache is skipped."""
 
     def __init__(self, seed: int, cache_dir=None, max_cache_mb: float = 4096.0):
         super().__init__(seed, cache_dir)

@@ -1,5 +1,4 @@
-"""Study 02: PyTorch (eager, TorchScript, and its successor torch.export + AOTInductor) vs TensorFlow (eager, graph, XLA)
-on the same weights: the grid, the analysis the notebook shows and the evaluators of its seed claims."""
+"""Study 02: PyTorch (eager, TorchScript, torch.export + AOTInductor) vs TensorFlow (eager, graph, XLA)."""
 
 from __future__ import annotations
 
