@@ -208,7 +208,7 @@ from ..stats import speedups, verdicts
 from ..stats.speedups import Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
-from .common import aa_finding, describe_ci, drift_finding, failures_and_noise, latency_table, size_label
+from .common import aa_finding, describe_ci, drift_lines, failures_and_noise, latency_table, size_label
 
 NOTEBOOK = "{notebook}"
 WORDS = f"studies/{{NOTEBOOK}}/findings.md"  # this study's sentences (core/wording.py)
@@ -269,8 +269,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     lines = [aa_finding(df)]
     for _, r in sp[sp.speedup.notna() & ~sp.variant.map(is_aa)].iterrows():
         lines.append(macro(WORDS, "speedup", _where(r), describe_ci(r), r["verdict"]))
-    drift = drift_finding(df)
-    return lines + failures_and_noise(df, _where) + ([drift] if drift else [])
+    return lines + failures_and_noise(df, _where) + drift_lines(df)
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:

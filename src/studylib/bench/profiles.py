@@ -355,8 +355,15 @@ def load_at(profile: str, commit: str) -> LoadedProfile | None:
 
 
 def added_since(profile: str, notebook: str, keys: list[str], commits: set[str]) -> bool:
-    """Whether every configuration key of `keys` (today's grid of `notebook`, missing from its results) is new since
-    the results were measured: in none of the grids the profile had at `commits` (False where one cannot be read)."""
+    """Whether every configuration key of `keys` (missing from `notebook`'s results) is new since the results were
+    measured: in the profile's grid today and in none of the grids it had at `commits` (False where one cannot be
+    read)."""
+    try:
+        now = {c.key for c in study_registry.grid(load(profile), notebook)}
+    except (ProfileError, KeyError):
+        return False
+    if not set(keys) <= now:
+        return False
     then: set[str] = set()
     for commit in commits:
         loaded = load_at(profile, commit)

@@ -1,8 +1,4 @@
-"""One module per study: its profile section, its grid of configurations and the analysis its notebook shows.
-
-Each module registers a `Study` (see base) when imported, and this package imports every module in it; STUDIES is the
-registry, by notebook id, in reading order.
-"""
+"""One module per study; importing the package registers every one (STUDIES: by notebook id, in reading order)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""What a study is, and the registry every other module reads studies from.
-
-A study is one module under studies/ (or anywhere, for a plug-in) that registers a `Study`: the schema
-of its profile section, the configurations a section asks for, a wall-time estimate for `plan`, and
-`analyse`, which turns its results table into what its notebook and the summary show. Profiles
-validate sections against the registry, `plan` and `run` take configurations from it, and the summary
-takes claims and headline comparisons from it, so adding a study is its module, its notebook and its
-profile sections.
-"""
+"""What a study is (`Study`: its section schema, grid, `plan` estimate and `analyse`), and the registry it joins."""
 
 from __future__ import annotations
 
@@ -27,11 +19,7 @@ from ..stats.speedups import Comparison
 
 @dataclass
 class Analysis:
-    """What a study's results say, in one shape for every study.
-
-    tables: named tables its notebook shows (speed-ups, gains, preparation, …); findings: the sentences
-    of its "answer first" section, computed from the data; claims: one row per registry claim it tests
-    (CLAIM_COLUMNS, built by studylib.claims.claims.study_claims), and any columns of its own."""
+    """What a study's results say: its notebook's tables, its findings and its claims (CLAIM_COLUMNS and more)."""
 
     tables: dict[str, pd.DataFrame]
     findings: list[str]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..bench import roofline, surprises
+from ..claims import claims as seedclaims
 from ..core import numbers, wording
 from ..core.config import REFERENCE, is_aa, shape_label
 from ..core.study_registry import REGISTRY
@@ -21,13 +22,20 @@ def over_eager(df: pd.DataFrame) -> list[tuple[str, str]]:
 
 def finish(notebook: str, df: pd.DataFrame, peaks: dict | None, vt: verdicts.VerdictTable, tables: dict,
            findings: list[str], claims: pd.DataFrame, pairs=None, shape=None, column: str = "variant") -> Analysis:
-    """A study's Analysis with the roofline (roofline.attach: `pairs`, default over_eager, decided by `vt`) and the
-    surprises (surprises.attach: the study's expectations) added."""
+    """A study's Analysis with the roofline (`pairs`, default over_eager, decided by `vt`) and the surprises added."""
     study = REGISTRY[notebook]
     analysis = roofline.attach(Analysis(tables=tables, findings=findings, claims=claims), df, peaks,
                                over_eager(df) if pairs is None else pairs, vt, shape, column=column,
                                options=study.options)
     return surprises.attach(analysis, df, study.expectations, speedups.band(df))
+
+
+def replicates_s(measure: dict, one_time: float, per_call: float, speed: float, share: float, extra_calls: float = 0):
+    """`plan`'s guess over the replicates: `one_time`, then every call at `per_call` ÷ `speed`, and min_time_s ÷
+    `share`."""
+    calls = 1 + measure["warmup_calls"] + measure["min_rounds"] + extra_calls
+    return measure["replicates"] * (one_time + max(per_call / speed, measure["block_s"]) * calls
+                                    + measure["min_time_s"] / share)
 
 
 def text_workloads(run):
@@ -41,9 +49,7 @@ def say(template: str, name: str, /, *args, **kwargs) -> str:
 
 
 def threshold_note(claim, lo: float, hi: float, band: float = EQUIVALENCE) -> str:
-    """Where a claim's magnitude word decides its verdict alone — our CI decided in the claimed direction (the one
-    verdict rule) but not wholly beyond the word's threshold, which the registry chose, not the seed — a clause
-    saying so; else ''."""
+    """A clause for a claim decided in its direction but not beyond its magnitude word's threshold; else ''."""
     m = claim.magnitude
     if m is None or claim.expect not in ("higher", "lower"):
         return ""
@@ -54,14 +60,62 @@ def threshold_note(claim, lo: float, hi: float, band: float = EQUIVALENCE) -> st
     return " " + say("common", "threshold_note", want, m.words, m.at_least)
 
 
+def triple(r) -> tuple[float, float, float]:
+    """A row's (speedup, ci_low, ci_high) as floats."""
+    return float(r["speedup"]), float(r["ci_low"]), float(r["ci_high"])
+
+
+def ratio_claim(df: pd.DataFrame, cell, text: str, rows: pd.DataFrame, **kwargs) -> seedclaims.ClaimMeasurement:
+    """A claim's measurement of the ratio `cell` (value, low, high), judged against the results' A/A band."""
+    return seedclaims.ClaimMeasurement(*cell, text, rows=rows, band=speedups.band(df), **kwargs)
+
+
+def count_claim(text: str, rows: pd.DataFrame, holds: bool) -> seedclaims.ClaimMeasurement:
+    """A claim answered by counting (no ratio, no CI): whether it `holds`, and the rows it read."""
+    return seedclaims.ClaimMeasurement(None, None, None, text, rows=rows, holds=holds)
+
+
+def over_reference(df: pd.DataFrame, vt: verdicts.VerdictTable | None = None) -> pd.DataFrame:
+    """Every variant over eager on the same shape, paired by round; with `vt`, each decision in `verdict`."""
+    t = speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
+    if vt is not None:
+        t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
+                        else None for r in t.itertuples()] if len(t) else []
+    return t
+
+
+def parity_finding(notebook: str, measured_rows: pd.DataFrame, label, *worst) -> str:
+    """The study's parity sentence: its largest differences `worst` and the configurations beyond tolerance."""
+    bad = measured_rows[measured_rows.parity_ok == False]  # noqa: E712
+    return say(notebook, "parity", *worst, [label(r) for _, r in bad.iterrows()])
+
+
+def noise_finding(notebook: str, measured_rows: pd.DataFrame, label) -> str:
+    """The study's noise sentence: the CVs' range, the noisiest configuration, and how many hit their time budget."""
+    noisy = measured_rows.loc[measured_rows.cv.astype(float).idxmax()]
+    return say(notebook, "noise", measured_rows.cv.min(), measured_rows.cv.max(), label(noisy),
+               int(measured_rows.stop_reason.str.contains("budget").sum()), len(measured_rows))
+
+
+def count_of(values: pd.Series, how: str = "sum"):
+    """A count column's total (or `how`: max, …) as an int; blank where nothing was recorded."""
+    return "" if values.isna().all() else int(getattr(values, how)())
+
+
+def per_model_variant(df: pd.DataFrame, cells) -> pd.DataFrame:
+    """One row per model and variant of the ok rows (A/A copies left out): `cells(variant, rows)`'s columns."""
+    ok = speedups.without_aa(df[df.status == "ok"])
+    return pd.DataFrame([{"model": model, "variant": variant, **cells(variant, g)}
+                         for (model, variant), g in ok.groupby(["model", "variant"], sort=False)])
+
+
 def describe_ci(row) -> str:
     """'1.23× (95% CI 1.20–1.26)' from a row with speedup, ci_low, ci_high (numbers.fmt)."""
     return numbers.fmt(row["speedup"], row["ci_low"], row["ci_high"])
 
 
 def aa_finding(df: pd.DataFrame) -> str:
-    """The A/A controls in one sentence: what ran, false positives by runtime, the calibration of the CIs
-    (speedups.aa_calibration) and the noise floor they imply."""
+    """The A/A controls in one sentence: what ran, false positives by runtime, the CIs' calibration, the noise floor."""
     aa = speedups.aa_pairs(df)
     if not len(aa):
         return say("common", "no_aa")
@@ -84,12 +138,11 @@ def rerun_line(ok: pd.DataFrame) -> str:
     return run_shift.describe(shift) + " " + say("common", "rerun_widths", half.min(), half.max())
 
 
-def drift_finding(df: pd.DataFrame) -> str | None:
-    """How the machine drifts: configurations whose samples trend over the rounds within a process, and how
-    far medians move between replicate processes (the spread the medians' CIs include). None if no column."""
+def drift_lines(df: pd.DataFrame) -> list[str]:
+    """How the machine drifts within a process and between replicate processes: one finding, none without the column."""
     ok = df[df.status == "ok"]
     if "drift" not in ok or not len(ok):
-        return None
+        return []
     flagged = ok[ok.drift.fillna(False).astype(bool)]
     line = say("common", "drift", len(flagged), len(ok), stats.DRIFT_P, flagged.drift_pct.min(),
                flagged.drift_pct.max())
@@ -100,14 +153,11 @@ def drift_finding(df: pd.DataFrame) -> str | None:
         half = ok.ci_high_s / ok.median_s - 1
         line += " " + say("common", "between", medians, half.min(), half.max(), odd, variance.HETEROGENEITY_P,
                           variance.ratios_between(records)) + " " + rerun_line(ok)
-    return line
+    return [line]
 
 
 def failures_and_noise(df: pd.DataFrame, where) -> list[str]:
-    """Two findings every data-set study ends with: what did not run (with why) and the spread of CVs.
-
-    `where(row)` names a configuration for the reader, e.g. "ort b8".
-    """
+    """What did not run (`where(row)` names a configuration, e.g. "ort b8") and the spread of CVs."""
     failed, measured = df[df.status != "ok"], df[df.status == "ok"]
     parts = [(where(r), r["status"], r["error"]) for _, r in failed.drop_duplicates(["variant", "error"]).iterrows()]
     lines = [say("common", "failed", len(failed), parts) if len(failed) else "Every configuration ran."]
@@ -131,8 +181,7 @@ def failed_by_variant(df: pd.DataFrame, averages: bool = False) -> str:
 
 
 def first_call_cells(g: pd.DataFrame) -> dict[str, str]:
-    """A first-call table's cells for one model and variant's rows: the first call's range over shapes and its median
-    over the steady call."""
+    """A first-call table's cells: the first call's range over shapes and its median over the steady call."""
     return {"first call (s)": numbers.fmt_range(g.first_call_s.min(), g.first_call_s.max(), ".2f"),
             "first call ÷ steady call": f"{numbers.fmt((g.first_call_s / g.median_s).median(), digits=0)} (median)"}
 
@@ -148,9 +197,7 @@ def fmt_or_blank(series: pd.Series, spec: str) -> pd.Series:
 
 
 def add_timing_columns(df: pd.DataFrame, median_label: str = "median") -> pd.DataFrame:
-    """A copy of the results with the columns every results table shows, formatted: the median time, its 95% CI
-    within this run and for a re-run on this host ('unknown' where the profile does not know the shift between
-    whole runs; blank for a failed row), CV, the sample count and the max |Δ| against eager."""
+    """A copy of the results with every results table's columns formatted (median, CIs, CV, n, max |Δ|, drift)."""
     t = df.copy()
     t[median_label] = t.median_s.map(ms)
     t["95% CI (this run)"] = [f"{ms(lo)}–{ms(hi)}" if s == "ok" else ""
@@ -194,9 +241,7 @@ def aoti_prepare_s(model: str) -> float:
 
 
 def aoti_steps(df: pd.DataFrame) -> str:
-    """export-aoti's preparation step by step, from its rows' recorded steps (runtimes/export_aoti.py): torch.export,
-    AOTInductor's compile into a package (and its size), loading it, each as a range over configurations (a row keeps
-    its first replicate's steps); '' where no export-aoti row ran."""
+    """export-aoti's preparation steps (export, compile, package size, load) as ranges over its rows; '' if none."""
     ok = df[(df.variant == "export-aoti") & (df.status == "ok")] if len(df) else df
     steps = [{s["step"]: s for s in r} for r in ok.get("prepare_steps", []) if isinstance(r, list)]
     if not steps:

@@ -1,5 +1,4 @@
-"""Study 01: PyTorch eager vs torch.compile, and torch.export + AOTInductor (its ahead-of-time counterpart): the grid,
-the analysis the notebook shows and the evaluators of its seed claims."""
+"""Study 01: PyTorch eager vs torch.compile and torch.export + AOTInductor: grid, analysis and seed claims."""
 
 from __future__ import annotations
 
@@ -25,12 +24,18 @@ from .common import (  # noqa: F401 - latency_table and size_label: the notebook
     aoti_prepare_s,
     aoti_steps,
     describe_ci,
-    drift_finding,
+    drift_lines,
     finish,
     fmt_or_blank,
     latency_table,
+    noise_finding,
+    over_reference,
+    parity_finding,
+    ratio_claim,
+    replicates_s,
     say,
     size_label,
+    triple,
 )
 
 NOTEBOOK = "01_eager_vs_compiled"
@@ -79,9 +84,7 @@ class EagerVsCompiled(VariantSkips, Grid):  # Grid first in validation: eager an
         return self
 
     def variants_for(self, model: str, dtype: str, batch_size: int, seq_len: int | None = None) -> list[str]:
-        """The section's variants for one shape: eager first, each variant `aa` names followed by its A/A copy; the
-        image-only ones (and their copies) only for an image model, and not where `vision_only_skip` leaves them out;
-        and a variant (with its copy) not where its `variant_skip` leaves it out."""
+        """The section's variants for one shape: eager first, A/A copies after their originals, skips applied."""
         variants = [v for v in with_aa([REFERENCE] + [x for x in self.variants if x != REFERENCE], self.aa)
                     if self.runs(v, model, dtype, batch_size, seq_len)]
         if MODELS[model].kind != "vision" or any(k.matches(model, dtype, batch_size) for k in self.vision_only_skip):
@@ -90,12 +93,7 @@ class EagerVsCompiled(VariantSkips, Grid):  # Grid first in validation: eager an
 
 
 def configs(section: EagerVsCompiled, *, device: str, threads: int) -> list[Config]:
-    """Every configuration, grouped by model and dtype, eager first within each shape, then its A/A copy (and each
-    other variant the section's `aa` names, followed by its copy).
-
-    Shapes matching one of the section's `skip` entries are left out; the image-only variants (channels-last,
-    cudnn-benchmark) run on image models only, and a variant is left out where its `variant_skip` says so
-    (EagerVsCompiled.variants_for)."""
+    """Every configuration of the section's shapes, in measuring order (EagerVsCompiled.variants_for)."""
     return [Config(model, v, dtype, batch, device, threads, seq_len=seq,
                    image_size=None if seq is not None else section.image_size)
             for model, dtype, batch, seq in section.shapes() for v in section.variants_for(model, dtype, batch, seq)]
@@ -108,10 +106,7 @@ _WARM_SHARE = 0.55
 
 
 def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float = 1.0) -> float:
-    """A rough wall-time guess for `plan`: per replicate, compile + first call, warm-up and the minimum rounds.
-
-    Per-call costs are calibrated on 2 CPU cores; `speed` is the machine's guessed speed relative to that.
-    """
+    """`plan`'s rough wall-time guess: per replicate, compile + first call, warm-up and the minimum rounds."""
     big = not c.model.endswith("tiny")
     vision = c.image_size is not None
     family = runtimes.get(c.variant).family
@@ -124,26 +119,16 @@ def estimate_s(c: Config, section: EagerVsCompiled, measure: dict, speed: float 
         per_call *= 10 if compiled or not vision else 30
     if original_of(c.variant) == "eager-cudnn-benchmark" and c.device != "cuda":
         return 0.0  # a skipped row
-    calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
     # replicates 2..k of a fresh cache compile once more, from the cache the one before saved (bench/warm.py)
     warm_s = (measure["replicates"] - 1) * compile_s * _WARM_SHARE if family == "compile" and not is_aa(c.variant) else 0.0
-    return warm_s + measure["replicates"] * (compile_s + max(per_call / speed, measure["block_s"]) * calls
-                                             + measure["min_time_s"] / 5)
+    return warm_s + replicates_s(measure, compile_s, per_call, speed, 5)
 
 
 def speedups(df: pd.DataFrame, vt: verdicts.VerdictTable) -> pd.DataFrame:
-    """Speed-up of every non-eager row over eager on the same shape, with CIs (speedups.pair_table: paired by round).
-
-    `df` needs raw samples (ResultsTable.frame(with_samples=True)). Rows whose variant or eager reference failed are
-    kept with their status and no ratio. `compile_s` is the one-time cost (preparation and the cold first call beyond
-    a steady one); break-even calls are given only where the variant is faster (∞ where it is slower, NaN where
-    unclear), each decision as the run's verdict table `vt` has it.
-    """
-    t = speedups_layer.pair_table(df, None, REFERENCE, band=speedups_layer.band(df))
+    """over_reference with `compile_s` and break-even calls where `vt` decides faster (∞ slower, NaN neither)."""
+    t = over_reference(df, vt)
     t = t.rename(columns={"one_time_s": "compile_s", "break_even": "break_even_calls", "base_median_s": "eager_median_s"})
     t["significant"] = (t.ci_low > 1) | (t.ci_high < 1)
-    t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
-                    else None for r in t.itertuples()] if len(t) else []
     t.loc[t.verdict == "slower", "break_even_calls"] = math.inf
     t.loc[t.speedup.notna() & (t.verdict != "faster") & (t.verdict != "slower"), "break_even_calls"] = math.nan
     return t
@@ -174,8 +159,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
                              g.loc[g.batch_size.idxmax()]))
     measured = df[df.status == "ok"]
     if len(measured):
-        bad = measured[measured.parity_ok == False]  # noqa: E712
-        lines.append(say(NOTEBOOK, "parity", measured.max_abs_diff.max(), [_label(r) for _, r in bad.iterrows()]))
+        lines.append(parity_finding(NOTEBOOK, measured, _label, measured.max_abs_diff.max()))
     failed = df[df.status != "ok"]
     if len(failed):
         examples = [(_label(r), r["error"]) for _, r in failed.drop_duplicates("error").head(3).iterrows()]
@@ -183,21 +167,15 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     else:
         lines.append("No configuration failed.")
     if len(measured):
-        noisy = measured.loc[measured.cv.astype(float).idxmax()]
-        budget = int(measured.stop_reason.str.contains("budget").sum())
-        lines.append(say(NOTEBOOK, "noise", measured.cv.min(), measured.cv.max(), _label(noisy), budget,
-                         len(measured)))
+        lines.append(noise_finding(NOTEBOOK, measured, _label))
         unstable = measured[measured.cv > NOISY_CV]
         if len(unstable):
             lines.append(say(NOTEBOOK, "unstable", [_label(r) for _, r in unstable.iterrows()], NOISY_CV))
-    drift = drift_finding(df)
-    return lines + ([drift] if drift else [])
+    return lines + drift_lines(df)
 
 
 def _warm_cost(df: pd.DataFrame) -> dict:
-    """What the findings say of a compile from the cache an earlier process saved (bench/warm.py): its one-time
-    cost over the compiled configurations that had one, those whose warm compile missed the cache (not reported as
-    warm) and those whose warm output differs from eager."""
+    """Compiles from an earlier process's cache: their one-time costs, cache misses and outputs that differ."""
     rows = df[(df.status == "ok") & ~df.variant.map(is_aa) & (df.variant.map(runtimes.family) == "compile")]
     rows = [Measurement.of(r) for r in rows.reindex(columns=_WARM).to_dict("records")]
     costs = [c for r in rows if np.isfinite(c := r.warm_one_time_s)]
@@ -208,10 +186,7 @@ def _warm_cost(df: pd.DataFrame) -> dict:
 
 
 def layout_speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """Seed 001's questions per shape: channels-last over the default layout (eager, and compiled), paired by round,
-    and cudnn.benchmark over eager (LAYOUT_PAIRS), which runs in a process of its own (the flag is set before its
-    first convolution) and so is compared unpaired; a side that failed or was skipped keeps the row with its status
-    and no ratio."""
+    """Seed 001's LAYOUT_PAIRS per shape (pair_table); a side that did not run keeps the row with no ratio."""
     band = speedups_layer.band(df)
     parts = [speedups_layer.pair_table(df, cand, base, band=band).assign(pair=f"{cand} over {base}")
              for cand, base in LAYOUT_PAIRS if len(df) and (df.variant == cand).any() and (df.variant == base).any()]
@@ -228,17 +203,12 @@ def layout_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def claims(df: pd.DataFrame, sp: pd.DataFrame, *, vt: verdicts.VerdictTable) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 001, 002 and 004), judged on these results (see studylib.claims.claims)
-    and the run's verdict table `vt`."""
+    """The registry's claims this study tests, judged on these results and the run's verdict table `vt`."""
     return seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp}, vt=vt)
 
 
 def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Compile cost, speed-up and break-even calls per compiled configuration (torch.compile, and torch.export +
-    AOTInductor); with the results `df`, also the one-time cost of a torch.compile from the cache an earlier process
-    saved with the caches' hits / misses over the replicates that ran it (bench/warm.py), the graphs each cold
-    torch.compile built, its graph breaks and the graphs rebuilt in steady state (dynamo's counters); blank for rows
-    measured before they were recorded, and for export-aoti, whose export gives one graph or fails."""
+    """Per compiled configuration: cold (with `df`, warm) compile, dynamo's counts, speed-up, break-even calls."""
     t = sp[~sp.variant.map(is_aa) & sp.variant.map(runtimes.family).isin(COMPILED)].copy()
     t["size"] = t.apply(size_label, axis=1) if len(t) else []
     t["compile cold (s)"] = fmt_or_blank(t.compile_s, ".1f")
@@ -272,19 +242,13 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
-    """Speed-ups over eager and the compile cost table, the findings and the seed claims; and the roofline
-    (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown); every
-    decision as the run's verdict table `vt` (StudyRun.verdicts) has it."""
+    """The study's tables, findings and claims, every decision as the run's verdict table `vt` has it."""
     sp = speedups(df, vt)
     return finish(NOTEBOOK, df, peaks, vt, {"speedups": sp, "compile": compile_table(sp, df),
                                             "layout": layout_table(df)}, findings(df, sp), claims(df, sp, vt=vt))
 
 
 # --- seeds 001, 002 and 004's claims, measured on the study's results (studylib.claims.claims) ---
-
-
-def _cell(r) -> tuple[float, float, float]:
-    return float(r["speedup"]), float(r["ci_low"]), float(r["ci_high"])
 
 
 def _short(r) -> str:
@@ -304,16 +268,14 @@ def equal_at_batches(df: pd.DataFrame, tables: dict, claim, variant: str = "comp
     g = g[g.batch_size.isin(batches)]
     if not len(g):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_at_batches", variant, list(batches)))
-    cells = [(_short(r), _cell(r)) for _, r in g.iterrows()]
+    cells = [(_short(r), triple(r)) for _, r in g.iterrows()]
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
-    return seedclaims.ClaimMeasurement(v, lo, hi, say(NOTEBOOK, "furthest_from_equal", variant, label, cells), rows=g,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, (v, lo, hi), say(NOTEBOOK, "furthest_from_equal", variant, label, cells), g)
 
 
 def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8,
                over: str = "large/small"):
-    """How `variant`'s gain over eager changes from the smallest batch to the largest (above `large_above`), per
-    model and precision, combined: gain at large ÷ gain at small (or the inverse, `over: small/large`)."""
+    """`variant`'s gain over eager at the largest batch (above `large_above`) over the smallest (`over`), combined."""
     g = _gains(tables, claim, variant)
     cells, used = [], []
     for (model, dtype), h in g.groupby(["model", "dtype"], sort=False):
@@ -321,19 +283,17 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-de
         if large.batch_size <= large_above or large.batch_size == small.batch_size:
             continue
         a, b = (large, small) if over == "large/small" else (small, large)
-        cells.append(speedups_layer.ratio_of(_cell(a), _cell(b)))
+        cells.append(speedups_layer.ratio_of(triple(a), triple(b)))
         used.append(say(NOTEBOOK, "gain_at", model, dtype, a, b))
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_large_batch", variant, large_above,
                                           sorted(set(g.batch_size.astype(int)))))
-    v, lo, hi = speedups_layer.combine(cells)
     rows = g[g.groupby(["model", "dtype"]).batch_size.transform("nunique") > 1]
-    return seedclaims.ClaimMeasurement(v, lo, hi, "; ".join(used), rows=rows, band=speedups_layer.band(df))
+    return ratio_claim(df, speedups_layer.combine(cells), "; ".join(used), rows)
 
 
 def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compile-default", large_above: int = 8):
-    """Seed 004's 'at large batch, compiled fp16 beats compiled fp32': half over fp32 at the largest batch above
-    `large_above` (fp16 on a GPU; bf16 where that is what the profile ran), per model, combined."""
+    """Compiled fp16 (or bf16) over fp32 at the largest batch above `large_above`, per model, combined."""
     ok = df[(df.status == "ok") & (df.variant == variant)]
     half = "fp16" if "fp16" in set(ok.dtype) else "bf16"
     cells, used, rows = [], [], []
@@ -351,8 +311,7 @@ def half_over_fp32(df: pd.DataFrame, tables: dict, claim, variant: str = "compil
         rows.append(pd.concat([f.iloc[[i]], h.iloc[[i]]]))
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_half", large_above, half))
-    v, lo, hi = speedups_layer.combine(cells)
-    return seedclaims.ClaimMeasurement(v, lo, hi, "; ".join(used), rows=pd.concat(rows), band=speedups_layer.band(df))
+    return ratio_claim(df, speedups_layer.combine(cells), "; ".join(used), pd.concat(rows))
 
 
 def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-reduce-overhead",
@@ -364,13 +323,11 @@ def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-r
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     s = speedups_layer.geomean_of(zip(b.to_dict("records"), c.to_dict("records")))
     text = say(NOTEBOOK, "mode_gain", candidate, baseline, (df.device == "cuda").any(), len(c))
-    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, text, rows=ok[ok.variant.isin([candidate, baseline])],
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, s, text, ok[ok.variant.isin([candidate, baseline])])
 
 
 def first_call_cost(df: pd.DataFrame, tables: dict, claim):
-    """Seed 002's 'the first step includes compilation and costs extra': each compiled configuration's first call
-    over its steady call (CI from the steady median's); the least of them."""
+    """Each compiled configuration's cold first call over its steady call (CI from the median's); the least."""
     ok = df[(df.status == "ok") & ~df.variant.map(is_aa) & (df.variant.map(lambda v: runtimes.get(v).family == "compile"))]
     if not len(ok):
         return seedclaims.NotAnswered("no compiled configuration ran")
@@ -378,15 +335,13 @@ def first_call_cost(df: pd.DataFrame, tables: dict, claim):
     ratio = cold / ok.median_s
     r = ok.loc[ratio.idxmin()]
     first = cold[ratio.idxmin()]
-    return seedclaims.ClaimMeasurement(first / r.median_s, first / r.ci_high_s, first / r.ci_low_s,
-                                  say(NOTEBOOK, "first_call", len(ok), _label(r), ratio.max()), rows=ok,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, (first / r.median_s, first / r.ci_high_s, first / r.ci_low_s),
+                    say(NOTEBOOK, "first_call", len(ok), _label(r), ratio.max()), ok)
 
 
 def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-last", "eager"),
                                                                ("compile-default-channels-last", "compile-default"))):
-    """Seed 001's 'NHWC beats NCHW': channels_last over the default (NCHW) layout, geometric mean over every shape
-    and pair (eager and compiled) where both sides ran, of the seed's models and precisions where present."""
+    """channels_last over the default layout, geometric mean over the shapes and `pairs` where both ran."""
     ok = seedclaims.matching(df[df.status == "ok"], claim)
     cells, used, rows = [], [], []
     for cand, base in pairs:
@@ -399,9 +354,8 @@ def layout_gain(df: pd.DataFrame, tables: dict, claim, pairs=(("eager-channels-l
         return seedclaims.NotAnswered("no channels-last variant ran beside its default-layout baseline "
                                       "(they run on image models only)")
     s = speedups_layer.geomean_of(cells)
-    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "geometric mean of " + "; ".join(used),
-                                  rows=pd.concat(rows).drop_duplicates(subset=[*shape_columns(ok), "variant"]),
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, s, "geometric mean of " + "; ".join(used),
+                    pd.concat(rows).drop_duplicates(subset=[*shape_columns(ok), "variant"]))
 
 
 STUDY = register(Study(

@@ -1,16 +1,9 @@
-"""Study 05: Keras 3 on its JAX, TensorFlow and PyTorch backends, next to native PyTorch (eager and compiled).
-
-Keras fixes its backend at import, so each backend's configurations run in processes of their own (a group per
-backend and shape; sweep.process_env). Every group also times native eager PyTorch and its A/A copy, so each
-Keras variant's speed-up over native eager is paired round by round in its own process; comparisons between
-backends (and with native torch.compile, timed in the torch backend's groups) are ratios of those paired
-speed-ups, their CIs combined. Keras variants share one set of weights (keras_models) and are checked against
-one Keras output per shape; the native model has its own random weights and is checked against eager PyTorch.
-"""
+"""Study 05: Keras 3 on its JAX, TensorFlow and PyTorch backends, next to native PyTorch (eager and compiled)."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import pandas as pd
 from pydantic import Field, field_validator
@@ -29,13 +22,22 @@ from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401
     aa_finding,
+    count_claim,
+    count_of,
     describe_ci,
-    drift_finding,
+    drift_lines,
     failed_by_variant,
     finish,
     first_call_cells,
     latency_table,
+    noise_finding,
+    over_reference,
+    parity_finding,
+    per_model_variant,
+    ratio_claim,
+    replicates_s,
     say,
+    triple,
 )
 
 NOTEBOOK = "05_keras_backends"
@@ -83,10 +85,7 @@ class KerasBackends(Grid):
 
 
 def configs(section: KerasBackends, *, device: str, threads: int) -> list[Config]:
-    """Every configuration, a backend's groups together (torch first: its process makes the shared Keras weights
-    and references), and within a group native eager first (the baseline), its A/A copy, native torch.compile
-    (in the first backend's groups only: torch's when it has Keras variants), then the backend's Keras variants;
-    each variant the section's `aa` names is followed by its A/A copy (eager's in every backend's groups)."""
+    """Every configuration by backend (torch first): native eager, its copy and native compile, then Keras's."""
     backends = [b for b in BACKENDS if any(backend_of(v) == b for v in section.variants)]
     out = []
     for backend in backends:
@@ -107,10 +106,7 @@ def group_by(c: Config) -> tuple:
 
 
 def estimate_s(c: Config, section: KerasBackends, measure: dict, speed: float = 1.0) -> float:
-    """A rough wall-time guess for `plan`, per replicate: model build, compile, warm-up and the minimum rounds.
-
-    Calibrated on 2 CPU cores (ResNet-50 224² b1 fp32: native eager ~0.1 s, Keras op by op 2-5× that). An A/A copy
-    costs what its original does."""
+    """`plan`'s rough wall-time guess, per replicate: model build, compile, warm-up and the minimum rounds."""
     c = dataclasses.replace(c, variant=original_of(c.variant))
     big = not c.model.endswith("tiny")
     vision = c.image_size is not None
@@ -126,16 +122,7 @@ def estimate_s(c: Config, section: KerasBackends, measure: dict, speed: float = 
     elif c.variant.endswith("-jit") or c.variant in ("keras-tensorflow", KERAS2):
         compile_s = (4.0 if big else 0.5)
     build_s = (3.0 if big else 0.3) if backend_of(c.variant) else 0.0
-    calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
-    return measure["replicates"] * (build_s + compile_s + max(per_call / speed, measure["block_s"]) * calls
-                                    + measure["min_time_s"] / 6)
-
-
-def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """Every variant of a group over the group's native eager PyTorch, paired by round (its own process;
-    speedups.pair_table matches the backend too). A side that failed keeps a row with its status and message and
-    no ratio, so figures mark the cell."""
-    return speedups_layer.pair_table(df, None, REFERENCE, band=speedups_layer.band(df))
+    return replicates_s(measure, build_s + compile_s, per_call, speed, 6)
 
 
 def _across(frame) -> list[str]:
@@ -148,8 +135,8 @@ def _shape_label(row) -> str:
     return shape_label(row, _across(row), short=True)
 
 
-def _triple(r) -> tuple[float, float, float]:
-    return float(r["speedup"]), float(r["ci_low"]), float(r["ci_high"])
+def _label(r) -> str:
+    return f"{r['variant']} {_shape_label(r)}"
 
 
 # what the backend table holds per shape, after the shape and its columns
@@ -158,11 +145,7 @@ BACKEND_COLUMNS = ["fastest", "fastest over native eager", "runner-up", "fastest
 
 
 def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None, vt: verdicts.VerdictTable) -> pd.DataFrame:
-    """Per shape: each Keras 3 backend's best variant (its lowest latency), the fastest backend by latency, and its
-    lead over the runner-up backend: the runner-up's latency over the fastest's, unpaired (the backends run in
-    processes of their own), with its CI from the results rows `df`, and `decided` (faster) as the verdict table `vt`
-    decides the two where it compares them (its fastest-over-runner-up row, when they are the shape's two fastest
-    options), else as verdicts.unlisted decides this CI (a pair the table does not hold)."""
+    """Per shape: the fastest Keras 3 backend by latency and its lead over the runner-up, decided as `vt` decides it."""
     ok = sp[sp.speedup.notna() & sp.variant.map(is_keras3)]
     rows = None if df is None or not len(df) else {  # the results row of each shape and variant
         (shape_of(r), r["variant"]): r for r in df[df.status == "ok"].to_dict("records")}
@@ -191,8 +174,7 @@ NATIVE_COLUMNS = ["best Keras 3", "over native eager", "over native compiled", "
 
 
 def native_table(sp: pd.DataFrame) -> pd.DataFrame:
-    """Per shape: the fastest Keras 3 variant over native eager PyTorch (paired in its process) and over native
-    torch.compile (that speed-up divided by compiled-over-eager from the torch backend's process)."""
+    """Per shape: the fastest Keras 3 variant over native eager PyTorch and over native torch.compile."""
     ok = sp[sp.speedup.notna()]
     on, out = _across(sp), []
     for key, g in ok.groupby(on, dropna=False, sort=False):
@@ -205,7 +187,7 @@ def native_table(sp: pd.DataFrame) -> pd.DataFrame:
                                     "vs_eager_low": top.ci_low, "vs_eager_high": top.ci_high}
         compiled = g[g.variant == NATIVE_COMPILED]
         if len(compiled):
-            v, lo, hi = speedups_layer.ratio_of(_triple(top), _triple(compiled.iloc[0]))
+            v, lo, hi = speedups_layer.ratio_of(triple(top), triple(compiled.iloc[0]))
             rec |= {"over native compiled": numbers.fmt(v, lo, hi), "ratio": v, "ci_low": lo, "ci_high": hi}
         out.append(rec)
     return pd.DataFrame(out, columns=["shape", *on, *NATIVE_COLUMNS])
@@ -224,22 +206,14 @@ def keras2_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
-    """What each variant costs before steady state: the first call (tracing, XLA or torch.compile), per model, as
-    the range over shapes, and for torch.compile (native, and Keras's jit on torch) the graphs dynamo built and the
-    places it stopped tracing (most over replicates). Building a Keras model and loading the shared weights come
-    before and are not counted. A/A copies left out."""
-    ok = speedups_layer.without_aa(df[df.status == "ok"])
-    rows = []
-    for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
-        rows.append({"model": model, "variant": variant,
-                     **first_call_cells(g),
-                     "torch.compile graphs": "" if g.compilations.isna().all() else int(g.compilations.max()),
-                     "graph breaks": "" if g.graph_breaks.isna().all() else int(g.graph_breaks.max())})
-    return pd.DataFrame(rows)
+    """Per model and variant: the first call's cost and, for torch.compile, dynamo's graphs and breaks."""
+    return per_model_variant(df, lambda variant, g: {
+        **first_call_cells(g), "torch.compile graphs": count_of(g.compilations, "max"),
+        "graph breaks": count_of(g.graph_breaks, "max")})
 
 
 def _geo(cells: pd.DataFrame) -> tuple[float, float, float]:
-    return speedups_layer.combine([_triple(r) for _, r in cells.iterrows()])
+    return speedups_layer.combine([triple(r) for _, r in cells.iterrows()])
 
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native: pd.DataFrame,
@@ -276,25 +250,19 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
     if len(measured):
         keras = measured[measured.variant.map(lambda v: runtimes.family(v) == "keras")]
         native_rows = measured[~measured.index.isin(keras.index)]
-        bad = measured[measured.parity_ok == False]  # noqa: E712
         worst = keras.groupby(keras.variant.map(backend_of)).max_abs_diff.max() if len(keras) else pd.Series()
-        lines.append(say(NOTEBOOK, "parity", list(worst.items()), native_rows.max_abs_diff.max(),
-                         [f"{r['variant']} {_shape_label(r)}" for _, r in bad.iterrows()]))
+        lines.append(parity_finding(NOTEBOOK, measured, _label, list(worst.items()), native_rows.max_abs_diff.max()))
     lines.append(failed_by_variant(df))
     if len(measured):
-        noisy = measured.loc[measured.cv.astype(float).idxmax()]
-        lines.append(say(NOTEBOOK, "noise", measured.cv.min(), measured.cv.max(),
-                         f"{noisy['variant']} {_shape_label(noisy)}"))
-    drift = drift_finding(df)
-    return lines + ([drift] if drift else [])
+        lines.append(noise_finding(NOTEBOOK, measured, _label))
+    return lines + drift_lines(df)
 
 
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
-    """Speed-ups over native eager per backend process, the fastest backend per shape, Keras 3 vs native and vs
-    Keras 2, first-call costs, findings, seed claims; the roofline with `peaks` (the machine's limits)."""
-    sp = speedups(df)
+    """The study's tables, findings and claims, every decision as the run's verdict table `vt` has it."""
+    sp = over_reference(df)  # in each backend's process: pair_table matches the backend too
     tables = {"speedups": sp, "backends": backend_table(sp, df, vt), "native": native_table(sp),
               "keras 2": keras2_table(df), "first call": first_call_table(df)}
     return finish(NOTEBOOK, df, peaks, vt, tables, findings(df, sp, tables["backends"], tables["native"],
@@ -303,8 +271,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
 
 
 def keras_workloads(run):
-    """What each configuration runs (StudyRun -> keras_models.KerasWorkloads): a Keras model on the backend of its
-    process, or native PyTorch."""
+    """What each configuration runs: a Keras model on its process's backend, or native PyTorch."""
 
     return keras_models.KerasWorkloads(run.settings.seed, cache_dir=paths.cache_dir(run.profile))
 
@@ -312,97 +279,84 @@ def keras_workloads(run):
 # --- seed 002's claims, measured on the study's results and tables (studylib.claims.claims) ---
 
 
-def _every_backend(df: pd.DataFrame, claim):
-    """Why a claim that ranks or pools Keras 3's backends cannot be answered: a backend with no ok Keras 3 row
-    (seedclaims.not_run: on a GPU where TensorFlow sees none, JAX "first" over torch alone is no answer), or None."""
-    if "variant" not in df:
-        return None
-    keras3 = [v for v in df.variant.dropna().unique() if is_keras3(v)]
-    return seedclaims.not_run(df, claim, {f"Keras 3 on {b}": [v for v in keras3 if backend_of(v) == b]
-                                          for b in BACKENDS})
+def _every_backend(evaluate):
+    """`evaluate`, answered NotAnswered where a Keras 3 backend has no ok row (seedclaims.not_run)."""
+
+    @functools.wraps(evaluate)
+    def guarded(df: pd.DataFrame, tables: dict, claim, **kwargs):
+        keras3 = [v for v in df.variant.dropna().unique() if is_keras3(v)] if "variant" in df else None
+        missing = keras3 is not None and seedclaims.not_run(df, claim, {
+            f"Keras 3 on {b}": [v for v in keras3 if backend_of(v) == b] for b in BACKENDS})
+        return missing or evaluate(df, tables, claim, **kwargs)
+
+    return guarded
 
 
+def _ok_rows(df: pd.DataFrame, claim) -> pd.DataFrame:
+    return seedclaims.matching(df[df.status == "ok"], claim)
+
+
+@_every_backend
 def fastest_backend(df: pd.DataFrame, tables: dict, claim):
-    """Seed 002's 'no backend is consistently fastest': holds when the fastest Keras 3 backend differs between
-    shapes (counting shapes where its lead over the runner-up is outside the CI)."""
-    missing = _every_backend(df, claim)
-    if missing:
-        return missing
+    """Holds when the fastest Keras 3 backend differs between the decided shapes."""
     b = tables["backends"]  # every model: the claim is that the winner changes with the model
     decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
     if len(decided) < 2:  # one decided shape cannot show the winner changing
         return seedclaims.NotAnswered(say(NOTEBOOK, "too_few_decided", len(decided), len(b)))
     winners = decided.fastest.map(backend_of)
     rows = df[df.status == "ok"]
-    return seedclaims.ClaimMeasurement(None, None, None, "fastest backend (decided shapes): " + "; ".join(
-        f"{s}: {w}" for s, w in zip(decided["shape"], winners)), rows=seedclaims.matching(rows, claim),
-        holds=winners.nunique() > 1)
+    text = "fastest backend (decided shapes): " + "; ".join(f"{s}: {w}" for s, w in zip(decided["shape"], winners))
+    return count_claim(text, seedclaims.matching(rows, claim), winners.nunique() > 1)
 
 
+@_every_backend
 def jax_first(df: pd.DataFrame, tables: dict, claim):
     """Seed 002's 'JAX first on 7 metrics': holds when JAX is the backend most often fastest over decided shapes."""
-    missing = _every_backend(df, claim)
-    if missing:
-        return missing
     b = tables["backends"]
     decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
     if not len(decided):
         return seedclaims.NotAnswered(say(NOTEBOOK, "none_decided", len(b)))
     counts = decided.fastest.map(backend_of).value_counts()
-    return seedclaims.ClaimMeasurement(None, None, None, "fastest backend over decided shapes: " + ", ".join(
-        f"{w} {n}" for w, n in counts.items()), rows=seedclaims.matching(df[df.status == "ok"], claim),
-        holds=bool(counts.index[0] == "jax" and (len(counts) == 1 or counts.iloc[0] > counts.iloc[1])))
+    first = bool(counts.index[0] == "jax" and (len(counts) == 1 or counts.iloc[0] > counts.iloc[1]))
+    return count_claim("fastest backend over decided shapes: " + ", ".join(f"{w} {n}" for w, n in counts.items()),
+                       _ok_rows(df, claim), first)
 
 
+@_every_backend
 def share_above(df: pd.DataFrame, tables: dict, claim, at_least: str | float = 1.5, share: str | float = 0.5):
-    """Seed 002's 'more than 50% faster in 5 of 10 tasks': holds when, on at least `share` of the shapes, the fastest
-    Keras 3 variant's CI over native torch.compile'd PyTorch lies wholly above `at_least`."""
-    missing = _every_backend(df, claim)
-    if missing:
-        return missing
+    """Holds when, on `share` of the shapes, the best Keras 3 over native compile's CI lies above `at_least`."""
     at_least, share = seedclaims.arithmetic(at_least), seedclaims.arithmetic(share)
     n = tables["native"]
     n = n[n.ratio.notna()] if len(n) else n
     if not len(n):
         return seedclaims.NotAnswered("no shape has Keras 3 beside native torch.compile'd PyTorch")
     above = int((n.ci_low > at_least).sum())
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "above", at_least, above, len(n)),
-                                  rows=seedclaims.matching(df[df.status == "ok"], claim), holds=above >= share * len(n))
+    return count_claim(say(NOTEBOOK, "above", at_least, above, len(n)), _ok_rows(df, claim), above >= share * len(n))
 
 
+@_every_backend
 def keras3_over_native(df: pd.DataFrame, tables: dict, claim, against: str = "compiled", at: str = "best"):
-    """Seed 002's 'Keras 3 beats native PyTorch, up to 3.9×' (`at: best`: the largest per-shape speed-up) and its
-    'first-class out-of-the-box performance' (`at: mean`: the geometric mean over shapes) of the fastest Keras 3
-    variant over native PyTorch (`compiled`, as the seed's torch.compile, or `eager`), with its CI."""
-    missing = _every_backend(df, claim)
-    if missing:
-        return missing
+    """The fastest Keras 3 over native PyTorch (`against`): its best shape (`at: best`) or geometric mean."""
     n = seedclaims.matching(tables["native"], claim)
     col, lo_col, hi_col = ("ratio", "ci_low", "ci_high") if against == "compiled" else \
         ("vs_eager", "vs_eager_low", "vs_eager_high")
     n = n[n[col].notna()]
     if not len(n):
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_native", against))
-    rows = seedclaims.matching(df[df.status == "ok"], claim)
+    rows = _ok_rows(df, claim)
     if at == "mean":
         g = speedups_layer.combine(list(zip(n[col].astype(float), n[lo_col].astype(float), n[hi_col].astype(float))))
         cells = [(s, b, float(v)) for s, b, v in zip(n["shape"], n["best Keras 3"], n[col])]
-        return seedclaims.ClaimMeasurement(g.ratio, g.ci_low, g.ci_high, say(NOTEBOOK, "mean_over_native", against, cells),
-                                      rows=rows, band=speedups_layer.band(df))
+        return ratio_claim(df, g, say(NOTEBOOK, "mean_over_native", against, cells), rows)
     best = n.loc[n[col].astype(float).idxmax()]
     text = say(NOTEBOOK, "best_over_native", against, best["best Keras 3"], best["shape"], int((n[col] > 1.5).sum()),
                len(n))
-    return seedclaims.ClaimMeasurement(float(best[col]), float(best[lo_col]), float(best[hi_col]), text, rows=rows,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, (float(best[col]), float(best[lo_col]), float(best[hi_col])), text, rows)
 
 
+@_every_backend
 def native_gap_trend(df: pd.DataFrame, tables: dict, claim):
-    """Seed 002's 'too small a batch makes PyTorch look slower (Python's overhead)': the fastest Keras 3 variant's lead
-    over native torch.compile'd PyTorch at the smallest batch over that at the largest, per model and shape,
-    geometric mean (above 1: PyTorch falls further behind at the small batch)."""
-    missing = _every_backend(df, claim)
-    if missing:
-        return missing
+    """The fastest Keras 3 variant's lead over native compiled PyTorch, smallest batch over largest, geometric mean."""
     n = seedclaims.matching(tables["native"], claim)
     n = n[n.ratio.notna()]
     cells, used = [], []
@@ -418,21 +372,13 @@ def native_gap_trend(df: pd.DataFrame, tables: dict, claim):
         return seedclaims.NotAnswered("Keras 3 and native torch.compile'd PyTorch were not measured at two batch sizes "
                                       "of one model and shape")
     s = speedups_layer.combine(cells)
-    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "the fastest Keras 3 over native compiled PyTorch: "
-                                  + "; ".join(used), rows=seedclaims.matching(df[df.status == "ok"], claim),
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, s, "the fastest Keras 3 over native compiled PyTorch: " + "; ".join(used),
+                       _ok_rows(df, claim))
 
 
+@_every_backend
 def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float = 0.9):
-    """Seed 002's 'the fastest Keras 3 choice almost always beats Keras 2 and PyTorch': per shape, whether the fastest
-    Keras 3 variant is decided faster than each of native eager PyTorch, native torch.compile and Keras 2, where each
-    ran the shape; holds on at least `share` of the shapes. Decided as the study's verdict table (tables["verdicts"])
-    decides the pair (native eager: the option's own row); a pair the table does not compare (a Keras 3 variant over
-    native torch.compile in another process, unless it is the shape's fastest over runner-up) as verdicts.unlisted
-    decides the ratio of the two speed-ups over native eager."""
-    missing = _every_backend(df, claim)
-    if missing:
-        return missing
+    """Holds when, on `share` of the shapes, the fastest Keras 3 variant is decided faster than every rival that ran."""
     share, band = seedclaims.arithmetic(share), speedups_layer.band(df)
     vt = tables.get("verdicts") or verdicts.VerdictTable(NOTEBOOK, ())
     sp = tables["speedups"]
@@ -444,11 +390,11 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
             continue
         top = keras.loc[keras.speedup.idxmax()]
         # each speed-up is over native eager, paired in its process
-        rivals = {"native eager": (top.to_dict() | {"variant": REFERENCE}, _triple(top))}
+        rivals = {"native eager": (top.to_dict() | {"variant": REFERENCE}, triple(top))}
         for name, variant in (("native compiled", NATIVE_COMPILED), ("Keras 2", KERAS2)):
             other = g[g.variant == variant]
             if len(other):
-                rivals[name] = (other.iloc[0], speedups_layer.ratio_of(_triple(top), _triple(other.iloc[0])))
+                rivals[name] = (other.iloc[0], speedups_layer.ratio_of(triple(top), triple(other.iloc[0])))
         lost = [name for name, (row, (_, lo, hi)) in rivals.items()
                 if (vt.decision(top, row, STUDY.options) or verdicts.unlisted(lo, hi, band)) != "faster"]
         beats += not lost
@@ -456,21 +402,18 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
                          list(rivals)))
     if not lines:
         return seedclaims.NotAnswered("no shape has a Keras 3 variant beside native PyTorch")
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "beats_every", beats, len(lines), share, lines),
-                                  rows=seedclaims.matching(df[df.status == "ok"], claim),
-                                  holds=beats >= share * len(lines))
+    return count_claim(say(NOTEBOOK, "beats_every", beats, len(lines), share, lines), _ok_rows(df, claim),
+                       beats >= share * len(lines))
 
 
 def keras3_over_keras2(df: pd.DataFrame, tables: dict, claim):
-    """Seed 002's 'Keras 3 is always faster than Keras 2': the geometric mean over shapes of Keras 3 over Keras 2
-    on TensorFlow (predict_on_batch), with its CI."""
+    """Keras 3 over Keras 2 on TensorFlow (predict_on_batch): the geometric mean over shapes."""
     k = tables["keras 2"]
     if not len(k):
         return seedclaims.NotAnswered("Keras 2 and Keras 3 on TensorFlow were not both measured on any shape")
     g, lo, hi = _geo(k)
     rows = df[(df.status == "ok") & df.variant.isin([KERAS2, "keras-tensorflow"])]
-    return seedclaims.ClaimMeasurement(g, lo, hi, say(NOTEBOOK, "over_keras2", len(k), list(zip(k["shape"], k.speedup))),
-                                  rows=rows, band=speedups_layer.band(df))
+    return ratio_claim(df, (g, lo, hi), say(NOTEBOOK, "over_keras2", len(k), list(zip(k["shape"], k.speedup))), rows)
 
 
 STUDY = register(Study(

@@ -17,11 +17,13 @@ from .base import Analysis, Study, register
 from .common import (
     aa_finding,
     add_timing_columns,
-    drift_finding,
+    drift_lines,
     failures_and_noise,
     finish,
     fmt_or_blank,
     ms,
+    over_reference,
+    ratio_claim,
     say,
     text_workloads,
     threshold_note,
@@ -47,8 +49,7 @@ class OnnxBatching(DataGrid):
 
 
 def configs(section: OnnxBatching, *, device: str, threads: int) -> list[Config]:
-    """Every configuration: model × dtype × batch size × variant, eager and its A/A copy first at each batch size, each
-    variant the section's `aa` names followed by its A/A copy."""
+    """Every model × dtype × batch size × variant, eager first, A/A copies after their originals."""
     variants = with_aa([REFERENCE] + [v for v in section.variants if v != REFERENCE], section.aa)
     tag = dataset.data_tag(section.corpus, section.max_length)
     return [Config(model, v, dtype, batch, device, threads, seq_len=section.max_length, strategy=STRATEGY, data=tag)
@@ -57,8 +58,7 @@ def configs(section: OnnxBatching, *, device: str, threads: int) -> list[Config]
 
 
 def group_by(c: Config) -> tuple:
-    """Every runtime at every batch size over the same texts is timed in the same rounds: comparisons across
-    batch sizes (each variant over eager at batch 1) pair round by round too."""
+    """A model's runtimes and batch sizes over the same texts share rounds, so across batch sizes they pair too."""
     return (c.model, c.dtype, c.device, c.data)
 
 
@@ -98,7 +98,7 @@ def prepare_steps(row: pd.Series) -> dict[str, dict]:
 
 def speedups_same_batch(df: pd.DataFrame) -> pd.DataFrame:
     """Each variant over eager PyTorch at the same batch size (speedups.pair_table)."""
-    return speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
+    return over_reference(df)
 
 
 def speedups_over_batch1(df: pd.DataFrame) -> pd.DataFrame:
@@ -118,8 +118,7 @@ def _ms_ci(row) -> str:
 
 
 def best_batches(df: pd.DataFrame) -> pd.DataFrame:
-    """Per variant (A/A copies left out): ms per text at the smallest batch, and the batch size with the lowest median
-    ms per text."""
+    """Per variant (no A/A copies): ms per text at the smallest batch, and the batch size with the lowest."""
     t = per_sample(speedups.without_aa(df[df.status == "ok"]))
     rows = []
     for (model, dtype, variant), g in t.groupby(["model", "dtype", "variant"], sort=False):
@@ -134,8 +133,7 @@ def best_batches(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def preparation_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Export, optimization and quantization time, the size of the graph ONNX Runtime loads (nodes, MB on disk), and
-    whether this run made the model or found it cached (A/A copies left out)."""
+    """Per ONNX Runtime row: export, optimize and quantize time, the graph's size, and made or cached."""
     rows = []
     for _, r in df[df.variant.map(_is_ort) & ~df.variant.map(is_aa) & (df.status == "ok")].iterrows():
         steps = prepare_steps(r)
@@ -168,7 +166,7 @@ def latency_table(df: pd.DataFrame) -> pd.DataFrame:
 def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     lines = [aa_finding(df)]
-    drift = drift_finding(df)
+    drift = drift_lines(df)
     df, same = speedups.without_aa(df), speedups.without_aa(same)
     ok = per_sample(df[df.status == "ok"])
     if len(ok):
@@ -196,21 +194,17 @@ def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[
                          [f"{r['variant']} b{r['batch_size']}" for _, r in bad.iterrows()]))
         lines.append(say(NOTEBOOK, "unbatched", measured.batched_vs_unbatched_max_diff.max(),
                          dataset.UNBATCHED_CHECK_TEXTS))
-    return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}") + ([drift] if drift else [])
+    return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}") + drift
 
 
 def _ok(df: pd.DataFrame, claim) -> pd.DataFrame:
-    """The ok rows (the A/A copies left out) of the seed's model and precision where these results have them, at the
-    batch sizes a pass fills at least once: a speed ratio at batch b needs passes of full batches of b (the data set's
-    size beyond that only narrows the CI; the seed's 1,000 texts are not needed), while a pass over fewer texts than b
-    never runs batch b at all."""
+    """The ok rows (no A/A copies) of the seed's model and precision, at batch sizes a pass fills at least once."""
     ok = seedclaims.matching(speedups.without_aa(df[df.status == "ok"]), claim, one_group=True)
     return ok[ok.n_texts >= ok.batch_size] if "n_texts" in ok else ok
 
 
 def _batches(ok: pd.DataFrame, below: int | None = None, batch=None, at_least: int | None = None) -> list[int]:
-    """The batch sizes a claim is read at: `batch` ('smallest', 'largest' or a size), else all below `below`;
-    only sizes of at least `at_least` count."""
+    """The batch sizes a claim is read at: `batch` (smallest, largest, a size) or all below `below`, ≥ `at_least`."""
     sizes = sorted(int(b) for b in ok.batch_size.unique() if at_least is None or b >= at_least)
     if batch == "smallest":
         return sizes[:1]
@@ -229,8 +223,7 @@ def _pair(ok: pd.DataFrame, cand: str, base: str, batch: int):
 
 def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over: list[str] | None = None,
                below: int | None = None, batch=None, at_least: int | None = None):
-    """Each of `variants` over the faster of `over` (default eager) at each batch size read (see _batches): the
-    cell least favourable to the claim, with the others listed."""
+    """Each of `variants` over the faster of `over` (default eager) per batch read: the least favourable cell."""
     ok = _ok(df, claim)
     over = over or [REFERENCE]
     cells = []
@@ -251,8 +244,7 @@ def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
 
 
 def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over: list[str] | None = None):
-    """How the best of `variants` over the faster of `over` (default eager) changes from the smallest batch to the
-    largest: gain at the smallest ÷ gain at the largest."""
+    """The best of `variants` over the faster of `over`: gain at the smallest batch ÷ gain at the largest."""
     ok = _ok(df, claim)
     over = over or [REFERENCE]
     sizes = _batches(ok)
@@ -268,28 +260,24 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
         return seedclaims.NotAnswered("the variants were not measured at two batch sizes")
     (b1, s), (b2, large) = ends
     v, lo, hi = speedups.ratio_of(s[2], large[2])
-    return seedclaims.ClaimMeasurement(v, lo, hi, say(NOTEBOOK, "trend", s, b1, large, b2),
-                                  rows=ok[ok.batch_size.isin([b1, b2])], band=speedups.band(df))
+    return ratio_claim(df, (v, lo, hi), say(NOTEBOOK, "trend", s, b1, large, b2), ok[ok.batch_size.isin([b1, b2])])
 
 
 def over_batch1(df: pd.DataFrame, tables: dict, claim, variants: list[str], batches: list[int] | None = None):
-    """Seed 003's 'ONNX at batch 8 is 12× PyTorch at batch 1' and the like: the best of `variants` at `batches`
-    (default: every batch above the smallest) over eager PyTorch at the smallest batch, per pass over the texts."""
+    """The best of `variants` at `batches` (default: above the smallest) over eager at the smallest batch."""
     o = seedclaims.matching(tables["over batch 1"], claim, one_group=True)
     o = o[o.variant.isin(variants) & o.speedup.notna()]
     o = o[o.batch_size.isin(batches)] if batches else o[o.batch_size > o.baseline_batch_size]
     if not len(o):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_at", variants, batches))
     best = o.loc[o.speedup.idxmax()]
-    return seedclaims.ClaimMeasurement(best.speedup, best.ci_low, best.ci_high,
-                                  say(NOTEBOOK, "over_batch1", best, [r for _, r in o.iterrows()]),
-                                  rows=_ok(df, claim)[lambda t: t.variant.isin(variants + [REFERENCE])],
-                                  band=speedups.band(df))
+    return ratio_claim(df, (best.speedup, best.ci_low, best.ci_high),
+                       say(NOTEBOOK, "over_batch1", best, [r for _, r in o.iterrows()]),
+                       _ok(df, claim)[lambda t: t.variant.isin(variants + [REFERENCE])])
 
 
 def int8_accuracy(df: pd.DataFrame, tables: dict, claim):
-    """Seed 003's 'dynamic quantization will likely cost accuracy': not answerable with random weights; says how far
-    int8 moved the predicted labels all the same."""
+    """Not answerable with random weights; says how far int8 moved the predicted labels all the same."""
     q = df[df.variant.isin(list(INT8)) & (df.status == "ok")]
     agree = (q.label_agreement.min(), q.label_agreement.max()) if len(q) else None
     return seedclaims.NotAnswered(say(NOTEBOOK, "int8_accuracy", agree))
@@ -297,16 +285,12 @@ def int8_accuracy(df: pd.DataFrame, tables: dict, claim):
 
 def claims(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame, peaks: dict | None = None, *,
            vt: verdicts.VerdictTable) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 003 and 004), judged on these results (studylib.claims.claims)
-    and the run's verdict table `vt`; `peaks` (the machine's limits) give verdicts over eager PyTorch their host
-    caveat."""
+    """The registry's claims this study tests, judged on these results and the run's verdict table `vt`."""
     return seedclaims.study_claims(NOTEBOOK, df, {"same batch": same, "over batch 1": over1}, peaks=peaks, vt=vt)
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
-    """Speed-ups at the same batch size and over eager at batch 1, best batches, preparation costs, the
-    findings and the seed claims; and the roofline (roofline.attach) with `peaks`, the machine's limits
-    (StudyRun.peaks; None: the roofline says unknown)."""
+    """The study's tables, findings and claims, every decision as the run's verdict table `vt` has it."""
     same, over1 = speedups_same_batch(df), speedups_over_batch1(df)
     tables = {"same batch": same, "over batch 1": over1, "best batches": best_batches(df),
               "preparation": preparation_table(df)}

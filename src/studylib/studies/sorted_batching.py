@@ -22,10 +22,11 @@ from .common import (
     aa_finding,
     add_timing_columns,
     describe_ci,
-    drift_finding,
+    drift_lines,
     failures_and_noise,
     finish,
     fmt_or_blank,
+    ratio_claim,
     say,
     text_workloads,
 )
@@ -54,11 +55,7 @@ class SortedBatching(DataGrid):
 
 
 def configs(section: SortedBatching, *, device: str, threads: int) -> list[Config]:
-    """model × dtype × runtime × strategy × batch size; eager PyTorch first on each batching (the reference).
-
-    The A/A controls (`<variant>-aa`, an independent copy of each variant the section's `aa` names, eager by default)
-    run with the baseline strategy at every batch size, each after its original.
-    """
+    """model × dtype × strategy × batch size × runtime, eager first; A/A copies with the baseline strategy only."""
     variants = [REFERENCE] + [v for v in section.variants if v != REFERENCE]
     tag = f"{dataset.data_tag(section.corpus, section.max_length)}:buckets{section.bucket_batches}"
     return [Config(model, v, dtype, batch, device, threads, seq_len=section.max_length, strategy=strategy, data=tag)
@@ -68,8 +65,7 @@ def configs(section: SortedBatching, *, device: str, threads: int) -> list[Confi
 
 
 def group_by(c: Config) -> tuple:
-    """Every strategy, runtime and batch size over the same texts is timed in the same rounds, so both the
-    strategy gains and the batch-size changes pair round by round."""
+    """A model's strategies, runtimes and batch sizes over the same texts share rounds, so all pair round by round."""
     return (c.model, c.dtype, c.device, c.data)
 
 
@@ -93,8 +89,7 @@ def planned_padding(data: dataset.TextDataset, strategies, batch_sizes, seed: in
 
 
 def gains(df: pd.DataFrame) -> pd.DataFrame:
-    """Throughput of every strategy over unsorted at the same runtime and shape (batch size included), with CIs: each
-    row paired with its unsorted row (speedups.matched, an ok one first)."""
+    """Every strategy over unsorted at the same runtime and shape, each row paired with its unsorted row."""
     on = [*shape_columns(df, without=("strategy",)), "variant"]
     out = []
     for r, base in speedups.matched(df, None, BASELINE, column="strategy", on=on):
@@ -141,7 +136,7 @@ def with_throughput_ci(df: pd.DataFrame) -> pd.DataFrame:
 def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     lines = [aa_finding(df)]
-    drift = drift_finding(df)
+    drift = drift_lines(df)
     df = speedups.without_aa(df)
     ok = g[g.speedup.notna()]
     for (model, dtype, variant, strategy), h in ok.groupby(["model", "dtype", "variant", "strategy"], sort=False):
@@ -157,16 +152,14 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
         lines.append(say(NOTEBOOK, "waste", [(s, w.loc[s].iloc[0], w.loc[s].iloc[-1]) for s in w.index]))
         lines.append(say(NOTEBOOK, "order", measured.max_abs_diff.max(), int((measured.parity_ok == False).sum()),  # noqa: E712
                          measured.batched_vs_unbatched_max_diff.max()))
-    return (lines + failures_and_noise(df, lambda r: f"{r['variant']} {r['strategy']} b{r['batch_size']}")
-            + ([drift] if drift else []))
+    return lines + failures_and_noise(df, lambda r: f"{r['variant']} {r['strategy']} b{r['batch_size']}") + drift
 
 
 
 
 def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: str = REFERENCE,
                  small: int = 16, large: int = 64):
-    """Seed 003's 'batch 16 → 64 is 20% slower unsorted, 10% faster sorted': throughput at `large` over `small` for
-    one strategy and runtime; where the profile has not those sizes, its two largest (comparability says so)."""
+    """Throughput at `large` over `small` for one strategy and runtime (else the profile's two largest sizes)."""
     ok = seedclaims.matching(df[(df.status == "ok") & (df.variant == variant) & (df.strategy == strategy)], claim,
                              one_group=True)
     sizes = sorted(int(b) for b in ok.batch_size.unique())
@@ -176,8 +169,7 @@ def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: 
     lo_b = small if small in sizes and small < hi_b else max(b for b in sizes if b < hi_b)
     ch = _batch_change(ok, strategy, variant, lo_b, hi_b)
     rows = ok[ok.batch_size.isin([lo_b, hi_b])]
-    return seedclaims.ClaimMeasurement(*ch, say(NOTEBOOK, "batch_change", variant, strategy, hi_b, lo_b), rows=rows,
-                                  band=speedups.band(df))
+    return ratio_claim(df, ch, say(NOTEBOOK, "batch_change", variant, strategy, hi_b, lo_b), rows)
 
 
 def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted", variant: str = REFERENCE):
@@ -190,14 +182,12 @@ def strategy_gain(df: pd.DataFrame, tables: dict, claim, strategy: str = "sorted
     r = g.loc[g.batch_size.idxmax()]
     rows = df[(df.status == "ok") & (df.variant == variant) & (df.batch_size == r.batch_size) & (df.model == r.model)
               & (df["dtype"] == r["dtype"]) & df.strategy.isin([strategy, BASELINE])]
-    return seedclaims.ClaimMeasurement(r.speedup, r.ci_low, r.ci_high,
-                                  say(NOTEBOOK, "strategy_gain", variant, strategy, int(r.batch_size),
-                                      list(g.itertuples())), rows=rows, band=speedups.band(df))
+    text = say(NOTEBOOK, "strategy_gain", variant, strategy, int(r.batch_size), list(g.itertuples()))
+    return ratio_claim(df, (r.speedup, r.ci_low, r.ci_high), text, rows)
 
 
 def claims(df: pd.DataFrame, g: pd.DataFrame, *, vt: verdicts.VerdictTable) -> pd.DataFrame:
-    """The registry's claims this study tests (seed 003's batching), judged on these results (studylib.claims.claims)
-    and the run's verdict table `vt`."""
+    """The registry's claims this study tests, judged on these results and the run's verdict table `vt`."""
     return seedclaims.study_claims(NOTEBOOK, df, {"gains": g}, vt=vt)
 
 
@@ -211,9 +201,7 @@ def length_summary(data: dataset.TextDataset) -> pd.DataFrame:
 
 
 def predicted_gains(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
-    """Each measured gain over unsorted beside the gain padding arithmetic alone predicts: computed tokens
-    (rows × padded length) of the unsorted pass over the strategy's, and the same for FLOPs where counted
-    (attention grows with the square of the padded length, so FLOPs fall faster than tokens)."""
+    """Each measured gain over unsorted beside the gains computed tokens and FLOPs predict."""
     work = df.reindex(columns=["model", "dtype", "variant", "batch_size", "strategy", "computed_tokens",
                                "flops_per_call"])
     base = work[work.strategy == BASELINE].drop(columns="strategy")
@@ -266,9 +254,7 @@ def prediction_findings(p: pd.DataFrame) -> list[str]:
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
-    """Gains of each strategy over unsorted (beside the gain padding arithmetic predicts), the throughput table,
-    the findings and the seed claims; and the roofline (roofline.attach) with `peaks`, the machine's limits
-    (StudyRun.peaks; None: the roofline says unknown)."""
+    """The study's tables, findings and claims, every decision as the run's verdict table `vt` has it."""
     g = gains(df)
     predicted = predicted_gains(df, g)
     tables = {"gains": g, "throughput": throughput_table(df), "predicted gains": predicted_table(predicted)}

@@ -1,5 +1,4 @@
-"""Study 07: text generation — when do a static KV cache, torch.compile and ONNX Runtime pay off for prefill and decode?
-Its phases and variants are described in docs/method.md ("Studies"); its tables are text_generation_tables.py's."""
+"""Study 07: when do a static KV cache, torch.compile and ONNX Runtime pay off for prefill and decode?"""
 
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ from ..workloads import generation
 from ..workloads.models import MODELS
 from . import text_generation_tables as tables
 from .base import Analysis, Study, register
-from .common import aa_finding, drift_finding, failures_and_noise, over_eager, say
+from .common import aa_finding, drift_lines, failures_and_noise, over_eager, over_reference, replicates_s, say
 from .text_generation_workloads import GenerationWorkloads, data_tag, new_tokens_of
 
 NOTEBOOK = "07_text_generation"
@@ -114,8 +113,7 @@ def _skipped(c: Config, section: TextGeneration) -> bool:
 
 
 def estimate_s(c: Config, section: TextGeneration, measure: dict, speed: float = 1.0) -> float:
-    """A rough wall-time guess for `plan`, per replicate: one-time costs (a cold compile per graph shape, the export
-    once per model), then the first call, the warm-up and the minimum rounds, and parity's teacher-forced run."""
+    """`plan`'s rough wall-time guess, per replicate: one-time costs, first call, warm-up, rounds and parity."""
     if _skipped(c, section):
         return 0.0
     big = not c.model.endswith("tiny")
@@ -129,19 +127,8 @@ def estimate_s(c: Config, section: TextGeneration, measure: dict, speed: float =
         once = (EXPORT_S if big else 3.0) if variant == "ort" else (QUANTIZE_S if big else 0.5)
     if variant.startswith("ort"):
         one_time += 2.0 if big else 0.2
-    per_call = _per_call_s(c) / speed
     parity = (1 if c.strategy == "decode" else 0.2) * PARITY_STEPS + (c.strategy == "generate") * 0.2
-    calls = 1 + measure["warmup_calls"] + measure["min_rounds"] + parity  # + parity's teacher-forced run
-    return once + measure["replicates"] * (one_time + max(per_call, measure["block_s"]) * calls
-                                           + measure["min_time_s"] / 5)
-
-
-def speedup_table(df: pd.DataFrame, vt: verdicts.VerdictTable) -> pd.DataFrame:
-    """Every variant over eager on the same shape and phase, paired by round, with the verdict table's decision."""
-    t = speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
-    t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
-                    else None for r in t.itertuples()] if len(t) else []
-    return t
+    return once + replicates_s(measure, one_time, _per_call_s(c), speed, 5, extra_calls=parity)  # + parity's run
 
 
 def _where(row) -> str:
@@ -149,19 +136,16 @@ def _where(row) -> str:
 
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame, phases: pd.DataFrame, vt: verdicts.VerdictTable) -> list[str]:
-    """The study's findings beside the verdicts: the fastest option per phase and shape, each speed-up with its CI,
-    the consistency of generate with its parts, the A/A control, failures, noise and drift."""
+    """The fastest option per phase and shape, each speed-up, generate against its parts, A/A, failures, drift."""
     lines = tables.fastest_findings(df, vt) + tables.consistency_findings(phases)
     for _, r in sp[sp.speedup.notna() & ~sp.variant.map(is_aa)].iterrows():
         lines.append(say(NOTEBOOK, "over_eager", _where(r), r))
-    drift = drift_finding(df)
-    return lines + [aa_finding(df)] + failures_and_noise(df, _where) + ([drift] if drift else [])
+    return lines + [aa_finding(df)] + failures_and_noise(df, _where) + drift_lines(df)
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
-    """Speed-ups over eager per phase, the phase table (time to first token, time per output token, tokens/s), the
-    one-time costs and the tokens that pay them back, the decode-bandwidth mechanism and the roofline with `peaks`."""
-    sp = speedup_table(df, vt)
+    """The study's tables, findings and claims, every decision as the run's verdict table `vt` has it."""
+    sp = over_reference(df, vt)
     phases = tables.phase_table(df)
     analysis = Analysis(tables={"speedups": sp, "phases": phases, "one_time": tables.one_time_table(df, sp),
                                 "mechanism": tables.mechanism_table(df, peaks),

@@ -1,9 +1,4 @@
-"""Study 07's tables and the findings read off them: the phases side by side (time to first token, time per output
-token, tokens/s, end-to-end), the one-time costs and the generated tokens that pay them back, and the mechanism
-(bytes a decode step reads against the measured bandwidth, a prefill's FLOPs against the GEMM roof).
-
-Every number comes from the results rows; which option is faster is the verdict table's (core/verdicts.py) alone.
-"""
+"""Study 07's tables (phases, one-time costs, the decode/prefill mechanism) and the findings read off them."""
 
 from __future__ import annotations
 
@@ -31,10 +26,7 @@ def shape_words(row, phase: bool = True) -> str:
 
 
 def phase_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per shape and variant: time to first token (prefill's median, ms), time per output token (decode's
-    median and p90, ms), decode and prompt tokens/s, end-to-end latency (generate's median, ms), its parts
-    TTFT + (n − 1)·TPOT and their ratio, the worst peak memory and parity difference; a phase that did not run ok
-    leaves its cells blank and says why in `notes`."""
+    """One row per shape and variant: TTFT, TPOT, tokens/s, end to end and its parts; blanks explained in `notes`."""
     if not len(df):
         return pd.DataFrame()
     out = []
@@ -84,16 +76,12 @@ def phase_view(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cached_s(steps) -> float:
-    """Seconds of the preparation steps loaded from the cache (the export made once, by an earlier configuration):
-    the part of the one-time cost a process that found the cache did not pay itself (shown beside it)."""
+    """Seconds of the preparation steps loaded from the cache (made by an earlier configuration)."""
     return float(sum(s.get("seconds") or 0.0 for s in steps if s.get("cached"))) if isinstance(steps, list) else 0.0
 
 
 def one_time_table(df: pd.DataFrame, sp: pd.DataFrame) -> pd.DataFrame:
-    """Per candidate, shape and phase: its one-time cost (the cold one, Measurement.one_time_s: preparation with the
-    export steps it loaded from the cache at what they cost when made, and first call beyond a steady call; of it the
-    cached steps' seconds), the time a call saves over eager, and the
-    calls and generated tokens after which the one-time cost is paid back (speedups.break_even; ∞: it saves none)."""
+    """Per candidate, shape and phase: the one-time cost, the time a call saves, the calls and tokens to repay it."""
     if not len(sp) or "speedup" not in sp:
         return pd.DataFrame()
     out = []
@@ -137,8 +125,7 @@ def one_time_view(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def mechanism_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
-    """Per ok row: bytes a call reads (weights, and the KV cache), achieved GB/s and its share of the measured
-    bandwidth (decode's limit), FLOPs and achieved GFLOP/s against the fp32 GEMM roof (prefill's)."""
+    """Per ok row: bytes read and GB/s against the bandwidth, FLOPs and GFLOP/s against the fp32 GEMM roof."""
     if not len(df):
         return pd.DataFrame()
     ok = df[(df.status == "ok") & ~df.variant.map(is_aa)].copy()
@@ -196,8 +183,7 @@ def mechanism_findings(mt: pd.DataFrame, peaks: dict | None) -> list[str]:
 
 
 def fastest_findings(df: pd.DataFrame, vt: verdicts.VerdictTable) -> list[str]:
-    """Per phase and shape, the verdict table's lead (its fastest option over the runner-up) or, where it has none,
-    how the fastest option stands over eager: one line each, the verdict table's decision and CI."""
+    """Per phase and shape, the verdict table's lead, or else how its fastest option stands over eager."""
     if not len(df) or not (df.status == "ok").any():
         return []
     lines = []

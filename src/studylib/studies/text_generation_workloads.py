@@ -1,10 +1,4 @@
-"""What study 07's configurations run: a causal LM per model and dtype, prompts from the corpus, the phase its
-configuration names, and parity on teacher-forced logits (workloads/generation.py, runtimes/generation*.py).
-
-The phase of a configuration travels in its `strategy` field (a shape field the results table, the verdict table
-and the labels already carry: 'prefill', 'decode', 'generate'), and the number of new tokens in its `data` field
-('new32'), so configurations of different phases or lengths are different workloads and never paired.
-"""
+"""What study 07's configurations run: a causal LM, corpus prompts, the phase in `strategy`, new tokens in `data`."""
 
 from __future__ import annotations
 
@@ -40,8 +34,7 @@ def new_tokens_of(c: Config) -> int:
 
 
 class GenerationWorkloads(Workloads):
-    """Builds each causal LM once per dtype, each configuration's prompt and phase, and eager's teacher-forced logits
-    once per shape; a prompt the model's positions cannot hold, or a KV cache above `max_cache_mb`, is a skipped row."""
+    """Causal LMs, prompts, phases and eager's teacher-forced logits; an impossible prompt or cache is skipped."""
 
     def __init__(self, seed: int, cache_dir=None, max_cache_mb: float = 4096.0):
         super().__init__(seed, cache_dir)

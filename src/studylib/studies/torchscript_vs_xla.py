@@ -1,5 +1,4 @@
-"""Study 02: PyTorch (eager, TorchScript, and its successor torch.export + AOTInductor) vs TensorFlow (eager, graph, XLA)
-on the same weights: the grid, the analysis the notebook shows and the evaluators of its seed claims."""
+"""Study 02: PyTorch (eager, TorchScript, torch.export + AOTInductor) vs TensorFlow (eager, graph, XLA)."""
 
 from __future__ import annotations
 
@@ -32,12 +31,19 @@ from .common import (  # noqa: F401
     aa_finding,
     aoti_prepare_s,
     aoti_steps,
+    count_claim,
+    count_of,
     describe_ci,
-    drift_finding,
+    drift_lines,
     failed_by_variant,
     finish,
     first_call_cells,
     latency_table,
+    noise_finding,
+    parity_finding,
+    per_model_variant,
+    ratio_claim,
+    replicates_s,
     say,
 )
 
@@ -77,8 +83,7 @@ EXPECTATIONS = (surprises.Expectation("torchscript", "eager"), surprises.Expecta
 
 
 class MicroOps(BaseModel):
-    """Single operations (models of kind "op") timed in every variant of the section but export-aoti (NOT_ON_OPS), at
-    their own sizes: a (batch, seq_len, hidden) fp32 tensor for each batch size × sequence length."""
+    """Single operations timed in every variant but NOT_ON_OPS, as (batch, seq_len, hidden) fp32 tensors."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     models: list[str]
@@ -112,12 +117,7 @@ class MicroOps(BaseModel):
 
 
 class TorchscriptVsXla(VariantSkips, Grid):  # Grid first in validation: eager and the grid before variant_skip
-    """Section of study 02: PyTorch (eager, TorchScript, torch.export + AOTInductor) vs TensorFlow (eager, graph, XLA) on
-    the same weights.
-
-    Sequence lengths beyond a model's positions are allowed here, as in seed 000's grid (up to 1024 for
-    every model): those cells become 'skipped' rows that the figures mark, rather than an invalid profile.
-    """
+    """Section of study 02; a sequence beyond a model's positions is a skipped row, not an invalid profile."""
 
     variants: list[Variant]
     micro_ops: MicroOps | None = None  # seed 001's single operations, at their own sizes (None: none)
@@ -132,11 +132,7 @@ class TorchscriptVsXla(VariantSkips, Grid):  # Grid first in validation: eager a
 
 
 def configs(section: TorchscriptVsXla, *, device: str, threads: int) -> list[Config]:
-    """Every configuration, grouped by model, eager PyTorch first within each shape (its output is the reference).
-
-    Each variant the section's `aa` names is followed by its A/A copy, on the whole models and the micro-ops alike.
-    Shapes matching one of the section's `skip` entries are left out, and a variant where its `variant_skip` says so;
-    the micro-ops run every variant but NOT_ON_OPS."""
+    """Every configuration, eager PyTorch first within each shape, A/A copies after their originals, skips applied."""
     variants = with_aa([REFERENCE] + [v for v in section.variants if v != REFERENCE], section.aa)
     ops = section.micro_ops
     op_shapes = [(op, "fp32", b, s) for op in ops.models for s in ops.seq_lens for b in ops.batch_sizes] if ops else []
@@ -157,16 +153,13 @@ def estimate_s(c: Config, section: TorchscriptVsXla, measure: dict, speed: float
     if MODELS[c.model].kind == "op":  # memory-bound: ~1 GB/s over the tensor on 2 cores, plus per-call overhead
         per_call = (2e-4 if variant == "tf-eager" else 5e-5) + tokens * 768 * 4 / 1e9
         build = {"tf-function": 0.3, "tf-xla": 0.5, "torchscript": 0.1, "torchscript-optimized": 0.2}.get(variant, 0)
-        calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
-        return measure["replicates"] * (build + max(per_call / speed, measure["block_s"]) * calls
-                                        + measure["min_time_s"] / 7)
+        return replicates_s(measure, build, per_call, speed, 7)
     big = not c.model.endswith("tiny")
     per_call = (0.015 + 0.0008 * tokens) * MODELS[c.model].cost if big else 0.002  # cost: relative to BERT-base
     per_call *= 2.5 if variant == "tf-eager" else 1.0
     build = {"tf-function": 2.5, "tf-xla": 2.0, "torchscript": 0.5, "torchscript-optimized": 1.0}.get(variant, 0.0)
     build = build * (1 if big else 0.2) + (aoti_prepare_s(c.model) if variant == "export-aoti" else 0.0)
-    calls = 1 + measure["warmup_calls"] + measure["min_rounds"]
-    return measure["replicates"] * (build + max(per_call / speed, measure["block_s"]) * calls + measure["min_time_s"] / 7)
+    return replicates_s(measure, build, per_call, speed, 7)
 
 
 # What a speed-up table holds beside the shape columns of the results (pair_table), where no pair ran.
@@ -174,12 +167,7 @@ SPEEDUP_COLUMNS = ["tokens", "pair", "candidate", "baseline", "kind", "status", 
 
 
 def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """Speed-up of each pair's candidate over its baseline on every shape, with CIs (paired by round).
-
-    `df` needs raw samples. A pair whose candidate or baseline failed keeps a row with that status and
-    message (prefixed with which side failed) and no ratio, so heatmaps mark the cell. Whole models only: the
-    micro-ops' rows are op_speedups'.
-    """
+    """Each PAIRS speed-up on every whole-model shape (_pair_speedups); a side that failed keeps a row with no ratio."""
     return _pair_speedups(df[~is_op(df)] if len(df) else df, PAIRS)
 
 
@@ -239,21 +227,16 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         lines.append(say(NOTEBOOK, "aoti", aot))
     measured = df[df.status == "ok"]
     if len(measured):
-        bad = measured[measured.parity_ok == False]  # noqa: E712
         worst = measured.groupby(measured.variant.map(FRAMEWORK)).max_abs_diff.max()
-        lines.append(say(NOTEBOOK, "parity", list(worst.items()), [_label(r) for _, r in bad.iterrows()]))
+        lines.append(parity_finding(NOTEBOOK, measured, _label, list(worst.items())))
     lines.append(failed_by_variant(df, averages=True))
     if len(measured):
-        noisy = measured.loc[measured.cv.astype(float).idxmax()]
-        lines.append(say(NOTEBOOK, "noise", measured.cv.min(), measured.cv.max(), _label(noisy),
-                         int(measured.stop_reason.str.contains("budget").sum()), len(measured)))
-    drift = drift_finding(df)
-    return lines + ([drift] if drift else [])
+        lines.append(noise_finding(NOTEBOOK, measured, _label))
+    return lines + drift_lines(df)
 
 
 def op_findings(df: pd.DataFrame, band: float) -> list[str]:
-    """Seed 001's micro-ops, one line per PyTorch-over-TensorFlow pair: geometric mean per operation over its sizes
-    (with CIs) and per-size readings against the A/A band `band`. Empty where no micro-op ran."""
+    """Per micro-op pair: the geometric mean per operation and the per-size readings against `band`."""
     ops = df[is_op(df)] if len(df) else df
     sp = op_speedups(ops)
     lines = []
@@ -270,8 +253,7 @@ def op_findings(df: pd.DataFrame, band: float) -> list[str]:
 
 
 def op_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The micro-ops as the notebook shows them: per operation, size and PyTorch-over-TensorFlow pair, both medians
-    and the speed-up with its 95% CI (below 1: PyTorch slower), or which side did not run."""
+    """Per operation, size and pair: both medians and the speed-up with its CI, or which side did not run."""
     sp = op_speedups(df)
     ok = {(shape_of(r), r["variant"]): r["median_s"] for r in df[df.status == "ok"].to_dict("records")} if len(df) else {}
 
@@ -292,10 +274,7 @@ OP_EVALUATORS = ("op_gain",)  # claims judged on the micro-ops' rows; every othe
 
 def claims(df: pd.DataFrame, sp: pd.DataFrame, peaks: dict | None = None, *,
            vt: verdicts.VerdictTable) -> pd.DataFrame:
-    """The registry's claims this study tests (seeds 000, 001 and 003), judged on these results (studylib.claims.claims):
-    seed 001's single-operation claim on the micro-ops' rows, every other claim on the whole models'; `peaks` (the
-    machine's limits) give verdicts over eager PyTorch their host caveat; `vt`, the run's verdict table, the
-    decisions per shape and of TorchScript's successor."""
+    """The registry's claims this study tests: op_gain on the micro-ops' rows, every other on the whole models'."""
     mine = [c for c in seedclaims.registry() if c.study == NOTEBOOK]
     ops = is_op(df) if len(df) else pd.Series(False, index=df.index)
     tables = {"speedups": sp, "micro-ops": op_speedups(df)}
@@ -306,23 +285,15 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame, peaks: dict | None = None, *,
 
 
 def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
-    """What each variant costs before steady state: preparation (trace and freeze; wrapping in tf.function)
-    and the first call (graph build, XLA compile), per model, as the range over shapes. Building the
-    TensorFlow twin (copying the weights) happens once per model and is not part of either. A/A copies left out."""
-    ok = speedups_layer.without_aa(df[df.status == "ok"])
-    rows = []
-    for (model, variant), g in ok.groupby(["model", "variant"], sort=False):
-        rows.append({"model": model, "variant": variant, "framework": FRAMEWORK[variant],
-                     "prepare (s)": numbers.fmt_range(g.prepare_s.min(), g.prepare_s.max(), ".2f"),
-                     **first_call_cells(g),
-                     "graphs built": "" if g.compilations.isna().all() else int(g.compilations.sum()),
-                     "rebuilt in steady state": "" if g.recompilations.isna().all() else int(g.recompilations.sum())})
-    return pd.DataFrame(rows)
+    """Per model and variant: preparation and the first call as ranges over shapes, and graphs built and rebuilt."""
+    return per_model_variant(df, lambda variant, g: {
+        "framework": FRAMEWORK[variant], "prepare (s)": numbers.fmt_range(g.prepare_s.min(), g.prepare_s.max(), ".2f"),
+        **first_call_cells(g), "graphs built": count_of(g.compilations),
+        "rebuilt in steady state": count_of(g.recompilations)})
 
 
 def process_findings(vt: verdicts.VerdictTable) -> list[str]:
-    """What one process shared with the other framework costs each side, one bullet per setting measured, read from
-    the verdict table at every shape it ran."""
+    """What sharing one process with the other framework costs each side, read from the verdict table."""
     lines = []
     for c in SHARED:
         rows = [v for v in vt.of(c.label) if v.ok]
@@ -332,8 +303,7 @@ def process_findings(vt: verdicts.VerdictTable) -> list[str]:
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
-    """Speed-ups within and across frameworks, first-call costs, the findings and the seed claims; and the
-    roofline (roofline.attach) with `peaks`, the machine's limits (StudyRun.peaks; None: the roofline says unknown)."""
+    """The study's tables, findings and claims, every decision as the run's verdict table `vt` has it."""
     sp = speedups(df)
     return finish(NOTEBOOK, df, peaks, vt, {"speedups": sp, "first call": first_call_table(df), "micro-ops": op_table(df)},
                   findings(df, sp) + process_findings(vt), claims(df, sp, peaks, vt=vt), pairs=PAIRS)
@@ -357,9 +327,7 @@ def _at_shapes(rows: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
 
 
 def _rows(df: pd.DataFrame, claim, variants) -> pd.DataFrame:
-    """The ok rows of `variants`, of the seed's models where these results have any, and of the seed's batch sizes
-    where it names some and these results have any (a profile's sweep at another batch, such as seed 003's 64 beside
-    seed 000's 1-8, stays out of a seed-000 claim)."""
+    """The ok rows of `variants`, of the seed's models and batch sizes where these results have any."""
     ok = seedclaims.matching(df[(df.status == "ok") & df.variant.isin(list(variants))], claim)
     seed = claim.conditions.batch_sizes
     return ok[ok.batch_size.isin(seed)] if seed and ok.batch_size.isin(seed).any() else ok
@@ -382,9 +350,7 @@ def _geo_rows(rows: pd.DataFrame, cand: str, base: str):
 
 
 def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, at: str = "all"):
-    """`candidate` over `baseline`, geometric mean over every shape both ran (`at: all`) or over those at the
-    smallest or largest input (batch × sequence) of the seed's models; with seed 000's own metric (the plain mean
-    of per-shape times) beside it."""
+    """`candidate` over `baseline`, geometric mean over all shapes or one end of the inputs, with seed 000's mean."""
     rows = _rows(df, claim, (candidate, baseline))
     rows = rows if at == "all" else _at_shapes(rows, _at_input(rows[rows.variant == candidate], at))
     s, n = _geo_rows(rows, candidate, baseline)
@@ -392,12 +358,11 @@ def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseli
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     pt, tf, _ = _mean_of_medians(rows, baseline, candidate)
     text = say(NOTEBOOK, "framework_gain", candidate, baseline, at, int(_tokens(rows).iloc[0]), n, pt * 1e3, tf * 1e3)
-    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, text, rows=rows, band=speedups_layer.band(df))
+    return ratio_claim(df, s, text, rows)
 
 
 def every_input_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
-    """Seed 000's 'a lasting gain on XLNet': `candidate` over `baseline` at each input (batch × sequence) of the
-    seed's models, judged per input (claims.per_cell: the least favourable input, or the directions that differ)."""
+    """`candidate` over `baseline` at each input of the seed's models, judged per input (claims.per_cell)."""
     rows = _rows(df, claim, (candidate, baseline))
     cells = [(label, tuple(sp)) for label, sp in _cells(rows, candidate, baseline)]
     if not cells:
@@ -408,9 +373,7 @@ def every_input_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, base
 
 def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, over: str = "small/large",
                 gap: bool = False):
-    """How `candidate` over `baseline` changes with the input: its geometric mean at the smallest input over that
-    at the largest (`over: small/large`) or the inverse; `gap: true` measures the distance from 1 instead
-    (seed 000's 'the larger the input, the larger the gap'), oriented by the large input's direction."""
+    """`candidate` over `baseline` at the smallest input over the largest (`over`), or its distance from 1 (`gap`)."""
     rows = _rows(df, claim, (candidate, baseline))
     ends = {}
     for which in ("smallest", "largest"):
@@ -425,7 +388,7 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     v, lo, hi = speedups_layer.ratio_of(a, b)
     t = _tokens(rows)
     text = say(NOTEBOOK, "input_trend", candidate, baseline, small[0], int(t.min()), large[0], int(t.max()))
-    return seedclaims.ClaimMeasurement(v, lo, hi, text, rows=rows, band=speedups_layer.band(df))
+    return ratio_claim(df, (v, lo, hi), text, rows)
 
 
 def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchscript", baseline: str = "eager"):
@@ -437,8 +400,7 @@ def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchs
         return seedclaims.NotAnswered(say(NOTEBOOK, "few_models", candidate))
     hi_m, lo_m = max(per, key=lambda m: per[m].ratio), min(per, key=lambda m: per[m].ratio)
     v, lo, hi = speedups_layer.ratio_of(tuple(per[hi_m]), tuple(per[lo_m]))
-    return seedclaims.ClaimMeasurement(v, lo, hi, say(NOTEBOOK, "per_model", list(per.items())), rows=rows,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, (v, lo, hi), say(NOTEBOOK, "per_model", list(per.items())), rows)
 
 
 def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
@@ -449,13 +411,11 @@ def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf
     if not per:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both_run", candidate, baseline))
     worst = min(per, key=lambda m: per[m].ratio)
-    return seedclaims.ClaimMeasurement(*per[worst], say(NOTEBOOK, "least_gain", worst, list(per.items())), rows=rows,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, per[worst], say(NOTEBOOK, "least_gain", worst, list(per.items())), rows)
 
 
 def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
-    """Seed 000's 'XLA cut time by up to 70%, mostly on small inputs': the largest per-shape gain (an extreme, as
-    the seed's was), and whether it is at the smallest input."""
+    """The largest per-shape gain of `candidate` over `baseline`, and whether it is at the smallest input."""
     sp = tables["speedups"]
     cells = seedclaims.matching(sp[(sp.candidate == candidate) & (sp.baseline == baseline) & sp.speedup.notna()], claim)
     if not len(cells):
@@ -463,14 +423,11 @@ def best_cell(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", 
     best = cells.loc[cells.speedup.idxmax()]
     text = say(NOTEBOOK, "best_cell", 1 - 1 / best.speedup, shape_label(best, _SIZES, short=True), best.model,
                best.tokens == cells.tokens.min())
-    return seedclaims.ClaimMeasurement(best.speedup, best.ci_low, best.ci_high, text, rows=cells,
-                                  band=speedups_layer.band(df))
+    return ratio_claim(df, (best.speedup, best.ci_low, best.ci_high), text, cells)
 
 
 def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: str = "largest"):
-    """Seed 003's 'time grows linearly with sequence length for large batches, not for single samples': the
-    exponent k of time ∝ seq^k between the shortest and longest sequence at one batch size, per model, averaged
-    (1 = linear), its CI from the time ratio's."""
+    """The exponent k of time ∝ seq^k between the shortest and longest sequence at one batch, averaged over models."""
     ok = df[(df.status == "ok") & (df.variant == variant)]
     b = int(ok.batch_size.max()) if batch == "largest" else int(batch)
     at = ok[ok.batch_size == b]
@@ -501,12 +458,7 @@ def _or_median(row, column: str) -> float:
 
 def seq_curvature(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: int = 1,
                   band: float = 1.25):
-    """Seed 003's 'not linear for single samples': whether time bends with sequence length at one batch size. Two
-    lengths always lie on a straight line (and give an exponent below 1 wherever a call has a fixed cost), so three
-    are needed: the time each added token costs between the middle and the longest length over that between the
-    shortest and the middle, per model, geometric mean (1: a straight line, with or without a fixed cost per
-    call); its CI from the medians' CIs at the three lengths, interval arithmetic. Holds where the CI lies outside
-    1/`band`–`band`, does not where it lies inside, else stays open (holds None: inconclusive)."""
+    """Per-token cost, middle to longest length over shortest to middle, geometric mean over models."""
     ok = df[(df.status == "ok") & (df.variant == variant)]
     at = ok[ok.batch_size == int(batch)]
     cells, used = [], []
@@ -541,15 +493,12 @@ def oom_count(df: pd.DataFrame, tables: dict, claim):
     largest = df.loc[_tokens(df).idxmax()]
     if pt == tf == 0:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_oom", shape_label(largest, _SIZES, short=True)))
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "oom", pt, tf), rows=df, holds=pt > tf)
+    return count_claim(say(NOTEBOOK, "oom", pt, tf), df, pt > tf)
 
 
 def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", baseline: str = "tf-function",
             op: str | None = None):
-    """Seed 001's 'PyTorch is much slower on unusual ops': `candidate` (PyTorch) over `baseline` (TensorFlow) on one
-    single operation (`op`, a model id such as op-argmax: each op is judged apart) or on all of them, judged per
-    size (claims.per_cell: the size least favourable to the claim, or the directions that differ; never an
-    average over sizes that go opposite ways)."""
+    """`candidate` over `baseline` on one single operation (`op`) or all, judged per size (claims.per_cell)."""
     rows = df[(df.status == "ok") & df.variant.isin([candidate, baseline])]
     rows = rows[is_op(rows)] if len(rows) else rows
     if op is not None:
@@ -569,9 +518,7 @@ def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[str, object]]
 
 
 def _decided(rows: pd.DataFrame, cand: str, base: str, tables: dict, band: float) -> list[str]:
-    """Per shape both ran in `rows`, `cand` over `base` decided as the study's verdict table (tables["verdicts"])
-    decides it (read the other way round where it holds `base` over `cand`); the one verdict rule on the pair's CI
-    only at a shape the table does not compare (verdicts.unlisted)."""
+    """Per shape both ran, `cand` over `base` as the verdict table decides it (verdicts.unlisted where it has none)."""
     vt = tables.get("verdicts") or verdicts.VerdictTable(NOTEBOOK, ())
     c, b = speedups_layer.paired(rows, cand, base)
 
@@ -583,58 +530,49 @@ def _decided(rows: pd.DataFrame, cand: str, base: str, tables: dict, band: float
 
 
 def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
-    """Seed 000's 'similar results in most cases': holds when more than half of the shapes are decided equal (the
-    verdict table's decisions, _decided)."""
+    """Holds when more than half of the shapes are decided equal (_decided)."""
     rows = _rows(df, claim, (candidate, baseline))
     band = speedups_layer.band(df)
     words = pd.Series(_decided(rows, candidate, baseline, tables, band), dtype=object)
     if not len(words):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     text = say(NOTEBOOK, "share_equal", candidate, baseline, list(words.value_counts().items()), len(words), band)
-    return seedclaims.ClaimMeasurement(None, None, None, text, rows=rows, holds=bool((words == "equal").sum() * 2 > len(words)))
+    return count_claim(text, rows, bool((words == "equal").sum() * 2 > len(words)))
 
 
 def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
-    """Seed 001's 'sometimes even faster': holds when `candidate` is decided faster on at least one shape (the verdict
-    table's decisions, _decided)."""
+    """Holds when `candidate` is decided faster on at least one shape (_decided)."""
     rows = _rows(df, claim, (candidate, baseline))
     words = _decided(rows, candidate, baseline, tables, speedups_layer.band(df))
     if not words:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "some_faster", candidate, baseline,
-                                                        words.count("faster"), len(words)), rows=rows,
-                                  holds="faster" in words)
+    text = say(NOTEBOOK, "some_faster", candidate, baseline, words.count("faster"), len(words))
+    return count_claim(text, rows, "faster" in words)
 
 
 def memory_lower(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
-    """Seed 000's 'XLA improved memory use': holds when `candidate`'s peak memory is below `baseline`'s on more than
-    half the shapes where both recorded one (one peak per shape: counted, no CI)."""
+    """Holds when `candidate`'s peak memory is below `baseline`'s on more than half the shapes both recorded."""
     rows = _rows(df, claim, (candidate, baseline)).dropna(subset=["peak_mem_mb"])
     c, b = speedups_layer.paired(rows, candidate, baseline)
     if not len(c):
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_memory", candidate, baseline))
     lower = int((c.peak_mem_mb < b.peak_mem_mb).sum())
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "memory_lower", candidate, baseline, lower, len(c)),
-                                  rows=rows, holds=lower * 2 > len(c))
+    return count_claim(say(NOTEBOOK, "memory_lower", candidate, baseline, lower, len(c)), rows, lower * 2 > len(c))
 
 
 def input_weight(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", top: float = 0.25):
-    """Seed 000's 'the larger the input, the larger its influence on the averages': the share of the plain mean of
-    per-shape median times (the seed's metric) that the largest `top` of inputs (batch × sequence) contribute;
-    holds above one half."""
+    """The share of seed 000's mean of per-shape times that the largest `top` of inputs contribute; holds above half."""
     rows = _rows(df, claim, (variant,))
     if len(rows) < 4:
         return seedclaims.NotAnswered(say(NOTEBOOK, "few_shapes", variant, len(rows)))
     tokens = _tokens(rows)
     big = tokens >= tokens.quantile(1 - top)
     share = float(rows.median_s[big].sum() / rows.median_s.sum())
-    return seedclaims.ClaimMeasurement(None, None, None, say(NOTEBOOK, "input_weight", variant, int(big.sum()), len(rows),
-                                                        share), rows=rows, holds=share > 0.5)
+    return count_claim(say(NOTEBOOK, "input_weight", variant, int(big.sum()), len(rows), share), rows, share > 0.5)
 
 
 def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "eager"):
-    """Seed 003's 'long texts gain less from batching': batching's gain (time per sample at batch 1 over that at the
-    largest batch) at the longest sequence over that at the shortest, per model, geometric mean (below 1: less)."""
+    """Batching's per-sample gain at the longest sequence over the shortest, per model, geometric mean."""
     ok = df[(df.status == "ok") & (df.variant == variant)]
     cells, used = [], []
     for model, g in ok.groupby("model", sort=False):
@@ -656,7 +594,7 @@ def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "ea
     if not cells:
         return seedclaims.NotAnswered("no model ran batch 1 and a larger batch at two sequence lengths")
     s = speedups_layer.combine(cells)
-    return seedclaims.ClaimMeasurement(s.ratio, s.ci_low, s.ci_high, "; ".join(used), rows=ok, band=speedups_layer.band(df))
+    return ratio_claim(df, s, "; ".join(used), ok)
 
 
 STUDY = register(Study(
