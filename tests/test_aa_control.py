@@ -57,9 +57,9 @@ def test_drift_is_reported_with_its_size():
     ok = pd.DataFrame([{"status": "ok", "drift": True, "drift_pct": 0.12},
                        {"status": "ok", "drift": False, "drift_pct": 0.0},
                        {"status": "error", "drift": None, "drift_pct": None}])
-    text = common.drift_finding(ok)
+    text = " ".join(common.drift_lines(ok))
     assert text.startswith("Drift: 1 of 2 configurations") and "+12%" in text
-    assert common.drift_finding(ok.assign(drift=False)).startswith("Drift: no configuration")
+    assert common.drift_lines(ok.assign(drift=False))[0].startswith("Drift: no configuration")
 
 
 def _copies(rng, factors: dict[str, float], n: int = 20) -> list[dict]:
