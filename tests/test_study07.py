@@ -244,3 +244,17 @@ def test_findings_name_the_verdict_tables_lead_and_the_mechanism(df):
     mech = a.tables["mechanism"]
     row = mech[(mech.variant == "eager") & (mech.phase == "decode")].iloc[0]
     assert row.gbs == pytest.approx(1e8 / df[(df.variant == "eager") & (df.strategy == "decode")].median_s.iloc[0] / 1e9)
+
+
+def test_a_quantized_variant_is_not_measured_against_the_fp32_limits(df):
+    """ort-int8's rows count fp32 bytes and FLOPs its int8 weights and GEMMs are not: no rate, no share of the
+    machine's fp32 limits (the reference page showed 108% of the bandwidth, 204% of the roof), and the findings say
+    why it is left out; the fastest full-precision variant is the one named."""
+    int8 = df[df.variant == "ort"].assign(variant="ort-int8", median_s=lambda t: t.median_s / 10)
+    both = pd.concat([df, int8], ignore_index=True)
+    a = s07.analyse(both, {"bandwidth": {"gbs": 10.0}}, vt=verdicts.for_study(s07.NOTEBOOK, both))
+    mech = a.tables["mechanism"]
+    q = mech[mech.variant == "ort-int8"]
+    assert len(q) == 3 and q.gbs.isna().all() and q.share_of_bandwidth.isna().all() and q.share_of_roof.isna().all()
+    text = "\n".join(a.findings)
+    assert "ort-int8 is left out of these rates" in text and "the fastest (ort," in text

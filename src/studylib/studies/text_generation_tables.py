@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..core import numbers
 from ..core.config import REFERENCE, is_aa
+from ..core.variants import changes_outputs
 from ..machine.limits import peak_bandwidth, peak_gflops
 from ..stats import speedups, verdicts
 from ..workloads import generation
@@ -125,7 +126,9 @@ def one_time_view(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def mechanism_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
-    """Per ok row: bytes read and GB/s against the bandwidth, FLOPs and GFLOP/s against the fp32 GEMM roof."""
+    """Per ok row: bytes read and GB/s against the bandwidth, FLOPs and GFLOP/s against the fp32 GEMM roof. A
+    quantized variant's rate and shares stay blank: the row's bytes and FLOPs count fp32 weights and fp32 GEMMs,
+    which its int8 weights and int8 GEMMs are not (no int8 roof is measured)."""
     if not len(df):
         return pd.DataFrame()
     ok = df[(df.status == "ok") & ~df.variant.map(is_aa)].copy()
@@ -135,7 +138,8 @@ def mechanism_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
         n = tokens_in(r.get("data")) or 0
         ctx = int(r["seq_len"]) + (n // 2 if r["strategy"] == "decode" else 0)
         kv = generation.kv_cache_bytes(r["model"], batch_size=int(r["batch_size"]), positions=ctx, dtype=r["dtype"])
-        moved, flops = r.get("bytes_per_call"), r.get("flops_per_call")
+        moved, flops = (np.nan, np.nan) if changes_outputs(r["variant"]) else (r.get("bytes_per_call"),
+                                                                              r.get("flops_per_call"))
         gbs = moved / r["median_s"] / 1e9 if pd.notna(moved) else np.nan
         gflops = flops / r["median_s"] / 1e9 if pd.notna(flops) else np.nan
         rows.append({**{c: r[c] for c in SHAPE}, "phase": r["strategy"], "variant": r["variant"],
@@ -168,17 +172,20 @@ def mechanism_findings(mt: pd.DataFrame, peaks: dict | None) -> list[str]:
         return []
     bw, roof = peak_bandwidth(peaks), peak_gflops(peaks, "fp32")
     lines = []
-    dec = mt[mt.phase == "decode"]
+    quantized = sorted(set(mt.variant[mt.gbs.isna() & mt.variant.map(changes_outputs)]))
+    dec = mt[(mt.phase == "decode") & mt.gbs.notna()]
     if len(dec):
         best = dec.loc[dec.gbs.idxmax()]
         eager = dec[dec.variant == REFERENCE]
         span = numbers.fmt_range(eager.gbs.min(), eager.gbs.max(), ".2f") if len(eager) else "?"
         lines.append(say(NOTEBOOK, "decode", best, dec.kv_cache_mb.min(), dec.kv_cache_mb.max(), span,
                          shape_words(dict(best), phase=False), bw))
-    pre = mt[mt.phase == "prefill"]
+    pre = mt[(mt.phase == "prefill") & mt.gflops.notna()]
     if len(pre):
         best = pre.loc[pre.gflops.idxmax()]
         lines.append(say(NOTEBOOK, "prefill", best, shape_words(dict(best), phase=False), roof))
+    if quantized and lines:
+        lines.append(say(NOTEBOOK, "quantized_limits", quantized))
     return lines
 
 
