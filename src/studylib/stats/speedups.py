@@ -27,7 +27,6 @@ EQUIVALENCE = 1.05  # the narrowest 'equal' band: ±5%
 FDR = 0.05  # false-discovery rate over a page's family of verdicts (q of Benjamini–Hochberg and Yekutieli)
 FASTER, SLOWER, EQUAL, UNDECIDED = "faster", "slower", "equal", "undecided"
 _Z = float(_st.norm.ppf(0.975))
-_key = key  # the one key of a shape value (stats.key), under the name callers pair with
 
 # What a pair table holds per candidate shape (the shape columns come first, then these).
 PAIR_COLUMNS = ["candidate", "baseline", "status", "error", "speedup", "ci_low", "ci_high", "paired",
