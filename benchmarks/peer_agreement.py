@@ -153,6 +153,17 @@ def median_ci(samples: list[float], level: float = 0.95) -> tuple[float, float, 
     return med, x[j - 1], x[n - j], quantile(0.25), quantile(0.75)
 
 
+def geometric(values: list[float]) -> tuple[float, float, float]:
+    """(geometric mean, 95% CI low, high) of positive `values`: t over their logs (one value: that value, no CI)."""
+    logs = [math.log(v) for v in values]
+    mean = sum(logs) / len(logs)
+    if len(logs) == 1:
+        return math.exp(mean), math.nan, math.nan
+    sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (len(logs) - 1))
+    half = _T975.get(len(logs) - 1, 1.96) * sd / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 def pooled(process_samples: list[list[float]]) -> dict:
     """A standalone result over one or more processes: the geometric mean of the processes' medians (the harness's
     median is that over its replicates) with its CI (one process: the median's order-statistic CI; several: t over the
@@ -163,15 +174,7 @@ def pooled(process_samples: list[list[float]]) -> dict:
         return {"median_s": None, "ci_low_s": None, "ci_high_s": None, "q1_s": None, "q3_s": None, "n": 0,
                 "process_medians_s": []}
     _, lo, hi, q1, q3 = median_ci(every)
-    if len(meds) == 1:
-        med, lo, hi = median_ci(process_samples[0])[:3]
-    else:
-        logs = [math.log(m) for m in meds]
-        mean = sum(logs) / len(logs)
-        sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (len(logs) - 1))
-        t = _T975.get(len(logs) - 1, 1.96)
-        med, lo, hi = math.exp(mean), math.exp(mean - t * sd / math.sqrt(len(logs))), math.exp(
-            mean + t * sd / math.sqrt(len(logs)))
+    med, lo, hi = median_ci(process_samples[0])[:3] if len(meds) == 1 else geometric(meds)
     return {"median_s": med, "ci_low_s": lo, "ci_high_s": hi, "q1_s": q1, "q3_s": q3, "n": len(every),
             "process_medians_s": meds}
 
@@ -293,6 +296,9 @@ def markdown(table: list[dict]) -> str:
         if h.get("median_s") is not None:
             ha = f"{_ms(h['median_s'])} [{_ms(h.get('ci_low_s'))}–{_ms(h.get('ci_high_s'))}]"
         ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "–"
+        low, high = r.get("ratio_ci") or (None, None)
+        if r["ratio"] is not None and low is not None and math.isfinite(low):
+            ratio += f" [{low:.3f}–{high:.3f}]"
         ok = {True: "yes", False: "**no**", None: "–"}[r["within_5pct"]]
         why = r["status"]
         note = s.get("error") or (h.get("note") if h.get("status") != "ok" else "") or ""
@@ -746,9 +752,8 @@ def child_main(mode: str, spec_path: str) -> int:
     return 0
 
 
-def measure(selected: list[Runtime], args, log=print) -> dict[str, dict]:
-    """Every selected runtime timed in processes of its own (`--processes` each, round robin over the runtimes), the
-    exports made first; the standalone result per runtime key (status, pooled timing, the processes' notes)."""
+def prepare(selected: list[Runtime], args, log=print) -> tuple[list[list[int]] | None, dict[str, dict]]:
+    """What the loops need made first: study 03's token ids and every export (each in a process of its own, cached)."""
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     ids = None
@@ -762,50 +767,219 @@ def measure(selected: list[Runtime], args, log=print) -> dict[str, dict]:
                                   args.threads, args.export_timeout)
         log(f"export {name}: {exports[name].get('status')} ({time.perf_counter() - t0:.0f} s"
             f"{', cached' if exports[name].get('cached') else ''}) {exports[name].get('error') or ''}")
+    return ids, exports
+
+
+def time_loop(rt: Runtime, args, ids, exports: dict[str, dict]) -> dict:
+    """One process of `rt`'s loop: its RESULT (status, samples_s, notes), or the export's failure as its status."""
+    if rt.export and exports[rt.export].get("status") != "ok":
+        return {"status": "error", "error": "export failed: " + str(exports[rt.export].get("error"))}
+    spec = {"study": rt.study, "runtime": rt.runtime, "framework": rt.framework, "threads": args.threads,
+            "seconds": args.seconds, "warmup": args.warmup, "min_samples": args.min_samples,
+            "ids": ids if rt.study == "03" else None,
+            "model_path": exports[rt.export].get("path") if rt.export else None}
+    return run_child("time", spec, rt.framework, args.threads, args.timeout)
+
+
+def _loop_line(rt: Runtime, r: dict, where: str, seconds: float) -> str:
+    med = median_ci(r.get("samples_s") or [])[0]
+    return (f"  {rt.key:22s} {where}: {r.get('status')} {'' if math.isnan(med) else f'{med * 1e3:.2f} ms '}"
+            f"({seconds:.0f} s){' ' + r['error'] if r.get('error') else ''}")
+
+
+def standalone_result(rt: Runtime, runs: list[dict], exports: dict[str, dict], first: Runtime,
+                      ids=None) -> dict:
+    """The standalone result of `rt` from its processes' RESULTs: pooled timing and the first process's notes, or the
+    first failure's status where none is ok."""
+    ok = [r for r in runs if r.get("status") == "ok"]
+    if not ok:
+        bad = runs[0] if runs else {"status": "not run"}
+        return {"status": bad.get("status"), "error": bad.get("error"), "n": 0}
+    res = pooled([r["samples_s"] for r in ok]) | {"status": "ok"}
+    res |= {k: ok[0].get(k) for k in ("method", "notes", "env", "calls_per_sample", "python", "frameworks_loaded")}
+    res["samples_s"] = [r["samples_s"] for r in ok]  # per process, seconds per call (per pass in study 03)
+    res["first_call_s"] = [r["first_call_s"] for r in ok]
+    res["prepare_s"] = [r["prepare_s"] for r in ok]
+    if len(ok) < len(runs):
+        res["error"] = f"{len(runs) - len(ok)} of {len(runs)} processes failed: {runs[0].get('error')}"
+    if rt.export:
+        res["export"] = {k: exports[rt.export].get(k) for k in ("seconds", "cached", "versions")}
+    if first is not rt:
+        res["shared_with"] = first.key  # the same loop, measured once (05's eager is 01's)
+    if rt.study == "03" and ids:
+        res["pass_tokens"] = sum(map(len, ids))
+    return res
+
+
+def firsts(selected: list[Runtime]) -> dict[str, Runtime]:
+    """The runtime that stands for each distinct measurement (two runtimes with one loop share one measurement)."""
+    return {m: next(rt for rt in selected if rt.measurement == m) for m in dict.fromkeys(rt.measurement
+                                                                                          for rt in selected)}
+
+
+def measure(selected: list[Runtime], args, log=print) -> dict[str, dict]:
+    """Every selected runtime timed in processes of its own (`--processes` each, round robin over the runtimes), the
+    exports made first; the standalone result per runtime key (status, pooled timing, the processes' notes)."""
+    ids, exports = prepare(selected, args, log)
+    first = firsts(selected)
     measurements: dict[str, list[dict]] = {}
-    unique = list(dict.fromkeys(rt.measurement for rt in selected))
-    first = {m: next(rt for rt in selected if rt.measurement == m) for m in unique}
     for p in range(args.processes):
-        for m in unique:
-            rt = first[m]
-            if rt.export and exports[rt.export].get("status") != "ok":
-                measurements.setdefault(m, []).append({"status": "error", "error": "export failed: "
-                                                       + str(exports[rt.export].get("error"))})
-                continue
-            spec = {"study": rt.study, "runtime": rt.runtime, "framework": rt.framework, "threads": args.threads,
-                    "seconds": args.seconds, "warmup": args.warmup, "min_samples": args.min_samples,
-                    "ids": ids if rt.study == "03" else None,
-                    "model_path": exports[rt.export].get("path") if rt.export else None}
+        for m, rt in first.items():
             t0 = time.perf_counter()
-            r = run_child("time", spec, rt.framework, args.threads, args.timeout)
+            r = time_loop(rt, args, ids, exports)
             measurements.setdefault(m, []).append(r)
-            med = median_ci(r.get("samples_s") or [])[0]
-            log(f"  {rt.key:22s} process {p + 1}/{args.processes}: {r.get('status')} "
-                f"{'' if math.isnan(med) else f'{med * 1e3:.2f} ms '}({time.perf_counter() - t0:.0f} s)"
-                f"{' ' + r['error'] if r.get('error') else ''}")
-    out = {}
-    for rt in selected:
-        runs = measurements[rt.measurement]
-        ok = [r for r in runs if r.get("status") == "ok"]
-        if not ok:
-            bad = runs[0] if runs else {"status": "not run"}
-            out[rt.key] = {"status": bad.get("status"), "error": bad.get("error"), "n": 0}
-            continue
-        res = pooled([r["samples_s"] for r in ok]) | {"status": "ok"}
-        res |= {k: ok[0].get(k) for k in ("method", "notes", "env", "calls_per_sample", "python", "frameworks_loaded")}
-        res["samples_s"] = [r["samples_s"] for r in ok]  # per process, seconds per call (per pass in study 03)
-        res["first_call_s"] = [r["first_call_s"] for r in ok]
-        res["prepare_s"] = [r["prepare_s"] for r in ok]
-        if len(ok) < len(runs):
-            res["error"] = f"{len(runs) - len(ok)} of {len(runs)} processes failed: {runs[0].get('error')}"
-        if rt.export:
-            res["export"] = {k: exports[rt.export].get(k) for k in ("seconds", "cached", "versions")}
-        if first[rt.measurement] is not rt:
-            res["shared_with"] = first[rt.measurement].key  # the same loop, measured once (05's eager is 01's)
-        if rt.study == "03":
-            res["pass_tokens"] = sum(map(len, ids))
-        out[rt.key] = res
+            log(_loop_line(rt, r, f"process {p + 1}/{args.processes}", time.perf_counter() - t0))
+    return {rt.key: standalone_result(rt, measurements[rt.measurement], exports, first[rt.measurement], ids)
+            for rt in selected}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Interleaved (--rounds K): the harness re-run beside the loops, round by round, in random order. The host drifts by
+# more than the 5% band between runs tens of minutes apart, so a harness median from another hour is not held against
+# a loop timed now: each round times every loop once (a process each) and re-runs each study's harness, on the peer
+# shape only, in a process of its own (`studylib run` on the harness's profile cut to that shape).
+
+HARNESS_SHAPES: dict[str, dict] = {  # per study: its profile section's fields cut to the peer shape (see RUNTIMES)
+    "01": {"models": ["resnet-50"], "dtypes": ["fp32"], "batch_sizes": [1]},
+    "02": {"models": ["bert-base"], "dtypes": ["fp32"], "batch_sizes": [1], "seq_lens": [8], "micro_ops": None},
+    "03": {"dtypes": ["fp32"], "batch_sizes": [1]},
+    "05": {"models": ["resnet-50"], "dtypes": ["fp32"], "batch_sizes": [1]},
+    "07": {"dtypes": ["fp32"], "batch_sizes": [1], "seq_lens": [64]},
+}
+
+
+def harness_profile(raw: dict, study: str, variants: list[str]) -> dict:
+    """The harness's profile (its YAML as a mapping) cut to one study at its peer shape: eager and `variants` only, no
+    A/A copy, one replicate; per-variant settings of the variants left out dropped. Everything else (measurement
+    settings, threads, seed) stays the profile's."""
+    nb = NOTEBOOKS[study]
+    section = dict(raw["notebooks"][nb]) | HARNESS_SHAPES[study]
+    section["variants"] = list(dict.fromkeys(["eager", *variants]))
+    section["aa"] = []
+    section = {k: v for k, v in section.items() if v is not None}
+    for key in ("variant_skip", "variant_phases"):
+        if isinstance(section.get(key), dict):
+            section[key] = {v: s for v, s in section[key].items() if v in section["variants"]}
+
+    def applies(skip: dict) -> bool:  # a skip must still leave something out of the cut grid (the profile checks it)
+        return all(v in section[f"{k}s"] for k, v in skip.items() if isinstance(section.get(f"{k}s"), list))
+
+    for key in ("skip", "vision_only_skip"):
+        if isinstance(section.get(key), list):
+            section[key] = [s for s in section[key] if applies(s)]
+    for key in ("variant_skip", "phase_skip"):
+        if isinstance(section.get(key), dict):
+            section[key] = {k: [s for s in v if applies(s)] for k, v in section[key].items()}
+            section[key] = {k: v for k, v in section[key].items() if v}
+    if isinstance(section.get("measure"), dict) and "replicates" in section["measure"]:
+        section["measure"] = section["measure"] | {"replicates": 1}
+    out = {k: v for k, v in raw.items() if k not in ("notebooks", "follows", "extends")}
+    out["description"] = f"{raw.get('description', '')} Cut to study {study}'s peer-agreement shape.".strip()
+    out["measure"] = dict(raw.get("measure") or {}) | {"replicates": 1}
+    out["notebooks"] = {nb: section}
     return out
+
+
+def run_harness(study: str, variants: list[str], raw: dict, folder: Path, timeout: float, cache: Path) -> dict:
+    """One harness run of `study` at its peer shape, in its own process and outputs folder: {status, results (the
+    results folder), seconds, error}. `studylib run` starts its workers as it always does; its exports are kept in
+    `cache` for the next rounds (an export is a first call, never timed)."""
+    import yaml
+
+    name = f"peer-{study}"
+    folder.mkdir(parents=True, exist_ok=True)
+    profile = folder / f"{name}.yaml"
+    profile.write_text(yaml.safe_dump(harness_profile(raw, study, variants), sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env |= {"STUDYLIB_OUTPUTS": str(folder / "out"), "STUDYLIB_CACHE": str(cache)}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "studylib", "run", "--profile", str(profile), "--notebook",
+                               NOTEBOOKS[study]], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired:
+        return {"status": "error", "error": f"the harness did not finish within {timeout:.0f} s"}
+    results = folder / "out" / name / "results"
+    if proc.returncode != 0 or not (results / f"{NOTEBOOKS[study]}.csv").is_file():
+        tail = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()][-3:]
+        return {"status": "error", "error": f"studylib run exited {proc.returncode}: " + " / ".join(tail)[-400:]}
+    return {"status": "ok", "results": str(results), "seconds": time.perf_counter() - t0}
+
+
+def interleaved(selected: list[Runtime], args, raw: dict, log=print) -> tuple[list[dict], list[dict]]:
+    """`args.rounds` rounds; each runs every distinct loop (a process each) and each study's harness (a process
+    each) once, in a fresh random order (seeded by --seed). (the table, one record per round)."""
+    import random
+
+    ids, exports = prepare(selected, args, log)
+    first = firsts(selected)
+    studies = list(dict.fromkeys(rt.study for rt in selected))
+    rng = random.Random(args.seed)
+    rounds = []
+    for k in range(args.rounds):
+        jobs = [("harness", s) for s in studies] + [("loop", m) for m in first]
+        rng.shuffle(jobs)
+        record = {"round": k + 1, "order": [], "loops": {}, "harness": {}}
+        for kind, what in jobs:
+            t0 = time.perf_counter()
+            if kind == "harness":
+                variants = [rt.runtime for rt in selected if rt.study == what]
+                h = run_harness(what, variants, raw, Path(args.cache).parent / "rounds" / f"round{k + 1}" / what,
+                                args.harness_timeout, Path(args.cache) / "harness")
+                record["harness"][what] = h
+                record["order"].append(f"harness {what}")
+                log(f"  round {k + 1}: harness of study {what}: {h['status']} ({time.perf_counter() - t0:.0f} s)"
+                    f"{' ' + h['error'] if h.get('error') else ''}")
+            else:
+                rt = first[what]
+                r = time_loop(rt, args, ids, exports)
+                record["loops"][what] = r
+                record["order"].append(rt.key)
+                log(_loop_line(rt, r, f"round {k + 1}", time.perf_counter() - t0))
+        rounds.append(record)
+    return paired_rows(selected, rounds, exports, ids, args.threads), rounds
+
+
+def paired_rows(selected: list[Runtime], rounds: list[dict], exports: dict[str, dict], ids, threads: int) -> list[dict]:
+    """The table of interleaved rounds: per (runtime, harness row), the standalone result pooled over the rounds'
+    processes, the harness's rounds summarised alike (geometric mean, t CI over rounds), and the ratio as the
+    geometric mean of the rounds' own ratios (each round's harness over the same round's loop), with its CI."""
+    first = firsts(selected)
+    table = []
+    for rt in selected:
+        nb = NOTEBOOKS[rt.study]
+        loops = [r["loops"].get(rt.measurement, {"status": "not run"}) for r in rounds]
+        s = standalone_result(rt, loops, exports, first[rt.measurement], ids)
+        for extra in rt.harness:
+            pairs, hs, notes = [], [], []
+            for record, loop in zip(rounds, loops):
+                run = record["harness"].get(rt.study, {"status": "not run"})
+                h = (harness_row(read_results(Path(run["results"]), nb), rt, extra, threads) if run["status"] == "ok"
+                     else {"status": run["status"], "note": run.get("error")})
+                if h.get("status") != "ok":
+                    notes.append(f"round {record['round']}: harness {h.get('status')} {h.get('note') or ''}".strip())
+                    continue
+                hs.append(h["median_s"])
+                med = median_ci(loop.get("samples_s") or [])[0] if loop.get("status") == "ok" else math.nan
+                if math.isfinite(med) and med > 0:
+                    pairs.append(h["median_s"] / med)
+            harness = {"status": "ok" if hs else "missing", "rounds_s": hs, "note": "; ".join(notes)}
+            if hs:
+                harness["median_s"], harness["ci_low_s"], harness["ci_high_s"] = geometric(hs)
+            ratio = ratio_low = ratio_high = None
+            if pairs:
+                ratio, ratio_low, ratio_high = geometric(pairs)
+            if s.get("status") != "ok":
+                status = f"standalone {s.get('status')}"
+            elif not pairs:
+                status = "harness missing" if not hs else "no paired round"
+            else:
+                status = "ok"
+            label = rt.runtime + "".join(f" ({k} {v})" for k, v in extra.items())
+            table.append({"study": rt.study, "notebook": nb, "shape": rt.shape, "runtime": label, "variant": rt.runtime,
+                          "harness_key": extra, "status": status, "standalone": s, "harness": harness, "ratio": ratio,
+                          "ratio_ci": [ratio_low, ratio_high], "paired_rounds": len(pairs),
+                          "within_5pct": within(ratio)})
+    return table
 
 
 def default_threads(results: Path) -> int:
@@ -872,6 +1046,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", help="exports and study 03's token ids (default outputs/peer_agreement/cache)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per timing process")
     ap.add_argument("--export-timeout", type=float, default=1200, help="seconds per export process")
+    ap.add_argument("--rounds", type=int, default=0, help="interleaved: K rounds, each re-running every study's "
+                    "harness on its peer shape beside one process of every loop, in random order (default: no rounds, "
+                    "the harness's medians read from --results)")
+    ap.add_argument("--profile", help="with --rounds: the harness's profile, a name under params/ or a YAML file "
+                    "(default: the one --results was measured with, else cpu)")
+    ap.add_argument("--seed", type=int, default=SEED, help="with --rounds: the order's random seed (default %(default)s)")
+    ap.add_argument("--harness-timeout", type=float, default=1800, help="seconds per harness run (with --rounds)")
     ap.add_argument("--list", action="store_true", help="print what each runtime's loop does and its harness rows")
     ap.add_argument("--child-mode", choices=["time", "export"], help=argparse.SUPPRESS)
     ap.add_argument("--child-spec", help=argparse.SUPPRESS)
@@ -913,21 +1094,44 @@ def main(argv: list[str] | None = None) -> int:
               f"quiet, and OpenMP's default (spinning) threads lose most where another process takes a core",
               file=sys.stderr)
     t0 = time.perf_counter()
-    standalone = measure(selected, args, log=lambda s: print(s, file=sys.stderr, flush=True))
-    table = build_rows(selected, standalone, results, args.threads)
-    check_pass(table)
     henv = harness_env(results)
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    rounds = None
+    if args.rounds > 0:
+        import yaml
+
+        name = args.profile or henv.get("profile") or "cpu"
+        path = Path(name) if name.endswith((".yaml", ".yml")) else ROOT / "params" / f"{name}.yaml"
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            print(f"peer_agreement: --profile {name}: cannot read {path}: {exc}", file=sys.stderr)
+            return 2
+        missing = [s for s in dict.fromkeys(rt.study for rt in selected) if NOTEBOOKS[s] not in raw.get("notebooks", {})]
+        if missing:
+            print(f"peer_agreement: --profile {name}: no section for study {', '.join(missing)} in {path}",
+                  file=sys.stderr)
+            return 2
+        table, rounds = interleaved(selected, args, raw, log=log)
+        henv = henv | {"profile": name, "harness": f"re-run in each of {args.rounds} rounds from {path.name}"}
+    else:
+        table = build_rows(selected, measure(selected, args, log=log), results, args.threads)
+    check_pass(table)
     meta = {"started": started, "seconds_total": time.perf_counter() - t0, "argv": sys.argv[1:],
             "threads": args.threads, "seconds_per_runtime": args.seconds, "processes": args.processes,
             "quick": args.quick, "band": BAND, "host": {"cpu_model": _cpu_model(), "logical_cpus": os.cpu_count(),
                                                           "python": sys.version.split()[0]},
             "omp_wait_policy_inherited": inherited, "load_average_1min": {"start": load_before, "end": _load()},
-            "results": str(results), "harness_env": henv}
+            "results": str(results), "harness_env": henv, "rounds": rounds}
     paths = write_outputs(args.out, table, meta)
+    against = (f"the harness re-run beside the loops in each of {args.rounds} interleaved rounds (profile "
+               f"{henv.get('profile')} cut to each study's peer shape; ratio: geometric mean of the rounds' ratios, "
+               f"95% CI over rounds)" if rounds else
+               f"the harness's results in `{args.results}` (profile {henv.get('profile')}, measured "
+               f"{henv.get('captured_at')} on {henv.get('cpu_model')}, harness threads "
+               f"{json.dumps(henv.get('threads'))})")
     print(f"\nStandalone (each runtime alone in its own process, {args.threads} threads, OMP_WAIT_POLICY unset) against "
-          f"the harness's results in `{args.results}` (profile {henv.get('profile')}, measured "
-          f"{henv.get('captured_at')} on {henv.get('cpu_model')}, harness threads {json.dumps(henv.get('threads'))}); "
-          f"this host: {meta['host']['cpu_model']}, {started}, 1-minute load average {_fmt_load(load_before)} at the "
+          f"{against}; this host: {meta['host']['cpu_model']}, {started}, 1-minute load average {_fmt_load(load_before)} at the "
           f"start and {_fmt_load(meta['load_average_1min']['end'])} at the end.\n")
     print(markdown(table))
     print(f"\n{sum(r['within_5pct'] is True for r in table)} of {len(table)} rows within 5%; "

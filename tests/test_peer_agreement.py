@@ -183,6 +183,74 @@ def test_select_rejects_unknown_names(pa):
         pa.select(["02"], ["tf-magic"])
 
 
+def test_harness_profile_cuts_each_study_to_its_peer_shape(pa, tmp_path):
+    """Each study's harness run is the cpu profile's section at the peer shape only: it validates as a profile, its
+    grid holds each runtime's harness row and nothing else (no A/A copy, one replicate), measurement settings kept."""
+    yaml = pytest.importorskip("yaml")
+    import studylib.studies  # noqa: F401 - registers the studies the profile is checked against
+    from studylib.bench import profiles
+    from studylib.core import study_registry
+
+    raw = yaml.safe_load((ROOT / "params" / "cpu.yaml").read_text())
+    for study, nb in pa.NOTEBOOKS.items():
+        rts = [rt for rt in pa.RUNTIMES if rt.study == study]
+        cut = pa.harness_profile(raw, study, [rt.runtime for rt in rts])
+        path = tmp_path / f"peer-{study}.yaml"
+        path.write_text(yaml.safe_dump(cut, sort_keys=False))
+        loaded = profiles.load(str(path))
+        assert loaded.notebooks() == [nb] and loaded.profile.measure.replicates == 1
+        assert loaded.measure_for(nb).min_time_s == profiles.load("cpu").measure_for(nb).min_time_s
+        grid = study_registry.grid(loaded, nb)
+        assert grid and not any(c.variant.endswith("-aa") for c in grid)
+        assert {c.variant for c in grid} == {"eager", *(rt.runtime for rt in rts)}
+        for rt in rts:  # every runtime's peer shape is in the grid
+            want = {k: v for k, v in rt.match.items() if k not in ("strategy", "data")}
+            assert any(all(getattr(c, k, None) == v for k, v in want.items()) and c.variant == rt.runtime
+                       for c in grid), (study, rt.runtime, want)
+        shapes = {(c.model, c.batch_size, getattr(c, "seq_len", None)) for c in grid}
+        assert len({m for m, _, _ in shapes}) == 1 and {b for _, b, _ in shapes} == {1}, (study, shapes)
+
+
+def _loop(ms: float, n: int = 12) -> dict:
+    return {"status": "ok", "samples_s": [ms / 1e3] * n, "first_call_s": 0.1, "prepare_s": 1.0, "method": "fake"}
+
+
+def test_interleaved_ratio_is_paired_within_rounds(pa, tmp_path):
+    """Three rounds in which the host drifts (every timing 1.0×, 1.3×, 0.8×): the harness runs 2% slower than the
+    loop in each round, and the paired ratio says 1.02 with a tight CI, where pooled medians would not pair; a round
+    whose harness failed is left out of the pairs and named; a loop that failed everywhere is a row with its status."""
+    eager02 = next(rt for rt in pa.RUNTIMES if rt.key == "02:eager")
+    xla = next(rt for rt in pa.RUNTIMES if rt.key == "02:tf-xla")
+    rounds = []
+    for k, drift in enumerate((1.0, 1.3, 0.8)):
+        folder = tmp_path / f"round{k}"
+        rows = [_row(model="bert-base", variant="eager", seq_len=8, median_s=0.050 * drift * 1.02),
+                _row(model="bert-base", variant="tf-xla", seq_len=8, median_s=0.040 * drift)]
+        _write(folder, "02_torchscript_vs_xla", rows)
+        harness = {"status": "ok", "results": str(folder)} if k < 2 else {"status": "error", "error": "boom"}
+        rounds.append({"round": k + 1, "loops": {eager02.measurement: _loop(50 * drift),
+                                                 xla.measurement: {"status": "error", "error": "XLA failed"}},
+                       "harness": {"02": harness}})
+    table = pa.paired_rows([eager02, xla], rounds, {}, None, threads=2)
+    e, x = table
+    assert e["status"] == "ok" and e["paired_rounds"] == 2
+    assert e["ratio"] == pytest.approx(1.02) and e["within_5pct"] is True
+    assert e["ratio_ci"][0] == pytest.approx(1.02) and e["ratio_ci"][1] == pytest.approx(1.02)
+    assert e["harness"]["rounds_s"] == pytest.approx([0.051, 0.0663]) and "round 3: harness error boom" in \
+        e["harness"]["note"]
+    assert e["standalone"]["process_medians_s"] == pytest.approx([0.05, 0.065, 0.04])
+    assert x["status"] == "standalone error" and x["ratio"] is None and x["within_5pct"] is None
+    assert "1.020 [1.020–1.020]" in pa.markdown(table)
+
+
+def test_geometric_mean_and_its_interval(pa):
+    gm, lo, hi = pa.geometric([1.0, 4.0])
+    assert gm == pytest.approx(2.0)
+    half = 12.706 * (math.log(4.0) / math.sqrt(2)) / math.sqrt(2)  # t(1) × sd / √n over the logs
+    assert (lo, hi) == pytest.approx((2.0 * math.exp(-half), 2.0 * math.exp(half)))
+    assert math.isnan(pa.geometric([3.0])[1])
+
+
 def test_shares_no_code_with_the_harness():
     text = SCRIPT.read_text()
     assert not re.search(r"^\s*(import|from)\s+studylib", text, re.M)  # nothing of the harness, for timing or models
