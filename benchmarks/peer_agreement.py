@@ -261,17 +261,19 @@ def build_rows(selected: list[Runtime], standalone: dict[str, dict], results: Pa
             ratio = None
             if s.get("status") == "ok" and h.get("status") == "ok" and s.get("median_s"):
                 ratio = h["median_s"] / s["median_s"]
-            if s.get("status") != "ok":
-                status = f"standalone {s.get('status')}"
-            elif h.get("status") != "ok":
-                status = f"harness {h.get('status')}"
-            else:
-                status = "ok"
-            label = rt.runtime + "".join(f" ({k} {v})" for k, v in extra.items())
-            table.append({"study": rt.study, "notebook": nb, "shape": rt.shape, "runtime": label, "variant": rt.runtime,
-                          "harness_key": extra, "status": status, "standalone": s, "harness": h, "ratio": ratio,
-                          "within_5pct": within(ratio)})
+            problem = None if h.get("status") == "ok" else f"harness {h.get('status')}"
+            table.append(table_row(rt, extra, s, h, ratio, problem))
     return table
+
+
+def table_row(rt: Runtime, extra: dict, s: dict, h: dict, ratio: float | None, problem: str | None, **more) -> dict:
+    """One row of the table: the standalone result `s` and harness result `h` of `rt` at harness key `extra`, their
+    ratio and the 5% rule; its status the standalone's failure, else `problem` (the harness side's), else ok."""
+    status = f"standalone {s.get('status')}" if s.get("status") != "ok" else problem or "ok"
+    label = rt.runtime + "".join(f" ({k} {v})" for k, v in extra.items())
+    return {"study": rt.study, "notebook": NOTEBOOKS[rt.study], "shape": rt.shape, "runtime": label,
+            "variant": rt.runtime, "harness_key": extra, "status": status, "standalone": s, "harness": h,
+            "ratio": ratio, **more, "within_5pct": within(ratio)}
 
 
 def _ms(v) -> str:
@@ -944,6 +946,13 @@ def paired_rows(selected: list[Runtime], rounds: list[dict], exports: dict[str, 
     processes, the harness's rounds summarised alike (geometric mean, t CI over rounds), and the ratio as the
     geometric mean of the rounds' own ratios (each round's harness over the same round's loop), with its CI."""
     first = firsts(selected)
+    read: dict[str, list[dict] | None] = {}
+
+    def rows(folder: str, notebook: str) -> list[dict] | None:  # each round's harness results read once
+        if folder not in read:
+            read[folder] = read_results(Path(folder), notebook)
+        return read[folder]
+
     table = []
     for rt in selected:
         nb = NOTEBOOKS[rt.study]
@@ -953,7 +962,7 @@ def paired_rows(selected: list[Runtime], rounds: list[dict], exports: dict[str, 
             pairs, hs, notes = [], [], []
             for record, loop in zip(rounds, loops):
                 run = record["harness"].get(rt.study, {"status": "not run"})
-                h = (harness_row(read_results(Path(run["results"]), nb), rt, extra, threads) if run["status"] == "ok"
+                h = (harness_row(rows(run["results"], nb), rt, extra, threads) if run["status"] == "ok"
                      else {"status": run["status"], "note": run.get("error")})
                 if h.get("status") != "ok":
                     notes.append(f"round {record['round']}: harness {h.get('status')} {h.get('note') or ''}".strip())
@@ -968,17 +977,9 @@ def paired_rows(selected: list[Runtime], rounds: list[dict], exports: dict[str, 
             ratio = ratio_low = ratio_high = None
             if pairs:
                 ratio, ratio_low, ratio_high = geometric(pairs)
-            if s.get("status") != "ok":
-                status = f"standalone {s.get('status')}"
-            elif not pairs:
-                status = "harness missing" if not hs else "no paired round"
-            else:
-                status = "ok"
-            label = rt.runtime + "".join(f" ({k} {v})" for k, v in extra.items())
-            table.append({"study": rt.study, "notebook": nb, "shape": rt.shape, "runtime": label, "variant": rt.runtime,
-                          "harness_key": extra, "status": status, "standalone": s, "harness": harness, "ratio": ratio,
-                          "ratio_ci": [ratio_low, ratio_high], "paired_rounds": len(pairs),
-                          "within_5pct": within(ratio)})
+            problem = None if pairs else "harness missing" if not hs else "no paired round"
+            table.append(table_row(rt, extra, s, harness, ratio, problem, ratio_ci=[ratio_low, ratio_high],
+                                   paired_rounds=len(pairs)))
     return table
 
 
