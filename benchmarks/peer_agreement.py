@@ -693,7 +693,7 @@ def time_child(spec: dict) -> dict:
     return {"samples_s": samples, "calls_per_sample": number, "prepare_s": prepare_s, "first_call_s": first_call_s,
             "notes": notes, "method": method,
             "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY",
-                                                   "KERAS_BACKEND", "USE_TF", "USE_TORCH")} | threads_in_force,
+                                                   "KERAS_BACKEND", "USE_TF", "USE_TORCH", *KEPT_MEMORY)} | threads_in_force,
             "python": sys.version.split()[0], "pid": os.getpid(),
             # which frameworks this process holds (one alone, but where a wrapper needs another: optimum takes torch)
             "frameworks_loaded": [m for m in ("torch", "tensorflow", "jax", "onnxruntime", "keras") if m in sys.modules]}
@@ -703,10 +703,17 @@ def time_child(spec: dict) -> dict:
 # The parent: one child process per runtime (and per export), then the table
 
 
-def child_env(framework: str, threads: int) -> dict[str, str]:
+KEPT_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+
+
+def child_env(framework: str, threads: int, glibc_defaults: bool = False) -> dict[str, str]:
     """The environment a runtime's process starts with: this one's, OMP_WAIT_POLICY removed (OpenMP's default then
-    holds), the thread count in OMP_NUM_THREADS, and which frameworks transformers and Keras load."""
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    holds), the thread count in OMP_NUM_THREADS, which frameworks transformers and Keras load, and glibc's mmap and
+    trim thresholds at 1 GiB (freed memory kept, what docs/method.md tells a user to set to get what the harness
+    times) unless `glibc_defaults`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", *KEPT_MEMORY)}
+    if not glibc_defaults:
+        env |= KEPT_MEMORY
     env["OMP_NUM_THREADS"] = str(threads)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["TRANSFORMERS_VERBOSITY"] = "error"
@@ -721,14 +728,14 @@ def child_env(framework: str, threads: int) -> dict[str, str]:
     return env
 
 
-def run_child(mode: str, spec: dict, framework: str, threads: int, timeout: float) -> dict:
+def run_child(mode: str, spec: dict, framework: str, threads: int, timeout: float, glibc_defaults: bool = False) -> dict:
     """Run this file as a child (`--child-mode mode`) with `spec`; its RESULT line, or {"status": ..., "error": ...}."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec, f)
         spec_path = f.name
     try:
         proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child-mode", mode, "--child-spec",
-                               spec_path], capture_output=True, text=True, env=child_env(framework, threads),
+                               spec_path], capture_output=True, text=True, env=child_env(framework, threads, glibc_defaults),
                               timeout=timeout, cwd=tempfile.gettempdir())
     except subprocess.TimeoutExpired:
         return {"status": "error", "error": f"{mode} did not finish within {timeout:.0f} s"}
@@ -780,7 +787,7 @@ def time_loop(rt: Runtime, args, ids, exports: dict[str, dict]) -> dict:
             "seconds": args.seconds, "warmup": args.warmup, "min_samples": args.min_samples,
             "ids": ids if rt.study == "03" else None,
             "model_path": exports[rt.export].get("path") if rt.export else None}
-    return run_child("time", spec, rt.framework, args.threads, args.timeout)
+    return run_child("time", spec, rt.framework, args.threads, args.timeout, args.glibc_defaults)
 
 
 def _loop_line(rt: Runtime, r: dict, where: str, seconds: float) -> str:
@@ -1045,6 +1052,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a smoke check: 1 s per runtime, one warm-up call")
     ap.add_argument("--out", help="JSON, and a CSV beside it (default outputs/peer_agreement/peer_agreement.json)")
     ap.add_argument("--cache", help="exports and study 03's token ids (default outputs/peer_agreement/cache)")
+    ap.add_argument("--glibc-defaults", action="store_true",
+                    help="the loops with glibc's own mmap and trim thresholds (default: 1 GiB each, as the harness times)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per timing process")
     ap.add_argument("--export-timeout", type=float, default=1200, help="seconds per export process")
     ap.add_argument("--rounds", type=int, default=0, help="interleaved: K rounds, each re-running every study's "

@@ -257,6 +257,13 @@ def test_shares_no_code_with_the_harness():
     assert not re.search(r"OMP_WAIT_POLICY\"?\]?\s*=", text)  # never set (only removed from the children's env)
 
 
+def test_loops_keep_freed_memory_as_the_harness_times_unless_asked_for_glibcs_defaults(pa, monkeypatch):
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "4096")  # a caller's own setting is replaced either way
+    kept = pa.child_env("torch", 2)
+    assert kept["MALLOC_MMAP_THRESHOLD_"] == kept["MALLOC_TRIM_THRESHOLD_"] == str(1 << 30)
+    assert not {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"} & set(pa.child_env("torch", 2, glibc_defaults=True))
+
+
 def test_quick_smoke_of_one_runtime(tmp_path):
     """Eager BERT-base at batch 1 × 8 alone in its own process, half a second of timing, against a fake harness row.
     One thread: `make test`'s other worker has the other core."""
@@ -276,6 +283,7 @@ def test_quick_smoke_of_one_runtime(tmp_path):
     s = rows[0]["standalone"]
     assert s["n"] >= 3 and s["median_s"] > 0 and s["env"]["OMP_WAIT_POLICY"] is None
     assert s["env"]["OMP_NUM_THREADS"] == "1" and s["env"]["torch_intra_op"] == 1
+    assert s["env"]["MALLOC_MMAP_THRESHOLD_"] == s["env"]["MALLOC_TRIM_THRESHOLD_"] == str(1 << 30)  # as the harness
     assert "torch" in s["frameworks_loaded"] and "tensorflow" not in s["frameworks_loaded"]  # alone: USE_TF=0
     assert rows[0]["ratio"] == pytest.approx(0.050 / s["median_s"])
     assert "| 02 | bert-base fp32 b1×8 | eager |" in proc.stdout

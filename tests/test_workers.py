@@ -9,6 +9,7 @@ as a row, and the threading each worker starts with.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +91,38 @@ def test_blocks_never_overlap_across_processes_and_rounds_take_a_fresh_order(poo
     rounds = [tuple(timed[i:i + 3]) for i in range(0, len(timed), 3)]
     assert all(len(set(r)) == 3 for r in rounds)  # each variant once per round
     assert len(set(rounds)) > 1  # in a fresh random order
+
+
+def _state(pid: int) -> str:
+    """The process's state letter in /proc (R running, S sleeping, T stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_only_the_worker_being_called_runs_the_others_are_stopped(pool):
+    _measure(pool, _configs("fake-torch", "fake-tf", "fake-ort"))
+    states = {name: _state(w.proc.pid) for name, w in pool.workers.items()}
+    running = [name for name, w in pool.workers.items() if not w.paused]
+    assert len(running) == 1 and states[running[0]] != "T", states
+    assert all(states[name] == "T" for name in states if name not in running), states
+    # the next call continues its worker and stops the one that ran
+    other = next(name for name in pool.workers if name not in running)
+    pool.settings(other)
+    pool.get(other).has_reference(_configs("fake-torch")[0])
+    assert _state(pool.workers[other].proc.pid) != "T" and _state(pool.workers[running[0]].proc.pid) == "T"
+
+
+def test_a_pool_with_stopped_workers_closes_at_once(pool):
+    fresh = workers.ProcessPool(pool.plan, pool.workloads, pool.env)
+    try:
+        fresh.settings("torch")
+        fresh.settings("onnxruntime")
+        assert fresh.workers["torch"].paused and _state(fresh.workers["torch"].proc.pid) == "T"
+    finally:
+        procs = [w.proc for w in fresh.workers.values()]
+        t0 = time.perf_counter()
+        fresh.close()
+    assert all(p.poll() is not None for p in procs)
+    assert time.perf_counter() - t0 < workers.STOP_WAIT_S  # continued, then asked to stop, not killed after waiting
 
 
 def test_parity_reads_the_reference_the_pytorch_worker_made(pool):

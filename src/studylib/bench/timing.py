@@ -19,7 +19,7 @@ STOP_PRECISION = "precision"  # every median's and every speed-up's CI half-widt
 STOP_BUDGET = "budget"  # the group's time budget was spent
 STOP_MAX_ROUNDS = "max_rounds"
 MAX_BLOCK = 10_000
-METHOD = 4  # how a sample is taken (docs/method.md, "Timing", lists them); part of every row's settings hash, so rows
+METHOD = 5  # how a sample is taken (docs/method.md, "Timing", lists them); part of every row's settings hash, so rows
 # timed another way are measured again rather than resumed or mixed
 
 

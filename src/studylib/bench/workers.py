@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -69,25 +70,55 @@ def ended(proc: subprocess.Popen, wait_s: float) -> int:
 
 class ProcessWorker:
     """A `sweep.Worker` in a child process: the same methods, each a message over a socket; started at once, its
-    start answered when first called (`settings`), so a group's workers import their frameworks side by side."""
+    start answered when first called (`settings`), so a group's workers import their frameworks side by side.
 
-    def __init__(self, process: str, plan: Plan, workloads: Workloads, env: dict[str, str]):
+    Each worker leads a process group of its own (its children, such as Inductor's compile workers, in it), so that
+    the pool can stop the whole of it (`pause`, SIGSTOP) while another worker is called and continue it (`resume`,
+    SIGCONT) before it is called itself: `focus`, the pool's, runs before every call."""
+
+    def __init__(self, process: str, plan: Plan, workloads: Workloads, env: dict[str, str], focus=None):
         self.process = process
         ours, theirs = socket.socketpair()
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "studylib.bench.workers", str(theirs.fileno())],
-                                         pass_fds=(theirs.fileno(),), env=worker_env(process, env))
+                                         pass_fds=(theirs.fileno(),), env=worker_env(process, env), process_group=0)
         finally:
             theirs.close()
         self.conn = Connection(ours.detach())
         self.dead: WorkerDied | None = None
+        self.paused = False
+        self.focus = focus
         self._settings: str | None = None
         self._send("start", process, plan, workloads, frameworks_of(process, plan, env))
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):  # the group has ended
+            pass
+
+    def pause(self) -> None:
+        """Stop the worker's process group: no thread of it runs (an OpenMP thread spinning after a parallel region,
+        ONNX Runtime's spinning intra-op pool, TensorFlow's inter-op pool) until `resume`."""
+        if not self.paused and self.dead is None and self.proc.poll() is None:
+            self._signal(signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.paused:
+            self._signal(signal.SIGCONT)
+            self.paused = False
+
+    def _focused(self) -> None:
+        if self.focus is not None:
+            self.focus(self)
+        self.resume()
 
     @property
     def settings(self) -> str:
         """Its process and threading as a row records it; waits for its start."""
         if self._settings is None:
+            self._focused()
             self._settings = self._receive("start")
         return self._settings
 
@@ -107,6 +138,7 @@ class ProcessWorker:
         return value
 
     def _died(self, method: str):
+        self.resume()
         rc = ended(self.proc, STOP_WAIT_S)
         self.dead = WorkerDied(died(f"the {self.process} worker process", rc, f"during {method}"))
         raise self.dead from None
@@ -115,15 +147,17 @@ class ProcessWorker:
         if self.dead is not None:
             raise self.dead
         self.settings  # noqa: B018 - its start answered first
+        self._focused()
         self._send(method, *args)
         return self._receive(method)
 
     def __getattr__(self, method: str):
-        if method.startswith("_") or method in ("proc", "conn", "dead", "process"):
+        if method.startswith("_") or method in ("proc", "conn", "dead", "process", "paused", "focus"):
             raise AttributeError(method)
         return lambda *args: self._call(method, *args)
 
     def close(self) -> None:
+        self.resume()
         if self.dead is None and self.proc.poll() is None:
             try:
                 self.conn.send(("stop", ()))
@@ -133,11 +167,14 @@ class ProcessWorker:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self._signal(signal.SIGKILL)  # what it left running in its group
         self.conn.close()
 
 
 class ProcessPool:
-    """One ProcessWorker per framework process, kept for the replicate's groups; a dead one is replaced."""
+    """One ProcessWorker per framework process, kept for the replicate's groups; a dead one is replaced. Only the
+    worker being called runs: the others are stopped (`focus`), so a timed block shares the cores with no idle
+    worker's threads, as each framework has them alone in a user's process."""
 
     separate = True
 
@@ -152,8 +189,14 @@ class ProcessPool:
             w.close()
             w = None
         if w is None:
-            w = self.workers[name] = ProcessWorker(name, self.plan, self.workloads, self.env)
+            w = self.workers[name] = ProcessWorker(name, self.plan, self.workloads, self.env, focus=self.focus)
         return w
+
+    def focus(self, worker: ProcessWorker) -> None:
+        """Stop every worker but `worker` (which its caller then continues)."""
+        for w in self.workers.values():
+            if w is not worker:
+                w.pause()
 
     def settings(self, name: str) -> str:
         return self.get(name).settings
