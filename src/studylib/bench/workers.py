@@ -10,7 +10,9 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from ..core.config import SHARED_SETTINGS as SHARED
@@ -21,6 +23,21 @@ from .builder import Workloads
 from .plan import Plan
 
 STOP_WAIT_S = 10.0  # how long a worker is given to end after the coordinator says so
+STOPPED_WAIT_S = 1.0  # how long `pause` waits for the kernel to show the worker stopped
+
+
+def _wait_stopped(pid: int) -> None:
+    """Wait until /proc shows the process stopped: SIGSTOP is delivered asynchronously, and the next timed call must
+    not share its cores with a worker still running (no /proc, as on macOS: no wait)."""
+    deadline = time.monotonic() + STOPPED_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("T", "t"):
+            return
+        time.sleep(0.0005)
 
 
 class WorkerDied(RuntimeError):
@@ -103,6 +120,7 @@ class ProcessWorker:
         if not self.paused and self.dead is None and self.proc.poll() is None:
             self._signal(signal.SIGSTOP)
             self.paused = True
+            _wait_stopped(self.proc.pid)
 
     def resume(self) -> None:
         if self.paused:
