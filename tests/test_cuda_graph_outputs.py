@@ -84,7 +84,7 @@ def test_parity_reads_the_first_output_before_the_cuda_graph_calls_after_it(fake
 
 def test_a_data_set_pass_copies_each_batchs_output_before_the_next_batch_runs(fake):
     ids = ((101, 7, 8, 102), (101, 9, 102), (101, 5, 6, 7, 102))  # batch 2: two batches through one graph per pass
-    data = TextDataset("c", "s", ("a", "b", "c"), ids, 0, 8, "fake")
+    data = TextDataset("s", ids, 0, 8, "fake")
     w = DatasetWorkloads(data, seed=0)
     configs = [Config("roberta-tiny-classifier", v, "fp32", 2, "cpu", 2, seq_len=8, strategy="sorted", data="t")
                for v in ("eager", FakeReduceOverhead.name)]

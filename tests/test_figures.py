@@ -11,10 +11,7 @@ import pytest
 matplotlib.use("Agg")
 
 from studylib.report import palette, plots  # noqa: E402
-from studylib.stats import (
-    speedups,  # noqa: E402
-    verdicts,
-)
+from studylib.stats import verdicts  # noqa: E402
 from studylib.studies import STUDIES  # noqa: E402
 from studylib.studies import eager_vs_compiled as s01  # noqa: E402
 
@@ -51,7 +48,7 @@ def _figures(df):
     sp = s01.speedups(df, vt=verdicts.for_study(s01.NOTEBOOK, df)).assign(workload=lambda t: t.model)
     latency = plots.lines_with_ci(df, x="batch_size", y="median_s", lo="ci_low_s", hi="ci_high_s", hue="variant",
                                   row="workload", col="dtype", scale=1e3, logy=True)
-    gains = plots.speedup_points(sp, row="workload", col="dtype", control=speedups.aa_pairs(df))
+    gains = plots.speedup_points(sp, row="workload", col="dtype")
     return latency, gains
 
 

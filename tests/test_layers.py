@@ -43,8 +43,8 @@ def test_only_the_layer_pairs_pools_bands_and_judges():
 def test_every_study_uses_the_layer_and_declares_its_comparisons_as_data():
     for name, study in STUDIES.items():
         module = __import__(study.analyse.__module__, fromlist=["x"])
-        imported = {a.name for n in ast.walk(_tree(Path(module.__file__))) if isinstance(n, ast.ImportFrom)
-                    for a in n.names}
+        froms = [n for n in ast.walk(_tree(Path(module.__file__))) if isinstance(n, ast.ImportFrom)]
+        imported = {a.name for n in froms for a in n.names} | {(n.module or "").rsplit(".", 1)[-1] for n in froms}
         assert "speedups" in imported, name
         assert study.comparisons and all(isinstance(c, speedups.Comparison) for c in study.comparisons), name
 

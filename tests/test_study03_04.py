@@ -41,7 +41,7 @@ def test_study03_speedups_findings_and_claims(df03):
     assert ort1.speedup == pytest.approx(1.5, rel=0.02) and ort1.ci_low > 1
     eager8 = over1[(over1.variant == "eager") & (over1.batch_size == 8)].iloc[0]
     assert eager8.speedup == pytest.approx(2.0, rel=0.02)  # batch 8 halves the time per text of batch 1
-    text = "\n".join(s03.findings(df03, same, over1))
+    text = "\n".join(s03.findings(df03, same))
     assert "eager (m fp32): lowest time per text at batch 8 (" in text and "from batch 1 to 64" in text
     assert "ort-int8: predicted labels agree with eager fp32 PyTorch on 97.0% of texts" in text
     assert "torch-int8 b1: error — RuntimeError: no qengine" in text
@@ -104,7 +104,7 @@ def test_two_models_and_dtypes_give_one_row_per_claim_on_the_closest_set_up():
     winner = table.loc["003-onnx-wins-small-batch-cpu"]  # once per profile: on the seed's fp32, the first model run
     assert winner.verdict.startswith("proxy — agrees (direction)") and "here m —" in winner["comparable?"]
     assert "bf16" not in winner["comparable?"] and len(table) == table.index.nunique()
-    text = "\n".join(s03.findings(df, same, over1))
+    text = "\n".join(s03.findings(df, same))
     assert "m bf16, batch 1, fastest to slowest" in text
 
     rows4 = [{**_row("eager", b, t, strategy=st), "dtype": dt} for dt in ("fp32", "bf16")
@@ -129,6 +129,6 @@ def test_study03_preparation_shows_each_exports_graph_size_and_torchao_labels(df
     assert prep.loc[("ort", 8), ["graph nodes", "graph MB"]].tolist() == ["120", "2.5"]
     assert prep.loc[("ort-int8", 1), ["graph nodes", "graph MB", "source"]].tolist() == ["", "", "cache"]
     assert "torchao-int8" not in prep.index.get_level_values(0)  # no ONNX file: its one-time cost is the verdicts'
-    text = "\n".join(s03.findings(df, s03.speedups_same_batch(df), s03.speedups_over_batch1(df)))
+    text = "\n".join(s03.findings(df, s03.speedups_same_batch(df)))
     assert "torchao-int8: predicted labels agree with eager fp32 PyTorch on 97.0% of texts" in text
     assert "Parity of fp32 variants" in text and "torchao-int8 b1" not in text.split("Parity of fp32")[1].split("\n")[0]

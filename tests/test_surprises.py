@@ -151,8 +151,9 @@ def test_tensorflow_is_noted_not_profiled():
 
 
 class _SlowEager(TorchEager):
-    """Eager with a pause in every call: a variant 'meant to be faster' that is always slower. The pause is ten times
-    bert-tiny's whole call, so the slow-down stays beyond any CI on a loaded host (a 2 ms pause did not)."""
+    """Eager with a pause in every call: a variant 'meant to be faster' that is always slower. The pause is ~100 times
+    bert-tiny's whole call: with two replicates (t at 1 degree of freedom) the CI must hold even when eager's time
+    moves 2x between them on a loaded host (a 20 ms pause failed under `make test`'s two workers)."""
 
     name = "slow-eager"
 
@@ -161,7 +162,7 @@ class _SlowEager(TorchEager):
         module = p.fn
 
         def slow(*inputs):
-            time.sleep(0.02)
+            time.sleep(0.2)
             return module(*inputs)
 
         return dataclasses.replace(p, fn=slow)

@@ -75,8 +75,7 @@ def _profiles() -> int:
 
 
 def _compare(ref: str, new: str, check: bool = False) -> int:
-    """Print the comparison and its calibration; with `check`, exit 1 when a calibration figure is outside its
-    limits (calibration.LIMITS)."""
+    """Print the comparison and its calibration; with `check`, exit 1 when a figure is outside calibration.LIMITS."""
     from .report.compare import CompareError, compare, format_comparison
     from .stats.calibration import format_calibration
 

@@ -2,9 +2,7 @@
 
     python -m studylib.gpu_check [--profile gpu-smoke]
 
-One line per path (machine/gpu_probes.py), the TF32 probe under the profile's precision policy and the CUDA libraries
-the process loaded. Exit 0 when every path ran on the GPU or is an expected, named skip, 1 when something is wrong,
-2 on a machine without a GPU (one line).
+Exit 0 when every path ran on the GPU or is an expected, named skip, 1 when something is wrong, 2 without a GPU.
 """
 
 from __future__ import annotations

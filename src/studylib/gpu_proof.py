@@ -2,10 +2,8 @@
 
     python -m studylib.gpu_proof [--skip-smoke]
 
-One line per check, PASS, FAIL or SKIP (with why): gpu-check's probes; at the smallest shape of studies 01, 02, 03 and
-07 every runtime's output device and that its timed call waits for the device (behind a GPU spin kernel); a forced
-out-of-memory row; ort-tensorrt's engine cache; gpu-smoke's study 01 run. Exit 0 when no check fails, 1 when one
-does, 2 on a machine without a GPU (one line). docs/method.md says how each check works.
+One line per check, PASS, FAIL or SKIP (docs/method.md, "make gpu-proof"). Exit 0 when no check fails, 1 when one
+does, 2 without a GPU.
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ from .bench.plan import Plan
 from .bench.schemas import MeasureSettings
 from .core import paths, study_registry
 from .core.config import Config, is_aa
+from .core.errors import said
 from .machine.gpu import apply, policy, unavailable
 from .runtimes.base import RuntimeUnavailable, on_gpu, output_device, sync_removed, synced
 from .runtimes.ort_gpu import ENGINE_STEP
@@ -59,8 +58,7 @@ class Check:
 
 
 def smallest_paths(profile: str = SMOKE_PROFILE) -> list[tuple[str, Config]]:
-    """(notebook, configuration): every runtime of PATH_STUDIES (no A/A copy) at the smallest shape per model in
-    `profile` (a data-set study's at batch 1 × 16 tokens; study 07's in the decode phase)."""
+    """(notebook, configuration): every runtime of PATH_STUDIES (no A/A copy) at each model's smallest shape."""
     loaded = profiles.load(profile)
     out, seen = [], set()
     for nb in PATH_STUDIES:
@@ -100,10 +98,10 @@ def spin(cycles: int = SPIN_CYCLES) -> Callable[[], object]:
 
 
 def behind(call: Callable[[], object], delay: Callable[[], object], settle: Callable[[], object],
-           clock=time.perf_counter, tries: int = TRIES) -> float:
+           clock=time.perf_counter) -> float:
     """The median seconds of `call` timed right after `delay` queued device work (settled, untimed, after each)."""
     seconds = []
-    for _ in range(tries):
+    for _ in range(TRIES):
         settle()
         delay()
         t0 = clock()
@@ -155,7 +153,7 @@ def path_checks(c: Config, workloads, delay: Callable[[], object], settle: Calla
     except RuntimeUnavailable as e:
         return [Check(f"{name}: on the GPU", None, str(e))]
     except Exception as exc:  # noqa: BLE001 - the line says what failed
-        return [Check(f"{name}: on the GPU", False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")]
+        return [Check(f"{name}: on the GPU", False, said(exc))]
 
 
 def _plan(precision: dict):
@@ -223,8 +221,7 @@ def tensorrt_checks() -> list[Check]:
 
 
 def smoke_verdict(rows: list[dict]) -> tuple[bool, list[str]]:
-    """The study-01 smoke run: no errors, compile-reduce-overhead on bert-tiny with parity and CUDA graphs,
-    eager-cudnn-benchmark ok."""
+    """The study-01 smoke run: no errors, reduce-overhead with parity and CUDA graphs, eager-cudnn-benchmark ok."""
     counts = Counter(r["status"] for r in rows)
     out = ["status counts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
     ok = counts.get("error", 0) == 0 and counts.get("oom", 0) == 0 and bool(rows)
@@ -315,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             found = step()
         except Exception as exc:  # noqa: BLE001 - a check that crashes is a failed check
-            found = [Check(getattr(step, "__name__", "check"), False, f"{type(exc).__name__}: {str(exc)[:300]}")]
+            found = [Check(getattr(step, "__name__", "check"), False, said(exc))]
         for check in found:
             checks.append(check)
             print(check.line(), flush=True)

@@ -1,10 +1,5 @@
-"""`python -m studylib new-study NAME`: a new study that runs at once — its module, its notebook, its templates (the
-wording of its findings) and its sections in the smoke profiles (and a commented-out one in the cpu profile, so the
-reference does not grow by itself). Nothing else is edited: studies/__init__.py imports every study module it finds.
-
-The study it writes times eager PyTorch and torch.compile on a tiny text model and answers with the project's verdicts;
-its author replaces the question, the comparisons and the grid (the TODO comments say where).
-"""
+"""`python -m studylib new-study NAME`: a new study that runs at once (module, notebook, templates, smoke sections and
+a commented-out cpu section), eager against torch.compile; its TODO comments say what its author replaces."""
 
 from __future__ import annotations
 
@@ -75,8 +70,7 @@ def _next_free(notebooks: set[str]) -> str:
 
 
 def new_study(name: str, title: str | None = None) -> int:
-    """Write the study NAME into the checkout studylib is imported from; print what was written. Exit status: 0, or
-    2 with one line where NAME or the title is refused (then nothing is written)."""
+    """Write the study NAME into studylib's checkout and print what was written; 0, or 2 (nothing written)."""
     root = paths.ROOT
     try:
         module, title = check(name, title, root)
@@ -154,8 +148,7 @@ PARAMETERS = (
     "overrides = {}\n"
     "force = False  # True re-measures configurations already in the results table")
 
-# Then three cells, one step each, so a reader re-runs only the step they need: from `start` after editing the
-# parameters, `answer` alone to read the answer again. Each says in its first line what re-running it does.
+# then three cells, one step each, each saying in its first line what re-running it does
 STEPS = {
     "start": "# Start. Re-running it reads and checks the profile with the overrides (cached: an unchanged file is not "
              "read again).",
@@ -335,9 +328,9 @@ CELLS = [
      "    caption=\"Lower is faster; where two variants' CI bars overlap, this run cannot tell them apart.\");"),
     ("c09", "markdown", "## Speed-up over eager\nThe median of the per-round ratios eager latency / variant latency on "
      "the same shape, with its 95% CI;\nthe grey band is the ±5% band the verdicts use."),
-    ("c10", "code", "from studylib.stats import speedups\n\nif len(sp):\n"
+    ("c10", "code", "if len(sp):\n"
      "    sp[\"workload\"] = sp.model + \" · \" + sp.apply({alias}.size_label, axis=1)\n"
-     "    plots.speedup_points(sp, row=\"workload\", col=\"dtype\", control=speedups.aa_pairs(df),\n"
+     "    plots.speedup_points(sp, row=\"workload\", col=\"dtype\",\n"
      "                         title=\"Speed-up over eager (95% CI)\",\n"
      "                         caption=\"Above the dashed line a variant is faster than eager; a speed-up whose CI "
      "lies in the grey band is equal.\");\n"

@@ -1,9 +1,5 @@
-"""The project's notebook files: executing one through papermill on a local kernel, and keeping the committed ones
-normalised (every cell has an id, nbformat 4.5, no outputs).
-
-`python -m studylib.notebooks` normalises notebooks/*.ipynb in place (or the files named) and says which it
-changed; `--check` only lists what is not normalised and exits 1 if anything is.
-"""
+"""Notebooks: executing one through papermill, and keeping the committed ones normalised. `python -m
+studylib.notebooks [FILES]` normalises in place; `--check` lists what is not and exits 1 if anything is."""
 
 from __future__ import annotations
 
@@ -41,11 +37,7 @@ def _register_engine() -> None:
 
 def execute(source: Path, out: Path, params: dict, *, kernel_name: str,
             on_cell: Callable[[int, int], None] | None = None) -> None:
-    """Execute `source` into `out` with `params` injected, in the source's folder; papermill's errors propagate.
-
-    The kernel talks to us over Unix sockets (transport "ipc") in a private temporary folder, not TCP on localhost:
-    nothing leaves the machine either way, but over TCP the kernel warns that its traffic is unencrypted. `on_cell`
-    gets (cell number, cells) as each cell starts."""
+    """Execute `source` into `out` with `params` (kernel over Unix sockets); `on_cell` gets (cell, cells)."""
     import papermill as pm
     from traitlets.config import Config
 
@@ -78,8 +70,7 @@ def problems(path: Path) -> list[str]:
 
 
 def normalise(path: Path) -> bool:
-    """Give every cell an id (existing ones kept; a missing one is `c<index>` or, if taken, the next free), nbformat
-    4.5, outputs cleared; write the file only if that changed it. Whether it did."""
+    """Every cell an id (`c<index>` where missing), nbformat 4.5, outputs cleared; written only if changed (returned)."""
     import nbformat
 
     path = Path(path)

@@ -4,9 +4,7 @@
     result = quick.compare({"mine": lambda: fast(x), "eager": lambda: model(x)})
     result            # in Jupyter: the decision table; print(result) in a script
 
-Each callable is called once, cold (its first call reported apart), then all are timed in interleaved rounds in
-random order, in `replicates` blocks of one process, beside an A/A copy of the baseline (`<baseline>-aa`) that
-calibrates the ±5% band; the decisions come from the same verdict table (stats.verdicts) the pages use.
+Interleaved rounds beside an A/A copy of the baseline, decided as the pages decide (docs/method.md).
 """
 
 from __future__ import annotations
@@ -57,8 +55,7 @@ class Result:
     baseline: str
 
     def table(self) -> pd.DataFrame:
-        """One line per callable: its median per call, first call, output difference, and the decision over the
-        baseline with its speed-up and 95% CI."""
+        """One line per callable: median, first call, output difference, decision with speed-up and 95% CI."""
         by = {v.candidate: v for v in self.verdicts.options()}
         out = []
         for r in self.rows.itertuples():
@@ -86,10 +83,7 @@ def compare(calls: dict[str, Callable[[], Any]], *, baseline: str | None = None,
             budget_s: float = 5.0, min_rounds: int = 10, warmup_calls: int = 2, seed: int = 0,
             sync: Callable[[], Any] | None = None, rtol: float = 1e-3,
             clock: Callable[[], float] = time.perf_counter) -> Result:
-    """Time `calls` (name -> a callable taking no argument) against `baseline` ("eager" if named, else the first);
-    `budget_s`: sampling time per callable and replicate; an output further than `rtol` × the baseline's largest
-    magnitude from the baseline's is flagged (parity_ok False). `sync` waits for a device inside every timed call;
-    `clock` is for tests."""
+    """Time `calls` ({name: callable()}) against `baseline`; parity within `rtol`; `sync` waits for a device."""
     if len(calls) < 2 or not all(callable(f) for f in calls.values()):
         raise ValueError("compare needs at least two callables, as {name: callable}")
     baseline = baseline or ("eager" if "eager" in calls else next(iter(calls)))

@@ -1,7 +1,4 @@
-"""`studylib reanalyse DIR` (make reanalyse): every study's page, the summary and the index written again from the
-results already in DIR (an outputs root, or one profile's folder), measuring nothing: each notebook is executed as
-`studylib run` executes it with study.REANALYSE_VAR set. Every input is checked first (`check`): results whose study
-code version cannot be read, or a grid the results lack, are Refused (exit 2, one line). docs/method.md says more."""
+"""`studylib reanalyse DIR`: every page written again from DIR's results, measuring nothing; bad input Refused."""
 
 from __future__ import annotations
 
@@ -67,8 +64,7 @@ def _check_env(path: Path) -> None:
 
 
 def _check_rows(path: Path, study: str) -> tuple[set[str], set[str]]:
-    """The config keys of a results table whose every row names the study code version it was measured with, and
-    those commits."""
+    """(config keys, commits) of a results table whose every row names its study code version."""
     keys, commits = set(), set()
     lines = path.read_text().split("\n")
     for number, line in enumerate(lines, 1):

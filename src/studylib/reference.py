@@ -1,7 +1,4 @@
-"""The committed reference report: `python -m studylib reference [--profile NAME]` (`make reference`) measures a
-profile (`cpu` unless named) from a clean commit under outputs/.reference/ and, once every notebook has run, publishes
-what a reader needs under reference/ (another profile under reference/NAME/) with REFERENCE.json recording the commit;
-nothing else writes there. A working tree with changes is refused, and so is a run during which HEAD moved."""
+"""`studylib reference [--profile NAME]`: a profile measured from a clean commit and published under reference/."""
 
 from __future__ import annotations
 
@@ -53,8 +50,7 @@ def record_path(target: Path, profile: str = PROFILE) -> Path:
 
 
 def carry_committed(target: Path, staging: Path, profile: str) -> list[str]:
-    """Copy every other profile published under `target` into the run's outputs root `staging` (the summary and
-    index then cover them); their names."""
+    """Copy every other profile published under `target` into `staging`; their names."""
     carried = []
     for d in sorted(p for p in target.iterdir() if p.is_dir()) if target.is_dir() else []:
         if d.name in (profile, "summary") or not (d / "results").is_dir() or (staging / d.name).exists():
@@ -65,8 +61,7 @@ def carry_committed(target: Path, staging: Path, profile: str) -> list[str]:
 
 
 def publish(staging: Path, target: Path, record: dict, profile: str = PROFILE) -> list[Path]:
-    """Copy a finished run's reader-facing files (index, pages, results tables, env.json, run.json, the summary's)
-    from `staging` into `target`, replacing what was there (other profiles kept), then the record; the files."""
+    """Copy a finished run's reader-facing files from `staging` into `target`, then the record; the files."""
     written = []
 
     def copy(src: Path, dst: Path):

@@ -1,7 +1,4 @@
-"""Execute notebooks for a profile with papermill, one after another; a failure does not stop the rest. Where a
-profile measures each group in k ≥ 2 replicate processes, replicates 0 … k-2 of every notebook are measured first,
-pass by pass (study.measure_replicate), so a group's replicates lie far apart in time; then each notebook measures
-its last replicate and combines. One display follows the run, ending with a line per study (summary_lines)."""
+"""Execute a profile's notebooks with papermill, early replicates first; a failure does not stop the rest."""
 
 from __future__ import annotations
 
@@ -64,8 +61,7 @@ def planned(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = Fals
     return configs, [c for c in configs if c.key in keys]
 
 
-# how much faster than the 2-core CPU the estimates are calibrated on a machine is guessed to be (docs/method.md);
-# a card's by its memory bandwidth (the vendors' figures, GB/s)
+# a GPU's guessed speed over the 2-core CPU plan is calibrated on, and cards' bandwidths (GB/s; docs/method.md)
 GPU_SPEED = 30.0
 CARD_BANDWIDTH_GBS = {"t4": 320.0, "v100": 900.0, "a100": 1555.0, "3090ti": 1008.0, "h100": 3350.0}
 
@@ -119,21 +115,17 @@ def measuring_environment(loaded: profiles.LoadedProfile) -> None:
 
 def execute(loaded: profiles.LoadedProfile, notebook: str, *, force: bool = False,
             display: progress.RunProgress | None = None) -> dict:
-    """Run one notebook through papermill; return its manifest entry (status, time, failing cell). `display` is
-    told each cell as it starts."""
+    """Run one notebook through papermill; its manifest entry (status, time, failing cell)."""
     params = profiles.notebook_inputs(loaded, force=force)  # the profile, its overrides, force: start loads the rest
     measuring_environment(loaded)
     return papermill_entry(notebook, paths.executed_dir(loaded.name), params, on_cell=display and display.cell)
 
 
-def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: list[str], *, force: bool = False,
-                     display: progress.RunProgress | None = None, counters: dict | None = None) -> dict[str, float]:
-    """Measure replicates 0 … k-2 of every notebook, pass by pass, each in a process of its own, before any notebook
-    runs; seconds per notebook. A pass that fails is reported: its notebook measures what is missing."""
+def early_replicates(profile: str, loaded: profiles.LoadedProfile, notebooks: list[str], *, force: bool,
+                     display: progress.RunProgress, counters: dict) -> dict[str, float]:
+    """Measure replicates 0 … k-2 of every notebook, pass by pass, before any notebook runs; seconds per notebook."""
     measuring_environment(loaded)
     k = {nb: loaded.measure_for(nb).replicates for nb in notebooks}
-    display = display or progress.RunProgress(loaded.name, _work(loaded, notebooks, force))
-    counters = counters or {nb: _counter(loaded, nb) for nb in notebooks}
     spent = dict.fromkeys(notebooks, 0.0)
     for r in range(max(k.values(), default=1) - 1):
         for nb in notebooks:
@@ -197,9 +189,7 @@ def papermill_entry(notebook: str, executed_dir, params: dict, on_cell=None) -> 
 
 def run(profile: str, notebooks: list[str] | None = None, *, force: bool = False, render: bool = False,
         stream=None, terminal: bool | None = None, clock=None, overrides=()) -> int:
-    """Execute the notebooks (then, with `render`, write their pages and the index); 0 when all succeeded, 1
-    otherwise; bad input raises ProfileError first. One display follows the run on `stream` (stderr; `terminal`,
-    `clock`: tests), a summary line per study at the end. `overrides`: `--set KEY=VALUE`, a profile of their own."""
+    """Execute the notebooks (`render`: then the pages); 0 when all succeeded, else 1; raises ProfileError first."""
     loaded = profiles.load(profile, overrides=overrides)
     names = select_notebooks(loaded, notebooks)
     with runlock.hold(loaded.name, f"studylib run --profile {loaded.name}"), _run_id():
@@ -281,8 +271,7 @@ def summary_lines(loaded: profiles.LoadedProfile, notebooks: list[str], manifest
 
 
 def run_summary(say=None, on_cell=None, executed=None) -> int:
-    """Execute the cross-hardware summary over every profile with results (into `executed`, the summary's executed/
-    unless given); 0 when it ran, 1 otherwise. `say` prints its outcome (stderr), `on_cell` is told each cell."""
+    """Execute the cross-hardware summary (into `executed`); 0 when it ran, else 1. `say` prints its outcome."""
     nb = paths.SUMMARY_NOTEBOOK
     say = say or (lambda message: print(message, file=sys.stderr))
     entry = papermill_entry(nb, executed or paths.summary_dir() / "executed", {}, on_cell)

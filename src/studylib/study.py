@@ -1,5 +1,4 @@
-"""What a notebook calls: load its profile and overrides (validated, cached), fix threads, capture the environment, run
-its sweep."""
+"""What a notebook calls: load its profile, fix threads, capture the environment, run its sweep."""
 
 from __future__ import annotations
 
@@ -67,9 +66,7 @@ class StudyRun:
 
     def run(self, configs: list[Config], workloads: Workloads | None = None,
             group_by: Callable[[Config], tuple] | None = None):
-        """Measure what is not measured yet (in groups, `group_by`, with `workloads`: the study's own unless given,
-        holding the profile's run lock); return these configurations' rows, raw samples included. A re-analysis
-        (`recorded`) only reads the table."""
+        """Measure what is not yet (a re-analysis only reads), under the run lock; the rows with samples."""
         if self.recorded:
             latest = self.table.latest()
             missing = [c.key for c in configs if c.key not in latest]
@@ -133,8 +130,7 @@ class StudyRun:
         return data, dataset.DatasetWorkloads(data, self.settings.seed, cache, bucket_batches=buckets)
 
     def _decide(self, df):
-        """The study's verdict table, computed once from this run's rows, saved beside the results
-        (results/<notebook>.verdicts.csv) and read back: what `analyse` and every page element take."""
+        """The study's verdict table, computed once from this run's rows, saved beside the results, read back."""
         path = verdicts.save(verdicts.for_study(self.notebook, df), paths.results_dir(self.profile))
         return verdicts.load(path)
 
@@ -246,9 +242,7 @@ PARAMETER_NAMES = {"run_shift": "shift between whole runs on this machine (recor
 
 def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any] | None = None, force: bool = False,
           frameworks: tuple[str, ...] | None = None) -> StudyRun:
-    """Load and validate the notebook's profile (a name under params/ or a YAML file's path) with its `overrides`
-    ({KEY: value} in `--set`'s forms, a field of this study's section without its "NN." prefix), fix the threads of
-    `frameworks` (the study's own unless given), capture and save the environment. `force`: re-measure."""
+    """Load the profile with `overrides`, fix the threads, capture the environment; `force`: re-measure."""
     loaded = profiles.load(profile, overrides=overrides or {}, notebook=notebook)
     settings, section = loaded.settings_for(notebook), loaded.sections[notebook]
     frameworks = frameworks or STUDIES[notebook].frameworks
@@ -273,8 +267,7 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
         env = dict(read_json(env_path))
         peaks, kept = env.pop("peaks", None), env.pop("overhead", None)
         overhead = Overhead(**kept) if kept else None
-        # env.json is the profile's last notebook's: the frameworks it did not import get this study's settings,
-        # which apply_threads just set from the same profile as in the run
+        # env.json is the last notebook's: frameworks it did not import get this study's settings (apply_threads)
         env["threads"] = environment.thread_settings() | (env.get("threads") or {})
     else:
         env = environment.capture(loaded.name, precision)
@@ -296,8 +289,7 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
 
 
 def measure_replicate(profile: str, notebook: str, replicate: int, *, force: bool = False) -> None:
-    """Measure one replicate of a notebook's pending groups without the analysis: `studylib run`'s early passes
-    (`python -m studylib.study PROFILE NOTEBOOK REPLICATE [--force]`)."""
+    """One replicate of a notebook's pending groups, no analysis (`python -m studylib.study PROFILE NB R [--force]`)."""
     ctx = start(notebook, profile, force=force)
     ctx._measure(study_registry.grid(ctx.loaded, notebook), only_replicate=replicate)
 

@@ -1,7 +1,4 @@
-"""What each configuration runs: its model (once per dtype, with its TensorFlow twin when asked), its inputs and the
-eager PyTorch reference its parity is checked against (once per shape). Studies subclass Workloads for inputs of
-their own (dataset.py, keras_models.py).
-"""
+"""What each configuration runs: its model, its inputs and the eager PyTorch reference parity is checked against."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""A tokenized text data set, and workloads that time one pass over all of it (studies 03 and 04): every text cut
-into batches by a strategy (batching.py), each padded to its own length; the pass's output is put back in the
-texts' order before it is compared with eager PyTorch's pass over the same batches.
-"""
+"""A tokenized text data set, and workloads timing one pass over it in a strategy's batches (studies 03 and 04)."""
 
 from __future__ import annotations
 
@@ -23,9 +20,7 @@ UNBATCHED_CHECK_TEXTS = 16  # texts run one by one to check that batching does n
 class TextDataset:
     """The sample of texts as token ids, in the given order."""
 
-    corpus_name: str
     source: str
-    texts: tuple[str, ...]
     ids: tuple[tuple[int, ...], ...]
     pad_id: int
     max_length: int
@@ -48,8 +43,7 @@ class TextDataset:
 
 
 def data_tag(settings, max_length: int) -> str:
-    """What a configuration's results depend on in the data (a user's file by its content), for its key; the
-    sample's seed is in the settings hash."""
+    """What a configuration's results depend on in the data (a user's file by its content), for its key."""
     source = settings.source if settings.column is None else f"{settings.source}[{settings.column}]"
     tok = settings.tokenizer or f"bpe{settings.vocab_size}"
     files = [f for f in (settings.source, settings.tokenizer) if f and f != corpus.DEFAULT_SOURCE]
@@ -77,8 +71,7 @@ def load(settings, *, max_length: int, seed: int, cache_dir, model: str | None =
                 f"{settings.tokenizer or 'trained tokenizer'}: token ids reach {max(max(x) for x in ids)}, beyond "
                 f"{model}'s vocabulary of {vocab}: use a smaller vocabulary")
     how = settings.tokenizer or f"byte-level BPE, {tok.get_vocab_size()} tokens, trained on {c.name}"
-    return TextDataset(c.name, c.source, texts, tuple(tuple(x) for x in ids), tokenization.pad_id(tok),
-                       max_length, how)
+    return TextDataset(c.source, tuple(tuple(x) for x in ids), tokenization.pad_id(tok), max_length, how)
 
 
 @dataclass
@@ -142,8 +135,7 @@ class DatasetWorkloads(Workloads):
 
     def first_call(self, prepared: runtimes.Prepared, c: Config, w: models.Workload, runtime: runtimes.Runtime,
                    call):
-        """The first pass, each batch's output on the host before the next batch runs (a CUDA graph frees a run's
-        outputs on its next run)."""
+        """The first pass, each batch's output copied to the host before the next batch runs."""
         batches = [prepared.adapt(b) for b in self._pass(c).inputs]
         fn, sync, host = prepared.fn, prepared.sync, runtime.to_numpy
 

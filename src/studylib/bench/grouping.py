@@ -1,6 +1,4 @@
-"""Groups: which configurations are measured together (by default the variants of one shape), in which process
-environment, and which still need measuring (a group is measured again whole when any of its configurations is).
-"""
+"""Groups: which configurations are measured together, in which process environment, and which still need it."""
 
 from __future__ import annotations
 
@@ -13,9 +11,7 @@ from .plan import Plan
 
 
 def process_env(configs: list[Config]) -> dict[str, str]:
-    """Environment variables the process measuring `configs` starts with: KERAS_BACKEND (and USE_TF=0 beside a
-    backend other than TensorFlow) and each runtime's Runtime.process_env. Configurations needing different ones
-    raise."""
+    """Environment variables the process measuring `configs` starts with; raises where they need different ones."""
     backends = {c.backend for c in configs if c.backend is not None}
     if len(backends) > 1:
         raise ValueError(f"one process cannot run Keras backends {sorted(backends)} (Keras fixes it at import)")
@@ -55,8 +51,7 @@ def pending(configs: list[Config], plan: Plan, *, table: ResultsTable, force: bo
 
 def groups_to_measure(configs: list[Config], todo: list[Config],
                       group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
-    """Every group with a configuration to measure, whole (its variants are only compared in shared rounds);
-    `group_by`: a study's own grouping, by default the shape."""
+    """Every group with a configuration to measure, whole; `group_by`: a study's own grouping (default: the shape)."""
     group_by = group_by or (lambda c: c.shape_key)
 
     def name(c: Config) -> str:  # a runtime that needs a process of its own (Runtime.process_env) gets its own group

@@ -1,7 +1,4 @@
-"""Keras twins of the study's models (study 05): ResNet-50 from keras.applications and a BERT-style encoder from
-Keras 3 layers, with shared weights saved once as numpy arrays, and the shape's first Keras output as the reference
-every Keras variant is checked against (docs/method.md, "Keras twins").
-"""
+"""Keras twins of study 05's models, with shared weights and the Keras reference output (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +13,6 @@ from .. import runtimes
 from ..core.config import Config
 from ..machine.threads import tensorflow_start_up_log
 from ..runtimes.base import RuntimeUnavailable
-from ..runtimes.keras import BACKENDS  # noqa: F401 - the backends, in their processes' order
 from ..runtimes.keras_process import backend, check_backend, keras_module, to_numpy
 from ..workloads import models
 from .builder import Workloads, check_length
@@ -41,8 +37,7 @@ def _dtype_policy(k, dtype: str):
 
 
 def _encoder(k, name: str):
-    """A BERT-style encoder from Keras 3 layers with the sizes of `name`'s transformers config (post-norm, as BERT);
-    its output the last hidden state."""
+    """A post-norm BERT-style Keras 3 encoder sized as `name`'s transformers config; returns the last hidden state."""
     s = models.spec(name)
     if s.family != "bert":
         raise RuntimeUnavailable(f"no Keras build of {name} (study 05 mirrors BERT-style encoders and resnet-50)")
@@ -148,8 +143,7 @@ def _is_keras(c: Config) -> bool:
 
 
 class KerasWorkloads(Workloads):
-    """Study 05's workloads: Keras variants get the Keras model of their flavour (Keras 3 or 2), numpy inputs and the
-    shape's shared Keras output as reference; native PyTorch variants are as in every study."""
+    """Study 05's workloads: Keras variants get their flavour's Keras model, numpy inputs and the Keras reference."""
 
     def __init__(self, seed: int, cache_dir=None):
         super().__init__(seed, cache_dir=cache_dir)
@@ -192,8 +186,7 @@ class KerasWorkloads(Workloads):
             super().set_reference(c, output)
 
     def reference(self, c: Config) -> np.ndarray:
-        """Keras variants: the shape's saved Keras output; the first process to need it makes it (a direct call on
-        its backend, in the configuration's dtype) and saves it, with the backend that made it, for the others."""
+        """Keras variants: the shape's saved Keras output, made and saved by the first process to need it."""
         if not _is_keras(c):
             return super().reference(c)
         key = (c.shape_key, "keras")

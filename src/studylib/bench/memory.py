@@ -1,6 +1,4 @@
-"""Memory a block adds at its peak: process RSS on CPU; on CUDA, the allocator of the framework that runs the block
-(`PeakMemory.kind` says which; docs/method.md, "Measuring a group").
-"""
+"""Memory a block adds at its peak: RSS on CPU, the framework's allocator on CUDA (`PeakMemory.kind`)."""
 
 from __future__ import annotations
 
@@ -44,8 +42,7 @@ _ITEM_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "int8": 
 
 
 def weights_mb(model) -> float | None:
-    """A model's weights in MiB: a torch module's parameters and buffers, a TensorFlow or Keras model's variables;
-    None where there is no model to count."""
+    """A torch, TensorFlow or Keras model's weights in MiB; None where there is no model to count."""
     model = getattr(model, "model", model)
     if hasattr(model, "parameters") and hasattr(model, "buffers"):
         tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}  # tied weights once

@@ -1,6 +1,4 @@
-"""Overrides of a profile (`--set KEY=VALUE` texts or a notebook's mapping), checked and written one way: the study's
-full name, the value as compact JSON, sorted, so that the same changes however given name the same profile.
-"""
+"""Overrides of a profile, checked and written one way, so that the same changes name the same profile."""
 
 from __future__ import annotations
 
@@ -15,8 +13,7 @@ from .schemas import Profile, ProfileError, sections
 
 
 def pairs(given) -> list[tuple[str, Any, str]]:
-    """(key, value, how to name it in an error) of each override: `--set KEY=VALUE` texts (VALUE is YAML) or a mapping
-    {KEY: value} (a notebook's `overrides`)."""
+    """(key, value, name in errors) of each override: `--set KEY=VALUE` texts (VALUE is YAML) or a {KEY: value}."""
     if isinstance(given, Mapping):
         return [(str(k).strip(), v, f"overrides[{str(k)!r}]") for k, v in given.items()]
     if isinstance(given, str) or not isinstance(given, list | tuple):
@@ -37,9 +34,8 @@ def pairs(given) -> list[tuple[str, Any, str]]:
 
 
 def normalised(given, raw: dict, notebook: str | None = None) -> dict[str, str]:
-    """Each override written one way (`KEY=VALUE`) → the key as given; sorted (a whole mapping before a key inside
-    it, which then wins), the last of a key set twice. `raw`: the profile file's YAML. With `notebook`, a field of
-    its section is that section's."""
+    """Each override as `KEY=VALUE` → the key as given, sorted (a whole mapping before a key inside it), the last
+    of a key set twice wins. `raw`: the profile's YAML; with `notebook`, a bare field is that section's."""
     studies = list(study_registry.studies())
     own = set(sections()[notebook].model_fields) if notebook in studies else set()
     out: dict[str, tuple[str, str]] = {}

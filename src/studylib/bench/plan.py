@@ -1,6 +1,4 @@
-"""The measurement plan: everything a study's measurement depends on, built once per notebook (study.start) from its
-validated profile and the captured environment, and passed whole (pickled to replicate processes).
-"""
+"""The measurement plan: everything a study's measurement depends on, built once per notebook, pickled to replicates."""
 
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ from .schemas import MeasureSettings, Profile
 
 
 def tolerance_key(c: Config, tf32: bool = False) -> str:
-    """Which parity tolerance applies: the runtime's precision (int8), 'tf32' for fp32 under a tf32 policy, else the
-    dtype."""
+    """The parity tolerance's key: the runtime's precision (int8), 'tf32' for fp32 under tf32, else the dtype."""
     runtime = runtimes.REGISTRY.get(c.variant)
     key = (runtime.precision if runtime is not None else None) or c.dtype
     return "tf32" if key == "fp32" and tf32 else key

@@ -1,6 +1,4 @@
-"""Hardware profiles: load params/<profile>.yaml (cached) and validate it completely before any notebook starts;
-every problem is a one-line ProfileError naming the file, the key and what is wrong.
-"""
+"""Hardware profiles: params/<profile>.yaml loaded (cached) and validated whole; a problem is a one-line ProfileError."""
 
 from __future__ import annotations
 
@@ -70,8 +68,7 @@ RESERVED = {"summary": "the cross-hardware summary under outputs/summary/",
 
 
 class LoadedProfile:
-    """A validated profile with its name, file and notebook sections; `picked`: the profile an `auto` profile chose;
-    `overrides`: the `--set` options applied (normalised); `files`: those it was read from."""
+    """A validated profile: name, file, sections, `picked` (an `auto` profile's choice), `overrides`, `files`."""
 
     def __init__(self, name: str, path: Path, profile: Profile, sections: dict[str, BaseModel],
                  picked: str | None = None, overrides: tuple[str, ...] = (), files: tuple[Path, ...] = ()):
@@ -97,10 +94,7 @@ _CACHE: dict[tuple, tuple[tuple, LoadedProfile]] = {}
 
 
 def load(profile: str, *, overrides=(), machine=None, notebook: str | None = None) -> LoadedProfile:
-    """Load and fully validate a profile by name (params/<name>.yaml) or path, cached while its files are unchanged.
-    An `auto` profile picks one for this machine (or `machine`; not cached). `overrides` (`--set` texts or a mapping;
-    docs/profiles.md) are merged in before validation and name the profile `<file>+<their hash>`, which loads again
-    from the overrides its run recorded; with `notebook`, a field of that study's section needs no "NN." prefix."""
+    """Load and validate a profile by name or path (cached), with `overrides` (docs/profiles.md); raises ProfileError."""
     if not overrides and OVERRIDDEN_NAME.fullmatch(str(profile)) and not paths.profile_path(profile).is_file():
         return _load_recorded(profile)
     path = paths.profile_path(profile)
@@ -249,8 +243,7 @@ def _load_recorded(name: str) -> LoadedProfile:
 
 
 def _extended(raw: dict, where: str, files: list[Path]) -> dict:
-    """`extends: <name>`: that plain profile's keys (not auto, not extending another) with this file's on top; its
-    file is added to `files`."""
+    """`extends: <name>`: that plain profile's keys with this file's on top; its file is added to `files`."""
     name = raw["extends"]
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name) or not paths.profile_path(name).is_file():
         raise _no_such(where, "extends", name)
@@ -327,15 +320,13 @@ def notebook_parameters(loaded: LoadedProfile, notebook: str) -> dict[str, Any]:
 
 
 def notebook_inputs(loaded: LoadedProfile, *, force: bool = False) -> dict[str, Any]:
-    """What `studylib run` injects into a study notebook's parameters cell: the profile's file as run.json records
-    it, its overrides as a mapping and `force`, from which study.start loads the very same profile."""
+    """What `studylib run` injects into a notebook's parameters cell: profile, overrides (a mapping) and `force`."""
     return {"profile": override_record(loaded)["profile"], "overrides": overrides_.as_mapping(loaded.overrides),
             "force": bool(force)}
 
 
 def load_at(profile: str, commit: str) -> LoadedProfile | None:
-    """The profile as `commit` held params/<profile>.yaml, validated by today's code (a re-analysis reads the grid
-    its results were measured on); None where git, the commit or the file is missing or it no longer validates."""
+    """The profile as `commit` held it, validated by today's code; None where it cannot be read or validated."""
     rel = paths.profile_path(profile)
     try:
         rel = rel.resolve().relative_to(paths.ROOT.resolve())
@@ -355,9 +346,7 @@ def load_at(profile: str, commit: str) -> LoadedProfile | None:
 
 
 def added_since(profile: str, notebook: str, keys: list[str], commits: set[str]) -> bool:
-    """Whether every configuration key of `keys` (missing from `notebook`'s results) is new since the results were
-    measured: in the profile's grid today and in none of the grids it had at `commits` (False where one cannot be
-    read)."""
+    """Whether every key of `keys` is in today's grid and in none at `commits` (False where one cannot be read)."""
     try:
         now = {c.key for c in study_registry.grid(load(profile), notebook)}
     except (ProfileError, KeyError):

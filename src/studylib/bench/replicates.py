@@ -1,7 +1,4 @@
-"""Replicates: a study's groups measured in k fresh processes, one after another, then combined; each group's rows
-saved as a part file as it finishes, so an interruption loses at most the group in flight (docs/method.md,
-"Replicates and resume").
-"""
+"""Replicates: a study's groups measured in k fresh processes, a part file per group, then combined (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -82,9 +79,7 @@ FRESH_PROCESS_EXIT = 75  # a replicate process's own exit code: a failure spoile
 
 
 def _worker(task: Task, *, own_process: bool = True, after_group: Callable[[], None] | None = None) -> int:
-    """Measure the task's groups, a part per group, each framework in a worker process (or all here with
-    `own_process` false). 0, or FRESH_PROCESS_EXIT where a failure spoiled the process (sweep.spoils_process) with
-    groups left."""
+    """Measure the task's groups, a part each; 0, or FRESH_PROCESS_EXIT where a failure spoiled the process."""
     plan = task.plan
     pool = workers.ProcessPool(plan, task.workloads) if own_process else sweep.LocalPool(plan, task.workloads)
     parts_dir = Path(task.parts_dir)
@@ -118,8 +113,7 @@ def _died_rows(configs: list[Config], task: Task, group_key: str, group_id: str,
 
 
 def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False) -> int:
-    """Run one replicate process on `task`, calling `poll` every second; its exit code. `in_process` measures here
-    (tests, debugging): no isolation, and the task's environment variables are not applied."""
+    """Run one replicate process on `task`, calling `poll` every second; its exit code. `in_process`: here, unisolated."""
     if in_process:
         return _worker(task, own_process=False, after_group=poll)
     with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as f:
@@ -143,9 +137,7 @@ def _run_process(task: Task, poll: Callable[[], None], in_process: bool = False)
 def measure(groups: dict[str, list[Config]], plan: Plan, *, table: ResultsTable, workloads: Workloads,
         parts_dir: Path, force: bool = False, on_group: Callable[[list[dict]], None] | None = None,
         in_process: bool = False, only_replicate: int | None = None) -> list[dict]:
-    """Measure `groups` in the plan's `replicates` processes and append their combined rows. `only_replicate`
-    measures that replicate only (an early pass of `studylib run`); `force` drops the parts of earlier runs, not
-    those of this one."""
+    """Measure `groups` in the plan's replicates and append the combined rows; `force` drops earlier runs' parts."""
     k = plan.replicates
     parts_dir = Path(parts_dir)
     parts_dir.mkdir(parents=True, exist_ok=True)
@@ -204,8 +196,7 @@ def measure(groups: dict[str, list[Config]], plan: Plan, *, table: ResultsTable,
 
 
 def _died_group(need: list, parts: dict, r: int, flight: dict) -> str | None:
-    """The group a failed replicate process leaves "died" rows for: the one in flight when it has no part, else the
-    first when none was measured (so the next process moves on), else none (a fresh process measures the rest)."""
+    """The group a failed replicate leaves "died" rows for (in flight, else the first if none measured), or None."""
     missing = [key for key, _, _ in need if key in parts and r not in parts[key]]
     if flight.get("group_key") in missing:
         return flight["group_key"]

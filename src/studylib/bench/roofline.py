@@ -1,6 +1,4 @@
-"""Why a variant is fast or slow: each call's work (rows' flops_per_call, bytes_per_call) against the machine's
-limits (machine/limits.py), and its regime on the roofline (`regime`).
-"""
+"""Why a variant is fast or slow: each call's work against the machine's limits, and its roofline regime."""
 
 from __future__ import annotations
 
@@ -24,9 +22,7 @@ UNKNOWN = "unknown"
 # --- regimes -------------------------------------------------------------------------------------------------
 
 def regime(achieved: float, intensity: float, peak: float | None, bandwidth: float | None) -> str:
-    """Overhead-bound below OVERHEAD_SHARE of the attainable rate min(peak, intensity × bandwidth), else memory-bound
-    where intensity × bandwidth is below the peak, else compute-bound; 'unknown' without the limits or work.
-    achieved and peak in GFLOP/s, intensity in FLOPs per byte, bandwidth in GB/s."""
+    """The roofline regime, or 'unknown' (GFLOP/s, FLOPs per byte, GB/s; docs/method.md, "Why, not only how fast")."""
     if not all(v is not None and np.isfinite(v) and v > 0 for v in (achieved, intensity, peak, bandwidth)):
         return UNKNOWN
     memory_roof = intensity * bandwidth
@@ -52,8 +48,7 @@ def _column(df: pd.DataFrame, name: str) -> pd.Series:
 
 
 def roofline_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
-    """Per configuration: achieved GFLOP/s, its share of the row's peak, arithmetic intensity, the attainable rate
-    and the regime ('unknown' for failed rows, rows without a FLOP count and rows whose peak is unknown)."""
+    """Per configuration: achieved GFLOP/s, share of peak, intensity, attainable rate and regime (or 'unknown')."""
     t = pd.DataFrame({c: _column(df, c) for c in ROOFLINE_COLUMNS[:ROOFLINE_COLUMNS.index("gflops")]}, index=df.index)
     flops = pd.to_numeric(t.flops_per_call, errors="coerce").astype(float)
     moved = pd.to_numeric(t.bytes_per_call, errors="coerce").astype(float)
@@ -113,11 +108,7 @@ def _shape(row) -> str:
 def regime_findings(df: pd.DataFrame, rt: pd.DataFrame, pairs: Iterable[tuple[str, str]], vt: VerdictTable,
                     shape: list[str] | None = None, *, column: str = "variant", options: tuple[str, ...] = ("variant",),
                     kinds: tuple[str, ...] | None = None) -> list[str]:
-    """For each (candidate, baseline) pair of `column` values: in how many shapes of each regime (the
-    baseline's, where the shape runs as the baseline runs it) the candidate is faster, slower, equal or undecided,
-    as the study's verdict table `vt` decides it (VerdictTable.decision, its rows of `kinds`; a shape the table does
-    not compare is not counted, a pair it compares nowhere has no line), paired on the `shape` columns
-    (speedups.paired; default: every configuration field but `column`). `rt` is roofline_table(df, …), row for row."""
+    """Per pair, `vt`'s decisions counted by the baseline's regime; `rt` is roofline_table(df, …), row for row."""
     ok = df.assign(_regime=list(rt.regime))
     ok = ok[ok.status == "ok"]
     keys = None if shape is None else [c for c in shape if c in ok]
@@ -148,16 +139,11 @@ def plottable(rt: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def attach(analysis, df: pd.DataFrame, peaks: dict | None, pairs: Iterable[tuple[str, str]], vt: VerdictTable,
            shape: list[str] | None = None, *, column: str = "variant", options: tuple[str, ...] = ("variant",)):
-    """A study's Analysis with the roofline added: tables["roofline"] (roofline_table) and findings on where the
-    configurations sit and in which regime each candidate beats its baseline (regime_findings, paired on `shape`,
-    decided by the study's verdict table `vt`, whose options are `options`, for the pairs it compares: an option
-    over the default, a declared comparison)."""
+    """A study's Analysis with tables["roofline"] and its findings (regime_findings of options and declared pairs)."""
     rt = roofline_table(df, peaks)
     analysis.tables["roofline"] = rt
     analysis.findings.append(summary_finding(rt, peaks))
     if peaks:
-        # options and declared comparisons, which the table decides at every shape both sides ran; not a fastest-
-        # over-runner-up row, which holds a pair at the few shapes where the two lead (a line would count those alone)
         analysis.findings.extend(regime_findings(df, rt, pairs, vt, shape, column=column, options=options,
                                                  kinds=("option", "declared")))
     return analysis

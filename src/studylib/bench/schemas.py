@@ -1,8 +1,4 @@
-"""The profile schema: the pydantic models a params/<profile>.yaml file is validated with.
-
-The common settings (Profile, MeasureSettings), what every grid section shares (Grid, DataGrid, Skip) and the
-`auto` profile's rules. Loading a file, its one-line errors and the notebook parameters are in profiles.py.
-"""
+"""The profile schema: the pydantic models a params/<profile>.yaml file is validated with (loading: profiles.py)."""
 
 from __future__ import annotations
 
@@ -145,8 +141,7 @@ class Grid(_Section):
     skip: list[Skip] = Field(default_factory=list, description="shapes of the grid left out (say why in left_out)")
 
     def shapes(self) -> list[tuple[str, str, int, int | None]]:
-        """(model, dtype, batch size, sequence length) of every shape the grid times, skips left out (image models:
-        no sequence length, None)."""
+        """(model, dtype, batch, seq_len or None) of every shape the grid times, skips left out."""
         return [(m, d, b, s) for m in self.models for d in self.dtypes
                 for s in (self.seq_lens if MODELS[m].kind == "text" else [None]) for b in self.batch_sizes
                 if not any(k.matches(m, d, b, s) for k in self.skip)]
@@ -164,8 +159,7 @@ class Grid(_Section):
 
 
 class VariantSkips(_Strict):
-    """A grid section's `variant_skip` (mixed into a Grid): shapes where one variant is left out while the others
-    run, so a costly variant is kept to the shapes a profile can afford."""
+    """A grid section's `variant_skip` (mixed into a Grid): shapes where one variant is left out."""
 
     variant_skip: dict[str, list[Skip]] = Field(default_factory=dict, description=(
         "by variant: shapes where that variant (and its A/A copy) is left out while the others run (say why in "

@@ -1,9 +1,4 @@
-"""Surprises and their mechanism: where a variant meant to be faster is slower, or two meant to be equal differ.
-
-A study states its expectations as data (`Study.expectations`); each replicate checks them on the speed-up paired
-over its rounds (`to_profile`), and both sides of a contradicted one get one steady-state call profiled after the
-timed rounds (`profile`: `profile_top_ops`, `profile_note`). `findings` and `html` read them back
-(docs/method.md, "Report and claims")."""
+"""Surprises: expectations checked per replicate, a contradicted one's sides profiled, read back (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -17,6 +12,7 @@ import pandas as pd
 
 from ..core import wording
 from ..core.config import FIELDS as CONFIG_FIELDS
+from ..core.errors import said
 from ..machine.profiling import profile_prepared
 from ..stats import speedups, stats
 from ..stats.measurement import Measurement
@@ -28,8 +24,7 @@ WORDS = "report/surprises.md.j2"
 
 @dataclass(frozen=True)
 class Expectation:
-    """`candidate` is expected faster than (or equal to) `baseline`: two values of `column`, every other
-    configuration field alike. `min_batch` leaves out smaller batches (one text per batch: nothing to sort)."""
+    """`candidate` expected faster than (or equal to) `baseline`, two values of `column`; `min_batch`: smallest batch."""
 
     candidate: str
     baseline: str
@@ -63,8 +58,7 @@ def is_surprise(expect: str, ci_low: float, ci_high: float, band: float = EQUIVA
 
 
 def config_pairs(expectations: Iterable[Expectation], configs: Iterable) -> list[tuple[Expectation, Any, Any]]:
-    """(expectation, baseline config, candidate config) for each expectation whose two configurations (config.Config,
-    alike but for the expectation's column) are both among `configs`."""
+    """(expectation, baseline config, candidate config) for each expectation with both configurations in `configs`."""
     configs = list(configs)
     keys = {c.key for c in configs}
     out = []
@@ -96,8 +90,7 @@ class Found:
 
 
 def check(expectations: Iterable[Expectation], configs: Iterable, rows: dict[str, dict]) -> list[Found]:
-    """Every expectation whose two configurations ran ok in `rows` (one replicate's rows by config key, with their
-    samples and rounds), with the speed-up paired over the replicate's rounds."""
+    """Every expectation whose two sides ran ok in `rows` (one replicate's, by key), with its paired speed-up."""
     out = []
     for e, base, cand in config_pairs(expectations, configs):
         if base.key not in rows or cand.key not in rows:
@@ -115,8 +108,7 @@ def check(expectations: Iterable[Expectation], configs: Iterable, rows: dict[str
 
 def to_profile(expectations: Iterable[Expectation], configs: list, rows: dict[str, dict],
                replicate: int) -> dict[str, list[str]]:
-    """The configurations to profile, each with why: both sides of every expectation that this replicate's rows (by
-    config key, with their samples and rounds) contradict. Checking never costs the group its rows."""
+    """Config key → why, for both sides of every expectation this replicate's rows contradict; never raises."""
     expectations = tuple(expectations)
     if not expectations:
         return {}
@@ -134,13 +126,11 @@ def to_profile(expectations: Iterable[Expectation], configs: list, rows: dict[st
 
 
 def profile(p, why: list[str], replicate: int) -> dict[str, Any]:
-    """One steady-state call of a prepared configuration (sweep._Prepared: config, runtime, prepared, call) profiled,
-    as its row stores it (`profile_top_ops`, `profile_note`); a profile that fails is a note, never a lost row."""
+    """One steady-state call of a sweep._Prepared profiled into `profile_top_ops`, `profile_note`; never raises."""
     try:
         ops, note = profile_prepared(p.runtime, p.prepared, p.call, p.config.device)
     except Exception as exc:  # noqa: BLE001 - a failed profile never drops the measurement
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        ops, note = None, f"not profiled: {type(exc).__name__}: {first}"
+        ops, note = None, f"not profiled: {said(exc)}"
     return {"profile_top_ops": ops, "profile_note": wording.macro(WORDS, "profiled", replicate, why, note)[:2000]}
 
 
@@ -166,10 +156,7 @@ def _profiled_for(m: Measurement, e: Expectation) -> bool:
 
 
 def profiled_pairs(df, expectations: Iterable[Expectation], band: float = EQUIVALENCE) -> list[dict]:
-    """Each expectation's (baseline, candidate) row pair in `df` (a results frame with samples) where either side
-    was profiled for it (a replicate found it contradicted), with the speed-up over all replicates (variance.speedup),
-    whether it is a surprise there too, and both rows (measurement.Measurement). Tables stored before profiling
-    existed have no profile column: no pairs."""
+    """Each expectation's profiled row pair, with the speed-up over all replicates and whether still surprising."""
     if df is None or not len(df) or "profile_note" not in df:
         return []
     rows = [Measurement.of(r) for r in df.to_dict("records")]
@@ -194,8 +181,7 @@ def _sentence(pair: dict, band: float) -> str:
 
 
 def findings(df, expectations: Iterable[Expectation], band: float = EQUIVALENCE) -> list[str]:
-    """One sentence per profiled pair (a surprise over all replicates, or one flagged in a replicate only), saying
-    the top operators of one call of each are shown under it."""
+    """One finding per profiled pair."""
     return _findings(profiled_pairs(df, expectations, band), band)
 
 
@@ -203,28 +189,23 @@ def _findings(pairs: list[dict], band: float) -> list[str]:
     return [wording.macro(WORDS, "finding", _sentence(p, band)) for p in pairs]
 
 
-def html(df, study, band: float | None = None) -> str:
-    """Every profiled pair of a study's results as a collapsed <details> (the finding as its summary, the two calls'
-    top operators side by side), or a line saying none was found. `study` is the Study (its `expectations`); `band`
-    is the 'equal' band, by default the results' own (speedups.band), as the study's findings use."""
-    if band is None:
-        band = speedups.band(df)
+def html(df, study) -> str:
+    """Every profiled pair as a collapsed <details> with both calls' top operators, or a line saying none was found."""
     pairs = []
-    for p in profiled_pairs(df, study.expectations, band):
+    for p in profiled_pairs(df, study.expectations):
         e = p["expectation"]
         sides = [{"name": str(getattr(r, e.column)), "ops": list(r.profile_top_ops or ()), "note": r.profile_note}
                  for r in (p["candidate"], p["baseline"])]
         for side in sides:
             side["share"] = sum(op.get("self_pct") or 0 for op in side["ops"])
-        pairs.append({"summary": _sentence(p, band).replace("**", ""), "sides": sides,
+        pairs.append({"summary": _sentence(p, EQUIVALENCE).replace("**", ""), "sides": sides,
                       "n": max(len(side["ops"]) for side in sides)})
     return wording.block("report/surprises.html.j2", pairs=pairs,
                          expected="; ".join(e.label for e in study.expectations) or "none stated")
 
 
 def attach(analysis, df, expectations: Iterable[Expectation], band: float = EQUIVALENCE):
-    """A study's Analysis with the surprises added: their findings, and tables["surprises"] (one row per profiled
-    pair: where, expectation, speed-up with CI, whether it holds over all replicates)."""
+    """A study's Analysis with the surprises' findings and tables["surprises"] (one row per profiled pair)."""
     expectations = tuple(expectations)
     pairs = profiled_pairs(df, expectations, band)
     analysis.tables["surprises"] = pd.DataFrame(

@@ -1,7 +1,4 @@
-"""Measure a group of configurations: prepare each (preparation and first call timed alone, parity checked against
-eager PyTorch), then time them together in interleaved rounds (timing.run_rounds). A failure is a row with its status
-and message. docs/method.md ("Measuring a group") says why.
-"""
+"""Measure a group: prepare each configuration, then time them together in rounds; a failure is a row."""
 
 from __future__ import annotations
 
@@ -19,6 +16,7 @@ import numpy as np
 
 from .. import runtimes
 from ..core.config import REFERENCE, Config
+from ..core.errors import first_line, said
 from ..machine import allocator, gpu
 from ..runtimes.base import REFERENCE_PROCESS, synced
 from ..runtimes.pytorch import dynamo_counts, reset_compiled
@@ -52,11 +50,9 @@ def classify_failure(exc: BaseException) -> tuple[str, str]:
     """(status, one-line message) for an exception raised while preparing or timing."""
     if isinstance(exc, RemoteFailure):
         return exc.status, exc.message
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    message = f"{type(exc).__name__}: {first}"[:300]
+    message = said(exc)
     if isinstance(exc, runtimes.RuntimeUnavailable):
-        return "skipped", first[:300]
+        return "skipped", first_line(exc)
     if isinstance(exc, MemoryError) or any(p in str(exc).lower() for p in OOM_PATTERNS) \
             or type(exc).__name__ == "ResourceExhaustedError":
         return "oom", message
@@ -74,16 +70,14 @@ def _noted(notes: str | None, note: str) -> str:
 
 
 def spoils_process(row: dict) -> bool:
-    """Whether a failed row leaves its process unfit to measure further groups: a CUDA error (sticky), or out of
-    memory on a GPU (its allocators fragmented or holding what they grew)."""
+    """Whether a failed row leaves its process unfit for further groups: a CUDA error, or out of memory on a GPU."""
     if row["status"] == "oom":
         return row.get("device") == "cuda"
     return row["status"] == "error" and any(p in str(row.get("error", "")).lower() for p in CUDA_ERROR_PATTERNS)
 
 
 def parity(output: np.ndarray, reference: np.ndarray, rel_tolerance: float) -> dict[str, Any]:
-    """Max abs difference to the eager reference, within rel_tolerance × max(1, max |reference|) or not, and for
-    classifier logits the share of inputs whose predicted label is the reference's."""
+    """Max abs difference, within rel_tolerance × max(1, max |reference|) or not, and logits' label agreement."""
     if output.shape != reference.shape:
         return {"max_abs_diff": float("inf"), "parity_tol": None, "parity_ok": False, "label_agreement": None}
     diff = float(np.max(np.abs(output - reference))) if output.size else 0.0
@@ -94,8 +88,7 @@ def parity(output: np.ndarray, reference: np.ndarray, rel_tolerance: float) -> d
 
 
 def base_row(c: Config, plan: Plan, *, group_key: str, group_id: str, commit: str | None = None) -> dict[str, Any]:
-    """A row with every column of results.COLUMNS, the measured ones None until measured; `commit` defaults to the
-    plan's environment's."""
+    """A row with every column of results.COLUMNS, the measured ones None; `commit` defaults to the plan's."""
     spec = models.spec(c.model)
     return {
         "study": plan.study, "profile": plan.profile, "config_key": c.key, **asdict(c), "task": spec.kind,
@@ -121,8 +114,7 @@ class _Prepared:
 
 def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Workloads, tolerance: float,
              stack: contextlib.ExitStack, keep_cache: bool = False) -> _Prepared:
-    """Prepare one configuration, time its first call alone, check its output against eager PyTorch and record the
-    memory its preparation and first call added; with `keep_cache`, keep its compile cache artifacts (warm.py)."""
+    """Prepare one configuration: first call timed alone, parity checked, memory recorded; `keep_cache`: for warm.py."""
     missing = gpu.unavailable(c.device, runtime)  # each framework the runtime needs must see the GPU itself
     if missing:
         raise runtimes.RuntimeUnavailable(missing)
@@ -176,8 +168,7 @@ def _prepare(c: Config, row: dict, *, runtime: runtimes.Runtime, workloads: Work
 
 
 def _with_weights(increase_mb: float | None, runtime: runtimes.Runtime, w, row: dict) -> float | None:
-    """The peak memory with the weights it runs on: counted in the window where the preparation copies them
-    (Runtime.copies_weights_of), else added from the model; weights that cannot be counted are a note."""
+    """The peak memory with the weights it runs on (added where the preparation did not copy them), or a note."""
     if increase_mb is None or runtime.copies_weights_of(w):
         return increase_mb
     weights = memory.weights_mb(getattr(w, "lm", None) or w.module)
@@ -195,8 +186,7 @@ def allocator_of(runtime: runtimes.Runtime) -> str:
 
 
 def release_memory(device: str, *, between_groups: bool = False) -> None:
-    """On a GPU: collect, then empty torch's cache; between groups also JAX's compiled executables and Keras'
-    global state. Never imports a framework just for this."""
+    """On a GPU: collect and empty torch's cache; between groups also JAX's and Keras' caches (imports nothing)."""
     if device != "cuda":
         return
     gc.collect()
@@ -220,10 +210,7 @@ def _release_quietly(row: dict, device: str) -> None:
 
 
 class Worker:
-    """What one framework's process does for a group (workers.py runs one per child process, LocalPool one for all
-    in this process): prepare its configurations, time blocks of their calls, then rates, steady-state
-    recompilations, the surprises' profiles and the warm compile. Each call that changes rows takes the
-    coordinator's and returns them updated."""
+    """One framework's process for a group; a call that changes rows takes them and returns them updated."""
 
     def __init__(self, plan: Plan, workloads: Workloads):
         self.plan, self.workloads = plan, workloads
@@ -298,8 +285,7 @@ class Worker:
         return [self.ready[key] for key in rows]
 
     def after_rounds(self, rows: dict[str, dict]) -> dict[str, dict]:
-        """The rates at each timed configuration's median, and the graphs compiled in steady state: exact where none
-        was built or one compiled variant ran here, else a note."""
+        """The rates at each timed configuration's median, and the graphs compiled in steady state (or a note)."""
         ready = self._take(rows)
         for p in ready:
             row = p.row
@@ -366,9 +352,7 @@ class LocalPool:
 
 def measure_group(configs: list[Config], plan: Plan, *, workloads: Workloads, group_key: str, group_id: str,
                   replicate: int, commit: str | None = None, pool=None) -> list[dict]:
-    """One row per configuration of a group for this replicate (a failure is a row, never raised): each prepared in
-    its framework's worker (`pool`: workers.ProcessPool, or a LocalPool in this process), one at a time in the
-    group's order, then all timed together in interleaved rounds; the first configuration is the baseline."""
+    """One row per configuration of a group for this replicate (never raises); the first is the baseline."""
     own = pool is None
     pool = pool or LocalPool(plan, workloads)
     started = time.perf_counter()
@@ -413,8 +397,7 @@ def _distinct(ws) -> list:
 
 
 def _begin(pool, configs: list[Config], rows: dict[str, dict]) -> dict:
-    """Each configuration's worker, started side by side, its process and threading in the row and told which
-    configurations it prepares; where a worker cannot start, its configurations are failed rows."""
+    """Each configuration's worker, started side by side; a worker that cannot start fails its configurations' rows."""
     worker = {}
     for step in ("start", "settings"):  # every worker started before any is waited for
         for c in configs:
@@ -439,8 +422,7 @@ def _begin(pool, configs: list[Config], rows: dict[str, dict]) -> dict:
 
 
 def _hand_reference(pool, n: str, c: Config, workloads: Workloads) -> None:
-    """A separate worker that checks `c` against eager PyTorch gets eager's output from the PyTorch worker, so every
-    worker compares with the same reference and none runs eager PyTorch itself."""
+    """Hand eager's output from the PyTorch worker to the separate worker that checks `c` against it."""
     if not pool.separate or n == REFERENCE_PROCESS or not workloads.reference_is_eager(c):
         return
     w = pool.get(n)
@@ -478,8 +460,7 @@ def _time(worker: dict, ready: list[Config], rows: dict[str, dict], plan: Plan, 
 
 
 def _after(worker: dict, ready: list[Config], rows: dict[str, dict], plan: Plan, replicate: int) -> None:
-    """After the rounds, in each worker: rates and recompilations, the surprises' profiles, then the warm compile.
-    A worker that fails here leaves its rows measured, with a note."""
+    """After the rounds, in each worker: rates, profiles, warm compile; a failure here is a note on measured rows."""
     timed = [c for c in ready if rows[c.key]["status"] == "ok"]
 
     def each(step: str, run: Callable[[Any, dict[str, dict]], dict[str, dict]]) -> None:
@@ -504,10 +485,7 @@ def _after(worker: dict, ready: list[Config], rows: dict[str, dict], plan: Plan,
 
 
 def combine(replicate_rows: list[list[dict]]) -> list[dict]:
-    """One row per configuration from its rows of every replicate (same group, same order): samples pooled with
-    their replicate and round ids and statistics recomputed over all; cold costs the median over replicates (the warm
-    compile's: warm.combined), memory and parity differences the worst, a failure in any replicate that failure, a
-    surprise's profile the first replicate's that has one."""
+    """One row per configuration from its rows of every replicate (same group, same order; docs/method.md)."""
     out = []
     for reps in zip(*replicate_rows):
         row = dict(reps[0])

@@ -1,6 +1,4 @@
-"""Timing: the variants of one group called in interleaved rounds, in a fresh random order each round, so drift
-common to a round cancels in the per-round ratios (docs/method.md, "Timing" says how a sample is taken).
-"""
+"""Timing: a group's variants called in interleaved rounds, each in a fresh random order (docs/method.md, "Timing")."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ STOP_PRECISION = "precision"  # every median's and every speed-up's CI half-widt
 STOP_BUDGET = "budget"  # the group's time budget was spent
 STOP_MAX_ROUNDS = "max_rounds"
 MAX_BLOCK = 10_000
-METHOD = 5  # how a sample is taken (docs/method.md, "Timing", lists them); part of every row's settings hash, so rows
-# timed another way are measured again rather than resumed or mixed
+METHOD = 5  # how a sample is taken (docs/method.md, "Timing"); in the settings hash, so other rows are not resumed
 
 
 @dataclass
@@ -84,8 +81,7 @@ def time_block(fn: Callable[[], Any], calls: int, clock: Callable[[], float]) ->
 
 def _steady_blocks(timers: dict[str, Callable[[int], float]], block: dict[str, int], block_s: float,
                    failed: dict[str, BaseException]) -> dict[str, int]:
-    """The blocks sized again from one untimed block per variant at its warm-up's size (warm-up calls can be far
-    slower than steady state). A variant that raises here goes to `failed`."""
+    """The blocks sized again from one untimed block per variant; a variant that raises here goes to `failed`."""
     out = {}
     for name, timer in timers.items():
         try:
@@ -116,10 +112,7 @@ def run_rounds(
     seed: int = 0,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Rounds:
-    """Time every variant of `timers` in interleaved rounds until the speed-ups over `baseline` are precise enough,
-    the budget is spent or `max_rounds` are run (docs/method.md, "Timing"). A timer takes a number of calls and returns
-    seconds per call of a block of them, timed where the variant lives; `clock` keeps the rounds' own time. A timer
-    that raises drops its variant from later rounds (`Rounds.failed`)."""
+    """Time `timers` (calls → s per call) in interleaved rounds until precise; a timer that raises is dropped."""
     names = list(timers)
     failed: dict[str, BaseException] = {}
     per_call: dict[str, float] = {}

@@ -1,7 +1,4 @@
-"""The warm compile: each torch.compile configuration compiled again from the cache an earlier process saved
-(runtimes/compile_cache.py), after the rounds and profiles; the one-time cost of a service that restarts with its
-last process's cache (docs/method.md, "The warm compile").
-"""
+"""The warm compile: each torch.compile configuration compiled again from an earlier process's cache."""
 
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ import numpy as np
 
 from ..core import cells
 from ..core.config import is_aa
+from ..core.errors import said
 from ..runtimes import compile_cache
 from ..runtimes.base import synced
 from ..stats.measurement import MEASURED_COLUMNS
@@ -28,8 +26,7 @@ def applies(runtime, variant: str) -> bool:
 
 
 def artifacts(runtime, variant: str) -> bytes | None:
-    """The cache artifacts of the configuration's cold compile, just made (None where it gets no warm compile, or
-    nothing could be saved)."""
+    """The cache artifacts of the configuration's cold compile, just made; None where none applies or was saved."""
     if not applies(runtime, variant):
         return None
     try:
@@ -39,8 +36,7 @@ def artifacts(runtime, variant: str) -> bytes | None:
 
 
 def measure(ready: list, workloads, plan, parity: Callable[..., dict[str, Any]]) -> None:
-    """The warm compile of each compiled configuration of `ready` (sweep._Prepared) into its row, then its cold
-    compile's artifacts written for the next process. `parity`: sweep.parity (this module sits below sweep)."""
+    """Each compiled configuration's warm compile into its row, then its cold artifacts saved for the next process."""
     for p in ready:
         if not applies(p.runtime, p.config.variant) or p.row["status"] != "ok":
             continue
@@ -52,8 +48,7 @@ def measure(ready: list, workloads, plan, parity: Callable[..., dict[str, Any]])
         try:
             notes = _warm(p, file, workloads, plan.tolerance(p.config), parity)
         except Exception as exc:  # noqa: BLE001 - a failed warm compile is a note on a measured row
-            first = (str(exc).strip().splitlines() or [""])[0]
-            notes = [f"warm compile failed: {type(exc).__name__}: {first}"[:300]]
+            notes = [f"warm compile failed: {said(exc)}"[:300]]
         if p.artifacts:
             try:
                 compile_cache.write(file, p.artifacts)
@@ -96,8 +91,7 @@ def _warm(p, file, workloads, tolerance: float, parity) -> list[str]:
 
 
 def combined(reps: list[dict]) -> dict[str, Any]:
-    """The warm columns of a configuration over its replicates: the timings' medians, hits and misses summed, the
-    largest output difference (each over the replicates that have it), each note once."""
+    """The warm columns over replicates: timings' medians, hits and misses summed, the largest difference, notes once."""
     def median(values):
         return float(np.median(values))
 

@@ -1,6 +1,4 @@
-"""Worker processes: each framework of a group measured in a process of its own, with its defaults, as its users run
-it; the replicate process coordinates them over Unix sockets (docs/method.md, "Worker processes").
-"""
+"""Worker processes: each framework in a process of its own, coordinated over Unix sockets (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ class WorkerDied(RuntimeError):
 
 
 def frameworks_of(process: str, plan: Plan, env: dict[str, str]) -> tuple[str, ...]:
-    """The frameworks whose thread pools and precision policy a worker sets: torch in every worker (it builds the
-    models), TensorFlow in TensorFlow's, the shared ones (runtimes/shared.py) and a Keras worker on its backend."""
+    """The frameworks whose threads and precision policy a worker sets: torch always, TensorFlow where it runs."""
     base = process.split("~")[0]
     wanted = {"torch"}
     if base in ("tensorflow", *SHARED) or (base == "keras" and env.get("KERAS_BACKEND", "tensorflow") == "tensorflow"):
@@ -55,8 +52,7 @@ def frameworks_of(process: str, plan: Plan, env: dict[str, str]) -> tuple[str, .
 
 
 def worker_env(process: str, base_env: dict[str, str]) -> dict[str, str]:
-    """What a worker starts with: the replicate's environment, transformers kept from importing TensorFlow where the
-    worker does not run it, OMP_WAIT_POLICY only where the user set it (or in 'shared-passive', which measures it)."""
+    """A worker's environment: the replicate's, USE_TF off where it runs no TensorFlow, OMP_WAIT_POLICY only as set."""
     env = dict(base_env)
     base = process.split("~")[0]
     if base == "shared-passive":  # the setting that worker is for (runtimes/shared.py); a user's own policy is kept
@@ -86,12 +82,7 @@ def ended(proc: subprocess.Popen, wait_s: float) -> int:
 
 
 class ProcessWorker:
-    """A `sweep.Worker` in a child process: the same methods, each a message over a socket; started at once, its
-    start answered when first called (`settings`), so a group's workers import their frameworks side by side.
-
-    Each worker leads a process group of its own (its children, such as Inductor's compile workers, in it), so that
-    the pool can stop the whole of it (`pause`, SIGSTOP) while another worker is called and continue it (`resume`,
-    SIGCONT) before it is called itself: `focus`, the pool's, runs before every call."""
+    """A `sweep.Worker` in a child process group, each method a message; `focus` runs before every call."""
 
     def __init__(self, process: str, plan: Plan, workloads: Workloads, env: dict[str, str], focus=None):
         self.process = process
@@ -115,8 +106,7 @@ class ProcessWorker:
             pass
 
     def pause(self) -> None:
-        """Stop the worker's process group: no thread of it runs (an OpenMP thread spinning after a parallel region,
-        ONNX Runtime's spinning intra-op pool, TensorFlow's inter-op pool) until `resume`."""
+        """Stop the worker's process group (SIGSTOP) until `resume`."""
         if not self.paused and self.dead is None and self.proc.poll() is None:
             self._signal(signal.SIGSTOP)
             self.paused = True
@@ -190,9 +180,7 @@ class ProcessWorker:
 
 
 class ProcessPool:
-    """One ProcessWorker per framework process, kept for the replicate's groups; a dead one is replaced. Only the
-    worker being called runs: the others are stopped (`focus`), so a timed block shares the cores with no idle
-    worker's threads, as each framework has them alone in a user's process."""
+    """One ProcessWorker per framework process, kept across groups; only the one being called runs (`focus`)."""
 
     separate = True
 

@@ -1,2 +1,1 @@
-"""The seeds' claims: the registry (claims.yaml), their conditions and coverage, and the verdict on each; the
-studies register the evaluators that measure them."""
+"""The seeds' claims: the registry (claims.yaml), their coverage and verdicts; studies register the evaluators."""

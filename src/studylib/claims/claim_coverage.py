@@ -1,6 +1,4 @@
-"""How far a profile's rows cover a seed claim's conditions (claims.py step 1): `coverage`, and `in_scope`, the rows
-of the part of the grid a claim is about; what makes a verdict a proxy is told in docs/method.md ("Report and
-claims")."""
+"""How far a profile's rows cover a seed claim's conditions (docs/method.md, "Judging a seed claim", step 1)."""
 
 from __future__ import annotations
 
@@ -26,11 +24,7 @@ def _present(rows: pd.DataFrame, column: str) -> list:
 
 @dataclass(frozen=True)
 class Coverage:
-    """How far a profile's rows cover a claim's conditions: `level` is 'seed' (all hold but hardware, threads
-    and versions), 'proxy' (something substituted or lacking), 'not answerable' (a defining condition absent)
-    or 'not comparable' (the other device kind); the conditions that hold, those substituted, the seed's sizes
-    we lack, the defining ones absent, notes that change no level (hardware, threads, sizes the seed lacks too)
-    and the claim's caveats (shown, never counted as a substitution)."""
+    """A claim's coverage: `level` 'seed', 'proxy', 'not answerable' or 'not comparable'; conditions by kind."""
 
     level: str
     holds: list[str] = field(default_factory=list)
@@ -45,15 +39,13 @@ class Coverage:
 
 
 def scoped(claim: Claim, key: str) -> list[int]:
-    """The seed's sizes a claim is about for `key` (batch_sizes, seq_lens): its scope's where it has one, else the
-    whole grid's."""
+    """The seed's sizes a claim is about for `key` (batch_sizes, seq_lens): its scope's, else the whole grid's."""
     c = claim.conditions
     return list(getattr(c.scope, key)) or list(getattr(c, key))
 
 
 def in_scope(frame: pd.DataFrame, claim: Claim) -> pd.DataFrame:
-    """The rows of `frame` inside the claim's scope (`conditions.scope`: batch sizes, sequence lengths); all of
-    them where the claim has none or the frame lacks the column. Evaluators judge these; `assess` compares them."""
+    """The rows of `frame` inside the claim's scope (all of them where it has none or the frame lacks the column)."""
     for key in SIZES:
         wanted = getattr(claim.conditions.scope, key)
         column = _COLUMNS[key]
@@ -63,19 +55,12 @@ def in_scope(frame: pd.DataFrame, claim: Claim) -> pd.DataFrame:
 
 
 def _seed_lacks(claim: Claim, key: str, missing: set) -> set:
-    """Of the seed's sizes missing here, those the seed has no result for either: listed in `seed_lacks`, or
-    (sequences) longer than every model of the claim takes."""
+    """Of the seed's sizes missing here, those the seed has no result for either (`seed_lacks`, or too long)."""
     c = claim.conditions
     out = missing & set(getattr(c.seed_lacks, key))
-    if key == "seq_lens" and c.models:
-        limits = []
-        for name in c.models:
-            try:
-                limits.append(model_registry.spec(name).max_positions)
-            except model_registry.UnknownModel:
-                limits.append(None)
-        if limits and None not in limits:
-            out |= {s for s in missing if s > max(limits)}
+    limits = [getattr(model_registry.MODELS.get(name), "max_positions", None) for name in c.models]  # None: unknown
+    if key == "seq_lens" and limits and None not in limits:
+        out |= {s for s in missing if s > max(limits)}
     return out
 
 
@@ -93,9 +78,7 @@ def _texts(claim: Claim, rows: pd.DataFrame, holds: list, subs: list, notes: lis
 
 
 def coverage(claim: Claim, device: str, rows: pd.DataFrame | None = None) -> Coverage:
-    """The claim's conditions on a profile of `device`, against the results rows our measurement used (without
-    them, only the device, the defining conditions and the claim's caveats are compared). Sizes are the claim's
-    scope where it has one; a size the seed lacks too is noted, never lacking."""
+    """The claim's conditions on a profile of `device` against the rows our measurement used, where given."""
     c = claim.conditions
     if c.device != "any" and c.device != device:
         return Coverage("not comparable", absent=[f"device: seed {c.hardware}, here {device}"])

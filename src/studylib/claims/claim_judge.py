@@ -1,6 +1,4 @@
-"""A seed claim's verdict from our measurement (claims.py step 2): what an evaluator returns (`ClaimMeasurement`,
-`NotAnswered`), how per-size cells become one measurement (`least_favourable`, `per_cell`), and `judge`. Every
-verdict sentence (templates/claims/judge.md.j2) says what our CI shows."""
+"""A seed claim's verdict from our measurement (docs/method.md, "Judging a seed claim", step 2)."""
 
 from __future__ import annotations
 
@@ -24,10 +22,7 @@ WORDS = "claims/judge.md.j2"
 
 @dataclass(frozen=True)
 class ClaimMeasurement:
-    """Our answer to a claim: `value` with its 95% CI on the claim's scale, a sentence saying what was measured,
-    and the results rows it used (their conditions are compared with the seed's). `holds` answers a yes/no
-    claim (expect: holds) instead; `band` is the study's A/A noise band for 'equal'; `verdict`, where set, is a
-    verdict the cells already decided (per_cell: they go opposite ways), which `judge` returns as 'does not agree'."""
+    """Our answer to a claim: `value` with its 95% CI (or `holds`), its text and rows; `verdict` if already decided."""
 
     value: float | None
     ci_low: float | None
@@ -48,8 +43,7 @@ class NotAnswered:
 
 
 def least_favourable(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim):
-    """Of (label, (ratio, low, high)) cells that must all bear a claim out, the one least favourable to it: the
-    smallest for 'higher', the largest for 'lower', the furthest from 1 for 'equal'."""
+    """The (label, (ratio, low, high)) cell least favourable to the claim (smallest, largest, or furthest from 1)."""
     if claim.expect == "higher":
         return min(cells, key=lambda c: c[1][0])
     if claim.expect == "lower":
@@ -59,13 +53,7 @@ def least_favourable(cells: list[tuple[Any, tuple[float, float, float]]], claim:
 
 def per_cell(cells: list[tuple[Any, tuple[float, float, float]]], claim: Claim, *, text: str = "",
              rows: pd.DataFrame | None = None, band: float = EQUIVALENCE, unit: str = "×") -> ClaimMeasurement:
-    """One measurement from per-size (label, (ratio, low, high)) cells, never an average over sizes whose
-    directions differ. Each cell's direction is the one verdict rule's (verdicts.unlisted with `band`): where no
-    cell is decided faster while another is decided slower, the cell least favourable to the claim
-    (`least_favourable`), its label and every cell in the text; where some are decided faster and others
-    slower, a measurement without a value whose text names each direction with its sizes and whose verdict is
-    'does not agree' (the claim does not hold across the sizes). `text` opens the sentence, `rows` and `band`
-    pass through."""
+    """One measurement from per-size cells: the least favourable, or 'does not agree' where directions differ."""
     if not cells:
         raise ValueError("per_cell needs at least one cell")
     rows = rows if rows is not None else pd.DataFrame()
@@ -89,8 +77,7 @@ def _beyond(claim: Claim, lo: float, hi: float, at: float) -> str:
 
 
 def judge(claim: Claim, m: ClaimMeasurement, use_number: bool = True) -> tuple[str, str]:
-    """(judgement, verdict sentence) from our measurement, by the rules in claims.py's docstring; `use_number`
-    False where the seed's number belongs to another model or shape than the one measured."""
+    """(judgement, verdict sentence) by docs/method.md's rules; `use_number` False: the number is another shape's."""
     if m.verdict:
         return DISAGREES, m.verdict
 

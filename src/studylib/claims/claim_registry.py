@@ -1,6 +1,4 @@
-"""The seed-claims registry (`claims.yaml`): its schema (the articles, and every quantitative claim with the seed's
-words, a translation, its basis, number, magnitude word, conditions and the evaluator that tests it or why nothing
-does), loading and validation; claims.py judges what it holds."""
+"""The seed-claims registry (`claims.yaml`): its schema, loading and validation; claims.py judges what it holds."""
 
 from __future__ import annotations
 
@@ -21,8 +19,7 @@ from ..core import paths, study_registry, wording
 
 REGISTRY_FILE = Path(__file__).with_name("claims.yaml")
 SEEDS = tuple(schemas.SEEDS)  # the seed articles, by number
-# What a claim rests on in its seed: a measurement the article reports, what the author expected before measuring,
-# what the author inferred (explained) from measurements, or a reader's report of experience without numbers.
+# what a claim rests on in its seed: a reported measurement, an expectation, an inference, or a reader's report
 BASES = ("measured", "expected", "inferred", "reported")
 # The conditions a claim can be defined by (Conditions' fields that a profile's rows show).
 DEFINING = ("models", "batch_sizes", "seq_lens", "precision")
@@ -61,10 +58,7 @@ class Sizes(BaseModel):
 
 
 class Conditions(BaseModel):
-    """What the seed measured under: the device kind the claim is about (`any` for a host-side or general
-    claim), the machine, models (this study's ids of the same architecture; `models_text` in the seed's
-    words), precision, sizes and versions; `seed_lacks`, the sizes of its grid the seed itself has no result for,
-    and `scope`, the part of its grid the claim is about (empty: all of it)."""
+    """What the seed measured under; `seed_lacks`: sizes it has no result for; `scope`: the part the claim is about."""
 
     model_config = ConfigDict(extra="forbid")
     device: Literal["cpu", "cuda", "any"]
@@ -103,8 +97,7 @@ class Conditions(BaseModel):
 
 
 class Magnitude(BaseModel):
-    """The size a claim's words imply ('显著' significant, '得多' much): the smallest ratio (or its inverse, for a
-    'lower' claim) the word is read as, and why that threshold."""
+    """The size a claim's word implies ('显著', '得多'): the smallest ratio it is read as, and why."""
 
     model_config = ConfigDict(extra="forbid")
     words: str
@@ -177,15 +170,19 @@ class Claim(BaseModel):
         return self
 
 
-def _invalid(e: ValidationError, path: Path, part: str, items) -> ClaimError:
-    """'claims.yaml: claims.7 (000-xla): conditions.device: Input should be ...', one line per error."""
-    lines = []
-    for err in e.errors():
-        key, *loc = err["loc"]
-        item = items[key]
-        name = "" if part != "claims" else f" ({item.get('id', 'no id') if isinstance(item, dict) else 'not a mapping'})"
-        lines.append(f"{path.name}: {part}.{key}{name}: {'.'.join(map(str, loc)) or f'({part[:-1]})'}: {err['msg']}")
-    return ClaimError("\n".join(lines))
+def _validated(kind, items, path: Path, part: str):
+    """`items` (the file's `part`) as `kind`, else a ClaimError: 'claims.yaml: claims.7 (000-xla): …' per error."""
+    try:
+        return TypeAdapter(kind).validate_python(items)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            key, *loc = err["loc"]
+            item, field = items[key], ".".join(map(str, loc)) or f"({part[:-1]})"
+            ident = item.get("id", "no id") if isinstance(item, dict) else "not a mapping"
+            name = f" ({ident})" if part == "claims" else ""
+            lines.append(f"{path.name}: {part}.{key}{name}: {field}: {err['msg']}")
+        raise ClaimError("\n".join(lines)) from None
 
 
 def _document(path: Path) -> dict:
@@ -202,10 +199,7 @@ def load_articles(path: Path | None = None) -> dict[str, Article]:
     """The seed articles by seed number, validated; every seed must be named."""
     path = path or REGISTRY_FILE
     raw = {str(seed): item for seed, item in (_document(path).get("articles") or {}).items()}
-    try:
-        out = TypeAdapter(dict[str, Article]).validate_python(raw)
-    except ValidationError as e:
-        raise _invalid(e, path, "articles", raw) from None
+    out = _validated(dict[str, Article], raw, path, "articles")
     missing = sorted(set(SEEDS) - set(out))
     if missing:
         raise ClaimError(f"{path.name}: articles: no entry for seed(s) {missing}")
@@ -215,11 +209,7 @@ def load_articles(path: Path | None = None) -> dict[str, Article]:
 def load(path: Path | None = None) -> list[Claim]:
     """The registry, validated: every field checked, ids unique, every evaluator present in its study module."""
     path = path or REGISTRY_FILE
-    data = _document(path)["claims"]
-    try:
-        out = TypeAdapter(list[Claim]).validate_python(data)
-    except ValidationError as e:
-        raise _invalid(e, path, "claims", data) from None
+    out = _validated(list[Claim], _document(path)["claims"], path, "claims")
     ids = [c.id for c in out]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
@@ -248,8 +238,7 @@ def cite(seed: str) -> str:
     return f"«{a.title}» ({a.title_en}), {a.author}, {a.date}"
 
 
-# Every study's claim evaluators by study id and name: each module that defines evaluators registers them once
-# (register_evaluators), so a claim's `evaluator` names a function its study registered, not one found by its name.
+# study id -> evaluator name -> the function its study registered (register_evaluators)
 EVALUATORS: dict[str, dict[str, Callable]] = {}
 
 
@@ -277,8 +266,7 @@ def sizes_text(values) -> str:
 
 
 def _profiles() -> tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]:
-    """(name, device, follows, study sections) of every profile under params/ with a grid of its own
-    (profiles.shipped, the cached loader); smoke-fast, a tool of the tests, is left out: smoke stands for it."""
+    """(name, device, follows, study sections) of every shipped profile but smoke-fast."""
     return tuple((name, p.profile.device, tuple(p.profile.follows), tuple(p.sections))
                  for name, p in profiles.shipped().items() if name != paths.FAST_SMOKE)
 
@@ -297,8 +285,7 @@ _SHOWN = ("hardware", "models", "precision", "batch_sizes", "seq_lens", "texts",
 
 
 def describe(claim: Claim) -> str:
-    """The seed's number and its conditions in one cell: conditions we inferred (not the seed's words) marked
-    '(inferred)', and a magnitude word's threshold named as ours."""
+    """The seed's number and conditions in one cell (ours marked '(inferred)', a word's threshold named as ours)."""
     c = claim.conditions
 
     def mark(key: str, text: str) -> str:
@@ -307,17 +294,10 @@ def describe(claim: Claim) -> str:
     parts = [claim.number_text or "no number"]
     parts.append(f"{mark('hardware', c.hardware)}{f', {c.threads} threads' if c.threads else ''}; "
                  f"{mark('models', c.models_text)}; {mark('precision', '/'.join(c.precision))}")
-    sizes = []
-    if c.batch_sizes:
-        sizes.append(mark("batch_sizes", f"batch {sizes_text(c.batch_sizes)}"))
-    if c.seq_lens:
-        sizes.append(mark("seq_lens", f"seq {sizes_text(c.seq_lens)}"))
-    if c.texts:
-        sizes.append(mark("texts", f"{c.texts:,} texts"))
-    if sizes:
-        parts.append(" × ".join(sizes))
-    if claim.sizes:
-        parts.append(claim.sizes)
+    sizes = [mark(k, said) for k, said in (("batch_sizes", f"batch {sizes_text(c.batch_sizes)}"),
+                                           ("seq_lens", f"seq {sizes_text(c.seq_lens)}"),
+                                           ("texts", f"{c.texts or 0:,} texts")) if getattr(c, k)]
+    parts += [p for p in (" × ".join(sizes), claim.sizes) if p]
     parts.append(mark("software", c.software))
     parts += [f"{k} (inferred): {getattr(c, k)}" for k in claim.inferred if k not in _SHOWN]
     if claim.magnitude:

@@ -1,7 +1,4 @@
-"""The seeds' claims judged on one profile's results (the registry itself: claim_registry.py and claims.yaml): each
-claim's coverage (claim_coverage.py), its verdict (claim_judge.py) with the host caveat of a CPU verdict over eager
-PyTorch, the totals and the summary's groups. The rules
-are told in docs/method.md ("Report and claims"); the words are templates/claims/claims.md.j2's."""
+"""The seeds' claims judged on one profile's results (docs/method.md, "Judging a seed claim")."""
 
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ import pandas as pd
 
 from .. import runtimes
 from ..core import numbers, wording
+from ..core.errors import said
 from ..core.study_registry import REGISTRY
 from ..machine import gemm
 from ..stats import verdicts
@@ -37,9 +35,7 @@ from .claim_registry import (  # noqa: F401
 
 WORDS = "claims/claims.md.j2"
 
-# A claims table's columns (study_claims builds them from the registry of seed claims): the claim, the seed's
-# number and conditions, the coverage of those conditions on this profile, our measurement with its CI, the
-# verdict, and the verdict's category (`judgement`, which the totals count).
+# a claims table's columns; `judgement` is the verdict's category, which the totals count
 CLAIM_COLUMNS = ["id", "seed", "claim", "seed's number and conditions", "comparable?", "our measurement (95% CI)",
                  "verdict", "judgement"]
 PROXY = "proxy: "  # a proxy's judgement is this prefix and its verdict category, never counted with JUDGED
@@ -49,8 +45,7 @@ NOT_JUDGED = (*NOT_ANSWERABLE, "not tested by this study", "not run on this prof
 
 
 def matching(frame: pd.DataFrame, claim: Claim, one_group: bool = False) -> pd.DataFrame:
-    """The rows of the seed's models and precisions where the results have any, else all of them (the coverage then
-    lists the difference); `one_group`: only the first (model, precision) of those, the closest set-up it ran."""
+    """The rows of the seed's models and precisions where there are any, else all; `one_group`: the first only."""
     c = claim.conditions
     for column, wanted in (("model", c.models), ("dtype", c.precision)):
         if wanted and column in frame and frame[column].isin(wanted).any():
@@ -65,8 +60,7 @@ NAMED_ARGS = ("candidate", "baseline", "variant")  # an evaluator's arguments th
 
 
 def not_run(df: pd.DataFrame, claim: Claim, named: dict[str, list[str]]) -> NotAnswered | None:
-    """Why a claim cannot be answered: the first of `named` (what it names → the variants standing for it) with no ok
-    row among the claim's rows, with its rows' reason; None when each ran (never an answer with one side missing)."""
+    """Why a claim cannot be answered: the first of `named` with no ok row, with the reason; None when each ran."""
     if "status" not in df or "variant" not in df:
         return None
     rows = matching(df, claim)  # none at all: nothing of the claim's scope ran, and its evaluator says what is missing
@@ -93,9 +87,7 @@ def _untested(claim: Claim) -> dict:
 
 
 def _measurement_text(m: ClaimMeasurement, claim: Claim) -> str:
-    if m.value is None:
-        return m.text
-    return wording.macro(WORDS, "measured", m, claim.scale)
+    return m.text if m.value is None else wording.macro(WORDS, "measured", m, claim.scale)
 
 
 def _number_applies(claim: Claim, rows: pd.DataFrame) -> bool:
@@ -112,16 +104,14 @@ def _named(claim: Claim) -> set[str]:
 
 
 def successor_note(claim: Claim, rows: pd.DataFrame, vt: verdicts.VerdictTable | None, comparisons=()) -> str:
-    """Where the successor of a deprecated path the claim compares (a study comparison with `replaces`) beats,
-    matches or falls behind it at the shapes of `rows` within the claim's scope; '' where it names none."""
+    """Where the successor of a deprecated path the claim compares beats, matches or trails it; '' where none."""
     named = _named(claim)
     parts = []
     for c in comparisons if vt is not None else ():
         if not c.replaces or c.baseline not in named:
             continue
         mine = [v for v in vt.of(c.label) if v.ok and v.candidate == c.candidate and v.baseline == c.baseline]
-        cells = pd.DataFrame({"model": [v.model for v in mine], "dtype": [v.dtype for v in mine],
-                              "batch_size": [v.batch_size for v in mine], "seq_len": [v.seq_len for v in mine]})
+        cells = verdicts.VerdictTable(vt.study, tuple(mine)).frame()[["model", "dtype", "batch_size", "seq_len"]]
         for column in cells.columns:
             if column in rows and rows[column].notna().any() and len(cells):
                 cells = cells[cells[column].isin(set(rows[column].dropna()))]
@@ -136,8 +126,7 @@ def successor_note(claim: Claim, rows: pd.DataFrame, vt: verdicts.VerdictTable |
 
 def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peaks: dict | None = None,
            vt: verdicts.VerdictTable | None = None, comparisons=()) -> dict:
-    """One claims-table row: the claim judged on one profile's results of its study (`df`, its `tables`), with the
-    host caveat from `peaks` (host_caveat) and the successor note from `vt` and `comparisons` (successor_note)."""
+    """One claims-table row: the claim judged on its study's results, with host caveat and successor note."""
     device = str(df.device.dropna().iloc[0]) if "device" in df and df.device.notna().any() else "cpu"
     if not claim.evaluator:
         return _untested(claim)
@@ -145,20 +134,18 @@ def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peak
     try:
         m = not_run(df, claim, {v: [v] for v in named}) or evaluator(claim)(df, tables, claim, **claim.args)
     except (KeyError, ValueError, IndexError) as e:  # a table without the rows an evaluator needs
-        m = NotAnswered(wording.macro(WORDS, "lacks", type(e).__name__, e))
+        m = NotAnswered(wording.macro(WORDS, "lacks", said(e)))
     rows = m.rows if isinstance(m, ClaimMeasurement) else df[df.status == "ok"] if "status" in df else df
     # analysis tables lack the run's threads and text count: take them from the results
     rows = in_scope(rows.assign(**{c: df[c].dropna().iloc[0] for c in ("threads", "n_texts")
                                    if c not in rows and c in df and df[c].notna().any()}), claim)
     cov = coverage(claim, device, rows)
     measured = _measurement_text(m, claim) if isinstance(m, ClaimMeasurement) else m.reason
-    if cov.level == "not comparable":
-        verdict = wording.macro(WORDS, "not_comparable", claim.conditions.device == "cuda", testing_profiles(claim))
+    if cov.level in ("not comparable", "not answerable"):  # judgement: 'not comparable on this profile', …
+        verdict = (wording.macro(WORDS, "not_comparable", claim.conditions.device == "cuda", testing_profiles(claim))
+                   if cov.level == "not comparable" else wording.macro(WORDS, "not_answerable", cov.absent))
         return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, ClaimMeasurement) else ""),
-                    verdict, "not comparable on this profile")
-    if cov.level == "not answerable":
-        return _row(claim, cov.text(), measured + (" (shown, not judged)" if isinstance(m, ClaimMeasurement) else ""),
-                    wording.macro(WORDS, "not_answerable", cov.absent), "not answerable on this profile")
+                    verdict, f"{cov.level} on this profile")
     if isinstance(m, NotAnswered):
         return _row(claim, "— (nothing measured to compare)", m.reason, f"not answerable here: {m.reason}",
                     "not answerable from these results")
@@ -166,10 +153,8 @@ def assess(claim: Claim, df: pd.DataFrame, tables: dict[str, pd.DataFrame], peak
     judgement, verdict = judge(claim, m, use_number=use)
     if claim.number is not None and not use:
         verdict += " " + wording.macro(WORDS, "other_model", claim.conditions.models_text)
-    host = host_caveat(claim, device, peaks)
-    verdict += f" — {host}" if host else ""
-    successor = successor_note(claim, m.rows if len(m.rows) else rows, vt, comparisons)
-    verdict += f" — {successor}" if successor else ""
+    notes = [host_caveat(claim, device, peaks), successor_note(claim, m.rows if len(m.rows) else rows, vt, comparisons)]
+    verdict = " — ".join([verdict, *filter(None, notes)])
     if cov.level == "proxy":
         return _row(claim, cov.text(), measured, f"proxy — {verdict}", PROXY + judgement)
     return _row(claim, cov.text(), measured, verdict, judgement)
@@ -191,8 +176,7 @@ def unassessed(claims: list[Claim], judgement: str, why) -> pd.DataFrame:
 
 
 def totals(table: pd.DataFrame) -> dict[str, int]:
-    """Counts of the table's judgements, by verdict: `judged` under the seed's conditions, `proxy` on substitutes,
-    `not answerable` (the device, a defining condition or what the results lack), then not tested and not run."""
+    """Counts of the table's judgements: by verdict, and `judged`, `proxy`, `not answerable`, `claims`."""
     j = table.judgement.value_counts() if len(table) else pd.Series(dtype=int)
     out = {k: int(j.get(k, 0)) for k in JUDGED + NOT_JUDGED}
     out |= {PROXY + k: int(j.get(PROXY + k, 0)) for k in JUDGED}
@@ -211,25 +195,21 @@ def totals_line(table: pd.DataFrame, where: str = "") -> str:
 
 
 def styled(table: pd.DataFrame):
-    """A claims table as a notebook shows it: without the index and the `judgement` column (the verdict says it),
-    left-aligned, long cells wrapped."""
+    """A claims table as a notebook shows it: no index, no `judgement`, left-aligned, wrapped."""
     return (table.drop(columns=["judgement"], errors="ignore").style.hide(axis="index")
             .set_properties(**{"text-align": "left", "white-space": "pre-wrap"}))
 
 
 # ---------------------------------------------------------------------------------------------- host caveat
 
-# A CPU verdict "X over eager PyTorch" where X runs on another library (TensorFlow, ONNX Runtime, JAX) carries both
-# libraries' fp32 GEMM rates on this host (peaks["gemm"], machine/gemm.py) where they differ by more than
-# gemm.GAP_RATIO: the verdict then carries this host's GEMM path.
+# a CPU verdict over eager PyTorch of another library names both fp32 GEMM rates where they differ (docs/method.md)
 EAGER = "eager"  # eager PyTorch, the baseline the caveat is about
 VARIANT_ARGS = ("candidate", "baseline", "variant", "variants", "over")  # an evaluator's arguments naming variants
 NAMES = {"torch": "PyTorch", "tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime", "jax": "JAX"}
 
 
 def gemm_library(variant: str) -> str:
-    """The library whose GEMM a variant's matrix products run on a CPU (the record's runner key): TensorFlow's,
-    ONNX Runtime's (MLAS), a Keras backend's, else PyTorch's."""
+    """The library whose GEMM a variant runs on a CPU (the record's runner key)."""
     runtime = runtimes.REGISTRY.get(variant)
     family = getattr(runtime, "family", "eager")
     if family in ("tensorflow", "onnxruntime"):
@@ -251,18 +231,11 @@ def _arguments(claim: Claim) -> dict:
 
 def _single_ops(claim: Claim) -> bool:
     """Whether the claim is about single operations only (micro-ops such as argmax: no GEMM in them)."""
-    kinds = set()
-    for name in claim.conditions.models:
-        try:
-            kinds.add(model_registry.spec(name).kind)
-        except model_registry.UnknownModel:
-            kinds.add("unknown")
-    return kinds == {"op"}
+    return {getattr(model_registry.MODELS.get(name), "kind", "unknown") for name in claim.conditions.models} == {"op"}
 
 
 def compared(claim: Claim) -> list[str]:
-    """The libraries other than PyTorch a claim compares with eager PyTorch (from its evaluator's arguments and
-    their defaults); [] where it names no eager PyTorch, compares PyTorch with itself or is about single ops."""
+    """The libraries other than PyTorch a claim compares with eager PyTorch (its evaluator's arguments); [] if none."""
     if not claim.evaluator or not claim.study or _single_ops(claim):
         return []
     args, named = _arguments(claim), []
@@ -277,9 +250,7 @@ def compared(claim: Claim) -> list[str]:
 
 
 def host_caveat(claim: Claim, device: str, peaks: dict | None) -> str | None:
-    """One sentence with this host's fp32 GEMM figures for each library the claim compares with eager PyTorch,
-    where they differ from PyTorch's by more than GAP_RATIO; None on a GPU, without the record, or where the
-    GEMMs are close."""
+    """This host's fp32 GEMM figures where a compared library's differ from PyTorch's beyond GAP_RATIO, else None."""
     if device != "cpu" or not peaks:
         return None
     parts = []
@@ -306,8 +277,7 @@ def group(judgement: str) -> str:
 
 
 def _absent(verdict: str) -> list[str]:
-    """'batch 64', 'XLNet and XLM' from a 'not answerable on this profile: batch: seed 32, 64, here 32' verdict (the
-    absent conditions `assess` lists from the coverage): the seed's sizes not measured, or the seed's models."""
+    """'batch 64', 'XLNet and XLM' from a 'not answerable on this profile: batch: seed 32, 64, here 32' verdict."""
     listed = verdict.split(": ", 1)[1] if ": " in verdict else ""
     out = []
     for label, seed, here in re.findall(r"(\w+): seed (.+?), (?:here (.+?)|none measured here)(?:; |$)", listed):
@@ -320,8 +290,7 @@ def _absent(verdict: str) -> list[str]:
 
 
 def would_answer(claim: Claim | None, judgement: str, verdict: str) -> str:
-    """What would answer a claim not answerable here, from the row's coverage (the device kind, the absent
-    defining sizes or models), the results' reason or the registry's why_not; '' for a judged or proxy claim."""
+    """What would answer a claim not answerable here (a GPU, a size, a model, …); '' for a judged or proxy claim."""
     if group(judgement) != NOT_HERE:
         return ""
     if judgement == "not comparable on this profile":  # assess: '… (GPU claim); tested by gpu-t4, …'

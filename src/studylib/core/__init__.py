@@ -1,2 +1,1 @@
-"""The vocabulary every layer shares: a configuration and its shape, where files go, atomic files and the
-registry of studies. Imports nothing of studylib."""
+"""The vocabulary every layer shares: configurations and shapes, paths, atomic files, the study registry."""

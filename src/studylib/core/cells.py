@@ -27,8 +27,7 @@ def whole(v):
 
 
 def key(v):
-    """A cell as a key two rows match on: None where it holds no value (blank or ''), a whole float (numpy's too) as
-    an int."""
+    """A cell as a key two rows match on: None where blank or '', a whole float (numpy's too) as an int."""
     if not present(v) or (isinstance(v, np.floating) and np.isnan(v)):
         return None
     return int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v

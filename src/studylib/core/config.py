@@ -1,8 +1,4 @@
-"""A configuration: what is run (model, variant, precision), on what (device, threads), at which size.
-
-The one shape vocabulary: each field of `Config` says in its metadata its role, how Config.key writes it, its place
-in Config.shape_key and how a label names it; SHAPE, HOW, the keys, shape_columns and shape_label derive from it.
-"""
+"""A configuration (what is run, on what, at which size) and the shape vocabulary its fields' metadata defines."""
 
 from __future__ import annotations
 
@@ -13,8 +9,7 @@ from typing import Any
 from . import cells
 
 REFERENCE = "eager"  # every variant's output is compared with eager PyTorch on the same inputs
-# A/A controls: `<variant>-aa` is a second, independently prepared copy of `<variant>`, timed in the same group; never
-# an option, its speed-up over its original is noise (see docs/method.md)
+# A/A controls: `<variant>-aa`, an independently prepared copy timed in the same group; never an option (docs/method.md)
 AA_SUFFIX = "-aa"
 
 
@@ -28,8 +23,7 @@ def is_aa(variant) -> bool:
     return isinstance(variant, str) and variant.endswith(AA_SUFFIX) and len(variant) > len(AA_SUFFIX)
 
 
-# Two frameworks in one process (runtimes/shared.py): `<variant>-shared` runs in a worker shared with the other
-# framework's, `-shared-passive` the same under OMP_WAIT_POLICY=PASSIVE; never an option
+# `<variant>-shared(-passive)`: in a worker shared with the other framework (runtimes/shared.py); never an option
 SHARED_SETTINGS = ("shared", "shared-passive")
 
 
@@ -57,10 +51,8 @@ _REQUIRED = object()
 
 def _field(role: str, key: str, at: int, *, inputs: int | None = None, words: str | None = "{}",
            short: str | None = None, size: bool = False, default: Any = _REQUIRED):
-    """A Config field: its `role` (ROLES: 'shape' what is computed, 'how' how it runs, 'process' the process a shape
-    runs in); `key`, how Config.key writes it, at place `at` (of fields sharing a place, the first one set; a field
-    with a default only where set, unless it shares its place); `inputs`, its place in Config.shape_key (None: not in
-    it); `words`/`short`, how shape_label names it (None: never); `size`, a size (short labels join sizes with ×)."""
+    """A Config field: `role` (ROLES), `key` written at place `at` by Config.key, `inputs` its place in shape_key
+    (None: not in it), `words`/`short` how shape_label names it (None: never), `size` whether it is a size."""
     meta = {"role": role, "key": key, "at": at, "inputs": inputs, "words": words,
             "short": words if short is None else short, "size": size}
     return field(metadata=meta) if default is _REQUIRED else field(default=default, metadata=meta)
@@ -88,8 +80,7 @@ class Config:
 
     @property
     def key(self) -> str:
-        """The configuration in one string (results rows carry it as config_key; a re-run resumes by it): each
-        place's field (metadata `key`, `at`) in order, 'bert-base|eager|cpu|fp32|b1|s128|t2'."""
+        """The configuration in one string, a row's config_key: 'bert-base|eager|cpu|fp32|b1|s128|t2'."""
         parts = []
         for _, shared in groupby(_KEY_ORDER, key=lambda f: f.metadata["at"]):
             shared = list(shared)
@@ -123,9 +114,7 @@ def shape_columns(frame, *, without=()) -> list[str]:
 
 
 def shape_label(row, columns=None, *, short: bool = False) -> str:
-    """A shape as a reader names it, from the `columns` given (default: SHAPE), blanks left out: in words, 'bert-base
-    fp32 batch 8 seq 128' (decision tables, answers), or `short`, 'bert-base fp32 b8 × s128' (lists in findings and
-    claims); an image size is '224px' in both, and `data` is never named."""
+    """A shape in words ('bert-base fp32 batch 8 seq 128'; `short`: 'bert-base fp32 b8 × s128'), blanks left out."""
     parts: list[tuple[str, bool]] = []
     for c in SHAPE if columns is None else columns:
         meta, v = _META.get(c, {}), cells.whole(cells.of(row, c))

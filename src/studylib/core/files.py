@@ -1,5 +1,4 @@
-"""Files other processes may read while they are written: every write goes through a private temporary
-file and a rename, so a reader (or a crash) never sees half a file."""
+"""Atomic writes (a private temporary file, then a rename), so a reader or a crash never sees half a file."""
 
 from __future__ import annotations
 

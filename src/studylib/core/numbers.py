@@ -1,14 +1,4 @@
-"""The one way a page writes a speed-up, a ratio, a CI, a range or a count of calls.
-
-Digits follow the CI, in the spirit of torch.utils.benchmark (whose Measurement trims significant figures to what
-its spread supports): a number is never printed more precisely than its 95% CI knows it. A speed-up and its CI get
-the decimals the CI's half-width (half of high − low, on the ratio) supports: 3 where it is under TIGHT (0.005),
-2 from TIGHT to WIDE (0.5, the usual case), 1 above WIDE. Without a finite CI (missing, NaN or infinite) a ratio is
-printed alone, with 2 decimals. A range over shapes collapses to one number where both ends print alike; a CI never
-does. A factor given rather than measured (a threshold, an axis tick) prints as given (`fmt_factor`). Every other
-range or CI (percentages, seconds, GFLOP/s) goes through `fmt_range`, in the format spec its caller names.
-tests/test_layers.py finds a ratio or CI formatted anywhere else.
-"""
+"""The one way a page writes speed-ups, ratios, CIs, ranges and calls: digits follow the CI (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -40,9 +30,7 @@ def decimals(ci_low: float | None, ci_high: float | None) -> int:
 
 def fmt(ratio: float, ci_low: float | None = None, ci_high: float | None = None, *, unit: str = "×",
         brief: bool = False, digits: int | None = None, level: float | None = None) -> str:
-    """'1.87× (95% CI 1.80–1.95)', at `level` where the interval is not a 95% one ('(99.2% CI …)'); `brief`:
-    '1.87× (1.80–1.95)', for a table cell whose header names the interval; '1.87×' where the CI is missing or not
-    finite. `digits` fixes the decimals (a ratio of medians: 0)."""
+    """'1.87× (95% CI 1.80–1.95)'; `brief` '1.87× (1.80–1.95)'; '1.87×' without a finite CI; `digits` fixed."""
     d = decimals(ci_low, ci_high) if digits is None else digits
     head = _num(ratio, d) + unit
     if not _finite(ci_low, ci_high):
@@ -75,16 +63,14 @@ def _end(value) -> str:
 
 
 def fmt_span(low, high, *, unit: str = "×") -> str:
-    """A range of speed-ups over shapes (not a CI): '0.93–0.99×', or '1.20×' where both ends print alike. Each end
-    is a ratio, or a (ratio, ci_low, ci_high) triple printed at its own CI's decimals (as its table cell is)."""
+    """A range over shapes: '0.93–0.99×', or '1.20×' where both ends print alike; ends are ratios or triples."""
     a, b = _end(low), _end(high)
     return f"{a}{unit}" if a == b else f"{a}–{b}{unit}"
 
 
-def fmt_range(low: float, high: float, spec: str, unit: str = "", *, collapse: bool = True) -> str:
-    """Any other range or CI, both ends in one format spec: ('.1%') '1.2%–3.4%', ('.1f', ' s') '1.2–3.4 s'; one
-    number where both ends print alike, unless `collapse` is False (a CI)."""
-    a, b = format(low, spec), format(high, spec)
+def fmt_range(low: float, high: float, spec, unit: str = "", *, collapse: bool = True) -> str:
+    """Any other range or CI in one spec ('.1%': '1.2%–3.4%') or formatter (fmt_seconds); one number where alike."""
+    a, b = (spec(v) if callable(spec) else format(v, spec) for v in (low, high))
     return f"{a}{unit}" if collapse and a == b else f"{a}–{b}{unit}"
 
 

@@ -21,8 +21,7 @@ def reference_root() -> Path:
 
 
 def display(path: Path | str) -> str:
-    """A path as a page or a results file may show it: relative to the outputs root (as the report's own
-    links are) or else to the project; never the machine's own absolute path."""
+    """A path as a page may show it: relative to the outputs root, else to the project; never absolute."""
     p = Path(path).resolve()
     for base in (outputs_root(), ROOT):
         if p.is_relative_to(base):
@@ -57,8 +56,7 @@ def parts_dir(profile: str, notebook: str) -> Path:
 
 
 def cache_dir(profile: str) -> Path:
-    """Exported and quantized models, trained tokenizers: reused by later runs of the same profile. STUDYLIB_CACHE,
-    when set, holds the profiles' caches instead (`studylib reanalyse` keeps them out of the folder it re-renders)."""
+    """The profile's cache of exported models and tokenizers; under STUDYLIB_CACHE where that is set."""
     elsewhere = os.environ.get("STUDYLIB_CACHE")
     return Path(elsewhere) / profile if elsewhere else profile_dir(profile) / "cache"
 
@@ -73,8 +71,7 @@ def notebook_path(notebook: str) -> Path:
 
 
 SUMMARY_NOTEBOOK = "06_summary"
-# The smoke profile cut to one shape per study, which `make test` runs (smoke itself runs in `make test-full`): a
-# tool of the tests, never named to a reader as a profile that runs something or tests a claim.
+# smoke cut to one shape per study, for `make test` only: never named to a reader as a profile
 FAST_SMOKE = "smoke-fast"
 
 

@@ -1,11 +1,4 @@
-"""The registry of studies, by notebook id, in reading order.
-
-Each study module fills it when it is imported (`studies.register`); whoever needs the studies reads it:
-profiles validate their sections against it, `plan` and `run` take configurations from it, the report takes each
-study's comparisons from it. It imports nothing, so the modules the studies stand on (profiles, claims) can read it
-without importing the studies package: the entry points (the command line, a notebook's `study.start`, the summary)
-import `studylib.studies` first, which registers the built-in studies.
-"""
+"""The registry of studies by notebook id, filled as each study module is imported; it imports nothing."""
 
 from __future__ import annotations
 
@@ -15,9 +8,7 @@ REGISTRY: dict[str, Any] = {}  # notebook id -> studies.base.Study
 
 
 def register(study: Any) -> Any:
-    """Add a study to the registry (a second one with the same id replaces the first); returns it.
-
-    The registry stays in reading order: notebook ids sort as the notebooks are numbered."""
+    """Add a study (replacing one with the same id), keeping notebook-id order; returns it."""
     REGISTRY[study.notebook] = study
     for name in sorted(REGISTRY):
         REGISTRY[name] = REGISTRY.pop(name)

@@ -1,11 +1,4 @@
-"""Where a page's words come from: every reader-facing sentence and HTML block is a Jinja2 template in
-src/studylib/templates/ (one folder, a sub-folder per page or study); Python hands a template data and numbers, and
-`say` renders it. core/numbers.py's formatters are the templates' filters (`{{ s | fmt }}`, `{{ lo | fmt_ci(hi) }}`),
-so a number on a page is formatted the one way. A template whose name contains `.html` is autoescaped.
-
-`say(name, **data)` renders a sentence or paragraph: its whitespace (line breaks of the template's wrapping
-included) collapses to single spaces, so a template reads as wrapped prose. `block(name, **data)` keeps the lines
-(Markdown lists and tables, HTML). An undefined name in a template is an error, never an empty string."""
+"""A page's words: Jinja2 templates (numbers.py's filters, strict); `say` collapses whitespace, `block` keeps lines."""
 
 from __future__ import annotations
 
@@ -48,6 +41,5 @@ def _module(env: jinja2.Environment, name: str):
 
 
 def macro(name: str, macro_name: str, /, *args, **kwargs) -> str:
-    """One macro of the template `name` called with the arguments (several short sentences kept in one file), as
-    prose (`say`'s whitespace rule)."""
+    """One macro of the template `name` called with the arguments, as prose (`say`'s whitespace rule)."""
     return re.sub(r"\s+", " ", str(getattr(_module(environment(), name), macro_name)(*args, **kwargs))).strip()

@@ -1,6 +1,4 @@
-"""Freed memory kept for reuse while a group is timed (glibc's mmap and trim thresholds raised to 1 GiB), so that a
-call's steady state is not its allocator's page faults; docs/method.md says why. Recorded as the environment's
-`allocator`; where the C library is not glibc nothing changes and the environment says so."""
+"""Freed memory kept for reuse while a group is timed (glibc's thresholds at 1 GiB; docs/method.md)."""
 
 from __future__ import annotations
 
@@ -37,8 +35,7 @@ def policy() -> str:
 
 @contextmanager
 def reused_memory() -> Iterator[bool]:
-    """Within the block freed memory stays in the heap (yields whether it could be set); then glibc's initial
-    thresholds are back and the heap is trimmed."""
+    """Freed memory stays in the heap within the block (yields whether set); then the defaults and a trim."""
     lib = _glibc()
     kept = lib is not None and lib.mallopt(M_MMAP_THRESHOLD, KEPT) == 1 and lib.mallopt(M_TRIM_THRESHOLD, KEPT) == 1
     try:

@@ -39,18 +39,14 @@ def _cpu_model() -> str:
     return gemm.cpu_model() or platform.processor() or platform.machine()
 
 
-def _memory_gib() -> float | None:
-    try:
-        import psutil
+def _memory_gib() -> float:
+    import psutil
 
-        return round(psutil.virtual_memory().total / 2**30, 1)
-    except ImportError:
-        return None
+    return round(psutil.virtual_memory().total / 2**30, 1)
 
 
 def git_commit() -> str | None:
-    """The checkout's commit (12 hex digits), "-dirty" when tracked files outside outputs/ changed; None outside
-    git."""
+    """The checkout's commit (12 hex digits, "-dirty" if tracked files outside outputs/ changed); None outside git."""
     try:
         out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "--short=12", "HEAD"],
                              capture_output=True, text=True, timeout=10)
@@ -64,19 +60,10 @@ def git_commit() -> str | None:
         return None
 
 
-def _torch():
-    """torch if installed (imported here so the fingerprint never depends on what ran before)."""
-    try:
-        import torch
-
-        return torch
-    except ImportError:
-        return None
-
-
 def _gpu() -> dict:
-    torch = _torch()
-    if torch is None or not torch.cuda.is_available():
+    import torch
+
+    if not torch.cuda.is_available():
         return {}
     info = {"gpu_name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(),
@@ -97,10 +84,10 @@ def nvidia_smi(query: str) -> list[str]:
 
 def thread_settings() -> dict:
     """The thread settings of this process: the variables, and torch's and (where imported) TensorFlow's counts."""
+    import torch
+
     t = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")}
-    torch = _torch()
-    if torch is not None:
-        t.update(torch_intra_op=torch.get_num_threads(), torch_inter_op=torch.get_num_interop_threads())
+    t.update(torch_intra_op=torch.get_num_threads(), torch_inter_op=torch.get_num_interop_threads())
     if "tensorflow" in sys.modules:  # only studies that run TensorFlow import it
         tf = sys.modules["tensorflow"]
         t.update(tf_intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
@@ -131,8 +118,7 @@ def detect_machine() -> Machine:
 
 
 def capture(profile: str | None = None, precision: dict | None = None) -> dict:
-    """Versions, Python, OS, CPU, cores, memory, thread settings, GPU, git commit, profile and the precision policy
-    (gpu.policy; on a GPU part of the fingerprint)."""
+    """Versions, Python, OS, CPU, memory, threads, GPU, commit, profile and the precision policy."""
     env = {
         "profile": profile,
         "captured_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),

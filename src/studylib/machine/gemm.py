@@ -1,6 +1,4 @@
-"""The machine's GEMM throughput through every library on it (PyTorch, TensorFlow, ONNX Runtime, JAX), in fp32 and
-bf16 at the studies' GEMM shapes, each library in a process of its own (gemm_child.py); kept in env.json under
-peaks["gemm"]. A library that is missing, fails or runs past its time limit is a record with a status and a message."""
+"""Every library's GEMM throughput, each in its own process, into peaks["gemm"]; a failure is a record too."""
 
 from __future__ import annotations
 
@@ -84,8 +82,7 @@ def run_child(library: str, threads: int, budget: float) -> dict:
 
 def measure_libraries(threads: int, budget: float, *, runner: Runner = run_child,
                       libraries: tuple[str, ...] = LIBRARIES) -> dict:
-    """Every library's GEMM record, `budget` seconds of timing shared evenly (process start-up comes on top):
-    {"cpu_model", "cpu_flags", "threads", "dtypes", "shapes", "libraries": {runner key: record}, "seconds"}."""
+    """Every library's GEMM record in `budget` seconds of timing: {..., "libraries": {runner key: record}}."""
     started = time.perf_counter()
     records: dict[str, dict] = {}
     for library in libraries:
@@ -98,8 +95,7 @@ def measure_libraries(threads: int, budget: float, *, runner: Runner = run_child
 
 
 def best_rates(gemm: dict | None, dtype: str) -> list[dict]:
-    """Every measured rate of `dtype` in the record: [{"runner", "library", "shape", "gflops", "ci_low", "ci_high"}]
-    ("library": the name a reader knows, e.g. "PyTorch through oneDNN's linear")."""
+    """Every measured rate of `dtype` in the record: [{"runner", "library", "shape", "gflops", "ci_low", "ci_high"}]."""
     out = []
     for key, record in ((gemm or {}).get("libraries") or {}).items():
         for shape, cell in ((record.get("rates") or {}).get(dtype) or {}).items():
@@ -145,8 +141,7 @@ def study_rates(peaks: dict | None, runner: str, dtype: str) -> list[float]:
 
 
 def gemm_ratio(peaks: dict | None, a: str, b: str, dtype: str = "fp32") -> float | None:
-    """How many times `a`'s GEMM is as fast as `b`'s at the compute-bound study shapes both measured (geometric
-    mean of the per-shape ratios); None where they share none."""
+    """`a`'s GEMM over `b`'s, geometric mean at the compute-bound study shapes both measured; None if none."""
     ca, cb = study_cells(peaks, a, dtype), study_cells(peaks, b, dtype)
     common = [k for k in study_shapes(peaks) if k in ca and k in cb]
     if not common:

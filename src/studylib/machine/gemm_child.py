@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from ..core.errors import said
 from . import rates as rates_
 from .threads import Captured, apply_threads
 
@@ -23,8 +24,7 @@ SQUARE = 1024
 
 
 def shapes() -> dict[str, dict]:
-    """{"256x768x3072": {"m", "k", "n", "label", "studies"}}: `studies` marks BERT-base's shapes at the most
-    tokens, the compute-bound ones the mechanism compares."""
+    """{"256x768x3072": {"m", "k", "n", "label", "studies"}}; `studies` marks the compute-bound ones compared."""
     out = {}
     for m in TOKENS:
         for name, k, n in BERT_BASE:
@@ -36,8 +36,7 @@ def shapes() -> dict[str, dict]:
 
 
 def bf16_round(a: np.ndarray) -> np.ndarray:
-    """fp32 values rounded to the nearest bfloat16 (ties to even), still as fp32: every library converts them
-    exactly, so all get the same operands."""
+    """fp32 values rounded to the nearest bfloat16 (ties to even), still as fp32, so all libraries get the same."""
     u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
     u = (u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) & np.uint32(0xFFFF0000)
     return u.view(np.float32)
@@ -48,11 +47,6 @@ def operands(m: int, k: int, n: int, dtype: str) -> tuple[np.ndarray, np.ndarray
     rng = np.random.default_rng(0)
     x, w = (rng.standard_normal(s, dtype=np.float32) for s in ((m, k), (k, n)))
     return (bf16_round(x), bf16_round(w)) if dtype == "bf16" else (x, w)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300] if text else ''}"
 
 
 # --- each library: setup(threads) -> (record fields, make(x, w, dtype) -> (call, to_float64, path_of_first)) ---
@@ -197,8 +191,7 @@ CHILDREN = {"torch": ("torch", "torch-onednn"), "tensorflow": ("tensorflow",), "
 
 
 def paths(lines: list[str]) -> tuple[list[str], dict]:
-    """(the code paths the kernel libraries' log lines name, library-level facts: oneDNN's version and ISA, MKL's
-    dispatch) from lines written during one call."""
+    """(code paths, library facts such as oneDNN's ISA) from the kernel libraries' log lines of one call."""
     found, facts = [], {}
     for line in lines:
         parts = line.strip().split(",")
@@ -227,9 +220,9 @@ def measure_runner(key: str, threads: int, budget: float, out: Captured) -> dict
     try:
         fields, make = SETUPS[key](threads)
     except ImportError as exc:
-        return {"status": "not installed", "message": _first_line(exc)}
+        return {"status": "not installed", "message": said(exc)}
     except Exception as exc:  # noqa: BLE001 - a library that cannot start is a result
-        return {"status": "failed", "message": _first_line(exc)}
+        return {"status": "failed", "message": said(exc)}
     cells = [(d, s) for d in DTYPES for s in shapes()]
     rates: dict[str, dict] = {d: {} for d in DTYPES}
     facts: dict = {}
@@ -253,7 +246,7 @@ def measure_runner(key: str, threads: int, budget: float, out: Captured) -> dict
         except Exception as exc:  # noqa: BLE001 - a dtype the library lacks is a result
             status = "unsupported" if "NOT_IMPLEMENTED" in str(exc) or "not supported" in str(exc).lower() \
                 else "failed"
-            rates[dtype][key_] = {"status": status, "message": _first_line(exc)}
+            rates[dtype][key_] = {"status": status, "message": said(exc)}
     fields["info"] = {**fields["info"], **facts}
     return {"status": "ok", **fields, "threads": threads, "rates": rates,
             "seconds": time.perf_counter() - started}

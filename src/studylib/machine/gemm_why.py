@@ -1,6 +1,4 @@
-"""Why one framework beats another at compute-bound shapes: the GEMM each library runs on this CPU, from the
-per-library record of the machine's limits (peaks["gemm"], machine/gemm.py); the sentences are
-templates/machine/gemm_why.txt."""
+"""Why one framework beats another at compute-bound shapes: the GEMM each library runs on this CPU (peaks["gemm"])."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ def code_path(peaks: dict | None, runner: str, dtype: str) -> str:
 
 def mechanism(peaks: dict | None, a: str, b: str, dtype: str = "fp32", *, observed: float | None = None,
               what: str | None = None) -> str | None:
-    """One sentence: `a`'s and `b`'s GEMM at BERT-base's shapes, and whether a framework gap (`observed`, `a` over
-    `b`; `what`: its words) follows it. None where they are within MECHANISM_RATIO or either was not measured."""
+    """Whether the gap `observed` (`a` over `b`) follows their GEMMs, in a sentence; None within MECHANISM_RATIO."""
     ratio = gemm_ratio(peaks, a, b, dtype)
     if ratio is None or 1 / MECHANISM_RATIO <= ratio <= MECHANISM_RATIO:
         return None
@@ -64,8 +61,7 @@ def _fmt(v, spec: str) -> str:
 
 
 def gemm_table(peaks: dict | None, *, studies_only: bool = False) -> pd.DataFrame:
-    """One row per library × dtype × shape (only the compute-bound study shapes with `studies_only`); a library or
-    cell that did not run keeps a row with its status. Empty where none was measured."""
+    """One row per library × dtype × shape (`studies_only`: the compared ones), failures with their status."""
     g = _gemm(peaks)
     shapes = g.get("shapes") or {}
     keep = set(study_shapes(peaks)) if studies_only else set(shapes)

@@ -1,6 +1,4 @@
-"""What every measuring process sets and checks on a GPU: the precision policy (a profile's `tf32`, applied alike
-to torch, TensorFlow, JAX, ONNX Runtime's CUDA provider and TensorRT), the variables a process starts with
-(`process_vars`), and whether each runtime's framework sees the GPU (`unavailable`). docs/method.md says why."""
+"""What a measuring process sets and checks on a GPU: the precision policy, start-up variables, each framework's view."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.errors import first_line
 from .threads import tensorflow_start_up_log
 
 PRECISION_VAR = "STUDYLIB_TF32"  # "1" / "0": the policy, as the replicates' processes inherit it
@@ -53,8 +52,7 @@ def process_vars(precision: dict | None) -> dict[str, str]:
 
 
 def apply(precision: dict, frameworks: Iterable[str] = ("torch",)) -> dict[str, str]:
-    """Apply the policy in this process: its variables, torch's flags, and on a GPU TensorFlow's (when one of
-    `frameworks` or imported) and JAX's (when imported). Returns the variables set."""
+    """Apply the policy in this process (variables, torch's, TensorFlow's and JAX's flags); the variables set."""
     frameworks = tuple(frameworks)
     env = process_vars(precision)
     os.environ.update(env)
@@ -107,8 +105,7 @@ CUDA_HEADER = "include/cuda_runtime_api.h"  # what AOTInductor's CUDA wrapper in
 
 
 def cuda_toolkit(find: Callable[[], str | None] | None = None) -> tuple[str | None, str]:
-    """(the CUDA toolkit AOTInductor's CUDA wrapper compiles against, found as torch finds it and only where its
-    headers are, or None; the line that says where it was looked for). `find`: the lookup (tests)."""
+    """(the CUDA toolkit AOTInductor compiles against, or None; where it was looked for). `find`: for tests."""
     if find is None:
         from torch.utils.cpp_extension import _find_cuda_home as find
     home = find()
@@ -146,9 +143,7 @@ _tensorrt: TensorRT | None = None
 
 
 def preload_tensorrt(major: int = 10, folder: str | Path | None = None, load=None) -> TensorRT:
-    """Load TensorRT's libraries from the tensorrt_libs package into this process, globally, before an ONNX Runtime
-    session asks for its TensorRT provider (it finds them among the loaded libraries). Once per process; `folder`,
-    `load`: tests."""
+    """Load tensorrt_libs' libraries globally, once, before a session asks for TensorRT; `folder`, `load`: tests."""
     global _tensorrt
     real = folder is None and load is None
     if real and _tensorrt is not None:
@@ -172,7 +167,7 @@ def preload_tensorrt(major: int = 10, folder: str | Path | None = None, load=Non
             try:
                 load(str(f))
             except OSError as exc:
-                got = TensorRT("not loadable", f"{f.name} in {folder} did not load: {str(exc).splitlines()[0][:200]}")
+                got = TensorRT("not loadable", f"{f.name} in {folder} did not load: {first_line(exc, 200)}")
                 break
         got = got or TensorRT("loaded", f"TensorRT {major} from {folder}", tuple(str(f) for f in files))
     if real:
@@ -181,10 +176,8 @@ def preload_tensorrt(major: int = 10, folder: str | Path | None = None, load=Non
 
 
 def _torch_sees() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return "PyTorch is not installed"
+    import torch
+
     if torch.cuda.is_available():
         return _torch_arch_missing(torch)
     if torch.version.cuda is None:
@@ -194,8 +187,7 @@ def _torch_sees() -> str | None:
 
 
 def _torch_arch_missing(torch) -> str | None:
-    """Why this PyTorch build has no kernels for GPU 0 (neither its binaries nor a PTX cover its capability), or
-    None."""
+    """Why this PyTorch build has no kernels for GPU 0 (its capability uncovered), or None."""
     major, minor = torch.cuda.get_device_capability(0)
     archs = torch.cuda.get_arch_list()
     for arch in archs:
@@ -233,7 +225,7 @@ def _jax_sees() -> str | None:
     try:
         platforms = {d.platform for d in jax.devices()}
     except RuntimeError as e:
-        return f"JAX {jax.__version__} could not start: {str(e).splitlines()[0][:200]}"
+        return f"JAX {jax.__version__} could not start: {first_line(e, 200)}"
     if "gpu" in platforms or "cuda" in platforms:
         return None
     return (f"JAX {jax.__version__} sees no GPU (devices: {', '.join(sorted(platforms))}): the CUDA plugin "

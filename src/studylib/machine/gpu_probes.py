@@ -1,5 +1,4 @@
-"""One tiny real operation per GPU path and what each says about itself (`make gpu-check`, `make gpu-proof`): a
-`Probe` per path, `verdict` for the exit code, `loaded_cuda_libraries` for a second copy of a CUDA library."""
+"""One tiny real operation per GPU path (a `Probe` each) and what each says of itself; `verdict` the exit code."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.errors import said
 from .gpu import cuda_toolkit, ort_cuda_options, policy, preload_tensorrt, tensorrt_major
 
 TF32_LEVEL = 1e-4  # relative error of an fp32 4096² matmul: TF32 gives ~1e-3, full FP32 ~1e-6
@@ -30,11 +30,6 @@ class Probe:
     expected: bool = False  # a skip that is expected here (TensorRT is not in the overlay)
     on_device: bool = True  # whether the probe runs an operation (False: a toolkit looked for, no output to place)
     tf32_error: float | None = None  # the 4096² fp32 matmul's max relative error against fp64
-
-
-def _fail(path: str, exc: BaseException) -> Probe:
-    text = str(exc).strip().splitlines()
-    return Probe(path, "fail", f"{type(exc).__name__}: {text[0][:200] if text else ''}")
 
 
 def _major(version) -> int | None:
@@ -125,8 +120,7 @@ _max_ir: int | None = None
 
 
 def max_ir_version(make=None) -> int:
-    """The highest ONNX IR version the installed onnxruntime reads, asked of it: the maximum its refusal of IR 1000
-    names, else the highest of onnx's own that loads. Once per process; `make`: the session's maker (tests)."""
+    """The highest ONNX IR version the installed onnxruntime reads, asked of it once; `make`: for tests."""
     global _max_ir
     if make is None and _max_ir is not None:
         return _max_ir
@@ -167,9 +161,7 @@ def _tiny_onnx(max_ir: int | None = None) -> bytes:
 
 
 def ort_session(provider: str, options: dict | None = None, *, make=None, tensorrt=None) -> Probe:
-    """A session with `provider` first: what ran is what the session reports, its output bound on the GPU. For
-    TensorRT its libraries are loaded first (`tensorrt`: gpu.preload_tensorrt, or a fake): not installed is an
-    expected skip."""
+    """A session with `provider` first, its output bound on the GPU; TensorRT not installed is an expected skip."""
     trt = provider.startswith("Tensorrt")
     path = "ONNX Runtime " + ("TensorRT" if trt else "CUDA")
     try:
@@ -234,7 +226,7 @@ def probes(tf32: bool) -> list[Probe]:
         try:
             out.append(run())
         except Exception as exc:  # noqa: BLE001 - the table says what failed
-            out.append(_fail(path, exc))
+            out.append(Probe(path, "fail", said(exc)))
     return out
 
 
@@ -255,8 +247,7 @@ def loaded_cuda_libraries(maps: str | None = None) -> dict[str, set[str]]:
 
 
 def verdict(found: list[Probe], tf32: bool, libraries: dict[str, set[str]] | None = None) -> tuple[int, list[str]]:
-    """(exit code, problems): 0 when every path ran on the GPU or is an expected, named skip, with one CUDA major,
-    one copy of each CUDA library and fp32 matmuls as the policy says; 1 otherwise, one line per problem."""
+    """(exit code, problems): 0 when every path ran on the GPU or skipped as expected, on policy; else 1."""
     problems = []
     for p in found:
         if p.status == "fail":

@@ -1,7 +1,4 @@
-"""The machine's limits, measured once per environment fingerprint with the profile's threads and kept in env.json
-under "peaks": a dense matmul's rate per dtype (GFLOP/s), every library's GEMM on a CPU (gemm.py) and a
-STREAM-triad-like memory bandwidth (GB/s), each a median with its order-statistic 95% CI. The roof of a dtype is the
-best rate any of them reached."""
+"""The machine's limits (matmul, GEMMs, bandwidth), measured once per environment into env.json's "peaks"."""
 
 from __future__ import annotations
 
@@ -10,6 +7,7 @@ import time
 import warnings
 
 from ..core import wording
+from ..core.errors import said
 from . import gemm
 from .rates import MIN_SAMPLES
 from .rates import rate as _rate
@@ -105,8 +103,7 @@ def peak_dtypes(device: str) -> tuple[str, ...]:
 
 
 def measure_peaks(device: str = "cpu", *, budget: float = 2.0, gemm_runner: gemm.Runner | None = None) -> dict:
-    """The machine's limits with the threads now set: matmul rate per dtype and triad bandwidth with their 95% CIs,
-    in about `budget` seconds; on a CPU also every library's GEMMs (`gemm_runner`, gemm.run_child unless given)."""
+    """The machine's limits with the threads now set, in about `budget` seconds; on a CPU every library's GEMMs too."""
     import torch
 
     started = time.perf_counter()
@@ -117,7 +114,7 @@ def measure_peaks(device: str = "cpu", *, budget: float = 2.0, gemm_runner: gemm
         try:
             matmul[dtype] = matmul_peak(dtype, device, share)
         except Exception as exc:  # noqa: BLE001 - a kernel the build lacks is recorded, not fatal
-            matmul[dtype] = {"skipped": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"}
+            matmul[dtype] = {"skipped": said(exc)}
     return {"method": METHOD, "device": device, "threads": torch.get_num_threads(),
             "tf32": bool(device == "cuda" and torch.backends.cuda.matmul.allow_tf32),
             "measured_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "matmul": matmul,

@@ -1,5 +1,4 @@
-"""Profiling one steady-state call: its top operators by self time, with each runtime's own profiler (torch.profiler,
-ONNX Runtime's session profiler); TensorFlow and JAX are recorded as not profiled."""
+"""Profiling one steady-state call: its top operators by self time (TensorFlow and JAX: not profiled)."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ def torch_profile(call: Callable[[], Any], device: str = "cpu", top: int = TOP, 
     for ev in prof.key_averages():
         if ev.key.startswith("[memory]"):
             continue
-        us = (getattr(ev, "self_device_time_total", None) or getattr(ev, "self_cuda_time_total", 0.0)) if cuda \
-            else ev.self_cpu_time_total
+        us = ev.self_device_time_total if cuda else ev.self_cpu_time_total
         if us > 0:
             totals[ev.key] = [us / 1e6, ev.count]
     ops = top_ops(totals, top)

@@ -1,5 +1,4 @@
-"""Rates from timed calls: per-call seconds of a kernel within a budget, and the median rate with its
-order-statistic 95% CI. The machine's limits (limits.py) and every library's GEMM (gemm_child.py) use them."""
+"""Rates from timed calls: per-call seconds within a budget, and the median rate with its 95% CI."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ MAX_SAMPLES = 200
 
 
 def timed_calls(fn: Callable[[], object], sync: Callable[[], object], budget: float) -> np.ndarray:
-    """Seconds per call of `fn` (device wait inside the timed region), for `budget` seconds and at least
-    MIN_SAMPLES calls, after one untimed call."""
+    """Seconds per call of `fn` (device wait timed) for `budget` s and ≥ MIN_SAMPLES calls, after one untimed."""
     fn()
     sync()
     times: list[float] = []

@@ -1,6 +1,4 @@
-"""One measuring run per profile at a time (an advisory `flock` on outputs/<profile>/.run.lock, released by the
-kernel when its holder exits), and a warning when runs of other profiles share the machine. Processes the holder
-starts inherit HELD_ENV and do not take the lock again."""
+"""One measuring run per profile at a time (a `flock`; children inherit HELD_ENV), and a warning on others' runs."""
 
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ PROFILER_NOISE = re.compile(r"USDT:")
 
 
 class Captured:
-    """File descriptor `fd` caught in a temporary file while the block runs (what C++ libraries write there);
-    `new_lines()` gives what was written since its last call, `left` what was left at the end."""
+    """`fd` caught in a temporary file while the block runs; `new_lines()` since its last call, `left` at the end."""
 
     def __init__(self, fd: int):
         self.fd, self.left = fd, []
@@ -66,8 +65,7 @@ def tensorflow_start_up_log():
 
 
 def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> None:
-    """Same thread count for every framework in a comparison: intra-op and inter-op, torch and TensorFlow (ONNX
-    Runtime's sessions take torch's intra-op count); OpenMP keeps its own wait policy."""
+    """The same intra- and inter-op thread count for torch and TensorFlow; OpenMP keeps its own wait policy."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ["MKL_NUM_THREADS"] = str(threads)
     import torch
@@ -95,8 +93,7 @@ def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> Non
 
 
 def threads_in_force(frameworks: tuple[str, ...] = ("torch",)) -> str:
-    """The threading this process runs with, as a row records it (`process`): OpenMP's wait policy and each of
-    `frameworks`' pools."""
+    """The threading this process runs with, as a row's `process` records it."""
     policy = os.environ.get("OMP_WAIT_POLICY")
     parts = [f"OMP_WAIT_POLICY={policy}" if policy else "OMP_WAIT_POLICY unset (OpenMP's default)"]
     if "torch" in sys.modules:

@@ -1,7 +1,4 @@
-"""The top and the bottom of a study page, from its verdict table (stats/verdicts.py, worded by decisions.py and
-prose.py): the decision table, the Answer, which batch size (studies 03/04), why, what a GPU would change and what
-the profile did not run (`top_html`); the statistics in "How sure are we" at the end (`how_sure_html`). Words are
-templates/report/how_sure.md.j2's and the two .html.j2 templates'."""
+"""The top (`top_html`) and the "How sure are we" bottom (`how_sure_html`) of a study page, from its verdict table."""
 
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ def whole_models(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def running_profiles(notebook: str, value: str) -> list[str]:
-    """The profiles (params/*.yaml, with a grid of their own) whose section of `notebook` runs `value` (a variant
-    or strategy)."""
+    """The shipped profiles whose section of `notebook` runs `value` (a variant or strategy)."""
     section = {name: loaded.sections.get(notebook) for name, loaded in profiles.shipped().items()}
     return sorted(p for p, sec in section.items() if sec is not None
                   and value in {str(v) for key in ("variants", "strategies") for v in getattr(sec, key, None) or []})
@@ -67,35 +63,25 @@ def rerun_line(vt: VerdictTable) -> str:
     return wording.macro(WORDS, "rerun", float(np.median(half)), float(np.median(ci)))
 
 
-VERDICT_COLUMNS = {"comparison": "comparison", "shape": "shape", "decision": "decision",
-                   "speed-up (95% CI)": None, "re-run 95% interval": None, "detectable from": None,
-                   "adjusted p": None, "one-time cost": None, "paid back after": None}
-
-
 def verdict_rows(vt: VerdictTable) -> pd.DataFrame:
     """Every verdict of the page as a table: the comparison, the shape, the decision and its statistics."""
-    rows = []
-    for v in vt:
-        ok = v.ok
-        rows.append({"comparison": v.comparison, "shape": v.shape or v.workload,
-                     "decision": v.decision if ok else f"{v.status}: {v.message[:120]}",
-                     "speed-up (95% CI)": decisions.x(v) if ok else "",
-                     "re-run 95% interval": numbers.fmt_ci(v.rerun_low, v.rerun_high) if ok and np.isfinite(v.rerun_low)
-                     else "",
-                     "detectable from": wording.macro(WORDS, "detectable", v.detectable)
-                     if ok and v.decision == "undecided" and np.isfinite(v.detectable) else "",
-                     "adjusted p": f"{v.p:.3g}" if ok and np.isfinite(v.p) else "",
-                     "one-time cost": decisions.one_time(v) if ok and v.one_time_s > 0 else "",
-                     "paid back after": "paid back after " + decisions.calls_said(
-                         v.break_even, v.break_even_low, v.break_even_high, ci=True)
-                     if ok and v.pays_back else ""})
-    return pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
+    return pd.DataFrame([{
+        "comparison": v.comparison, "shape": v.shape or v.workload,
+        "decision": v.decision if v.ok else f"{v.status}: {v.message[:120]}",
+        "speed-up (95% CI)": decisions.x(v) if v.ok else "",
+        "re-run 95% interval": numbers.fmt_ci(v.rerun_low, v.rerun_high) if v.ok and np.isfinite(v.rerun_low) else "",
+        "detectable from": wording.macro(WORDS, "detectable", v.detectable)
+        if v.ok and v.decision == "undecided" and np.isfinite(v.detectable) else "",
+        "adjusted p": f"{v.p:.3g}" if v.ok and np.isfinite(v.p) else "",
+        "one-time cost": decisions.one_time(v) if v.ok and v.one_time_s > 0 else "",
+        "paid back after": "paid back after " + decisions.calls_said(v.break_even, v.break_even_low, v.break_even_high,
+                                                                     ci=True) if v.ok and v.pays_back else ""}
+        for v in vt], columns=["comparison", "shape", "decision", "speed-up (95% CI)", "re-run 95% interval",
+                               "detectable from", "adjusted p", "one-time cost", "paid back after"])
 
 
 def top_html(notebook: str, vt: VerdictTable, df: pd.DataFrame, machine: str, why: str = "") -> str:
-    """The page's opening: the decision table, the Answer under it, which batch size (studies 03/04), then under a
-    heading of their own: why (where a mechanism is measured), what a GPU would change, and what this profile did
-    not run."""
+    """The page's opening: decision table, Answer, batch-size table, why, what a GPU would change, what did not run."""
     study = STUDIES[notebook]
     batches = decisions.batch_table(vt)
     return wording.block(

@@ -1,7 +1,4 @@
-"""Does a re-run reproduce the reference? `python -m studylib compare REF NEW`: two results folders of one profile,
-compared on their medians, every pair's verdict, the A/A controls and the machines (docs/method.md, "Report and
-claims"); CompareError only on input it cannot compare; `format_comparison` the text it prints
-(templates/report/compare.txt.j2)."""
+"""Does a re-run reproduce the reference? `studylib compare REF NEW`; CompareError only on input it cannot compare."""
 
 from __future__ import annotations
 
@@ -75,8 +72,7 @@ def results_folder(path: Path) -> Path:
 
 
 def load_run(path: Path) -> Run:
-    """A results folder: the newest row per `config_key` of each `<notebook>.jsonl` (as `ResultsTable` reads it);
-    the profile env.json's, or else the one the rows name."""
+    """A results folder: the newest row per configuration of each `<notebook>.jsonl`, and its profile."""
     folder = results_folder(path)
     notebooks = {p.stem: ResultsTable(p).measurements() for p in sorted(folder.glob("*.jsonl"))}
     env = read_json(folder / "env.json", default={}) or {}
@@ -89,8 +85,7 @@ def load_run(path: Path) -> Run:
 
 
 def _peaks(env: dict[str, Any]) -> dict[str, tuple[float, str]]:
-    """The measured limits of env.json's "peaks" that every limits.METHOD measures alike: {"matmul fp32": (215.0,
-    "GFLOP/s"), "bandwidth": (115.4, "GB/s")}."""
+    """The measured limits of env.json's "peaks": {"matmul fp32": (215.0, "GFLOP/s"), "bandwidth": (115.4, "GB/s")}."""
     peaks = env.get("peaks") if isinstance(env.get("peaks"), dict) else {}
     out = {f"matmul {key}": (matmul_gflops(peaks, key), "GFLOP/s") for key in peaks.get("matmul") or {}}
     out["bandwidth"] = (peak_bandwidth(peaks), "GB/s")
@@ -98,47 +93,28 @@ def _peaks(env: dict[str, Any]) -> dict[str, tuple[float, str]]:
 
 
 def machine_differences(ref_env: dict[str, Any], new_env: dict[str, Any]) -> list[str] | None:
-    """One line per difference between the machines of two runs (MACHINE_FIELDS, threads, library versions, the
-    measured limits beyond PEAK_TOLERANCE): [] when env.json agrees, None when one is missing."""
+    """One line per difference between two runs' machines; [] when env.json agrees, None when one is missing."""
     if not ref_env or not new_env:
         return None
-    out = []
-    for key in MACHINE_FIELDS:
-        if key in ref_env and key in new_env and ref_env[key] != new_env[key]:
-            out.append(f"{key}: {ref_env[key]!r} in REF, {new_env[key]!r} in NEW")
-    threads = [(k, v, (new_env.get("threads") or {}).get(k)) for k, v in (ref_env.get("threads") or {}).items()]
-    changed = [f"{k} {a} -> {b}" for k, a, b in threads if a != b and b is not None]
-    if changed:
-        out.append("threads: " + ", ".join(changed))
-    libs_ref, libs_new = ref_env.get("libraries") or {}, new_env.get("libraries") or {}
-    changed = [f"{k} {libs_ref[k]} -> {libs_new[k]}" for k in libs_ref if k in libs_new and libs_ref[k] != libs_new[k]]
-    if changed:
-        out.append("libraries: " + ", ".join(changed))
-    peaks_ref, peaks_new = _peaks(ref_env), _peaks(new_env)
-    changed = [f"{k} {peaks_ref[k][0]:.0f} -> {peaks_new[k][0]:.0f} {unit}"
-               for k, (_, unit) in peaks_ref.items()
-               if k in peaks_new and abs(peaks_new[k][0] / peaks_ref[k][0] - 1) > PEAK_TOLERANCE]
-    if changed:
-        out.append(LIMITS + ", ".join(changed))
-    return out
+    out = [f"{key}: {ref_env[key]!r} in REF, {new_env[key]!r} in NEW" for key in MACHINE_FIELDS
+           if key in ref_env and key in new_env and ref_env[key] != new_env[key]]
+    (t_ref, t_new), (l_ref, l_new) = ((ref_env.get(k) or {}, new_env.get(k) or {}) for k in ("threads", "libraries"))
+    p_ref, p_new = _peaks(ref_env), _peaks(new_env)
+    changed = {"threads: ": [f"{k} {a} -> {t_new[k]}" for k, a in t_ref.items() if t_new.get(k) not in (None, a)],
+               "libraries: ": [f"{k} {a} -> {l_new[k]}" for k, a in l_ref.items() if k in l_new and l_new[k] != a],
+               LIMITS: [f"{k} {a:.0f} -> {p_new[k][0]:.0f} {unit}" for k, (a, unit) in p_ref.items()
+                        if k in p_new and abs(p_new[k][0] / a - 1) > PEAK_TOLERANCE]}
+    return out + [label + ", ".join(lines) for label, lines in changed.items() if lines]
 
 
 def _inside(value: float | None, lo: float | None, hi: float | None) -> bool:
     """Whether value lies in [lo, hi]; False when any of them is missing."""
-    if value is None or lo is None or hi is None:
-        return False
-    return bool(lo <= value <= hi)
+    return None not in (value, lo, hi) and bool(lo <= value <= hi)
 
 
 def _delta_pct(ref: float | None, new: float | None) -> float:
     """100 * (new / ref - 1); NaN when either median is missing or REF's is not positive."""
-    if ref is None or new is None or not ref > 0:
-        return float("nan")
-    return 100 * (new / ref - 1)
-
-
-def _ok(row: Measurement | None) -> bool:
-    return row is not None and row.ok
+    return 100 * (new / ref - 1) if ref is not None and new is not None and ref > 0 else float("nan")
 
 
 def _rerun_ci(row: Measurement) -> tuple:
@@ -148,49 +124,45 @@ def _rerun_ci(row: Measurement) -> tuple:
     return row.ci_low_s, row.ci_high_s
 
 
+MEDIAN_COLUMNS = ["notebook", "config_key", "ref_median_s", "new_median_s", "delta_pct", "new_in_ref_ci",
+                  "ref_in_new_ci", "new_in_ref_run_ci"]
+
+
 def compare_medians(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str, Measurement]) -> pd.DataFrame:
     """One row per configuration ok in both runs: both medians, the change in %, and the CI checks."""
-    out = []
-    for r in ref_rows:
-        n = new_by_key[r.config_key]
-        out.append({
-            "notebook": notebook,
-            "config_key": r.config_key,
-            "ref_median_s": r.median_s,
-            "new_median_s": n.median_s,
-            "delta_pct": _delta_pct(r.median_s, n.median_s),
-            # the re-run interval (this run's CI with the shift between whole runs) where the profile knows it
-            "new_in_ref_ci": _inside(n.median_s, *_rerun_ci(r)),
-            "ref_in_new_ci": _inside(r.median_s, *_rerun_ci(n)),
-            # the reference's interval within its own run only (its processes, not the shift between runs)
-            "new_in_ref_run_ci": _inside(n.median_s, r.ci_low_s, r.ci_high_s),
-        })
-    return pd.DataFrame(out, columns=["notebook", "config_key", "ref_median_s", "new_median_s", "delta_pct",
-                                      "new_in_ref_ci", "ref_in_new_ci", "new_in_ref_run_ci"])
+    # the CI checks: each median in the other's re-run interval (its CI with the shift between whole runs, where the
+    # profile knows it), then NEW's in the reference's interval within its own run only (not the shift between runs)
+    return pd.DataFrame([[notebook, r.config_key, r.median_s, n.median_s, _delta_pct(r.median_s, n.median_s),
+                          _inside(n.median_s, *_rerun_ci(r)), _inside(r.median_s, *_rerun_ci(n)),
+                          _inside(n.median_s, r.ci_low_s, r.ci_high_s)]
+                         for r in ref_rows for n in [new_by_key[r.config_key]]], columns=MEDIAN_COLUMNS)
 
 
-def _speedup_fields(prefix: str, a: Measurement, b: Measurement) -> dict[str, Any]:
-    s = speedup(a, b)
-    return {f"{prefix}_ratio": s.ratio, f"{prefix}_ci_low": s.ci_low, f"{prefix}_ci_high": s.ci_high,
-            f"{prefix}_se": s.se, f"{prefix}_df": s.df, f"{prefix}_verdict": direction(s.ci_low, s.ci_high)}
+SPEEDUP_FIELDS = ("ratio", "ci_low", "ci_high", "se", "df", "verdict")
+
+
+def _pair(notebook: str, a: Measurement, b: Measurement, new_by_key: dict[str, Measurement], **where) -> dict:
+    """b's speed-up over a in each run: ref_ratio … ref_verdict (SPEEDUP_FIELDS), then new_ratio … new_verdict."""
+    out = {"notebook": notebook, **where, "a": a.config_key, "b": b.config_key}
+    for run, x, y in (("ref", a, b), ("new", new_by_key[a.config_key], new_by_key[b.config_key])):
+        s = speedup(x, y)
+        out |= dict(zip([f"{run}_{c}" for c in SPEEDUP_FIELDS],
+                        (s.ratio, s.ci_low, s.ci_high, s.se, s.df, direction(s.ci_low, s.ci_high))))
+    return out
+
+
+def _columns(*head: str, fields=SPEEDUP_FIELDS) -> list[str]:
+    return [*head, "a", "b", *(f"{run}_{c}" for run in ("ref", "new") for c in fields)]
 
 
 def compare_pairs(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str, Measurement]) -> pd.DataFrame:
-    """Every unordered pair (a, b) of one REF group (`ref_rows`: ok in both runs, in REF's order; a before b), A/A
-    copies left out: the speed-up of b over a in each run."""
+    """The speed-up of b over a in each run, for every pair (a before b) of one REF group, A/A copies left out."""
     groups: dict[str, list[Measurement]] = {}
     for r in ref_rows:
         if not is_aa(r.variant):
             groups.setdefault(str(r.group_key), []).append(r)  # a group's variants were timed together
-    out = []
-    for g, rows in groups.items():
-        for i, a in enumerate(rows):
-            for b in rows[i + 1:]:
-                na, nb = new_by_key[a.config_key], new_by_key[b.config_key]
-                out.append({"notebook": notebook, "group": g, "a": a.config_key, "b": b.config_key,
-                            **_speedup_fields("ref", a, b), **_speedup_fields("new", na, nb)})
-    df = pd.DataFrame(out, columns=["notebook", "group", "a", "b"] + [
-        f"{p}_{c}" for p in ("ref", "new") for c in ("ratio", "ci_low", "ci_high", "se", "df", "verdict")])
+    df = pd.DataFrame([_pair(notebook, a, b, new_by_key, group=g) for g, rows in groups.items()
+                       for i, a in enumerate(rows) for b in rows[i + 1:]], columns=_columns("notebook", "group"))
     df["outcome"] = [_outcome(r, n) for r, n in zip(df["ref_verdict"], df["new_verdict"])]
     return df
 
@@ -199,9 +171,7 @@ def _outcome(ref_verdict: str, new_verdict: str) -> str:
     """"same", "reversed" (faster <-> slower) or "decided<->unclear"."""
     if ref_verdict == new_verdict:
         return "same"
-    if "unclear" in (ref_verdict, new_verdict):
-        return "decided<->unclear"
-    return "reversed"
+    return "decided<->unclear" if "unclear" in (ref_verdict, new_verdict) else "reversed"
 
 
 def compare_aa(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str, Measurement]) -> pd.DataFrame:
@@ -209,15 +179,9 @@ def compare_aa(notebook: str, ref_rows: list[Measurement], new_by_key: dict[str,
     originals: dict[tuple, Measurement] = {}  # by group, shape and variant; an ok row first
     for r in sorted(ref_rows, key=lambda r: not r.ok):
         originals.setdefault((r.group_key, r.shape, r.variant), r)
-    out = []
-    for r in ref_rows:  # in REF's order
-        base = originals.get((r.group_key, r.shape, original_of(r.variant))) if is_aa(r.variant) else None
-        if base is not None:
-            na, nb = new_by_key[base.config_key], new_by_key[r.config_key]
-            out.append({"notebook": notebook, "a": base.config_key, "b": r.config_key,
-                        **_speedup_fields("ref", base, r), **_speedup_fields("new", na, nb)})
-    df = pd.DataFrame(out, columns=["notebook", "a", "b"] + [
-        f"{p}_{c}" for p in ("ref", "new") for c in ("ratio", "ci_low", "ci_high", "verdict")])
+    df = pd.DataFrame([_pair(notebook, base, r, new_by_key) for r in ref_rows  # in REF's order
+                       if is_aa(r.variant) and (base := originals.get((r.group_key, r.shape, original_of(r.variant))))],
+                      columns=_columns("notebook", fields=("ratio", "ci_low", "ci_high", "verdict")))
     for run in ("ref", "new"):
         df[f"{run}_significant"] = df[f"{run}_verdict"] != "unclear"
     return df.drop(columns=["ref_verdict", "new_verdict"])
@@ -261,21 +225,14 @@ def compare(ref: Path, new: Path) -> RunComparison:
     if not common:
         raise CompareError(f"{n.folder}: no notebook in common with {r.folder} "
                            f"(REF has {', '.join(r.notebooks)}; NEW has {', '.join(n.notebooks)})")
-    lines, all_medians, all_pairs, all_aa = [], [], [], []
+    parts = {}  # per notebook: its medians, pairs and A/A pairs
     for nb in common:
         new_by_key = {row.config_key: row for row in n.notebooks[nb]}
-        both = [row for row in r.notebooks[nb] if _ok(row) and _ok(new_by_key.get(row.config_key))]
-        medians = compare_medians(nb, both, new_by_key)
-        pairs = compare_pairs(nb, both, new_by_key)
-        aa = compare_aa(nb, both, new_by_key)
-        lines.append(summarize(nb, medians, pairs, aa))
-        all_medians.append(medians)
-        all_pairs.append(pairs)
-        all_aa.append(aa)
-    medians = pd.concat(all_medians, ignore_index=True)
-    pairs = pd.concat(all_pairs, ignore_index=True)
+        both = [row for row in r.notebooks[nb] if row.ok and getattr(new_by_key.get(row.config_key), "ok", False)]
+        parts[nb] = [f(nb, both, new_by_key) for f in (compare_medians, compare_pairs, compare_aa)]
+    medians, pairs, aa = (pd.concat(list(frames), ignore_index=True) for frames in zip(*parts.values()))
+    lines = [summarize(nb, *frames) for nb, frames in parts.items()] + [summarize("all", medians, pairs, aa)]
     by_key = [{(nb, row.config_key): row for nb in common for row in run.notebooks[nb]} for run in (r, n)]
-    lines.append(summarize("all", medians, pairs, pd.concat(all_aa, ignore_index=True)))
     order = medians["delta_pct"].abs().sort_values(ascending=False, kind="stable").index
     return RunComparison(
         ref=r.folder, new=n.folder, profile=r.profile or n.profile,

@@ -1,7 +1,4 @@
-"""What pages show of a study's verdicts (stats/verdicts.py), as tables and picks: the decision table a study page
-opens with, the "which batch size" table of the data-set studies, the pick per workload (the index's "What to use")
-and the summary's headlines. Every function here reads a VerdictTable and nothing else decides. Words are
-templates/report/decisions.md.j2's."""
+"""What pages show of a study's verdicts, as tables and picks; every function here only reads a VerdictTable."""
 
 from __future__ import annotations
 
@@ -34,8 +31,7 @@ def x_short(v: Verdict) -> str:
 
 
 def calls_said(n: float, low: float | None = None, high: float | None = None, *, ci: bool = False) -> str:
-    """Calls to pay a one-time cost back, said one way everywhere: '1 call', '146–1,167 calls' (a range over
-    workloads, `low`–`high`), '4 (3–6) calls' (`ci`: the number with the interval its speed-up's CI gives)."""
+    """Calls to pay a one-time cost back: '1 call', '146–1,167 calls' (a range), with `ci` '4 (3–6) calls'."""
     n_, lo, hi = (numbers.fmt_calls(v) for v in (n, n if low is None else low, n if high is None else high))
     said = n_ if lo == hi else f"{n_} ({lo}–{hi})" if ci else f"{lo}–{hi}"
     if said == "never":
@@ -44,8 +40,7 @@ def calls_said(n: float, low: float | None = None, high: float | None = None, *,
 
 
 def one_time(v: Verdict) -> str:
-    """An option's one-time cost as tables say it: '14.2 s', or where a compile from the compile cache an earlier
-    process saved was measured, 'cold 14.2 s, warm 3.1 s (cache from an earlier process)'."""
+    """An option's one-time cost: '14.2 s', or with a warm compile 'cold 14.2 s, warm 3.1 s (cache from …)'."""
     if not np.isfinite(v.warm_one_time_s):
         return numbers.fmt_seconds(v.one_time_s)
     return wording.macro(WORDS, "one_time", v.one_time_s, v.warm_one_time_s)
@@ -68,13 +63,8 @@ def _cell(v: Verdict) -> str:
     return " · ".join([f"{v.decision}: {x_short(v)}", *_latency(v)])
 
 
-def _base_cell(v: Verdict) -> str:
-    return "baseline: " + " · ".join(_latency(v, baseline=True))
-
-
 def decision_table(vt: VerdictTable) -> pd.DataFrame:
-    """Workloads down, options across: each cell the decision, the speed-up over the baseline (95% CI) and the
-    latency per call and per item; the baseline's column its latency; the last the fastest option by latency."""
+    """Workloads down, options across (decision, speed-up, latency); the baseline's latency; the fastest option."""
     opts = vt.options()
     if not opts:
         return pd.DataFrame()
@@ -84,13 +74,10 @@ def decision_table(vt: VerdictTable) -> pd.DataFrame:
     separate = len(baselines) > 1 and any(v.backend for v in opts)
     for workload in dict.fromkeys(v.workload for v in opts):
         here = [v for v in opts if v.workload == workload]
-        row = {"workload": workload}
-        for b in baselines:
-            one = next((v for v in here if v.baseline == b), None)
-            row[f"{b} (baseline)"] = _base_cell(one) if one else ""
-        for c in candidates:
-            one = next((v for v in here if v.candidate == c), None)
-            row[c] = _cell(one) if one else "not run"
+        base, cand = ({getattr(v, side): v for v in reversed(here)} for side in ("baseline", "candidate"))  # the first
+        row = {"workload": workload} | {f"{b} (baseline)": "baseline: " + " · ".join(_latency(base[b], baseline=True))
+                                        if b in base else "" for b in baselines}
+        row |= {c: _cell(cand[c]) if c in cand else "not run" for c in candidates}
         timed = [(v.ms_per_call, v.candidate, v) for v in here if v.ok]
         timed += [(v.base_ms_per_call, v.baseline, None) for v in here if np.isfinite(v.base_ms_per_call)]
         if timed:
@@ -110,8 +97,7 @@ def decision_table_html(vt: VerdictTable) -> str:
 
 
 def batch_table(vt: VerdictTable) -> pd.DataFrame:
-    """Studies 03/04: every option and baseline at every batch size by latency per text, best first, with its
-    decision."""
+    """Studies 03/04: every option at every batch size by latency per text, best first, with its decision."""
     opts = [v for v in vt.options() if v.item == "text"]
     if not opts or len({v.batch_size for v in opts}) < 2:
         return pd.DataFrame()
@@ -135,45 +121,37 @@ def batch_table(vt: VerdictTable) -> pd.DataFrame:
 
 
 def pick(vt: VerdictTable, workload: str) -> tuple[str, Verdict | None]:
-    """(decision words, the verdict behind them) for one workload: 'use X' where the fastest full-precision option
-    beats the default and the runner-up, 'use X or Y' where not the runner-up, else a tie, undecided or 'every
-    option is slower' (keep the default). A tie never names a winner."""
+    """(decision words, the verdict behind them) for one workload (docs/method.md, "Pages")."""
     full = [v for v in vt.options() if v.workload == workload and v.ok and not changes_outputs(v.candidate)]
     if not full:
         return "", None
     base = full[0].baseline
     lead = vt.lead(workload)
-    top = next((v for v in full if lead is not None and v.candidate == lead.candidate), None)
-    if top is None:
-        top = min(full, key=lambda v: v.ms_per_call)
-    unpaired = lead is not None and not lead.paired
+    top = next((v for v in full if lead is not None and v.candidate == lead.candidate), None) or min(
+        full, key=lambda v: v.ms_per_call)
     if top.decision == "faster":
         if lead is None or lead.decision == "faster":
-            return wording.macro(WORDS, "use", top.candidate, unpaired), top
+            return wording.macro(WORDS, "use", top.candidate, lead is not None and not lead.paired), top
         return wording.macro(WORDS, "use_either", top.candidate, lead.baseline, lead.decision), top
-    if any(v.decision == "faster" for v in full):
-        best = max((v for v in full if v.decision == "faster"), key=lambda v: v.speedup)
+    if faster := [v for v in full if v.decision == "faster"]:
+        best = max(faster, key=lambda v: v.speedup)
         return wording.macro(WORDS, "use", best.candidate, False), best
-    if any(v.decision == "undecided" for v in full):
-        mde = min(v.detectable for v in full if v.decision == "undecided")
-        return wording.macro(WORDS, "undecided", mde, base), None
-    if any(v.decision == "equal" for v in full):
-        return wording.macro(WORDS, "tie", base), None
-    return wording.macro(WORDS, "slower", base), None
+    if undecided := [v.detectable for v in full if v.decision == "undecided"]:
+        return wording.macro(WORDS, "undecided", min(undecided), base), None
+    return wording.macro(WORDS, "tie" if any(v.decision == "equal" for v in full) else "slower", base), None
 
 
 def what_to_use(vt: VerdictTable, study: str = "") -> pd.DataFrame:
-    """Per workload: the decision (`pick`), the chosen option's speed-up, latency, one-time cost and the calls that
-    pay it back; quantized options apart."""
+    """Per workload: the `pick` and the chosen option's numbers; quantized options apart."""
     rows = []
     for workload in dict.fromkeys(v.workload for v in vt.options()):
         here = [v for v in vt.options() if v.workload == workload and v.ok]
         quant = [v for v in here if changes_outputs(v.candidate)]
         words_, top = pick(vt, workload)
-        faster = f" ({numbers.fmt_alone(top.speedup, top.ci_low, top.ci_high)} faster)" if top is not None else ""
-        rec = {"study": study, "workload": workload, "decision": words_ + faster}
+        rec = {"study": study, "workload": workload, "decision": words_}
         if top is not None:
-            rec |= {SPEEDUP: f"{x(top)} over {top.baseline}", "latency": _per_call(top),
+            rec |= {"decision": f"{words_} ({numbers.fmt_alone(top.speedup, top.ci_low, top.ci_high)} faster)",
+                    SPEEDUP: f"{x(top)} over {top.baseline}", "latency": _per_call(top),
                     "one-time cost": one_time(top),
                     "paid back after": calls_said(top.break_even) if np.isfinite(top.break_even) else ""}
         elif here:
@@ -194,8 +172,7 @@ def _per_call(v: Verdict, *, baseline: bool = False) -> str:
 
 
 def headline(vt: VerdictTable, label: str) -> dict:
-    """A declared comparison on one profile in numbers (the summary's table): the common verdict and geometric mean
-    where every shape's verdict is the same, else the range and 'depends on the shape'."""
+    """A declared comparison on one profile: the common verdict and geometric mean, else the range and 'depends'."""
     rows = vt.of(label)
     if not len(vt):
         return {"status": "not run", "n": 0}

@@ -1,6 +1,4 @@
-"""The variant and profile names pages use, in plain words: the page's "Words used on these pages" lists them, so an
-internal name ('compile-max-autotune', 'ort-int8', 'smoke-fast') is glossed wherever it appears. A variant's gloss is
-its registration's (runtimes.declared); the other words are here."""
+"""The variant and profile names pages use, in plain words (a variant's gloss is its registration's)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The study's CUDA code paths, and which of them a set of results exercised (a configuration through a branch
-that finished `ok` on CUDA), so a page never passes an untested branch for a tested one."""
+"""The study's CUDA code paths, and which of them a set of results exercised (an `ok` row on CUDA through it)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""One colour per variant, strategy, backend and profile for the whole report (every page and the summary).
-
-Variants of one family (torch.compile modes, ONNX Runtime builds, one Keras backend's variants) are shades of the
-seaborn palette their registration names (Runtime.colours), in registration order, so kinship reads at a glance; the
-baselines are near-black and the A/A control grey, the colour of the noise band it is drawn as in speed-up figures.
-The table is built from the registry, not from what a page happened to run, so a name has the same colour everywhere.
-"""
+"""One colour per variant, strategy, backend and profile for the whole report (docs/method.md, "Pages")."""
 
 from __future__ import annotations
 
@@ -48,10 +42,7 @@ _SPARE = sns.color_palette("husl", 16)
 
 
 def colour(name) -> tuple:
-    """The report's colour for a variant, strategy, backend or profile; 'variant @backend' takes the variant's.
-
-    Every A/A copy (`<variant>-aa`) is the noise grey. A name outside the table gets a fixed colour from its checksum,
-    the same on every page."""
+    """The report's colour for a name ('variant @backend' takes the variant's; an A/A copy the noise grey)."""
     name = str(name).split(" @")[0]
     if name in PALETTE:
         return PALETTE[name]

@@ -1,6 +1,4 @@
-"""The few figure kinds the studies share: failed configurations drawn as marked cells, never gaps; colours from
-palette.py; facets the shapes that ran; A/A controls the grey noise band in speed-up figures, not variants. Their
-layout is the end of this module: readable log ticks, failure markers, one legend per figure and a caption under it."""
+"""The few figure kinds the studies share (failures marked, never gaps; A/A controls the grey noise band)."""
 
 from __future__ import annotations
 
@@ -25,32 +23,25 @@ sns.set_theme(style="whitegrid", context="notebook", font_scale=0.85, rc={"axes.
 pd.set_option("display.max_colwidth", None)  # a page never cuts a table cell's text ("… te...")
 
 
-# Up to this many distinct x values in a panel, a sweep is drawn as dots with CI bars, not lines: two points make
-# no curve.
 DOTS_UP_TO = 2
 
 
 def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: str, row: str = "", col: str = "",
-                  ylabel: str = "", xlabel: str = "", logx: bool = True, logy: bool = False,
-                  reference: float | None = None, title: str = "", scale: float = 1.0, caption: str = ""):
-    """One line per `hue` with a shaded 95% CI band (dots with CI bars where a panel's x takes at most DOTS_UP_TO
-    values), one panel per (`row`, `col`) that ran, failed rows as labelled markers along the bottom, no panel for
-    an A/A copy. `caption`: one sentence, what to see."""
-    facet = [f for f in (row, col) if f]
-    if facet:
-        df = df[~_aa_rows(df, facet)]
+                  ylabel: str = "", xlabel: str = "", logy: bool = False, title: str = "", scale: float = 1.0,
+                  caption: str = ""):
+    """One line per `hue` with its 95% CI band, a panel per (`row`, `col`) that ran, failures marked at the bottom."""
+    df = df[~_aa_rows(df, [f for f in (row, col) if f])]
     fig, axes, cells = _facets(df, row, col)
     hues = list(dict.fromkeys(df[hue]))
     dodge = {h: 2 ** ((k - (len(hues) - 1) / 2) * 0.06) for k, h in enumerate(hues)}  # multiplicative: log x
-    for ax, r, c in cells:
-        sel = _select(df, row, r, col, c)
+    for ax, sel, name in cells:
         ok = sel[sel.status == "ok"]
         dots = sel[x].nunique() <= DOTS_UP_TO
         for h in hues:
             g = ok[ok[hue] == h].sort_values(x)
             if len(g) and dots:
                 mid = g[y] * scale
-                ax.errorbar(g[x] * (dodge[h] if logx else 1), mid, yerr=[mid - g[lo] * scale, g[hi] * scale - mid],
+                ax.errorbar(g[x] * dodge[h], mid, yerr=[mid - g[lo] * scale, g[hi] * scale - mid],
                             fmt=marker(h), ms=5, capsize=3, label=str(h), color=colour(h))
             elif len(g):
                 ax.plot(g[x], g[y] * scale, marker=marker(h), ms=4, label=str(h), color=colour(h))
@@ -59,18 +50,15 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
         for k, f in enumerate(failed.itertuples()):
             _mark_failed(ax, getattr(f, x), 0.02 + 0.06 * (k % 3), f.status, colour(getattr(f, hue)),
                          f"{getattr(f, hue)} ({f.status})")
-        if reference is not None:
-            ax.axhline(reference, color="grey", lw=1, ls="--")
         xs = sorted(sel[x].dropna().unique())
-        if logx:
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(xs, [str(int(v)) for v in xs])
-            ax.xaxis.set_minor_formatter(NullFormatter())
-        if dots and logx and xs:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [str(int(v)) for v in xs])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        if dots and xs:
             ax.set_xlim(xs[0] / 1.6, xs[-1] * 1.6)
         if logy and len(ok):
             _log_y(ax)
-        ax.set_title(_title(r, c))
+        ax.set_title(name)
         ax.set_xlabel(xlabel or x)
         ax.set_ylabel(ylabel or y)
         ax.grid(alpha=0.3, which="both")
@@ -79,26 +67,17 @@ def lines_with_ci(df: pd.DataFrame, *, x: str, y: str, lo: str, hi: str, hue: st
 
 def _aa_rows(df: pd.DataFrame, columns) -> pd.Series:
     """Rows where any of `columns` names an A/A copy (config.is_aa)."""
-    mask = pd.Series(False, index=df.index)
-    for c in columns:
-        mask |= df[c].map(is_aa).astype(bool)
-    return mask
+    return df[list(columns)].map(is_aa).any(axis=1)
 
 
 def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "variant", row: str = "", col: str = "",
-                   title: str = "", ylabel: str = "speed-up over eager (×)", logy: bool = False, caption: str = "",
-                   control: pd.DataFrame | None = None):
-    """Speed-up over the reference with 95% CI error bars, one panel per (`row`, `col`) that ran; 1 (no change)
-    dashed; failures marked; the grey band is the verdicts' ±5% band (a speed-up whose CI lies inside it is
-    'equal'); every panel shares one y scale. A/A copies (`control`, or rows of A/A copies in `sp`) get no panel or
-    point: their calibration is in the page's "How sure are we"."""
-    facet = [f for f in (row, col) if f]
-    sp = sp[~_aa_rows(sp, [hue, *facet])]
+                   title: str = "", ylabel: str = "speed-up over eager (×)", logy: bool = False, caption: str = ""):
+    """Speed-ups with 95% CI bars, a panel per (`row`, `col`), one y scale, the ±5% band grey; no A/A points."""
+    sp = sp[~_aa_rows(sp, [f for f in (hue, row, col) if f])]
     fig, axes, cells = _facets(sp, row, col)
     hues = list(dict.fromkeys(sp[hue]))
     offsets = {h: (k - (len(hues) - 1) / 2) * 0.08 for k, h in enumerate(hues)}
-    for ax, r, c in cells:
-        sel = _select(sp, row, r, col, c)
+    for ax, sel, name in cells:
         ax.axhspan(1 / EQUIVALENCE, EQUIVALENCE, color=NOISE, alpha=0.3, lw=0, zorder=0, label=BAND_LABEL)
         for h in hues:
             g = sel[sel[hue] == h]
@@ -114,7 +93,7 @@ def speedup_points(sp: pd.DataFrame, *, x: str = "batch_size", hue: str = "varia
         ax.set_xticks(np.log2(np.asarray(xs, dtype=float)), [str(int(v)) for v in xs])
         if len(xs) == 1:
             ax.set_xlim(np.log2(float(xs[0])) - 0.5, np.log2(float(xs[0])) + 0.5)
-        ax.set_title(_title(r, c))
+        ax.set_title(name)
         ax.set_xlabel(x.replace("_", " "))
         ax.set_ylabel(ylabel)
         if logy:
@@ -137,11 +116,8 @@ def _share_y(cells, *, include_one: bool = False) -> None:
 
 
 def forest(sp: pd.DataFrame, *, label: str = "variant", color: str = "backend", col: str = "workload",
-           title: str = "", xlabel: str = "speed-up over eager (×, log scale)", caption: str = "",
-           control: pd.DataFrame | None = None):
-    """Speed-ups as a forest plot: one line per `label` with its 95% CI as a bar on a log axis, coloured by `color`,
-    one panel per `col`; 1 (no change) dashed; a failed or skipped row is written at 1 with its status. The A/A
-    controls (`control`, speedups.aa_pairs, or rows of A/A copies) are the grey noise band, one per process."""
+           title: str = "", xlabel: str = "speed-up over eager (×, log scale)", caption: str = ""):
+    """A forest plot: a line per `label` with its 95% CI, a panel per `col`, the ±5% band grey; no A/A lines."""
     sp = sp[~_aa_rows(sp, [label])]
     cols = list(dict.fromkeys(sp[col]))
     labels = list(dict.fromkeys(sp[label]))
@@ -178,8 +154,7 @@ def _ink(rgba) -> str:
 
 def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row: str = "model", col: str = "pair",
             title: str = "", caption: str = ""):
-    """Speed-up per cell of a y × x grid, one panel per `row` × `col` that ran, annotated with ratio and 95% CI;
-    colour log2 of the speed-up on one scale for all panels; a cell without one grey hatched with why."""
+    """Speed-up per cell of a y × x grid with ratio and CI, a panel per `row` × `col`; a missing cell hatched."""
     from matplotlib.colors import TwoSlopeNorm
 
     fig, axes, cells = _facets(sp, row, col)
@@ -190,8 +165,7 @@ def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row:
     cmap = plt.get_cmap("RdBu")
     xs, ys = sorted(sp[x].unique()), sorted(sp[y].unique())
     image = None
-    for ax, r, c in cells:
-        sel = _select(sp, row, r, col, c)
+    for ax, sel, name in cells:
         grid = np.full((len(ys), len(xs)), np.nan)
         status = {}
         for t in sel.itertuples():
@@ -214,7 +188,7 @@ def heatmap(sp: pd.DataFrame, *, x: str = "seq_len", y: str = "batch_size", row:
         ax.set_yticks(range(len(ys)), [str(int(v)) for v in ys])
         ax.set_xlabel(x.replace("_", " "))
         ax.set_ylabel(y.replace("_", " "))
-        ax.set_title(_title(r, c), fontsize=9)
+        ax.set_title(name, fontsize=9)
         ax.grid(False)
     if image is not None:
         bar = fig.colorbar(image, ax=[ax for ax, _, _ in cells], shrink=0.6, pad=0.02)
@@ -249,11 +223,7 @@ def length_histogram(lengths, *, max_length: int, title: str = "", caption: str 
 
 
 def speedups_by_profile(table: pd.DataFrame, *, title: str = "", caption: str = ""):
-    """Headline speed-ups, one row per comparison, one marker per profile with its 95% CI (log scale).
-
-    A comparison a profile could not measure gets a failure marker at the left edge, labelled with why; one that no
-    profile measured gets no row (it would be empty) and is named in a note under the axes.
-    """
+    """Headline speed-ups: a row per comparison, a marker per profile with its 95% CI; unmeasured ones named."""
     ran = set(table[table.status == "ok"].comparison)
     unmeasured = list(dict.fromkeys(table[~table.comparison.isin(ran)].comparison))
     table = table[table.comparison.isin(ran)]
@@ -288,10 +258,7 @@ def speedups_by_profile(table: pd.DataFrame, *, title: str = "", caption: str = 
 
 def roofline(rt: pd.DataFrame, peaks: dict | None, *, title: str = "Roofline: achieved rate against arithmetic intensity",
              caption: str = ""):
-    """Achieved GFLOP/s against arithmetic intensity (FLOPs per byte), log-log, one colour per variant and one
-    marker per dtype, under the machine's roofs: the bandwidth slope and each dtype's roof, the best GEMM rate
-    any library reached (roofline.roofline_table and limits.roof). Rows that cannot be placed (failed, or no FLOP count) are
-    listed in a note under the axes. Returns the figure."""
+    """The roofline figure: achieved GFLOP/s against FLOPs per byte under the machine's roofs."""
 
     points, left_out = rf.plottable(rt)
     fig, ax = plt.subplots(figsize=(9, 5.4))
@@ -348,41 +315,24 @@ FAILED_MARKERS = {"oom": "X", "error": "x", "skipped": "s"}
 
 
 def _facets(df: pd.DataFrame, row: str, col: str, width: float = 4.6, height: float = 3.2):
-    """Panels for the (row, col) pairs that have rows in `df`, one figure row per `row` value, left-aligned;
-    returns the figure, its axes array (for the legend) and [(ax, r, c)]."""
+    """Panels for the (row, col) pairs with rows in `df`: (figure, axes array, [(ax, its rows, its title)])."""
     keys = list(dict.fromkeys(zip(df[row] if row else [None] * len(df), df[col] if col else [None] * len(df))))
-    rows = list(dict.fromkeys(r for r, _ in keys)) or [None]
-    ncols = max([sum(1 for r2, _ in keys if r2 == r) for r in rows] + [1])
+    rows = {r: [c for r2, c in keys if r2 == r] for r, _ in keys} or {None: []}
+    ncols = max([len(cs) for cs in rows.values()] + [1])
     fig, axes = plt.subplots(len(rows), ncols, figsize=(width * ncols + 0.6, height * len(rows) + 0.6),
                              squeeze=False, sharex=False)
-    cells, used = [], set()
-    for i, r in enumerate(rows):
-        for j, (_, c) in enumerate(k for k in keys if k[0] == r):
-            cells.append((axes[i][j], r, c))
-            used.add((i, j))
-    for i in range(len(rows)):
-        for j in range(ncols):
-            if (i, j) not in used:
-                axes[i][j].remove()
+    cells = []
+    for (r, cs), line in zip(rows.items(), axes):
+        for c, ax in zip(cs, line):
+            sel = df[df[row] == r] if row else df
+            cells.append((ax, sel[sel[col] == c] if col else sel, " · ".join(str(v) for v in (r, c) if v is not None)))
+        for ax in line[len(cs):]:  # no such panel
+            ax.remove()
     return fig, np.array([ax for ax, _, _ in cells] or [axes[0][0]]), cells
 
 
-def _select(df, row, r, col, c):
-    sel = df
-    if row:
-        sel = sel[sel[row] == r]
-    if col:
-        sel = sel[sel[col] == c]
-    return sel
-
-
-def _title(r, c) -> str:
-    return " · ".join(str(v) for v in (r, c) if v is not None)
-
-
 def _log_ticks(axis, lo: float, hi: float) -> None:
-    """Plain-number ticks on a log axis spanning [lo, hi]: 1-2-5 per decade where that labels three values or
-    more, else about five evenly spaced values (a short span, where 1-2-5 leaves one or two labels)."""
+    """Plain-number ticks on a log axis over [lo, hi]: 1-2-5 per decade where that labels three, else about five."""
     if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0 or hi <= lo:
         return
     decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
@@ -421,8 +371,7 @@ CAPTION_IN = 0.22  # inches kept at the bottom of a faceted figure per line of i
 
 
 def _finish(fig, axes, title: str, caption: str = ""):
-    """One legend for all facets (each label once), the title, the caption at the very bottom (one sentence:
-    what to see), and a tight layout."""
+    """One legend for all facets, the title, the caption at the bottom, and a tight layout."""
     handles = {}
     for ax in axes.flat:
         for hd, lb in zip(*ax.get_legend_handles_labels()):

@@ -1,5 +1,4 @@
-"""Progress: a bar of configurations in the notebook (JupyterLab), and the one display of a whole `studylib run`
-(RunProgress): the study, the phase, configurations done of total, and the time left."""
+"""Progress: a bar of configurations in a notebook, and the one display of a whole `studylib run` (RunProgress)."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ def group_progress(total: int, desc: str):
     """Yields `advance(rows)`: moves the bar by the configurations of a combined group."""
     from tqdm import tqdm
 
-    # Under `studylib run` the terminal shows the run's display (RunProgress), so the executed notebook is not
-    # filled with progress lines; in JupyterLab the bar shows in the cell.
+    # off under `studylib run`, whose terminal shows RunProgress
     bar = tqdm(total=total, desc=desc, file=sys.stdout, ascii=True, mininterval=2.0, ncols=110, leave=True,
                disable=os.environ.get("STUDYLIB_RUNNER") == "papermill" or total == 0)
     try:
@@ -39,19 +37,15 @@ class StudyWork:
     finished: bool = False  # its notebook has run: whatever it left unmeasured will not be measured in this run
 
     def fraction(self) -> float:
-        if self.finished:
-            return 1.0
-        return min(1.0, self.done / self.total) if self.total else 0.0
+        return 1.0 if self.finished else min(1.0, self.done / self.total) if self.total else 0.0
 
 
-# How much plan's estimate weighs against what has run, in seconds of the estimate: early on the estimate, later
-# the rate measured in this run (a pseudo-count, so one slow first configuration does not swing the time left).
+# plan's estimate as a pseudo-count against this run's rate, so one slow first configuration does not swing it
 PRIOR_SHARE = 0.1
 
 
 def time_left_s(work: dict[str, StudyWork], elapsed_s: float) -> float | None:
-    """Seconds left: plan's estimate of the work not done, scaled by how this run's elapsed time compares with the
-    estimate of the work done so far; None where plan estimates nothing (everything already measured)."""
+    """Seconds left: plan's estimate of the rest scaled by this run's pace; None where plan estimates nothing."""
     total = sum(w.estimate_s for w in work.values())
     if total <= 0:
         return None
@@ -82,8 +76,7 @@ _NO_TRIM = 10_000  # tqdm's own trimming is off: _draw cuts the line to the term
 
 
 class RunProgress:
-    """The run's one display: on a terminal one line redrawn in place (tqdm); elsewhere (CI, logs) one plain line per
-    phase. `clock` is injectable so tests can check the lines with a fake one."""
+    """The run's one display: a line redrawn in place on a terminal, else one line per phase; `clock` injectable."""
 
     def __init__(self, profile: str, work: dict[str, StudyWork], *, stream: TextIO | None = None,
                  terminal: bool | None = None, clock: Callable[[], float] | None = None):
@@ -129,8 +122,7 @@ class RunProgress:
         return self.clock() - self.t0
 
     def line(self, width: int | None = None) -> str:
-        """The display's text now: study (n of m), phase, configurations done of total, elapsed, time left. Past
-        `width` characters the bar and the longer words go first, so the time left stays on a narrow terminal."""
+        """The display's text now; past `width` the bar and longer words go first, the time left stays."""
         names = list(self.work)
         w = self.work.get(self.study)  # type: ignore[arg-type]
         count = ("" if w is None else f"{w.done}/{w.total} configurations × replicates measured" if w.total
@@ -166,8 +158,7 @@ class RunProgress:
                 # the text is ours (line()); tqdm redraws it in place and keeps write()'s messages above it
                 self._bar = tqdm(total=0, bar_format="{desc}", file=self.stream, leave=False, ncols=_NO_TRIM,
                                  nrows=_NO_TRIM)  # one line: tqdm need not ask the screen (a bare pty says 0)
-            # cut to the terminal's width (a wrapped line cannot be redrawn in place); a terminal that reports no
-            # width (a bare pty) gets the fallback
+            # cut to the terminal's width: a wrapped line cannot be redrawn in place
             width = shutil.get_terminal_size((160, 24)).columns - 1
             self._bar.set_description_str(self.line(width), refresh=True)
 
@@ -186,8 +177,7 @@ class RunProgress:
 
 @contextmanager
 def watching(display: RunProgress, study: str, phase: str, count: Callable[[], int], every_s: float = 1.0):
-    """Run a phase with the display moving: `count()` (configuration-replicates measured) is read every `every_s`
-    and once at the end; the terminal's line is redrawn each time, so its clock moves while nothing lands."""
+    """Run a phase with the display moving: `count()` read and the line redrawn every `every_s` and at the end."""
     display.start(study, phase)
     stop = threading.Event()
 

@@ -1,7 +1,4 @@
-"""The Answer a study page gives under its decision table, in words: at most ANSWER_WORDS words of plain prose
-(what to use where, where it does not pay off, the one-time cost and the calls that pay it back, one sentence on
-ties), the index's one-line headline of a study, and the findings' verdict lines. Every sentence is built from a
-VerdictTable through the picks of decisions.py, in the words of templates/report/answer.md.j2."""
+"""A study's Answer, headline and verdict lines, in words, from a VerdictTable (docs/method.md, "Pages")."""
 
 from __future__ import annotations
 
@@ -20,9 +17,9 @@ ANSWER_WORDS = 110  # counted strictly (`words`): the box, its heading and machi
 WORDS = "report/answer.md.j2"
 
 
-def _where(rows: list[Verdict], among: list[str]) -> str:
-    """The workloads of `rows`, as few words as the reader needs: 'every workload', 'resnet-50 (3 shapes)', a list."""
-    wl = list(dict.fromkeys(v.workload for v in rows))
+def _where(rows: list[Verdict], among: list[Verdict]) -> str:
+    """The workloads of `rows` among those of `among`, tersely: 'every workload', 'resnet-50 (3 shapes)', a list."""
+    wl, among = (list(dict.fromkeys(v.workload for v in vs)) for vs in (rows, among))
     if len(among) > 1 and set(wl) == set(among):
         return "every workload"
     if len(among) == 1:
@@ -36,6 +33,13 @@ def _where(rows: list[Verdict], among: list[str]) -> str:
         else:
             parts += mine
     return joined(parts) if len(parts) <= 3 else f"{len(wl)} of {len(among)} workloads"
+
+
+def _decided(ok: list[Verdict], among: list[Verdict], words) -> list[tuple[str, str, str]]:
+    """(a decision's words, _where, speed-up range) for each decision of `words` (or of a dict's keys) `ok` reached."""
+    named = words if isinstance(words, dict) else dict(zip(words, words))
+    return [(said, _where(sel, among), _range(sel)) for w, said in named.items()
+            if (sel := [v for v in ok if v.decision == w])]
 
 
 def joined(labels: list[str]) -> str:
@@ -57,35 +61,29 @@ def _range(rows: list[Verdict]) -> str:
     return numbers.fmt_span((lo.speedup, lo.ci_low, lo.ci_high), (hi.speedup, hi.ci_low, hi.ci_high))
 
 
-def _span(values: list[float]) -> str:
-    lo, hi = numbers.fmt_seconds(min(values)), numbers.fmt_seconds(max(values))
-    return lo if lo == hi else f"{lo}–{hi}"
-
-
 def _cost(rows: list[Verdict], warm: bool = True) -> str:
-    """'one-time 14.2 s, paid back after 1,400 calls'; with `warm`, the cost from the compile cache an earlier
-    process saved beside it where measured (the calls are the cold cost's)."""
+    """'one-time 14.2 s, paid back after 1,400 calls'; with `warm`, the warm cost beside it where measured."""
     paid = [v for v in rows if v.pays_back and v.one_time_s >= MIN_COST_S]
     if not paid:
         return ""
     n_lo, n_hi = min(v.break_even for v in paid), max(v.break_even for v in paid)
     warm_s = [v.warm_one_time_s for v in paid if np.isfinite(v.warm_one_time_s)]
-    return wording.macro(WORDS, "cost", _span([v.one_time_s for v in paid]), _span(warm_s) if warm and warm_s else "",
+    cold = [v.one_time_s for v in paid]
+    return wording.macro(WORDS, "cost", numbers.fmt_range(min(cold), max(cold), numbers.fmt_seconds),
+                         numbers.fmt_range(min(warm_s), max(warm_s), numbers.fmt_seconds) if warm and warm_s else "",
                          calls_said(n_lo, n_lo, n_hi))
 
 
-def _sentence(name: str, rows: list[Verdict], among: list[str], warm: bool = True,
-              declared: bool = False) -> tuple[float, str]:
-    """(rank key, sentence) for one option or declared comparison (`warm`: _cost's)."""
+def _sentence(name: str, rows: list[Verdict], warm: bool = True, declared: bool = False) -> tuple[float, str]:
+    """(rank key, sentence) for one option or declared comparison, among its workloads (`warm`: _cost's)."""
     ok = [v for v in rows if v.ok]
     if not ok:
         return -1.0, ""
     tag = changes_outputs(name)
     faster = [v for v in ok if v.decision == "faster"]
-    rest = [wording.macro(WORDS, "where", word, _where(sel, among), _range(sel))
-            for word in ("equal", "slower", "undecided") if (sel := [v for v in ok if v.decision == word])]
+    rest = [wording.macro(WORDS, "where", *said) for said in _decided(ok, rows, ("equal", "slower", "undecided"))]
     base = ok[0].baseline if len({v.baseline for v in ok}) == 1 else "its baseline"
-    said = wording.macro(WORDS, "option", name, tag, declared and not tag, _where(faster, among) if faster else "",
+    said = wording.macro(WORDS, "option", name, tag, declared and not tag, _where(faster, rows) if faster else "",
                          _range(faster) if faster else "", base, _cost(faster, warm) if faster else "", rest)
     # Quantized options change outputs: they rank after every full-precision option that pays off.
     return (max(v.speedup for v in faster) / (1000.0 if tag else 1.0) if faster else 0.0), said
@@ -93,36 +91,29 @@ def _sentence(name: str, rows: list[Verdict], among: list[str], warm: bool = Tru
 
 def _merged(sentences: list[tuple[float, str]]) -> list[tuple[float, str]]:
     """Options that did not pay off anywhere and say the same thing are named together in one sentence."""
-    out: list[tuple[float, str]] = []
-    same: dict[str, list[str]] = {}
+    same: dict[str, list[str]] = {}  # a body said by options that did not pay off: their names, in order
     for rank, s in sentences:
         if rank <= 0 and ": " in s:
             name, body = s.split(": ", 1)
-            if body in same:
-                same[body].append(name)
+            same.setdefault(body, []).append(name)
+    out, said = [], set()
+    for rank, s in sentences:
+        if rank <= 0 and ": " in s:
+            if (body := s.split(": ", 1)[1]) in said:
                 continue
-            same[body] = [name]
-        out.append((rank, s))
-    merged = []
-    for rank, s in out:
-        if rank <= 0 and ": " in s and len(same.get(s.split(": ", 1)[1], [])) > 1:
-            body = s.split(": ", 1)[1]
+            said.add(body)
             s = ", ".join(same[body]) + ": " + body
-        merged.append((rank, s))
-    return merged
+        out.append((rank, s))
+    return out
 
 
 def words(text: str) -> int:
-    """Words as the strictest reader counts them: every run of letters or digits, so '1.24–1.82×' is four and
-    'keras-tensorflow-jit' three (a budget kept this way holds under any word count)."""
+    """Words as the strictest reader counts them: every run of letters or digits ('1.24–1.82×' is four)."""
     return len(re.findall(r"\w+", re.sub(r"<[^>]+>", " ", text)))
 
 
 def answer_sentences(vt: VerdictTable) -> list[str]:
-    """The Answer: per option (faster ones first, by their largest speed-up) where it pays off and where it does
-    not, with its one-time cost and the calls that pay it back; then the declared comparisons between options;
-    then one sentence on what the verdicts can tell. At most ANSWER_WORDS words: what does not fit is in the table.
-    A compile's warm cost is said beside the cold one only where every sentence fits with it."""
+    """The Answer's sentences, at most ANSWER_WORDS words (docs/method.md, "Pages")."""
     if not any(v.ok for v in vt):
         return [wording.macro(WORDS, "nothing")]
     out, left_out = _fitted(vt, warm=True)
@@ -132,17 +123,12 @@ def answer_sentences(vt: VerdictTable) -> list[str]:
 def _fitted(vt: VerdictTable, *, warm: bool) -> tuple[list[str], int]:
     """answer_sentences' sentences within the budget, and how many of them it left out."""
     opts = vt.options()
-    ranked = []
-    for name in dict.fromkeys(v.candidate for v in opts):
-        rows = [v for v in opts if v.candidate == name]
-        ranked.append(_sentence(name, rows, list(dict.fromkeys(v.workload for v in rows)), warm))
-    ranked = _merged(sorted(ranked, key=lambda t: -t[0]))
+    ranked = _merged(sorted((_sentence(name, [v for v in opts if v.candidate == name], warm)
+                             for name in dict.fromkeys(v.candidate for v in opts)), key=lambda t: -t[0]))
     declared = [v for v in vt if v.kind == "declared"]
     for label in dict.fromkeys(v.comparison for v in declared):
-        rows = [v for v in declared if v.comparison == label]
-        rank, s = _sentence(label, rows, list(dict.fromkeys(v.workload for v in rows)), warm, declared=True)
-        # a declared comparison that is decided faster (a successor over the path it replaces) is said after the
-        # full-precision options that pay off and before quantized ones; the others after everything
+        rank, s = _sentence(label, [v for v in declared if v.comparison == label], warm, declared=True)
+        # a declared one decided faster: after full-precision options, before quantized; the others last
         ranked.append((rank / 100.0 if rank > 0 else rank - 100.0, s))
     ranked.sort(key=lambda t: -t[0])
     first = pick_sentence(vt)
@@ -161,17 +147,13 @@ def _fitted(vt: VerdictTable, *, warm: bool) -> tuple[list[str], int]:
 
 
 def successor_line(vt: VerdictTable, comparisons) -> str:
-    """Where each successor matches or beats the deprecated path it replaces (the study's comparisons with
-    `replaces`), from the verdict table's declared rows: one clause per decision, with the workloads and speed-ups."""
+    """Where each successor matches or beats the deprecated path it replaces, one clause per decision."""
     parts = []
     for c in comparisons:
         rows = [v for v in vt.of(c.label) if v.ok and v.candidate == c.candidate and v.baseline == c.baseline]
         if not c.replaces or not rows:
             continue
-        among = list(dict.fromkeys(v.workload for v in rows))
-        said = [(words_, _where(sel, among), _range(sel)) for word, words_ in verdicts.SUCCESSOR_WORDS.items()
-                if (sel := [v for v in rows if v.decision == word])]
-        parts.append((c.candidate, c.baseline, c.replaces, said))
+        parts.append((c.candidate, c.baseline, c.replaces, _decided(rows, rows, verdicts.SUCCESSOR_WORDS)))
     return wording.macro(WORDS, "successors", parts) if parts else ""
 
 
@@ -220,8 +202,7 @@ def _unordered(words_: str) -> str:
 
 
 def verdict_lines(vt: VerdictTable) -> list[str]:
-    """One line per comparison of the table (options over the default, declared ones): its decisions counted, with
-    the workloads where few, and the range of its speed-ups within each decision."""
+    """One line per comparison of the table: its decisions counted, with their workloads or speed-up ranges."""
     lines = []
     for label in vt.comparisons():
         rows = [v for v in vt.of(label) if v.kind != "lead"]
@@ -231,10 +212,8 @@ def verdict_lines(vt: VerdictTable) -> list[str]:
         if not ok:
             lines.append(wording.macro(WORDS, "not_measured", label, rows[0].status, rows[0].message[:120]))
             continue
-        among = list(dict.fromkeys(v.workload for v in rows))
-        parts = [(word, _where(sel, among), _range(sel)) for word in verdicts.DECISIONS
-                 if (sel := [v for v in ok if v.decision == word])]
-        lines.append(wording.macro(WORDS, "verdict_line", label, parts, len(rows) - len(ok)))
+        lines.append(wording.macro(WORDS, "verdict_line", label, _decided(ok, rows, verdicts.DECISIONS),
+                                   len(rows) - len(ok)))
     return lines
 
 

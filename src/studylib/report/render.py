@@ -13,14 +13,12 @@ from . import glossary, prose, seeds, summary
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-# The parameters cells (the notebook's defaults, then papermill's injected values) are not shown: each page
-# shows what ran as a table instead (StudyRun.parameters_table).
+# not shown: each page shows what ran as a table instead (StudyRun.parameters_table)
 HIDDEN_TAGS = ("parameters", "injected-parameters")
 
 
 def notebook_html(executed: Path, out: Path) -> Path:
-    """Render one executed notebook to a self-contained HTML file (figures embedded, readable offline), code
-    folded away (templates/offline), no In/Out prompts, and the parameters cells left out."""
+    """Render one executed notebook to a self-contained HTML file: code folded, no prompts, no parameters cells."""
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
 
@@ -76,8 +74,7 @@ def _profile_section(profile_dir: Path) -> str:
 
 
 def _what_to_use(profile: str, env: dict | None) -> str:
-    """The profile's opening table: per study and workload, the decision (decisions.what_to_use, from the saved
-    verdict tables) and what the chosen option costs."""
+    """The profile's opening table: per study and workload, the decision and what the chosen option costs."""
     table = summary.what_to_use(profile)
     return wording.block("report/what_to_use.html.j2", machine=summary.machine_line(profile),
                          caveat=summary.gpu_caveat("cuda" if (env or {}).get("gpu_name") else "cpu"),

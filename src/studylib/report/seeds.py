@@ -1,5 +1,4 @@
-"""The seed articles the studies re-examine, named as a reader cites them: title, author, year and the address
-where the stored copy carries one (from the registry's articles, claims.yaml)."""
+"""The seed articles the studies re-examine, named as a reader cites them (from claims.yaml's articles)."""
 
 from __future__ import annotations
 
@@ -35,6 +34,6 @@ def _seeds() -> dict[str, Seed]:
 SEEDS = _seeds()
 
 
-def html_list(ids=None) -> str:
-    """The seeds (all, or `ids`) as an HTML list, each by title, author and year, linked where it has an address."""
-    return wording.block("report/seeds.html.j2", seeds=[SEEDS[i] for i in (ids or SEEDS)])
+def html_list() -> str:
+    """The seeds as an HTML list, each by title, author and year, linked where it has an address."""
+    return wording.block("report/seeds.html.j2", seeds=list(SEEDS.values()))

@@ -1,6 +1,4 @@
-"""Across machines, for the summary notebook: every profile's results under outputs/, each study's own analysis (its
-claims) on each profile's rows, the headline comparisons per profile from the saved verdict tables, and the page's
-opening, answer first and verdict matrix. Words are templates/report/summary.md.j2's."""
+"""Across machines, for the summary notebook: every profile's results, claims and headline comparisons."""
 
 from __future__ import annotations
 
@@ -22,14 +20,12 @@ from ..stats.verdicts import VerdictTable
 from ..studies import STUDIES, Comparison
 from . import decisions, gpu_paths
 
-NOTEBOOK = paths.SUMMARY_NOTEBOOK
 WORDS = "report/summary.md.j2"
 os.environ.setdefault("USE_TF", "0")  # the analyses need no TensorFlow; transformers would import it
 
 
 def present_profiles(root=None) -> list[str]:
-    """Profiles with at least one results table under outputs/ (smoke and smoke-fast last: their numbers are not
-    real models')."""
+    """Profiles with at least one results table under outputs/ (smoke and smoke-fast last)."""
     root = root or paths.outputs_root()
     found = [p.name for p in root.iterdir()
              if p.is_dir() and p.name not in RESERVED and any((p / "results").glob("*.jsonl"))] if root.exists() else []
@@ -46,8 +42,7 @@ def _grid_keys(profile: str, notebook: str) -> set[str] | None:
 
 
 def results(profile: str, notebook: str) -> pd.DataFrame:
-    """A profile's rows for one notebook, raw samples included (empty when it has not run): only those of today's
-    grid, and of rows for one workload the newest."""
+    """A profile's rows for one notebook with samples (empty if not run): today's grid, the newest per workload."""
     table = ResultsTable(paths.results_dir(profile) / f"{notebook}.jsonl")
     if not table.path.exists():
         return pd.DataFrame()
@@ -62,8 +57,7 @@ def results(profile: str, notebook: str) -> pd.DataFrame:
 
 
 def verdicts_of(profile: str, notebook: str) -> VerdictTable:
-    """A profile's saved verdict table for `notebook` (results/<notebook>.verdicts.csv, written by its run; empty
-    where a run older than the table left none: `studylib reanalyse` decides one from the results)."""
+    """A profile's saved verdict table for `notebook`; empty where its run left none."""
     return verdicts.load(verdicts.path_for(paths.results_dir(profile), notebook))
 
 
@@ -86,22 +80,15 @@ SUMMARY_CLAIM_COLUMNS = ["profile", "study", *seedclaims.CLAIM_COLUMNS]
 
 
 def claims(profiles: list[str]) -> pd.DataFrame:
-    """Every claim of the registry (studylib.claims.claims) on every profile, one row per claim and profile: judged by its
-    study's analysis where that study has results here, else marked as not run or, with why, as not testable.
-    A plug-in study's own claim rows come along."""
+    """Every registered claim on every profile, a row each (judged, not run, or not testable)."""
     registry = seedclaims.registry()
     order = {c.id: i for i, c in enumerate(registry)}
     out = []
     for p in profiles:
-        judged, ran = [], set()
         peaks = (read_json(paths.results_dir(p) / "env.json") or {}).get("peaks")  # for the host caveat
-        for nb, study in STUDIES.items():
-            df = results(p, nb)
-            if not len(df):
-                continue
-            ran.add(nb)
-            analysis = study.analyse(df, peaks, vt=verdicts_of(p, nb))  # the run's one verdict table
-            judged.append(analysis.claims.assign(study=nb[:2]))
+        ran = {nb: df for nb in STUDIES if len(df := results(p, nb))}
+        judged = [STUDIES[nb].analyse(df, peaks, vt=verdicts_of(p, nb)).claims.assign(study=nb[:2])  # its one table
+                  for nb, df in ran.items()]
         rest = [c for c in registry if c.study not in ran]
         judged.append(seedclaims.unassessed(rest, "not run on this profile", _not_run_here)
                       .assign(study=[c.study[:2] if c.study else "—" for c in rest]))
@@ -109,8 +96,8 @@ def claims(profiles: list[str]) -> pd.DataFrame:
     if not out:
         return pd.DataFrame(columns=SUMMARY_CLAIM_COLUMNS)
     t = pd.concat(out, ignore_index=True).reindex(columns=SUMMARY_CLAIM_COLUMNS)
-    t["_order"] = t["id"].map(order).fillna(len(order))
-    return t.sort_values(["profile", "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
+    return t.sort_values(["profile", "id"], key=lambda s: s.map(order).fillna(len(order)) if s.name == "id" else s,
+                         kind="stable").reset_index(drop=True)
 
 
 def _not_run_here(claim) -> str:
@@ -121,8 +108,7 @@ GROUP_COLUMNS = ["group", "profile", "id", "claim", "verdict", "what would answe
 
 
 def claim_groups(claims_table: pd.DataFrame) -> pd.DataFrame:
-    """The claims table grouped as under the seed's conditions / proxy / not answerable here, each claim not
-    answerable here with what would answer it (claims.would_answer: a GPU, a size, a trained model, …)."""
+    """The claims table grouped (seed's conditions, proxy, not answerable here with what would answer it)."""
     if not len(claims_table):
         return pd.DataFrame(columns=GROUP_COLUMNS)
     registry = {c.id: c for c in seedclaims.registry()}
@@ -141,15 +127,11 @@ def comparisons() -> list[tuple[str, Comparison]]:
 
 
 def headline_speedups(profiles: list[str]) -> pd.DataFrame:
-    """One row per declared comparison and profile, from the profile's saved verdict table (decisions.headline): the
-    common verdict with the speed-ups' geometric mean, or the range where the shapes' verdicts differ, or why none."""
-    rows = []
-    for p in profiles:
-        tables = {nb: verdicts_of(p, nb) for nb in STUDIES}
-        for nb, c in comparisons():
-            policy = _policy(results(p, nb)) if len(tables[nb]) else "—"
-            rows.append({"study": nb[:2], "comparison": c.label, "profile": p, "tf32": policy}
-                        | decisions.headline(tables[nb], c.label))
+    """One row per declared comparison and profile (decisions.headline of its saved verdict table)."""
+    vt = {(p, nb): verdicts_of(p, nb) for p in profiles for nb in STUDIES}
+    rows = [{"study": nb[:2], "comparison": c.label, "profile": p,
+             "tf32": _policy(results(p, nb)) if len(vt[p, nb]) else "—"} | decisions.headline(vt[p, nb], c.label)
+            for p in profiles for nb, c in comparisons()]
     cols = ["study", "comparison", "profile", "tf32", "status", "speedup", "ci_low", "ci_high", "n", "of", "reading",
             "lowest", "highest"]
     return pd.DataFrame(rows).reindex(columns=cols)
@@ -165,9 +147,7 @@ VERSIONED = ("torch", "tensorflow", "jax", "onnxruntime")
 
 
 def version_lines(profiles: list[str]) -> list[str]:
-    """A sentence per framework whose version differs between the profiles (env.json; onnxruntime-gpu counts as
-    onnxruntime): their speed-ups then compare versions as well as machines (the GPU stack's torch is not the CPU
-    lock's, docs/profiles.md)."""
+    """A sentence per framework whose version differs between the profiles (onnxruntime-gpu as onnxruntime)."""
     envs = {p: read_json(paths.results_dir(p) / "env.json") or {} for p in profiles}
     lines = []
     for name in VERSIONED:
@@ -253,23 +233,17 @@ def machine_line(profile: str) -> str:
 
 
 def what_to_use(profile: str) -> pd.DataFrame:
-    """Every workload the profile measured, across studies: the decision and what the chosen option costs
-    (decisions.what_to_use over each study's saved verdict table)."""
+    """decisions.what_to_use over each study's saved verdict table of the profile."""
     parts = [decisions.what_to_use(verdicts_of(profile, nb), nb[:2]) for nb in STUDIES]
     parts = [p for p in parts if len(p)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=decisions.WHAT_TO_USE_COLUMNS)
 
 
 def what_to_use_by_profile(profiles: list[str]) -> pd.DataFrame:
-    """what_to_use for each profile, side by side: one row per study and workload, a column per profile naming the
-    fastest option and its speed-up over the default."""
-    rows = []
-    for p in profiles:
-        t = what_to_use(p)
-        for _, r in t.iterrows():
-            rows.append({"study": r["study"], "workload": r["workload"], "profile": p,
-                         "cell": r["decision"] + (f": {r[decisions.SPEEDUP]}"
-                                                  if r[decisions.SPEEDUP] else "")})
+    """what_to_use side by side: a row per study and workload, a column per profile."""
+    rows = [{"study": r["study"], "workload": r["workload"], "profile": p,
+             "cell": r["decision"] + (f": {r[decisions.SPEEDUP]}" if r[decisions.SPEEDUP] else "")}
+            for p in profiles for _, r in what_to_use(p).iterrows()]
     if not rows:
         return pd.DataFrame()
     return _by_profile(pd.DataFrame(rows), ["study", "workload"], "cell", profiles).fillna("not run")
@@ -294,8 +268,7 @@ def opening(names: list[str]) -> str:
 
 
 def answer(names: list[str], claims_table: pd.DataFrame) -> str:
-    """Markdown: the page's answer first — what each profile says about the seeds' claims, and, with fewer than
-    two profiles, that nothing is compared yet and which profiles would add which claims."""
+    """Markdown: what each profile says about the seeds' claims (with one profile, what others would add)."""
     lines = [seedclaims.totals_line(claims_table[claims_table.profile == p], p) for p in names]
     if len(names) == 1:
         lines.append(wording.macro(WORDS, "only", names[0]))

@@ -1,11 +1,11 @@
-"""Tables as a reader takes them in: a long table shows its first rows, and folds the whole of it under one
-summary line with the table as a CSV to download (embedded in the page, so the link works wherever it is read)."""
+"""Tables for a page: a long one shows its first rows and folds the whole under one line, with an embedded CSV."""
 
 from __future__ import annotations
 
 import base64
 
 import pandas as pd
+from IPython import get_ipython
 from IPython.display import HTML
 
 from ..core import wording
@@ -26,18 +26,13 @@ def page_html(table: pd.DataFrame, classes: str = "dataframe") -> str:
 
 def install() -> None:
     """In a notebook's kernel, every DataFrame a cell returns is shown through `page_html`."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
     shell = get_ipython()
     if shell is not None:
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, page_html)
 
 
 def folded(table: pd.DataFrame, name: str, *, shown: int = SHOWN_ROWS, what: str = "rows") -> HTML:
-    """`table` for a page: whole when it has at most `shown` rows, else its first `shown` rows then the whole
-    table under a closed <details> line ("all 98 rows …") with a link to it as `name`.csv; never truncated."""
+    """`table` whole up to `shown` rows, else its first rows and the whole under a closed <details>, as `name`.csv."""
     whole = page_html(table.reset_index(drop=True), "study-table")
     if len(table) <= shown:
         return HTML(whole)

@@ -1,10 +1,4 @@
-"""Runtimes: each prepares a Workload once (compile, trace, export) and returns a ready call, so timing code never
-needs to know which runtime it times.
-
-A variant is declared once: one class (or instance) in a family file, registered in that file's RUNTIMES with its
-gloss, palette and the studies that offer it (base.registered); REGISTRY adds its A/A copy. The glossary, the palette,
-the decision tables (core/variants.changes_outputs) and the studies' sections (`offered`) read the registration.
-"""
+"""Runtimes: each prepares a Workload once into a ready call; declared once in its family file's RUNTIMES."""
 
 from __future__ import annotations
 
@@ -44,8 +38,7 @@ def declared() -> list[Runtime]:
 
 
 def offered(notebook: str | None = None):
-    """The Literal of variant names a study's section accepts: those whose registration offers them in `notebook`
-    (a study's id, '07_text_generation': by its number), or every registered one where None."""
+    """The Literal of variant names offered in `notebook` (by its number), or every registered one where None."""
     number = notebook.split("_")[0] if notebook else None
     return Literal[tuple(r.name for r in declared() if number is None or number in r.studies)]
 

@@ -1,7 +1,4 @@
-"""A/A copies: `<variant>-aa` is `<variant>` prepared a second time, independently, on its own copy of the model
-(a PyTorch module deep-copied, its inputs cloned as they were made; docs/method.md, "Runtimes"): the difference a
-study reports between the two is noise, the method's false-positive rate (speedups.aa_calibration).
-"""
+"""A/A copies: `<variant>-aa` is `<variant>` prepared again on its own copy of the model (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -38,8 +35,7 @@ def torch_copy(workload):
 
 
 class AACopy:
-    """The A/A copy of `original`: the same runtime under the name `<original>-aa`, prepared again on a copy; whatever
-    else is asked of it (framework, family, context, warm-up, a Keras backend, ...) is the original's."""
+    """`original` as `<original>-aa`, prepared again on a copy; everything else is the original's."""
 
     def __init__(self, original: Runtime):
         self.original = original

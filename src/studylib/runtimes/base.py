@@ -37,8 +37,7 @@ def _same(inputs: tuple) -> tuple:
 
 @dataclass(frozen=True)
 class PrepareStep:
-    """One step of making a runtime's model (export, optimize, quantize, ...): its seconds when made, whether this
-    preparation loaded it from the cache, its cache key, and the graph's size (ONNX nodes, bytes; None: not counted)."""
+    """One step of making a runtime's model: seconds when made, whether cached, its key, the graph's size."""
 
     step: str
     seconds: float
@@ -53,8 +52,7 @@ SYNC_REMOVED_VAR = "STUDYLIB_SYNC_REMOVED"  # "1": a test hook (make gpu-proof) 
 
 @contextlib.contextmanager
 def sync_removed():
-    """A test hook (make gpu-proof): runtimes prepared inside it time their calls without waiting for the device.
-    Never used to measure."""
+    """A test hook (make gpu-proof): runtimes prepared inside it do not wait for the device. Never used to measure."""
     before = os.environ.get(SYNC_REMOVED_VAR)
     os.environ[SYNC_REMOVED_VAR] = "1"
     try:
@@ -92,8 +90,7 @@ def on_gpu(device: str) -> bool:
 
 
 def device_sync(device: str) -> Callable[[], Any] | None:
-    """What waits for the device inside the timed region, the same for every framework: on CUDA one device
-    synchronize (docs/method.md, "Runtimes"); None on a CPU and inside `sync_removed`."""
+    """The timed region's device wait: one synchronize on CUDA; None on a CPU and inside `sync_removed`."""
     if device == "cuda" and not sync_is_removed():
         import torch
 
@@ -116,8 +113,7 @@ def synced(call: Callable[[], Any], sync: Callable[[], Any] | None) -> Callable[
 
 @dataclass
 class Prepared:
-    """A prepared model: `fn(*inputs)` runs it once on the workload's inputs, already converted to what `fn` takes
-    (never timed); `adapt` converts other batches of the same model (torch tensors) the same way."""
+    """A prepared model: `fn(*inputs)` runs it once on converted inputs; `adapt` converts other batches alike."""
 
     fn: Callable[..., Any]
     inputs: tuple
@@ -126,8 +122,7 @@ class Prepared:
     adapt: Callable[[tuple], tuple] = _same
     compilations: Callable[[], int] | None = None  # graphs compiled so far (XLA counts one per input shape)
     steps: list[PrepareStep] = field(default_factory=list)  # how the model was made (ONNX: export, ...)
-    # the runtime's own profiler: (timed call, top n) -> (top operators, note), where torch.profiler would not see
-    # inside the call (ONNX Runtime); None: profiling.profile_prepared picks by framework
+    # the runtime's own profiler, (timed call, top n) -> (top operators, note); None: picked by framework
     profile: Callable[[Callable[[], Any], int], tuple[list[dict] | None, str]] | None = None
 
     def call(self) -> Any:
@@ -139,11 +134,9 @@ class Runtime:
     framework: str = "torch"  # which model the workload hands it: "torch" or "tensorflow"
     precision: str | None = None  # "int8" for quantized runtimes: parity uses that tolerance, not the dtype's
     family: str = "eager"  # what kind: eager, compile, export, torchscript, int8, tensorflow, onnxruntime or keras
-    # whether its preparation makes its own copy of the model's weights (an ONNX Runtime session, an AOTInductor
-    # package, an int8 model): its peak memory counts them there; else the workload's are added (bench/memory.py)
+    # whether its preparation copies the weights (counted there); else the workload's are added (bench/memory.py)
     copies_weights: bool = False
-    # its registration (`registered`): the variant in plain words (report/glossary.py), the seaborn palette its
-    # family's shades come from (report/palette.py; None: the baseline's near-black), the studies that offer it
+    # its registration (`registered`): gloss, seaborn palette (None: near-black), the studies that offer it
     gloss: str = ""
     colours: str | None = None
     studies: tuple[str, ...] = ()
@@ -164,8 +157,7 @@ class Runtime:
         return self.family == "compile"
 
     def process_env(self, device: str) -> dict[str, str]:
-        """Environment variables its process must start with (cudnn.benchmark): a runtime that names any is measured in
-        a process and a group of its own, unpaired with its baseline (bench/grouping.py)."""
+        """Variables its process must start with; any makes it a process and group of its own (bench/grouping.py)."""
         return {}
 
     def copies_weights_of(self, workload) -> bool:
@@ -195,7 +187,6 @@ class Runtime:
 
 
 def registered(runtime: Runtime, gloss: str, colours: str | None, studies: str) -> Runtime:
-    """`runtime` as a family file registers it (its RUNTIMES): its gloss, palette and the studies that offer it
-    ("01 05": by number)."""
+    """`runtime` with its gloss, palette and the studies that offer it ("01 05"), as its family file registers it."""
     runtime.gloss, runtime.colours, runtime.studies = gloss, colours, tuple(studies.split())
     return runtime

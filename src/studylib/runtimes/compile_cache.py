@@ -1,8 +1,4 @@
-"""torch.compile from the cache an earlier process saved: what a service pays when it restarts with the compile cache
-its last process left. A cold compile's artifacts (`recording`, `saved`) are kept in `<cache_dir>/compile/<key>.bin`
-(`path`, written atomically); a later process compiles again from them (`warm_compile`), and the caches' own counters
-say whether it hit (`lookups`). docs/method.md, "Runtimes", says how.
-"""
+"""torch.compile from the cache an earlier process saved (`<cache_dir>/compile/<key>.bin`), with hit counters."""
 
 from __future__ import annotations
 
@@ -23,8 +19,7 @@ _written: set[str] = set()  # the files this process wrote: one read back is not
 
 
 def recording():
-    """A context in which torch.compile records its cache artifacts apart from earlier ones (a no-op where this torch
-    has no CacheArtifactManager.with_fresh_cache)."""
+    """A context in which torch.compile records its cache artifacts afresh (a no-op on a torch without it)."""
     try:
         from torch.compiler._cache import CacheArtifactManager
     except ImportError:
@@ -63,8 +58,7 @@ def from_this_process(file: Path) -> bool:
 
 
 def lookups() -> dict[str, int]:
-    """This process's running totals of hits and misses (bypasses count as misses) of Inductor's FX graph cache and
-    AOTAutograd's. Differences between two readings attribute them."""
+    """This process's running hits and misses (bypasses as misses) of the FX graph and AOTAutograd caches."""
     from torch._dynamo.utils import counters
 
     fx, aot = counters["inductor"], counters["aot_autograd"]
@@ -87,8 +81,7 @@ class WarmCompile:
 
 def warm_compile(runtime: Runtime, workload, artifacts: bytes,
                  first_call: Callable[[Prepared], tuple[Any, float]]) -> WarmCompile | None:
-    """`runtime`'s compile of `workload` again from `artifacts` loaded into an empty Inductor cache after a dynamo
-    reset, then its preparation and `first_call(prepared)` ((output, seconds)); None where they load nothing."""
+    """`runtime` compiled again from `artifacts` in an empty cache, prepared and first called; None if nothing loads."""
     import torch
 
     with runtime.context():

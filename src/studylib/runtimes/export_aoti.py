@@ -1,8 +1,4 @@
-"""torch.export + AOTInductor (`export-aoti`): the model exported to one graph (step "torch.export"), compiled ahead
-of time into a .pt2 package (step "aoti_compile_and_package"), loaded back (step "load") and called as a deployment
-calls it; all three in `prepare`, each a PrepareStep. Cold in every configuration (an empty Inductor cache, a package
-directory private to the process), static shapes; docs/method.md, "Runtimes", says more.
-"""
+"""torch.export + AOTInductor (`export-aoti`): exported, compiled and loaded in `prepare`, a PrepareStep each."""
 
 from __future__ import annotations
 
@@ -15,14 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import said
 from ..machine import gpu
 from ..workloads.models import quiet_loggers
 from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync, private_dir, registered
 from .pytorch import TorchCompiled, _Torch, fresh_inductor_cache
 
 STEPS = ("torch.export", "aoti_compile_and_package", "load")
-# notices of the export and the compile (pytree deprecations, torchvision ops skipped, Inductor's tuning hints): not
-# results, and a page's error output; a step that fails raises, and its row keeps the message
+# loggers silenced in the export and compile (not results); a failing step raises
 _NOTICES = ("torch.export", "torch._export", "torch._inductor", "torch._dynamo", "torch.utils._pytree",
             "torch.fx.experimental.symbolic_shapes")
 
@@ -39,8 +35,7 @@ def package_dir() -> Path:
 
 
 def toolchain(device: str = "cpu") -> tuple[Callable, Callable, Callable]:
-    """(torch.export.export, aoti_compile_and_package, aoti_load_package), or RuntimeUnavailable saying what this torch
-    lacks, that no C++ compiler is found, or on CUDA that no CUDA toolkit is (gpu.cuda_toolkit)."""
+    """(export, aoti_compile_and_package, aoti_load_package); raises RuntimeUnavailable naming what is missing."""
     import torch._inductor  # binds torch too
 
     export = getattr(getattr(torch, "export", None), "export", None)
@@ -68,21 +63,15 @@ def toolchain(device: str = "cpu") -> tuple[Callable, Callable, Callable]:
     return export, aoti_compile_and_package, aoti_load_package
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0][:240] if lines else ""
-
-
 def timed_step(step: str, make: Callable[[], Any]) -> tuple[Any, float]:
-    """(what `make()` returns, seconds it took); an error other than running out of memory becomes AotiStepError
-    naming the step."""
+    """(what `make()` returns, seconds); an error but out-of-memory becomes AotiStepError naming the step."""
     t0 = time.perf_counter()
     try:
         out = make()
     except (MemoryError, RuntimeUnavailable):
         raise
     except Exception as exc:
-        raise AotiStepError(f"{step} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+        raise AotiStepError(f"{step} failed: {said(exc)}") from exc
     return out, time.perf_counter() - t0
 
 

@@ -1,11 +1,4 @@
-"""Study 07's PyTorch runners: one phase of text generation on transformers' dynamic cache (eager, the baseline), a
-static cache, or a static cache with the forward compiled by the study (transformers compiles it itself only on CUDA).
-
-A runner is called with no arguments: `prefill` runs the prompt and returns the first new token; `decode` runs ONE
-step at a fixed context (prompt + half the new tokens, prefilled when the runner is made) and puts the cache back, so
-every call does the same work; `generate` produces the forced number of new tokens greedily. `logits()` is parity's
-teacher-forced run (docs/method.md, "Runtimes").
-"""
+"""Study 07's PyTorch runners, each called with no arguments for one phase; `logits()` is parity's forced run."""
 
 from __future__ import annotations
 
@@ -151,19 +144,14 @@ class StaticCacheRuntime(_Torch):
 
 
 class StaticCacheCompiled(TorchCompiled):
-    """StaticCache with the model's forward torch.compile'd (default mode): the compile is paid in the first call
-    (and, for decode, in preparing its context), cold, like every compiled variant of the study."""
+    """StaticCache with the forward torch.compile'd (default mode), compiled cold in the first call."""
 
     def __init__(self):
         super().__init__("default")
         self.name = "static-compile"
 
     def prepare(self, workload) -> Prepared:
-        import torch
-
         check(workload)
-        if not hasattr(torch, "compile"):
-            raise RuntimeUnavailable(f"torch {torch.__version__} has no torch.compile")
         runner = TorchRunner(workload, static=True, compiled=True)
         notes = ("forward compiled by the study (torch.compile, default mode): transformers' generate compiles a static "
                  "cache's forward by itself only on CUDA")

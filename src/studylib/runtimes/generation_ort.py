@@ -1,9 +1,4 @@
-"""Study 07's ONNX Runtime runners: optimum's ORTModelForCausalLM, exported from the random-weight model saved to a
-temporary folder, and its dynamic int8. The registered `ort` and `ort-int8` (onnxrt.py) prepare study 07's workload
-through `prepare_generation`, which the workload names, so one name means one runtime across the studies. The export
-(its axes dynamic) is made once per model, dtype and weights under `<cache_dir>/onnx/generation/<key>/`, with each
-step's seconds; the phases are generation.py's (docs/method.md, "Runtimes").
-"""
+"""Study 07's ONNX Runtime runners (optimum's ORTModelForCausalLM, its int8), for `ort` and `ort-int8`."""
 
 from __future__ import annotations
 
@@ -68,9 +63,7 @@ LOGITS = "logits"  # optimum's name for the graph's logits output
 
 
 def keep_last_logits(path: Path) -> None:
-    """Rewrite the exported graph at `path` to compute logits at the last position only, as eager's forward does
-    (logits_to_keep=1): a Slice of the last position in front of the MatMul that produces `logits`; a graph whose
-    logits come from another operation stops here (an error row naming it)."""
+    """Rewrite the graph at `path` to compute the last position's logits only; raises where it cannot."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -112,8 +105,7 @@ def _quantize(folder: Path) -> float:
 
 
 def exported(w, int8: bool) -> tuple[Path, list[PrepareStep]]:
-    """The exported model's folder (and its int8 file), made or loaded from the cache, and its steps (the export is
-    shared by ort and ort-int8)."""
+    """The exported model's folder (and int8 file), made or cached, and its steps."""
     key = _key(w)
     final = cache_root(w) / "generation" / key
     meta, cached = cached_folder(final, lambda tmp: {"seconds": _export(w, tmp), "model": w.model_name,
@@ -154,8 +146,7 @@ class OrtRunner(PhaseRunner):
 
 
 def prepare_generation(runtime, workload) -> Prepared:
-    """`ort` and `ort-int8` (onnxrt.OnnxRuntime's plain and int8 variants) on study 07's workload: optimum's
-    ORTModelForCausalLM on the shared export, or on its int8 file."""
+    """`ort` and `ort-int8` on study 07's workload: ORTModelForCausalLM on the shared export or its int8 file."""
     import torch
 
     int8 = runtime.variant == "int8"

@@ -6,14 +6,14 @@ import copy
 import time
 import warnings
 
+from ..core.errors import said
 from ..workloads.models import TORCHAO_NOTICES, quiet_loggers
 from .base import Prepared, RuntimeUnavailable, registered
 from .pytorch import _Torch
 
 
 class _DynamicInt8(_Torch):
-    """Dynamic int8 quantization of every nn.Linear on a copy of the module, on CPU: weights made once here,
-    activations quantized per call."""
+    """Dynamic int8 quantization of every nn.Linear on a copy of the module, on CPU."""
 
     precision = "int8"
     family = "int8"
@@ -64,8 +64,7 @@ class TorchDynamicInt8(_DynamicInt8):
 
 
 def _torchao():
-    """torchao's version, `quantize_` and its int8 dynamic-activation config, or RuntimeUnavailable naming why not:
-    not installed, not importable with this torch, or (its own import-time check) built for another torch."""
+    """torchao's version, `quantize_` and its int8 config; raises RuntimeUnavailable naming why not."""
     import torch
 
     try:
@@ -77,7 +76,7 @@ def _torchao():
             raise RuntimeUnavailable(f"torchao is not installed (torch {torch.__version__}; the lock pins a "
                                      f"release that supports it)") from None
         raise RuntimeUnavailable(f"torchao does not import with torch {torch.__version__}: "
-                                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+                                 f"{said(exc)}") from None
     version = getattr(torchao, "__version__", "unknown")
     reason = str(getattr(torchao, "_skip_reason", None) or "")
     if getattr(torchao, "skip_loading_so_files", False) and "incompatible" in reason.lower():
@@ -86,8 +85,7 @@ def _torchao():
 
 
 class TorchaoDynamicInt8(_DynamicInt8):
-    """torchao's `quantize_` with Int8DynamicActivationInt8WeightConfig: weights int8 per output channel, activations
-    per token; a skipped row where no torchao supports this torch (`_torchao`)."""
+    """torchao's `quantize_` with Int8DynamicActivationInt8WeightConfig; skipped where no torchao fits this torch."""
 
     name = "torchao-int8"
 

@@ -1,9 +1,4 @@
-"""Keras 3 on its three backends, and Keras 2, as runtimes (study 05): per backend `keras-<backend>` (predict_on_batch
-after compile(jit_compile=False)), `-jit` (jit_compile=True: XLA, or torch.compile on torch) and `-call` (a direct
-model call on backend tensors, waiting for the device); `keras2-tensorflow` is tf-keras' predict_on_batch. predict
-takes and returns numpy, so its host copies are timed, as a Keras user gets them; the backend is the process's
-(KERAS_BACKEND, grouping.process_env).
-"""
+"""Keras 3 on its process's backend, and Keras 2, as runtimes (study 05; docs/method.md, "Keras")."""
 
 from __future__ import annotations
 
@@ -55,9 +50,7 @@ class KerasRuntime(Runtime):
                         notes=f"predict_on_batch (numpy in and out), jit_compile={self.call == 'jit'}")
 
     def _outside_inference_mode(self, fn):
-        """On the torch backend, `fn` run with grad off but outside torch.inference_mode, which the native variants
-        of its group hold while they are timed: Keras's torch.compile fails under inference mode (a dynamo guard
-        error), and Keras's own predict uses no_grad. Entering the two modes costs microseconds a call."""
+        """On the torch backend, `fn` with grad off but outside torch.inference_mode (docs/method.md, "Keras")."""
         if self.backend != "torch":
             return fn
         import torch

@@ -1,8 +1,4 @@
-"""Keras in this process: which Keras (3 or 2), which backend it runs, and its outputs as numpy.
-
-Keras fixes its backend when it is imported (KERAS_BACKEND), so a process runs one backend; the runtimes check it
-before they prepare (runtimes/keras.py) and the Keras twins of the study's models build on it (keras_models.py).
-"""
+"""Keras in this process: which Keras (3 or 2), the one backend it fixed at import, and its outputs as numpy."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""How the ONNX files of onnxrt.py are made: `torch.onnx.export` through one of its two exporters, "torchscript"
-(`dynamo=False`: the graph ONNX Runtime's transformer optimizer was written for) or "dynamo" (`dynamo=True`, `ort-dynamo`:
-torch.export translated by onnxscript, the installed torch's default, `default_exporter`), fp32 weights with dynamic
-batch (and sequence) axes in one file; and the size of the graph a step wrote.
-"""
+"""onnxrt.py's ONNX files: `torch.onnx.export` ("torchscript" or "dynamo"), fp32, dynamic axes; graph sizes."""
 
 from __future__ import annotations
 
@@ -15,8 +11,7 @@ from pathlib import Path
 from ..workloads.models import quiet_loggers
 
 OPSET = 17  # the TorchScript exporter's: first opset with LayerNormalization, which it then emits as one node
-# What each exporter does, hashed into the export's cache key (onnxrt.export_key): change one and older files are not
-# reused.
+# hashed into the export's cache key (onnxrt.export_key): a change makes older files unused
 SETTINGS = {
     "torchscript": {"exporter": "torchscript", "opset": OPSET, "constant_folding": True, "dynamic": "batch,seq"},
     "dynamo": {"exporter": "dynamo", "opset": "torch default", "optimize": True, "dynamic": "batch,seq",
@@ -58,8 +53,7 @@ def export(exporter: str, workload, path: Path, input_names: tuple[str, ...], ou
                               do_constant_folding=True, input_names=list(input_names), output_names=[output_name],
                               dynamic_axes={**{n: axes for n in input_names}, output_name: {0: "batch"}})
         elif exporter == "dynamo":
-            # its notices (torchvision ops it skips, pytree deprecations) are not results, and would be a page's
-            # error output; a failed export raises, and its row keeps the message
+            # its notices are not results; a failed export raises
             for category in (FutureWarning, UserWarning, DeprecationWarning):
                 warnings.simplefilter("ignore", category)
             with quiet_loggers("torch.onnx", "torch.export", "torch._export"):
@@ -71,8 +65,7 @@ def export(exporter: str, workload, path: Path, input_names: tuple[str, ...], ou
 
 
 def dynamic_shapes(module, inputs: tuple, axes: dict) -> tuple:
-    """torch.export's dynamic_shapes: each of `axes` of every input Dim.DYNAMIC (as one argument's spec for a forward
-    that takes `*inputs`)."""
+    """torch.export's dynamic_shapes: each of `axes` of every input Dim.DYNAMIC."""
     import torch
 
     per_input = tuple({axis: torch.export.Dim.DYNAMIC for axis in axes if axis < x.dim()} for x in inputs)

@@ -1,11 +1,4 @@
-"""ONNX Runtime on the torch model: the plain export (`ort`), the transformer-optimized graph (`ort-optimized`), its
-dynamic int8 (`ort-int8`), the plain graph under TensorRT (`ort-tensorrt`, ort_gpu.py) and the dynamo exporter's graph
-(`ort-dynamo`; onnx_export.py). Each step (export, optimize, fp16, quantize) writes one `model.onnx` under
-`<cache_dir>/onnx/<key>/`, the key hashing everything the file depends on (`export_key`), written in a temporary
-directory renamed into place (`cached_step`); `Prepared.steps` records each step, its seconds when made and whether
-it came from the cache. On CUDA the session uses IO binding (inputs put on the GPU by `adapt`, outputs left there, as
-PyTorch's are); the session a runtime times is ort_session.py's OrtCall. docs/method.md, "Runtimes", says why.
-"""
+"""ONNX Runtime on the torch model, each step's file cached under `<cache_dir>/onnx/<key>/` (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -28,7 +21,7 @@ from .ort_gpu import EngineBuild, cuda_provider_options, session_inputs, tensorr
 from .ort_session import OUTPUT_NAME, OrtCall, profile_totals, session_options  # noqa: F401 - re-exported
 
 MODEL_FILE = "model.onnx"
-# What quantizing does, hashed into its cache key: change a setting here and older files are not reused.
+# hashed into the quantized file's cache key
 QUANTIZE_SETTINGS = {"weight_type": "QInt8", "per_channel": False, "reduce_range": False}
 
 
@@ -42,8 +35,7 @@ def _ort():
 
 
 def weights_fingerprint(module, samples_per_tensor: int = 1024) -> str:
-    """sha256 over every state-dict entry's name, shape and dtype and up to 1,024 evenly spaced values: cheap, and
-    a seed never reuses another seed's export."""
+    """sha256 over every state-dict entry's name, shape, dtype and up to `samples_per_tensor` evenly spaced values."""
     import torch
 
     h = hashlib.sha256()
@@ -84,9 +76,7 @@ def cache_root(workload) -> Path:
 
 
 def cached_folder(final: Path, make: Callable[[Path], dict]) -> tuple[dict, bool]:
-    """(the metadata of the cache folder `final`, True) where it is complete; else `make(folder)` fills a temporary
-    folder and returns its metadata, and the folder is renamed into place: (that metadata, False). An interrupted step
-    never counts as cached; where another process finished the same step first, its equivalent folder is kept."""
+    """(metadata, True) where `final` is complete; else `make` fills a temporary folder renamed into place: False."""
     if (final / "meta.json").is_file():
         return json.loads((final / "meta.json").read_text()), True
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -107,8 +97,7 @@ def cached_folder(final: Path, make: Callable[[Path], dict]) -> tuple[dict, bool
 
 
 def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict) -> tuple[Path, float, bool, dict]:
-    """The model file for `key` in `<root>/<key>/` (cached_folder), made by `make(path)`: (path, seconds when made,
-    whether cached, {"nodes", "bytes"} of its graph)."""
+    """The model file for `key` under `root`: (path, seconds when made, whether cached, {"nodes", "bytes"})."""
     def made(folder: Path) -> dict:
         t0 = time.perf_counter()
         make(folder / MODEL_FILE)
@@ -160,8 +149,7 @@ def _quantize(parent: Path, path: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    # The optimized graph holds com.microsoft ops that ONNX shape inference cannot type; without a default
-    # type the quantizer stops with "Unable to find data type for weight_name=...".
+    # com.microsoft ops defeat shape inference: without a default type, "Unable to find data type for weight_name"
     with quiet_loggers("root"):  # the quantizer logs "consider pre-processing" on the root logger every time
         quantize_dynamic(str(parent), str(path), weight_type=QuantType.QInt8, per_channel=False,
                          reduce_range=False, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
@@ -177,8 +165,7 @@ def check_cuda(ort, *, int8: bool) -> None:
 
 
 class OnnxRuntime(Runtime):
-    """One ONNX Runtime variant (NAMES); int8 quantizes the optimized graph, as ONNX Runtime's BERT examples do, on
-    CPU only. Sessions get as many intra-op threads as PyTorch has (ort_session.session_options)."""
+    """One ONNX Runtime variant (NAMES); int8 quantizes the optimized graph, on CPU only."""
 
     framework = "torch"
     family = "onnxruntime"

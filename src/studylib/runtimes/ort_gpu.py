@@ -1,6 +1,4 @@
-"""ONNX Runtime's GPU providers: the CUDA provider's options and TensorRT's caches, optimization profile and engine
-build as a prepare step (EngineBuild); tests check the options built (test_gpu.py).
-"""
+"""ONNX Runtime's GPU providers: the CUDA provider's options, TensorRT's caches, profile and engine build step."""
 
 from __future__ import annotations
 
@@ -30,15 +28,12 @@ def session_inputs(path: Path) -> list[tuple[str, int]]:
 
 
 def tensorrt_dir(model_dir: Path | str, batch: int, seq: int | None) -> Path:
-    """Where TensorRT's engines for one model file and one optimization profile live, `<model_dir>/trt/b{B}s{S}`: the
-    folder, not ONNX Runtime's engine cache, keys them by weights and shape."""
+    """`<model_dir>/trt/b{B}s{S}`: TensorRT's engines for one model file and optimization profile."""
     return Path(model_dir) / "trt" / (f"b{batch}" + (f"s{seq}" if seq is not None else ""))
 
 
 def tensorrt_options(workload, model_dir: Path | str, inputs: list[tuple[str, int]]) -> dict:
-    """The TensorRT provider's options for the model file in `model_dir`: fp16 where the configuration is, its engine
-    cache in `tensorrt_dir`, the timing cache shared by the file's shapes, and (text models) one optimization profile
-    from 1 up to the configuration's largest shape (Workload.max_shape)."""
+    """The TensorRT provider's options: fp16 as configured, caches, and (text) one profile up to Workload.max_shape."""
     batch, seq = workload.max_shape or (workload.batch_size, workload.seq_len)
     engines = tensorrt_dir(model_dir, batch, seq)
     engines.mkdir(parents=True, exist_ok=True)
@@ -61,9 +56,7 @@ def engine_files(engines: Path) -> list[Path]:
 
 
 class EngineBuild:
-    """TensorRT's engine build as a cache-aware prepare step (`ENGINE_STEP`), so the cold one-time cost counts it
-    wherever the engine came from: cached (its folder holds engines and `ENGINE_RECORD`), or built by this session when
-    it is made or in its first call (no optimization profile), its seconds recorded for a later process."""
+    """TensorRT's engine build as a cache-aware prepare step, its seconds kept in `ENGINE_RECORD`."""
 
     def __init__(self, engines: Path | str):
         self.engines = Path(engines)

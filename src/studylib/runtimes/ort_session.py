@@ -1,5 +1,4 @@
-"""An ONNX Runtime session as the call a runtime times (`OrtCall`: numpy inputs on CPU, IO binding on CUDA), its options,
-and ONNX Runtime's own profiler on it (`OrtCall.profile`, `profile_totals`): kernel time per op type."""
+"""An ONNX Runtime session as the call a runtime times (`OrtCall`), its options, and its profiler's op totals."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ OUTPUT_NAME = "output"  # the exported graph's one output (onnxrt's export names
 
 
 def session_options(ort, threads: int, profile_prefix: str | None = None):
-    """Every session's options: ORT_ENABLE_ALL, sequential, one inter-op thread and `threads` intra-op threads (as
-    many as PyTorch has, so both frameworks get the same cores); ONNX Runtime's profiler on with a prefix."""
+    """Every session's options: ORT_ENABLE_ALL, sequential, one inter-op and `threads` intra-op threads, profiler."""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -32,8 +30,7 @@ def session_options(ort, threads: int, profile_prefix: str | None = None):
 
 
 def profile_totals(events: list[dict], after_runs: int | None = None) -> tuple[dict[str, list[float]], int]:
-    """Kernel time per op type in an ONNX Runtime profile's events: ({op type: [self seconds, node runs]}, model runs
-    counted), over the model runs after the first `after_runs` (default: the second half, after the warm-up call's)."""
+    """({op type: [self seconds, node runs]}, model runs counted) over the runs after `after_runs` (default: half)."""
     starts = sorted(e["ts"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run")
     skip = len(starts) // 2 if after_runs is None else after_runs
     since = starts[skip] if skip < len(starts) else float("-inf") if not starts else float("inf")
@@ -49,8 +46,7 @@ def profile_totals(events: list[dict], after_runs: int | None = None) -> tuple[d
 
 
 class OrtCall:
-    """Runs an InferenceSession once on native inputs: numpy arrays on CPU, OrtValues bound on CUDA.
-    `make_session(profile_prefix)` makes another session of the same model with the profiler on, for `profile`."""
+    """Runs an InferenceSession once (numpy on CPU, IO binding on CUDA); `make_session` rebuilds it for `profile`."""
 
     def __init__(self, session, input_names: list[str], device: str, make_session: Callable | None = None):
         self.session, self.input_names, self.device = session, input_names, device
@@ -59,8 +55,7 @@ class OrtCall:
         self._device_sync = device_sync(device)
 
     def profile(self, call: Callable[[], object], top: int = 10) -> tuple[list[dict] | None, str]:
-        """`call` (which runs this OrtCall) profiled by ONNX Runtime: a session made with enable_profiling replaces
-        this one for one warm-up call and one profiled call. The top op types by kernel time, and a note."""
+        """`call` profiled by ONNX Runtime on a profiling session: the top op types by kernel time, and a note."""
         if self.make_session is None:
             return None, "not profiled: this session cannot be rebuilt with ONNX Runtime's profiler on"
         tmp = Path(tempfile.mkdtemp(prefix="studylib-ort-profile-"))

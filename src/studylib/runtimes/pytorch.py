@@ -39,8 +39,7 @@ def reset_compiled() -> None:
 
 
 def dynamo_counts() -> dict[str, int]:
-    """Dynamo's running totals in this process: graphs compiled, graph breaks (its `graph_break` and `unimplemented`
-    counters) and CUDA graphs Inductor gave up on. Differences between two readings attribute them."""
+    """Dynamo's running totals in this process: graphs, graph breaks and CUDA graph skips."""
     from torch._dynamo.utils import counters
 
     return {"graphs": int(counters["stats"]["unique_graphs"]),
@@ -57,8 +56,7 @@ def fresh_inductor_cache():
 
 
 class TorchCompiled(_Torch):
-    """torch.compile in one mode, compiled cold in the first call (dynamo reset per group, an empty Inductor cache per
-    compile); Inductor's process start-up is paid once, untimed, in `warm_up`."""
+    """torch.compile in one mode, compiled cold in the first call; Inductor's start-up paid untimed in `warm_up`."""
 
     _warmed = False
 
@@ -95,8 +93,6 @@ class TorchCompiled(_Torch):
     def prepare(self, workload) -> Prepared:
         import torch
 
-        if not hasattr(torch, "compile"):
-            raise RuntimeUnavailable(f"torch {torch.__version__} has no torch.compile")
         compiled = torch.compile(workload.module, mode=None if self.mode == "default" else self.mode)
         notes = ""
         if self.mode == "reduce-overhead" and workload.device != "cuda":
@@ -124,8 +120,7 @@ class TorchScript(_Torch):
 
 
 def _channels_last(workload) -> tuple:
-    """A copy of the workload's module, its inputs and an `adapt` in channels_last (NHWC) layout; a model without
-    4-D image inputs has no layout to change (RuntimeUnavailable)."""
+    """(module, inputs, adapt) in channels_last layout; raises RuntimeUnavailable without 4-D image inputs."""
     import torch
 
     if not any(x.dim() == 4 for x in workload.inputs):
@@ -164,8 +159,7 @@ class TorchCompiledChannelsLast(TorchCompiled):
 
 
 class TorchEagerCudnnBenchmark(_Torch):
-    """Eager PyTorch in a process started with cudnn.benchmark on (gpu.CUDNN_BENCHMARK_VAR), CUDA only: a process and
-    group of its own, unpaired with eager (docs/method.md, "Runtimes")."""
+    """Eager PyTorch in its own process started with cudnn.benchmark on, CUDA only (docs/method.md, "Runtimes")."""
 
     name = "eager-cudnn-benchmark"
 

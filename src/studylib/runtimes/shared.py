@@ -1,6 +1,4 @@
-"""Two frameworks in one process (study 02): `<variant>-shared` is the variant in the worker 'shared' it shares with
-the other framework's (OpenMP's own wait policy), `<variant>-shared-passive` the same under OMP_WAIT_POLICY=PASSIVE;
-each is its original in every other way, paired with it in the same rounds (docs/method.md, "Runtimes")."""
+"""`<variant>-shared(-passive)`: the original in a worker shared with the other framework (study 02)."""
 
 from __future__ import annotations
 

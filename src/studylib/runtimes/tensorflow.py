@@ -1,6 +1,4 @@
-"""TensorFlow eager, tf.function graphs and XLA (tf.function(jit_compile=True)) on the TensorFlow twin of the PyTorch
-model (same weights, models.build_tf_from_torch): each configuration gets a new tf.function, traced and compiled cold
-in its first call; `compilations` counts the traces, so a retrace in steady state shows in the results."""
+"""TensorFlow eager, tf.function and XLA on the model's twin, compiled cold; `compilations` counts traces."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Is a re-run consistent with the reference's intervals? `compare --check` as a calibrated test: z of every
-median's and speed-up's change against the two runs' standard errors, the TOST reproduction verdict within a
-tolerance, and the summaries `check` holds to LIMITS (docs/method.md, "Calibration of a re-run")."""
+"""Is a re-run consistent with the reference's intervals? `compare --check`, calibrated (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -36,16 +34,13 @@ def combined(se_a, df_a, se_b, df_b) -> tuple[np.ndarray, np.ndarray]:
 
 
 def z_of(t, df) -> np.ndarray:
-    """The standard normal quantile of a t statistic's probability at `df` degrees of freedom (|t| large: no 1 − p
-    rounding, the tail's own function)."""
+    """The standard normal quantile of a t statistic's probability at `df` degrees of freedom (from the tail)."""
     t, df = np.asarray(t, dtype=float), np.maximum(np.asarray(df, dtype=float), 1.0)
     return np.sign(t) * _st.norm.isf(_st.t.sf(np.abs(t), df))
 
 
 def median_z(medians: pd.DataFrame, ref_rows: dict, new_rows: dict) -> pd.DataFrame:
-    """Per configuration (compare.compare_medians' rows): the change of log median beyond the common shift, and its z
-    against the two medians' standard errors (variance.with_reported_ci's se_log and df_log; rows are
-    measurement.Measurement by (notebook, config_key))."""
+    """Per configuration: the change of log median beyond the common shift, and its z."""
     t = medians.copy()
     d = np.log(t.new_median_s.astype(float) / t.ref_median_s.astype(float))
     shift = float(d.mean()) if len(d) else 0.0
@@ -63,9 +58,7 @@ def median_z(medians: pd.DataFrame, ref_rows: dict, new_rows: dict) -> pd.DataFr
 
 
 def speedup_z(pairs: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:
-    """Per comparison (compare.compare_pairs' rows, with each run's speed-up, SE and degrees of freedom): z of the log
-    speed-up difference, whether the re-run's speed-up lies inside the reference's CI, and the reproduction verdict
-    within ±tolerance (TOST: the difference's 90% CI, t at its degrees of freedom)."""
+    """Per comparison: z of the log speed-up difference, inside the reference's CI or not, the TOST verdict."""
     t = pairs.copy()
     diff = np.log(t.new_ratio.astype(float)) - np.log(t.ref_ratio.astype(float))
     se, df = combined(t.ref_se, t.ref_df, t.new_se, t.new_df)
@@ -88,8 +81,7 @@ def _tost_half(se, df) -> np.ndarray:
 
 
 def reproduction_probability(se, df, tolerance: float = TOLERANCE) -> np.ndarray:
-    """The probability that a comparison is called reproduced within ±tolerance when nothing changed and the
-    intervals are calibrated: the difference d ~ N(0, se²) passes the TOST when |d| + t·se < log(1 + tolerance)."""
+    """P(called reproduced) when nothing changed: d ~ N(0, se²) passes the TOST when |d| + t·se < log(1 + tolerance)."""
     se = np.asarray(se, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         room = np.maximum(np.log1p(tolerance) - _tost_half(se, df), 0.0) / se
@@ -97,8 +89,7 @@ def reproduction_probability(se, df, tolerance: float = TOLERANCE) -> np.ndarray
 
 
 def not_reproduced_probability(se, df, tolerance: float = TOLERANCE) -> np.ndarray:
-    """The probability that a comparison is called not reproduced when nothing changed between the runs and the
-    intervals are calibrated: the difference d ~ N(0, se²) lies beyond ±tolerance by more than t·se."""
+    """P(called not reproduced) when nothing changed: d ~ N(0, se²) beyond ±tolerance by more than t·se."""
     se = np.asarray(se, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         beyond = (np.log1p(tolerance) + _tost_half(se, df)) / se
@@ -106,17 +97,14 @@ def not_reproduced_probability(se, df, tolerance: float = TOLERANCE) -> np.ndarr
 
 
 def effective_comparisons(pairs: pd.DataFrame) -> int:
-    """How many independent speed-ups `pairs` (compare_pairs' rows) rest on: per group, the fewer of its pairs and
-    its configurations − 1 (pairs without a group column count one each)."""
+    """How many independent speed-ups `pairs` rest on: per group, min(pairs, configurations − 1)."""
     if not len(pairs) or not {"notebook", "group", "a", "b"} <= set(pairs.columns):
         return len(pairs)
     return int(sum(min(len(g), len(set(g.a) | set(g.b)) - 1) for _, g in pairs.groupby(["notebook", "group"])))
 
 
 def binomial_tests(decided: pd.DataFrame) -> dict:
-    """The two one-sided binomial tests of `decided` (speedup_z's rows the reference decided), the counts scaled to
-    effective_comparisons: the p-value of so few reproduced against the mean expected share, and of so many not
-    reproduced against the mean chance rate (a count above 0 never scaled below 1)."""
+    """The two one-sided binomial tests of `decided`, counts scaled to effective_comparisons."""
     n = len(decided)
     if not n:
         return {"reproduced_below_expected_p": np.nan, "not_reproduced_beyond_chance_p": np.nan, "effective": 0}
@@ -164,8 +152,7 @@ class Calibration:
 
 def calibrate(medians: pd.DataFrame, pairs: pd.DataFrame, ref_rows: dict, new_rows: dict,
               tolerance: float = TOLERANCE) -> Calibration:
-    """The calibration of a compare: `medians` and `pairs` as compare.compare builds them, the two runs' rows by
-    (notebook, config_key)."""
+    """The calibration of a compare (its `medians` and `pairs`; the two runs' rows by (notebook, config_key))."""
     m = median_z(medians, ref_rows, new_rows)
     p = speedup_z(pairs, tolerance)
     mz, mz_lo, mz_hi = mean_z2_ci(m.z.to_numpy(dtype=float)) if len(m) else (np.nan,) * 3
@@ -192,14 +179,13 @@ def calibrate(medians: pd.DataFrame, pairs: pd.DataFrame, ref_rows: dict, new_ro
     return Calibration(m, p, summary)
 
 
-def format_calibration(c: Calibration, limits: dict = LIMITS) -> str:
+def format_calibration(c: Calibration) -> str:
     """The calibration as text: what each figure means, its value, and (with --check) which are outside limits."""
-    return wording.block("stats/calibration.txt.j2", s=c.summary, bad=c.failures(limits), alpha=CHECK_ALPHA)
+    return wording.block("stats/calibration.txt.j2", s=c.summary, bad=c.failures(), alpha=CHECK_ALPHA)
 
 
 def rerun_interval(ratio: float, se: float, df: float) -> tuple[float, float]:
-    """95% prediction interval of a same-host re-run's speed-up: the two runs' estimates differ by N(0, 2·se²) where
-    the intervals are calibrated (the run shift cancels in a ratio within a run)."""
+    """95% prediction interval of a same-host re-run's speed-up (the two estimates differ by N(0, 2·se²))."""
     if not (np.isfinite(ratio) and ratio > 0 and np.isfinite(se) and se > 0):
         return float("nan"), float("nan")
     half = float(variance.half_width(np.sqrt(2) * se, df if df > 0 else np.inf))

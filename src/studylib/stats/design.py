@@ -1,5 +1,4 @@
-"""What a longer or wider design would give: a paired speed-up's variance parts projected to k' processes of m
-times the rounds (docs/method.md, "Projected designs"); benchmarks/calibration_report.py prints it for a run."""
+"""A paired speed-up's variance parts projected to k' processes of m times the rounds (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ class Parts:
 
 
 def speedup_parts(base: Any, cand: Any) -> Parts | None:
-    """The variance parts of the paired speed-up of `cand` over `base` as variance.speedup_estimate uses them; None
-    where the rows did not share rounds."""
+    """The variance parts of the paired speed-up of `cand` over `base`; None where they shared no rounds."""
     u = variance.pair_unit(base, cand)
     if u is None:
         return None
@@ -45,8 +43,6 @@ def projected(parts: list[Parts], k: int, m: float) -> tuple[np.ndarray, np.ndar
 
 
 def rerun_reproduced(parts: list[Parts], k: int, m: float, tolerance: float = calibration.TOLERANCE) -> float:
-    """The share of these speed-ups a same-host re-run of the design would call reproduced within ±tolerance had
-    nothing changed: each difference of two runs (SE √2·SE', 2·df' degrees of freedom) through
-    calibration.reproduction_probability."""
+    """The share of these speed-ups a same-host re-run of the design would call reproduced had nothing changed."""
     se, df = projected(parts, k, m)
     return float(np.mean(calibration.reproduction_probability(*calibration.combined(se, df, se, df), tolerance)))

@@ -1,11 +1,4 @@
-"""One results row as a type: each stored column is a field of `Measurement`, declared once with its meaning.
-
-A field's metadata says where in the row it is stored (IDENTITY, MEASURED, RUN; READ: added by the variance model
-when a table is read, variance.with_reported_ci), its unit, its meaning and whether an 'ok' row must have it; its
-annotation gives the type a stored value may take. COLUMNS (results.validated checks a row against it), the column
-lists and OK_REQUIRES derive from them. `Measurement.of` reads a stored row, a pandas row of `ResultsTable.frame()` or
-a Measurement; a blank (missing, None, NaN) is None, which every reader treats as unknown.
-"""
+"""One results row as a type: each column a `Measurement` field with its unit and meaning; a blank reads as None."""
 
 from __future__ import annotations
 
@@ -180,17 +173,14 @@ class Measurement:
 
     @property
     def one_time_s(self) -> float:
-        """The one-time cost: preparation (compile, trace, export) and the first call, less one steady call. The
-        preparation is the cold one (steps an earlier process left in a cache count at what they cost it), where
-        the row has it (older rows: the preparation this process paid)."""
+        """The one-time cost: the cold preparation (else this process's) and the first call, less one steady call."""
         median = self.steady_median_s
         prepare = self.cold_prepare_s if self.cold_prepare_s is not None else self.prepare_s
         return (prepare or 0.0) + (self.first_call_s or median) - median
 
     @property
     def warm_one_time_s(self) -> float:
-        """The one-time cost of a compile from the cache an earlier process saved, defined as the cold one is
-        (preparation and first call less one steady call): NaN where no warm compile was measured."""
+        """The one-time cost of the warm compile, defined as the cold one is; NaN where none was measured."""
         if self.warm_first_call_s is None or self.median_s is None:
             return math.nan
         return (self.warm_prepare_s or 0.0) + self.warm_first_call_s - self.median_s
@@ -213,8 +203,7 @@ OK_REQUIRES = tuple(f.name for f in fields(Measurement) if f.metadata["ok"])  # 
 
 
 def _value(v, whole: bool = False):
-    """A column's value as a field holds it: blanks None, numpy scalars Python's, lists tuples, a whole number of an
-    int column an int (a pandas column with blanks holds floats)."""
+    """A column's value as a field holds it: blanks None, numpy scalars Python's, lists tuples, whole ints as int."""
     v, kind = cells.value(v), type(v)
     if kind is list or kind is np.ndarray:
         return tuple(v)

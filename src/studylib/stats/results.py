@@ -1,8 +1,4 @@
-"""Append-only, resumable results table: one JSON line per configuration (its columns: measurement.COLUMNS).
-
-Each row is one fsync'd write of a whole line, so a crash leaves at most a torn last line, which readers ignore and
-the next append cuts off. A re-measured configuration appends a row; the newest row per configuration wins.
-"""
+"""Append-only results table: a fsync'd JSON line per row (a torn last line ignored); the newest row wins."""
 
 from __future__ import annotations
 
@@ -21,8 +17,7 @@ STATUSES = ("ok", "oom", "error", "skipped")
 
 
 def validated(row: dict[str, Any]) -> dict[str, Any]:
-    """The row checked against COLUMNS once, as it is stored: every column present and no other, each value of
-    its column's type (numpy scalars become Python's), an 'ok' row measured. A ValueError names the column."""
+    """The row checked against COLUMNS as stored; raises ValueError naming the column."""
     if row.get("status") not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {row.get('status')!r}")
     unknown = sorted(set(row) - set(COLUMNS))
@@ -51,19 +46,11 @@ class ResultsTable:
     def __init__(self, path: Path):
         self.path = Path(path)
 
-    def _lines(self) -> tuple[list[str], bool]:
-        """Complete lines, and whether a torn (unterminated) last line was found."""
-        if not self.path.exists():
-            return [], False
-        text = self.path.read_text()
-        torn = bool(text) and not text.endswith("\n")
-        lines = text.split("\n")
-        return [ln for ln in lines[:-1] if ln.strip()], torn
-
     def latest(self) -> dict[str, dict[str, Any]]:
         """The newest row of each configuration, by configuration key, in the order of their newest rows."""
         latest: dict[str, dict] = {}
-        for line in self._lines()[0]:
+        lines = self.path.read_text().split("\n")[:-1] if self.path.exists() else []  # a torn last line left out
+        for line in lines:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
@@ -73,8 +60,7 @@ class ResultsTable:
         return latest
 
     def rows(self) -> list[dict[str, Any]]:
-        """The newest row of each configuration as reported: with the variance model's columns (READ fields of
-        Measurement, variance.with_reported_ci), CIs that hold across processes."""
+        """The newest row of each configuration with the variance model's columns (variance.with_reported_ci)."""
         return variance.with_reported_ci(list(self.latest().values()))
 
     def measurements(self) -> list[Measurement]:

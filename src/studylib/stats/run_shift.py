@@ -1,6 +1,4 @@
-"""The shift of every median between two whole runs on one host, from the same-host re-run pairs of
-run_shifts.yaml: the per-run SD σ (each pair's difference holds two runs' shifts, d ~ N(0, 2σ²)) with its chi-square
-interval; a profile's `run_shift: recorded` uses it, `unknown` says so (docs/method.md, "Run shift")."""
+"""The shift of every median between two whole runs on one host, from run_shifts.yaml (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -38,8 +36,7 @@ class RunShift:
 
 
 def of(sigma: float, df: int) -> RunShift:
-    """The run shift an SD (log scale) estimated with `df` degrees of freedom stands for, with its chi-square 95%
-    interval (what rows carry: `run_shift_sigma`, `run_shift_df`)."""
+    """The run shift of a log-scale SD with `df` degrees of freedom, with its chi-square 95% interval."""
     df = int(df)
     return RunShift(float(sigma), df, float(sigma * np.sqrt(df / _st.chi2.ppf(0.975, df))),
                     float(sigma * np.sqrt(df / _st.chi2.ppf(0.025, df))))

@@ -1,10 +1,4 @@
-"""The comparison layer: every speed-up is paired, pooled, judged and priced here, once (docs/method.md, "The
-comparison layer").
-
-Pairing (`matched`, `paired`, `pair_table`) on the shape columns; pooling (`geomean`, `combine`); judging (`verdict`,
-one rule against the ±5% band, and `judge`, the false-discovery step over a page's family with Benjamini & Yekutieli's
-false-coverage-adjusted intervals); pricing (`break_even`); the A/A controls (`aa_pairs`, `aa_calibration`).
-"""
+"""The comparison layer: every speed-up paired, pooled, judged and priced here, once (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -37,9 +31,8 @@ PAIR_COLUMNS = ["candidate", "baseline", "status", "error", "speedup", "ci_low",
 
 @dataclass(frozen=True)
 class Comparison:
-    """A speed-up a study answers with: `candidate` over `baseline` (values of `column`), paired on the shape.
-    `along`: the shape columns its answer may change along; `label`: how pages name it; `replaces`: for a successor,
-    the deprecated path it replaces (the baseline) and its status."""
+    """`candidate` over `baseline` (values of `column`), paired on the shape; `along`: the columns its answer may
+    change along; `replaces`: for a successor, the deprecated path it replaces."""
 
     label: str
     candidate: str
@@ -65,8 +58,7 @@ def band(df: pd.DataFrame | None = None, *, pairs: pd.DataFrame | None = None) -
 
 
 def verdict(ci_low: float, ci_high: float, band: float = EQUIVALENCE) -> str:
-    """The one verdict rule: 'faster' (CI wholly above the band), 'slower' (wholly below it), 'equal' (inside it),
-    else 'undecided'. With band 1: whether the CI excludes 1."""
+    """The one verdict rule: 'faster'/'slower' (CI wholly above/below the band), 'equal' (inside), else 'undecided'."""
     if not (np.isfinite(ci_low) and np.isfinite(ci_high)):
         return UNDECIDED
     if ci_low > band:
@@ -103,11 +95,7 @@ def se_of(ci_low, ci_high, se, df) -> tuple[np.ndarray, np.ndarray]:
 
 
 def judge(table: pd.DataFrame, band: float = EQUIVALENCE, q: float = FDR) -> pd.DataFrame:
-    """A copy of a pair table judged as one family of m comparisons: `p` the Benjamini–Hochberg adjusted p-value
-    beyond the band; R of them decided by the step-up at `q`; every interval (`ci_low`, `ci_high`) and `detectable`
-    at the false-coverage-adjusted `level` 1 − max(R, 1)·q/m, and `verdict` the rule on that interval, so "decided"
-    is "interval beyond the band" and "equal" is "interval inside it". `se`/`df` are the rows' own, else read from
-    their 95% CI."""
+    """A copy of a pair table judged as one family at level 1 − max(R, 1)·q/m (docs/method.md, "The decision rule")."""
     t = table.copy()
     t["p"], t["verdict"], t["level"] = np.nan, None, np.nan
     ok = t.speedup.notna() if "speedup" in t else pd.Series(False, index=t.index)
@@ -132,8 +120,7 @@ def judge(table: pd.DataFrame, band: float = EQUIVALENCE, q: float = FDR) -> pd.
 
 
 def aa_pairs(df: pd.DataFrame) -> pd.DataFrame:
-    """Every A/A pair: each A/A copy `<x>-aa` over its original `<x>` at every shape, with its 95% CI (unadjusted:
-    what calibrates the method); `runtime` names `<x>`; `significant` where the CI excludes 1 (a false positive)."""
+    """Every A/A copy over its original at every shape, with its unadjusted 95% CI; `significant`: it excludes 1."""
     columns = [*PAIR_COLUMNS, "runtime", "shape", "significant"]
     if not len(df) or "variant" not in df:
         return pd.DataFrame(columns=columns)
@@ -151,9 +138,7 @@ def aa_pairs(df: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class AACalibration:
-    """How well the CIs hold on the A/A pairs: `false_pos` of `n` with a 95% CI excluding 1, `rate` with its exact
-    (Clopper–Pearson) 95% interval, and the mean z² over `n_z` pairs (about 1 where the CIs are as wide as the
-    noise) with its χ² 95% interval."""
+    """How well the CIs hold on the A/A pairs: false positives with a Clopper–Pearson CI, mean z² with a χ² CI."""
 
     n: int
     false_pos: int
@@ -197,10 +182,8 @@ def match_columns(df: pd.DataFrame, column: str) -> list[str]:
 
 def matched(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: str, *, column: str = "variant",
             baseline_where: dict[str, Any] | None = None, on: Iterable[str] | None = None) -> list[tuple[Any, Any]]:
-    """(candidate row, baseline row or None) for every candidate row of `df`: the baseline row has `column` ==
-    `baseline` and the candidate's values of `on` (default: match_columns), but those `baseline_where` fixes (a
-    value, or a function of the candidate row); an ok row first. `candidate` None: every value but the baseline and
-    the A/A copies."""
+    """(candidate row, baseline row or None) for every candidate row: the baseline matches on `on` (default
+    match_columns) but for what `baseline_where` fixes, an ok row first. `candidate` None: every non-A/A value."""
     if not len(df) or column not in df:
         return []
     on = match_columns(df, column) if on is None else list(on)
@@ -224,8 +207,7 @@ def matched(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: s
 
 def paired(df: pd.DataFrame, candidate: str, baseline: str, *, column: str = "variant",
            on: Iterable[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(candidate rows, baseline rows) aligned at every shape where both have a row (the i-th rows share the shape,
-    indexed 0..n-1), matched as `matched` matches them."""
+    """(candidate rows, baseline rows), indexed 0..n-1, at every shape where `matched` finds both."""
     if not len(df) or column not in df:
         return df.iloc[:0], df.iloc[:0]
     df = df.reset_index(drop=True)
@@ -239,9 +221,7 @@ def speedup(base, cand) -> Speedup:
 
 
 def break_even(one_time_s: float, base_median_s: float, s: Speedup) -> tuple[float, float, float]:
-    """(calls, low, high): the fewest calls after which the candidate's one-time cost is paid back by the time each
-    call saves, base_median × (1 − 1/speed-up), rounded up, with the interval the speed-up's CI gives; ∞ where it
-    saves nothing."""
+    """(calls, low, high) to pay the one-time cost back at base_median × (1 − 1/speed-up) a call; ∞ if none."""
     def calls(ratio: float) -> float:
         saved = base_median_s * (1 - 1 / ratio) if ratio > 0 else 0.0
         return float(max(1, np.ceil(max(one_time_s, 0.0) / saved))) if saved > 0 else np.inf
@@ -250,8 +230,7 @@ def break_even(one_time_s: float, base_median_s: float, s: Speedup) -> tuple[flo
 
 
 def pair_record(base, cand) -> dict:
-    """A pair-table row's numbers for `cand` over `base` (two ok rows): the speed-up with its 95% CI, the medians,
-    the one-time cost and its break-even calls, memory and parity."""
+    """A pair-table row's numbers for `cand` over `base` (two ok rows)."""
     b, c = Measurement.of(base), Measurement.of(cand)
     s = speedup(b, c)
     n, n_lo, n_hi = break_even(c.one_time_s, b.steady_median_s, s)
@@ -265,10 +244,7 @@ def pair_record(base, cand) -> dict:
 def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline: str = REFERENCE, *,
                column: str = "variant", baseline_where: dict[str, Any] | None = None,
                band: float = EQUIVALENCE, judged: bool = True) -> pd.DataFrame:
-    """One row per candidate shape: the shape, the paired speed-up over its baseline with its interval, the one-time
-    cost (preparation and first call beyond one steady call) and its break-even calls, memory, parity, and the
-    verdict (`judge`, this table one family; `judged` False: the 95% CIs, no verdict). A side that failed keeps its
-    status and message."""
+    """One PAIR_COLUMNS row per candidate shape, judged as one family (`judged` False: 95% CIs, no verdict)."""
     on = [c for c in match_columns(df, column) if c not in ("device", "threads")]
     out = []
     for cand, base in matched(df, candidate, baseline, column=column, baseline_where=baseline_where):
@@ -294,8 +270,7 @@ def pair_table(df: pd.DataFrame, candidate: str | Iterable[str] | None, baseline
 
 def geomean(df: pd.DataFrame, candidate: str, baseline: str = REFERENCE, *, column: str = "variant",
             where: pd.Series | None = None) -> Speedup | None:
-    """The geometric-mean speed-up over the shapes both ran ok (of the rows `where` selects), with its 95% CI
-    (`combine`); None where no shape has both."""
+    """The geometric-mean speed-up over the shapes both ran ok, with its 95% CI; None where no shape has both."""
     d = df[where] if where is not None else df
     pairs = [(b, c) for c, b in matched(d, candidate, baseline, column=column)
              if b is not None and c.get("status", "ok") == "ok" and b.get("status", "ok") == "ok"]
@@ -308,9 +283,7 @@ def geomean_of(pairs: Iterable[tuple[Any, Any]]) -> Speedup:
 
 
 def combine(cells: Iterable) -> Speedup:
-    """The geometric mean of speed-ups over shapes, with its 95% CI: the mean log speed-up, its variance Σ SE²/n²
-    (shapes are independent groups), t at Satterthwaite's degrees of freedom. A cell is a Speedup, a verdict, or a
-    (ratio, low, high) triple; its SE is its own, else read from its 95% CI."""
+    """The geometric mean of speed-ups (Speedups, verdicts or triples) with its 95% CI (docs/method.md)."""
     logs, parts, all_paired = [], [], True
     for c in cells:
         ratio, lo, hi = (c.speedup, c.ci_low, c.ci_high) if hasattr(c, "speedup") else tuple(c)[:3]

@@ -1,5 +1,4 @@
-"""Statistics of timing samples: summaries, the order-statistic CI of a median, pairing by round, drift.
-docs/method.md, "Timing samples"."""
+"""Statistics of timing samples: summaries, a median's CI, pairing by round, drift (docs/method.md, "Timing samples")."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ def hierarchical_median_draws(groups: list[np.ndarray], *, n_resamples: int = N_
 
 
 def median_ci(samples, replicates=None, *, confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
-    """95% CI of the median of `samples`: the order-statistic interval; with several `replicates` (aligned ids), its
-    hull with the hierarchical bootstrap's."""
+    """95% CI of the median: order-statistic, with several `replicates` its hull with the hierarchical bootstrap's."""
     x = np.asarray(samples, dtype=float)
     if len(x) == 0:
         return float("nan"), float("nan")
@@ -101,8 +99,7 @@ class Speedup:
 
 
 def paired_log_ratios(base, cand) -> tuple[np.ndarray, np.ndarray] | None:
-    """log(baseline/candidate) per shared round, with the replicate of each (two measurement.Measurement); None if
-    the rows share no rounds."""
+    """log(baseline/candidate) per shared round, with each one's replicate; None if the rows share no rounds."""
     if base.sample_round is None or cand.sample_round is None:
         return None
     if base.group_id is None or base.group_id != cand.group_id:
@@ -119,8 +116,7 @@ def paired_log_ratios(base, cand) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def drift(samples, replicates=None) -> dict[str, float | bool]:
-    """A monotone trend over the samples' order within each replicate (Kendall's tau against round order): tau and p
-    (the smallest p, Bonferroni-corrected), its size as a share of the median (Theil–Sen slope × rounds), the flag."""
+    """A trend within each replicate: Kendall's tau, Bonferroni p, its Theil–Sen size as a share, the flag."""
     x = np.asarray(samples, dtype=float)
     groups = [g for g in _by_replicate(x, replicates) if len(g) >= 4]
     if not groups or np.median(x) <= 0:
@@ -139,9 +135,7 @@ def drift(samples, replicates=None) -> dict[str, float | bool]:
 
 
 def common_share(deviations: list[dict]) -> float:
-    """ρ, the share of units' between-replicate variance common to all units of one replicate, from each unit's
-    deviations from its own mean by replicate id ({replicate: deviation}); 0 with fewer than two units or replicates
-    (docs/method.md, "Timing samples")."""
+    """ρ from each unit's {replicate: deviation}; 0 with fewer than two units or replicates (docs/method.md)."""
     devs = [d for d in deviations if len(d) >= 2]
     reps = sorted({rep for d in devs for rep in d}, key=str)
     if len(devs) < 2 or len(reps) < 2:

@@ -1,7 +1,4 @@
-"""One variance model for every interval the study reports: a median's, a paired speed-up's, a geometric mean's:
-each replicate's median with its sampling variance, the DerSimonian–Laird τ² between processes pooled over a table
-(of medians; of speed-ups per runtime class), Satterthwaite's degrees of freedom (docs/method.md, "The variance
-model")."""
+"""One variance model for every interval the study reports (docs/method.md, "The variance model")."""
 
 from __future__ import annotations
 
@@ -23,8 +20,7 @@ _MAD = 1.4826  # MAD × this is the SD of a normal distribution
 
 @dataclass(frozen=True)
 class Unit:
-    """One row's (or pair's) replicates: medians y (of replicate ids reps), their sampling variances v, the rounds'
-    degrees of freedom, and the estimate: the mean of y (log scale), whose variance Σ(v + τ²)/k² is."""
+    """One row's (or pair's) replicates: log medians y, sampling variances v, degrees of freedom; estimate mean(y)."""
 
     y: np.ndarray
     v: np.ndarray
@@ -71,8 +67,7 @@ def _own(u: Unit) -> float:
 
 
 def pool(units: Iterable[Unit], df: int | None = None) -> Between | None:
-    """DerSimonian–Laird τ² over units with ≥ 2 replicates (Q and its expectation summed); `df` overrides the
-    degrees of freedom (replicates − 1 summed over units) where units share their processes."""
+    """DerSimonian–Laird τ² over units with ≥ 2 replicates; `df` overrides the degrees of freedom."""
     q = c = 0.0
     k_df = n = 0
     units = [u for u in units if u is not None and len(u.y) >= 2]
@@ -97,8 +92,8 @@ class Estimate:
     df: float
     heterogeneous: bool = False
 
-    def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
-        h = float(half_width(self.se, self.df, confidence))
+    def interval(self) -> tuple[float, float]:
+        h = float(half_width(self.se, self.df))
         return self.value - h, self.value + h
 
     def plus(self, sigma: float, df: float) -> Estimate:
@@ -120,8 +115,7 @@ def satterthwaite(parts: list[tuple[float, float]]) -> float:
 
 
 def tau2_for(u: Unit, between: Between | None) -> tuple[float, float, bool]:
-    """The τ² a unit's estimate uses, its degrees of freedom, and whether it is the unit's own: the one given, or
-    the unit's own where its replicates disagree far beyond v + τ² (Cochran's Q, p < HETEROGENEITY_P)."""
+    """(τ², df, own): the pooled τ², or the unit's own where Cochran's Q has p < HETEROGENEITY_P."""
     k = len(u.y)
     tau2, tau_df, odd = (between.tau2, between.df, False) if between is not None else (0.0, 1, False)
     if k >= 2:
@@ -157,9 +151,7 @@ def _group(m: Measurement):
 
 
 def medians_between(rows: list[Any], units: dict[int, Unit | None] | None = None) -> Between | None:
-    """τ² of medians pooled over a table's rows, with (k − 1) degrees of freedom per group divided by the design
-    effect 1 + (G − 1)ρ² (ρ: stats.common_share), at least one group's k − 1. `units`: the rows' units by id, where
-    the caller made them already."""
+    """τ² of medians pooled over a table's rows, df divided by the design effect; `units`: made already, by id."""
     rows = [Measurement.of(r) for r in rows]
     units = units if units is not None else {id(r): row_unit(r) for r in rows}
     ks: dict[Any, int] = {}
@@ -204,8 +196,7 @@ def _anchors(rows: list[Measurement]) -> dict[tuple, Measurement]:
 
 
 def _pair_units(groups: dict[Any, list]) -> list[tuple[Any, Unit | None]]:
-    """(the candidate's runtime class, its pair's unit) for every row of a group against its shape's anchor, and
-    for every anchor but the group's first against the group's first."""
+    """(runtime class, pair unit) of every row against its shape's anchor, and of each anchor against the first."""
     out = []
     for m in groups.values():
         anchors = _anchors(m)
@@ -233,8 +224,7 @@ def _by_runtime(pairs: list[tuple[Any, Unit | None]]) -> dict[Any, Between]:
 
 
 def ratios_between_by_runtime(rows: list[Any]) -> dict[Any, Between]:
-    """τ² of paired speed-ups per runtime class (runtime_class), pooled over the table's shapes where that gives at
-    least MIN_CLASS_DF degrees of freedom (docs/method.md, "The variance model")."""
+    """τ² of paired speed-ups per runtime class, pooled over the table's shapes (at least MIN_CLASS_DF)."""
     return _by_runtime(_pair_units(_groups([Measurement.of(r) for r in rows])))
 
 
@@ -250,8 +240,7 @@ def _around(median: float, e: Estimate) -> tuple[float, float]:
 
 
 def _report_estimate(row: dict, m: Measurement, u: Unit) -> float:
-    """The row's median as reported: its estimate where it has several replicates (its rates rescaled to it; the
-    stored median of all samples kept as `median_pooled_s`), else the stored median (the same figure)."""
+    """The row's reported median: its estimate over replicates (stored one: `median_pooled_s`), else the stored."""
     stored = row["median_pooled_s"] = row.get("median_s")
     if len(u.y) < 2 or not stored:
         return float(stored or np.exp(u.estimate))
@@ -263,11 +252,7 @@ def _report_estimate(row: dict, m: Measurement, u: Unit) -> float:
 
 
 def with_reported_ci(rows: list[dict]) -> list[dict]:
-    """Copies of a table's rows with their estimate `median_s` (_report_estimate) and intervals: `ci_low_s`/
-    `ci_high_s` (this run, its processes included), `rerun_low_s`/`rerun_high_s` (a re-run on this host: the shift
-    between whole runs added; blank where the profile does not know it), `se_log` with its degrees of freedom
-    `df_log`, `heterogeneous`, and the table's τ² of medians and of speed-ups (`process_tau2`, `ratio_tau2`, with
-    `_df`) so that speed-ups between its rows can use them."""
+    """Copies of a table's rows with Measurement's READ columns (reported median, CIs, SE, τ²s)."""
     out = [dict(r) for r in rows]
     ms = [Measurement.of(r) for r in out]
     units = {id(m): row_unit(m) for m in ms}  # each row's and each pair's unit made once
@@ -307,8 +292,7 @@ def _median_estimate(m: Measurement) -> Estimate | None:
 
 
 def pair_between(base: Any, cand: Any) -> Between | None:
-    """The τ² of a pair's speed-up: the other row's runtime's where one side is the anchor of the other's shape (what
-    each runtime's τ² was estimated against), else the mean of the two runtimes' (each holds its anchor's share)."""
+    """The τ² of a pair's speed-up: the non-anchor side's runtime's, else the mean of the two runtimes'."""
     base, cand = Measurement.of(base), Measurement.of(cand)
     a, b = _stamped(base, "ratio"), _stamped(cand, "ratio")
     same = base.shape == cand.shape
@@ -320,9 +304,7 @@ def pair_between(base: Any, cand: Any) -> Between | None:
 
 
 def speedup_estimate(base: Any, cand: Any) -> tuple[Estimate, bool, int] | None:
-    """log(baseline/candidate) with its SE: paired where both rows shared rounds (the table's τ² of speed-ups
-    added), else the difference of the two log medians (each with the table's τ² of medians: measured in different
-    processes). (estimate, paired, n) or None where a side has too few samples."""
+    """(estimate of log(baseline/candidate), paired, n); None where a side has too few samples."""
     base, cand = Measurement.of(base), Measurement.of(cand)
     u = pair_unit(base, cand)
     if u is not None:
@@ -351,9 +333,7 @@ def speedup(base: Any, cand: Any) -> Speedup:
 
 
 def detectable(se, df, band: float, level: float = CONFIDENCE):
-    """The minimum detectable effect: the speed-up (above 1) that a comparison with this SE calls 'faster' (its
-    whole interval at `level` above the band) with probability POWER; its inverse is the slow-down as often.
-    Element-wise over arrays; NaN where the SE is not positive."""
+    """The speed-up this SE calls 'faster' with probability POWER (element-wise; NaN where SE ≤ 0)."""
     se = np.asarray(se, dtype=float)
     with np.errstate(invalid="ignore"):
         out = np.where(np.isfinite(se) & (se > 0), band * np.exp(half_width(se, df, level) + _st.norm.ppf(POWER) * se),

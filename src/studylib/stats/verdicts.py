@@ -1,10 +1,4 @@
-"""The verdict table: every comparison a study answers, at every shape, decided once.
-
-Computed once where a study run ends (`for_study`), saved beside its results as `results/<study>.verdicts.csv`
-(`save`), read back (`load`) and handed to every element that says whether an option is faster. Rows: `option`
-(every option over the study's default), `declared` (each declared comparison over another baseline), `lead` (the
-fastest over its runner-up), judged as one family by speedups.judge (docs/method.md, "The verdict table").
-"""
+"""The verdict table: every comparison a study answers, at every shape, decided once and saved (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -112,8 +106,7 @@ class VerdictTable:
         return pd.DataFrame([asdict(v) for v in self.rows], columns=COLUMNS)
 
     def level(self) -> float:
-        """The one confidence level every interval of the table is decided and printed at (speedups.judge: one family
-        per study run); NaN where no row has one."""
+        """The one confidence level the table's intervals are decided and printed at; NaN where no row has one."""
         levels = {round(v.level, 9) for v in self.rows if np.isfinite(v.level)}
         return levels.pop() if len(levels) == 1 else float("nan")
 
@@ -126,9 +119,7 @@ class VerdictTable:
         return [v for v in self.rows if v.kind == "option"]
 
     def lead(self, workload: str) -> Verdict | None:
-        """The workload's fastest full-precision option over its runner-up: its 'lead' row, or the declared comparison
-        of the two where the study declares one (_leads leaves the pair to it); None where the runner-up is the
-        default, or one option ran."""
+        """The workload's fastest full-precision option over its runner-up (lead or declared row), or None."""
         rows = [v for v in self.rows if v.workload == workload]
         full = sorted((v for v in rows if v.kind == "option" and v.ok and not changes_outputs(v.candidate)),
                       key=lambda v: v.ms_per_call)
@@ -144,10 +135,7 @@ class VerdictTable:
 
     def decision(self, candidate_row, baseline_row, options: tuple[str, ...] = ("variant",),
                  kinds: tuple[str, ...] | None = None) -> str:
-        """The decision of `candidate_row` over `baseline_row` (results or pair-table rows), found by what pages call
-        the two sides (option_name with the study's `options`) and the candidate's shape, of the rows of `kinds`
-        (None: every kind); read the other way round (mirrored) where the table holds the baseline over the
-        candidate; '' where it compares them nowhere."""
+        """The decision of one row over another among rows of `kinds`, mirrored if held reversed; '' if none."""
         rows = [v for v in self.rows if kinds is None or v.kind in kinds]
 
         def find(cand, base) -> str | None:
@@ -172,8 +160,7 @@ def _shape_of(row) -> tuple:
 
 
 def items_of(row) -> tuple[float, str, str]:
-    """(items per call, the item's name, what a call is) for a results row: a data-set study's call is a pass over
-    its texts; a fixed-shape call holds `batch_size` sequences or images."""
+    """(items per call, the item's name, what a call is) for a results row (a data-set pass, or a batch)."""
     texts = row.get("n_texts") if hasattr(row, "get") else None
     batch = row.get("batch_size")
     if present(texts) and float(texts) > 0:
@@ -185,8 +172,7 @@ def items_of(row) -> tuple[float, str, str]:
 
 
 def option_name(row, options: tuple[str, ...]) -> str:
-    """An option as pages name it: 'ort-int8', 'eager · sorted', 'keras-jax-jit', and in a study whose options
-    include the process's Keras backend, 'eager (jax process)' for a native model measured in that process."""
+    """An option as pages name it: 'ort-int8', 'eager · sorted', 'keras-jax-jit', 'eager (jax process)'."""
     parts = [str(row[options[0]])]
     parts += [str(row[o]) for o in options[1:] if o != "backend" and o in row and present(row[o])]
     name = " · ".join(parts)
@@ -205,8 +191,7 @@ def workload_columns(df: pd.DataFrame, options: tuple[str, ...]) -> list[str]:
 
 
 def _keys(rec: dict, column: str, baseline: str, fixed: Iterable[str]) -> tuple[tuple, tuple]:
-    """(candidate row's key, baseline row's key) of a pair-table record: its shape and variant, the baseline's with
-    the compared column and the fixed ones (baseline_where) set to the baseline's values."""
+    """(candidate row's key, baseline row's key) of a pair-table record (shape and variant)."""
     cand = {c: rec.get(c) for c in _KEY}
     base = cand | {column: baseline} | {k: rec.get("baseline_" + k) for k in fixed}
     return tuple(key(cand[c]) for c in _KEY), tuple(key(base[c]) for c in _KEY)
@@ -217,8 +202,7 @@ _KEY = (*SHAPE, "variant")
 
 def _judged_pairs(df: pd.DataFrame, options: tuple[str, ...], default: dict,
                   declared: list[Comparison]) -> list[dict]:
-    """Every option over the default at its workload, then each declared comparison not already among them, as
-    pair-table records with kind, comparison label and the two rows' keys; judged once as one family."""
+    """Every option over the default, then each declared comparison not among them, as records judged as one family."""
     primary = options[0]
     fixed = {k: v for k, v in default.items() if k != primary}
     labels = {(c.column, c.candidate, c.baseline): c.label for c in declared}
@@ -251,9 +235,7 @@ def _judged_pairs(df: pd.DataFrame, options: tuple[str, ...], default: dict,
 
 
 def _leads(df: pd.DataFrame, options: tuple[str, ...], default: dict, records: dict) -> dict:
-    """Per workload, the fastest full-precision option by median over the runner-up (kind 'lead'), where the
-    runner-up is not the default (then the lead is the option's own row): whether the fastest is told apart from the
-    next best. Options measured in different processes (study 05's backends) are compared unpaired."""
+    """Per workload, the fastest full-precision option over the runner-up (kind 'lead') where that is not the default."""
     ok = df[(df.status == "ok") & ~df[options[0]].map(lambda v: is_aa(v) or is_shared(v))] if "status" in df else df
     ok = ok[~ok[options[0]].map(changes_outputs)]
     work = workload_columns(ok, options)
@@ -281,21 +263,18 @@ def for_study(notebook: str, df: pd.DataFrame) -> VerdictTable:
 
 
 def unlisted(ci_low: float, ci_high: float, band: float = speedups.EQUIVALENCE) -> str:
-    """The rule (speedups.verdict) for a comparison the table does not hold, outside its false-discovery family: the
-    one door to the rule outside stats/ (tests/test_one_verdict.py)."""
+    """The rule for a comparison the table does not hold: the one door to it outside stats/."""
     return speedups.verdict(ci_low, ci_high, band)
 
 
 def direction(lo: float, hi: float) -> str:
-    """A pair's direction as `compare` reads reproduction: the rule with the band shrunk to 1, in compare's words
-    ('faster', 'slower', 'unclear': the CI does not exclude 1)."""
+    """A pair's direction for `compare`: 'faster', 'slower', or 'unclear' where the CI does not exclude 1."""
     word = speedups.verdict(lo, hi, band=1.0)
     return "unclear" if word == UNDECIDED else word
 
 
 def decision_at(vt: VerdictTable, candidate: str, baseline: str, row, *, column: str = "variant") -> str:
-    """The decision of `candidate` over `baseline` (values of `column`) at the shape of `row` (a results or pair-table
-    row), as the verdict table has it; '' where the table has no such verdict."""
+    """The table's decision of `candidate` over `baseline` (values of `column`) at `row`'s shape; '' where none."""
     want = {c: key(row.get(c) if hasattr(row, "get") else getattr(row, c, None)) for c in SHAPE_FIELDS
             if c not in (column, "data", "task")}
     for v in vt:
@@ -307,8 +286,7 @@ def decision_at(vt: VerdictTable, candidate: str, baseline: str, row, *, column:
 
 def compute(study_name: str, df: pd.DataFrame, *, comparisons: Iterable[Comparison] = (),
             options: tuple[str, ...] = ("variant",), default: dict | None = None) -> VerdictTable:
-    """The study's verdict table from its results `df` (raw samples included; study 02's single-operation rows,
-    task 'op', have their own table and are left out)."""
+    """The study's verdict table from its results `df` (samples included; task 'op' rows left out)."""
     default = dict(default or {"variant": "eager"})
     df = df[df.task != "op"] if "task" in df else df
     if not len(df) or options[0] not in df:

@@ -34,26 +34,21 @@ class Study:
     section: type  # pydantic schema of its profile section
     configs: Callable[..., list[Config]]  # (section, *, device, threads) -> configurations, in measuring order
     estimate_s: Callable[..., float]  # (config, section, measure settings, speed) -> seconds, for `plan`
-    # (results with raw samples, peaks, *, vt) -> tables, findings, claims: `vt` is the run's verdict table (StudyRun.verdicts,
-    # or the saved one: summary.verdicts_of), every decision it states is read from it; `peaks` (the machine's limits,
-    # StudyRun.peaks) adds the roofline (roofline.attach), and without it the roofline says they are unknown
+    # (results with samples, peaks, *, vt) -> Analysis; every decision it states is read from the verdict table `vt`
     analyse: Callable[..., Analysis]
     group_by: Callable[[Config], tuple] | None = None  # which configurations share rounds (default: the shape)
-    # (StudyRun) -> what each configuration runs (sweep.Workloads); default: fixed-shape inputs per configuration
+    # (StudyRun) -> sweep.Workloads; default: fixed-shape inputs
     workloads: Callable[..., Workloads] | None = None
     frameworks: tuple[str, ...] = ("torch",)  # whose threads the study sets (and records)
     comparisons: tuple[Comparison, ...] = ()  # the speed-ups its Answer box gives by regime (speedups.py)
-    # the configuration columns a reader chooses between (a workload is the shape less these), and the default
-    # choice every option's speed-up is taken over (stats/verdicts.py); a choice the default leaves open is matched
+    # the columns a reader chooses between, and the default every option's speed-up is over (stats/verdicts.py)
     options: tuple[str, ...] = ("variant",)
     default: tuple[tuple[str, str], ...] = (("variant", "eager"),)
     notebook_file: Path | None = None  # where its notebook is (default: notebooks/<notebook>.ipynb)
     on_gpu: str = ""  # one sentence for the page's Answer box: what a GPU is expected to change, and why
-    # what should hold (a candidate faster than, or equal to, its baseline): a replicate that contradicts one profiles
-    # one call of each side after its rounds (surprises.py)
+    # what should hold (surprises.py)
     expectations: tuple[Expectation, ...] = ()
-    # compile each torch.compile configuration again from the cache an earlier process saved, after its rounds: the warm
-    # one-time cost beside the cold one (bench/warm.py)
+    # measure the warm compile of each torch.compile configuration (bench/warm.py)
     warm_compile: bool = False
 
     @property

@@ -15,24 +15,22 @@ from ..workloads.models import MODELS
 from .base import Analysis
 
 
-def over_eager(df: pd.DataFrame) -> list[tuple[str, str]]:
-    """Each variant (A/A copies left out) over eager: the pairs the roofline's regime findings count."""
-    return [(v, REFERENCE) for v in dict.fromkeys(df.variant) if v != REFERENCE and not is_aa(v)] if len(df) else []
-
-
 def finish(notebook: str, df: pd.DataFrame, peaks: dict | None, vt: verdicts.VerdictTable, tables: dict,
-           findings: list[str], claims: pd.DataFrame, pairs=None, shape=None, column: str = "variant") -> Analysis:
-    """A study's Analysis with the roofline (`pairs`, default over_eager, decided by `vt`) and the surprises added."""
+           findings: list[str], claims: pd.DataFrame, pairs=None, shape=None, column: str = "variant",
+           later=()) -> Analysis:
+    """A study's Analysis with the roofline (`pairs`, default each variant but A/A copies over eager, decided by
+    `vt`), then the findings `later`, and the surprises added."""
     study = REGISTRY[notebook]
-    analysis = roofline.attach(Analysis(tables=tables, findings=findings, claims=claims), df, peaks,
-                               over_eager(df) if pairs is None else pairs, vt, shape, column=column,
-                               options=study.options)
+    if pairs is None:
+        pairs = [(v, REFERENCE) for v in dict.fromkeys(df.get("variant", [])) if v != REFERENCE and not is_aa(v)]
+    analysis = roofline.attach(Analysis(tables=tables, findings=findings, claims=claims), df, peaks, pairs, vt, shape,
+                               column=column, options=study.options)
+    analysis.findings.extend(later)
     return surprises.attach(analysis, df, study.expectations, speedups.band(df))
 
 
 def replicates_s(measure: dict, one_time: float, per_call: float, speed: float, share: float, extra_calls: float = 0):
-    """`plan`'s guess over the replicates: `one_time`, then every call at `per_call` ÷ `speed`, and min_time_s ÷
-    `share`."""
+    """`plan`'s guess over the replicates: `one_time`, every call at `per_call` ÷ `speed`, min_time_s ÷ `share`."""
     calls = 1 + measure["warmup_calls"] + measure["min_rounds"] + extra_calls
     return measure["replicates"] * (one_time + max(per_call / speed, measure["block_s"]) * calls
                                     + measure["min_time_s"] / share)
@@ -84,17 +82,19 @@ def over_reference(df: pd.DataFrame, vt: verdicts.VerdictTable | None = None) ->
     return t
 
 
-def parity_finding(notebook: str, measured_rows: pd.DataFrame, label, *worst) -> str:
-    """The study's parity sentence: its largest differences `worst` and the configurations beyond tolerance."""
-    bad = measured_rows[measured_rows.parity_ok == False]  # noqa: E712
-    return say(notebook, "parity", *worst, [label(r) for _, r in bad.iterrows()])
-
-
-def noise_finding(notebook: str, measured_rows: pd.DataFrame, label) -> str:
-    """The study's noise sentence: the CVs' range, the noisiest configuration, and how many hit their time budget."""
-    noisy = measured_rows.loc[measured_rows.cv.astype(float).idxmax()]
-    return say(notebook, "noise", measured_rows.cv.min(), measured_rows.cv.max(), label(noisy),
-               int(measured_rows.stop_reason.str.contains("budget").sum()), len(measured_rows))
+def closing_findings(notebook: str, df: pd.DataFrame, label, worst, failed: str, after_noise=None) -> list[str]:
+    """A study's last findings: parity (`worst(ok rows)`: its largest differences; the configurations beyond
+    tolerance), `failed`, the noise (the CVs' range, the noisiest configuration, how many hit their time budget),
+    `after_noise(ok rows)` and drift_lines."""
+    measured = df[df.status == "ok"]
+    if not len(measured):
+        return [failed] + drift_lines(df)
+    bad = measured[measured.parity_ok == False]  # noqa: E712
+    noisy = measured.loc[measured.cv.astype(float).idxmax()]
+    return [say(notebook, "parity", *worst(measured), [label(r) for _, r in bad.iterrows()]), failed,
+            say(notebook, "noise", measured.cv.min(), measured.cv.max(), label(noisy),
+                int(measured.stop_reason.str.contains("budget").sum()), len(measured)),
+            *(after_noise(measured) if after_noise else ()), *drift_lines(df)]
 
 
 def count_of(values: pd.Series, how: str = "sum"):
@@ -196,8 +196,9 @@ def fmt_or_blank(series: pd.Series, spec: str) -> pd.Series:
     return series.map(lambda v: format(v, spec) if pd.notna(v) else "")
 
 
-def add_timing_columns(df: pd.DataFrame, median_label: str = "median") -> pd.DataFrame:
-    """A copy of the results with every results table's columns formatted (median, CIs, CV, n, max |Δ|, drift)."""
+def add_timing_columns(df: pd.DataFrame, median_label: str = "median", formats=(), columns=None) -> pd.DataFrame:
+    """A copy of the results with every results table's columns formatted (median, CIs, CV, n, max |Δ|, drift) and
+    `formats` ((column, source, spec) each: fmt_or_blank); with `columns`, those of them it has, in that order."""
     t = df.copy()
     t[median_label] = t.median_s.map(ms)
     t["95% CI (this run)"] = [f"{ms(lo)}–{ms(hi)}" if s == "ok" else ""
@@ -212,16 +213,17 @@ def add_timing_columns(df: pd.DataFrame, median_label: str = "median") -> pd.Dat
     t["drift"] = [("↗" if p > 0 else "↘") + f" {p:+.0%}" if d is True else "" for d, p in
                   zip(t.get("drift", pd.Series([None] * len(t), index=t.index)),
                       t.get("drift_pct", pd.Series([0.0] * len(t), index=t.index)).fillna(0.0))]
-    return t
+    for name, source, spec in formats:
+        t[name] = fmt_or_blank(t[source], spec)
+    return t if columns is None else t[[c for c in columns if c in t]]
 
 
 def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     """The results as a reader scans them: one row per configuration, times in ms."""
-    t = add_timing_columns(df)
+    t = add_timing_columns(df, formats=(("samples/s", "throughput_samples_s", ",.1f"),
+                                        ("peak MB", "peak_mem_mb", ",.0f")))
     t["size"] = t.apply(size_label, axis=1)
     t["first call"] = t.first_call_s.map(lambda v: numbers.fmt_seconds(v, "") if pd.notna(v) and v >= 1 else ms(v))
-    t["samples/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
-    t["peak MB"] = fmt_or_blank(t.peak_mem_mb, ",.0f")
     cols = ["model", "dtype", "size", "batch_size", "variant", "status", "median", "95% CI (this run)",
             "95% CI (re-run here)", "CV", "n", "drift",
             "first call", "samples/s", "peak MB", "max |Δ|", "parity_ok", "error"]

@@ -23,14 +23,12 @@ from .common import (  # noqa: F401 - latency_table and size_label: the notebook
     aa_finding,
     aoti_prepare_s,
     aoti_steps,
+    closing_findings,
     describe_ci,
-    drift_lines,
     finish,
     fmt_or_blank,
     latency_table,
-    noise_finding,
     over_reference,
-    parity_finding,
     ratio_claim,
     replicates_s,
     say,
@@ -41,20 +39,18 @@ from .common import (  # noqa: F401 - latency_table and size_label: the notebook
 NOTEBOOK = "01_eager_vs_compiled"
 Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 NOISY_CV = 0.10  # above this coefficient of variation a configuration's timing is called unstable
-# What a compiler is for: a replicate where one is slower than eager profiles a call of each (surprises.py).
+# a compiler should not be slower than eager (surprises.py)
 EXPECTATIONS = tuple(surprises.Expectation(v, REFERENCE) for v in
                      ("compile-default", "compile-reduce-overhead", "compile-max-autotune",
                       "compile-default-channels-last", "export-aoti"))
-# Seed 001's layout and cuDNN questions: variants that only mean something for a model with image inputs (a text
-# model's configurations leave them out), and the pairs that answer them, (candidate, baseline) on one shape.
+# seed 001's layout and cuDNN questions: image-model-only variants, and the (candidate, baseline) pairs answering them
 VISION_ONLY = ("eager-channels-last", "compile-default-channels-last", "eager-cudnn-benchmark")
 LAYOUT_PAIRS = (("eager-channels-last", "eager"), ("compile-default-channels-last", "compile-default"),
                 ("eager-cudnn-benchmark", "eager"))
 # what a compile from the cache an earlier process saved is read from (bench/warm.py; Measurement.warm_one_time_s)
 _WARM = ["median_s", "warm_prepare_s", "warm_first_call_s", "warm_cache_hits", "warm_cache_misses", "warm_max_abs_diff",
          "parity_tol"]
-# What the compile table, its findings and the one-time cost cover: torch.compile (a just-in-time compile in the first
-# call) and torch.export + AOTInductor (an ahead-of-time compile in preparation; runtimes/export_aoti.py).
+# the families the compile table and one-time cost cover: torch.compile and torch.export + AOTInductor
 COMPILED = ("compile", "export")
 
 
@@ -99,8 +95,7 @@ def configs(section: EagerVsCompiled, *, device: str, threads: int) -> list[Conf
             for model, dtype, batch, seq in section.shapes() for v in section.variants_for(model, dtype, batch, seq)]
 
 
-# `plan`'s calibration (docs/method.md, "Studies"): max-autotune's compile over default's, per device, and a compile
-# from an earlier process's cache over the cold one
+# `plan`'s calibration (docs/method.md, "Studies")
 _AUTOTUNE = {"cpu": 1.3, "cuda": 6.0}
 _WARM_SHARE = 0.55
 
@@ -134,8 +129,8 @@ def speedups(df: pd.DataFrame, vt: verdicts.VerdictTable) -> pd.DataFrame:
     return t
 
 
-def _where(row) -> str:
-    return shape_label(row, ("model", "dtype", "batch_size"))
+def _where(row, short: bool = False) -> str:
+    return shape_label(row, ("model", "dtype", "batch_size"), short=short)
 
 
 def _label(r) -> str:
@@ -157,21 +152,16 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         if g.batch_size.nunique() > 1:
             lines.append(say(NOTEBOOK, "batch_trend", variant, model, dtype, g.loc[g.batch_size.idxmin()],
                              g.loc[g.batch_size.idxmax()]))
-    measured = df[df.status == "ok"]
-    if len(measured):
-        lines.append(parity_finding(NOTEBOOK, measured, _label, measured.max_abs_diff.max()))
-    failed = df[df.status != "ok"]
+    failed, failed_line = df[df.status != "ok"], "No configuration failed."
     if len(failed):
         examples = [(_label(r), r["error"]) for _, r in failed.drop_duplicates("error").head(3).iterrows()]
-        lines.append(say(NOTEBOOK, "failed", list(failed.status.value_counts().items()), examples))
-    else:
-        lines.append("No configuration failed.")
-    if len(measured):
-        lines.append(noise_finding(NOTEBOOK, measured, _label))
-        unstable = measured[measured.cv > NOISY_CV]
-        if len(unstable):
-            lines.append(say(NOTEBOOK, "unstable", [_label(r) for _, r in unstable.iterrows()], NOISY_CV))
-    return lines + drift_lines(df)
+        failed_line = say(NOTEBOOK, "failed", list(failed.status.value_counts().items()), examples)
+
+    def unstable(measured: pd.DataFrame) -> list[str]:
+        labels = [_label(r) for _, r in measured[measured.cv > NOISY_CV].iterrows()]
+        return [say(NOTEBOOK, "unstable", labels, NOISY_CV)] if labels else []
+
+    return lines + closing_findings(NOTEBOOK, df, _label, lambda m: (m.max_abs_diff.max(),), failed_line, unstable)
 
 
 def _warm_cost(df: pd.DataFrame) -> dict:
@@ -251,10 +241,6 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
 # --- seeds 001, 002 and 004's claims, measured on the study's results (studylib.claims.claims) ---
 
 
-def _short(r) -> str:
-    return shape_label(r, ("model", "dtype", "batch_size"), short=True)
-
-
 def _gains(tables: dict, claim, variant: str) -> pd.DataFrame:
     """`variant` over eager per shape (the speed-ups table), of the seed's models and precisions where present."""
     sp = tables["speedups"]
@@ -268,7 +254,7 @@ def equal_at_batches(df: pd.DataFrame, tables: dict, claim, variant: str = "comp
     g = g[g.batch_size.isin(batches)]
     if not len(g):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_at_batches", variant, list(batches)))
-    cells = [(_short(r), triple(r)) for _, r in g.iterrows()]
+    cells = [(_where(r, short=True), triple(r)) for _, r in g.iterrows()]
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
     return ratio_claim(df, (v, lo, hi), say(NOTEBOOK, "furthest_from_equal", variant, label, cells), g)
 
@@ -318,11 +304,10 @@ def mode_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "compile-r
               baseline: str = "compile-default"):
     """`candidate` over `baseline` (two compile modes), geometric mean over the shapes both ran."""
     ok = df[df.status == "ok"]
-    c, b = speedups_layer.paired(ok, candidate, baseline)
-    if not len(c):
+    s = speedups_layer.geomean(ok, candidate, baseline)
+    if s is None:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
-    s = speedups_layer.geomean_of(zip(b.to_dict("records"), c.to_dict("records")))
-    text = say(NOTEBOOK, "mode_gain", candidate, baseline, (df.device == "cuda").any(), len(c))
+    text = say(NOTEBOOK, "mode_gain", candidate, baseline, (df.device == "cuda").any(), s.n)
     return ratio_claim(df, s, text, ok[ok.variant.isin([candidate, baseline])])
 
 
@@ -378,6 +363,5 @@ STUDY = register(Study(
 ))
 
 
-# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
 seedclaims.register_evaluators(NOTEBOOK, equal_at_batches, gain_trend, half_over_fp32, mode_gain, first_call_cost,
                                layout_gain)

@@ -22,17 +22,15 @@ from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401
     aa_finding,
+    closing_findings,
     count_claim,
     count_of,
     describe_ci,
-    drift_lines,
     failed_by_variant,
     finish,
     first_call_cells,
     latency_table,
-    noise_finding,
     over_reference,
-    parity_finding,
     per_model_variant,
     ratio_claim,
     replicates_s,
@@ -45,8 +43,7 @@ Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers t
 NATIVE_COMPILED = "compile-default"
 KERAS2 = "keras2-tensorflow"
 KERAS_MODELS = ("bert-base", "bert-tiny", "resnet-50")  # the models keras_models can build
-# What each runtime is for: JIT should beat its backend's op-by-op predict, torch.compile eager PyTorch; a replicate
-# that contradicts one profiles a call of each (surprises.py; only PyTorch calls are profiled).
+# JIT should beat its backend's op-by-op predict, torch.compile eager PyTorch (surprises.py)
 EXPECTATIONS = (surprises.Expectation(NATIVE_COMPILED, REFERENCE), surprises.Expectation("keras-jax-jit", "keras-jax"),
                 surprises.Expectation("keras-torch-jit", "keras-torch"))
 
@@ -159,9 +156,8 @@ def backend_table(sp: pd.DataFrame, df: pd.DataFrame | None, vt: verdicts.Verdic
             second = best.iloc[1]
             pair = [rows[(shape_of(r), r.variant)] for r in (second, top)]
             lead = speedups_layer.speedup(*pair)
-            rec |= {"runner-up": second.variant, "fastest over runner-up": describe_ci(
-                {"speedup": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high}),
-                    "ratio": lead.ratio, "ci_low": lead.ci_low, "ci_high": lead.ci_high,
+            rec |= {"runner-up": second.variant, "fastest over runner-up": numbers.fmt(*lead), "ratio": lead.ratio,
+                    "ci_low": lead.ci_low, "ci_high": lead.ci_high,
                     "decided": (vt.decision(pair[1], pair[0], STUDY.options)
                                 or verdicts.unlisted(lead.ci_low, lead.ci_high)) == "faster"}
         out.append(rec)
@@ -247,15 +243,14 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native:
         per = dynamo.groupby("variant", sort=False).agg(graphs=("compilations", "median"),
                                                         breaks=("graph_breaks", "median"))
         lines.append(say(NOTEBOOK, "dynamo", [(v, r.graphs, r.breaks) for v, r in per.iterrows()]))
-    if len(measured):
-        keras = measured[measured.variant.map(lambda v: runtimes.family(v) == "keras")]
-        native_rows = measured[~measured.index.isin(keras.index)]
-        worst = keras.groupby(keras.variant.map(backend_of)).max_abs_diff.max() if len(keras) else pd.Series()
-        lines.append(parity_finding(NOTEBOOK, measured, _label, list(worst.items()), native_rows.max_abs_diff.max()))
-    lines.append(failed_by_variant(df))
-    if len(measured):
-        lines.append(noise_finding(NOTEBOOK, measured, _label))
-    return lines + drift_lines(df)
+    return lines + closing_findings(NOTEBOOK, df, _label, _worst_differences, failed_by_variant(df))
+
+
+def _worst_differences(measured: pd.DataFrame) -> tuple[list, float]:
+    """The largest max-abs differences: per Keras backend, and of the native variants."""
+    keras = measured[measured.variant.map(lambda v: runtimes.family(v) == "keras")]
+    worst = keras.groupby(keras.variant.map(backend_of)).max_abs_diff.max() if len(keras) else pd.Series()
+    return list(worst.items()), measured[~measured.index.isin(keras.index)].max_abs_diff.max()
 
 
 
@@ -304,9 +299,8 @@ def fastest_backend(df: pd.DataFrame, tables: dict, claim):
     if len(decided) < 2:  # one decided shape cannot show the winner changing
         return seedclaims.NotAnswered(say(NOTEBOOK, "too_few_decided", len(decided), len(b)))
     winners = decided.fastest.map(backend_of)
-    rows = df[df.status == "ok"]
     text = "fastest backend (decided shapes): " + "; ".join(f"{s}: {w}" for s, w in zip(decided["shape"], winners))
-    return count_claim(text, seedclaims.matching(rows, claim), winners.nunique() > 1)
+    return count_claim(text, _ok_rows(df, claim), winners.nunique() > 1)
 
 
 @_every_backend
@@ -440,6 +434,5 @@ STUDY = register(Study(
 ))
 
 
-# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
 seedclaims.register_evaluators(NOTEBOOK, fastest_backend, jax_first, share_above, keras3_over_native,
                                native_gap_trend, fastest_beats_rest, keras3_over_keras2)

@@ -20,7 +20,6 @@ from .common import (
     drift_lines,
     failures_and_noise,
     finish,
-    fmt_or_blank,
     ms,
     over_reference,
     ratio_claim,
@@ -34,9 +33,7 @@ Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers t
 STRATEGY = "unsorted"  # the texts in the given order, as seed 003 fed them
 # int8 variant → the fp32 variant it quantizes
 INT8 = {"torch-int8": REFERENCE, "torchao-int8": REFERENCE, "ort-int8": "ort-optimized"}
-# What each step is for, at the same batch size: ONNX Runtime over eager, its fusions over the plain graph, int8 over
-# the graph it quantizes; the dynamo exporter's graph as fast as the TorchScript exporter's. A replicate that
-# contradicts one profiles a pass of each side (surprises.py).
+# what each step is for, at the same batch size (surprises.py)
 EXPECTATIONS = (surprises.Expectation("ort", REFERENCE), surprises.Expectation("ort-optimized", "ort"),
                 surprises.Expectation("ort-dynamo", "ort", expect="equal"),
                 *(surprises.Expectation(q, fp32) for q, fp32 in INT8.items()))
@@ -96,9 +93,7 @@ def prepare_steps(row: pd.Series) -> dict[str, dict]:
     return {s["step"]: s for s in steps} if isinstance(steps, list) else {}
 
 
-def speedups_same_batch(df: pd.DataFrame) -> pd.DataFrame:
-    """Each variant over eager PyTorch at the same batch size (speedups.pair_table)."""
-    return over_reference(df)
+speedups_same_batch = over_reference  # each variant over eager PyTorch at the same batch size (common.over_reference)
 
 
 def speedups_over_batch1(df: pd.DataFrame) -> pd.DataFrame:
@@ -151,19 +146,15 @@ def preparation_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def latency_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: pass time, ms per text, throughput, parity, int8 label agreement."""
-    t = add_timing_columns(per_sample(df), "pass median")
-    t["ms/text"] = fmt_or_blank(t.median_ms_per_sample, ".3g")
-    t["texts/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
-    t["tokens/s"] = fmt_or_blank(t.throughput_tokens_s, ",.0f")
-    t["padding"] = fmt_or_blank(t.padding_waste, ".0%")
-    t["labels agree"] = fmt_or_blank(t.label_agreement, ".1%")
-    cols = ["model", "dtype", "batch_size", "variant", "status", "pass median", "95% CI (this run)",
-            "95% CI (re-run here)", "CV", "n", "ms/text",
-            "texts/s", "tokens/s", "padding", "max |Δ|", "parity_ok", "labels agree", "error"]
-    return t[cols]
+    return add_timing_columns(per_sample(df), "pass median", (
+        ("ms/text", "median_ms_per_sample", ".3g"), ("texts/s", "throughput_samples_s", ",.1f"),
+        ("tokens/s", "throughput_tokens_s", ",.0f"), ("padding", "padding_waste", ".0%"),
+        ("labels agree", "label_agreement", ".1%")), [
+        "model", "dtype", "batch_size", "variant", "status", "pass median", "95% CI (this run)", "95% CI (re-run here)",
+        "CV", "n", "ms/text", "texts/s", "tokens/s", "padding", "max |Δ|", "parity_ok", "labels agree", "error"])
 
 
-def findings(df: pd.DataFrame, same: pd.DataFrame, over1: pd.DataFrame) -> list[str]:
+def findings(df: pd.DataFrame, same: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     lines = [aa_finding(df)]
     drift = drift_lines(df)
@@ -215,10 +206,14 @@ def _batches(ok: pd.DataFrame, below: int | None = None, batch=None, at_least: i
     return [b for b in sizes if below is None or b < below]
 
 
-def _pair(ok: pd.DataFrame, cand: str, base: str, batch: int):
-    """(ratio, low, high) of `cand` over `base` at one batch size, or None."""
-    c, b = speedups.paired(ok[ok.batch_size == batch], cand, base)
-    return tuple(speedups.speedup(b.iloc[0], c.iloc[0])) if len(c) else None
+def _rival(ok: pd.DataFrame, cand: str, over: list[str], batch: int):
+    """`cand` over the faster of `over` (the stronger rival) at one batch size: (rival, (ratio, low, high)), or None."""
+    vs = []
+    for base in [x for x in over if x != cand]:
+        c, b = speedups.paired(ok[ok.batch_size == batch], cand, base)
+        if len(c):
+            vs.append((base, tuple(speedups.speedup(b.iloc[0], c.iloc[0]))))
+    return min(vs, key=lambda x: x[1][0]) if vs else None
 
 
 def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over: list[str] | None = None,
@@ -226,14 +221,8 @@ def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
     """Each of `variants` over the faster of `over` (default eager) per batch read: the least favourable cell."""
     ok = _ok(df, claim)
     over = over or [REFERENCE]
-    cells = []
-    for b in _batches(ok, below, batch, at_least):
-        for v in variants:
-            vs = [(base, _pair(ok, v, base, b)) for base in over if base != v]
-            vs = [(base, r) for base, r in vs if r is not None]
-            if vs:
-                base, r = min(vs, key=lambda x: x[1][0])  # the stronger rival
-                cells.append((f"{v} over {base} b{b}", r))
+    rivals = [(v, b, _rival(ok, v, over, b)) for b in _batches(ok, below, batch, at_least) for v in variants]
+    cells = [(f"{v} over {x[0]} b{b}", x[1]) for v, b, x in rivals if x is not None]
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_at_batches", variants, over, _batches(ok)))
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
@@ -250,12 +239,9 @@ def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
     sizes = _batches(ok)
     ends = []
     for b in (sizes[0], sizes[-1]) if len(sizes) > 1 else ():
-        vs = [(v, base, _pair(ok, v, base, b)) for v in variants for base in over if base != v]
-        vs = [x for x in vs if x[2] is not None]
+        vs = [(v, *x) for v in variants if (x := _rival(ok, v, over, b)) is not None]
         if vs:
-            best = max((min((x for x in vs if x[0] == v), key=lambda x: x[2][0]) for v in {x[0] for x in vs}),
-                       key=lambda x: x[2][0])
-            ends.append((b, best))
+            ends.append((b, max(vs, key=lambda x: x[2][0])))
     if len(ends) < 2:
         return seedclaims.NotAnswered("the variants were not measured at two batch sizes")
     (b1, s), (b2, large) = ends
@@ -294,7 +280,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     same, over1 = speedups_same_batch(df), speedups_over_batch1(df)
     tables = {"same batch": same, "over batch 1": over1, "best batches": best_batches(df),
               "preparation": preparation_table(df)}
-    return finish(NOTEBOOK, df, peaks, vt, tables, findings(df, same, over1), claims(df, same, over1, peaks, vt=vt),
+    return finish(NOTEBOOK, df, peaks, vt, tables, findings(df, same), claims(df, same, over1, peaks, vt=vt),
                   shape=["model", "dtype", "batch_size"])
 
 
@@ -322,5 +308,4 @@ STUDY = register(Study(
 ))
 
 
-# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
 seedclaims.register_evaluators(NOTEBOOK, worst_gain, gain_trend, over_batch1, int8_accuracy)

@@ -25,18 +25,17 @@ from .common import (
     drift_lines,
     failures_and_noise,
     finish,
-    fmt_or_blank,
     ratio_claim,
     say,
     text_workloads,
 )
 from .onnx_batching import estimate_s as _pass_estimate
+from .onnx_batching import group_by  # a model's strategies, runtimes and batch sizes over the same texts share rounds
 
 NOTEBOOK = "04_sorted_length_batching"
 Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 BASELINE = "unsorted"
-# Sorting removes padding, so it should be faster wherever a batch holds two texts or more; a replicate that
-# contradicts it profiles a pass of each side (surprises.py).
+# sorting removes padding: faster wherever a batch holds two texts or more (surprises.py)
 EXPECTATIONS = (surprises.Expectation("sorted", BASELINE, column="strategy", min_batch=2),)
 
 
@@ -62,11 +61,6 @@ def configs(section: SortedBatching, *, device: str, threads: int) -> list[Confi
             for model in section.models for dtype in section.dtypes for strategy in section.strategies
             for batch in section.batch_sizes
             for v in (with_aa(variants, section.aa) if strategy == BASELINE else variants)]
-
-
-def group_by(c: Config) -> tuple:
-    """A model's strategies, runtimes and batch sizes over the same texts share rounds, so all pair round by round."""
-    return (c.model, c.dtype, c.device, c.data)
 
 
 def estimate_s(c: Config, section: SortedBatching, measure: dict, speed: float = 1.0) -> float:
@@ -104,24 +98,13 @@ def gains(df: pd.DataFrame) -> pd.DataFrame:
                                       "speedup", "ci_low", "ci_high"])
 
 
-def _batch_change(df: pd.DataFrame, strategy: str, variant: str, small: int, large: int):
-    """Throughput at batch `large` over batch `small` for one strategy and runtime of one model and dtype."""
-    ok = df[(df.status == "ok") & (df.strategy == strategy) & (df.variant == variant)].set_index("batch_size")
-    if small not in ok.index or large not in ok.index:
-        return None
-    return tuple(speedups.speedup(ok.loc[small], ok.loc[large]))
-
-
 def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: texts/s and real tokens/s with the pass time's CI, and padding waste."""
-    t = add_timing_columns(df, "pass median")
-    t["texts/s"] = fmt_or_blank(t.throughput_samples_s, ",.1f")
-    t["real tokens/s"] = fmt_or_blank(t.throughput_tokens_s, ",.0f")
-    t["padding waste"] = fmt_or_blank(t.padding_waste, ".1%")
-    cols = ["model", "variant", "strategy", "batch_size", "status", "pass median", "95% CI (this run)",
-            "95% CI (re-run here)", "CV", "n", "texts/s",
-            "real tokens/s", "padding waste", "max |Δ|", "parity_ok", "error"]
-    return t[cols]
+    return add_timing_columns(df, "pass median", (
+        ("texts/s", "throughput_samples_s", ",.1f"), ("real tokens/s", "throughput_tokens_s", ",.0f"),
+        ("padding waste", "padding_waste", ".1%")), [
+        "model", "variant", "strategy", "batch_size", "status", "pass median", "95% CI (this run)",
+        "95% CI (re-run here)", "CV", "n", "texts/s", "real tokens/s", "padding waste", "max |Δ|", "parity_ok", "error"])
 
 
 def with_throughput_ci(df: pd.DataFrame) -> pd.DataFrame:
@@ -167,7 +150,8 @@ def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: 
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_two_batches", variant, strategy))
     hi_b = large if large in sizes else sizes[-1]
     lo_b = small if small in sizes and small < hi_b else max(b for b in sizes if b < hi_b)
-    ch = _batch_change(ok, strategy, variant, lo_b, hi_b)
+    at = ok.set_index("batch_size")
+    ch = tuple(speedups.speedup(at.loc[lo_b], at.loc[hi_b]))  # throughput at batch hi_b over batch lo_b
     rows = ok[ok.batch_size.isin([lo_b, hi_b])]
     return ratio_claim(df, ch, say(NOTEBOOK, "batch_change", variant, strategy, hi_b, lo_b), rows)
 
@@ -225,15 +209,10 @@ def predicted_table(p: pd.DataFrame) -> pd.DataFrame:
               "predicted from FLOPs", "measured vs prediction"]]
 
 
-def _prediction(row) -> tuple[float, str]:
-    """The prediction a gain is held against: FLOPs where counted, else computed tokens."""
-    if pd.notna(row.get("predicted_flops")):
-        return float(row["predicted_flops"]), "FLOPs"
-    return float(row["predicted_tokens"]), "computed tokens"
-
-
 def _against_prediction(row) -> str:
-    predicted, basis = _prediction(row)
+    """Where the gain's CI lies against the prediction it is held against: FLOPs where counted, else computed tokens."""
+    basis = "FLOPs" if pd.notna(row.get("predicted_flops")) else "computed tokens"
+    predicted = float(row["predicted_flops" if basis == "FLOPs" else "predicted_tokens"])
     if pd.isna(predicted):
         return ""
     where = "inside" if row["ci_low"] <= predicted <= row["ci_high"] else "less" if predicted > row["ci_high"] else "more"
@@ -279,5 +258,4 @@ STUDY = register(Study(
 ))
 
 
-# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
 seedclaims.register_evaluators(NOTEBOOK, batch_change, strategy_gain)

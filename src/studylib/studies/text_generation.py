@@ -8,26 +8,25 @@ import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from .. import runtimes
-from ..bench import roofline, surprises
+from ..bench import surprises
 from ..bench.schemas import Grid, Skip, VariantSkips
 from ..claims import claims as seedclaims
 from ..core import paths
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
 from ..runtimes.generation import PARITY_STEPS
-from ..stats import speedups, verdicts
+from ..stats import verdicts
 from ..stats.speedups import Comparison
 from ..workloads import generation
 from ..workloads.models import MODELS
 from . import text_generation_tables as tables
 from .base import Analysis, Study, register
-from .common import aa_finding, drift_lines, failures_and_noise, over_eager, over_reference, replicates_s, say
+from .common import aa_finding, drift_lines, failures_and_noise, finish, over_reference, replicates_s, say
 from .text_generation_workloads import GenerationWorkloads, data_tag, new_tokens_of
 
 NOTEBOOK = "07_text_generation"
 Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
 Phase = Literal["prefill", "decode", "generate"]
-# What should hold: a compiled static cache's decode step is not slower than eager's (surprises.py profiles both
-# calls where a replicate says otherwise).
+# a compiled static cache's decode step is not slower than eager's (surprises.py)
 EXPECTATIONS = (surprises.Expectation("static-compile", REFERENCE),)
 
 
@@ -145,16 +144,11 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame, phases: pd.DataFrame, vt: verdi
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """The study's tables, findings and claims, every decision as the run's verdict table `vt` has it."""
-    sp = over_reference(df, vt)
-    phases = tables.phase_table(df)
-    analysis = Analysis(tables={"speedups": sp, "phases": phases, "one_time": tables.one_time_table(df, sp),
-                                "mechanism": tables.mechanism_table(df, peaks),
-                                "measurements": tables.measurements(df)},
-                        findings=findings(df, sp, phases, vt),
-                        claims=seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp}, vt=vt))
-    analysis = roofline.attach(analysis, df, peaks, over_eager(df), vt, options=STUDY.options)
-    analysis.findings.extend(tables.mechanism_findings(analysis.tables["mechanism"], peaks))
-    return surprises.attach(analysis, df, EXPECTATIONS, speedups.band(df))
+    sp, phases, mechanism = over_reference(df, vt), tables.phase_table(df), tables.mechanism_table(df, peaks)
+    return finish(NOTEBOOK, df, peaks, vt, {"speedups": sp, "phases": phases, "one_time": tables.one_time_table(df, sp),
+                                            "mechanism": mechanism, "measurements": tables.measurements(df)},
+                  findings(df, sp, phases, vt), seedclaims.study_claims(NOTEBOOK, df, {"speedups": sp}, vt=vt),
+                  later=tables.mechanism_findings(mechanism, peaks))
 
 
 def workloads(run) -> GenerationWorkloads:

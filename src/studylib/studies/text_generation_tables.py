@@ -13,7 +13,7 @@ from ..core.variants import changes_outputs
 from ..machine.limits import peak_bandwidth, peak_gflops
 from ..stats import speedups, verdicts
 from ..workloads import generation
-from .common import latency_table, say
+from .common import fmt_or_blank, latency_table, say
 from .text_generation_workloads import tokens_in
 
 SHAPE = ["model", "dtype", "batch_size", "seq_len", "data"]
@@ -66,12 +66,12 @@ def phase_view(t: pd.DataFrame) -> pd.DataFrame:
     v["time to first token"] = t.ttft_ms.map(lambda x: numbers.fmt_ms(x, ""))
     v["per output token (median)"] = t.tpot_ms.map(lambda x: numbers.fmt_ms(x, ""))
     v["per output token (p90)"] = t.tpot_p90_ms.map(lambda x: numbers.fmt_ms(x, ""))
-    v["decode tokens/s"] = t.decode_tok_s.map(lambda x: f"{x:,.1f}" if pd.notna(x) else "")
-    v["prompt tokens/s"] = t.prompt_tok_s.map(lambda x: f"{x:,.0f}" if pd.notna(x) else "")
+    v["decode tokens/s"] = fmt_or_blank(t.decode_tok_s, ",.1f")
+    v["prompt tokens/s"] = fmt_or_blank(t.prompt_tok_s, ",.0f")
     v["end to end"] = t.e2e_ms.map(lambda x: numbers.fmt_ms(x, ""))
-    v["end to end ÷ (TTFT + (n−1)·TPOT)"] = t.e2e_over_parts.map(lambda x: f"{x:.2f}" if pd.notna(x) else "")
-    v["peak MB"] = t.peak_mem_mb.map(lambda x: f"{x:,.0f}" if pd.notna(x) else "")
-    v["max |Δ| logits"] = t.max_abs_diff.map(lambda x: f"{x:.1e}" if pd.notna(x) else "")
+    v["end to end ÷ (TTFT + (n−1)·TPOT)"] = fmt_or_blank(t.e2e_over_parts, ".2f")
+    v["peak MB"] = fmt_or_blank(t.peak_mem_mb, ",.0f")
+    v["max |Δ| logits"] = fmt_or_blank(t.max_abs_diff, ".1e")
     v["notes"] = t.notes
     return v
 
@@ -126,9 +126,7 @@ def one_time_view(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def mechanism_table(df: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
-    """Per ok row: bytes read and GB/s against the bandwidth, FLOPs and GFLOP/s against the fp32 GEMM roof. A
-    quantized variant's rate and shares stay blank: the row's bytes and FLOPs count fp32 weights and fp32 GEMMs,
-    which its int8 weights and int8 GEMMs are not (no int8 roof is measured)."""
+    """Per ok row: GB/s against the bandwidth, GFLOP/s against the fp32 roof; blank for a quantized variant."""
     if not len(df):
         return pd.DataFrame()
     ok = df[(df.status == "ok") & ~df.variant.map(is_aa)].copy()
@@ -153,17 +151,13 @@ def mechanism_view(t: pd.DataFrame) -> pd.DataFrame:
     """mechanism_table as a reader scans it: MB, GB/s and GFLOP/s rounded, shares in percent."""
     if not len(t):
         return t
-
-    def pct(x: float) -> str:
-        return f"{x:.1%}" if pd.notna(x) else ""
-
     return pd.DataFrame({"model": t.model, "batch": t.batch_size, "prompt": t.seq_len, "phase": t.phase,
-                         "variant": t.variant, "weights (MB)": t.weights_mb.map(lambda x: f"{x:,.1f}"),
-                         "KV cache (MB)": t.kv_cache_mb.map(lambda x: f"{x:,.2f}"),
-                         "read (GB/s)": t.gbs.map(lambda x: f"{x:,.2f}" if pd.notna(x) else ""),
-                         "of the bandwidth": t.share_of_bandwidth.map(pct),
-                         "GFLOP/s": t.gflops.map(lambda x: f"{x:,.1f}" if pd.notna(x) else ""),
-                         "of the fp32 roof": t.share_of_roof.map(pct)})
+                         "variant": t.variant, "weights (MB)": fmt_or_blank(t.weights_mb, ",.1f"),
+                         "KV cache (MB)": fmt_or_blank(t.kv_cache_mb, ",.2f"),
+                         "read (GB/s)": fmt_or_blank(t.gbs, ",.2f"),
+                         "of the bandwidth": fmt_or_blank(t.share_of_bandwidth, ".1%"),
+                         "GFLOP/s": fmt_or_blank(t.gflops, ",.1f"),
+                         "of the fp32 roof": fmt_or_blank(t.share_of_roof, ".1%")})
 
 
 def mechanism_findings(mt: pd.DataFrame, peaks: dict | None) -> list[str]:
@@ -220,6 +214,5 @@ def measurements(df: pd.DataFrame) -> pd.DataFrame:
         return latency_table(df)
     t = latency_table(df)
     t.insert(3, "phase", df.strategy.values)
-    t.insert(t.columns.get_loc("samples/s") + 1, "tokens/s",
-             df.throughput_tokens_s.map(lambda x: f"{x:,.1f}" if pd.notna(x) else "").values)
+    t.insert(t.columns.get_loc("samples/s") + 1, "tokens/s", fmt_or_blank(df.throughput_tokens_s, ",.1f").values)
     return t

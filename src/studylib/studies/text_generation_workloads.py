@@ -96,10 +96,6 @@ class GenerationWorkloads(Workloads):
                 self._references[c.shape_key] = w.module.logits().float().cpu().numpy().astype("float64")
         return self._references[c.shape_key]
 
-    def rates(self, c: Config, w, median_s: float) -> dict[str, Any]:
-        """Rows per second, and tokens per second: prompt tokens (prefill), new tokens (decode, generate)."""
-        return {"throughput_samples_s": c.batch_size / median_s, "throughput_tokens_s": w.tokens_per_call / median_s}
-
     def work(self, c: Config) -> dict[str, Any]:
         return generation.work(c.model, phase=c.strategy, batch_size=c.batch_size, prompt_len=c.seq_len,
                                new_tokens=new_tokens_of(c), dtype=c.dtype)

@@ -31,16 +31,14 @@ from .common import (  # noqa: F401
     aa_finding,
     aoti_prepare_s,
     aoti_steps,
+    closing_findings,
     count_claim,
     count_of,
     describe_ci,
-    drift_lines,
     failed_by_variant,
     finish,
     first_call_cells,
     latency_table,
-    noise_finding,
-    parity_finding,
     per_model_variant,
     ratio_claim,
     replicates_s,
@@ -49,34 +47,27 @@ from .common import (  # noqa: F401
 
 NOTEBOOK = "02_torchscript_vs_xla"
 Variant = runtimes.offered(NOTEBOOK)  # the variants whose registration offers them in this study
-# How the findings and claims name a shape: model, batch and sequence ("bert-base b1 × s128"; config.shape_label).
 LABEL_COLUMNS = ("model", "batch_size", "seq_len")
 FRAMEWORK = {"eager": "PyTorch", "torchscript": "PyTorch", "torchscript-optimized": "PyTorch", "export-aoti": "PyTorch",
              "tf-eager": "TensorFlow", "tf-function": "TensorFlow", "tf-xla": "TensorFlow"}
 FRAMEWORK |= {f"{v}-{s}": FRAMEWORK[v] for v in ("eager", "tf-function") for s in SHARED_SETTINGS}
 FRAMEWORK |= {aa_of(v): fw for v, fw in FRAMEWORK.items()}  # an A/A copy runs in its original's framework
 
-# (candidate, baseline): within each framework, the speed-up over its own eager (and XLA over the TF graph, and
-# TorchScript's successor, torch.export + AOTInductor, over TorchScript); across frameworks, TensorFlow over eager PyTorch.
+# (candidate, baseline): within each framework over its own eager; across frameworks, TensorFlow over PyTorch
 WITHIN = [("torchscript", "eager"), ("torchscript-optimized", "eager"), ("export-aoti", "eager"),
           ("export-aoti", "torchscript"), ("tf-function", "tf-eager"), ("tf-xla", "tf-eager"), ("tf-xla", "tf-function")]
 ACROSS = [("tf-eager", "eager"), ("tf-function", "eager"), ("tf-xla", "torchscript")]
-# What sharing one process with the other framework costs eager PyTorch and tf.function, with OpenMP's own wait policy
-# and under PASSIVE (runtimes/shared.py): each over itself in a process of its own, paired in the same rounds.
+# what sharing a process with the other framework costs (runtimes/shared.py): each over itself in its own process
 SHARED = [Comparison(f"{name} in one process with {other}{under}, over its own process", f"{v}-{setting}", v)
           for v, name, other in (("eager", "eager PyTorch", "TensorFlow"), ("tf-function", "tf.function", "PyTorch"))
           for setting, under in (("shared", ""), ("shared-passive", " under OMP_WAIT_POLICY=PASSIVE"))]
 PROCESS = [(c.candidate, c.baseline) for c in SHARED]
 PAIRS = WITHIN + ACROSS + PROCESS
-# Seed 001's "unusual ops": on single operations, PyTorch over TensorFlow (eager over TF eager and over its graph;
-# compiled over compiled), so that below 1 PyTorch is the slower.
+# seed 001's "unusual ops": PyTorch over TensorFlow on single operations (below 1 PyTorch is the slower)
 OP_PAIRS = [("eager", "tf-eager"), ("eager", "tf-function"), ("torchscript", "tf-function"), ("torchscript", "tf-xla")]
-# Variants the micro-ops leave out: export-aoti would add a cold C++ compile (AOTInductor) per operation, size and
-# replicate, and seed 001's question there is PyTorch against TensorFlow (OP_PAIRS), which it does not answer; the
-# shared-process variants ask about whole models.
+# variants the micro-ops leave out (docs/method.md, "Study 02's grid")
 NOT_ON_OPS = ("export-aoti", *(f"{v}-{s}" for v in ("eager", "tf-function") for s in SHARED_SETTINGS))
-# What each graph path is for (TorchScript's optimize_for_inference should change little on these encoders); a
-# replicate that contradicts one profiles a call of each side (surprises.py; TensorFlow's are noted, not profiled).
+# what each graph path is for (surprises.py)
 EXPECTATIONS = (surprises.Expectation("torchscript", "eager"), surprises.Expectation("tf-function", "tf-eager"),
                 surprises.Expectation("tf-xla", "tf-function"), surprises.Expectation("export-aoti", "eager"),
                 surprises.Expectation("torchscript-optimized", "torchscript", expect="equal"))
@@ -225,14 +216,8 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     aot = aoti_steps(df)
     if aot:
         lines.append(say(NOTEBOOK, "aoti", aot))
-    measured = df[df.status == "ok"]
-    if len(measured):
-        worst = measured.groupby(measured.variant.map(FRAMEWORK)).max_abs_diff.max()
-        lines.append(parity_finding(NOTEBOOK, measured, _label, list(worst.items())))
-    lines.append(failed_by_variant(df, averages=True))
-    if len(measured):
-        lines.append(noise_finding(NOTEBOOK, measured, _label))
-    return lines + drift_lines(df)
+    return lines + closing_findings(NOTEBOOK, df, _label, lambda m: (
+        list(m.groupby(m.variant.map(FRAMEWORK)).max_abs_diff.max().items()),), failed_by_variant(df, averages=True))
 
 
 def op_findings(df: pd.DataFrame, band: float) -> list[str]:
@@ -343,21 +328,15 @@ def _at_input(frame: pd.DataFrame, which: str) -> pd.DataFrame:
     return frame[t == (t.min() if which == "smallest" else t.max())]
 
 
-def _geo_rows(rows: pd.DataFrame, cand: str, base: str):
-    """Geometric-mean speed-up of `cand` over `base` over the shapes both ran in `rows`, or None."""
-    c, b = speedups_layer.paired(rows, cand, base)
-    return (speedups_layer.geomean_of(zip(b.to_dict("records"), c.to_dict("records"))), len(c)) if len(c) else (None, 0)
-
-
 def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, at: str = "all"):
     """`candidate` over `baseline`, geometric mean over all shapes or one end of the inputs, with seed 000's mean."""
     rows = _rows(df, claim, (candidate, baseline))
     rows = rows if at == "all" else _at_shapes(rows, _at_input(rows[rows.variant == candidate], at))
-    s, n = _geo_rows(rows, candidate, baseline)
+    s = speedups_layer.geomean(rows, candidate, baseline)
     if s is None:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     pt, tf, _ = _mean_of_medians(rows, baseline, candidate)
-    text = say(NOTEBOOK, "framework_gain", candidate, baseline, at, int(_tokens(rows).iloc[0]), n, pt * 1e3, tf * 1e3)
+    text = say(NOTEBOOK, "framework_gain", candidate, baseline, at, int(_tokens(rows).iloc[0]), s.n, pt * 1e3, tf * 1e3)
     return ratio_claim(df, s, text, rows)
 
 
@@ -378,7 +357,7 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     ends = {}
     for which in ("smallest", "largest"):
         keep = _at_input(rows[rows.variant == candidate], which)
-        ends[which] = _geo_rows(_at_shapes(rows, keep), candidate, baseline)[0]
+        ends[which] = speedups_layer.geomean(_at_shapes(rows, keep), candidate, baseline)
     if ends["smallest"] is None or ends["largest"] is None or _tokens(rows).nunique() < 2:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_two_inputs", candidate, baseline))
     small, large = tuple(ends["smallest"]), tuple(ends["largest"])
@@ -394,7 +373,7 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
 def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchscript", baseline: str = "eager"):
     """Seed 000's 'TorchScript depends on the model': the largest per-model geometric-mean gain over the smallest."""
     rows = _rows(df, claim, (candidate, baseline))
-    per = {m: _geo_rows(g, candidate, baseline)[0] for m, g in rows.groupby("model", sort=False)}
+    per = {m: speedups_layer.geomean(g, candidate, baseline) for m, g in rows.groupby("model", sort=False)}
     per = {m: s for m, s in per.items() if s is not None}
     if len(per) < 2:
         return seedclaims.NotAnswered(say(NOTEBOOK, "few_models", candidate))
@@ -406,7 +385,7 @@ def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchs
 def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
     """Seed 000's 'XLA improved every model': the smallest per-model geometric-mean gain."""
     rows = _rows(df, claim, (candidate, baseline))
-    per = {m: _geo_rows(g, candidate, baseline)[0] for m, g in rows.groupby("model", sort=False)}
+    per = {m: speedups_layer.geomean(g, candidate, baseline) for m, g in rows.groupby("model", sort=False)}
     per = {m: s for m, s in per.items() if s is not None}
     if not per:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both_run", candidate, baseline))
@@ -521,12 +500,8 @@ def _decided(rows: pd.DataFrame, cand: str, base: str, tables: dict, band: float
     """Per shape both ran, `cand` over `base` as the verdict table decides it (verdicts.unlisted where it has none)."""
     vt = tables.get("verdicts") or verdicts.VerdictTable(NOTEBOOK, ())
     c, b = speedups_layer.paired(rows, cand, base)
-
-    def own(x, y) -> str:
-        s = speedups_layer.speedup(y, x)
-        return verdicts.unlisted(s.ci_low, s.ci_high, band)
-
-    return [vt.decision(x, y) or own(x, y) for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
+    return [vt.decision(x, y) or verdicts.unlisted(*speedups_layer.speedup(y, x)[1:], band)
+            for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
 
 
 def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
@@ -616,7 +591,6 @@ STUDY = register(Study(
 ))
 
 
-# the claim evaluators claims.yaml names for this study, registered where claims.evaluator finds them
 seedclaims.register_evaluators(NOTEBOOK, framework_gain, every_input_gain, input_trend, model_spread,
                                least_model_gain, best_cell, seq_exponent, seq_curvature, oom_count, op_gain,
                                share_equal, some_shape_faster, memory_lower, input_weight, batching_by_length)

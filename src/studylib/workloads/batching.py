@@ -1,7 +1,4 @@
-"""Batching strategies for variable-length text, the padding each one costs, and the way back to input order:
-`unsorted` (the given order, each batch padded to its longest text), `sorted` (longest first, stable), `bucketed`
-(shuffle, sort within buckets of `bucket_batches` batches, shuffle the batches: what training loops do) and
-`pad-to-max` (every batch padded to `max_length`)."""
+"""Batching strategies for variable-length text, the padding each costs, and the way back to input order."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Text corpora for the data-set studies: the paragraphs of CPython's `pydoc_data.topics` (nothing is downloaded), or
-the user's own file (absolute, or relative to the repository root): `.txt` (one text per non-empty line), `.csv` or
-`.jsonl` (both need `column`). Every problem is a CorpusError, one line naming the file and what is wrong."""
+"""Text corpora: `pydoc_data.topics`, or a user's .txt, .csv or .jsonl; every problem a one-line CorpusError."""
 
 from __future__ import annotations
 
@@ -180,8 +178,7 @@ def load(source: str = DEFAULT_SOURCE, column: str | None = None) -> Corpus:
 
 
 def sample(corpus: Corpus, n: int, seed: int) -> list[int]:
-    """n text indices without replacement in a fixed-seed order (the data set's "given order"): a prefix of one
-    permutation, so a smaller n takes the first texts of a larger sample."""
+    """n text indices, a prefix of one fixed-seed permutation (the data set's "given order")."""
     if n < 1:
         raise ValueError(f"n must be at least 1 (got {n})")
     order = np.random.default_rng(seed).permutation(len(corpus.texts))

@@ -1,6 +1,4 @@
-"""Study 07's workload: a decoder-only language model (random weights, fixed seed), prompts cut from the corpus's
-token stream (row i is its i-th window of prompt + new tokens, so no padding), the phase a call runs (prefill, one
-decode step, a whole forced-length generation), and its work counted from the model's shape."""
+"""Study 07's workload: a decoder-only model, unpadded prompts, the phase a call runs, and its work."""
 
 from __future__ import annotations
 
@@ -126,8 +124,7 @@ def weight_bytes(name: str, dtype: str) -> int:
 
 
 def work(name: str, *, phase: str, batch_size: int, prompt_len: int, new_tokens: int, dtype: str) -> dict[str, int]:
-    """FLOPs and bytes (weights and KV cache read) of one call of `phase`, counted from the model's shape: 2 FLOPs per
-    weight per token plus attention's; a generation is its prefill and new_tokens − 1 steps."""
+    """FLOPs and bytes read of one call of `phase`, from the model's shape (docs/method.md, "Workloads")."""
     m = _shape(name)
     attn = 4 * m["q_heads"] * m["head_dim"] * m["layers"]  # FLOPs per token per position attended (QK^T and AV)
     w = weight_bytes(name, dtype)

@@ -1,5 +1,4 @@
-"""Models built from transformers configs with random weights and a fixed seed (nothing is downloaded): speed does
-not depend on weight values. The registry is import-light (no torch at import) so profiles validate quickly."""
+"""Models from transformers configs with fixed-seed random weights; the registry imports no torch."""
 
 from __future__ import annotations
 
@@ -101,15 +100,13 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("gpt2-tiny", "text", "gpt2", _TINY["gpt2"], mirrors="a 2-layer GPT-2 for tests"),
         ModelSpec("roberta-base", "text", "roberta", {}, mirrors="roberta-base (125M parameters)"),
         ModelSpec("roberta-tiny", "text", "roberta", _TINY["roberta"], mirrors="a 2-layer RoBERTa for tests"),
-        # Seed 000's XLNet and XLM. XLNetConfig's defaults are the large model's (24 layers, 1,024 hidden); XLMConfig's
-        # are xlm-mlm-en-2048's (12 layers, 2,048 hidden, 16 heads, 30,145 tokens, 512 positions).
+        # seed 000's XLNet and XLM (XLNetConfig's defaults are the large model's; XLMConfig's xlm-mlm-en-2048's)
         ModelSpec("xlnet-base", "text", "xlnet", dict(d_model=768, n_layer=12, n_head=12, d_inner=3072) | _NO_MEMS,
                   mirrors="xlnet-base-cased (117M parameters), without its recurrence memory", cost=1.2),
         ModelSpec("xlnet-tiny", "text", "xlnet", _TINY["xlnet"], mirrors="a 2-layer XLNet for tests"),
         ModelSpec("xlm-mlm-en-2048", "text", "xlm", {}, mirrors="xlm-mlm-en-2048 (667M parameters)", cost=7.0),
         ModelSpec("xlm-tiny", "text", "xlm", _TINY["xlm"], mirrors="a 2-layer XLM for tests"),
-        # Sentence classifiers for the data-set studies; the vocabulary matches the BPE tokenizer trained
-        # on the corpus (a smaller embedding table than camembert-base's 32,005 rows barely changes speed).
+        # sentence classifiers for the data-set studies, with the corpus BPE's vocabulary
         ModelSpec("roberta-base-classifier", "text", "roberta-classifier", dict(vocab_size=8000, num_labels=2),
                   mirrors="camembert-base / roberta-base sentence classifier (~110M parameters)"),
         ModelSpec("distilroberta-classifier", "text", "roberta-classifier",
@@ -117,8 +114,7 @@ MODELS: dict[str, ModelSpec] = {
                   mirrors="distilroberta-base sentence classifier (6 layers, ~82M parameters)"),
         ModelSpec("roberta-tiny-classifier", "text", "roberta-classifier", _TINY["roberta"] | dict(num_labels=2),
                   mirrors="a 2-layer RoBERTa classifier for tests"),
-        # Study 07 (text generation): SmolLM2-135M's shape, a tiny Llama of the same form (grouped-query attention,
-        # tied embeddings) and distilgpt2's; the tiny one's vocabulary is the corpus BPE's (8,000 ids)
+        # study 07: SmolLM2-135M's shape, a tiny Llama of its form (the corpus BPE's vocabulary), distilgpt2's
         ModelSpec("smollm2-135m", "text", "llama-lm",
                   dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                        num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True, max_position_embeddings=8192,
@@ -129,8 +125,7 @@ MODELS: dict[str, ModelSpec] = {
                   mirrors="a 2-layer Llama (grouped-query attention) for tests"),
         ModelSpec("distilgpt2", "text", "gpt2-lm", dict(n_layer=6), mirrors="distilgpt2 (82M parameters)"),
         ModelSpec("resnet-50", "vision", "resnet", {}, mirrors="microsoft/resnet-50 (25.6M parameters)"),
-        # Single operations on a (batch, seq_len, 768) fp32 tensor, sized by the grid's batch × sequence: seed 001's
-        # "unusual ops" (argmax, slicing) where PyTorch was said to be much slower than TensorFlow.
+        # seed 001's "unusual ops" on a (batch, seq_len, 768) fp32 tensor
         ModelSpec("op-argmax", "op", "op", dict(op="argmax", hidden_size=768),
                   mirrors="argmax over the last axis of a (batch, seq, 768) tensor (seed 001)"),
         ModelSpec("op-gather", "op", "op", dict(op="gather", hidden_size=768),
@@ -170,8 +165,7 @@ class Workload:
     image_size: int | None = None
     framework: str = "torch"
     cache_dir: Path | None = None  # where runtimes keep exported models (outputs/<profile>/cache)
-    # the largest (batch, sequence) the runtime will be called with, where it exceeds the example inputs' (the
-    # data-set studies' passes): TensorRT's optimization profile covers it. None: the inputs' own shape.
+    # the largest (batch, sequence) a call will have, for TensorRT's profile; None: the inputs' own shape
     max_shape: tuple[int, int | None] | None = None
 
     @property
@@ -268,8 +262,7 @@ class TFOp:
 
 
 def build_torch(name: str, *, seed: int = 0, dtype: str = "fp32", device: str = "cpu", attention: str | None = None):
-    """The PyTorch model for a registry name, random weights from `seed`, eval mode, `attention` ("eager", "sdpa"; None:
-    transformers' default)."""
+    """The PyTorch model for a registry name, random weights from `seed`, eval mode, `attention` (None: default)."""
     import torch
 
     s = spec(name)
@@ -295,8 +288,7 @@ class TFFirstOutput:
 
 
 def build_tf_from_torch(name: str, torch_module) -> TFFirstOutput | TFOp:
-    """The TensorFlow twin of a model built by `build_torch`: the same config, the PyTorch weights copied in with
-    transformers' own converter (what `from_pretrained(..., from_pt=True)` runs)."""
+    """The TensorFlow twin of a `build_torch` model: the same config, its weights copied in by transformers."""
     s = spec(name)
     if s.kind == "op":
         return TFOp(s.config["op"])
@@ -304,8 +296,7 @@ def build_tf_from_torch(name: str, torch_module) -> TFFirstOutput | TFOp:
     from transformers.modeling_tf_pytorch_utils import load_pytorch_weights_in_tf2_model
 
     fam = FAMILIES[s.family]
-    # tf_keras warns when one unseeded initializer builds several weights, also when a later call builds one lazily:
-    # the weights are PyTorch's, copied in below, so the warning says nothing here (for the rest of the process)
+    # unseeded-initializer warnings say nothing: the weights are PyTorch's, copied in below
     warnings.filterwarnings("ignore", message=r"The initializer \w+ is unseeded", category=UserWarning)
     with _quiet_transformers():
         model = getattr(transformers, fam.tf_class)(_config(s))
@@ -318,8 +309,7 @@ def build_tf_from_torch(name: str, torch_module) -> TFFirstOutput | TFOp:
 
 def torch_inputs(name: str, *, batch_size: int, seq_len: int | None = None, image_size: int | None = None,
                  dtype: str = "fp32", device: str = "cpu", seed: int = 0) -> tuple:
-    """Fixed-seed inputs: token ids and an all-ones mask for text, pixel values for vision; for an operation, a
-    (batch, seq_len, hidden) tensor (and, for gather, indices into its strided slice's ceil(seq_len / 2) rows)."""
+    """Fixed-seed inputs: ids and an all-ones mask, pixel values, or an op's (batch, seq_len, hidden) tensor."""
     import torch
 
     s = spec(name)

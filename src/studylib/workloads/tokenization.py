@@ -1,6 +1,4 @@
-"""Subword tokenization without a download: a byte-level BPE trained on the corpus with RoBERTa's special tokens at
-RoBERTa's ids (cached as JSON, keyed by the texts, the vocabulary size and the tokenizers version), or the user's own
-file."""
+"""Subword tokenization without a download: a cached byte-level BPE trained on the corpus, or the user's file."""
 
 from __future__ import annotations
 

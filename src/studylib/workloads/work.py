@@ -1,6 +1,4 @@
-"""The work one call does, counted once per shape on eager PyTorch on the meta device: FLOPs
-(torch.utils.flop_counter) and the bytes it moves at least (every weight read once, every tensor an operator
-writes, views excluded)."""
+"""The work one call does (FLOPs, bytes moved at least), counted once per shape on the meta device."""
 
 from __future__ import annotations
 
@@ -78,8 +76,7 @@ _WORK: dict[tuple, Work] = {}
 
 def work_per_call(name: str, *, dtype: str, batch_size: int, seq_len: int | None = None,
                   image_size: int | None = None, real: Callable[[], tuple] | None = None) -> Work:
-    """The work of one call of model `name` at that shape, counted once on the meta device (or, where the model
-    cannot run there, on `real()`'s (module, inputs)) and cached."""
+    """The work of one call at that shape, on the meta device (else on `real()`'s (module, inputs)), cached."""
     key = (name, dtype, batch_size, seq_len, image_size)
     if key not in _WORK:
         inputs = models.torch_inputs(name, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
@@ -96,8 +93,7 @@ def work_per_call(name: str, *, dtype: str, batch_size: int, seq_len: int | None
 
 def per_text(name: str, dtype: str, lengths: Iterable[int], real: Callable[[int], tuple] | None = None
              ) -> dict[int, Work]:
-    """Work of one text of each length (batch 1): FLOPs and activation bytes are quadratic in the length, so three
-    counts fix the polynomial and a fourth checks it (where it fails every length is counted)."""
+    """Work of one text of each length: a quadratic fitted on three counts and checked on a fourth."""
     lengths = sorted(set(int(n) for n in lengths))
 
     def at(n: int) -> Work:
@@ -122,8 +118,7 @@ def per_text(name: str, dtype: str, lengths: Iterable[int], real: Callable[[int]
 
 def pass_work(name: str, dtype: str, batches: Iterable[tuple[int, int]], text_lengths: Iterable[int],
               real: Callable[[int], tuple] | None = None) -> dict[str, int]:
-    """Work of one pass: `batches` as (texts, padded length), weights read once per batch; useful FLOPs count each
-    text at its own length (`text_lengths`)."""
+    """Work of one pass over `batches` (texts, padded length); useful FLOPs at each text's own length."""
     batches, text_lengths = list(batches), list(text_lengths)
     works = per_text(name, dtype, [n for _, n in batches] + text_lengths, real)
     computed = sum(b * works[n].flops for b, n in batches)
