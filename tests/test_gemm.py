@@ -191,9 +191,12 @@ def test_no_share_of_a_roof_above_100_percent_in_words():
     table = roofline.roofline_table(rt, peaks | {"bandwidth": {"gbs": 1e6}})
     assert table.share_of_peak.max() == pytest.approx(1.75)  # the number is kept; the words are capped
     text = roofline.summary_finding(table, peaks | {"bandwidth": {"gbs": 1e6}})
-    assert "at the measured roof" in text and max(_percentages(text)) <= 100
-    assert "lowest 50%" in text
-    assert roofline.share_text(1.75) == roofline.share_text(0.999) == "at the measured roof"
+    assert "above the measured roof" in text and max(_percentages(text)) <= 100
+    assert "**A rate above the roof is a flag, not a result**" in text and "lowest 50%" in text
+    assert roofline.share_text(1.75) == "above the measured roof"
+    assert roofline.share_text(1.004) == roofline.share_text(0.999) == "at the measured roof"
+    below = roofline.summary_finding(table[table.share_of_peak < 1], peaks | {"bandwidth": {"gbs": 1e6}})
+    assert "flag" not in below
     assert roofline.share_text(0.55) == "55%"
     rule = roofline.rule_text(peaks | {"bandwidth": {"gbs": 10.0}})
     assert f"fp32 roof is {top:,.1f} GFLOP/s" in rule and "(the best GEMM any library reached: Torch at" in rule

@@ -87,7 +87,8 @@ def summary_finding(rt: pd.DataFrame, peaks: dict | None) -> str:
         best = {"peak_of": top.peak_of, "share": share_text(top.share_of_peak), "gflops": top.gflops,
                 "peak_gflops": top.peak_gflops, "variant": top.variant, "shape": _shape(top),
                 "lowest": share_text(known.share_of_peak.min())}
-    return macro("bench/roofline.j2", "summary", len(counted), len(ok), counts, best, rule_text(peaks))
+    return macro("bench/roofline.j2", "summary", len(counted), len(ok), counts, best, rule_text(peaks),
+                 above_roof(known.share_of_peak))
 
 
 def _pct(share: float) -> str:
@@ -96,9 +97,20 @@ def _pct(share: float) -> str:
     return f"{pct:.2g}%" if pct < 10 else f"{pct:.0f}%"
 
 
-def share_text(share: float) -> str:
-    """A share of the roof in words, never above 100%: "at the measured roof" from where it would read 100%."""
-    return "at the measured roof" if share >= 0.995 else _pct(share)
+ABOVE = 1.005  # a share past this is no share: a flag that the FLOP count or the roof is wrong (`above_roof`)
+
+
+def share_text(share: float, limit: str = "roof") -> str:
+    """A share of a limit ("roof", "bandwidth") in words, never above 100%: "at the measured roof" around 100%,
+    "above the measured roof" past it."""
+    if share > ABOVE:
+        return f"above the measured {limit}"
+    return f"at the measured {limit}" if share >= 0.995 else _pct(share)
+
+
+def above_roof(shares, limit: str = "roof") -> str:
+    """The flag a page adds where a call's rate is above the limit (a share past ABOVE), else ""."""
+    return macro("bench/roofline.j2", "above", limit) if (pd.Series(shares, dtype=float) > ABOVE).any() else ""
 
 
 def _shape(row) -> str:

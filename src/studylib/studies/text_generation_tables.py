@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
+from ..bench.roofline import above_roof, share_text
 from ..core import numbers
 from ..core.config import REFERENCE, is_aa
 from ..core.variants import changes_outputs
@@ -155,9 +156,10 @@ def mechanism_view(t: pd.DataFrame) -> pd.DataFrame:
                          "variant": t.variant, "weights (MB)": fmt_or_blank(t.weights_mb, ",.1f"),
                          "KV cache (MB)": fmt_or_blank(t.kv_cache_mb, ",.2f"),
                          "read (GB/s)": fmt_or_blank(t.gbs, ",.2f"),
-                         "of the bandwidth": fmt_or_blank(t.share_of_bandwidth, ".1%"),
+                         "of the bandwidth": t.share_of_bandwidth.map(lambda x: share_text(x, "bandwidth")
+                                                                      if pd.notna(x) else ""),
                          "GFLOP/s": fmt_or_blank(t.gflops, ",.1f"),
-                         "of the fp32 roof": fmt_or_blank(t.share_of_roof, ".1%")})
+                         "of the fp32 roof": t.share_of_roof.map(lambda x: share_text(x) if pd.notna(x) else "")})
 
 
 def mechanism_findings(mt: pd.DataFrame, peaks: dict | None) -> list[str]:
@@ -173,11 +175,13 @@ def mechanism_findings(mt: pd.DataFrame, peaks: dict | None) -> list[str]:
         eager = dec[dec.variant == REFERENCE]
         span = numbers.fmt_range(eager.gbs.min(), eager.gbs.max(), ".2f") if len(eager) else "?"
         lines.append(say(NOTEBOOK, "decode", best, dec.kv_cache_mb.min(), dec.kv_cache_mb.max(), span,
-                         shape_words(dict(best), phase=False), bw))
+                         shape_words(dict(best), phase=False), bw, share_text(best.share_of_bandwidth, "bandwidth"),
+                         above_roof(dec.share_of_bandwidth, "bandwidth")))
     pre = mt[(mt.phase == "prefill") & mt.gflops.notna()]
     if len(pre):
         best = pre.loc[pre.gflops.idxmax()]
-        lines.append(say(NOTEBOOK, "prefill", best, shape_words(dict(best), phase=False), roof))
+        lines.append(say(NOTEBOOK, "prefill", best, shape_words(dict(best), phase=False), roof,
+                         share_text(best.share_of_roof), above_roof(pre.share_of_roof)))
     if quantized and lines:
         lines.append(say(NOTEBOOK, "quantized_limits", quantized))
     return lines

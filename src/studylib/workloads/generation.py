@@ -110,12 +110,18 @@ def kv_cache_bytes(name: str, *, batch_size: int, positions: int, dtype: str) ->
     return 2 * m["layers"] * m["kv_heads"] * m["head_dim"] * positions * batch_size * BYTES[dtype]
 
 
-def matmul_params(name: str) -> int:
-    """Weights a token's forward multiplies by (attention and MLP projections of every layer, and the LM head)."""
+def layer_params(name: str) -> int:
+    """Weights a token's pass through the layers multiplies by (attention and MLP projections of every layer)."""
     m = _shape(name)
     h, kv = m["hidden"], m["kv_heads"] * m["head_dim"]
     mlp = (3 if models.spec(name).family == "llama-lm" else 2) * h * m["ffn"]
-    return m["layers"] * (2 * h * h + 2 * h * kv + mlp) + h * m["vocab"]
+    return m["layers"] * (2 * h * h + 2 * h * kv + mlp)
+
+
+def matmul_params(name: str) -> int:
+    """Weights a token's forward multiplies by: the layers' projections and the LM head."""
+    m = _shape(name)
+    return layer_params(name) + m["hidden"] * m["vocab"]
 
 
 def weight_bytes(name: str, dtype: str) -> int:
@@ -129,8 +135,9 @@ def work(name: str, *, phase: str, batch_size: int, prompt_len: int, new_tokens:
     attn = 4 * m["q_heads"] * m["head_dim"] * m["layers"]  # FLOPs per token per position attended (QK^T and AV)
     w = weight_bytes(name, dtype)
 
-    def prefill(n: int) -> tuple[int, int]:
-        return (2 * matmul_params(name) * batch_size * n + attn * batch_size * n * (n + 1) // 2,
+    def prefill(n: int) -> tuple[int, int]:  # the LM head at the last position only: the logits generation reads
+        head = 2 * (matmul_params(name) - layer_params(name)) * batch_size
+        return (2 * layer_params(name) * batch_size * n + head + attn * batch_size * n * (n + 1) // 2,
                 w + kv_cache_bytes(name, batch_size=batch_size, positions=n, dtype=dtype))
 
     def step(ctx: int) -> tuple[int, int]:
