@@ -105,6 +105,8 @@ def test_results_table_holds_every_configuration(smoke):
     assert (smoke.outputs / smoke.name / "results" / f"{NB}.csv").exists()
     env = json.loads((smoke.outputs / smoke.name / "results" / "env.json").read_text())
     assert env["profile"] == smoke.name and env["fingerprint"] == rows[0]["env_fingerprint"]
+    # every notebook that ran keeps its own capture time and harness overhead (env.json itself is the last one's)
+    assert NB in env["notebooks"] and set(env["notebooks"][NB]) == {"captured_at", "overhead"}
 
 
 def test_study02_holds_every_variant_on_the_same_weights(smoke):

@@ -185,8 +185,13 @@ def test_a_reanalysing_study_run_reads_the_record_and_raises_where_it_would_meas
                          (limits, "cached_peaks"), (environment, "capture")):
         monkeypatch.setattr(module, name, measured)
     env = json.loads((root / "cpu" / "results" / "env.json").read_text())
+    # env.json is the run's last notebook's; each notebook's own capture time and harness overhead are kept apart
+    mine = {"captured_at": "2026-01-02T03:04:05+00:00", "overhead": dict(env["overhead"], median=9.9e-7)}
+    last = {"captured_at": "2026-01-02T09:00:00+00:00", "overhead": env["overhead"]}
+    (root / "cpu" / "results" / "env.json").write_text(json.dumps(env | {"notebooks": {NB: mine, "07": last}}))
     ctx = study.start(NB, "cpu")
     assert ctx.recorded and ctx.peaks == env["peaks"] and ctx.env["fingerprint"] == env["fingerprint"]
+    assert ctx.env["captured_at"] == mine["captured_at"] and ctx.overhead.median == 9.9e-7 and "notebooks" not in ctx.env
     from studylib.studies import eager_vs_compiled as s01
 
     configs = s01.configs(ctx.section, device=ctx.settings.device, threads=ctx.settings.threads)

@@ -265,6 +265,7 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
     recorded = reanalysing()
     if recorded:  # the record as the run that measured the rows left it (reanalyse.py checked it)
         env = dict(read_json(env_path))
+        env |= env.pop("notebooks", {}).get(notebook, {})  # this notebook's own capture time and overhead, if kept
         peaks, kept = env.pop("peaks", None), env.pop("overhead", None)
         overhead = Overhead(**kept) if kept else None
         # env.json is the last notebook's: frameworks it did not import get this study's settings (apply_threads)
@@ -274,8 +275,10 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
         peaks = limits.cached_peaks(env, read_json(env_path), device=settings.device,
                                     budget=limits.budget_s(settings.measure.model_dump()))
         overhead = harness_overhead()
-        # the record: the environment, its measured limits and the harness's overhead
-        write_json_atomic(env_path, env | {"peaks": peaks, "overhead": asdict(overhead)})
+        # the record: the environment, its measured limits and the harness's overhead, the last two per notebook too
+        mine = {"captured_at": env["captured_at"], "overhead": asdict(overhead)}
+        notebooks = (read_json(env_path) or {}).get("notebooks", {}) | {notebook: mine}
+        write_json_atomic(env_path, env | {"peaks": peaks, "overhead": asdict(overhead), "notebooks": notebooks})
         if loaded.overrides:  # so that its name loads again (studylib report, the summary, the index)
             profiles.record_overrides(loaded)
     run_plan = plan.build(notebook, loaded.name, settings, env, frameworks=tuple(frameworks),
