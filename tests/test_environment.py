@@ -42,7 +42,7 @@ def test_peak_memory_sees_a_temporary_allocation():
     assert pm.peak_mb - baseline.peak_mb > 250
 
 
-def test_the_commit_is_dirty_for_changed_code_but_not_for_changed_outputs(tmp_path, monkeypatch):
+def test_the_commit_is_dirty_for_changed_code_but_not_for_changed_outputs_or_reference(tmp_path, monkeypatch):
     import subprocess
 
     from studylib.core import paths
@@ -54,6 +54,8 @@ def test_the_commit_is_dirty_for_changed_code_but_not_for_changed_outputs(tmp_pa
     git("init", "-q")
     (tmp_path / "outputs").mkdir()
     (tmp_path / "outputs" / "r.jsonl").write_text("{}\n")
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / "index.html").write_text("<p>1</p>\n")
     (tmp_path / "code.py").write_text("x = 1\n")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
@@ -61,6 +63,8 @@ def test_the_commit_is_dirty_for_changed_code_but_not_for_changed_outputs(tmp_pa
     clean = environment.git_commit()
     assert clean and not clean.endswith("-dirty")
     (tmp_path / "outputs" / "r.jsonl").write_text("{}\n{}\n")  # a run appended to the committed results
+    assert environment.git_commit() == clean
+    (tmp_path / "reference" / "index.html").write_text("<p>2</p>\n")  # a re-analysis rewrote the committed pages
     assert environment.git_commit() == clean
     (tmp_path / "code.py").write_text("x = 2\n")
     assert environment.git_commit() == clean + "-dirty"

@@ -46,14 +46,15 @@ def _memory_gib() -> float:
 
 
 def git_commit() -> str | None:
-    """The checkout's commit (12 hex digits, "-dirty" if tracked files outside outputs/ changed); None outside git."""
+    """The checkout's commit (12 hex digits, "-dirty" if tracked files outside outputs/ and reference/ changed, the
+    folders runs write); None outside git."""
     try:
         out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "--short=12", "HEAD"],
                              capture_output=True, text=True, timeout=10)
         if out.returncode != 0:
             return None
         dirty = subprocess.run(["git", "-C", str(paths.ROOT), "status", "--porcelain", "--untracked-files=no",
-                                "--", ".", ":(exclude)outputs"],
+                                "--", ".", ":(exclude)outputs", ":(exclude)reference"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
