@@ -50,7 +50,8 @@ BROWSER_FLAGS = ("--disable-gpu", *NETWORK_OFF_FLAGS)
 """Chromium's command line beyond Playwright's own (headless, no sandbox, no first run, no background
 networking, no extensions, a fresh temporary profile)."""
 
-VIEWPORT = {"width": 1280, "height": 900}
+VIEWPORT = {"width": 1280, "height": 1000}
+"""A reader's first screen: a study page's Answer box must start on it."""
 MAX_SCREENSHOT_HEIGHT = 20000
 """Screenshots stop at this many CSS pixels; longer pages are cut."""
 
@@ -163,7 +164,11 @@ async (imageTimeoutMs) => {
     el => (el.innerText || el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 300));
   const links = Array.from(document.querySelectorAll('a[href]')).map(
     a => ({raw: a.getAttribute('href'), resolved: a.href}));
-  return {title: document.title, n_images: images.length, broken, blank, errors, links};
+  const placeholder = 'No description has been provided';  /* nbconvert's alt where a figure has none */
+  const noAlt = images.filter(img => !(img.alt || '').trim() || img.alt.startsWith(placeholder)).map(describe);
+  const box = document.querySelector('div.answer');
+  const answerTop = box ? box.getBoundingClientRect().top + window.scrollY : null;
+  return {title: document.title, n_images: images.length, broken, blank, errors, links, noAlt, answerTop};
 }
 """
 
@@ -202,6 +207,10 @@ class PageCheck:
     """Index only: http(s) links; the report must read offline."""
     links: list[str] = field(default_factory=list)
     """Index only: the local pages it links, as written in the href (fragment removed)."""
+    no_alt: list[str] = field(default_factory=list)
+    """Figures without alt text saying what they show (none, or nbconvert's placeholder)."""
+    answer_top: float | None = None
+    """Where the page's Answer box starts (CSS pixels from the top); None on a page without one."""
     load_error: str | None = None
     screenshot: Path | None = None
 
@@ -212,6 +221,10 @@ class PageCheck:
             out.append(f"did not load: {self.load_error}")
         out += [f"broken image: {src}" for src in self.broken_images]
         out += [f"empty figure: {src}" for src in self.empty_figures]
+        out += [f"figure without alt text: {src}" for src in self.no_alt]
+        if self.answer_top is not None and self.answer_top > VIEWPORT["height"]:
+            out.append(f"the Answer starts {self.answer_top:.0f} px down, below the first screen "
+                       f"({VIEWPORT['width']}x{VIEWPORT['height']})")
         out += [f"error output: {text}" for text in self.error_outputs if not known_notice(text)]
         out += [f"external request: {url}" for url in self.external_requests]
         out += [f"dead link: {href}" for href in self.dead_links]
@@ -265,6 +278,7 @@ def _visit(
             return check, []
         check.title, check.n_images = seen["title"], seen["n_images"]
         check.broken_images, check.empty_figures, check.error_outputs = seen["broken"], seen["blank"], seen["errors"]
+        check.no_alt, check.answer_top = seen["noAlt"], seen["answerTop"]
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=screenshot, full_page=True, timeout=60_000,

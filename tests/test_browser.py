@@ -131,6 +131,23 @@ def test_broken_images_are_reported(tmp_path):
     assert by_name(checks, tmp_path)["index.html"].problems() == []
 
 
+def test_a_figure_without_alt_text_and_an_answer_below_the_first_screen_are_reported(tmp_path):
+    """nbconvert's placeholder alt counts as none; a study page's Answer box must start on a 1280x1000 screen."""
+    png = data_png(tiny_png())
+    tall = f'<div style="height:{browser.VIEWPORT["height"] + 200}px">decision table</div>'
+    index = write_report(tmp_path, {
+        "p/html/low.html": page("low", f'<img alt="No description has been provided for this image" src="{png}">'
+                                       f'<img src="{png}"><img alt="latency against batch size" src="{png}">'
+                                       f'{tall}<div class="answer"><h2>Answer</h2></div>'),
+        "p/html/high.html": page("high", f'<div class="answer"><h2>Answer</h2></div>{tall}')},
+        ["p/html/low.html", "p/html/high.html"])
+    checks = by_name(check_report(index, None), tmp_path)
+    low = checks["p/html/low.html"].problems()
+    assert [p.split(":")[0] for p in low] == ["figure without alt text"] * 2 + [
+        f"the Answer starts {checks['p/html/low.html'].answer_top:.0f} px down, below the first screen (1280x1000)"]
+    assert checks["p/html/high.html"].problems() == [] and checks["p/html/high.html"].answer_top < 200
+
+
 def test_stderr_and_traceback_outputs_are_reported(tmp_path):
     traceback = (
         '<span class="ansi-red-fg">---------------------------------------------------------------------------</span>\n'
@@ -176,7 +193,8 @@ def test_an_empty_figure_and_a_broken_link_on_a_page_are_reported(tmp_path):
     (tmp_path / "p" / "results" / "table.csv").write_text("a\n1\n")
     index = write_report(
         tmp_path,
-        {"p/html/page.html": page("page", f'<img src="{data_png(tiny_png(blank=True))}"><img src="{data_png(tiny_png())}">'
+        {"p/html/page.html": page("page", f'<img alt="blank" src="{data_png(tiny_png(blank=True))}">'
+                                          f'<img alt="drawn" src="{data_png(tiny_png())}">'
                                           '<a href="../executed/page.ipynb">notebook</a><a href="../results/table.csv">csv</a>'
                                           '<a href="https://example.com/seed">seed</a><a href="#top">top</a>')},
         ["p/html/page.html"],
@@ -332,7 +350,7 @@ def test_main_exit_status_and_one_line_per_page(tmp_path, outputs, capsys):
     assert (outputs / "screenshots" / "report" / "p__a.png").is_file()
     assert not (report / "screenshots").exists()
 
-    write_report(report, {"p/html/a.html": page("a", '<img src="gone.png">')}, ["p/html/a.html", "p/html/b.html"])
+    write_report(report, {"p/html/a.html": page("a", '<img alt="gone" src="gone.png">')}, ["p/html/a.html", "p/html/b.html"])
     assert browser.main([str(report)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == ["index.html: dead link: p/html/b.html (no such file)", "p/html/a.html: broken image: gone.png"]

@@ -137,6 +137,8 @@ def test_study02_holds_every_variant_on_the_same_weights(smoke):
     html = smoke.html("02_torchscript_vs_xla")
     assert "<strong>XLA over tf.function</strong>: " in html  # the verdict table's line
     assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', html)) >= 3
+    alts = re.findall(r'<img [^>]*alt="([^"]*)"', html)  # every figure says what it shows (plots.alt_text)
+    assert len(alts) == html.count("<img ") and all(" against " in a or "panels" in a for a in alts), alts
     assert "Beside the published claims" in html and "TorchScript-traced model runs inference 20% faster" in html
     # a claim about TorchScript names where its successor stands at the claim's shapes (bert-tiny batch 1 here)
     if "export-aoti" in section.variants:
@@ -246,8 +248,8 @@ def test_html_shows_figures_findings_and_claims(smoke):
 def test_each_page_opens_with_its_answer_and_shows_no_code_or_parameters_cell(smoke, notebook):
     html = smoke.html(notebook)
     body = html.split("<body", 1)[1]
-    # the decision table first, the Answer under it, "How sure are we" (the statistics) at the end
-    assert body.index('class="decisions"') < body.index('class="answer"') < body.index("What ran")
+    # the Answer first (on the first screen), the decision table under it, "How sure are we" (the statistics) at the end
+    assert body.index('class="answer"') < body.index('class="decisions"') < body.index("What ran")
     answer = body.split('class="answer"', 1)[1].split("</div>", 1)[0]
     prose = answer.split("<ul>", 1)[1].split("</ul>", 1)[0]
     assert "Pick: " in prose and "Ties are within ±5%" in prose and "Measured on " in answer

@@ -173,3 +173,26 @@ def test_the_aa_control_gets_no_panel_of_its_own(results):
                               col="variant")
     titles = {ax.get_title() for ax in _data_axes(fig)}
     assert "resnet-tiny · eager" in titles and not any("eager-aa" in t for t in titles)
+
+
+def test_a_figure_says_what_it_shows_in_its_alt_text_and_a_kernel_stores_it_beside_the_png(results):
+    df = results.assign(workload=results.model)
+    fig = plots.lines_with_ci(df, x="batch_size", y="median_s", lo="ci_low_s", hi="ci_high_s", hue="variant",
+                              row="workload", col="dtype", scale=1e3, logy=True, xlabel="batch size",
+                              ylabel="latency per call (ms)", title="Latency by batch size",
+                              caption="Lower is faster; a band is the 95% CI of the median.")
+    alt = plots.alt_text(fig)
+    assert alt.startswith("Latency by batch size. latency per call (ms) against batch size. 3 panels: ")
+    assert "resnet-tiny · bf16" in alt and alt.endswith("Lower is faster; a band is the 95% CI of the median.")
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from matplotlib.figure import Figure
+
+    shell = InteractiveShell.instance()
+    png = shell.display_formatter.formatters["image/png"]
+    png.for_type(Figure, lambda f: b"\x89PNG fake")  # what the inline backend registers
+    plots.install()
+    plots.install()  # twice (a re-run start cell): still one wrapper
+    data, metadata = png(fig)
+    assert data == b"\x89PNG fake" and metadata == {"alt": alt}
+    matplotlib.pyplot.close(fig)

@@ -21,7 +21,7 @@ from .core.config import Config
 from .core.files import read_json, write_json_atomic
 from .machine import environment, gpu, limits, runlock
 from .machine.threads import apply_threads
-from .report import answer, gpu_paths, prose, tables
+from .report import answer, gpu_paths, plots, prose, tables
 from .report.progress import group_progress
 from .stats import verdicts
 from .stats.results import ResultsTable
@@ -258,6 +258,7 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
         os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import TensorFlow too
 
     tables.install()  # every table a page shows: no NaN, None or <NA>, no plain row numbers
+    plots.install()  # every figure with its alt text
     apply_threads(settings.threads, frameworks)
     precision = gpu.policy(settings.tf32, settings.device)
     gpu.apply(precision, frameworks)  # the same TF32 policy for every framework, before any of them runs

@@ -80,12 +80,17 @@ def verdict_rows(vt: VerdictTable) -> pd.DataFrame:
                                "detectable from", "adjusted p", "one-time cost", "paid back after"])
 
 
+DECISION_ROWS_SHOWN = 15  # a longer decision table is folded under the Answer, so the Answer stays on the first screen
+
+
 def top_html(notebook: str, vt: VerdictTable, df: pd.DataFrame, machine: str, why: str = "") -> str:
-    """The page's opening: decision table, Answer, batch-size table, why, what a GPU would change, what did not run."""
+    """The page's opening: Answer, decision table, batch-size table, why, what a GPU would change, what did not run."""
     study = STUDIES[notebook]
     batches = decisions.batch_table(vt)
+    table = decisions.decision_table(vt)
     return wording.block(
-        "report/top.html.j2", table=decisions.decision_table_html(vt), level=vt.level(), answer=prose.answer_html(vt, machine),
+        "report/top.html.j2", table=decisions.decision_table_html(table), rows=len(table), fold_rows=DECISION_ROWS_SHOWN,
+        passes=any(v.item == "text" for v in vt.options()), level=vt.level(), answer=prose.answer_html(vt, machine),
         batches=batches.to_html(index=False, escape=True, classes="batches") if len(batches) else "",
         why=inline_html(why), successors=inline_html(prose.successor_line(vt, study.comparisons)),
         on_gpu=inline_html(study.on_gpu or ""), not_run=inline_html(not_run_line(notebook, whole_models(df), _profile(df))))

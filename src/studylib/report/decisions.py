@@ -88,9 +88,8 @@ def decision_table(vt: VerdictTable) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("")
 
 
-def decision_table_html(vt: VerdictTable) -> str:
-    """The decision table as HTML, each cell coloured by its decision."""
-    t = decision_table(vt)
+def decision_table_html(t: pd.DataFrame) -> str:
+    """The decision table (`decision_table`) as HTML, each cell coloured by its decision."""
     rows = [[(w if (w := str(text).split(":", 1)[0]) in verdicts.DECISIONS else "", str(text)) for text in r]
             for r in t.itertuples(index=False)]
     return wording.block("report/decision_table.html.j2", columns=list(t.columns), rows=rows)

@@ -368,6 +368,46 @@ def _mark_failed(ax, x, height: float, status: str, color, label: str) -> None:
 
 
 CAPTION_IN = 0.22  # inches kept at the bottom of a faceted figure per line of its caption
+PANELS_NAMED = 6  # panel titles an alt text names before it counts the rest
+
+
+def alt_text(fig) -> str:
+    """What a figure shows, for its <img alt>: its title, what is plotted against what, its panels, its caption."""
+    axes = [ax for ax in fig.axes if ax.get_visible() and (ax.get_xlabel() or ax.get_ylabel() or ax.get_title())]
+    parts = [fig.get_suptitle()]
+    labelled = next((ax for ax in axes if ax.get_xlabel() and ax.get_ylabel()), None)
+    if labelled is not None:
+        parts.append(f"{labelled.get_ylabel()} against {labelled.get_xlabel()}")
+    titles = [ax.get_title() for ax in axes if ax.get_title()]
+    if len(titles) > 1:
+        more = f" and {len(titles) - PANELS_NAMED} more" if len(titles) > PANELS_NAMED else ""
+        parts.append(f"{len(titles)} panels: " + "; ".join(titles[:PANELS_NAMED]) + more)
+    parts += [" ".join(t.get_text().split()) for t in fig.texts if t.get_text() != parts[0]]  # the caption, unwrapped
+    return ". ".join(p.rstrip(".") for p in parts if p) + "."
+
+
+def install() -> None:
+    """In a notebook's kernel, every figure's PNG carries its alt text (`alt_text`) as output metadata."""
+    from IPython import get_ipython
+    from matplotlib.figure import Figure
+
+    shell = get_ipython()
+    if shell is None:
+        return
+    png = shell.display_formatter.formatters["image/png"]
+    try:
+        draw = png.lookup_by_type(Figure)
+    except KeyError:  # no inline backend: figures are not shown as PNG
+        return
+    if getattr(draw, "with_alt", False):
+        return
+
+    def with_alt(fig):
+        data = draw(fig)
+        return (data, {"alt": alt_text(fig)}) if data is not None else None
+
+    with_alt.with_alt = True
+    png.for_type(Figure, with_alt)
 
 
 def _finish(fig, axes, title: str, caption: str = ""):
