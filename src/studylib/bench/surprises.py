@@ -182,11 +182,7 @@ def _sentence(pair: dict, band: float) -> str:
 
 def findings(df, expectations: Iterable[Expectation], band: float = EQUIVALENCE) -> list[str]:
     """One finding per profiled pair."""
-    return _findings(profiled_pairs(df, expectations, band), band)
-
-
-def _findings(pairs: list[dict], band: float) -> list[str]:
-    return [wording.macro(WORDS, "finding", _sentence(p, band)) for p in pairs]
+    return [wording.macro(WORDS, "finding", _sentence(p, band)) for p in profiled_pairs(df, expectations, band)]
 
 
 def html(df, study) -> str:
@@ -215,5 +211,5 @@ def attach(analysis, df, expectations: Iterable[Expectation], band: float = EQUI
          for p in pairs],
         columns=["candidate", "baseline", "expected", "where", "speedup", "ci_low", "ci_high",
                  "surprise over all replicates"])
-    analysis.findings.extend(_findings(pairs, band))
+    analysis.findings.extend(wording.macro(WORDS, "finding", _sentence(p, band)) for p in pairs)
     return analysis

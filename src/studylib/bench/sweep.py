@@ -389,18 +389,17 @@ def _distinct(ws) -> list:
 def _begin(pool, configs: list[Config], rows: dict[str, dict]) -> dict:
     """Each configuration's worker, started side by side; a worker that cannot start fails its configurations' rows."""
     worker = {}
-    for step in ("start", "settings"):  # every worker started before any is waited for
-        for c in configs:
-            if rows[c.key]["status"] != "ok":
-                continue
-            try:
-                if step == "start":
-                    worker[c.key] = pool.get(process_of(c))
-                else:
-                    rows[c.key]["process"] = pool.settings(process_of(c))
-            except Exception as exc:  # noqa: BLE001 - every configuration of that worker is a failed row
-                worker.pop(c.key, None)
-                _fail(rows[c.key], exc)
+    for c in configs:  # every worker started before any is waited for
+        try:
+            worker[c.key] = pool.get(process_of(c))
+        except Exception as exc:  # noqa: BLE001 - every configuration of that worker is a failed row
+            _fail(rows[c.key], exc)
+    for c in [c for c in configs if c.key in worker]:
+        try:
+            rows[c.key]["process"] = pool.settings(process_of(c))
+        except Exception as exc:  # noqa: BLE001
+            worker.pop(c.key)
+            _fail(rows[c.key], exc)
     for w in _distinct(worker.values()):
         theirs = [c for c in configs if worker.get(c.key) is w]
         try:
