@@ -109,9 +109,6 @@ def check(expectations: Iterable[Expectation], configs: Iterable, rows: dict[str
 def to_profile(expectations: Iterable[Expectation], configs: list, rows: dict[str, dict],
                replicate: int) -> dict[str, list[str]]:
     """Config key → why, for both sides of every expectation this replicate's rows contradict; never raises."""
-    expectations = tuple(expectations)
-    if not expectations:
-        return {}
     reasons: dict[str, list[str]] = {}
     try:
         checked = check(expectations, configs, rows)
@@ -202,7 +199,6 @@ def html(df, study) -> str:
 
 def attach(analysis, df, expectations: Iterable[Expectation], band: float = EQUIVALENCE):
     """A study's Analysis with the surprises' findings and tables["surprises"] (one row per profiled pair)."""
-    expectations = tuple(expectations)
     pairs = profiled_pairs(df, expectations, band)
     analysis.tables["surprises"] = pd.DataFrame(
         [{"candidate": p["expectation"].candidate, "baseline": p["expectation"].baseline,

@@ -86,20 +86,10 @@ def measure_rounds(calls: dict[str, Callable[[], Any]], *, clock: Callable[[], f
     return run_rounds(timers, clock=clock, **settings)
 
 
-def run_rounds(
-    timers: dict[str, Callable[[int], float]],
-    *,
-    baseline: str | None = None,
-    warmup_calls: int = 2,
-    min_rounds: int = 10,
-    max_rounds: int = 500,
-    min_time_s: float = 0.0,
-    target_ci_pct: float = 2.0,
-    budget_s: float = 30.0,
-    block_s: float = 0.0,
-    seed: int = 0,
-    clock: Callable[[], float] = time.perf_counter,
-) -> Rounds:
+def run_rounds(timers: dict[str, Callable[[int], float]], *, baseline: str | None = None, warmup_calls: int = 2,
+               min_rounds: int = 10, max_rounds: int = 500, min_time_s: float = 0.0, target_ci_pct: float = 2.0,
+               budget_s: float = 30.0, block_s: float = 0.0, seed: int = 0,
+               clock: Callable[[], float] = time.perf_counter) -> Rounds:
     """Time `timers` (calls → s per call) in interleaved rounds until precise; a timer that raises is dropped."""
     names = list(timers)
     failed: dict[str, BaseException] = {}
