@@ -177,11 +177,6 @@ def _sentence(pair: dict, band: float) -> str:
                          pair["surprising"])
 
 
-def findings(df, expectations: Iterable[Expectation], band: float = EQUIVALENCE) -> list[str]:
-    """One finding per profiled pair."""
-    return [wording.macro(WORDS, "finding", _sentence(p, band)) for p in profiled_pairs(df, expectations, band)]
-
-
 def html(df, study) -> str:
     """Every profiled pair as a collapsed <details> with both calls' top operators, or a line saying none was found."""
     pairs = []
