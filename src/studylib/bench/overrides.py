@@ -34,8 +34,7 @@ def pairs(given) -> list[tuple[str, Any, str]]:
 
 
 def normalised(given, raw: dict, notebook: str | None = None) -> dict[str, str]:
-    """Each override as `KEY=VALUE` → the key as given, sorted (a whole mapping before a key inside it), the last
-    of a key set twice wins. `raw`: the profile's YAML; with `notebook`, a bare field is that section's."""
+    """Each override as sorted `KEY=VALUE` → the key as given (the last set wins); `notebook`: owns bare fields."""
     studies = list(study_registry.studies())
     own = set(sections()[notebook].model_fields) if notebook in studies else set()
     out: dict[str, tuple[str, str]] = {}
