@@ -186,7 +186,7 @@ def test_a_measured_surprise_stores_both_profiles(tmp_path, monkeypatch):
     df = table.frame(with_samples=True)
     (pair,) = surprises.profiled_pairs(df, expect)
     assert pair["surprising"] and pair["speedup"].ci_high < 1
-    (line,) = surprises.findings(df, expect)
+    (line,) = surprises.attach(Analysis({}, [], pd.DataFrame()), df, expect).findings
     assert line.startswith("**Surprise: slow-eager is slower than eager at bert-tiny fp32 batch 2 seq 8")
     page = surprises.html(df, dataclasses.replace(STUDIES["01_eager_vs_compiled"], expectations=expect))
     assert page.count("<details") == 1 and by["eager"]["profile_top_ops"][0]["op"] in page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,13 +48,8 @@ def data_tag(settings, max_length: int) -> str:
     source = settings.source if settings.column is None else f"{settings.source}[{settings.column}]"
     tok = settings.tokenizer or f"bpe{settings.vocab_size}"
     files = [f for f in (settings.source, settings.tokenizer) if f and f != corpus.DEFAULT_SOURCE]
-    digest = "".join(f":{_file_digest(f)}" for f in files)
+    digest = "".join(f":{hashlib.sha256(Path(corpus.resolve(f)).read_bytes()).hexdigest()[:8]}" for f in files)
     return f"{source}:n{settings.n_texts}:{tok}:max{max_length}{digest}"
-
-
-def _file_digest(path: str) -> str:
-    with open(corpus.resolve(path), "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()[:8]
 
 
 def load(settings, *, max_length: int, seed: int, cache_dir, model: str | None = None) -> TextDataset:

@@ -30,11 +30,6 @@ def _own_process_env(c: Config) -> dict[str, str]:
     return runtime.process_env(c.device) if runtime is not None else {}
 
 
-def group_name(key: tuple) -> str:
-    """A group's key as text (results rows carry it; configurations with the same one are compared)."""
-    return "|".join("" if v is None else str(v) for v in key)
-
-
 def pending_groups(configs: list[Config], plan: Plan, *, table: ResultsTable, force: bool = False,
                    group_by: Callable[[Config], tuple] | None = None) -> dict[str, list[Config]]:
     """The groups a run would measure: those with a configuration not yet measured alike (all when forced)."""
@@ -54,9 +49,10 @@ def groups_to_measure(configs: list[Config], todo: list[Config],
     """Every group with a configuration to measure, whole; `group_by`: a study's own grouping (default: the shape)."""
     group_by = group_by or (lambda c: c.shape_key)
 
-    def name(c: Config) -> str:  # a runtime that needs a process of its own (Runtime.process_env) gets its own group
+    def name(c: Config) -> str:  # as results rows carry it; a runtime with a process of its own gets its own group
         own = _own_process_env(c)
-        return group_name(group_by(c)) + "".join(f"|{k}={v}" for k, v in sorted(own.items()))
+        return "|".join("" if v is None else str(v) for v in group_by(c)) + "".join(
+            f"|{k}={v}" for k, v in sorted(own.items()))
 
     groups: dict[str, list[Config]] = {}
     for c in configs:

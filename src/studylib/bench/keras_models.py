@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import os
+import io
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import runtimes
 from ..core.config import Config
+from ..core.files import write_bytes_atomic
 from ..machine.threads import tensorflow_start_up_log
 from ..runtimes.base import RuntimeUnavailable
 from ..runtimes.keras_process import backend, check_backend, keras_module, to_numpy
@@ -89,11 +90,9 @@ def _architecture(k, name: str, image_size: int | None):
 
 
 def _save_npz(path: Path, *arrays, **named) -> None:
-    """Saved atomically (a temporary file beside it, then renamed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, *arrays, **named)
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    np.savez(buffer, *arrays, **named)
+    write_bytes_atomic(path, buffer.getvalue())
 
 
 def build(name: str, *, dtype: str = "fp32", image_size: int | None = None, seed: int = 0, cache_dir: Path,
@@ -131,11 +130,6 @@ def inputs(name: str, *, batch_size: int, seq_len: int | None = None, image_size
     if s.kind == "text":
         return (rng.integers(0, s.vocab_size, size=(batch_size, seq_len), dtype="int32"),)
     return (rng.standard_normal((batch_size, image_size, image_size, 3), dtype="float32"),)
-
-
-def _reference_path(cache_dir: Path, key: str) -> Path:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in key)
-    return Path(cache_dir) / "keras" / f"{safe}.reference.npz"
 
 
 def _is_keras(c: Config) -> bool:
@@ -193,7 +187,8 @@ class KerasWorkloads(Workloads):
         if key not in self._references:
             size = f"s{c.seq_len}" if c.seq_len is not None else f"i{c.image_size}"
             shape = f"{c.model}-{c.dtype}-{c.device}-b{c.batch_size}-{size}-seed{self.seed}"
-            path = _reference_path(self.cache_dir, shape)
+            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in shape)
+            path = Path(self.cache_dir) / "keras" / f"{safe}.reference.npz"
             if not path.exists():
                 w = self.workload(c, "keras")
                 _save_npz(path, output=to_numpy(w.module(*w.inputs, training=False)), backend=np.asarray(backend()))

@@ -34,8 +34,7 @@ def pairs(given) -> list[tuple[str, Any, str]]:
 
 
 def normalised(given, raw: dict, notebook: str | None = None) -> dict[str, str]:
-    """Each override as `KEY=VALUE` → the key as given, sorted (a whole mapping before a key inside it), the last
-    of a key set twice wins. `raw`: the profile's YAML; with `notebook`, a bare field is that section's."""
+    """Each override as sorted `KEY=VALUE` → the key as given (the last set wins); `notebook`: owns bare fields."""
     studies = list(study_registry.studies())
     own = set(sections()[notebook].model_fields) if notebook in studies else set()
     out: dict[str, tuple[str, str]] = {}
@@ -66,7 +65,10 @@ def applied(raw: dict, texts: list[str]) -> dict:
     """The profile file's YAML with the normalised overrides merged in (as `extends:` merges a profile)."""
     for text in texts:
         key, _, value = text.partition("=")
-        raw = merged(raw, _nested(full_key(key), json.loads(value)))
+        nested = json.loads(value)
+        for part in reversed(full_key(key).split(".")):
+            nested = {part: nested}
+        raw = merged(raw, nested)
     return raw
 
 
@@ -78,12 +80,6 @@ def as_mapping(texts) -> dict[str, Any]:
 def full_key(key: str) -> str:
     """An override's key as the profile file nests it: `03_onnx_batching.x` -> `notebooks.03_onnx_batching.x`."""
     return f"notebooks.{key}" if key.split(".")[0] in study_registry.studies() else key
-
-
-def _nested(dotted: str, value: Any) -> dict:
-    for part in reversed(dotted.split(".")):
-        value = {part: value}
-    return value
 
 
 def overlaps(key: str, at: str, problem: str) -> bool:

@@ -15,13 +15,6 @@ from . import timing
 from .schemas import MeasureSettings, Profile
 
 
-def tolerance_key(c: Config, tf32: bool = False) -> str:
-    """The parity tolerance's key: the runtime's precision (int8), 'tf32' for fp32 under tf32, else the dtype."""
-    runtime = runtimes.REGISTRY.get(c.variant)
-    key = (runtime.precision if runtime is not None else None) or c.dtype
-    return "tf32" if key == "fp32" and tf32 else key
-
-
 @dataclass(frozen=True)
 class Plan:
     """What a study measures with (frozen: built once by study.start, never edited on the way)."""
@@ -48,8 +41,11 @@ class Plan:
         return self.measure.replicates
 
     def tolerance(self, c: Config) -> float:
-        """The parity tolerance of `c` under this plan's precision policy (the row records it: parity_tol, tf32)."""
-        return self.parity_tolerance[tolerance_key(c, bool((self.env.get("precision") or {}).get("tf32")))]
+        """`c`'s parity tolerance: its runtime's precision (int8), 'tf32' for fp32 under tf32, else its dtype's."""
+        runtime = runtimes.REGISTRY.get(c.variant)
+        key = (runtime.precision if runtime is not None else None) or c.dtype
+        tf32 = key == "fp32" and (self.env.get("precision") or {}).get("tf32")
+        return self.parity_tolerance["tf32" if tf32 else key]
 
     def settings_hash(self, c: Config) -> str:
         """Identifies how `c` is measured: other settings, tolerance, seed or timing.METHOD measure it again."""

@@ -183,8 +183,6 @@ def _validated(raw: dict, where: str) -> tuple[Profile, dict[str, BaseModel]]:
         notebook = study_registry.studies()[name].notebook_path
         if not notebook.is_file():
             raise ProfileError(f"{where}: notebooks.{name}: notebook file {notebook.name} is missing")
-        if not isinstance(section, dict):
-            raise ProfileError(f"{where}: notebooks.{name}: must be a mapping of keys to values")
         sections[name] = _validate_section(name, section, where, prof)
     return prof, sections
 

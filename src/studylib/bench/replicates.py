@@ -69,12 +69,6 @@ def _write_part(parts_dir: Path, group_key: str, group_id: str, replicate: int, 
         "run_id": os.environ.get(RUN_ID_VAR), "rows": rows})
 
 
-def _of_this_run(part: dict) -> bool:
-    """Whether a part was written within the current `studylib run` (never outside one)."""
-    run_id = os.environ.get(RUN_ID_VAR)
-    return run_id is not None and part.get("run_id") == run_id
-
-
 FRESH_PROCESS_EXIT = 75  # a replicate process's own exit code: a failure spoiled it, the rest needs a fresh one
 
 
@@ -147,11 +141,12 @@ def measure(groups: dict[str, list[Config]], plan: Plan, *, table: ResultsTable,
     def parts_of(key: str) -> dict[int, dict]:
         return read_parts(parts_dir, key, k, fingerprint=plan.fingerprint, settings=settings[key])
 
+    run_id = os.environ.get(RUN_ID_VAR)
     parts: dict[str, dict[int, dict]] = {}
     for key in groups:
         parts[key] = parts_of(key)
-        if force:
-            parts[key] = {r: p for r, p in parts[key].items() if _of_this_run(p)}
+        if force:  # only parts written within the current `studylib run` are kept
+            parts[key] = {r: p for r, p in parts[key].items() if run_id is not None and p.get("run_id") == run_id}
             for r in set(range(k)) - set(parts[key]):
                 _part_path(parts_dir, key, r).unlink(missing_ok=True)
     ids = {key: next(iter(p.values()))["group_id"] if p else uuid.uuid4().hex[:12] for key, p in parts.items()}
@@ -207,12 +202,8 @@ def _died_group(need: list, parts: dict, r: int, flight: dict) -> str | None:
 
 def pending_parts(parts_dir: Path) -> int:
     """Configurations measured in part files not yet combined (for progress bars)."""
-    n = 0
-    for p in Path(parts_dir).glob("*.r*.json"):
-        if p.name.startswith("in-flight"):
-            continue
-        n += len((read_json(p) or {}).get("rows", []))
-    return n
+    return sum(len((read_json(p) or {}).get("rows", [])) for p in Path(parts_dir).glob("*.r*.json")
+               if not p.name.startswith("in-flight"))
 
 
 if __name__ == "__main__":

@@ -98,9 +98,7 @@ class _Section(_Strict):
     dtypes: list[Dtype]
     batch_sizes: list[int]
     measure: MeasureSettings | None = None
-    aa: list[str] = Field(default_factory=lambda: ["eager"], description=(
-        "the variants whose A/A copy (`<variant>-aa`, an independently prepared second copy timed in the same "
-        "groups; config.aa_of) this section runs: each a variant of the section"))
+    aa: list[str] = Field(default_factory=lambda: ["eager"], description="variants whose A/A copy runs too (aa_of)")
     left_out: str = ""
 
     @field_validator("models")
@@ -161,9 +159,7 @@ class Grid(_Section):
 class VariantSkips(_Strict):
     """A grid section's `variant_skip` (mixed into a Grid): shapes where one variant is left out."""
 
-    variant_skip: dict[str, list[Skip]] = Field(default_factory=dict, description=(
-        "by variant: shapes where that variant (and its A/A copy) is left out while the others run (say why in "
-        "left_out)"))
+    variant_skip: dict[str, list[Skip]] = Field(default_factory=dict, description="by variant: shapes it is left out")
 
     @model_validator(mode="after")
     def _variant_skips_known(self):
@@ -237,24 +233,17 @@ class Profile(_Strict):
     description: str
     follows: list[str] = Field(default_factory=list, description="the seeds (articles) whose set-up this profile follows")
     device: Device = "cpu"
-    card: Literal["t4", "v100", "a100", "3090ti", "h100"] | None = Field(None, description=(
-        "cuda: the GPU the profile describes, for `make plan`'s estimate (run.card_speed); unset: any card, "
-        "estimated as an A100"))
+    card: Literal["t4", "v100", "a100", "3090ti", "h100"] | None = Field(
+        None, description="cuda: the GPU `make plan` estimates for (run.card_speed); unset: as an A100")
     threads: int = Field(ge=1)
     seed: int = 0
     measure: MeasureSettings = MeasureSettings()
-    run_shift: Literal["recorded", "unknown"] = Field(
-        "unknown",
-        description="the shift common to every median between two whole runs on this profile's machine: "
-                    "'recorded' (estimated from the development hosts' same-host re-run pairs, run_shifts.yaml; "
-                    "medians get a re-run CI) or 'unknown' (another machine: no re-run CI is given)")
+    run_shift: Literal["recorded", "unknown"] = Field("unknown", description=(
+        "the shift between two whole runs: 'recorded' (run_shifts.yaml: medians get a re-run CI) or 'unknown'"))
     parity_tolerance: dict[Tolerance, Annotated[float, Field(gt=0)]] = Field(
         default_factory=lambda: {"fp32": 1e-3, "tf32": 0.02, "bf16": 0.1, "fp16": 0.02, "int8": 0.1},
-        description="largest max-abs-difference to eager allowed, relative to max(1, max |eager output|)",
-    )
-    tf32: bool = Field(False, description="CUDA: let fp32 matmuls and convolutions run in TF32 (Ampere and later), "
-                                          "in torch, TensorFlow, JAX, ONNX Runtime and TensorRT alike; a cpu "
-                                          "profile leaves it false (TF32 is a GPU format)")
+        description="largest max-abs-difference to eager allowed, relative to max(1, max |eager output|)")
+    tf32: bool = Field(False, description="CUDA: fp32 matmuls and convolutions in TF32, in every framework alike")
     notebooks: dict[str, dict[str, Any]]
 
     @field_validator("card", "tf32")

@@ -109,9 +109,6 @@ def check(expectations: Iterable[Expectation], configs: Iterable, rows: dict[str
 def to_profile(expectations: Iterable[Expectation], configs: list, rows: dict[str, dict],
                replicate: int) -> dict[str, list[str]]:
     """Config key → why, for both sides of every expectation this replicate's rows contradict; never raises."""
-    expectations = tuple(expectations)
-    if not expectations:
-        return {}
     reasons: dict[str, list[str]] = {}
     try:
         checked = check(expectations, configs, rows)
@@ -180,15 +177,6 @@ def _sentence(pair: dict, band: float) -> str:
                          pair["surprising"])
 
 
-def findings(df, expectations: Iterable[Expectation], band: float = EQUIVALENCE) -> list[str]:
-    """One finding per profiled pair."""
-    return _findings(profiled_pairs(df, expectations, band), band)
-
-
-def _findings(pairs: list[dict], band: float) -> list[str]:
-    return [wording.macro(WORDS, "finding", _sentence(p, band)) for p in pairs]
-
-
 def html(df, study) -> str:
     """Every profiled pair as a collapsed <details> with both calls' top operators, or a line saying none was found."""
     pairs = []
@@ -206,7 +194,6 @@ def html(df, study) -> str:
 
 def attach(analysis, df, expectations: Iterable[Expectation], band: float = EQUIVALENCE):
     """A study's Analysis with the surprises' findings and tables["surprises"] (one row per profiled pair)."""
-    expectations = tuple(expectations)
     pairs = profiled_pairs(df, expectations, band)
     analysis.tables["surprises"] = pd.DataFrame(
         [{"candidate": p["expectation"].candidate, "baseline": p["expectation"].baseline,
@@ -215,5 +202,5 @@ def attach(analysis, df, expectations: Iterable[Expectation], band: float = EQUI
          for p in pairs],
         columns=["candidate", "baseline", "expected", "where", "speedup", "ci_low", "ci_high",
                  "surprise over all replicates"])
-    analysis.findings.extend(_findings(pairs, band))
+    analysis.findings.extend(wording.macro(WORDS, "finding", _sentence(p, band)) for p in pairs)
     return analysis

@@ -65,7 +65,6 @@ def _fail(row: dict, exc: BaseException) -> dict:
 
 
 def _noted(notes: str | None, note: str) -> str:
-    """`note` appended to a row's notes ("; " between)."""
     return f"{notes or ''}; {note}".strip("; ")
 
 
@@ -201,14 +200,6 @@ def release_memory(device: str, *, between_groups: bool = False) -> None:
     gc.collect()
 
 
-def _release_quietly(row: dict, device: str) -> None:
-    """release_memory after a failure; a failure of its own (a sticky CUDA error) is a note on the failed row."""
-    try:
-        release_memory(device)
-    except Exception as exc:  # noqa: BLE001 - the row already says what failed
-        row["error"] = f"{row['error']}; memory not released: {type(exc).__name__}: {exc}"[:500]
-
-
 class Worker:
     """One framework's process for a group; a call that changes rows takes them and returns them updated."""
 
@@ -246,11 +237,13 @@ class Worker:
             _fail(row, exc)
         if row["status"] != "ok":
             self.ready.pop(c.key, None)
-            _release_quietly(row, c.device)  # the failed configuration's sessions and buffers, before the next one
+            try:  # the failed configuration's sessions and buffers, before the next one
+                release_memory(c.device)
+            except Exception as exc:  # noqa: BLE001 - a sticky CUDA error: a note on the row that already failed
+                row["error"] = f"{row['error']}; memory not released: {type(exc).__name__}: {exc}"[:500]
         return row
 
     def block(self, key: str, calls: int) -> float:
-        """Seconds per call of a block of `calls` calls of `key` (timing.time_block), timed here."""
         seconds = time_block(self.ready[key].call, calls, time.perf_counter)
         if self._rounds is not None:
             gc.collect(0)  # young objects collected between blocks, never inside one
@@ -307,11 +300,9 @@ class Worker:
         return rows
 
     def profile(self, key: str, why: list[str], replicate: int) -> dict:
-        """One steady-state call of `key` profiled (a surprise, surprises.to_profile), after the timed rounds."""
         return surprises.profile(self.ready[key], why, replicate)
 
     def warm(self, rows: dict[str, dict]) -> dict[str, dict]:
-        """The warm compile of the compiled configurations (warm.py), after the profiles."""
         warm.measure(self._take(rows), self.workloads, self.plan, parity)
         return rows
 
@@ -323,8 +314,7 @@ class Worker:
             self.stack = None
             release_memory(self.device, between_groups=between_groups)
 
-    def close(self) -> None:
-        self.end_group()
+    close = end_group
 
 
 def process_of(c: Config) -> str:
@@ -399,18 +389,17 @@ def _distinct(ws) -> list:
 def _begin(pool, configs: list[Config], rows: dict[str, dict]) -> dict:
     """Each configuration's worker, started side by side; a worker that cannot start fails its configurations' rows."""
     worker = {}
-    for step in ("start", "settings"):  # every worker started before any is waited for
-        for c in configs:
-            if rows[c.key]["status"] != "ok":
-                continue
-            try:
-                if step == "start":
-                    worker[c.key] = pool.get(process_of(c))
-                else:
-                    rows[c.key]["process"] = pool.settings(process_of(c))
-            except Exception as exc:  # noqa: BLE001 - every configuration of that worker is a failed row
-                worker.pop(c.key, None)
-                _fail(rows[c.key], exc)
+    for c in configs:  # every worker started before any is waited for
+        try:
+            worker[c.key] = pool.get(process_of(c))
+        except Exception as exc:  # noqa: BLE001 - every configuration of that worker is a failed row
+            _fail(rows[c.key], exc)
+    for c in [c for c in configs if c.key in worker]:
+        try:
+            rows[c.key]["process"] = pool.settings(process_of(c))
+        except Exception as exc:  # noqa: BLE001
+            worker.pop(c.key)
+            _fail(rows[c.key], exc)
     for w in _distinct(worker.values()):
         theirs = [c for c in configs if worker.get(c.key) is w]
         try:

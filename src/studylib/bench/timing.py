@@ -79,18 +79,6 @@ def time_block(fn: Callable[[], Any], calls: int, clock: Callable[[], float]) ->
     return (clock() - t0) / calls
 
 
-def _steady_blocks(timers: dict[str, Callable[[int], float]], block: dict[str, int], block_s: float,
-                   failed: dict[str, BaseException]) -> dict[str, int]:
-    """The blocks sized again from one untimed block per variant; a variant that raises here goes to `failed`."""
-    out = {}
-    for name, timer in timers.items():
-        try:
-            out[name] = _block_size(block_s, timer(block[name]))
-        except Exception as exc:  # noqa: BLE001 - a failure is a result
-            failed[name] = exc
-    return out
-
-
 def measure_rounds(calls: dict[str, Callable[[], Any]], *, clock: Callable[[], float] = time.perf_counter,
                    **settings) -> Rounds:
     """Time every callable of `calls` in this process, in interleaved rounds (`run_rounds` on `time_block`)."""
@@ -98,20 +86,10 @@ def measure_rounds(calls: dict[str, Callable[[], Any]], *, clock: Callable[[], f
     return run_rounds(timers, clock=clock, **settings)
 
 
-def run_rounds(
-    timers: dict[str, Callable[[int], float]],
-    *,
-    baseline: str | None = None,
-    warmup_calls: int = 2,
-    min_rounds: int = 10,
-    max_rounds: int = 500,
-    min_time_s: float = 0.0,
-    target_ci_pct: float = 2.0,
-    budget_s: float = 30.0,
-    block_s: float = 0.0,
-    seed: int = 0,
-    clock: Callable[[], float] = time.perf_counter,
-) -> Rounds:
+def run_rounds(timers: dict[str, Callable[[int], float]], *, baseline: str | None = None, warmup_calls: int = 2,
+               min_rounds: int = 10, max_rounds: int = 500, min_time_s: float = 0.0, target_ci_pct: float = 2.0,
+               budget_s: float = 30.0, block_s: float = 0.0, seed: int = 0,
+               clock: Callable[[], float] = time.perf_counter) -> Rounds:
     """Time `timers` (calls → s per call) in interleaved rounds until precise; a timer that raises is dropped."""
     names = list(timers)
     failed: dict[str, BaseException] = {}
@@ -124,8 +102,13 @@ def run_rounds(
             failed[name] = exc
     live = [n for n in names if n not in failed]
     block = {n: _block_size(block_s, per_call.get(n, 0.0)) for n in live}
-    if block_s > 0:
-        block = _steady_blocks({n: timers[n] for n in live}, block, block_s, failed)
+    if block_s > 0:  # the blocks sized again from one untimed block per variant
+        for name in live:
+            try:
+                block[name] = _block_size(block_s, timers[name](block[name]))
+            except Exception as exc:  # noqa: BLE001 - a failure is a result
+                failed[name] = exc
+                del block[name]
         live = [n for n in live if n not in failed]
     samples: dict[str, list[float]] = {n: [] for n in live}
     rng = np.random.default_rng(seed)
