@@ -136,6 +136,9 @@ def test_a_quantized_option_stands_apart_and_a_lead_that_is_not_told_apart_names
     vt = verdicts.for_study("03_onnx_batching", pd.DataFrame(rows))
     [pick] = decisions.what_to_use(vt, "03").to_dict("records")
     assert pick["decision"].startswith("use ort") and " or " in pick["decision"]  # ort vs ort-optimized: a tie
+    whose = pick["decision"].split()[1]  # the first named: its numbers fill the row, and they say so
+    assert pick["speed-up over default (CI at its page's level)"].startswith(f"{whose}: ")
+    assert pick["latency"].startswith(f"{whose}: ")
     assert "int8" not in pick["decision"] and pick["quantized option (changes outputs)"].startswith("ort-int8: ")
     lead = vt.lead(vt.options()[0].workload)
     assert lead is not None and lead.decision in ("equal", "undecided") and lead.kind == "lead"
@@ -192,6 +195,8 @@ def test_the_answer_speaks_of_full_precision_options_before_quantized_ones_howev
 def test_a_heading_closes_the_answer_box_and_the_notes_sit_under_it(results):
     top = answer.top_html(NB, verdicts.for_study(NB, results), results, "a test machine", why="GEMMs differ.")
     after = top.split('class="answer"', 1)[1].split("</div>", 1)[1]
+    assert after.lstrip().startswith("<h2>Decision table</h2>")  # the Answer box first, then the table it reads
+    after = after.split("</table>")[-1]
     assert after.startswith("<h3>Why, and where this answer holds</h3>")
     assert "<strong>Why.</strong> GEMMs differ." in after and "<strong>On a GPU.</strong>" in after
     box = top.split('class="answer"', 1)[1].split("</div>", 1)[0]

@@ -148,11 +148,12 @@ def what_to_use(vt: VerdictTable, study: str = "") -> pd.DataFrame:
         quant = [v for v in here if changes_outputs(v.candidate)]
         words_, top = pick(vt, workload)
         rec = {"study": study, "workload": workload, "decision": words_}
-        if top is not None:
+        if top is not None:  # where the decision names two options, each number names whose it is
+            whose = f"{top.candidate}: " if " or " in words_ else ""
+            cost, calls = one_time(top), calls_said(top.break_even) if np.isfinite(top.break_even) else ""
             rec |= {"decision": f"{words_} ({numbers.fmt_alone(top.speedup, top.ci_low, top.ci_high)} faster)",
-                    SPEEDUP: f"{x(top)} over {top.baseline}", "latency": _per_call(top),
-                    "one-time cost": one_time(top),
-                    "paid back after": calls_said(top.break_even) if np.isfinite(top.break_even) else ""}
+                    SPEEDUP: f"{whose}{x(top)} over {top.baseline}", "latency": f"{whose}{_per_call(top)}",
+                    "one-time cost": f"{whose}{cost}" if cost else "", "paid back after": f"{whose}{calls}" if calls else ""}
         elif here:
             rec["latency"] = _per_call(here[0], baseline=True)
         qf = sorted((v for v in quant if v.decision == "faster"), key=lambda v: -v.speedup)
