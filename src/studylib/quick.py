@@ -1,11 +1,4 @@
-"""Time your own callables with the study's method, in a notebook or a script:
-
-    from studylib import quick
-    result = quick.compare({"mine": lambda: fast(x), "eager": lambda: model(x)})
-    result            # in Jupyter: the decision table; print(result) in a script
-
-Interleaved rounds beside an A/A copy of the baseline, decided as the pages decide (docs/method.md).
-"""
+"""`quick.compare({"mine": fast, "eager": slow})`: your callables in interleaved rounds, decided as the pages decide."""
 
 from __future__ import annotations
 
