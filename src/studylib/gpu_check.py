@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import re
 import sys
@@ -121,14 +122,9 @@ def jax_probe() -> Probe:
                  f"jax {jax.__version__}, {version}", major, tf32_error=err)
 
 
-_max_ir: int | None = None
-
-
+@functools.cache
 def max_ir_version(make=None) -> int:
     """The highest ONNX IR version the installed onnxruntime reads, asked of it once; `make`: for tests."""
-    global _max_ir
-    if make is None and _max_ir is not None:
-        return _max_ir
     import onnx
     from onnx import helper
 
@@ -144,11 +140,8 @@ def max_ir_version(make=None) -> int:
         return None
 
     named = re.search(r"max supported IR version:\s*(\d+)", refusal(1000) or "")
-    found = int(named.group(1)) if named else next(
+    return int(named.group(1)) if named else next(
         (ir for ir in range(onnx.IR_VERSION, 3, -1) if refusal(ir) is None), 3)
-    if make is None:
-        _max_ir = found
-    return found
 
 
 def _tiny_onnx(max_ir: int | None = None) -> bytes:
@@ -189,9 +182,8 @@ def ort_session(provider: str, options: dict | None = None, *, make=None, tensor
             return Probe(path, "skip", f"{libraries.detail}; ort-tensorrt rows are skipped", expected=True)
         if libraries.state != "loaded":
             return Probe(path, "fail", f"installed but not loadable: {libraries.detail}")
-    providers = [(provider, options or {}), "CUDAExecutionProvider", "CPUExecutionProvider"]
-    if provider == "CUDAExecutionProvider":
-        providers = providers[:1] + providers[2:]
+    providers = [(provider, options or {})] + ([] if provider == "CUDAExecutionProvider" else
+                                               ["CUDAExecutionProvider"]) + ["CPUExecutionProvider"]
     session = (make or ort.InferenceSession)(_tiny_onnx(), providers=providers)
     used = session.get_providers()
     if used[0] != provider:
