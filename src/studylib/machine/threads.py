@@ -38,11 +38,9 @@ class Captured:
         return text.splitlines()
 
     def __exit__(self, *exc):
-        sys.stdout.flush()
-        sys.stderr.flush()
+        self.left = self.new_lines()  # flushed into the file before the descriptor is given back
         os.dup2(self.saved, self.fd)
         os.close(self.saved)
-        self.left = self.new_lines()
         self.log.close()
 
 
