@@ -87,10 +87,8 @@ def compare(calls: dict[str, Callable[[], Any]], *, baseline: str | None = None,
     if replicates < 1 or budget_s <= 0:
         raise ValueError("replicates must be at least 1 and budget_s positive")
 
-    def synced(f):
-        return f if sync is None else (lambda: (f(), sync())[0])
-
-    timed = {n: synced(f) for n, f in calls.items()} | {f"{baseline}-aa": synced(calls[baseline])}
+    timed = {n: f if sync is None else (lambda f=f: (f(), sync())[0])
+             for n, f in (calls | {f"{baseline}-aa": calls[baseline]}).items()}
     rows = {n: WORKLOAD | {"variant": n, "config_key": n, "status": "ok", "error": "", "samples_s": [],
                            "sample_rep": [], "sample_round": []} for n in timed}
     outputs = {}
