@@ -122,8 +122,7 @@ def path_checks(c: Config, workloads, delay: Callable[[], object], settle: Calla
             prepared.sync()
             device = output_device(out)
             checks = [Check(f"{name}: on the GPU", on_gpu(device), f"its output lies on {device}")]
-            compiled = runtime.family in ("compile", "export")
-            if compiled:
+            if runtime.family in ("compile", "export"):
                 without = synced(prepared.call, None)
             else:
                 with sync_removed():

@@ -249,8 +249,4 @@ def unavailable(device: str, runtime) -> str | None:
     """Why `runtime` cannot run on `device` here (the first of its frameworks that sees no GPU), or None."""
     if device != "cuda":
         return None
-    for framework in frameworks_of(runtime):
-        reason = sees_gpu(framework)
-        if reason:
-            return reason
-    return None
+    return next((reason for reason in map(sees_gpu, frameworks_of(runtime)) if reason), None)
