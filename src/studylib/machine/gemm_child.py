@@ -67,8 +67,12 @@ def _torch(threads: int, onednn: bool = False):
         dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
         xt = torch.from_numpy(x).to(dt)
         wt = torch.from_numpy(np.ascontiguousarray(w.T)).to(dt)  # a Linear's weight: (out, in)
-        def call():
-            return torch.ops.mkldnn._linear_pointwise(xt, wt, None, "none", [], "") if onednn else F.linear(xt, wt)
+        if onednn:
+            def call():
+                return torch.ops.mkldnn._linear_pointwise(xt, wt, None, "none", [], "")
+        else:
+            def call():
+                return F.linear(xt, wt)
 
         def first():
             with torch.backends.mkl.verbose(1), torch.backends.mkldnn.verbose(1):
