@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from studylib.machine.gpu_probes import Probe, loaded_cuda_libraries, ort_session, verdict
+from studylib.gpu_check import Probe, loaded_cuda_libraries, ort_session, verdict
 
 
 def _ok(path, major=12, err=None):
@@ -72,7 +72,7 @@ def fake_ort(monkeypatch):
     ort.__version__ = "1.26.0"
     ort.get_available_providers = lambda: ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
     monkeypatch.setitem(sys.modules, "onnxruntime", ort)
-    monkeypatch.setattr("studylib.machine.gpu_probes._tiny_onnx", lambda: b"model")
+    monkeypatch.setattr("studylib.gpu_check._tiny_onnx", lambda: b"model")
     return ort
 
 
@@ -104,10 +104,10 @@ def test_the_probe_model_loads_in_the_installed_onnxruntime():
     import onnx
     import onnxruntime as ort
 
-    from studylib.machine import gpu_probes
+    from studylib import gpu_check
 
-    model = onnx.load_from_string(gpu_probes._tiny_onnx())
-    assert model.ir_version == min(onnx.IR_VERSION, gpu_probes.max_ir_version())
+    model = onnx.load_from_string(gpu_check._tiny_onnx())
+    assert model.ir_version == min(onnx.IR_VERSION, gpu_check.max_ir_version())
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (y,) = session.run(None, {"x": np.ones((4, 8), dtype="float32")})
     assert np.allclose(y, 4.0)
@@ -118,7 +118,7 @@ def test_the_probe_model_loads_in_the_installed_onnxruntime():
     (9, "some other wording, without the maximum"),  # no number: found by trying onnx's versions downwards
 ])
 def test_the_maximum_ir_version_is_asked_of_onnxruntime(refuses_above, message):
-    from studylib.machine import gpu_probes
+    from studylib import gpu_check
 
     tried = []
 
@@ -131,26 +131,26 @@ def test_the_maximum_ir_version_is_asked_of_onnxruntime(refuses_above, message):
         if ir > refuses_above:
             raise RuntimeError(message.format(ir=ir))
 
-    assert gpu_probes.max_ir_version(make) == refuses_above
+    assert gpu_check.max_ir_version(make) == refuses_above
     assert tried[0] == 1000 and (len(tried) == 1) == ("max supported" in message)
     import onnx
 
-    stamped = onnx.load_from_string(gpu_probes._tiny_onnx(max_ir=refuses_above)).ir_version
+    stamped = onnx.load_from_string(gpu_check._tiny_onnx(max_ir=refuses_above)).ir_version
     assert stamped == min(refuses_above, onnx.IR_VERSION)
 
 
 def test_gpu_check_says_whether_export_aoti_finds_a_cuda_toolkit(tmp_path):
     """No toolkit: an expected skip naming it (the export-aoti rows will be skipped rows); a toolkit: ok, and not a
     "not on the GPU" problem (nothing runs: it is looked for)."""
-    from studylib.machine import gpu_probes
+    from studylib import gpu_check
 
-    missing = gpu_probes.aoti_toolkit(lambda: None)
+    missing = gpu_check.aoti_toolkit(lambda: None)
     assert (missing.status, missing.expected) == ("skip", True)
     assert "finds none here" in missing.detail and "install the CUDA 12 toolkit" in missing.detail
     assert missing.detail.endswith("its rows are skipped")
     (tmp_path / "include").mkdir()
     (tmp_path / "include" / "cuda_runtime_api.h").write_text("")
-    found = gpu_probes.aoti_toolkit(lambda: str(tmp_path))
+    found = gpu_check.aoti_toolkit(lambda: str(tmp_path))
     assert found.status == "ok" and found.detail == f"CUDA toolkit at {tmp_path}"
     assert verdict(ALL_OK + [TRT_MISSING, missing], tf32=False) == (0, [])
     assert verdict(ALL_OK + [TRT_MISSING, found], tf32=False) == (0, [])

@@ -1,10 +1,4 @@
-"""`make gpu-proof`: on one GPU, in under ten minutes by its own estimate, that the study's GPU paths do what they claim.
-
-    python -m studylib.gpu_proof [--skip-smoke]
-
-One line per check, PASS, FAIL or SKIP (docs/method.md, "make gpu-proof"). Exit 0 when no check fails, 1 when one
-does, 2 without a GPU.
-"""
+"""`make gpu-proof`: on one GPU, in under ten minutes by its own estimate, that the study's GPU paths do what they claim."""
 
 from __future__ import annotations
 
@@ -60,7 +54,7 @@ class Check:
 def smallest_paths(profile: str = SMOKE_PROFILE) -> list[tuple[str, Config]]:
     """(notebook, configuration): every runtime of PATH_STUDIES (no A/A copy) at each model's smallest shape."""
     loaded = profiles.load(profile)
-    out, seen = [], set()
+    out: dict[tuple, tuple[str, Config]] = {}
     for nb in PATH_STUDIES:
         configs = [c for c in study_registry.grid(loaded, nb) if not is_aa(c.variant)
                    and (nb != GENERATION or c.strategy == "decode")]
@@ -70,15 +64,11 @@ def smallest_paths(profile: str = SMOKE_PROFILE) -> list[tuple[str, Config]]:
             batch = min(c.batch_size for c in mine if c.dtype == dtype)
             here = [c for c in mine if c.dtype == dtype and c.batch_size == batch]
             seq = min((c.seq_len for c in here if c.seq_len is not None), default=None)
-            for c in here:
-                if c.seq_len != seq:
-                    continue
+            for c in (c for c in here if c.seq_len == seq):
                 fixed = c if c.seq_len is not None or c.image_size is not None else Config(
                     c.model, c.variant, c.dtype, 1, c.device, c.threads, seq_len=16)
-                if (nb, fixed.model, fixed.variant, fixed.dtype) not in seen:
-                    seen.add((nb, fixed.model, fixed.variant, fixed.dtype))
-                    out.append((nb, fixed))
-    return out
+                out.setdefault((nb, fixed.model, fixed.variant, fixed.dtype), (nb, fixed))
+    return list(out.values())
 
 
 def path_workloads(notebook: str):
@@ -88,13 +78,6 @@ def path_workloads(notebook: str):
 
         return GenerationWorkloads(0)
     return Workloads(0)
-
-
-def spin(cycles: int = SPIN_CYCLES) -> Callable[[], object]:
-    """A GPU kernel that spins `cycles` on torch's current stream: queued, it keeps the device busy for a while."""
-    import torch
-
-    return lambda: torch.cuda._sleep(cycles)
 
 
 def behind(call: Callable[[], object], delay: Callable[[], object], settle: Callable[[], object],
@@ -139,8 +122,7 @@ def path_checks(c: Config, workloads, delay: Callable[[], object], settle: Calla
             prepared.sync()
             device = output_device(out)
             checks = [Check(f"{name}: on the GPU", on_gpu(device), f"its output lies on {device}")]
-            compiled = runtime.family in ("compile", "export")
-            if compiled:
+            if runtime.family in ("compile", "export"):
                 without = synced(prepared.call, None)
             else:
                 with sync_removed():
@@ -179,7 +161,7 @@ def oom_checks() -> list[Check]:
     runtimes.REGISTRY[TooBig.name] = TooBig()
     try:
         configs = [Config("bert-tiny", v, "fp32", 1, "cuda", 1, seq_len=16) for v in ("eager", "proof-oom", "torchscript")]
-        rows = sweep.measure_group(configs, _plan(_policy()), workloads=Workloads(0), group_key="oom",
+        rows = sweep.measure_group(configs, _plan(policy(False, "cuda")), workloads=Workloads(0), group_key="oom",
                                    group_id="proof", replicate=0)
     finally:
         del runtimes.REGISTRY[TooBig.name]
@@ -257,10 +239,6 @@ def smoke_checks() -> list[Check]:
     return [Check(f"study 01 on {SMOKE_PROFILE}", ok and done.returncode == 0, "; ".join(lines))]
 
 
-def _policy() -> dict:
-    return policy(False, "cuda")
-
-
 def estimate_s(configs: list[tuple[str, Config]], smoke: bool) -> float:
     """The proof's own estimate: gpu-check, each path (a compiled one more), the other checks, the smoke run."""
     paths_s = sum(ESTIMATE_S["compile" if runtimes.family(c.variant) in ("compile", "export")
@@ -292,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    apply(_policy(), ("torch",))
+    apply(policy(False, "cuda"), ("torch",))
     started = time.perf_counter()
     configs = smallest_paths()
     print(f"GPUs (nvidia-smi): {gpu_check._nvidia_smi() or 'nvidia-smi not found'}", flush=True)
@@ -305,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     print(checks[-1].line(), flush=True)
     workloads = {nb: path_workloads(nb) for nb in dict.fromkeys(nb for nb, _ in configs)}
     steps: list[Callable[[], list[Check]]] = [
-        (lambda nb=nb, c=c: path_checks(replace(c, device="cuda"), workloads[nb], spin(), torch.cuda.synchronize))
+        (lambda nb=nb, c=c: path_checks(replace(c, device="cuda"), workloads[nb],
+                             lambda: torch.cuda._sleep(SPIN_CYCLES), torch.cuda.synchronize))
         for nb, c in configs]
     steps += [oom_checks, tensorrt_checks] + ([] if args.skip_smoke else [smoke_checks])
     for step in steps:

@@ -1,11 +1,4 @@
-"""Time your own callables with the study's method, in a notebook or a script:
-
-    from studylib import quick
-    result = quick.compare({"mine": lambda: fast(x), "eager": lambda: model(x)})
-    result            # in Jupyter: the decision table; print(result) in a script
-
-Interleaved rounds beside an A/A copy of the baseline, decided as the pages decide (docs/method.md).
-"""
+"""`quick.compare({"mine": fast, "eager": slow})`: your callables in interleaved rounds, decided as the pages decide."""
 
 from __future__ import annotations
 
@@ -94,10 +87,8 @@ def compare(calls: dict[str, Callable[[], Any]], *, baseline: str | None = None,
     if replicates < 1 or budget_s <= 0:
         raise ValueError("replicates must be at least 1 and budget_s positive")
 
-    def synced(f):
-        return f if sync is None else (lambda: (f(), sync())[0])
-
-    timed = {n: synced(f) for n, f in calls.items()} | {f"{baseline}-aa": synced(calls[baseline])}
+    timed = {n: f if sync is None else (lambda f=f: (f(), sync())[0])
+             for n, f in (calls | {f"{baseline}-aa": calls[baseline]}).items()}
     rows = {n: WORKLOAD | {"variant": n, "config_key": n, "status": "ok", "error": "", "samples_s": [],
                            "sample_rep": [], "sample_round": []} for n in timed}
     outputs = {}

@@ -63,12 +63,6 @@ def carry_committed(target: Path, staging: Path, profile: str) -> list[str]:
 def publish(staging: Path, target: Path, record: dict, profile: str = PROFILE) -> list[Path]:
     """Copy a finished run's reader-facing files from `staging` into `target`, then the record; the files."""
     written = []
-
-    def copy(src: Path, dst: Path):
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
-        written.append(dst)
-
     for sub in (profile, "summary"):
         shutil.rmtree(target / sub, ignore_errors=True)
     for jsonl in sorted((staging / profile / "results").glob("*.jsonl")):
@@ -77,7 +71,9 @@ def publish(staging: Path, target: Path, record: dict, profile: str = PROFILE) -
                     f"{profile}/results/env.json", f"{profile}/run.json", "summary/html/*.html", "summary/run.json",
                     "index.html"):
         for src in sorted(staging.glob(pattern)):
-            copy(src, target / src.relative_to(staging))
+            written.append(target / src.relative_to(staging))
+            written[-1].parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, written[-1])
     write_json_atomic(record_path(target, profile), record)
     written.append(record_path(target, profile))
     return written
@@ -111,11 +107,10 @@ def make_reference(profile: str = PROFILE) -> int:
         print("make reference: a notebook failed (see above); nothing published, the run resumes on the next "
               "`make reference` at this commit")
         return rc
+    make_flag, cli_flag = (f" PROFILE={profile}", f" --profile {profile}") if profile != PROFILE else ("", "")
     record = started | {"finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                         "last_session_s": round(time.perf_counter() - t0),
-                        "command": "make reference" + (f" PROFILE={profile}" if profile != PROFILE else "")
-                                   + " (python -m studylib reference" + (f" --profile {profile}" if profile != PROFILE
-                                                                         else "") + ")"}
+                        "command": f"make reference{make_flag} (python -m studylib reference{cli_flag})"}
     written = publish(staging, paths.reference_root(), record, profile)
     print(f"published {len(written)} files under {paths.display(paths.reference_root())}/ from commit {commit[:12]}; "
           f"commit them: git add {paths.display(paths.reference_root())} && git commit")

@@ -39,12 +39,6 @@ def _cpu_model() -> str:
     return gemm.cpu_model() or platform.processor() or platform.machine()
 
 
-def _memory_gib() -> float:
-    import psutil
-
-    return round(psutil.virtual_memory().total / 2**30, 1)
-
-
 def git_commit() -> str | None:
     """The checkout's commit (12 hex digits, "-dirty" if tracked files outside outputs/ and reference/ changed, the
     folders runs write); None outside git."""
@@ -66,11 +60,10 @@ def _gpu() -> dict:
 
     if not torch.cuda.is_available():
         return {}
-    info = {"gpu_name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
+    return {"gpu_name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(),
-            "gpu_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)}
-    info["gpu_driver"] = next(iter(nvidia_smi("driver_version")), None)
-    return info
+            "gpu_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1),
+            "gpu_driver": next(iter(nvidia_smi("driver_version")), None)}
 
 
 def nvidia_smi(query: str) -> list[str]:
@@ -113,13 +106,13 @@ class Machine:
 def detect_machine() -> Machine:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     gpu = _gpu()
-    if not gpu:
-        return Machine(False, 0.0, cores)
-    return Machine(True, gpu["gpu_memory_gib"], cores, gpu["gpu_name"])
+    return Machine(bool(gpu), gpu.get("gpu_memory_gib", 0.0), cores, gpu.get("gpu_name"))
 
 
 def capture(profile: str | None = None, precision: dict | None = None) -> dict:
     """Versions, Python, OS, CPU, memory, threads, GPU, commit, profile and the precision policy."""
+    import psutil
+
     env = {
         "profile": profile,
         "captured_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -128,7 +121,7 @@ def capture(profile: str | None = None, precision: dict | None = None) -> dict:
         "cpu_model": _cpu_model(),
         "logical_cpus": os.cpu_count(),
         "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "memory_gib": _memory_gib(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "gpu_name": None,
         "cuda": None,
         "threads": thread_settings(),

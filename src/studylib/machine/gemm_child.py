@@ -1,6 +1,4 @@
-"""One library's GEMM throughput in a process of its own (gemm.py starts it):
-`python -m studylib.machine.gemm_child LIBRARY THREADS BUDGET_S` prints one line, MARK + JSON: per dtype and shape the
-median rate with its 95% CI, the error against float64 and the code path the kernel library's log names."""
+"""`python -m studylib.machine.gemm_child LIBRARY THREADS BUDGET_S` (gemm.py starts it): one MARK + JSON line."""
 
 from __future__ import annotations
 
@@ -184,7 +182,7 @@ def hlo_path(hlo: str, dtype: str) -> str:
     return "XLA:CPU dot" + (" in fp32 (bf16 operands converted)" if upcast else "")
 
 
-SETUPS = {"torch": lambda t: _torch(t), "torch-onednn": lambda t: _torch(t, onednn=True),
+SETUPS = {"torch": _torch, "torch-onednn": lambda t: _torch(t, onednn=True),
           "tensorflow": _tensorflow, "onnxruntime": _onnxruntime, "jax": _jax}
 CHILDREN = {"torch": ("torch", "torch-onednn"), "tensorflow": ("tensorflow",), "onnxruntime": ("onnxruntime",),
             "jax": ("jax",)}  # the runners each library's process measures
@@ -223,11 +221,10 @@ def measure_runner(key: str, threads: int, budget: float, out: Captured) -> dict
         return {"status": "not installed", "message": said(exc)}
     except Exception as exc:  # noqa: BLE001 - a library that cannot start is a result
         return {"status": "failed", "message": said(exc)}
-    cells = [(d, s) for d in DTYPES for s in shapes()]
+    cells = [(d, k, s) for d in DTYPES for k, s in shapes().items()]
     rates: dict[str, dict] = {d: {} for d in DTYPES}
     facts: dict = {}
-    for dtype, key_ in cells:
-        shape = shapes()[key_]
+    for dtype, key_, shape in cells:
         x, w = operands(shape["m"], shape["k"], shape["n"], dtype)
         try:
             call, to_float64, first = make(x, w, dtype)

@@ -33,9 +33,7 @@ def policy(tf32: bool, device: str) -> dict:
 
 def tf32_label(on: bool, device: str) -> str:
     """The `tf32` column: "on", "off", or "n/a (cpu)"."""
-    if device != "cuda":
-        return "n/a (cpu)"
-    return "on" if on else "off"
+    return ("on" if on else "off") if device == "cuda" else "n/a (cpu)"
 
 
 def process_vars(precision: dict | None) -> dict[str, str]:
@@ -178,25 +176,17 @@ def preload_tensorrt(major: int = 10, folder: str | Path | None = None, load=Non
 def _torch_sees() -> str | None:
     import torch
 
-    if torch.cuda.is_available():
-        return _torch_arch_missing(torch)
-    if torch.version.cuda is None:
-        return f"PyTorch {torch.__version__} is a CPU-only build (install the CUDA build: make setup-gpu)"
-    return (f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA GPU: no GPU, or the NVIDIA driver "
-            f"is missing or older than CUDA {torch.version.cuda} needs")
-
-
-def _torch_arch_missing(torch) -> str | None:
-    """Why this PyTorch build has no kernels for GPU 0 (its capability uncovered), or None."""
-    major, minor = torch.cuda.get_device_capability(0)
+    if not torch.cuda.is_available():
+        if torch.version.cuda is None:
+            return f"PyTorch {torch.__version__} is a CPU-only build (install the CUDA build: make setup-gpu)"
+        return (f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA GPU: no GPU, or the NVIDIA "
+                f"driver is missing or older than CUDA {torch.version.cuda} needs")
+    major, minor = torch.cuda.get_device_capability(0)  # no kernels for GPU 0 where no arch covers its capability
     archs = torch.cuda.get_arch_list()
-    for arch in archs:
-        kind, _, digits = arch.partition("_")
-        if not digits.isdigit():
-            continue
-        a_major, a_minor = int(digits[:-1]), int(digits[-1])
-        if (kind == "sm" and a_major == major and a_minor <= minor) or (kind == "compute" and (a_major, a_minor) <= (
-                major, minor)):
+    for kind, _, digits in (arch.partition("_") for arch in archs):
+        built = (int(digits[:-1]), int(digits[-1])) if digits.isdigit() else None
+        if built and ((kind == "sm" and built[0] == major and built[1] <= minor) or (kind == "compute" and built <= (
+                major, minor))):
             return None
     return (f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) has no kernels for this GPU (sm_{major}{minor}; "
             f"built for {', '.join(archs)})")
@@ -259,8 +249,4 @@ def unavailable(device: str, runtime) -> str | None:
     """Why `runtime` cannot run on `device` here (the first of its frameworks that sees no GPU), or None."""
     if device != "cuda":
         return None
-    for framework in frameworks_of(runtime):
-        reason = sees_gpu(framework)
-        if reason:
-            return reason
-    return None
+    return next((reason for reason in map(sees_gpu, frameworks_of(runtime)) if reason), None)

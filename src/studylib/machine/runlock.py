@@ -58,17 +58,6 @@ def _held_by_ancestor(path: Path) -> bool:
     return str(path) in os.environ.get(HELD_ENV, "").split(os.pathsep)
 
 
-def others_measuring(profile: str) -> list[tuple[str, dict]]:
-    """(profile, holder) for every other profile under outputs/ whose run lock is held now."""
-    root = paths.outputs_root()
-    found = []
-    for path in sorted(root.glob(f"*/{LOCK_NAME}")):
-        name = path.parent.name
-        if name != profile and not _held_by_ancestor(path) and _is_held(path):
-            found.append((name, _holder(path)))
-    return found
-
-
 @contextmanager
 def hold(profile: str, command: str | None = None) -> Iterator[None]:
     """Hold the profile's run lock while the block runs; raise Busy at once if a live process holds it."""
@@ -89,9 +78,10 @@ def hold(profile: str, command: str | None = None) -> Iterator[None]:
         record = {"pid": os.getpid(), "command": command or " ".join(sys.argv), "since": time.time()}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(record).encode(), 0)
-        for name, holder in others_measuring(profile):
-            print(f"warning: a run of profile {name} is measuring on this machine too ({_describe(holder)}); "
-                  f"the timings of both share its CPUs", file=sys.stderr)
+        for other in sorted(paths.outputs_root().glob(f"*/{LOCK_NAME}")):  # every other profile's lock held now
+            if other.parent.name != profile and not _held_by_ancestor(other) and _is_held(other):
+                print(f"warning: a run of profile {other.parent.name} is measuring on this machine too "
+                      f"({_describe(_holder(other))}); the timings of both share its CPUs", file=sys.stderr)
         os.environ[HELD_ENV] = os.pathsep.join(p for p in (previous, str(path)) if p)
         yield
     finally:

@@ -38,11 +38,9 @@ class Captured:
         return text.splitlines()
 
     def __exit__(self, *exc):
-        sys.stdout.flush()
-        sys.stderr.flush()
+        self.left = self.new_lines()  # flushed into the file before the descriptor is given back
         os.dup2(self.saved, self.fd)
         os.close(self.saved)
-        self.left = self.new_lines()
         self.log.close()
 
 
@@ -82,9 +80,8 @@ def apply_threads(threads: int, frameworks: tuple[str, ...] = ("torch",)) -> Non
             gpus = tf.config.list_physical_devices("GPU")
         for gpu in gpus:
             tf.config.experimental.set_memory_growth(gpu, True)  # leave GPU memory to PyTorch until TF needs it
-        wanted = (threads, threads)
         if (tf.config.threading.get_intra_op_parallelism_threads(),
-                tf.config.threading.get_inter_op_parallelism_threads()) != wanted:
+                tf.config.threading.get_inter_op_parallelism_threads()) != (threads, threads):
             try:
                 tf.config.threading.set_intra_op_parallelism_threads(threads)
                 tf.config.threading.set_inter_op_parallelism_threads(threads)
