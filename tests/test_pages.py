@@ -11,7 +11,7 @@ from studylib.report import render, seeds, summary
 
 # Words of the harness that a reader of a page should never meet (issue 33).
 INTERNAL = ("params/", "early pass", "/cache/", "make report", "taken from earlier runs", "environment fingerprint",
-            "run_shift_pct", "run_shift_sigma")
+            "run_shift_pct", "run_shift_sigma", ".verdicts.csv", "claims.yaml", "src/studylib")
 PROMPTS = re.compile(r"\b(In|Out)\s*(&nbsp;|\s)*\[\s*\d*\s*\]:")
 
 
@@ -76,7 +76,9 @@ def test_the_summary_answers_first_and_its_verdict_matrix_is_compact(tmp_path, m
     opening = summary.opening(["cpu"])
     assert f"the {len(STUDIES)} studies" in opening and all(nb[:2] + " · " in opening for nb in STUDIES)
     answer = summary.answer(["cpu"], claims)
-    assert answer.startswith("**Answer.**") and "Only `cpu` has results here" in answer
+    assert answer.startswith("**Answer.** What to use, machine by machine") and "Only `cpu` has results here" in answer
+    assert "- **cpu**" in answer and "agree" not in answer  # picks, no claim tallies: those are claim_totals'
+    assert summary.claim_totals(["cpu"], claims).startswith("- ") and "do not agree" in summary.claim_totals(["cpu"], claims)
     [gpu] = [line for line in answer.splitlines() if "`gpu-a100`" in line]  # who would judge what cpu cannot
     assert "000-gpu-tf-faster" in gpu or "seeds 000" in gpu
     matrix = summary.verdict_matrix(claims)

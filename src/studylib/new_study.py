@@ -348,7 +348,6 @@ CELLS = [
      "- TODO: what this study's design leaves out."),
     ("c22", "code", "ctx.gpu_note(df)"),
     ("how-sure-md", "markdown", "## How sure are we\nThe verdict rule, the A/A controls, how far a same-host re-run "
-     "may move each speed-up, and every verdict\nof this page with its statistics (`results/<study>.verdicts.csv`, "
-     "computed once per run)."),
+     "may move each speed-up, and every verdict\nof this page with its statistics (computed once per run)."),
     ("how-sure-code", "code", "ctx.how_sure(df)"),
 ]

@@ -18,7 +18,7 @@ from ..stats import verdicts
 from ..stats.results import ResultsTable
 from ..stats.verdicts import VerdictTable
 from ..studies import STUDIES, Comparison
-from . import decisions, gpu_paths
+from . import decisions, gpu_paths, prose
 
 WORDS = "report/summary.md.j2"
 os.environ.setdefault("USE_TF", "0")  # the analyses need no TensorFlow; transformers would import it
@@ -268,13 +268,24 @@ def opening(names: list[str]) -> str:
 
 
 def answer(names: list[str], claims_table: pd.DataFrame) -> str:
-    """Markdown: what each profile says about the seeds' claims (with one profile, what others would add)."""
-    lines = [seedclaims.totals_line(claims_table[claims_table.profile == p], p) for p in names]
-    if len(names) == 1:
-        lines.append(wording.macro(WORDS, "only", names[0]))
+    """Markdown: what to use on each profile's machine, study by study (each study page's Pick, read from its verdict
+    table), and who would judge the claims no profile here could; the claims' tallies are `claim_totals`."""
+    machines_ = []
+    for p in names:
+        env = read_json(paths.results_dir(p) / "env.json") or {}
+        picks = [(_study_title(nb), f"../../{p}/html/{nb}.html" if _has_page(p, nb) else "",
+                  prose.pick_sentence(vt).removeprefix("Pick: ")) for nb in STUDIES
+                 if len((vt := verdicts_of(p, nb)).options())]
+        machines_.append({"name": p, "machine": environment.machine(env) if env else "", "picks": picks})
+    lines = [wording.macro(WORDS, "only", names[0])] if len(names) == 1 else []
     lines += [wording.macro(WORDS, "would_add", who, ids, sorted({i[:3] for i in ids}))
               for who, ids in _would_add(names, claims_table).items()] if names else []
-    return wording.block("report/summary_answer.md.j2", lines=lines)
+    return wording.block("report/summary_answer.md.j2", machines=machines_, lines=lines)
+
+
+def claim_totals(names: list[str], claims_table: pd.DataFrame) -> str:
+    """Markdown: each profile's claims counted by verdict, one line each."""
+    return "\n".join(f"- {seedclaims.totals_line(claims_table[claims_table.profile == p], p)}" for p in names)
 
 
 def _would_add(names: list[str], claims_table: pd.DataFrame) -> dict[tuple[str, ...], list[str]]:
