@@ -24,7 +24,7 @@ from ..core.config import (
 )
 from ..stats import speedups as speedups_layer
 from ..stats import verdicts
-from ..stats.speedups import Comparison
+from ..stats.speedups import EQUIVALENCE, Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401
@@ -94,15 +94,10 @@ class MicroOps(BaseModel):
 
     @field_validator("batch_sizes", "seq_lens")
     @classmethod
-    def _sizes(cls, v: list[int]) -> list[int]:
+    def _sizes(cls, v: list[int], info) -> list[int]:
         if not v or len(set(v)) != len(v) or min(v) < 1:
             raise ValueError("must list positive sizes, each once")
-        return v
-
-    @field_validator("seq_lens")
-    @classmethod
-    def _two_rows(cls, v: list[int]) -> list[int]:
-        if min(v) < 2:
+        if info.field_name == "seq_lens" and min(v) < 2:
             raise ValueError("must be at least 2 (gather takes every second row)")
         return v
 
@@ -169,12 +164,11 @@ def op_speedups(df: pd.DataFrame) -> pd.DataFrame:
 
 def _pair_speedups(df: pd.DataFrame, pairs) -> pd.DataFrame:
     """Each (candidate, baseline) of `pairs` at every shape where both have rows (speedups.pair_table)."""
-    band = speedups_layer.band(df)
     parts = []
     for cand, base in pairs:
         if not (len(df) and (df.variant == cand).any() and (df.variant == base).any()):
             continue
-        t = speedups_layer.pair_table(df, cand, base, band=band)
+        t = speedups_layer.pair_table(df, cand, base, band=EQUIVALENCE)
         t = t[t.status != "baseline missing"]
         kind = "within" if (cand, base) in WITHIN else "process" if (cand, base) in PROCESS else "across"
         parts.append(t.assign(tokens=(t.batch_size * t.seq_len).astype(int), pair=f"{cand} over {base}", kind=kind))
@@ -183,20 +177,12 @@ def _pair_speedups(df: pd.DataFrame, pairs) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def _geo(df: pd.DataFrame, cand: str, base: str, mask=None) -> dict | None:
-    """Geometric-mean speed-up of `cand` over `base` across shapes where both ran, with its CI (speedups.geomean)."""
-    ok = df[df.status == "ok"]
-    g = speedups_layer.geomean(ok[mask(ok)] if mask is not None else ok, cand, base)
-    return None if g is None else {"speedup": g.ratio, "ci_low": g.ci_low, "ci_high": g.ci_high, "n": g.n}
-
-
 def _label(r) -> str:
     return f"{r['variant']} {shape_label(r, LABEL_COLUMNS, short=True)}"
 
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    band = speedups_layer.band(df)
     lines = [aa_finding(df)]
     ok = sp[sp.speedup.notna()]
     for (cand, base), g in ok.groupby(["candidate", "baseline"], sort=False):
@@ -207,7 +193,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         rho = g[["speedup", "tokens"]].corr(method="spearman").iloc[0, 1]
         lines.append(say(NOTEBOOK, "input_size", cand, base, gm(small.speedup), int(small.tokens.iloc[0]),
                          gm(large.speedup), int(large.tokens.iloc[0]), rho))
-    lines += op_findings(df, band)
+    lines += op_findings(df)
     xla = df[(df.variant == "tf-xla") & (df.status == "ok")]
     if len(xla):
         build = xla.first_call_s - xla.median_s
@@ -220,16 +206,16 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         list(m.groupby(m.variant.map(FRAMEWORK)).max_abs_diff.max().items()),), failed_by_variant(df, averages=True))
 
 
-def op_findings(df: pd.DataFrame, band: float) -> list[str]:
-    """Per micro-op pair: the geometric mean per operation and the per-size readings against `band`."""
+def op_findings(df: pd.DataFrame) -> list[str]:
+    """Per micro-op pair: the geometric mean per operation and the per-size readings against the 'equal' band."""
     ops = df[is_op(df)] if len(df) else df
-    sp = op_speedups(ops)
+    sp, ok = op_speedups(ops), ops[ops.status == "ok"]
     lines = []
     for (cand, base), g in sp[sp.speedup.notna()].groupby(["candidate", "baseline"], sort=False):
-        per_op = [(m, _geo(ops, cand, base, lambda t, m=m: t.model == m)) for m in dict.fromkeys(g.model)]
-        classes = [verdicts.unlisted(lo, hi, band) for lo, hi in zip(g.ci_low, g.ci_high)]  # not in the table
+        per_op = [(m, speedups_layer.geomean(ok[ok.model == m], cand, base)) for m in dict.fromkeys(g.model)]
+        classes = [verdicts.unlisted(lo, hi, EQUIVALENCE) for lo, hi in zip(g.ci_low, g.ci_high)]  # not in the table
         sizes = sorted({(int(b), int(s)) for b, s in zip(g.batch_size, g.seq_len)}, key=lambda x: x[0] * x[1])
-        lines.append(say(NOTEBOOK, "ops", cand, base, [(m, r) for m, r in per_op if r], sizes, classes, band))
+        lines.append(say(NOTEBOOK, "ops", cand, base, [(m, r) for m, r in per_op if r], sizes, classes, EQUIVALENCE))
     failed = sp[sp.speedup.isna()]
     if len(failed):
         lines.append(say(NOTEBOOK, "ops_failed", len(failed),
@@ -299,12 +285,6 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
 _SIZES = ("batch_size", "seq_len")  # an input as the claims name it: "b1 × s128"
 
 
-def _mean_of_medians(df: pd.DataFrame, a: str, b: str) -> tuple[float, float, int]:
-    """Seed 000's metric (a plain mean of per-cell times), over the cells where both variants ran."""
-    x, y = speedups_layer.paired(df[df.status == "ok"], a, b)
-    return float(x.median_s.mean()), float(y.median_s.mean()), len(x)
-
-
 def _at_shapes(rows: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
     """The rows of `rows` at the shapes of `like`'s rows (config.shape_of)."""
     shapes = {shape_of(r) for r in like.to_dict("records")}
@@ -335,8 +315,9 @@ def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseli
     s = speedups_layer.geomean(rows, candidate, baseline)
     if s is None:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
-    pt, tf, _ = _mean_of_medians(rows, baseline, candidate)
-    text = say(NOTEBOOK, "framework_gain", candidate, baseline, at, int(_tokens(rows).iloc[0]), s.n, pt * 1e3, tf * 1e3)
+    pt, tf = speedups_layer.paired(rows, baseline, candidate)  # seed 000's metric: a plain mean of per-cell times
+    text = say(NOTEBOOK, "framework_gain", candidate, baseline, at, int(_tokens(rows).iloc[0]), s.n,
+               pt.median_s.mean() * 1e3, tf.median_s.mean() * 1e3)
     return ratio_claim(df, s, text, rows)
 
 
@@ -347,7 +328,7 @@ def every_input_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, base
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     return seedclaims.per_cell(cells, claim, text=say(NOTEBOOK, "each_input", candidate, baseline, len(cells)),
-                               rows=rows, band=speedups_layer.band(df))
+                               rows=rows, band=EQUIVALENCE)
 
 
 def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, over: str = "small/large",
@@ -370,11 +351,16 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     return ratio_claim(df, (v, lo, hi), text, rows)
 
 
+def _per_model(rows: pd.DataFrame, candidate: str, baseline: str) -> dict:
+    """Each model's geometric-mean speed-up of `candidate` over `baseline`, where both ran."""
+    per = {m: speedups_layer.geomean(g, candidate, baseline) for m, g in rows.groupby("model", sort=False)}
+    return {m: s for m, s in per.items() if s is not None}
+
+
 def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchscript", baseline: str = "eager"):
     """Seed 000's 'TorchScript depends on the model': the largest per-model geometric-mean gain over the smallest."""
     rows = _rows(df, claim, (candidate, baseline))
-    per = {m: speedups_layer.geomean(g, candidate, baseline) for m, g in rows.groupby("model", sort=False)}
-    per = {m: s for m, s in per.items() if s is not None}
+    per = _per_model(rows, candidate, baseline)
     if len(per) < 2:
         return seedclaims.NotAnswered(say(NOTEBOOK, "few_models", candidate))
     hi_m, lo_m = max(per, key=lambda m: per[m].ratio), min(per, key=lambda m: per[m].ratio)
@@ -385,8 +371,7 @@ def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchs
 def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
     """Seed 000's 'XLA improved every model': the smallest per-model geometric-mean gain."""
     rows = _rows(df, claim, (candidate, baseline))
-    per = {m: speedups_layer.geomean(g, candidate, baseline) for m, g in rows.groupby("model", sort=False)}
-    per = {m: s for m, s in per.items() if s is not None}
+    per = _per_model(rows, candidate, baseline)
     if not per:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both_run", candidate, baseline))
     worst = min(per, key=lambda m: per[m].ratio)
@@ -486,7 +471,7 @@ def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", bas
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_op", op, candidate, baseline))
     return seedclaims.per_cell(cells, claim, text=say(NOTEBOOK, "per_op", candidate, baseline), rows=rows,
-                               band=speedups_layer.band(df))
+                               band=EQUIVALENCE)
 
 
 def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[str, object]]:
@@ -496,29 +481,28 @@ def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[str, object]]
             for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
 
 
-def _decided(rows: pd.DataFrame, cand: str, base: str, tables: dict, band: float) -> list[str]:
+def _decided(rows: pd.DataFrame, cand: str, base: str, tables: dict) -> list[str]:
     """Per shape both ran, `cand` over `base` as the verdict table decides it (verdicts.unlisted where it has none)."""
     vt = tables.get("verdicts") or verdicts.VerdictTable(NOTEBOOK, ())
     c, b = speedups_layer.paired(rows, cand, base)
-    return [vt.decision(x, y) or verdicts.unlisted(*speedups_layer.speedup(y, x)[1:], band)
+    return [vt.decision(x, y) or verdicts.unlisted(*speedups_layer.speedup(y, x)[1:], EQUIVALENCE)
             for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
 
 
 def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
     """Holds when more than half of the shapes are decided equal (_decided)."""
     rows = _rows(df, claim, (candidate, baseline))
-    band = speedups_layer.band(df)
-    words = pd.Series(_decided(rows, candidate, baseline, tables, band), dtype=object)
+    words = pd.Series(_decided(rows, candidate, baseline, tables), dtype=object)
     if not len(words):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
-    text = say(NOTEBOOK, "share_equal", candidate, baseline, list(words.value_counts().items()), len(words), band)
+    text = say(NOTEBOOK, "share_equal", candidate, baseline, list(words.value_counts().items()), len(words), EQUIVALENCE)
     return count_claim(text, rows, bool((words == "equal").sum() * 2 > len(words)))
 
 
 def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
     """Holds when `candidate` is decided faster on at least one shape (_decided)."""
     rows = _rows(df, claim, (candidate, baseline))
-    words = _decided(rows, candidate, baseline, tables, speedups_layer.band(df))
+    words = _decided(rows, candidate, baseline, tables)
     if not words:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     text = say(NOTEBOOK, "some_faster", candidate, baseline, words.count("faster"), len(words))
