@@ -109,11 +109,8 @@ def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def with_throughput_ci(df: pd.DataFrame) -> pd.DataFrame:
     """texts/s with its CI (from the pass time's CI) for plotting."""
-    t = df.copy()
-    t["texts_s"] = t.n_texts / t.median_s
-    t["texts_s_lo"] = t.n_texts / t.ci_high_s
-    t["texts_s_hi"] = t.n_texts / t.ci_low_s
-    return t
+    return df.assign(texts_s=df.n_texts / df.median_s, texts_s_lo=df.n_texts / df.ci_high_s,
+                     texts_s_hi=df.n_texts / df.ci_low_s)
 
 
 def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
@@ -136,8 +133,6 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
         lines.append(say(NOTEBOOK, "order", measured.max_abs_diff.max(), int((measured.parity_ok == False).sum()),  # noqa: E712
                          measured.batched_vs_unbatched_max_diff.max()))
     return lines + failures_and_noise(df, lambda r: f"{r['variant']} {r['strategy']} b{r['batch_size']}") + drift
-
-
 
 
 def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: str = REFERENCE,
@@ -202,8 +197,8 @@ def predicted_table(p: pd.DataFrame) -> pd.DataFrame:
     """predicted_gains for the page: the measured gain with its CI, the two predictions, and where the CI lies."""
     t = p[p.speedup.notna()].copy()
     t["measured gain (95% CI)"] = [describe_ci(r) for _, r in t.iterrows()]
-    t["predicted from tokens"] = t.predicted_tokens.map(lambda v: numbers.fmt(v) if pd.notna(v) else "")
-    t["predicted from FLOPs"] = t.predicted_flops.map(lambda v: numbers.fmt(v) if pd.notna(v) else "")
+    for name, source in (("predicted from tokens", t.predicted_tokens), ("predicted from FLOPs", t.predicted_flops)):
+        t[name] = source.map(lambda v: numbers.fmt(v) if pd.notna(v) else "")
     t["measured vs prediction"] = [_against_prediction(r) for _, r in t.iterrows()]
     return t[["model", "dtype", "variant", "strategy", "batch_size", "measured gain (95% CI)", "predicted from tokens",
               "predicted from FLOPs", "measured vs prediction"]]
@@ -244,12 +239,9 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
 
 STUDY = register(Study(
     NOTEBOOK, SortedBatching, configs, estimate_s, analyse, group_by=group_by, workloads=text_workloads,
-    comparisons=(Comparison("sorted over unsorted batches", "sorted", "unsorted", column="strategy",
-                            along=("variant", "batch_size", "model", "dtype")),
-                 Comparison("bucketed over unsorted batches", "bucketed", "unsorted", column="strategy",
-                            along=("variant", "batch_size", "model", "dtype")),
-                 Comparison("pad-to-max over unsorted batches", "pad-to-max", "unsorted", column="strategy",
-                            along=("variant", "batch_size", "model", "dtype"))),
+    comparisons=tuple(Comparison(f"{s} over unsorted batches", s, BASELINE, column="strategy",
+                                 along=("variant", "batch_size", "model", "dtype"))
+                      for s in ("sorted", "bucketed", "pad-to-max")),
     options=("variant", "strategy"),
     default=(("variant", REFERENCE), ("strategy", BASELINE)),
     on_gpu=("padding costs arithmetic on any device, so sorting still helps where the GPU is busy; at small batches a "
