@@ -45,14 +45,14 @@ def say(template: str, name: str, /, *args, **kwargs) -> str:
     return wording.macro(f"studies/{template}.md.j2", name, *args, **kwargs)
 
 
-def threshold_note(claim, lo: float, hi: float, band: float = EQUIVALENCE) -> str:
+def threshold_note(claim, lo: float, hi: float) -> str:
     """A clause for a claim decided in its direction but not beyond its magnitude word's threshold; else ''."""
     m = claim.magnitude
     if m is None or claim.expect not in ("higher", "lower"):
         return ""
     want = "faster" if claim.expect == "higher" else "slower"
     beyond = lo >= m.at_least if claim.expect == "higher" else hi <= 1 / m.at_least
-    if verdicts.unlisted(lo, hi, band) != want or beyond:
+    if verdicts.unlisted(lo, hi, EQUIVALENCE) != want or beyond:
         return ""
     return " " + say("common", "threshold_note", want, m.words, m.at_least)
 
