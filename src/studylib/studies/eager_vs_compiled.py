@@ -16,7 +16,7 @@ from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, 
 from ..stats import speedups as speedups_layer
 from ..stats import verdicts
 from ..stats.measurement import Measurement
-from ..stats.speedups import Comparison
+from ..stats.speedups import EQUIVALENCE, Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401 - latency_table and size_label: the notebook's
@@ -177,8 +177,7 @@ def _warm_cost(df: pd.DataFrame) -> dict:
 
 def layout_speedups(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 001's LAYOUT_PAIRS per shape (pair_table); a side that did not run keeps the row with no ratio."""
-    band = speedups_layer.band(df)
-    parts = [speedups_layer.pair_table(df, cand, base, band=band).assign(pair=f"{cand} over {base}")
+    parts = [speedups_layer.pair_table(df, cand, base, band=EQUIVALENCE).assign(pair=f"{cand} over {base}")
              for cand, base in LAYOUT_PAIRS if len(df) and (df.variant == cand).any() and (df.variant == base).any()]
     return pd.concat(parts, ignore_index=True) if parts else speedups_layer.pair_table(df.iloc[:0], "none").assign(pair="")
 
@@ -206,8 +205,7 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
     warm = ["compile warm (s)", "cache hits / misses"]
     if df is not None and len(t):
         on = shape_columns(df)  # the shape columns these results fill
-        counts = df.reindex(columns=[*on, "variant", "compilations", "graph_breaks", "recompilations",
-                                     *_WARM])
+        counts = df.reindex(columns=[*on, "variant", "compilations", "graph_breaks", "recompilations", *_WARM])
         counts = counts[~counts.variant.map(is_aa) & counts.variant.map(runtimes.family).isin(COMPILED)].copy()
         counts[warm[0]] = fmt_or_blank(pd.Series([Measurement.of(r).warm_one_time_s for r in counts.to_dict("records")],
                                                  index=counts.index, dtype=float), ".1f")

@@ -265,12 +265,7 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def process_findings(vt: verdicts.VerdictTable) -> list[str]:
     """What sharing one process with the other framework costs each side, read from the verdict table."""
-    lines = []
-    for c in SHARED:
-        rows = [v for v in vt.of(c.label) if v.ok]
-        if rows:
-            lines.append(say(NOTEBOOK, "shared", c.label, rows))
-    return lines
+    return [say(NOTEBOOK, "shared", c.label, rows) for c in SHARED if (rows := [v for v in vt.of(c.label) if v.ok])]
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
@@ -324,7 +319,7 @@ def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseli
 def every_input_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
     """`candidate` over `baseline` at each input of the seed's models, judged per input (claims.per_cell)."""
     rows = _rows(df, claim, (candidate, baseline))
-    cells = [(label, tuple(sp)) for label, sp in _cells(rows, candidate, baseline)]
+    cells = _cells(rows, candidate, baseline)
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     return seedclaims.per_cell(cells, claim, text=say(NOTEBOOK, "each_input", candidate, baseline, len(cells)),
@@ -467,17 +462,17 @@ def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", bas
     rows = rows[is_op(rows)] if len(rows) else rows
     if op is not None:
         rows = rows[rows.model == op]
-    cells = [(label, tuple(sp)) for label, sp in _cells(rows, candidate, baseline)]
+    cells = _cells(rows, candidate, baseline)
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_op", op, candidate, baseline))
     return seedclaims.per_cell(cells, claim, text=say(NOTEBOOK, "per_op", candidate, baseline), rows=rows,
                                band=EQUIVALENCE)
 
 
-def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[str, object]]:
+def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[str, tuple]]:
     """(the shape's label, paired speed-up of `cand` over `base`) at every shape both ran in `rows`."""
     c, b = speedups_layer.paired(rows, cand, base)
-    return [(shape_label(x, LABEL_COLUMNS, short=True), speedups_layer.speedup(y, x))
+    return [(shape_label(x, LABEL_COLUMNS, short=True), tuple(speedups_layer.speedup(y, x)))
             for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
 
 
@@ -495,7 +490,8 @@ def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     words = pd.Series(_decided(rows, candidate, baseline, tables), dtype=object)
     if not len(words):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
-    text = say(NOTEBOOK, "share_equal", candidate, baseline, list(words.value_counts().items()), len(words), EQUIVALENCE)
+    text = say(NOTEBOOK, "share_equal", candidate, baseline, list(words.value_counts().items()), len(words),
+               EQUIVALENCE)
     return count_claim(text, rows, bool((words == "equal").sum() * 2 > len(words)))
 
 
