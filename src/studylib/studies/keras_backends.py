@@ -415,12 +415,9 @@ STUDY = register(Study(
     frameworks=("torch", "tensorflow"),
     # each over native eager PyTorch in its own backend's process (paired in its rounds)
     comparisons=(
-        Comparison("Keras 3 (TensorFlow, jit) over eager PyTorch", "keras-tensorflow-jit"),
-        Comparison("Keras 3 (TensorFlow, predict) over eager PyTorch", "keras-tensorflow"),
-        Comparison("Keras 3 (JAX, jit) over eager PyTorch", "keras-jax-jit"),
-        Comparison("Keras 3 (JAX, predict) over eager PyTorch", "keras-jax"),
-        Comparison("Keras 3 (PyTorch, jit) over eager PyTorch", "keras-torch-jit"),
-        Comparison("Keras 3 (PyTorch, predict) over eager PyTorch", "keras-torch"),
+        *(Comparison(f"Keras 3 ({name}, {how}) over eager PyTorch", f"keras-{b}{suffix}")
+          for b, name in (("tensorflow", "TensorFlow"), ("jax", "JAX"), ("torch", "PyTorch"))
+          for how, suffix in (("jit", "-jit"), ("predict", ""))),
         Comparison("torch.compile over eager PyTorch", NATIVE_COMPILED),
         Comparison("Keras 3 over Keras 2 (TensorFlow, predict)", "keras-tensorflow", KERAS2),
         *(Comparison(f"predict_on_batch over a direct call ({b})", f"keras-{b}", f"keras-{b}-call")
