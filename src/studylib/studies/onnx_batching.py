@@ -154,30 +154,28 @@ def findings(df: pd.DataFrame, same: pd.DataFrame) -> list[str]:
     drift = drift_lines(df)
     df, same = speedups.without_aa(df), speedups.without_aa(same)
     ok = per_sample(df[df.status == "ok"])
-    if len(ok):
-        for (model, dtype), d in ok.groupby(["model", "dtype"], sort=False):
-            first = d[d.batch_size == d.batch_size.min()].sort_values("median_s")
-            lines.append(say(NOTEBOOK, "ranking", model, dtype, int(first.batch_size.iloc[0]),
-                             list(zip(first.variant, first.median_ms_per_sample))))
-        for (model, dtype, variant), g in ok.groupby(["model", "dtype", "variant"], sort=False):
-            best = g.loc[g.median_ms_per_sample.idxmin()]
-            lo, hi = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
-            lines.append(say(NOTEBOOK, "best_batch", variant, model, dtype, best, lo, hi, hi.median_s / lo.median_s))
+    for (model, dtype), d in ok.groupby(["model", "dtype"], sort=False):
+        first = d[d.batch_size == d.batch_size.min()].sort_values("median_s")
+        lines.append(say(NOTEBOOK, "ranking", model, dtype, int(first.batch_size.iloc[0]),
+                         list(zip(first.variant, first.median_ms_per_sample))))
+    for (model, dtype, variant), g in ok.groupby(["model", "dtype", "variant"], sort=False):
+        best = g.loc[g.median_ms_per_sample.idxmin()]
+        lo, hi = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
+        lines.append(say(NOTEBOOK, "best_batch", variant, model, dtype, best, lo, hi, hi.median_s / lo.median_s))
     s = same[same.speedup.notna()]
     for (model, dtype, variant), g in s.groupby(["model", "dtype", "variant"], sort=False):
         lines.append(say(NOTEBOOK, "same_batch", variant, model, dtype, [r for _, r in g.iterrows()]))
     for variant in INT8:
-        q = df[(df.variant == variant) & (df.status == "ok")]
+        q = ok[ok.variant == variant]
         if len(q):
             lines.append(say(NOTEBOOK, "int8", variant, q.label_agreement.min(), q.label_agreement.max(),
                              q.max_abs_diff.max()))
-    measured = df[df.status == "ok"]
-    fp32 = measured[~measured.variant.isin(list(INT8))]
+    fp32 = ok[~ok.variant.isin(list(INT8))]
     if len(fp32):
         bad = fp32[fp32.parity_ok == False]  # noqa: E712
         lines.append(say(NOTEBOOK, "parity", fp32.max_abs_diff.max(),
                          [f"{r['variant']} b{r['batch_size']}" for _, r in bad.iterrows()]))
-        lines.append(say(NOTEBOOK, "unbatched", measured.batched_vs_unbatched_max_diff.max(),
+        lines.append(say(NOTEBOOK, "unbatched", ok.batched_vs_unbatched_max_diff.max(),
                          dataset.UNBATCHED_CHECK_TEXTS))
     return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}") + drift
 
