@@ -140,9 +140,8 @@ def _label(r) -> str:
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     lines = [aa_finding(df)]
-    sp = sp[~sp.variant.map(is_aa)]
-    ok = sp[sp.speedup.notna()]
-    ok = ok[ok.variant.map(runtimes.family).isin(COMPILED)]  # compile cost and break-even: compiled variants only
+    # compile cost and break-even: compiled variants only
+    ok = sp[~sp.variant.map(is_aa) & sp.speedup.notna() & sp.variant.map(runtimes.family).isin(COMPILED)]
     jit, aot = (ok[ok.variant.map(runtimes.family) == f] for f in COMPILED)
     if len(jit):
         lines.append(say(NOTEBOOK, "compile_cost", jit.compile_s.min(), jit.compile_s.max(), _warm_cost(df)))
