@@ -247,9 +247,7 @@ def aoti_steps(df: pd.DataFrame) -> str:
 
     def span(step: str, key: str = "seconds", scale: float = 1.0, spec: str = ".1f") -> str:
         values = [s[step][key] * scale for s in steps if s.get(step, {}).get(key) is not None]
-        if not values:
-            return "?"
-        return numbers.fmt_range(min(values), max(values), spec)
+        return numbers.fmt_range(min(values), max(values), spec) if values else "?"
 
     return say("common", "aoti_steps", span("torch.export", spec=".2f"), span("aoti_compile_and_package"),
                span("aoti_compile_and_package", "bytes", 1e-6, ".3g"), span("load", spec=".2f"), len(steps))

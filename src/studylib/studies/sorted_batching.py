@@ -84,18 +84,16 @@ def planned_padding(data: dataset.TextDataset, strategies, batch_sizes, seed: in
 
 def gains(df: pd.DataFrame) -> pd.DataFrame:
     """Every strategy over unsorted at the same runtime and shape, each row paired with its unsorted row."""
-    on = [*shape_columns(df, without=("strategy",)), "variant"]
-    out = []
+    on, out = [*shape_columns(df, without=("strategy",)), "variant"], []
+    cols = ["model", "dtype", "variant", "batch_size", "strategy", "status", "error"]
     for r, base in speedups.matched(df, None, BASELINE, column="strategy", on=on):
-        rec = {k: r[k] for k in ("model", "dtype", "variant", "batch_size", "strategy", "status", "error")}
+        rec = {k: r[k] for k in cols}
         if r.status == "ok" and base is not None and base.status == "ok":
-            ratio, lo, hi = speedups.speedup(base, r)
-            rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi}
+            rec |= dict(zip(("speedup", "ci_low", "ci_high"), speedups.speedup(base, r)))
         elif r.status == "ok":
             rec |= {"status": "baseline missing", "error": "no ok unsorted row at this batch size"}
         out.append(rec)
-    return pd.DataFrame(out, columns=["model", "dtype", "variant", "batch_size", "strategy", "status", "error",
-                                      "speedup", "ci_low", "ci_high"])
+    return pd.DataFrame(out, columns=[*cols, "speedup", "ci_low", "ci_high"])
 
 
 def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
