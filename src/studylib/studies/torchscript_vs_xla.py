@@ -280,12 +280,6 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
 _SIZES = ("batch_size", "seq_len")  # an input as the claims name it: "b1 × s128"
 
 
-def _at_shapes(rows: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
-    """The rows of `rows` at the shapes of `like`'s rows (config.shape_of)."""
-    shapes = {shape_of(r) for r in like.to_dict("records")}
-    return rows[pd.Series([shape_of(r) in shapes for r in rows.to_dict("records")], index=rows.index, dtype=bool)]
-
-
 def _rows(df: pd.DataFrame, claim, variants) -> pd.DataFrame:
     """The ok rows of `variants`, of the seed's models and batch sizes where these results have any."""
     ok = seedclaims.matching(df[(df.status == "ok") & df.variant.isin(list(variants))], claim)
@@ -297,16 +291,18 @@ def _tokens(frame: pd.DataFrame) -> pd.Series:
     return frame.batch_size * frame.seq_len
 
 
-def _at_input(frame: pd.DataFrame, which: str) -> pd.DataFrame:
-    """The rows at the smallest or largest input (batch × sequence) of the frame."""
-    t = _tokens(frame)
-    return frame[t == (t.min() if which == "smallest" else t.max())]
+def _at_input(rows: pd.DataFrame, candidate: str, which: str) -> pd.DataFrame:
+    """The rows at the shapes of `candidate`'s smallest or largest input (batch × sequence; config.shape_of)."""
+    c = rows[rows.variant == candidate]
+    t = _tokens(c)
+    shapes = {shape_of(r) for r in c[t == (t.min() if which == "smallest" else t.max())].to_dict("records")}
+    return rows[pd.Series([shape_of(r) in shapes for r in rows.to_dict("records")], index=rows.index, dtype=bool)]
 
 
 def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, at: str = "all"):
     """`candidate` over `baseline`, geometric mean over all shapes or one end of the inputs, with seed 000's mean."""
     rows = _rows(df, claim, (candidate, baseline))
-    rows = rows if at == "all" else _at_shapes(rows, _at_input(rows[rows.variant == candidate], at))
+    rows = rows if at == "all" else _at_input(rows, candidate, at)
     s = speedups_layer.geomean(rows, candidate, baseline)
     if s is None:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
@@ -330,10 +326,7 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
                 gap: bool = False):
     """`candidate` over `baseline` at the smallest input over the largest (`over`), or its distance from 1 (`gap`)."""
     rows = _rows(df, claim, (candidate, baseline))
-    ends = {}
-    for which in ("smallest", "largest"):
-        keep = _at_input(rows[rows.variant == candidate], which)
-        ends[which] = speedups_layer.geomean(_at_shapes(rows, keep), candidate, baseline)
+    ends = {w: speedups_layer.geomean(_at_input(rows, candidate, w), candidate, baseline) for w in ("smallest", "largest")}
     if ends["smallest"] is None or ends["largest"] is None or _tokens(rows).nunique() < 2:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_two_inputs", candidate, baseline))
     small, large = tuple(ends["smallest"]), tuple(ends["largest"])
