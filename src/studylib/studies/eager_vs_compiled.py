@@ -200,21 +200,19 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
     t = sp[~sp.variant.map(is_aa) & sp.variant.map(runtimes.family).isin(COMPILED)].copy()
     t["size"] = t.apply(size_label, axis=1) if len(t) else []
     t["compile cold (s)"] = fmt_or_blank(t.compile_s, ".1f")
-    graphs = ["graphs", "graph breaks", "recompiled"]
+    counted = {"compilations": "graphs", "graph_breaks": "graph breaks", "recompilations": "recompiled"}
+    graphs = list(counted.values())
     warm = ["compile warm (s)", "cache hits / misses"]
     if df is not None and len(t):
         on = shape_columns(df)  # the shape columns these results fill
-        counts = df.reindex(columns=[*on, "variant", "compilations", "graph_breaks", "recompilations", *_WARM])
+        counts = df.reindex(columns=[*on, "variant", *counted, *_WARM])
         counts = counts[~counts.variant.map(is_aa) & counts.variant.map(runtimes.family).isin(COMPILED)].copy()
         counts[warm[0]] = fmt_or_blank(pd.Series([Measurement.of(r).warm_one_time_s for r in counts.to_dict("records")],
                                                  index=counts.index, dtype=float), ".1f")
         counts[warm[1]] = [f"{h:.0f} / {m:.0f}" if pd.notna(h) and pd.notna(m) else ""
                            for h, m in zip(counts.warm_cache_hits, counts.warm_cache_misses)]
-        counts = counts.drop(columns=_WARM).rename(
-            columns=dict(zip(["compilations", "graph_breaks", "recompilations"], graphs)))
-        t = t.merge(counts, on=[*on, "variant"], how="left")
-        for col in graphs:
-            t[col] = t[col].astype("Int64")
+        t = t.merge(counts.drop(columns=_WARM).rename(columns=counted), on=[*on, "variant"], how="left")
+        t[graphs] = t[graphs].astype("Int64")
         t[warm] = t[warm].fillna("")
     else:
         t = t.assign(**dict.fromkeys(graphs, pd.NA), **dict.fromkeys(warm, ""))
