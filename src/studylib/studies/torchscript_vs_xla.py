@@ -526,19 +526,15 @@ def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "ea
     for model, g in ok.groupby("model", sort=False):
         big = int(g.batch_size.max())
         both = sorted(set(g.seq_len[g.batch_size == 1]) & set(g.seq_len[g.batch_size == big]))
-        ends = [both[0], both[-1]] if both else []
         if big == 1 or len(both) < 2:
             continue
         gain = []
-        for s in ends:
+        for s in (both[0], both[-1]):  # both batch sizes ran at each (`both`)
             one, many = g[(g.seq_len == s) & (g.batch_size == 1)], g[(g.seq_len == s) & (g.batch_size == big)]
-            if not (len(one) and len(many)):
-                break
             per_call = speedups_layer.speedup(one.iloc[0], many.iloc[0])  # time(batch 1) / time(batch big)
             gain.append(speedups_layer.ratio_of(per_call, (1 / big,) * 3))  # per sample: × big
-        if len(gain) == 2:
-            cells.append(speedups_layer.ratio_of(gain[1], gain[0]))
-            used.append(say(NOTEBOOK, "batching_gain", model, big, gain[0].ratio, ends[0], gain[1].ratio, ends[1]))
+        cells.append(speedups_layer.ratio_of(gain[1], gain[0]))
+        used.append(say(NOTEBOOK, "batching_gain", model, big, gain[0].ratio, both[0], gain[1].ratio, both[-1]))
     if not cells:
         return seedclaims.NotAnswered("no model ran batch 1 and a larger batch at two sequence lengths")
     s = speedups_layer.combine(cells)
