@@ -403,23 +403,18 @@ def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
                                   rows=at, band=1.0, unit="")
 
 
-def _or_median(row, column: str) -> float:
-    v = row.get(column)
-    return row.median_s if v is None or pd.isna(v) else v
-
-
 def seq_curvature(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: int = 1,
                   band: float = 1.25):
     """Per-token cost, middle to longest length over shortest to middle, geometric mean over models."""
-    ok = df[(df.status == "ok") & (df.variant == variant)]
-    at = ok[ok.batch_size == int(batch)]
+    at = df[(df.status == "ok") & (df.variant == variant) & (df.batch_size == int(batch))]
     cells, used = [], []
     for model, g in at.groupby("model", sort=False):
         lengths = sorted(g.seq_len.unique())
         if len(lengths) < 3:
             continue
         picked = [g[g.seq_len == s].iloc[0] for s in (lengths[0], lengths[len(lengths) // 2], lengths[-1])]
-        t = [(_or_median(r, "ci_low_s"), r.median_s, _or_median(r, "ci_high_s")) for r in picked]
+        t = [tuple(r.median_s if pd.isna(r.get(c)) else r[c] for c in ("ci_low_s", "median_s", "ci_high_s"))
+             for r in picked]  # a bound not recorded: the median
         (s1, s2, s3) = (int(r.seq_len) for r in picked)
         short = [(t[1][i] - t[0][j]) / (s2 - s1) for i, j in ((0, 2), (1, 1), (2, 0))]  # low, mid, high
         long = [(t[2][i] - t[1][j]) / (s3 - s2) for i, j in ((0, 2), (1, 1), (2, 0))]
