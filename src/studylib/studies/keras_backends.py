@@ -198,8 +198,7 @@ def keras2_table(df: pd.DataFrame) -> pd.DataFrame:
     on, out = shape_columns(ok), []
     keras3, keras2 = speedups_layer.paired(ok, "keras-tensorflow", KERAS2)
     for new, old in zip(keras3.to_dict("records"), keras2.to_dict("records")):
-        s = speedups_layer.speedup(old, new)
-        rec = {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
+        rec = dict(zip(("speedup", "ci_low", "ci_high"), speedups_layer.speedup(old, new)))
         out.append({c: new[c] for c in on} | rec | {"shape": _shape_label(old), "Keras 3 over Keras 2": describe_ci(rec)})
     return pd.DataFrame(out, columns=["shape", *on, "Keras 3 over Keras 2", "speedup", "ci_low", "ci_high"])
 
