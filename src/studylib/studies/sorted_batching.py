@@ -179,16 +179,14 @@ def length_summary(data: dataset.TextDataset) -> pd.DataFrame:
 
 def predicted_gains(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
     """Each measured gain over unsorted beside the gains computed tokens and FLOPs predict."""
-    work = df.reindex(columns=["model", "dtype", "variant", "batch_size", "strategy", "computed_tokens",
-                               "flops_per_call"])
+    on = ["model", "dtype", "variant", "batch_size"]
+    work = df.reindex(columns=[*on, "strategy", "computed_tokens", "flops_per_call"])
     base = work[work.strategy == BASELINE].drop(columns="strategy")
-    t = g.merge(work, on=["model", "dtype", "variant", "batch_size", "strategy"], how="left")
-    t = t.merge(base, on=["model", "dtype", "variant", "batch_size"], how="left", suffixes=("", "_unsorted"))
+    t = g.merge(work, on=[*on, "strategy"], how="left").merge(base, on=on, how="left", suffixes=("", "_unsorted"))
     t["predicted_tokens"] = t.computed_tokens_unsorted / t.computed_tokens
     t["predicted_flops"] = pd.to_numeric(t.flops_per_call_unsorted, errors="coerce") / pd.to_numeric(
         t.flops_per_call, errors="coerce")
-    return t[["model", "dtype", "variant", "batch_size", "strategy", "status", "speedup", "ci_low", "ci_high",
-              "predicted_tokens", "predicted_flops"]]
+    return t[[*on, "strategy", "status", "speedup", "ci_low", "ci_high", "predicted_tokens", "predicted_flops"]]
 
 
 def predicted_table(p: pd.DataFrame) -> pd.DataFrame:
