@@ -251,8 +251,7 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame, peaks: dict | None = None, *,
     tables = {"speedups": sp, "micro-ops": op_speedups(df)}
     parts = [seedclaims.study_claims(NOTEBOOK, df[ops] if c.evaluator in OP_EVALUATORS else df[~ops],
                                      tables | {"verdicts": vt}, claims=(c,), peaks=peaks, vt=vt) for c in mine]
-    return pd.concat(parts, ignore_index=True) if parts else seedclaims.study_claims(NOTEBOOK, df, tables, claims=(),
-                                                                                      vt=vt)
+    return pd.concat(parts or [seedclaims.study_claims(NOTEBOOK, df, tables, claims=(), vt=vt)], ignore_index=True)
 
 
 def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
