@@ -37,8 +37,7 @@ class Study:
     # (results with samples, peaks, *, vt) -> Analysis; every decision it states is read from the verdict table `vt`
     analyse: Callable[..., Analysis]
     group_by: Callable[[Config], tuple] | None = None  # which configurations share rounds (default: the shape)
-    # (StudyRun) -> sweep.Workloads; default: fixed-shape inputs
-    workloads: Callable[..., Workloads] | None = None
+    workloads: Callable[..., Workloads] | None = None  # (StudyRun) -> sweep.Workloads; default: fixed-shape inputs
     frameworks: tuple[str, ...] = ("torch",)  # whose threads the study sets (and records)
     comparisons: tuple[Comparison, ...] = ()  # the speed-ups its Answer box gives by regime (speedups.py)
     # the columns a reader chooses between, and the default every option's speed-up is over (stats/verdicts.py)
@@ -46,10 +45,8 @@ class Study:
     default: tuple[tuple[str, str], ...] = (("variant", "eager"),)
     notebook_file: Path | None = None  # where its notebook is (default: notebooks/<notebook>.ipynb)
     on_gpu: str = ""  # one sentence for the page's Answer box: what a GPU is expected to change, and why
-    # what should hold (surprises.py)
-    expectations: tuple[Expectation, ...] = ()
-    # measure the warm compile of each torch.compile configuration (bench/warm.py)
-    warm_compile: bool = False
+    expectations: tuple[Expectation, ...] = ()  # what should hold (surprises.py)
+    warm_compile: bool = False  # measure the warm compile of each torch.compile configuration (bench/warm.py)
 
     @property
     def notebook_path(self) -> Path:

@@ -18,15 +18,14 @@ from .base import Analysis
 def finish(notebook: str, df: pd.DataFrame, peaks: dict | None, vt: verdicts.VerdictTable, tables: dict,
            findings: list[str], claims: pd.DataFrame, pairs=None, shape=None, column: str = "variant",
            later=()) -> Analysis:
-    """A study's Analysis with the roofline (`pairs`, default each variant but A/A copies over eager, decided by
-    `vt`), then the findings `later`, and the surprises added."""
+    """A study's Analysis with the roofline (`pairs`: default each variant over eager), `later` and the surprises."""
     study = REGISTRY[notebook]
     if pairs is None:
         pairs = [(v, REFERENCE) for v in dict.fromkeys(df.get("variant", [])) if v != REFERENCE and not is_aa(v)]
     analysis = roofline.attach(Analysis(tables=tables, findings=findings, claims=claims), df, peaks, pairs, vt, shape,
                                column=column, options=study.options)
     analysis.findings.extend(later)
-    return surprises.attach(analysis, df, study.expectations, speedups.band(df))
+    return surprises.attach(analysis, df, study.expectations, EQUIVALENCE)
 
 
 def replicates_s(measure: dict, one_time: float, per_call: float, speed: float, share: float, extra_calls: float = 0):
@@ -46,14 +45,14 @@ def say(template: str, name: str, /, *args, **kwargs) -> str:
     return wording.macro(f"studies/{template}.md.j2", name, *args, **kwargs)
 
 
-def threshold_note(claim, lo: float, hi: float, band: float = EQUIVALENCE) -> str:
+def threshold_note(claim, lo: float, hi: float) -> str:
     """A clause for a claim decided in its direction but not beyond its magnitude word's threshold; else ''."""
     m = claim.magnitude
     if m is None or claim.expect not in ("higher", "lower"):
         return ""
     want = "faster" if claim.expect == "higher" else "slower"
     beyond = lo >= m.at_least if claim.expect == "higher" else hi <= 1 / m.at_least
-    if verdicts.unlisted(lo, hi, band) != want or beyond:
+    if verdicts.unlisted(lo, hi, EQUIVALENCE) != want or beyond:
         return ""
     return " " + say("common", "threshold_note", want, m.words, m.at_least)
 
@@ -65,7 +64,7 @@ def triple(r) -> tuple[float, float, float]:
 
 def ratio_claim(df: pd.DataFrame, cell, text: str, rows: pd.DataFrame, **kwargs) -> seedclaims.ClaimMeasurement:
     """A claim's measurement of the ratio `cell` (value, low, high), judged against the results' A/A band."""
-    return seedclaims.ClaimMeasurement(*cell, text, rows=rows, band=speedups.band(df), **kwargs)
+    return seedclaims.ClaimMeasurement(*cell, text, rows=rows, band=EQUIVALENCE, **kwargs)
 
 
 def count_claim(text: str, rows: pd.DataFrame, holds: bool) -> seedclaims.ClaimMeasurement:
@@ -75,7 +74,7 @@ def count_claim(text: str, rows: pd.DataFrame, holds: bool) -> seedclaims.ClaimM
 
 def over_reference(df: pd.DataFrame, vt: verdicts.VerdictTable | None = None) -> pd.DataFrame:
     """Every variant over eager on the same shape, paired by round; with `vt`, each decision in `verdict`."""
-    t = speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
+    t = speedups.pair_table(df, None, REFERENCE, band=EQUIVALENCE)
     if vt is not None:
         t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
                         else None for r in t.itertuples()] if len(t) else []
@@ -83,9 +82,7 @@ def over_reference(df: pd.DataFrame, vt: verdicts.VerdictTable | None = None) ->
 
 
 def closing_findings(notebook: str, df: pd.DataFrame, label, worst, failed: str, after_noise=None) -> list[str]:
-    """A study's last findings: parity (`worst(ok rows)`: its largest differences; the configurations beyond
-    tolerance), `failed`, the noise (the CVs' range, the noisiest configuration, how many hit their time budget),
-    `after_noise(ok rows)` and drift_lines."""
+    """A study's last findings: parity (`worst(ok rows)`'s differences), `failed`, noise, `after_noise`, drift_lines."""
     measured = df[df.status == "ok"]
     if not len(measured):
         return [failed] + drift_lines(df)
@@ -121,7 +118,7 @@ def aa_finding(df: pd.DataFrame) -> str:
         return say("common", "no_aa")
     per = [(r, int(g.significant.sum()), len(g)) for r, g in aa.groupby("runtime", sort=False)]
     return say("common", "aa_finding", list(dict.fromkeys(aa.runtime)), per, speedups.aa_calibration(df, pairs=aa),
-               speedups.band(df, pairs=aa), EQUIVALENCE, aa.speedup.min(), aa.speedup.max(), aa.ci_low.min(),
+               EQUIVALENCE, aa.speedup.min(), aa.speedup.max(), aa.ci_low.min(),
                aa.ci_high.max())
 
 
@@ -197,8 +194,7 @@ def fmt_or_blank(series: pd.Series, spec: str) -> pd.Series:
 
 
 def add_timing_columns(df: pd.DataFrame, median_label: str = "median", formats=(), columns=None) -> pd.DataFrame:
-    """A copy of the results with every results table's columns formatted (median, CIs, CV, n, max |Δ|, drift) and
-    `formats` ((column, source, spec) each: fmt_or_blank); with `columns`, those of them it has, in that order."""
+    """The results with the timing columns formatted, and `formats` ((column, source, spec)); `columns`: only those."""
     t = df.copy()
     t[median_label] = t.median_s.map(ms)
     t["95% CI (this run)"] = [f"{ms(lo)}–{ms(hi)}" if s == "ok" else ""
@@ -251,9 +247,7 @@ def aoti_steps(df: pd.DataFrame) -> str:
 
     def span(step: str, key: str = "seconds", scale: float = 1.0, spec: str = ".1f") -> str:
         values = [s[step][key] * scale for s in steps if s.get(step, {}).get(key) is not None]
-        if not values:
-            return "?"
-        return numbers.fmt_range(min(values), max(values), spec)
+        return numbers.fmt_range(min(values), max(values), spec) if values else "?"
 
     return say("common", "aoti_steps", span("torch.export", spec=".2f"), span("aoti_compile_and_package"),
                span("aoti_compile_and_package", "bytes", 1e-6, ".3g"), span("load", spec=".2f"), len(steps))

@@ -16,7 +16,7 @@ from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, 
 from ..stats import speedups as speedups_layer
 from ..stats import verdicts
 from ..stats.measurement import Measurement
-from ..stats.speedups import Comparison
+from ..stats.speedups import EQUIVALENCE, Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401 - latency_table and size_label: the notebook's
@@ -140,9 +140,8 @@ def _label(r) -> str:
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
     lines = [aa_finding(df)]
-    sp = sp[~sp.variant.map(is_aa)]
-    ok = sp[sp.speedup.notna()]
-    ok = ok[ok.variant.map(runtimes.family).isin(COMPILED)]  # compile cost and break-even: compiled variants only
+    # compile cost and break-even: compiled variants only
+    ok = sp[~sp.variant.map(is_aa) & sp.speedup.notna() & sp.variant.map(runtimes.family).isin(COMPILED)]
     jit, aot = (ok[ok.variant.map(runtimes.family) == f] for f in COMPILED)
     if len(jit):
         lines.append(say(NOTEBOOK, "compile_cost", jit.compile_s.min(), jit.compile_s.max(), _warm_cost(df)))
@@ -177,8 +176,7 @@ def _warm_cost(df: pd.DataFrame) -> dict:
 
 def layout_speedups(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 001's LAYOUT_PAIRS per shape (pair_table); a side that did not run keeps the row with no ratio."""
-    band = speedups_layer.band(df)
-    parts = [speedups_layer.pair_table(df, cand, base, band=band).assign(pair=f"{cand} over {base}")
+    parts = [speedups_layer.pair_table(df, cand, base, band=EQUIVALENCE).assign(pair=f"{cand} over {base}")
              for cand, base in LAYOUT_PAIRS if len(df) and (df.variant == cand).any() and (df.variant == base).any()]
     return pd.concat(parts, ignore_index=True) if parts else speedups_layer.pair_table(df.iloc[:0], "none").assign(pair="")
 
@@ -202,22 +200,19 @@ def compile_table(sp: pd.DataFrame, df: pd.DataFrame | None = None) -> pd.DataFr
     t = sp[~sp.variant.map(is_aa) & sp.variant.map(runtimes.family).isin(COMPILED)].copy()
     t["size"] = t.apply(size_label, axis=1) if len(t) else []
     t["compile cold (s)"] = fmt_or_blank(t.compile_s, ".1f")
-    graphs = ["graphs", "graph breaks", "recompiled"]
+    counted = {"compilations": "graphs", "graph_breaks": "graph breaks", "recompilations": "recompiled"}
+    graphs = list(counted.values())
     warm = ["compile warm (s)", "cache hits / misses"]
     if df is not None and len(t):
         on = shape_columns(df)  # the shape columns these results fill
-        counts = df.reindex(columns=[*on, "variant", "compilations", "graph_breaks", "recompilations",
-                                     *_WARM])
+        counts = df.reindex(columns=[*on, "variant", *counted, *_WARM])
         counts = counts[~counts.variant.map(is_aa) & counts.variant.map(runtimes.family).isin(COMPILED)].copy()
         counts[warm[0]] = fmt_or_blank(pd.Series([Measurement.of(r).warm_one_time_s for r in counts.to_dict("records")],
                                                  index=counts.index, dtype=float), ".1f")
         counts[warm[1]] = [f"{h:.0f} / {m:.0f}" if pd.notna(h) and pd.notna(m) else ""
                            for h, m in zip(counts.warm_cache_hits, counts.warm_cache_misses)]
-        counts = counts.drop(columns=_WARM).rename(
-            columns=dict(zip(["compilations", "graph_breaks", "recompilations"], graphs)))
-        t = t.merge(counts, on=[*on, "variant"], how="left")
-        for col in graphs:
-            t[col] = t[col].astype("Int64")
+        t = t.merge(counts.drop(columns=_WARM).rename(columns=counted), on=[*on, "variant"], how="left")
+        t[graphs] = t[graphs].astype("Int64")
         t[warm] = t[warm].fillna("")
     else:
         t = t.assign(**dict.fromkeys(graphs, pd.NA), **dict.fromkeys(warm, ""))

@@ -17,7 +17,7 @@ from ..core.config import REFERENCE, Config, is_aa, original_of, shape_columns, 
 from ..runtimes.keras import BACKENDS
 from ..stats import speedups as speedups_layer
 from ..stats import verdicts
-from ..stats.speedups import Comparison
+from ..stats.speedups import EQUIVALENCE, Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401
@@ -169,16 +169,19 @@ NATIVE_COLUMNS = ["best Keras 3", "over native eager", "over native compiled", "
                   "vs_eager_low", "vs_eager_high"]
 
 
+def _best_keras3(sp: pd.DataFrame, on: list[str]):
+    """Per shape (the columns `on`) with a Keras 3 speed-up: (its columns, its rows, the fastest Keras 3 row)."""
+    for key, g in sp.groupby(on, dropna=False, sort=False) if len(sp) else ():
+        keras = g[g.variant.map(is_keras3)]
+        if len(keras):
+            yield dict(zip(on, key)), g, keras.loc[keras.speedup.idxmax()]
+
+
 def native_table(sp: pd.DataFrame) -> pd.DataFrame:
     """Per shape: the fastest Keras 3 variant over native eager PyTorch and over native torch.compile."""
-    ok = sp[sp.speedup.notna()]
     on, out = _across(sp), []
-    for key, g in ok.groupby(on, dropna=False, sort=False):
-        keras = g[g.variant.map(is_keras3)]
-        if not len(keras):
-            continue
-        top = keras.loc[keras.speedup.idxmax()]
-        rec = dict(zip(on, key)) | {"shape": _shape_label(top), "best Keras 3": top.variant,
+    for shape, g, top in _best_keras3(sp[sp.speedup.notna()], on):
+        rec = shape | {"shape": _shape_label(top), "best Keras 3": top.variant,
                                     "over native eager": describe_ci(top), "vs_eager": top.speedup,
                                     "vs_eager_low": top.ci_low, "vs_eager_high": top.ci_high}
         compiled = g[g.variant == NATIVE_COMPILED]
@@ -195,8 +198,7 @@ def keras2_table(df: pd.DataFrame) -> pd.DataFrame:
     on, out = shape_columns(ok), []
     keras3, keras2 = speedups_layer.paired(ok, "keras-tensorflow", KERAS2)
     for new, old in zip(keras3.to_dict("records"), keras2.to_dict("records")):
-        s = speedups_layer.speedup(old, new)
-        rec = {"speedup": s.ratio, "ci_low": s.ci_low, "ci_high": s.ci_high}
+        rec = dict(zip(("speedup", "ci_low", "ci_high"), speedups_layer.speedup(old, new)))
         out.append({c: new[c] for c in on} | rec | {"shape": _shape_label(old), "Keras 3 over Keras 2": describe_ci(rec)})
     return pd.DataFrame(out, columns=["shape", *on, "Keras 3 over Keras 2", "speedup", "ci_low", "ci_high"])
 
@@ -209,7 +211,7 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _geo(cells: pd.DataFrame) -> tuple[float, float, float]:
-    return speedups_layer.combine([triple(r) for _, r in cells.iterrows()])
+    return speedups_layer.combine(cells.itertuples())
 
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame, backends: pd.DataFrame, native: pd.DataFrame,
@@ -253,8 +255,6 @@ def _worst_differences(measured: pd.DataFrame) -> tuple[list, float]:
     return list(worst.items()), measured[~measured.index.isin(keras.index)].max_abs_diff.max()
 
 
-
-
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
     """The study's tables, findings and claims, every decision as the run's verdict table `vt` has it."""
     sp = over_reference(df)  # in each backend's process: pair_table matches the backend too
@@ -267,7 +267,6 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
 
 def keras_workloads(run):
     """What each configuration runs: a Keras model on its process's backend, or native PyTorch."""
-
     return keras_models.KerasWorkloads(run.settings.seed, cache_dir=paths.cache_dir(run.profile))
 
 
@@ -291,11 +290,16 @@ def _ok_rows(df: pd.DataFrame, claim) -> pd.DataFrame:
     return seedclaims.matching(df[df.status == "ok"], claim)
 
 
+def _decided(tables: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The backend table (every model) and its shapes whose fastest backend is decided."""
+    b = tables["backends"]
+    return b, b[b.decided.fillna(False).astype(bool)] if len(b) else b
+
+
 @_every_backend
 def fastest_backend(df: pd.DataFrame, tables: dict, claim):
     """Holds when the fastest Keras 3 backend differs between the decided shapes."""
-    b = tables["backends"]  # every model: the claim is that the winner changes with the model
-    decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
+    b, decided = _decided(tables)  # every model: the claim is that the winner changes with the model
     if len(decided) < 2:  # one decided shape cannot show the winner changing
         return seedclaims.NotAnswered(say(NOTEBOOK, "too_few_decided", len(decided), len(b)))
     winners = decided.fastest.map(backend_of)
@@ -306,8 +310,7 @@ def fastest_backend(df: pd.DataFrame, tables: dict, claim):
 @_every_backend
 def jax_first(df: pd.DataFrame, tables: dict, claim):
     """Seed 002's 'JAX first on 7 metrics': holds when JAX is the backend most often fastest over decided shapes."""
-    b = tables["backends"]
-    decided = b[b.decided.fillna(False).astype(bool)] if len(b) else b
+    b, decided = _decided(tables)
     if not len(decided):
         return seedclaims.NotAnswered(say(NOTEBOOK, "none_decided", len(b)))
     counts = decided.fastest.map(backend_of).value_counts()
@@ -373,16 +376,12 @@ def native_gap_trend(df: pd.DataFrame, tables: dict, claim):
 @_every_backend
 def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float = 0.9):
     """Holds when, on `share` of the shapes, the fastest Keras 3 variant is decided faster than every rival that ran."""
-    share, band = seedclaims.arithmetic(share), speedups_layer.band(df)
+    share = seedclaims.arithmetic(share)
     vt = tables.get("verdicts") or verdicts.VerdictTable(NOTEBOOK, ())
     sp = tables["speedups"]
     sp = seedclaims.matching(sp[sp.speedup.notna()], claim) if len(sp) else sp
     beats, lines = 0, []
-    for _, g in sp.groupby(_across(sp), dropna=False, sort=False) if len(sp) else ():
-        keras = g[g.variant.map(is_keras3)]
-        if not len(keras):
-            continue
-        top = keras.loc[keras.speedup.idxmax()]
+    for _, g, top in _best_keras3(sp, _across(sp)):
         # each speed-up is over native eager, paired in its process
         rivals = {"native eager": (top.to_dict() | {"variant": REFERENCE}, triple(top))}
         for name, variant in (("native compiled", NATIVE_COMPILED), ("Keras 2", KERAS2)):
@@ -390,7 +389,7 @@ def fastest_beats_rest(df: pd.DataFrame, tables: dict, claim, share: str | float
             if len(other):
                 rivals[name] = (other.iloc[0], speedups_layer.ratio_of(triple(top), triple(other.iloc[0])))
         lost = [name for name, (row, (_, lo, hi)) in rivals.items()
-                if (vt.decision(top, row, STUDY.options) or verdicts.unlisted(lo, hi, band)) != "faster"]
+                if (vt.decision(top, row, STUDY.options) or verdicts.unlisted(lo, hi, EQUIVALENCE)) != "faster"]
         beats += not lost
         lines.append(say(NOTEBOOK, "beats", top["variant"], shape_label(top, ("model", "batch_size"), short=True), lost,
                          list(rivals)))
@@ -415,12 +414,9 @@ STUDY = register(Study(
     frameworks=("torch", "tensorflow"),
     # each over native eager PyTorch in its own backend's process (paired in its rounds)
     comparisons=(
-        Comparison("Keras 3 (TensorFlow, jit) over eager PyTorch", "keras-tensorflow-jit"),
-        Comparison("Keras 3 (TensorFlow, predict) over eager PyTorch", "keras-tensorflow"),
-        Comparison("Keras 3 (JAX, jit) over eager PyTorch", "keras-jax-jit"),
-        Comparison("Keras 3 (JAX, predict) over eager PyTorch", "keras-jax"),
-        Comparison("Keras 3 (PyTorch, jit) over eager PyTorch", "keras-torch-jit"),
-        Comparison("Keras 3 (PyTorch, predict) over eager PyTorch", "keras-torch"),
+        *(Comparison(f"Keras 3 ({name}, {how}) over eager PyTorch", f"keras-{b}{suffix}")
+          for b, name in (("tensorflow", "TensorFlow"), ("jax", "JAX"), ("torch", "PyTorch"))
+          for how, suffix in (("jit", "-jit"), ("predict", ""))),
         Comparison("torch.compile over eager PyTorch", NATIVE_COMPILED),
         Comparison("Keras 3 over Keras 2 (TensorFlow, predict)", "keras-tensorflow", KERAS2),
         *(Comparison(f"predict_on_batch over a direct call ({b})", f"keras-{b}", f"keras-{b}-call")

@@ -12,7 +12,7 @@ from ..claims import claims as seedclaims
 from ..core import numbers
 from ..core.config import REFERENCE, Config, is_aa, original_of, with_aa
 from ..stats import speedups, verdicts
-from ..stats.speedups import Comparison
+from ..stats.speedups import EQUIVALENCE, Comparison
 from .base import Analysis, Study, register
 from .common import (
     aa_finding,
@@ -87,12 +87,6 @@ def per_sample(df: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-def prepare_steps(row: pd.Series) -> dict[str, dict]:
-    """The export / optimize / quantize steps an ONNX runtime's row records, by step name."""
-    steps = row.get("prepare_steps")
-    return {s["step"]: s for s in steps} if isinstance(steps, list) else {}
-
-
 speedups_same_batch = over_reference  # each variant over eager PyTorch at the same batch size (common.over_reference)
 
 
@@ -102,7 +96,7 @@ def speedups_over_batch1(df: pd.DataFrame) -> pd.DataFrame:
         return speedups.pair_table(df, None)
     first = int(df.batch_size.min())
     t = speedups.pair_table(speedups.without_aa(df), df.variant.unique(), REFERENCE,
-                            baseline_where={"batch_size": first}, band=speedups.band(df))
+                            baseline_where={"batch_size": first}, band=EQUIVALENCE)
     return t[~((t.variant == REFERENCE) & (t.batch_size == first))].reset_index(drop=True)
 
 
@@ -131,7 +125,7 @@ def preparation_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per ONNX Runtime row: export, optimize and quantize time, the graph's size, and made or cached."""
     rows = []
     for _, r in df[df.variant.map(_is_ort) & ~df.variant.map(is_aa) & (df.status == "ok")].iterrows():
-        steps = prepare_steps(r)
+        steps = {s["step"]: s for s in r.prepare_steps} if isinstance(r.get("prepare_steps"), list) else {}
         last = list(steps.values())[-1] if steps else {}
         rows.append({"model": r.model, "variant": r.variant, "batch_size": r.batch_size,
                      "prepare (s)": f"{r.prepare_s:.2f}",
@@ -160,30 +154,28 @@ def findings(df: pd.DataFrame, same: pd.DataFrame) -> list[str]:
     drift = drift_lines(df)
     df, same = speedups.without_aa(df), speedups.without_aa(same)
     ok = per_sample(df[df.status == "ok"])
-    if len(ok):
-        for (model, dtype), d in ok.groupby(["model", "dtype"], sort=False):
-            first = d[d.batch_size == d.batch_size.min()].sort_values("median_s")
-            lines.append(say(NOTEBOOK, "ranking", model, dtype, int(first.batch_size.iloc[0]),
-                             list(zip(first.variant, first.median_ms_per_sample))))
-        for (model, dtype, variant), g in ok.groupby(["model", "dtype", "variant"], sort=False):
-            best = g.loc[g.median_ms_per_sample.idxmin()]
-            lo, hi = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
-            lines.append(say(NOTEBOOK, "best_batch", variant, model, dtype, best, lo, hi, hi.median_s / lo.median_s))
+    for (model, dtype), d in ok.groupby(["model", "dtype"], sort=False):
+        first = d[d.batch_size == d.batch_size.min()].sort_values("median_s")
+        lines.append(say(NOTEBOOK, "ranking", model, dtype, int(first.batch_size.iloc[0]),
+                         list(zip(first.variant, first.median_ms_per_sample))))
+    for (model, dtype, variant), g in ok.groupby(["model", "dtype", "variant"], sort=False):
+        best = g.loc[g.median_ms_per_sample.idxmin()]
+        lo, hi = g.loc[g.batch_size.idxmin()], g.loc[g.batch_size.idxmax()]
+        lines.append(say(NOTEBOOK, "best_batch", variant, model, dtype, best, lo, hi, hi.median_s / lo.median_s))
     s = same[same.speedup.notna()]
     for (model, dtype, variant), g in s.groupby(["model", "dtype", "variant"], sort=False):
         lines.append(say(NOTEBOOK, "same_batch", variant, model, dtype, [r for _, r in g.iterrows()]))
     for variant in INT8:
-        q = df[(df.variant == variant) & (df.status == "ok")]
+        q = ok[ok.variant == variant]
         if len(q):
             lines.append(say(NOTEBOOK, "int8", variant, q.label_agreement.min(), q.label_agreement.max(),
                              q.max_abs_diff.max()))
-    measured = df[df.status == "ok"]
-    fp32 = measured[~measured.variant.isin(list(INT8))]
+    fp32 = ok[~ok.variant.isin(list(INT8))]
     if len(fp32):
         bad = fp32[fp32.parity_ok == False]  # noqa: E712
         lines.append(say(NOTEBOOK, "parity", fp32.max_abs_diff.max(),
                          [f"{r['variant']} b{r['batch_size']}" for _, r in bad.iterrows()]))
-        lines.append(say(NOTEBOOK, "unbatched", measured.batched_vs_unbatched_max_diff.max(),
+        lines.append(say(NOTEBOOK, "unbatched", ok.batched_vs_unbatched_max_diff.max(),
                          dataset.UNBATCHED_CHECK_TEXTS))
     return lines + failures_and_noise(df, lambda r: f"{r['variant']} b{r['batch_size']}") + drift
 
@@ -227,9 +219,8 @@ def worst_gain(df: pd.DataFrame, tables: dict, claim, variants: list[str], over:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_at_batches", variants, over, _batches(ok)))
     label, (v, lo, hi) = seedclaims.least_favourable(cells, claim)
     used = ok[ok.batch_size.isin(_batches(ok, below, batch, at_least)) & ok.variant.isin(variants + over)]
-    band = speedups.band(df)
-    return seedclaims.ClaimMeasurement(v, lo, hi, say(NOTEBOOK, "least_favourable", label, cells)
-                                  + threshold_note(claim, lo, hi, band), rows=used, band=band)
+    return ratio_claim(df, (v, lo, hi), say(NOTEBOOK, "least_favourable", label, cells) + threshold_note(claim, lo, hi),
+                       used)
 
 
 def gain_trend(df: pd.DataFrame, tables: dict, claim, variants: list[str], over: list[str] | None = None):

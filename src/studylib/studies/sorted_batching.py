@@ -84,18 +84,16 @@ def planned_padding(data: dataset.TextDataset, strategies, batch_sizes, seed: in
 
 def gains(df: pd.DataFrame) -> pd.DataFrame:
     """Every strategy over unsorted at the same runtime and shape, each row paired with its unsorted row."""
-    on = [*shape_columns(df, without=("strategy",)), "variant"]
-    out = []
+    on, out = [*shape_columns(df, without=("strategy",)), "variant"], []
+    cols = ["model", "dtype", "variant", "batch_size", "strategy", "status", "error"]
     for r, base in speedups.matched(df, None, BASELINE, column="strategy", on=on):
-        rec = {k: r[k] for k in ("model", "dtype", "variant", "batch_size", "strategy", "status", "error")}
+        rec = {k: r[k] for k in cols}
         if r.status == "ok" and base is not None and base.status == "ok":
-            ratio, lo, hi = speedups.speedup(base, r)
-            rec |= {"speedup": ratio, "ci_low": lo, "ci_high": hi}
+            rec |= dict(zip(("speedup", "ci_low", "ci_high"), speedups.speedup(base, r)))
         elif r.status == "ok":
             rec |= {"status": "baseline missing", "error": "no ok unsorted row at this batch size"}
         out.append(rec)
-    return pd.DataFrame(out, columns=["model", "dtype", "variant", "batch_size", "strategy", "status", "error",
-                                      "speedup", "ci_low", "ci_high"])
+    return pd.DataFrame(out, columns=[*cols, "speedup", "ci_low", "ci_high"])
 
 
 def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -109,11 +107,8 @@ def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def with_throughput_ci(df: pd.DataFrame) -> pd.DataFrame:
     """texts/s with its CI (from the pass time's CI) for plotting."""
-    t = df.copy()
-    t["texts_s"] = t.n_texts / t.median_s
-    t["texts_s_lo"] = t.n_texts / t.ci_high_s
-    t["texts_s_hi"] = t.n_texts / t.ci_low_s
-    return t
+    return df.assign(texts_s=df.n_texts / df.median_s, texts_s_lo=df.n_texts / df.ci_high_s,
+                     texts_s_hi=df.n_texts / df.ci_low_s)
 
 
 def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
@@ -136,8 +131,6 @@ def findings(df: pd.DataFrame, g: pd.DataFrame) -> list[str]:
         lines.append(say(NOTEBOOK, "order", measured.max_abs_diff.max(), int((measured.parity_ok == False).sum()),  # noqa: E712
                          measured.batched_vs_unbatched_max_diff.max()))
     return lines + failures_and_noise(df, lambda r: f"{r['variant']} {r['strategy']} b{r['batch_size']}") + drift
-
-
 
 
 def batch_change(df: pd.DataFrame, tables: dict, claim, strategy: str, variant: str = REFERENCE,
@@ -186,24 +179,22 @@ def length_summary(data: dataset.TextDataset) -> pd.DataFrame:
 
 def predicted_gains(df: pd.DataFrame, g: pd.DataFrame) -> pd.DataFrame:
     """Each measured gain over unsorted beside the gains computed tokens and FLOPs predict."""
-    work = df.reindex(columns=["model", "dtype", "variant", "batch_size", "strategy", "computed_tokens",
-                               "flops_per_call"])
+    on = ["model", "dtype", "variant", "batch_size"]
+    work = df.reindex(columns=[*on, "strategy", "computed_tokens", "flops_per_call"])
     base = work[work.strategy == BASELINE].drop(columns="strategy")
-    t = g.merge(work, on=["model", "dtype", "variant", "batch_size", "strategy"], how="left")
-    t = t.merge(base, on=["model", "dtype", "variant", "batch_size"], how="left", suffixes=("", "_unsorted"))
+    t = g.merge(work, on=[*on, "strategy"], how="left").merge(base, on=on, how="left", suffixes=("", "_unsorted"))
     t["predicted_tokens"] = t.computed_tokens_unsorted / t.computed_tokens
     t["predicted_flops"] = pd.to_numeric(t.flops_per_call_unsorted, errors="coerce") / pd.to_numeric(
         t.flops_per_call, errors="coerce")
-    return t[["model", "dtype", "variant", "batch_size", "strategy", "status", "speedup", "ci_low", "ci_high",
-              "predicted_tokens", "predicted_flops"]]
+    return t[[*on, "strategy", "status", "speedup", "ci_low", "ci_high", "predicted_tokens", "predicted_flops"]]
 
 
 def predicted_table(p: pd.DataFrame) -> pd.DataFrame:
     """predicted_gains for the page: the measured gain with its CI, the two predictions, and where the CI lies."""
     t = p[p.speedup.notna()].copy()
     t["measured gain (95% CI)"] = [describe_ci(r) for _, r in t.iterrows()]
-    t["predicted from tokens"] = t.predicted_tokens.map(lambda v: numbers.fmt(v) if pd.notna(v) else "")
-    t["predicted from FLOPs"] = t.predicted_flops.map(lambda v: numbers.fmt(v) if pd.notna(v) else "")
+    for name, source in (("predicted from tokens", t.predicted_tokens), ("predicted from FLOPs", t.predicted_flops)):
+        t[name] = source.map(lambda v: numbers.fmt(v) if pd.notna(v) else "")
     t["measured vs prediction"] = [_against_prediction(r) for _, r in t.iterrows()]
     return t[["model", "dtype", "variant", "strategy", "batch_size", "measured gain (95% CI)", "predicted from tokens",
               "predicted from FLOPs", "measured vs prediction"]]
@@ -244,12 +235,9 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
 
 STUDY = register(Study(
     NOTEBOOK, SortedBatching, configs, estimate_s, analyse, group_by=group_by, workloads=text_workloads,
-    comparisons=(Comparison("sorted over unsorted batches", "sorted", "unsorted", column="strategy",
-                            along=("variant", "batch_size", "model", "dtype")),
-                 Comparison("bucketed over unsorted batches", "bucketed", "unsorted", column="strategy",
-                            along=("variant", "batch_size", "model", "dtype")),
-                 Comparison("pad-to-max over unsorted batches", "pad-to-max", "unsorted", column="strategy",
-                            along=("variant", "batch_size", "model", "dtype"))),
+    comparisons=tuple(Comparison(f"{s} over unsorted batches", s, BASELINE, column="strategy",
+                                 along=("variant", "batch_size", "model", "dtype"))
+                      for s in ("sorted", "bucketed", "pad-to-max")),
     options=("variant", "strategy"),
     default=(("variant", REFERENCE), ("strategy", BASELINE)),
     on_gpu=("padding costs arithmetic on any device, so sorting still helps where the GPU is busy; at small batches a "

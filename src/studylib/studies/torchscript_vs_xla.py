@@ -24,7 +24,7 @@ from ..core.config import (
 )
 from ..stats import speedups as speedups_layer
 from ..stats import verdicts
-from ..stats.speedups import Comparison
+from ..stats.speedups import EQUIVALENCE, Comparison
 from ..workloads.models import MODELS
 from .base import Analysis, Study, register
 from .common import (  # noqa: F401
@@ -94,15 +94,10 @@ class MicroOps(BaseModel):
 
     @field_validator("batch_sizes", "seq_lens")
     @classmethod
-    def _sizes(cls, v: list[int]) -> list[int]:
+    def _sizes(cls, v: list[int], info) -> list[int]:
         if not v or len(set(v)) != len(v) or min(v) < 1:
             raise ValueError("must list positive sizes, each once")
-        return v
-
-    @field_validator("seq_lens")
-    @classmethod
-    def _two_rows(cls, v: list[int]) -> list[int]:
-        if min(v) < 2:
+        if info.field_name == "seq_lens" and min(v) < 2:
             raise ValueError("must be at least 2 (gather takes every second row)")
         return v
 
@@ -169,12 +164,11 @@ def op_speedups(df: pd.DataFrame) -> pd.DataFrame:
 
 def _pair_speedups(df: pd.DataFrame, pairs) -> pd.DataFrame:
     """Each (candidate, baseline) of `pairs` at every shape where both have rows (speedups.pair_table)."""
-    band = speedups_layer.band(df)
     parts = []
     for cand, base in pairs:
         if not (len(df) and (df.variant == cand).any() and (df.variant == base).any()):
             continue
-        t = speedups_layer.pair_table(df, cand, base, band=band)
+        t = speedups_layer.pair_table(df, cand, base, band=EQUIVALENCE)
         t = t[t.status != "baseline missing"]
         kind = "within" if (cand, base) in WITHIN else "process" if (cand, base) in PROCESS else "across"
         parts.append(t.assign(tokens=(t.batch_size * t.seq_len).astype(int), pair=f"{cand} over {base}", kind=kind))
@@ -183,20 +177,12 @@ def _pair_speedups(df: pd.DataFrame, pairs) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def _geo(df: pd.DataFrame, cand: str, base: str, mask=None) -> dict | None:
-    """Geometric-mean speed-up of `cand` over `base` across shapes where both ran, with its CI (speedups.geomean)."""
-    ok = df[df.status == "ok"]
-    g = speedups_layer.geomean(ok[mask(ok)] if mask is not None else ok, cand, base)
-    return None if g is None else {"speedup": g.ratio, "ci_low": g.ci_low, "ci_high": g.ci_high, "n": g.n}
-
-
 def _label(r) -> str:
     return f"{r['variant']} {shape_label(r, LABEL_COLUMNS, short=True)}"
 
 
 def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
     """Findings as markdown bullets, every number computed from the results."""
-    band = speedups_layer.band(df)
     lines = [aa_finding(df)]
     ok = sp[sp.speedup.notna()]
     for (cand, base), g in ok.groupby(["candidate", "baseline"], sort=False):
@@ -207,7 +193,7 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         rho = g[["speedup", "tokens"]].corr(method="spearman").iloc[0, 1]
         lines.append(say(NOTEBOOK, "input_size", cand, base, gm(small.speedup), int(small.tokens.iloc[0]),
                          gm(large.speedup), int(large.tokens.iloc[0]), rho))
-    lines += op_findings(df, band)
+    lines += op_findings(df)
     xla = df[(df.variant == "tf-xla") & (df.status == "ok")]
     if len(xla):
         build = xla.first_call_s - xla.median_s
@@ -220,16 +206,16 @@ def findings(df: pd.DataFrame, sp: pd.DataFrame) -> list[str]:
         list(m.groupby(m.variant.map(FRAMEWORK)).max_abs_diff.max().items()),), failed_by_variant(df, averages=True))
 
 
-def op_findings(df: pd.DataFrame, band: float) -> list[str]:
-    """Per micro-op pair: the geometric mean per operation and the per-size readings against `band`."""
+def op_findings(df: pd.DataFrame) -> list[str]:
+    """Per micro-op pair: the geometric mean per operation and the per-size readings against the 'equal' band."""
     ops = df[is_op(df)] if len(df) else df
-    sp = op_speedups(ops)
+    sp, ok = op_speedups(ops), ops[ops.status == "ok"]
     lines = []
     for (cand, base), g in sp[sp.speedup.notna()].groupby(["candidate", "baseline"], sort=False):
-        per_op = [(m, _geo(ops, cand, base, lambda t, m=m: t.model == m)) for m in dict.fromkeys(g.model)]
-        classes = [verdicts.unlisted(lo, hi, band) for lo, hi in zip(g.ci_low, g.ci_high)]  # not in the table
+        per_op = [(m, speedups_layer.geomean(ok[ok.model == m], cand, base)) for m in dict.fromkeys(g.model)]
+        classes = [verdicts.unlisted(lo, hi, EQUIVALENCE) for lo, hi in zip(g.ci_low, g.ci_high)]  # not in the table
         sizes = sorted({(int(b), int(s)) for b, s in zip(g.batch_size, g.seq_len)}, key=lambda x: x[0] * x[1])
-        lines.append(say(NOTEBOOK, "ops", cand, base, [(m, r) for m, r in per_op if r], sizes, classes, band))
+        lines.append(say(NOTEBOOK, "ops", cand, base, [(m, r) for m, r in per_op if r], sizes, classes, EQUIVALENCE))
     failed = sp[sp.speedup.isna()]
     if len(failed):
         lines.append(say(NOTEBOOK, "ops_failed", len(failed),
@@ -265,8 +251,7 @@ def claims(df: pd.DataFrame, sp: pd.DataFrame, peaks: dict | None = None, *,
     tables = {"speedups": sp, "micro-ops": op_speedups(df)}
     parts = [seedclaims.study_claims(NOTEBOOK, df[ops] if c.evaluator in OP_EVALUATORS else df[~ops],
                                      tables | {"verdicts": vt}, claims=(c,), peaks=peaks, vt=vt) for c in mine]
-    return pd.concat(parts, ignore_index=True) if parts else seedclaims.study_claims(NOTEBOOK, df, tables, claims=(),
-                                                                                      vt=vt)
+    return pd.concat(parts or [seedclaims.study_claims(NOTEBOOK, df, tables, claims=(), vt=vt)], ignore_index=True)
 
 
 def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -279,12 +264,7 @@ def first_call_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def process_findings(vt: verdicts.VerdictTable) -> list[str]:
     """What sharing one process with the other framework costs each side, read from the verdict table."""
-    lines = []
-    for c in SHARED:
-        rows = [v for v in vt.of(c.label) if v.ok]
-        if rows:
-            lines.append(say(NOTEBOOK, "shared", c.label, rows))
-    return lines
+    return [say(NOTEBOOK, "shared", c.label, rows) for c in SHARED if (rows := [v for v in vt.of(c.label) if v.ok])]
 
 
 def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.VerdictTable) -> Analysis:
@@ -299,18 +279,6 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
 _SIZES = ("batch_size", "seq_len")  # an input as the claims name it: "b1 × s128"
 
 
-def _mean_of_medians(df: pd.DataFrame, a: str, b: str) -> tuple[float, float, int]:
-    """Seed 000's metric (a plain mean of per-cell times), over the cells where both variants ran."""
-    x, y = speedups_layer.paired(df[df.status == "ok"], a, b)
-    return float(x.median_s.mean()), float(y.median_s.mean()), len(x)
-
-
-def _at_shapes(rows: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
-    """The rows of `rows` at the shapes of `like`'s rows (config.shape_of)."""
-    shapes = {shape_of(r) for r in like.to_dict("records")}
-    return rows[pd.Series([shape_of(r) in shapes for r in rows.to_dict("records")], index=rows.index, dtype=bool)]
-
-
 def _rows(df: pd.DataFrame, claim, variants) -> pd.DataFrame:
     """The ok rows of `variants`, of the seed's models and batch sizes where these results have any."""
     ok = seedclaims.matching(df[(df.status == "ok") & df.variant.isin(list(variants))], claim)
@@ -322,42 +290,42 @@ def _tokens(frame: pd.DataFrame) -> pd.Series:
     return frame.batch_size * frame.seq_len
 
 
-def _at_input(frame: pd.DataFrame, which: str) -> pd.DataFrame:
-    """The rows at the smallest or largest input (batch × sequence) of the frame."""
-    t = _tokens(frame)
-    return frame[t == (t.min() if which == "smallest" else t.max())]
+def _at_input(rows: pd.DataFrame, candidate: str, which: str) -> pd.DataFrame:
+    """The rows at the shapes of `candidate`'s smallest or largest input (batch × sequence; config.shape_of)."""
+    c = rows[rows.variant == candidate]
+    t = _tokens(c)
+    shapes = {shape_of(r) for r in c[t == (t.min() if which == "smallest" else t.max())].to_dict("records")}
+    return rows[pd.Series([shape_of(r) in shapes for r in rows.to_dict("records")], index=rows.index, dtype=bool)]
 
 
 def framework_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, at: str = "all"):
     """`candidate` over `baseline`, geometric mean over all shapes or one end of the inputs, with seed 000's mean."""
     rows = _rows(df, claim, (candidate, baseline))
-    rows = rows if at == "all" else _at_shapes(rows, _at_input(rows[rows.variant == candidate], at))
+    rows = rows if at == "all" else _at_input(rows, candidate, at)
     s = speedups_layer.geomean(rows, candidate, baseline)
     if s is None:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
-    pt, tf, _ = _mean_of_medians(rows, baseline, candidate)
-    text = say(NOTEBOOK, "framework_gain", candidate, baseline, at, int(_tokens(rows).iloc[0]), s.n, pt * 1e3, tf * 1e3)
+    pt, tf = speedups_layer.paired(rows, baseline, candidate)  # seed 000's metric: a plain mean of per-cell times
+    text = say(NOTEBOOK, "framework_gain", candidate, baseline, at, int(_tokens(rows).iloc[0]), s.n,
+               pt.median_s.mean() * 1e3, tf.median_s.mean() * 1e3)
     return ratio_claim(df, s, text, rows)
 
 
 def every_input_gain(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
     """`candidate` over `baseline` at each input of the seed's models, judged per input (claims.per_cell)."""
     rows = _rows(df, claim, (candidate, baseline))
-    cells = [(label, tuple(sp)) for label, sp in _cells(rows, candidate, baseline)]
+    cells = _cells(rows, candidate, baseline)
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     return seedclaims.per_cell(cells, claim, text=say(NOTEBOOK, "each_input", candidate, baseline, len(cells)),
-                               rows=rows, band=speedups_layer.band(df))
+                               rows=rows, band=EQUIVALENCE)
 
 
 def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str, over: str = "small/large",
                 gap: bool = False):
     """`candidate` over `baseline` at the smallest input over the largest (`over`), or its distance from 1 (`gap`)."""
     rows = _rows(df, claim, (candidate, baseline))
-    ends = {}
-    for which in ("smallest", "largest"):
-        keep = _at_input(rows[rows.variant == candidate], which)
-        ends[which] = speedups_layer.geomean(_at_shapes(rows, keep), candidate, baseline)
+    ends = {w: speedups_layer.geomean(_at_input(rows, candidate, w), candidate, baseline) for w in ("smallest", "largest")}
     if ends["smallest"] is None or ends["largest"] is None or _tokens(rows).nunique() < 2:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_two_inputs", candidate, baseline))
     small, large = tuple(ends["smallest"]), tuple(ends["largest"])
@@ -370,11 +338,16 @@ def input_trend(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline:
     return ratio_claim(df, (v, lo, hi), text, rows)
 
 
+def _per_model(rows: pd.DataFrame, candidate: str, baseline: str) -> dict:
+    """Each model's geometric-mean speed-up of `candidate` over `baseline`, where both ran."""
+    per = {m: speedups_layer.geomean(g, candidate, baseline) for m, g in rows.groupby("model", sort=False)}
+    return {m: s for m, s in per.items() if s is not None}
+
+
 def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchscript", baseline: str = "eager"):
     """Seed 000's 'TorchScript depends on the model': the largest per-model geometric-mean gain over the smallest."""
     rows = _rows(df, claim, (candidate, baseline))
-    per = {m: speedups_layer.geomean(g, candidate, baseline) for m, g in rows.groupby("model", sort=False)}
-    per = {m: s for m, s in per.items() if s is not None}
+    per = _per_model(rows, candidate, baseline)
     if len(per) < 2:
         return seedclaims.NotAnswered(say(NOTEBOOK, "few_models", candidate))
     hi_m, lo_m = max(per, key=lambda m: per[m].ratio), min(per, key=lambda m: per[m].ratio)
@@ -385,8 +358,7 @@ def model_spread(df: pd.DataFrame, tables: dict, claim, candidate: str = "torchs
 def least_model_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "tf-xla", baseline: str = "tf-function"):
     """Seed 000's 'XLA improved every model': the smallest per-model geometric-mean gain."""
     rows = _rows(df, claim, (candidate, baseline))
-    per = {m: speedups_layer.geomean(g, candidate, baseline) for m, g in rows.groupby("model", sort=False)}
-    per = {m: s for m, s in per.items() if s is not None}
+    per = _per_model(rows, candidate, baseline)
     if not per:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both_run", candidate, baseline))
     worst = min(per, key=lambda m: per[m].ratio)
@@ -430,23 +402,18 @@ def seq_exponent(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", 
                                   rows=at, band=1.0, unit="")
 
 
-def _or_median(row, column: str) -> float:
-    v = row.get(column)
-    return row.median_s if v is None or pd.isna(v) else v
-
-
 def seq_curvature(df: pd.DataFrame, tables: dict, claim, variant: str = "eager", batch: int = 1,
                   band: float = 1.25):
     """Per-token cost, middle to longest length over shortest to middle, geometric mean over models."""
-    ok = df[(df.status == "ok") & (df.variant == variant)]
-    at = ok[ok.batch_size == int(batch)]
+    at = df[(df.status == "ok") & (df.variant == variant) & (df.batch_size == int(batch))]
     cells, used = [], []
     for model, g in at.groupby("model", sort=False):
         lengths = sorted(g.seq_len.unique())
         if len(lengths) < 3:
             continue
         picked = [g[g.seq_len == s].iloc[0] for s in (lengths[0], lengths[len(lengths) // 2], lengths[-1])]
-        t = [(_or_median(r, "ci_low_s"), r.median_s, _or_median(r, "ci_high_s")) for r in picked]
+        t = [tuple(r.median_s if pd.isna(r.get(c)) else r[c] for c in ("ci_low_s", "median_s", "ci_high_s"))
+             for r in picked]  # a bound not recorded: the median
         (s1, s2, s3) = (int(r.seq_len) for r in picked)
         short = [(t[1][i] - t[0][j]) / (s2 - s1) for i, j in ((0, 2), (1, 1), (2, 0))]  # low, mid, high
         long = [(t[2][i] - t[1][j]) / (s3 - s2) for i, j in ((0, 2), (1, 1), (2, 0))]
@@ -482,43 +449,43 @@ def op_gain(df: pd.DataFrame, tables: dict, claim, candidate: str = "eager", bas
     rows = rows[is_op(rows)] if len(rows) else rows
     if op is not None:
         rows = rows[rows.model == op]
-    cells = [(label, tuple(sp)) for label, sp in _cells(rows, candidate, baseline)]
+    cells = _cells(rows, candidate, baseline)
     if not cells:
         return seedclaims.NotAnswered(say(NOTEBOOK, "no_op", op, candidate, baseline))
     return seedclaims.per_cell(cells, claim, text=say(NOTEBOOK, "per_op", candidate, baseline), rows=rows,
-                               band=speedups_layer.band(df))
+                               band=EQUIVALENCE)
 
 
-def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[str, object]]:
+def _cells(rows: pd.DataFrame, cand: str, base: str) -> list[tuple[str, tuple]]:
     """(the shape's label, paired speed-up of `cand` over `base`) at every shape both ran in `rows`."""
     c, b = speedups_layer.paired(rows, cand, base)
-    return [(shape_label(x, LABEL_COLUMNS, short=True), speedups_layer.speedup(y, x))
+    return [(shape_label(x, LABEL_COLUMNS, short=True), tuple(speedups_layer.speedup(y, x)))
             for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
 
 
-def _decided(rows: pd.DataFrame, cand: str, base: str, tables: dict, band: float) -> list[str]:
+def _decided(rows: pd.DataFrame, cand: str, base: str, tables: dict) -> list[str]:
     """Per shape both ran, `cand` over `base` as the verdict table decides it (verdicts.unlisted where it has none)."""
     vt = tables.get("verdicts") or verdicts.VerdictTable(NOTEBOOK, ())
     c, b = speedups_layer.paired(rows, cand, base)
-    return [vt.decision(x, y) or verdicts.unlisted(*speedups_layer.speedup(y, x)[1:], band)
+    return [vt.decision(x, y) or verdicts.unlisted(*speedups_layer.speedup(y, x)[1:], EQUIVALENCE)
             for x, y in zip(c.to_dict("records"), b.to_dict("records"))]
 
 
 def share_equal(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
     """Holds when more than half of the shapes are decided equal (_decided)."""
     rows = _rows(df, claim, (candidate, baseline))
-    band = speedups_layer.band(df)
-    words = pd.Series(_decided(rows, candidate, baseline, tables, band), dtype=object)
+    words = pd.Series(_decided(rows, candidate, baseline, tables), dtype=object)
     if not len(words):
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
-    text = say(NOTEBOOK, "share_equal", candidate, baseline, list(words.value_counts().items()), len(words), band)
+    text = say(NOTEBOOK, "share_equal", candidate, baseline, list(words.value_counts().items()), len(words),
+               EQUIVALENCE)
     return count_claim(text, rows, bool((words == "equal").sum() * 2 > len(words)))
 
 
 def some_shape_faster(df: pd.DataFrame, tables: dict, claim, candidate: str, baseline: str):
     """Holds when `candidate` is decided faster on at least one shape (_decided)."""
     rows = _rows(df, claim, (candidate, baseline))
-    words = _decided(rows, candidate, baseline, tables, speedups_layer.band(df))
+    words = _decided(rows, candidate, baseline, tables)
     if not words:
         return seedclaims.NotAnswered(say(NOTEBOOK, "not_both", candidate, baseline))
     text = say(NOTEBOOK, "some_faster", candidate, baseline, words.count("faster"), len(words))
@@ -553,19 +520,15 @@ def batching_by_length(df: pd.DataFrame, tables: dict, claim, variant: str = "ea
     for model, g in ok.groupby("model", sort=False):
         big = int(g.batch_size.max())
         both = sorted(set(g.seq_len[g.batch_size == 1]) & set(g.seq_len[g.batch_size == big]))
-        ends = [both[0], both[-1]] if both else []
         if big == 1 or len(both) < 2:
             continue
         gain = []
-        for s in ends:
+        for s in (both[0], both[-1]):  # both batch sizes ran at each (`both`)
             one, many = g[(g.seq_len == s) & (g.batch_size == 1)], g[(g.seq_len == s) & (g.batch_size == big)]
-            if not (len(one) and len(many)):
-                break
             per_call = speedups_layer.speedup(one.iloc[0], many.iloc[0])  # time(batch 1) / time(batch big)
             gain.append(speedups_layer.ratio_of(per_call, (1 / big,) * 3))  # per sample: × big
-        if len(gain) == 2:
-            cells.append(speedups_layer.ratio_of(gain[1], gain[0]))
-            used.append(say(NOTEBOOK, "batching_gain", model, big, gain[0].ratio, ends[0], gain[1].ratio, ends[1]))
+        cells.append(speedups_layer.ratio_of(gain[1], gain[0]))
+        used.append(say(NOTEBOOK, "batching_gain", model, big, gain[0].ratio, both[0], gain[1].ratio, both[-1]))
     if not cells:
         return seedclaims.NotAnswered("no model ran batch 1 and a larger batch at two sequence lengths")
     s = speedups_layer.combine(cells)
