@@ -246,7 +246,7 @@ def estimate_s(c: Config, section: {section}, measure: dict, speed: float = 1.0)
 def speedup_table(df: pd.DataFrame, vt: verdicts.VerdictTable) -> pd.DataFrame:
     """Every variant over eager on the same shape, paired by round, with the decision the run's verdict table `vt`
     holds (the one every element of the page reads)."""
-    t = speedups.pair_table(df, None, REFERENCE, band=speedups.band(df))
+    t = speedups.pair_table(df, None, REFERENCE, band=speedups.EQUIVALENCE)
     t["verdict"] = [verdicts.decision_at(vt, r.candidate, r.baseline, r) if pd.notna(r.speedup)
                     else None for r in t.itertuples()] if len(t) else []
     return t
@@ -272,7 +272,7 @@ def analyse(df: pd.DataFrame, peaks: dict | None = None, *, vt: verdicts.Verdict
     sp = speedup_table(df, vt)
     analysis = Analysis(tables={{"speedups": sp, "measurements": latency_table(df)}}, findings=findings(df, sp),
                         claims=seedclaims.study_claims(NOTEBOOK, df, {{"speedups": sp}}, vt=vt))
-    return surprises.attach(analysis, df, EXPECTATIONS, speedups.band(df))
+    return surprises.attach(analysis, df, EXPECTATIONS)
 
 
 STUDY = register(Study(

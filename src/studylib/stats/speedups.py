@@ -49,11 +49,6 @@ def without_aa(df: pd.DataFrame, column: str = "variant") -> pd.DataFrame:
     return df[~df[column].map(is_aa)]
 
 
-def band(df: pd.DataFrame | None = None, *, pairs: pd.DataFrame | None = None) -> float:
-    """The 'equal' band: a fixed ±5% (EQUIVALENCE), whatever the table (the arguments are callers' habit)."""
-    return EQUIVALENCE
-
-
 # --- the verdict rule and the false-discovery step -------------------------------------------------------------------
 
 
