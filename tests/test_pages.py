@@ -94,3 +94,15 @@ def test_no_committed_reference_page_shows_a_prompt_or_an_internal_word():
     assert len(pages) >= 7  # the index, five studies and the summary
     faults = {p.name: page_faults(p.read_text()) for p in pages}
     assert not any(faults.values()), faults
+
+
+def test_the_committed_index_answers_a_workload_several_studies_measured_in_one_row():
+    """ResNet-50 and BERT-base fp32 batch 1 ran in studies 01 and 05: one row each names the fastest option found."""
+    from studylib.core import paths
+
+    index = (paths.reference_root() / "index.html").read_text()
+    across = index[index.index("One workload, several studies"):]
+    across = across[:across.index("</table>")]
+    for workload in ("resnet-50 fp32 batch 1 224px", "bert-base fp32 batch 1 seq 128"):
+        assert across.count(f"<td>{workload}</td>") == 1, workload
+    assert "(study 05)" in across and "01 eager: " in across and "05 eager (torch process): " in across

@@ -313,3 +313,19 @@ def test_no_verdict_is_decided_beside_an_interval_crossing_the_band_nor_undecide
     doctored = verdicts.VerdictTable(NB, tuple(v if i else dataclasses.replace(v, decision="undecided", ci_low=1.2)
                                                for i, v in enumerate(vt)))
     assert len(_consistent(doctored)) == 1  # the check sees a disagreement where there is one
+
+
+def test_a_workload_several_studies_measured_is_one_row_with_the_fastest_found_and_every_baseline():
+    """The index's cross-study row: one per model, precision and shape two studies share, never for one alone."""
+    first = verdicts.for_study(NB, pd.DataFrame([_row("eager", "m", 1, 0.100), _row("compile-default", "m", 1, 0.080),
+                                                 _row("eager", "solo", 1, 0.050),
+                                                 _row("compile-default", "solo", 1, 0.040)]))
+    second = verdicts.for_study(NB, pd.DataFrame([_row("eager", "m", 1, 0.150), _row("export-aoti", "m", 1, 0.070)]))
+    t = decisions.across_studies({"01_a": first, "05_b": second}, {"01_a": "alone", "05_b": "beside Keras"})
+    [row] = t.to_dict("records")  # "solo" is one study's only
+    assert row["workload"] == "m fp32 batch 1 seq 128"
+    assert row["fastest found (by latency)"].startswith("export-aoti (study 05): ")
+    assert row["its decision in its study"].startswith("faster: 2.14×") and row["its decision in its study"].endswith(
+        "over eager")
+    assert re.fullmatch(r"01 eager: (99\.\d|100) ms/call; 05 eager: 1(49|50)(\.\d)? ms/call", row["baselines"])
+    assert row["slowest baseline over fastest"] in ("1.49×", "1.50×", "1.51×") and row["how each study runs it"] == "01: alone; 05: beside Keras"

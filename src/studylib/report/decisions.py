@@ -140,6 +140,34 @@ def pick(vt: VerdictTable, workload: str) -> tuple[str, Verdict | None]:
     return wording.macro(WORDS, "tie" if any(v.decision == "equal" for v in full) else "slower", base), None
 
 
+ACROSS_COLUMNS = ["workload", "fastest found (by latency)", "its decision in its study", "baselines",
+                  "slowest baseline over fastest", "how each study runs it"]
+
+
+def across_studies(vts: dict[str, VerdictTable], runs: dict[str, str]) -> pd.DataFrame:
+    """Each whole-model workload (model, precision, batch, size) several studies measured, in one row: the fastest
+    full-precision option any of them found by median latency (studies are not paired with each other), its own
+    study's decision, every baseline's latency, and how each study runs it (`runs`, by notebook)."""
+    found: dict[str, dict[str, list[Verdict]]] = {}
+    for nb, vt in vts.items():
+        for v in vt.options():
+            if v.ok and not v.strategy and not changes_outputs(v.candidate):
+                found.setdefault(v.workload, {}).setdefault(nb, []).append(v)
+    rows = []
+    for workload, by in found.items():
+        if len(by) < 2:
+            continue
+        nb, top = min(((nb, v) for nb, vs in by.items() for v in vs), key=lambda t: t[1].ms_per_call)
+        bases = {(n, v.baseline): v for n, vs in by.items() for v in vs}
+        rows.append({"workload": workload, "fastest found (by latency)": f"{top.candidate} (study {nb[:2]}): "
+                     f"{_per_call(top)}", "its decision in its study": f"{top.decision}: {x(top)} over {top.baseline}",
+                     "baselines": "; ".join(f"{n[:2]} {b}: {_per_call(v, baseline=True)}" for (n, b), v in bases.items()),
+                     "slowest baseline over fastest": f"{max(ms) / min(ms):.2f}×" if (ms := [
+                         v.base_ms_per_call for v in bases.values()]) else "",
+                     "how each study runs it": "; ".join(f"{n[:2]}: {runs.get(n, '')}" for n in by)})
+    return pd.DataFrame(rows, columns=ACROSS_COLUMNS)
+
+
 def what_to_use(vt: VerdictTable, study: str = "") -> pd.DataFrame:
     """Per workload: the `pick` and the chosen option's numbers; quantized options apart."""
     rows = []

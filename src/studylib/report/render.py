@@ -75,10 +75,11 @@ def _profile_section(profile_dir: Path) -> str:
 
 def _what_to_use(profile: str, env: dict | None) -> str:
     """The profile's opening table: per study and workload, the decision and what the chosen option costs."""
-    table = summary.what_to_use(profile)
+    table, across = summary.what_to_use(profile), summary.across_studies(profile)
     return wording.block("report/what_to_use.html.j2", machine=summary.machine_line(profile),
                          caveat=summary.gpu_caveat("cuda" if (env or {}).get("gpu_name") else "cpu"),
-                         table=table.to_html(index=False, escape=True, classes="what-to-use") if len(table) else "")
+                         table=table.to_html(index=False, escape=True, classes="what-to-use") if len(table) else "",
+                         across=across.to_html(index=False, escape=True, classes="across") if len(across) else "")
 
 
 def index() -> Path:

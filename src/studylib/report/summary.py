@@ -239,6 +239,12 @@ def what_to_use(profile: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=decisions.WHAT_TO_USE_COLUMNS)
 
 
+def across_studies(profile: str) -> pd.DataFrame:
+    """decisions.across_studies over the profile's saved verdict tables."""
+    return decisions.across_studies({nb: verdicts_of(profile, nb) for nb in STUDIES},
+                                    {nb: study.runs for nb, study in STUDIES.items()})
+
+
 def what_to_use_by_profile(profiles: list[str]) -> pd.DataFrame:
     """what_to_use side by side: a row per study and workload, a column per profile."""
     rows = [{"study": r["study"], "workload": r["workload"], "profile": p,

@@ -44,6 +44,7 @@ class Study:
     options: tuple[str, ...] = ("variant",)
     default: tuple[tuple[str, str], ...] = (("variant", "eager"),)
     notebook_file: Path | None = None  # where its notebook is (default: notebooks/<notebook>.ipynb)
+    runs: str = ""  # how the study builds and runs its models, for the index's rows of workloads several studies share
     on_gpu: str = ""  # one sentence for the page's Answer box: what a GPU is expected to change, and why
     expectations: tuple[Expectation, ...] = ()  # what should hold (surprises.py)
     warm_compile: bool = False  # measure the warm compile of each torch.compile configuration (bench/warm.py)

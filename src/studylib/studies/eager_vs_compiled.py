@@ -350,6 +350,7 @@ STUDY = register(Study(
         Comparison("channels_last (NHWC) over the default layout, eager", "eager-channels-last", "eager"),
         Comparison("cudnn.benchmark (own process, unpaired) over eager", "eager-cudnn-benchmark", "eager"),
     ),
+    runs="transformers' and torchvision's PyTorch models, eager in its own worker beside torch.compile and AOTInductor",
     on_gpu=("launch overhead per kernel dominates small shapes there, so fusion and CUDA graphs "
             "(`reduce-overhead`, which is the same code as `default` on a CPU) can gain more; "
             "run the t4, 3090ti, a100 or h100 profile to see."),

@@ -423,6 +423,7 @@ STUDY = register(Study(
           for b in ("tensorflow", "jax", "torch")),
     ),
     options=("variant", "backend"),
+    runs="the same PyTorch models as native eager, timed in each Keras backend's rounds beside its Keras 3 twins",
     on_gpu=("the per-op Python cost of eager backends hides behind asynchronous kernel launches (except in "
             "predict_on_batch's host copies) and XLA's fusion matters more, so jit variants and the backend ranking can "
             "change; seed 002 measured an A100 in bf16."),

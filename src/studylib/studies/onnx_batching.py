@@ -293,6 +293,7 @@ STUDY = register(Study(
         Comparison("torchao int8 over torch.ao int8", "torchao-int8", "torch-int8",
                    replaces="torch.ao.quantization's dynamic int8, deprecated in favour of torchao"),
     ),
+    runs="a RoBERTa classifier over the text set, a call one pass in batches",
     on_gpu=("ONNX Runtime's CUDA provider replaces its CPU kernels and int8 quantization mostly targets CPUs, so "
             "the int8 rows do not carry over; larger batches use a GPU better, so the best batch size grows."),
     expectations=EXPECTATIONS,

@@ -240,6 +240,7 @@ STUDY = register(Study(
                       for s in ("sorted", "bucketed", "pad-to-max")),
     options=("variant", "strategy"),
     default=(("variant", REFERENCE), ("strategy", BASELINE)),
+    runs="a RoBERTa classifier over the text set, a call one pass in batches",
     on_gpu=("padding costs arithmetic on any device, so sorting still helps where the GPU is busy; at small batches a "
             "GPU is launch-bound rather than compute-bound and the gain shrinks."),
     expectations=EXPECTATIONS,

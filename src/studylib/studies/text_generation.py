@@ -165,6 +165,7 @@ STUDY = register(Study(
         Comparison("ONNX Runtime (optimum) over eager", "ort"),
         Comparison("ONNX Runtime dynamic int8 over eager", "ort-int8"),
     ),
+    runs="a causal LM (transformers), one generation phase per call",
     on_gpu=("decode is bound by memory bandwidth and per-step launches there; transformers' generate compiles a static "
             "cache's forward by itself on CUDA and CUDA graphs cut the launches, so the compiled static cache can gain "
             "more: run a gpu-* profile to see."),

@@ -548,6 +548,7 @@ STUDY = register(Study(
         Comparison("tf.function over eager PyTorch", "tf-function", "eager"),
         *SHARED,
     ),
+    runs="transformers' PyTorch and TensorFlow twins on the same weights, each framework in its own worker",
     on_gpu=("XLA fuses elementwise work into fewer kernels and TensorFlow's GPU kernels differ from its CPU ones, so "
             "the ranking can change; seed 000's XLA figures were GPU auto-clustering, which this CPU run does not test."),
     expectations=EXPECTATIONS,
