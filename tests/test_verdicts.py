@@ -329,3 +329,14 @@ def test_a_workload_several_studies_measured_is_one_row_with_the_fastest_found_a
         "over eager")
     assert re.fullmatch(r"01 eager: (99\.\d|100) ms/call; 05 eager: 1(49|50)(\.\d)? ms/call", row["baselines"])
     assert row["slowest baseline over fastest"] in ("1.49×", "1.50×", "1.51×") and row["how each study runs it"] == "01: alone; 05: beside Keras"
+
+
+def test_an_undecided_gain_gives_its_payback_at_the_point_estimate_marked_as_such():
+    noisy = [_row("eager", "m", 1, 0.100), _row("compile-default", "m", 1, 0.095, prepare=2.0)]
+    for r in noisy:  # a 5% gain inside wide noise: undecided
+        r["samples_s"] = list(np.asarray(r["samples_s"]) * rng.normal(1, 0.08, len(r["samples_s"])))
+    vt = verdicts.for_study(NB, pd.DataFrame(noisy))
+    [v] = vt.options()
+    assert v.decision == "undecided" and np.isfinite(v.break_even)
+    [said] = answer.verdict_rows(vt)["paid back after"]
+    assert said.endswith("calls at the point estimate (undecided: the gain may be none)"), said

@@ -75,7 +75,9 @@ def verdict_rows(vt: VerdictTable) -> pd.DataFrame:
         "adjusted p": f"{v.p:.3g}" if v.ok and np.isfinite(v.p) else "",
         "one-time cost": decisions.one_time(v) if v.ok and v.one_time_s > 0 else "",
         "paid back after": "paid back after " + decisions.calls_said(v.break_even, v.break_even_low, v.break_even_high,
-                                                                     ci=True) if v.ok and v.pays_back else ""}
+                                                                     ci=True) if v.ok and v.pays_back
+        else wording.macro(WORDS, "payback_estimate", decisions.calls_said(v.break_even))
+        if v.ok and v.decision == "undecided" and v.one_time_s > 0 and np.isfinite(v.break_even) else ""}
         for v in vt], columns=["comparison", "shape", "decision", "speed-up (95% CI)", "re-run 95% interval",
                                "detectable from", "adjusted p", "one-time cost", "paid back after"])
 
