@@ -31,7 +31,7 @@ def private_dir(prefix: str) -> Path:
     return path
 
 
-def _same(inputs: tuple) -> tuple:
+def same_inputs(inputs: tuple) -> tuple:
     return inputs
 
 
@@ -119,7 +119,7 @@ class Prepared:
     inputs: tuple
     sync: Callable[[], Any] | None
     notes: str = ""  # e.g. what the runtime fell back to, or that an export came from the cache
-    adapt: Callable[[tuple], tuple] = _same
+    adapt: Callable[[tuple], tuple] = same_inputs
     compilations: Callable[[], int] | None = None  # graphs compiled so far (XLA counts one per input shape)
     steps: list[PrepareStep] = field(default_factory=list)  # how the model was made (ONNX: export, ...)
     # the runtime's own profiler, (timed call, top n) -> (top operators, note); None: picked by framework

@@ -13,19 +13,11 @@ from .pytorch import _Torch
 
 
 class _DynamicInt8(_Torch):
-    """Dynamic int8 quantization of every nn.Linear on a copy of the module, on CPU."""
+    """Dynamic int8 of every nn.Linear on a module copy, on CPU: `quantizer()` found untimed, then `quantize` timed."""
 
     precision = "int8"
     family = "int8"
     copies_weights = True  # the quantized copy of the module
-
-    def quantizer(self):
-        """What `quantize` takes, or RuntimeUnavailable where this torch lacks it (found before the timing)."""
-        raise NotImplementedError
-
-    def quantize(self, module, quantizer) -> tuple[object, int, str]:
-        """(the quantized copy of `module`, its int8 Linear layers, what quantized it)."""
-        raise NotImplementedError
 
     def prepare(self, workload) -> Prepared:
         if workload.device != "cpu":
