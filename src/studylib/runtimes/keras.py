@@ -78,9 +78,7 @@ class KerasRuntime(Runtime):
                 return model(*xs, training=False)
         return call
 
-    @staticmethod
-    def to_numpy(output):
-        return to_numpy(output)
+    to_numpy = staticmethod(to_numpy)
 
 
 class Keras2Runtime(Runtime):

@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from ..machine import gpu
+from ..machine.gpu import current_precision, ort_cuda_options
 from ..workloads.models import FAMILIES, quiet_loggers, spec
 from . import onnx_export
 from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable, private_dir, registered
-from .ort_gpu import EngineBuild, cuda_provider_options, session_inputs, tensorrt_options
-from .ort_session import OUTPUT_NAME, OrtCall, profile_totals, session_options  # noqa: F401 - re-exported
+from .ort_gpu import EngineBuild, session_inputs, tensorrt_options
+from .ort_session import OUTPUT_NAME, OrtCall, session_options
 
 MODEL_FILE = "model.onnx"
 # hashed into the quantized file's cache key
@@ -113,11 +114,6 @@ def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict)
 
 def _input_names(workload) -> tuple[str, ...]:
     return FAMILIES[spec(workload.model_name).family].inputs
-
-
-def _export(workload, path: Path, exporter: str = "torchscript") -> None:
-    """Export with dynamic batch (and sequence, for text) axes, fp32 weights (onnx_export.export)."""
-    onnx_export.export(exporter, workload, path, _input_names(workload), OUTPUT_NAME)
 
 
 def _optimizer_settings(workload) -> dict:
@@ -215,7 +211,8 @@ class OnnxRuntime(Runtime):
         """The variant's .onnx file (made or loaded step by step), each step's record, and the last cache key."""
         root = cache_root(workload)
         key = export_key(workload, self.exporter)
-        steps = [("export", lambda parent, path: _export(workload, path, self.exporter), {})]
+        steps = [("export", lambda parent, path: onnx_export.export(self.exporter, workload, path,
+                                                                     _input_names(workload), OUTPUT_NAME), {})]
         if self.variant in ("optimized", "int8"):
             settings = _optimizer_settings(workload)
             steps.append(("optimize", lambda parent, path: _optimize(settings, parent, path), settings))
@@ -245,7 +242,7 @@ class OnnxRuntime(Runtime):
         path, steps, key = self.model_path(workload)
         threads = torch.get_num_threads()
         cuda = workload.device == "cuda"
-        providers = ([("CUDAExecutionProvider", cuda_provider_options()), "CPUExecutionProvider"] if cuda
+        providers = ([("CUDAExecutionProvider", ort_cuda_options(current_precision())), "CPUExecutionProvider"] if cuda
                      else ["CPUExecutionProvider"])
         if self.variant == "tensorrt":
             providers.insert(0, ("TensorrtExecutionProvider", tensorrt_options(workload, path.parent,

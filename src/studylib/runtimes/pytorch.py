@@ -53,11 +53,10 @@ def dynamo_counts() -> dict[str, int]:
 
 
 def fresh_inductor_cache():
-    """Inductor with an empty cache directory and cleared in-memory code caches (named so since torch 2.7)."""
-    from torch._inductor import utils
+    """Inductor with an empty cache directory and cleared in-memory code caches."""
+    from torch._inductor.utils import fresh_cache
 
-    fresh = getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
-    return fresh()
+    return fresh_cache()
 
 
 class TorchCompiled(_Torch):

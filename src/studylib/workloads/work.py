@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -55,20 +56,14 @@ def count(module, inputs: tuple) -> Work:
     return Work(int(flops.get_total_flops()), int(weights), int(traffic.written))
 
 
-_META: dict[tuple, object] = {}
-
-
+@functools.lru_cache(maxsize=1)  # one model at a time
 def _meta_model(name: str, dtype: str):
     """The model on the meta device (text models with eager attention: the same FLOPs as SDPA, and it runs there)."""
     import torch
 
-    key = (name, dtype)
-    if key not in _META:
-        _META.clear()  # one model at a time
-        attention = "eager" if models.spec(name).kind == "text" else None
-        with torch.device("meta"):
-            _META[key] = models.build_torch(name, dtype=dtype, device="meta", attention=attention)
-    return _META[key]
+    attention = "eager" if models.spec(name).kind == "text" else None
+    with torch.device("meta"):
+        return models.build_torch(name, dtype=dtype, device="meta", attention=attention)
 
 
 _WORK: dict[tuple, Work] = {}
