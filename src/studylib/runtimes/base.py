@@ -5,6 +5,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -29,6 +31,11 @@ def private_dir(prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+def short_hash(obj) -> str:
+    """16 hex digits of the sha256 of `obj` as sorted JSON: a cache key."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def same_inputs(inputs: tuple) -> tuple:

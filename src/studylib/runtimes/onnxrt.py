@@ -17,7 +17,7 @@ from ..machine import gpu
 from ..machine.gpu import current_precision, ort_cuda_options
 from ..workloads.models import FAMILIES, quiet_loggers, spec
 from . import onnx_export
-from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable, private_dir, registered
+from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable, private_dir, registered, short_hash
 from .ort_gpu import EngineBuild, session_inputs, tensorrt_options
 from .ort_session import OUTPUT_NAME, OrtCall, session_options
 
@@ -48,10 +48,6 @@ def weights_fingerprint(module, samples_per_tensor: int = 1024) -> str:
     return h.hexdigest()
 
 
-def _hash(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
-
-
 def export_key(workload, exporter: str = "torchscript") -> str:
     """Cache key of the export: model, dtype, device, exporter settings, weights and library versions."""
     import onnx
@@ -62,7 +58,7 @@ def export_key(workload, exporter: str = "torchscript") -> str:
     config = getattr(getattr(workload.module, "inner", None), "config", None)
     # The trace follows the model code on the example inputs: its shape and whether the mask pads anything.
     example = [list(x.shape) for x in workload.inputs] + [bool((workload.inputs[-1] == 0).any())]
-    return _hash({
+    return short_hash({
         "model": workload.model_name, "dtype": workload.dtype, "device": workload.device,
         "step": "export", "settings": onnx_export.SETTINGS[exporter], "weights": weights_fingerprint(workload.module),
         "attention": getattr(config, "_attn_implementation", None), "example": example,
@@ -223,7 +219,7 @@ class OnnxRuntime(Runtime):
         path, records = None, []
         for step, make, settings in steps:
             if step != "export":
-                key = _hash({"parent": key, "step": step, "settings": settings})
+                key = short_hash({"parent": key, "step": step, "settings": settings})
             parent = path
             path, seconds, hit, size = cached_step(root, key, lambda p, make=make, parent=parent: make(parent, p),
                                                    {"model": workload.model_name, "step": step, "settings": settings,
