@@ -8,7 +8,6 @@ import itertools
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ..core.errors import said
@@ -22,16 +21,12 @@ STEPS = ("torch.export", "aoti_compile_and_package", "load")
 _NOTICES = ("torch.export", "torch._export", "torch._inductor", "torch._dynamo", "torch.utils._pytree",
             "torch.fx.experimental.symbolic_shapes")
 
+PACKAGES = "studylib-aoti-"  # private_dir's prefix for the packages this process compiles
 _numbers = itertools.count()
 
 
 class AotiStepError(RuntimeError):
     """A step of export-aoti that raised: which step, the error's type and its first line (the row's message)."""
-
-
-def package_dir() -> Path:
-    """A directory private to this process for the packages it compiles, removed at exit."""
-    return private_dir("studylib-aoti-")
 
 
 def toolchain(device: str = "cpu") -> tuple[Callable, Callable, Callable]:
@@ -105,7 +100,7 @@ class ExportAOTI(_Torch):
 
         export, compile_package, load_package = toolchain(workload.device)
         module, inputs = workload.module, workload.inputs
-        path = package_dir() / f"{next(_numbers)}-{workload.model_name}.pt2"
+        path = private_dir(PACKAGES) / f"{next(_numbers)}-{workload.model_name}.pt2"
         # exported and compiled as a deployment does it: outside the inference mode the timing holds, gradients off
         with _quiet(), torch.inference_mode(False), torch.no_grad():
             with contextlib.redirect_stderr(io.StringIO()):  # the partial graph torch prints when an export fails
