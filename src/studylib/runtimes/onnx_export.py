@@ -52,8 +52,7 @@ def export(exporter: str, workload, path: Path, input_names: tuple[str, ...], ou
             torch.onnx.export(module, inputs, str(path), dynamo=False, opset_version=OPSET,
                               do_constant_folding=True, input_names=list(input_names), output_names=[output_name],
                               dynamic_axes={**{n: axes for n in input_names}, output_name: {0: "batch"}})
-        elif exporter == "dynamo":
-            # its notices are not results; a failed export raises
+        else:  # dynamo: its notices are not results; a failed export raises
             for category in (FutureWarning, UserWarning, DeprecationWarning):
                 warnings.simplefilter("ignore", category)
             # torch.export's dynamic_shapes: each of `axes` of every input Dim.DYNAMIC (one tuple for a *inputs forward)
@@ -65,8 +64,6 @@ def export(exporter: str, workload, path: Path, input_names: tuple[str, ...], ou
                 torch.onnx.export(module, inputs, str(path), dynamo=True, input_names=list(input_names),
                                   output_names=[output_name], dynamic_shapes=dynamic,
                                   external_data=False, verbose=False)
-        else:
-            raise ValueError(f"unknown ONNX exporter {exporter!r} (known: {', '.join(SETTINGS)})")
 
 
 def graph_size(path: Path) -> tuple[int, int]:
