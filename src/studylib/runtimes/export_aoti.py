@@ -33,12 +33,10 @@ def toolchain(device: str = "cpu") -> tuple[Callable, Callable, Callable]:
     """(export, aoti_compile_and_package, aoti_load_package); raises RuntimeUnavailable naming what is missing."""
     import torch._inductor  # binds torch too
 
-    export = getattr(getattr(torch, "export", None), "export", None)
-    aoti_compile_and_package = getattr(torch._inductor, "aoti_compile_and_package", None)
-    aoti_load_package = getattr(torch._inductor, "aoti_load_package", None)
-    missing = [name for name, f in (("torch.export.export", export), ("torch._inductor.aoti_compile_and_package",
-                                                                      aoti_compile_and_package),
-                                    ("torch._inductor.aoti_load_package", aoti_load_package)) if f is None]
+    found = {"torch.export.export": getattr(getattr(torch, "export", None), "export", None),
+             "torch._inductor.aoti_compile_and_package": getattr(torch._inductor, "aoti_compile_and_package", None),
+             "torch._inductor.aoti_load_package": getattr(torch._inductor, "aoti_load_package", None)}
+    missing = [name for name, f in found.items() if f is None]
     if missing:
         raise RuntimeUnavailable(f"torch {torch.__version__} has no {', '.join(missing)} (torch.export and "
                                  f"AOTInductor's packages: torch 2.6 on)")
@@ -55,7 +53,7 @@ def toolchain(device: str = "cpu") -> tuple[Callable, Callable, Callable]:
         home, why = gpu.cuda_toolkit()
         if home is None:
             raise RuntimeUnavailable(why)
-    return export, aoti_compile_and_package, aoti_load_package
+    return tuple(found.values())
 
 
 def timed_step(step: str, make: Callable[[], Any]) -> tuple[Any, float]:

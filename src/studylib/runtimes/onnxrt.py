@@ -193,11 +193,10 @@ class OnnxRuntime(Runtime):
             check_cuda(ort, int8=self.variant == "int8")
             if workload.dtype not in ("fp32", "fp16"):
                 raise RuntimeUnavailable(f"{self.name} on CUDA runs fp32 or fp16, not {workload.dtype}")
-        elif workload.device == "cpu":
-            if workload.dtype != "fp32":
-                raise RuntimeUnavailable(f"{self.name} on CPU runs fp32 only in this study, not {workload.dtype}")
-        else:
+        elif workload.device != "cpu":
             raise RuntimeUnavailable(f"{self.name} does not run on device {workload.device!r}")
+        elif workload.dtype != "fp32":
+            raise RuntimeUnavailable(f"{self.name} on CPU runs fp32 only in this study, not {workload.dtype}")
         if self.variant in ("optimized", "int8") and workload.kind != "text":
             raise RuntimeUnavailable(f"{self.name} applies transformer fusions: text models only")
 

@@ -26,9 +26,12 @@ class _Torch(Runtime):
 class TorchEager(_Torch):
     """Eager PyTorch; `channels_last`: the model and image inputs in channels_last (NHWC), converted once, untimed."""
 
+    name = "eager"  # a subclass names itself in its class body
+    channels_last = False
+
     def __init__(self, channels_last: bool = False):
-        self.channels_last = channels_last
-        self.name = "eager-channels-last" if channels_last else "eager"
+        if channels_last:
+            self.name, self.channels_last = "eager-channels-last", True
 
     def prepare(self, workload) -> Prepared:
         module, inputs, adapt = (_channels_last(workload) if self.channels_last
