@@ -173,22 +173,6 @@ class Workload:
         return self.batch_size * self.seq_len if self.kind == "text" else None
 
 
-def _first_output(module, names: tuple[str, ...]):
-    import torch
-
-    class FirstOutput(torch.nn.Module):
-        """Calls a transformers model with positional tensors (passed by name) and returns its first output."""
-
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, *inputs):
-            return self.inner(**dict(zip(names, inputs)), return_dict=False)[0]
-
-    return FirstOutput(module).eval()
-
-
 # loggers whose import notices (torchao's CUDA-only kernels on a CPU build, pytree deprecations) say nothing of speed
 TORCHAO_NOTICES = ("torchao", "torch.utils._pytree")
 
@@ -271,10 +255,21 @@ def build_torch(name: str, *, seed: int = 0, dtype: str = "fp32", device: str = 
     import transformers
 
     fam = FAMILIES[s.family]
+
+    class FirstOutput(torch.nn.Module):
+        """Calls a transformers model with positional tensors (passed by name) and returns its first output."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *inputs):
+            return self.inner(**dict(zip(fam.inputs, inputs)), return_dict=False)[0]
+
     torch.manual_seed(seed)
     with _quiet_transformers():
         model = getattr(transformers, fam.torch_class)(_config(s, attention)).eval()
-    return _first_output(model, fam.inputs).to(device=device, dtype=getattr(torch, TORCH_DTYPES[dtype]))
+    return FirstOutput(model).eval().to(device=device, dtype=getattr(torch, TORCH_DTYPES[dtype]))
 
 
 class TFFirstOutput:
