@@ -10,6 +10,7 @@ from studylib import runtimes
 from studylib.bench.sweep import classify_failure
 from studylib.core.config import Config
 from studylib.runtimes import RuntimeUnavailable, export_aoti
+from studylib.runtimes.base import private_dir
 from studylib.stats.results import ResultsTable
 from studylib.workloads import models
 
@@ -37,7 +38,7 @@ def test_a_measured_group_records_each_step_and_the_package_matches_eager(output
     assert sum(s["seconds"] for s in steps) <= row["prepare_s"]  # every step inside the timed preparation
     assert "AOTInductor compile" in row["notes"] and "package" in row["notes"]
     assert row["compilations"] is None and row["graph_breaks"] is None  # dynamo's counters are not about it
-    assert not list(export_aoti.package_dir().glob("*.pt2"))  # loaded packages are not kept on disk
+    assert not list(private_dir(export_aoti.PACKAGES).glob("*.pt2"))  # loaded packages are not kept on disk
 
 
 def _workload():

@@ -134,11 +134,10 @@ def test_rows_and_the_fingerprint_carry_the_policy():
 
 
 def test_ort_cuda_options_follow_the_policy_with_a_limited_arena(monkeypatch):
-    from studylib.runtimes.ort_gpu import cuda_provider_options
-
     for flag, want in (("1", "1"), ("0", "0")):
         monkeypatch.setenv(gpu.PRECISION_VAR, flag)
-        assert cuda_provider_options() == {"use_tf32": want, "arena_extend_strategy": "kSameAsRequested"}
+        want = {"use_tf32": want, "arena_extend_strategy": "kSameAsRequested"}
+        assert gpu.ort_cuda_options(gpu.current_precision()) == want
 
 
 # -- device checks --------------------------------------------------------------------------------------------------
@@ -261,7 +260,7 @@ def test_the_tensorrt_folder_follows_the_weights_and_the_shape(tmp_path, monkeyp
     from studylib.runtimes import onnxrt
     from studylib.workloads import models
 
-    monkeypatch.setattr(onnxrt, "_export", lambda workload, path, *exporter: path.write_bytes(b"onnx"))
+    monkeypatch.setattr(onnxrt.onnx_export, "export", lambda exporter, workload, path, *names: path.write_bytes(b"onnx"))
     monkeypatch.setattr(onnxrt, "session_inputs", lambda path: [("input_ids", 2)])
     monkeypatch.setattr(onnxrt.onnx_export, "graph_size", lambda path: (1, 4))  # the fake export is no ONNX graph
     seen = []

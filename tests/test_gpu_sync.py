@@ -18,7 +18,7 @@ import torch
 from studylib import runtimes
 from studylib.bench import sweep, timing
 from studylib.runtimes.keras import KerasRuntime
-from studylib.runtimes.onnxrt import OrtCall
+from studylib.runtimes.ort_session import OrtCall
 from studylib.workloads.models import Workload
 
 

@@ -121,7 +121,7 @@ def test_ort_profile_totals_keep_the_profiled_call():
               {"cat": "Node", "name": "a_kernel_time", "ts": 210, "dur": 30, "args": {"op_name": "MatMul"}},
               {"cat": "Node", "name": "a_fence_before", "ts": 210, "dur": 0, "args": {"op_name": "MatMul"}},
               {"cat": "Node", "name": "b_kernel_time", "ts": 240, "dur": 10, "args": {"op_name": "Gelu"}}]
-    totals, runs = runtimes.onnxrt.profile_totals(events)
+    totals, runs = runtimes.ort_session.profile_totals(events)
     assert runs == 1 and totals == {"MatMul": [30e-6, 1], "Gelu": [10e-6, 1]}
     ops = profiling.top_ops(totals)
     assert [o["op"] for o in ops] == ["MatMul", "Gelu"] and ops[0]["self_pct"] == pytest.approx(75)

@@ -21,8 +21,7 @@ variants.QUANTIZED.update(name for name, r in REGISTRY.items() if r.quantized)
 
 def family(name: str) -> str | None:
     """The family of the runtime called `name` (Runtime.family), or None for a name no runtime has."""
-    runtime = REGISTRY.get(name)
-    return runtime.family if runtime is not None else None
+    return getattr(REGISTRY.get(name), "family", None)
 
 
 def get(name: str) -> Runtime:

@@ -28,12 +28,6 @@ def module_copy(module):
         return copy.deepcopy(module)
 
 
-def torch_copy(workload):
-    """The workload on a deep copy of its PyTorch module and clones of its inputs (the originals untouched)."""
-    return dataclasses.replace(workload, module=module_copy(workload.module),
-                               inputs=tuple(_twin(x) for x in workload.inputs))
-
-
 class AACopy:
     """`original` as `<original>-aa`, prepared again on a copy; everything else is the original's."""
 
@@ -59,7 +53,9 @@ class AACopy:
     def prepare(self, workload) -> Prepared:
         if self.framework != "torch" or not hasattr(workload.module, "parameters"):
             return self.original.prepare(workload)
-        prepared = self.original.prepare(torch_copy(workload))
+        # the workload on a deep copy of its module and clones of its inputs (the originals untouched)
+        prepared = self.original.prepare(dataclasses.replace(workload, module=module_copy(workload.module),
+                                                             inputs=tuple(_twin(x) for x in workload.inputs)))
         inner = prepared.adapt
 
         def adapt(batch: tuple) -> tuple:  # each batch of a data-set pass cloned too, then adapted as the original does

@@ -5,6 +5,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -31,7 +33,12 @@ def private_dir(prefix: str) -> Path:
     return path
 
 
-def _same(inputs: tuple) -> tuple:
+def short_hash(obj) -> str:
+    """16 hex digits of the sha256 of `obj` as sorted JSON: a cache key."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def same_inputs(inputs: tuple) -> tuple:
     return inputs
 
 
@@ -119,7 +126,7 @@ class Prepared:
     inputs: tuple
     sync: Callable[[], Any] | None
     notes: str = ""  # e.g. what the runtime fell back to, or that an export came from the cache
-    adapt: Callable[[tuple], tuple] = _same
+    adapt: Callable[[tuple], tuple] = same_inputs
     compilations: Callable[[], int] | None = None  # graphs compiled so far (XLA counts one per input shape)
     steps: list[PrepareStep] = field(default_factory=list)  # how the model was made (ONNX: export, ...)
     # the runtime's own profiler, (timed call, top n) -> (top operators, note); None: picked by framework

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.files import write_bytes_atomic
-from .base import Prepared, Runtime
+from .base import Prepared, Runtime, short_hash
 
 FOLDER = "compile"
 _written: set[str] = set()  # the files this process wrote: one read back is not from an earlier process
@@ -41,8 +39,7 @@ def path(cache_dir: Path | str, config_key: str, mode: str) -> Path:
     """Where a configuration's saved artifacts are kept: `<cache_dir>/compile/<key>.bin`."""
     import torch
 
-    key = hashlib.sha256(json.dumps({"config": config_key, "torch": torch.__version__, "mode": mode},
-                                    sort_keys=True).encode()).hexdigest()[:16]
+    key = short_hash({"config": config_key, "torch": torch.__version__, "mode": mode})
     return Path(cache_dir) / FOLDER / f"{key}.bin"
 
 

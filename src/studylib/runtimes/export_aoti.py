@@ -8,7 +8,6 @@ import itertools
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ..core.errors import said
@@ -22,6 +21,7 @@ STEPS = ("torch.export", "aoti_compile_and_package", "load")
 _NOTICES = ("torch.export", "torch._export", "torch._inductor", "torch._dynamo", "torch.utils._pytree",
             "torch.fx.experimental.symbolic_shapes")
 
+PACKAGES = "studylib-aoti-"  # private_dir's prefix for the packages this process compiles
 _numbers = itertools.count()
 
 
@@ -29,21 +29,14 @@ class AotiStepError(RuntimeError):
     """A step of export-aoti that raised: which step, the error's type and its first line (the row's message)."""
 
 
-def package_dir() -> Path:
-    """A directory private to this process for the packages it compiles, removed at exit."""
-    return private_dir("studylib-aoti-")
-
-
 def toolchain(device: str = "cpu") -> tuple[Callable, Callable, Callable]:
     """(export, aoti_compile_and_package, aoti_load_package); raises RuntimeUnavailable naming what is missing."""
     import torch._inductor  # binds torch too
 
-    export = getattr(getattr(torch, "export", None), "export", None)
-    aoti_compile_and_package = getattr(torch._inductor, "aoti_compile_and_package", None)
-    aoti_load_package = getattr(torch._inductor, "aoti_load_package", None)
-    missing = [name for name, f in (("torch.export.export", export), ("torch._inductor.aoti_compile_and_package",
-                                                                      aoti_compile_and_package),
-                                    ("torch._inductor.aoti_load_package", aoti_load_package)) if f is None]
+    found = {"torch.export.export": getattr(getattr(torch, "export", None), "export", None),
+             "torch._inductor.aoti_compile_and_package": getattr(torch._inductor, "aoti_compile_and_package", None),
+             "torch._inductor.aoti_load_package": getattr(torch._inductor, "aoti_load_package", None)}
+    missing = [name for name, f in found.items() if f is None]
     if missing:
         raise RuntimeUnavailable(f"torch {torch.__version__} has no {', '.join(missing)} (torch.export and "
                                  f"AOTInductor's packages: torch 2.6 on)")
@@ -60,7 +53,7 @@ def toolchain(device: str = "cpu") -> tuple[Callable, Callable, Callable]:
         home, why = gpu.cuda_toolkit()
         if home is None:
             raise RuntimeUnavailable(why)
-    return export, aoti_compile_and_package, aoti_load_package
+    return tuple(found.values())
 
 
 def timed_step(step: str, make: Callable[[], Any]) -> tuple[Any, float]:
@@ -105,7 +98,7 @@ class ExportAOTI(_Torch):
 
         export, compile_package, load_package = toolchain(workload.device)
         module, inputs = workload.module, workload.inputs
-        path = package_dir() / f"{next(_numbers)}-{workload.model_name}.pt2"
+        path = private_dir(PACKAGES) / f"{next(_numbers)}-{workload.model_name}.pt2"
         # exported and compiled as a deployment does it: outside the inference mode the timing holds, gradients off
         with _quiet(), torch.inference_mode(False), torch.no_grad():
             with contextlib.redirect_stderr(io.StringIO()):  # the partial graph torch prints when an export fails

@@ -20,13 +20,8 @@ class PhaseRunner:
         self.ids = torch.cat([w.prompt, w.continuation], dim=1)  # prompt then the forced continuation
         self.prefix = w.decode_context if w.phase == "decode" else w.seq_len  # what the phase's cache starts from
 
-    def _fresh(self):
-        """An empty state (a cache, or no past)."""
-        raise NotImplementedError
-
-    def _step(self, ids, state, start: int, *, eager: bool = False) -> tuple:
-        """(next-token logits (batch, 1, vocab), the state after) for `ids` at positions start..; `eager`: uncompiled."""
-        raise NotImplementedError
+    # a subclass's `_fresh()`: an empty state (a cache, or no past); `_step(ids, state, start, *, eager=False)`:
+    # (next-token logits (batch, 1, vocab), the state after) for `ids` at positions start..; `eager`: uncompiled
 
     def _back(self) -> None:
         """After a decode step: the state back to the context, where the step left it changed."""

@@ -10,9 +10,9 @@ import warnings
 from pathlib import Path
 
 from ..workloads.models import _quiet_transformers, quiet_loggers
-from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync
+from .base import Prepared, PrepareStep, RuntimeUnavailable, device_sync, short_hash
 from .generation import PhaseRunner
-from .onnxrt import _hash, cache_root, cached_folder, check_cuda, weights_fingerprint
+from .onnxrt import cache_root, cached_folder, check_cuda, weights_fingerprint
 from .ort_session import session_options
 
 QUANTIZED = "model_int8.onnx"
@@ -26,17 +26,6 @@ def _optimum():
         raise RuntimeUnavailable(f"optimum's ONNX Runtime models are not installed ({exc.name or exc}): pip install "
                                  f"optimum-onnx") from None
     return ORTModelForCausalLM
-
-
-def _key(w) -> str:
-    import onnxruntime
-    import optimum
-    import torch
-    import transformers
-
-    return _hash({"model": w.model_name, "dtype": w.dtype, "weights": weights_fingerprint(w.lm), "logits": "last",
-                  "versions": [torch.__version__, transformers.__version__, onnxruntime.__version__,
-                               getattr(optimum, "__version__", "")]})
 
 
 def _export(w, folder: Path) -> dict[str, float]:
@@ -106,7 +95,14 @@ def _quantize(folder: Path) -> float:
 
 def exported(w, int8: bool) -> tuple[Path, list[PrepareStep]]:
     """The exported model's folder (and int8 file), made or cached, and its steps."""
-    key = _key(w)
+    import onnxruntime
+    import optimum
+    import torch
+    import transformers
+
+    key = short_hash({"model": w.model_name, "dtype": w.dtype, "weights": weights_fingerprint(w.lm), "logits": "last",
+                      "versions": [torch.__version__, transformers.__version__, onnxruntime.__version__,
+                                   getattr(optimum, "__version__", "")]})
     final = cache_root(w) / "generation" / key
     meta, cached = cached_folder(final, lambda tmp: {"seconds": _export(w, tmp), "model": w.model_name,
                                                      "dtype": w.dtype})

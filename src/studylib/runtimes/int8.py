@@ -13,19 +13,11 @@ from .pytorch import _Torch
 
 
 class _DynamicInt8(_Torch):
-    """Dynamic int8 quantization of every nn.Linear on a copy of the module, on CPU."""
+    """Dynamic int8 of every nn.Linear on a module copy, on CPU: `quantizer()` found untimed, then `quantize` timed."""
 
     precision = "int8"
     family = "int8"
     copies_weights = True  # the quantized copy of the module
-
-    def quantizer(self):
-        """What `quantize` takes, or RuntimeUnavailable where this torch lacks it (found before the timing)."""
-        raise NotImplementedError
-
-    def quantize(self, module, quantizer) -> tuple[object, int, str]:
-        """(the quantized copy of `module`, its int8 Linear layers, what quantized it)."""
-        raise NotImplementedError
 
     def prepare(self, workload) -> Prepared:
         if workload.device != "cpu":
@@ -63,34 +55,30 @@ class TorchDynamicInt8(_DynamicInt8):
         return quantized, layers, f"{torch.backends.quantized.engine} engine"
 
 
-def _torchao():
-    """torchao's version, `quantize_` and its int8 config; raises RuntimeUnavailable naming why not."""
-    import torch
-
-    try:
-        with quiet_loggers(*TORCHAO_NOTICES):
-            import torchao
-            from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
-    except ImportError as exc:
-        if exc.name == "torchao":
-            raise RuntimeUnavailable(f"torchao is not installed (torch {torch.__version__}; the lock pins a "
-                                     f"release that supports it)") from None
-        raise RuntimeUnavailable(f"torchao does not import with torch {torch.__version__}: "
-                                 f"{said(exc)}") from None
-    version = getattr(torchao, "__version__", "unknown")
-    reason = str(getattr(torchao, "_skip_reason", None) or "")
-    if getattr(torchao, "skip_loading_so_files", False) and "incompatible" in reason.lower():
-        raise RuntimeUnavailable(f"torchao {version} does not support torch {torch.__version__}: {reason}")
-    return version, quantize_, Int8DynamicActivationInt8WeightConfig
-
-
 class TorchaoDynamicInt8(_DynamicInt8):
     """torchao's `quantize_` with Int8DynamicActivationInt8WeightConfig; skipped where no torchao fits this torch."""
 
     name = "torchao-int8"
 
     def quantizer(self):
-        return _torchao()
+        """torchao's version, `quantize_` and its int8 config; raises RuntimeUnavailable naming why not."""
+        import torch
+
+        try:
+            with quiet_loggers(*TORCHAO_NOTICES):
+                import torchao
+                from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+        except ImportError as exc:
+            if exc.name == "torchao":
+                raise RuntimeUnavailable(f"torchao is not installed (torch {torch.__version__}; the lock pins a "
+                                         f"release that supports it)") from None
+            raise RuntimeUnavailable(f"torchao does not import with torch {torch.__version__}: "
+                                     f"{said(exc)}") from None
+        version = getattr(torchao, "__version__", "unknown")
+        reason = str(getattr(torchao, "_skip_reason", None) or "")
+        if getattr(torchao, "skip_loading_so_files", False) and "incompatible" in reason.lower():
+            raise RuntimeUnavailable(f"torchao {version} does not support torch {torch.__version__}: {reason}")
+        return version, quantize_, Int8DynamicActivationInt8WeightConfig
 
     def quantize(self, module, torchao):
         import torch

@@ -29,7 +29,6 @@ class KerasRuntime(Runtime):
     def warm_up(self) -> float:
         check_backend(self.backend)
         if self.uses_dynamo:  # Keras's layers make dynamo warn per graph break and recompile; the row counts them
-
             import torch
 
             torch._logging.set_logs(dynamo=logging.ERROR)
@@ -66,9 +65,8 @@ class KerasRuntime(Runtime):
         if self.backend == "jax" and not sync_is_removed():
             def call(*xs):
                 return model(*xs, training=False).block_until_ready()
-        elif device == "cuda" and self.backend != "jax" and (sync := device_sync(device)) is not None:
-            # the torch and TensorFlow backends: the one device synchronize (base.device_sync)
-
+        elif self.backend != "jax" and (sync := device_sync(device)) is not None:
+            # the torch and TensorFlow backends on CUDA: the one device synchronize (base.device_sync)
             def call(*xs):
                 out = model(*xs, training=False)
                 sync()
@@ -78,9 +76,7 @@ class KerasRuntime(Runtime):
                 return model(*xs, training=False)
         return call
 
-    @staticmethod
-    def to_numpy(output):
-        return to_numpy(output)
+    to_numpy = staticmethod(to_numpy)
 
 
 class Keras2Runtime(Runtime):

@@ -52,25 +52,18 @@ def export(exporter: str, workload, path: Path, input_names: tuple[str, ...], ou
             torch.onnx.export(module, inputs, str(path), dynamo=False, opset_version=OPSET,
                               do_constant_folding=True, input_names=list(input_names), output_names=[output_name],
                               dynamic_axes={**{n: axes for n in input_names}, output_name: {0: "batch"}})
-        elif exporter == "dynamo":
-            # its notices are not results; a failed export raises
+        else:  # dynamo: its notices are not results; a failed export raises
             for category in (FutureWarning, UserWarning, DeprecationWarning):
                 warnings.simplefilter("ignore", category)
+            # torch.export's dynamic_shapes: each of `axes` of every input Dim.DYNAMIC (one tuple for a *inputs forward)
+            dynamic = tuple({axis: torch.export.Dim.DYNAMIC for axis in axes if axis < x.dim()} for x in inputs)
+            params = inspect.signature(module.forward).parameters.values()
+            if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+                dynamic = (dynamic,)
             with quiet_loggers("torch.onnx", "torch.export", "torch._export"):
                 torch.onnx.export(module, inputs, str(path), dynamo=True, input_names=list(input_names),
-                                  output_names=[output_name], dynamic_shapes=dynamic_shapes(module, inputs, axes),
+                                  output_names=[output_name], dynamic_shapes=dynamic,
                                   external_data=False, verbose=False)
-        else:
-            raise ValueError(f"unknown ONNX exporter {exporter!r} (known: {', '.join(SETTINGS)})")
-
-
-def dynamic_shapes(module, inputs: tuple, axes: dict) -> tuple:
-    """torch.export's dynamic_shapes: each of `axes` of every input Dim.DYNAMIC."""
-    import torch
-
-    per_input = tuple({axis: torch.export.Dim.DYNAMIC for axis in axes if axis < x.dim()} for x in inputs)
-    params = inspect.signature(module.forward).parameters.values()
-    return (per_input,) if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params) else per_input
 
 
 def graph_size(path: Path) -> tuple[int, int]:

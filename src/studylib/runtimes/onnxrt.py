@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from ..machine import gpu
+from ..machine.gpu import current_precision, ort_cuda_options
 from ..workloads.models import FAMILIES, quiet_loggers, spec
 from . import onnx_export
-from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable, private_dir, registered
-from .ort_gpu import EngineBuild, cuda_provider_options, session_inputs, tensorrt_options
-from .ort_session import OUTPUT_NAME, OrtCall, profile_totals, session_options  # noqa: F401 - re-exported
+from .base import Prepared, PrepareStep, Runtime, RuntimeUnavailable, private_dir, registered, short_hash
+from .ort_gpu import EngineBuild, session_inputs, tensorrt_options
+from .ort_session import OUTPUT_NAME, OrtCall, session_options
 
 MODEL_FILE = "model.onnx"
 # hashed into the quantized file's cache key
@@ -47,10 +48,6 @@ def weights_fingerprint(module, samples_per_tensor: int = 1024) -> str:
     return h.hexdigest()
 
 
-def _hash(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
-
-
 def export_key(workload, exporter: str = "torchscript") -> str:
     """Cache key of the export: model, dtype, device, exporter settings, weights and library versions."""
     import onnx
@@ -61,7 +58,7 @@ def export_key(workload, exporter: str = "torchscript") -> str:
     config = getattr(getattr(workload.module, "inner", None), "config", None)
     # The trace follows the model code on the example inputs: its shape and whether the mask pads anything.
     example = [list(x.shape) for x in workload.inputs] + [bool((workload.inputs[-1] == 0).any())]
-    return _hash({
+    return short_hash({
         "model": workload.model_name, "dtype": workload.dtype, "device": workload.device,
         "step": "export", "settings": onnx_export.SETTINGS[exporter], "weights": weights_fingerprint(workload.module),
         "attention": getattr(config, "_attn_implementation", None), "example": example,
@@ -113,11 +110,6 @@ def cached_step(root: Path, key: str, make: Callable[[Path], None], about: dict)
 
 def _input_names(workload) -> tuple[str, ...]:
     return FAMILIES[spec(workload.model_name).family].inputs
-
-
-def _export(workload, path: Path, exporter: str = "torchscript") -> None:
-    """Export with dynamic batch (and sequence, for text) axes, fp32 weights (onnx_export.export)."""
-    onnx_export.export(exporter, workload, path, _input_names(workload), OUTPUT_NAME)
 
 
 def _optimizer_settings(workload) -> dict:
@@ -174,8 +166,6 @@ class OnnxRuntime(Runtime):
              "dynamo": "ort-dynamo"}
 
     def __init__(self, variant: str = "plain"):
-        if variant not in self.NAMES:
-            raise ValueError(f"unknown ONNX Runtime variant {variant!r} (known: {', '.join(self.NAMES)})")
         self.variant = variant
         self.name = self.NAMES[variant]
         self.precision = "int8" if variant == "int8" else None
@@ -203,11 +193,10 @@ class OnnxRuntime(Runtime):
             check_cuda(ort, int8=self.variant == "int8")
             if workload.dtype not in ("fp32", "fp16"):
                 raise RuntimeUnavailable(f"{self.name} on CUDA runs fp32 or fp16, not {workload.dtype}")
-        elif workload.device == "cpu":
-            if workload.dtype != "fp32":
-                raise RuntimeUnavailable(f"{self.name} on CPU runs fp32 only in this study, not {workload.dtype}")
-        else:
+        elif workload.device != "cpu":
             raise RuntimeUnavailable(f"{self.name} does not run on device {workload.device!r}")
+        elif workload.dtype != "fp32":
+            raise RuntimeUnavailable(f"{self.name} on CPU runs fp32 only in this study, not {workload.dtype}")
         if self.variant in ("optimized", "int8") and workload.kind != "text":
             raise RuntimeUnavailable(f"{self.name} applies transformer fusions: text models only")
 
@@ -215,7 +204,8 @@ class OnnxRuntime(Runtime):
         """The variant's .onnx file (made or loaded step by step), each step's record, and the last cache key."""
         root = cache_root(workload)
         key = export_key(workload, self.exporter)
-        steps = [("export", lambda parent, path: _export(workload, path, self.exporter), {})]
+        steps = [("export", lambda parent, path: onnx_export.export(self.exporter, workload, path,
+                                                                     _input_names(workload), OUTPUT_NAME), {})]
         if self.variant in ("optimized", "int8"):
             settings = _optimizer_settings(workload)
             steps.append(("optimize", lambda parent, path: _optimize(settings, parent, path), settings))
@@ -226,7 +216,7 @@ class OnnxRuntime(Runtime):
         path, records = None, []
         for step, make, settings in steps:
             if step != "export":
-                key = _hash({"parent": key, "step": step, "settings": settings})
+                key = short_hash({"parent": key, "step": step, "settings": settings})
             parent = path
             path, seconds, hit, size = cached_step(root, key, lambda p, make=make, parent=parent: make(parent, p),
                                                    {"model": workload.model_name, "step": step, "settings": settings,
@@ -245,7 +235,7 @@ class OnnxRuntime(Runtime):
         path, steps, key = self.model_path(workload)
         threads = torch.get_num_threads()
         cuda = workload.device == "cuda"
-        providers = ([("CUDAExecutionProvider", cuda_provider_options()), "CPUExecutionProvider"] if cuda
+        providers = ([("CUDAExecutionProvider", ort_cuda_options(current_precision())), "CPUExecutionProvider"] if cuda
                      else ["CPUExecutionProvider"])
         if self.variant == "tensorrt":
             providers.insert(0, ("TensorrtExecutionProvider", tensorrt_options(workload, path.parent,

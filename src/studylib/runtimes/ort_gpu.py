@@ -1,4 +1,4 @@
-"""ONNX Runtime's GPU providers: the CUDA provider's options, TensorRT's caches, profile and engine build step."""
+"""ONNX Runtime's TensorRT provider: its options (engine caches, one profile) and its engine build as a step."""
 
 from __future__ import annotations
 
@@ -6,16 +6,10 @@ import json
 import time
 from pathlib import Path
 
-from ..machine.gpu import current_precision, ort_cuda_options
 from .base import PrepareStep
 
 ENGINE_STEP = "tensorrt engine"
 ENGINE_RECORD = "build.json"  # beside the engines: the seconds their build took, written when they were built
-
-
-def cuda_provider_options() -> dict[str, str]:
-    """The CUDA provider's options for the process's precision policy (gpu.ort_cuda_options)."""
-    return ort_cuda_options(current_precision())
 
 
 def session_inputs(path: Path) -> list[tuple[str, int]]:
@@ -27,15 +21,10 @@ def session_inputs(path: Path) -> list[tuple[str, int]]:
     return [(i.name, len(i.type.tensor_type.shape.dim)) for i in graph.input if i.name not in initializers]
 
 
-def tensorrt_dir(model_dir: Path | str, batch: int, seq: int | None) -> Path:
-    """`<model_dir>/trt/b{B}s{S}`: TensorRT's engines for one model file and optimization profile."""
-    return Path(model_dir) / "trt" / (f"b{batch}" + (f"s{seq}" if seq is not None else ""))
-
-
 def tensorrt_options(workload, model_dir: Path | str, inputs: list[tuple[str, int]]) -> dict:
     """The TensorRT provider's options: fp16 as configured, caches, and (text) one profile up to Workload.max_shape."""
     batch, seq = workload.max_shape or (workload.batch_size, workload.seq_len)
-    engines = tensorrt_dir(model_dir, batch, seq)
+    engines = Path(model_dir) / "trt" / (f"b{batch}" + (f"s{seq}" if seq is not None else ""))  # one per profile
     engines.mkdir(parents=True, exist_ok=True)
 
     def shape(b: int, s: int | None) -> str:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 import warnings
 
 from ..machine.gpu import CUDNN_BENCHMARK_VAR
 from . import compile_cache
 from .aa import module_copy
-from .base import Prepared, Runtime, RuntimeUnavailable, device_sync, registered
+from .base import Prepared, Runtime, RuntimeUnavailable, device_sync, registered, same_inputs
 
 
 class _Torch(Runtime):
@@ -25,10 +24,19 @@ class _Torch(Runtime):
 
 
 class TorchEager(_Torch):
-    name = "eager"
+    """Eager PyTorch; `channels_last`: the model and image inputs in channels_last (NHWC), converted once, untimed."""
+
+    name = "eager"  # a subclass names itself in its class body
+    channels_last = False
+
+    def __init__(self, channels_last: bool = False):
+        if channels_last:
+            self.name, self.channels_last = "eager-channels-last", True
 
     def prepare(self, workload) -> Prepared:
-        return Prepared(workload.module, workload.inputs, device_sync(workload.device))
+        module, inputs, adapt = (_channels_last(workload) if self.channels_last
+                                 else (workload.module, workload.inputs, same_inputs))
+        return Prepared(module, inputs, device_sync(workload.device), adapt=adapt)
 
 
 def reset_compiled() -> None:
@@ -48,21 +56,20 @@ def dynamo_counts() -> dict[str, int]:
 
 
 def fresh_inductor_cache():
-    """Inductor with an empty cache directory and cleared in-memory code caches (named so since torch 2.7)."""
-    from torch._inductor import utils
+    """Inductor with an empty cache directory and cleared in-memory code caches."""
+    from torch._inductor.utils import fresh_cache
 
-    fresh = getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
-    return fresh()
+    return fresh_cache()
 
 
 class TorchCompiled(_Torch):
-    """torch.compile in one mode, compiled cold in the first call; Inductor's start-up paid untimed in `warm_up`."""
+    """torch.compile in one mode (of the channels_last model copy where asked), compiled cold in the first call."""
 
-    _warmed = False
+    _warmed = False  # Inductor's process start-up, paid untimed in `warm_up`
 
-    def __init__(self, mode: str):
-        self.mode = mode
-        self.name = f"compile-{mode}"
+    def __init__(self, mode: str, channels_last: bool = False):
+        self.mode, self.channels_last = mode, channels_last
+        self.name = f"compile-{mode}" + ("-channels-last" if channels_last else "")
         self.family = "compile"
 
     def warm_up(self) -> float:
@@ -93,11 +100,13 @@ class TorchCompiled(_Torch):
     def prepare(self, workload) -> Prepared:
         import torch
 
-        compiled = torch.compile(workload.module, mode=None if self.mode == "default" else self.mode)
+        module, inputs, adapt = (_channels_last(workload) if self.channels_last
+                                 else (workload.module, workload.inputs, same_inputs))
+        compiled = torch.compile(module, mode=None if self.mode == "default" else self.mode)
         notes = ""
         if self.mode == "reduce-overhead" and workload.device != "cuda":
             notes = "CUDA graphs need a GPU: on CPU this mode compiles like default"
-        return Prepared(compiled, workload.inputs, device_sync(workload.device), notes)
+        return Prepared(compiled, inputs, device_sync(workload.device), notes, adapt)
 
 
 class TorchScript(_Torch):
@@ -134,30 +143,6 @@ def _channels_last(workload) -> tuple:
     return module, adapt(workload.inputs), adapt
 
 
-class TorchEagerChannelsLast(_Torch):
-    """Eager PyTorch with the model and its image inputs in channels_last (NHWC), converted once, untimed."""
-
-    name = "eager-channels-last"
-
-    def prepare(self, workload) -> Prepared:
-        module, inputs, adapt = _channels_last(workload)
-        return Prepared(module, inputs, device_sync(workload.device), adapt=adapt)
-
-
-class TorchCompiledChannelsLast(TorchCompiled):
-    """torch.compile (one mode) of the channels_last copy of the model, on channels_last inputs."""
-
-    def __init__(self, mode: str):
-        super().__init__(mode)
-        self.name = f"compile-{mode}-channels-last"
-
-    def prepare(self, workload) -> Prepared:
-        module, inputs, adapt = _channels_last(workload)
-        prepared = super().prepare(dataclasses.replace(workload, module=module, inputs=inputs))
-        prepared.adapt = adapt
-        return prepared
-
-
 class TorchEagerCudnnBenchmark(_Torch):
     """Eager PyTorch in its own process started with cudnn.benchmark on, CUDA only (docs/method.md, "Runtimes")."""
 
@@ -186,10 +171,10 @@ RUNTIMES = [
                "code as default on a CPU)", "Blues", "01"),
     registered(TorchCompiled("max-autotune"), "torch.compile, mode max-autotune (benchmarks kernel choices while "
                "compiling)", "Blues", "01"),
-    registered(TorchEagerChannelsLast(), "eager PyTorch with the model and image inputs in channels_last (NHWC) "
+    registered(TorchEager(channels_last=True), "eager PyTorch with the model and image inputs in channels_last (NHWC) "
                "layout", "Purples", "01"),
-    registered(TorchCompiledChannelsLast("default"), "torch.compile (default) of the channels_last model", "Blues",
-               "01"),
+    registered(TorchCompiled("default", channels_last=True), "torch.compile (default) of the channels_last model",
+               "Blues", "01"),
     registered(TorchEagerCudnnBenchmark(), "eager PyTorch with cudnn.benchmark on, in a process of its own (GPU only)",
                "Purples", "01"),
     registered(TorchScript(), "torch.jit.trace, then frozen", "RdPu", "02 03 04"),

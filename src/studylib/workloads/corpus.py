@@ -96,8 +96,8 @@ def _csv_column(source: str, reader, column: str) -> int:
     return header.index(column)
 
 
-def _column_missing(source: str, column: str, columns) -> CorpusError:
-    return CorpusError(f"{source}: column {column!r} not found (columns: {', '.join(map(str, columns))})")
+def _column_missing(where: str, column: str, columns) -> CorpusError:
+    return CorpusError(f"{where}: column {column!r} not found (columns: {', '.join(map(str, columns))})")
 
 
 def _jsonl_object(source: str, number: int, line: str) -> dict:
@@ -127,8 +127,7 @@ def _jsonl_texts(source: str, path: Path, column: str) -> list[str]:
             continue
         obj = _jsonl_object(source, number, line)
         if column not in obj:
-            raise CorpusError(f"{source}: line {number}: column {column!r} not found "
-                              f"(columns: {', '.join(map(str, obj))})")
+            raise _column_missing(f"{source}: line {number}", column, obj)
         if not isinstance(obj[column], str):
             raise CorpusError(f"{source}: line {number}: column {column!r} is not a string")
         if obj[column].strip():

@@ -14,7 +14,7 @@ Kind = Literal["text", "vision", "op"]  # op: one framework operation on a (batc
 
 @dataclass(frozen=True)
 class Family:
-    """A transformers model family: config class, PyTorch and TensorFlow model classes, input names."""
+    """A transformers model family: config class, PyTorch and TensorFlow model classes, input names, config defaults."""
 
     config: str
     torch_class: str
@@ -22,34 +22,32 @@ class Family:
     inputs: tuple[str, ...] = ("input_ids", "attention_mask")
     max_positions_key: str | None = "max_position_embeddings"  # None: relative positions, no length limit
     position_offset: int = 0  # RoBERTa reserves the first positions for padding
+    # the config class's default positions and vocabulary (the registry validates with no transformers import)
+    positions: int | None = None
+    vocab: int | None = None
 
 
 FAMILIES = {
-    "bert": Family("BertConfig", "BertModel", "TFBertModel"),
-    "distilbert": Family("DistilBertConfig", "DistilBertModel", "TFDistilBertModel"),
-    "gpt2": Family("GPT2Config", "GPT2Model", "TFGPT2Model", max_positions_key="n_positions"),
-    "roberta": Family("RobertaConfig", "RobertaModel", "TFRobertaModel", position_offset=2),
+    "bert": Family("BertConfig", "BertModel", "TFBertModel", positions=512, vocab=30522),
+    "distilbert": Family("DistilBertConfig", "DistilBertModel", "TFDistilBertModel", positions=512, vocab=30522),
+    "gpt2": Family("GPT2Config", "GPT2Model", "TFGPT2Model", max_positions_key="n_positions", positions=1024,
+                   vocab=50257),
+    "roberta": Family("RobertaConfig", "RobertaModel", "TFRobertaModel", position_offset=2, positions=514, vocab=50265),
     "roberta-classifier": Family("RobertaConfig", "RobertaForSequenceClassification",
-                                 "TFRobertaForSequenceClassification", position_offset=2),
+                                 "TFRobertaForSequenceClassification", position_offset=2, positions=514, vocab=50265),
     # relative positions (no length limit); its memory is off (_NO_MEMS): a call returns the hidden states alone
-    "xlnet": Family("XLNetConfig", "XLNetModel", "TFXLNetModel", max_positions_key=None),
-    "xlm": Family("XLMConfig", "XLMModel", "TFXLMModel"),
+    "xlnet": Family("XLNetConfig", "XLNetModel", "TFXLNetModel", max_positions_key=None, vocab=32000),
+    "xlm": Family("XLMConfig", "XLMModel", "TFXLMModel", positions=512, vocab=30145),
     "resnet": Family("ResNetConfig", "ResNetForImageClassification", "TFResNetForImageClassification",
                      inputs=("pixel_values",)),
     # Study 07's decoder-only language models (LM head included: generation needs the logits); no TensorFlow twin
-    "llama-lm": Family("LlamaConfig", "LlamaForCausalLM", "", inputs=("input_ids",)),
-    "gpt2-lm": Family("GPT2Config", "GPT2LMHeadModel", "", inputs=("input_ids",), max_positions_key="n_positions"),
+    "llama-lm": Family("LlamaConfig", "LlamaForCausalLM", "", inputs=("input_ids",), positions=2048, vocab=32000),
+    "gpt2-lm": Family("GPT2Config", "GPT2LMHeadModel", "", inputs=("input_ids",), max_positions_key="n_positions",
+                      positions=1024, vocab=50257),
     # Seed 001's "unusual" operations, one per model: no transformers class (see OPS); inputs are made here.
     "op": Family("", "", "", inputs=("x",)),
 }
 
-# Defaults of each config class that the registry relies on (no transformers import needed to validate).
-_DEFAULT_POSITIONS = {"llama-lm": 2048, "gpt2-lm": 1024,
-                      "bert": 512, "distilbert": 512, "gpt2": 1024, "roberta": 514, "roberta-classifier": 514,
-                      "xlm": 512}
-_DEFAULT_VOCAB = {"llama-lm": 32000, "gpt2-lm": 50257,
-                  "bert": 30522, "distilbert": 30522, "gpt2": 50257, "roberta": 50265, "roberta-classifier": 50265,
-                  "xlnet": 32000, "xlm": 30145}
 # XLNet without its recurrence memory: no `mems` computed or returned in eval (use_mems_eval), none kept (mem_len)
 _NO_MEMS = dict(use_mems_eval=False, mem_len=None)
 
@@ -67,16 +65,14 @@ class ModelSpec:
     @property
     def max_positions(self) -> int | None:
         """Longest token sequence the model takes (None for vision models)."""
-        if self.kind != "text":
-            return None
         fam = FAMILIES[self.family]
-        if fam.max_positions_key is None:
+        if self.kind != "text" or fam.max_positions_key is None:
             return None
-        return self.config.get(fam.max_positions_key, _DEFAULT_POSITIONS[self.family]) - fam.position_offset
+        return self.config.get(fam.max_positions_key, fam.positions) - fam.position_offset
 
     @property
     def vocab_size(self) -> int | None:
-        return self.config.get("vocab_size", _DEFAULT_VOCAB[self.family]) if self.kind == "text" else None
+        return self.config.get("vocab_size", FAMILIES[self.family].vocab) if self.kind == "text" else None
 
 
 _TINY_TEXT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=1000)
@@ -173,22 +169,6 @@ class Workload:
         return self.batch_size * self.seq_len if self.kind == "text" else None
 
 
-def _first_output(module, names: tuple[str, ...]):
-    import torch
-
-    class FirstOutput(torch.nn.Module):
-        """Calls a transformers model with positional tensors (passed by name) and returns its first output."""
-
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, *inputs):
-            return self.inner(**dict(zip(names, inputs)), return_dict=False)[0]
-
-    return FirstOutput(module).eval()
-
-
 # loggers whose import notices (torchao's CUDA-only kernels on a CPU build, pytree deprecations) say nothing of speed
 TORCHAO_NOTICES = ("torchao", "torch.utils._pytree")
 
@@ -271,10 +251,21 @@ def build_torch(name: str, *, seed: int = 0, dtype: str = "fp32", device: str = 
     import transformers
 
     fam = FAMILIES[s.family]
+
+    class FirstOutput(torch.nn.Module):
+        """Calls a transformers model with positional tensors (passed by name) and returns its first output."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *inputs):
+            return self.inner(**dict(zip(fam.inputs, inputs)), return_dict=False)[0]
+
     torch.manual_seed(seed)
     with _quiet_transformers():
         model = getattr(transformers, fam.torch_class)(_config(s, attention)).eval()
-    return _first_output(model, fam.inputs).to(device=device, dtype=getattr(torch, TORCH_DTYPES[dtype]))
+    return FirstOutput(model).eval().to(device=device, dtype=getattr(torch, TORCH_DTYPES[dtype]))
 
 
 class TFFirstOutput:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -23,13 +24,16 @@ class Work:
         return self.weight_bytes + self.activation_bytes
 
 
-def _traffic_mode():
-    """A dispatch mode summing the bytes every operator writes (outputs that are views of inputs excluded)."""
+def count(module, inputs: tuple) -> Work:
+    """Run `module(*inputs)` once, counting its FLOPs (FlopCounterMode) and the bytes its operators write."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
+    from torch.utils.flop_counter import FlopCounterMode
 
     class Traffic(TorchDispatchMode):
+        """Sums the bytes every operator writes (outputs that are views of inputs excluded)."""
+
         written = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -39,36 +43,22 @@ def _traffic_mode():
                                     if isinstance(t, torch.Tensor))
             return out
 
-    return Traffic()
-
-
-def count(module, inputs: tuple) -> Work:
-    """Run `module(*inputs)` once, counting its FLOPs (FlopCounterMode) and the bytes its operators write."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
     weights = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
     flops = FlopCounterMode(display=False)
-    traffic = _traffic_mode()
+    traffic = Traffic()
     with torch.inference_mode(), flops, traffic:
         module(*inputs)
     return Work(int(flops.get_total_flops()), int(weights), int(traffic.written))
 
 
-_META: dict[tuple, object] = {}
-
-
+@functools.lru_cache(maxsize=1)  # one model at a time
 def _meta_model(name: str, dtype: str):
     """The model on the meta device (text models with eager attention: the same FLOPs as SDPA, and it runs there)."""
     import torch
 
-    key = (name, dtype)
-    if key not in _META:
-        _META.clear()  # one model at a time
-        attention = "eager" if models.spec(name).kind == "text" else None
-        with torch.device("meta"):
-            _META[key] = models.build_torch(name, dtype=dtype, device="meta", attention=attention)
-    return _META[key]
+    attention = "eager" if models.spec(name).kind == "text" else None
+    with torch.device("meta"):
+        return models.build_torch(name, dtype=dtype, device="meta", attention=attention)
 
 
 _WORK: dict[tuple, Work] = {}
