@@ -45,7 +45,9 @@ def test_start_builds_one_frozen_plan_and_the_environment_holds_the_machine_only
     assert "run_shift" not in plan.env and "peaks" not in plan.env
     saved = json.loads((paths.results_dir("cpu") / "env.json").read_text())
     # the record: the environment, the limits measured on it and the harness's overhead (what a re-analysis reads)
-    assert saved == plan.env | {"peaks": PEAKS, "overhead": dataclasses.asdict(ctx.overhead)}
+    overhead = dataclasses.asdict(ctx.overhead)  # each notebook's own capture time and overhead kept apart too
+    assert saved == plan.env | {"peaks": PEAKS, "overhead": overhead, "notebooks": {
+        "01_eager_vs_compiled": {"captured_at": plan.env["captured_at"], "overhead": overhead}}}
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.seed = 1
     assert started("smoke").plan.run_shift is None  # smoke: unknown

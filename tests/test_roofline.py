@@ -99,7 +99,9 @@ def test_pass_work_counts_padding_and_the_useful_part():
 
 
 def test_peak_is_the_rate_of_a_direct_matmul():
-    """Same order of magnitude as timing the same product directly (a sanity check, not a speed threshold)."""
+    """Within a factor of 100 of timing the same product directly: a check of units (a GFLOP/s-vs-FLOP/s slip is
+    1000x), not a speed threshold; the direct rate is the best of ten calls, as a loaded host (make test's other
+    worker) slowed a median of five 29x once."""
     import torch
 
     peak = limits.matmul_peak("fp32", "cpu", 0.3)
@@ -108,12 +110,12 @@ def test_peak_is_the_rate_of_a_direct_matmul():
     a, b = torch.randn(n, n), torch.randn(n, n)
     torch.mm(a, b)
     times = []
-    for _ in range(5):
+    for _ in range(10):
         t0 = time.perf_counter()
         torch.mm(a, b)
         times.append(time.perf_counter() - t0)
-    direct = 2 * n ** 3 / np.median(times) / 1e9
-    assert 0.1 < peak["gflops"] / direct < 10
+    direct = 2 * n ** 3 / min(times) / 1e9
+    assert 0.01 < peak["gflops"] / direct < 100
 
 
 def test_limits_are_measured_once_per_environment(monkeypatch):

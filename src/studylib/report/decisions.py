@@ -162,7 +162,7 @@ def across_studies(vts: dict[str, VerdictTable], runs: dict[str, str]) -> pd.Dat
         rows.append({"workload": workload, "fastest found (by latency)": f"{top.candidate} (study {nb[:2]}): "
                      f"{_per_call(top)}", "its decision in its study": f"{top.decision}: {x(top)} over {top.baseline}",
                      "baselines": "; ".join(f"{n[:2]} {b}: {_per_call(v, baseline=True)}" for (n, b), v in bases.items()),
-                     "slowest baseline over fastest": f"{max(ms) / min(ms):.2f}×" if (ms := [
+                     "slowest baseline over fastest": numbers.fmt(max(ms) / min(ms)) if (ms := [
                          v.base_ms_per_call for v in bases.values()]) else "",
                      "how each study runs it": "; ".join(f"{n[:2]}: {runs.get(n, '')}" for n in by)})
     return pd.DataFrame(rows, columns=ACROSS_COLUMNS)
