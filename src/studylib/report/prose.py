@@ -179,13 +179,16 @@ def pick_sentence(vt: VerdictTable) -> str:
     """The Answer's first sentence: what to use, by workload ('Pick: ort at every workload.')."""
     workloads = list(dict.fromkeys(v.workload for v in vt.options()))
     picks: dict[str, list[tuple[str, Verdict | None]]] = {}
+    shown: dict[str, str] = {}
     for w in workloads:
         words_, top = pick(vt, w)
         if words_:
             key = "undecided: keep the default" if words_.startswith("undecided") else _unordered(words_)
             picks.setdefault(key, []).append((w, top))
+            shown.setdefault(key, key if key.startswith("undecided") else words_)  # the first one's order: fastest first
     parts = []
-    for words_, chosen in picks.items():
+    for key, chosen in picks.items():
+        words_ = shown[key]
         wl = [w for w, _ in chosen]
         tops = [t for _, t in chosen if t is not None]
         where = ("every workload" if len(wl) == len(workloads) and len(wl) > 1 else
