@@ -266,7 +266,8 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
     recorded = reanalysing()
     if recorded:  # the record as the run that measured the rows left it (reanalyse.py checked it)
         env = dict(read_json(env_path))
-        env |= env.pop("notebooks", {}).get(notebook, {})  # this notebook's own capture time and overhead, if kept
+        mine = env.pop("notebooks", {}).get(notebook)  # this notebook's own capture time and overhead, if kept
+        env |= mine or {"captured_at": f"{env.get('captured_at')} (the run's last notebook's record)"}
         peaks, kept = env.pop("peaks", None), env.pop("overhead", None)
         overhead = Overhead(**kept) if kept else None
         # env.json is the last notebook's: frameworks it did not import get this study's settings (apply_threads)
