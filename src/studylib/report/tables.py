@@ -32,10 +32,11 @@ def install() -> None:
 
 
 def folded(table: pd.DataFrame, name: str, *, shown: int = SHOWN_ROWS, what: str = "rows") -> HTML:
-    """`table` whole up to `shown` rows, else its first rows and the whole under a closed <details>, as `name`.csv."""
-    whole = page_html(table.reset_index(drop=True), "study-table")
+    """`table` whole up to `shown` rows, else its first rows and the rest under a closed <details> (each row once),
+    and the whole as `name`.csv."""
     if len(table) <= shown:
-        return HTML(whole)
+        return HTML(page_html(table.reset_index(drop=True), "study-table"))
     csv = base64.b64encode(table.to_csv(index=False).encode()).decode()
     return HTML(wording.block("report/folded.html.j2", head=page_html(table.head(shown).reset_index(drop=True),
-                              "study-table"), shown=shown, n=len(table), what=what, name=name, csv=csv, whole=whole))
+                              "study-table"), shown=shown, n=len(table), what=what, name=name, csv=csv,
+                              rest=page_html(table.iloc[shown:].reset_index(drop=True), "study-table")))
