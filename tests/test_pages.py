@@ -106,3 +106,4 @@ def test_the_committed_index_answers_a_workload_several_studies_measured_in_one_
     for workload in ("resnet-50 fp32 batch 1 224px", "bert-base fp32 batch 1 seq 128"):
         assert across.count(f"<td>{workload}</td>") == 1, workload
     assert "(study 05)" in across and "01 eager: " in across and "05 eager (torch process): " in across
+    assert index.index("One workload, several studies") < index.index('class="dataframe what-to-use"')  # read first

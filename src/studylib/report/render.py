@@ -79,7 +79,7 @@ def _what_to_use(profile: str, env: dict | None) -> str:
     return wording.block("report/what_to_use.html.j2", machine=summary.machine_line(profile),
                          caveat=summary.gpu_caveat("cuda" if (env or {}).get("gpu_name") else "cpu"),
                          table=table.to_html(index=False, escape=True, classes="what-to-use") if len(table) else "",
-                         across=across.to_html(index=False, escape=True, classes="across") if len(across) else "")
+                         across=across.to_html(index=False, escape=True, classes="what-to-use across") if len(across) else "")
 
 
 def index() -> Path:
