@@ -259,7 +259,8 @@ def test_each_page_opens_with_its_answer_and_shows_no_code_or_parameters_cell(sm
     after = body.split('class="answer"', 1)[1].split("</div>", 1)[1]
     assert re.match(r"\s*<h2>Decision table</h2>", after)  # the table the Answer reads, then the notes
     after = after.split('class="decisions"', 1)[1].split("</table>", 1)[1]
-    assert re.match(r"\s*(</details>)?\s*<h3>(Which batch size|Why, and where this answer holds)", after)
+    assert re.match(r"\s*(</details>)?\s*<p[^>]*>Each cell:[^<]*</p>\s*<h3>(Which batch size|Why, and where this answer holds)",
+                    after)
     assert "<strong>On a GPU.</strong>" in after.split("About this study", 1)[0]
     sure = body[body.index("How sure are we"):]
     assert "A/A control" in sure and "Benjamini and Yekutieli" in sure and 'class="dataframe verdicts"' in sure

@@ -197,6 +197,8 @@ def test_a_heading_closes_the_answer_box_and_the_notes_sit_under_it(results):
     after = top.split('class="answer"', 1)[1].split("</div>", 1)[1]
     assert after.lstrip().startswith("<h2>Decision table</h2>")  # the Answer box first, then the table it reads
     after = after.split("</table>")[-1]
+    assert after.startswith('<p style="color:#444;font-size:.9em">Each cell:')  # the table's caption under it
+    after = after.split("</p>", 1)[1]
     assert after.startswith("<h3>Why, and where this answer holds</h3>")
     assert "<strong>Why.</strong> GEMMs differ." in after and "<strong>On a GPU.</strong>" in after
     box = top.split('class="answer"', 1)[1].split("</div>", 1)[0]

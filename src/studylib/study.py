@@ -273,13 +273,13 @@ def start(notebook: str, profile: str = "smoke", *, overrides: Mapping[str, Any]
         # env.json is the last notebook's: frameworks it did not import get this study's settings (apply_threads)
         env["threads"] = environment.thread_settings() | (env.get("threads") or {})
     else:
-        env = environment.capture(loaded.name, precision)
-        peaks = limits.cached_peaks(env, read_json(env_path), device=settings.device,
+        env, previous = environment.capture(loaded.name, precision), read_json(env_path) or {}
+        peaks = limits.cached_peaks(env, previous, device=settings.device,
                                     budget=limits.budget_s(settings.measure.model_dump()))
         overhead = harness_overhead()
         # the record: the environment, its measured limits and the harness's overhead, the last two per notebook too
         mine = {"captured_at": env["captured_at"], "overhead": asdict(overhead)}
-        notebooks = (read_json(env_path) or {}).get("notebooks", {}) | {notebook: mine}
+        notebooks = previous.get("notebooks", {}) | {notebook: mine}
         write_json_atomic(env_path, env | {"peaks": peaks, "overhead": asdict(overhead), "notebooks": notebooks})
         if loaded.overrides:  # so that its name loads again (studylib report, the summary, the index)
             profiles.record_overrides(loaded)
